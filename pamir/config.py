@@ -1,0 +1,61 @@
+"""The numbers that matter, in one place: seeds, splits, protocol rules and model grids.
+
+Every script and command reads its defaults from here and prints the values it used, so a
+result can be traced back to the settings that produced it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: The seed of every random choice that is not given one explicitly.
+SEED = 0
+
+#: The development set is split into train and validation pictures, seeded by SEED.
+VALID_SIZE = 500
+
+#: Corel 5k vocabulary rule: words of the development set that occur in at least this many
+#: test pictures (Grangier & Bengio, Jeon et al.: 179 words).
+COREL_MIN_TEST_PICTURES = 2
+
+#: Vocabulary rule for a user's own collection: words in at least this many training pictures.
+MIN_WORD_PICTURES = 2
+
+#: Queries are subsets of a caption's words; this caps their size (None: every subset).
+MAX_QUERY_WORDS: int | None = None
+
+#: Queries with at least this many relevant pictures are "easy", the others "difficult"
+#: (TPAMI Table X).
+EASY_MIN_RELEVANT = 3
+
+#: Cut-offs reported by the evaluation.
+P_AT = (5, 10, 20)
+
+#: Words per picture in the annotation evaluation (Jeon et al., Duygulu et al.).
+ANNOTATION_WORDS = 5
+
+#: How tied scores are ranked: "pessimistic" puts non-relevant pictures first among equals,
+#: "random" shuffles them with SEED.
+TIES = "pessimistic"
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def default_cache_dir() -> Path:
+    """Where features and codebooks are cached (PAMIR_CACHE overrides)."""
+    return Path(os.environ.get("PAMIR_CACHE", repo_root() / ".cache"))
+
+
+def corel5k_candidates() -> list[Path]:
+    """Where the Corel 5k folder is looked for, first match wins (PAMIR_COREL5K overrides)."""
+    found = []
+    if "PAMIR_COREL5K" in os.environ:
+        found.append(Path(os.environ["PAMIR_COREL5K"]))
+    found += [
+        Path.cwd() / "../shared/data/corel5k",
+        repo_root() / "../shared/data/corel5k",
+    ]
+    return found

@@ -1,0 +1,68 @@
+"""Text side: tokenising captions and queries, idf weights and query vectors.
+
+Queries and captions are bags of words. A query vector is the normalised idf weighting of the
+TPAMI paper (§III-A): q_i = b_i idf_i / ||b idf||, with b_i the presence of word i and
+idf_i = -log(r_i), r_i the fraction of training captions that contain word i.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+#: A short English stop-word list for free-text captions; keywords columns are not filtered.
+STOP_WORDS = frozenset(
+    """a an and are as at be by for from has have in is it its of on or that the this to was
+    were with without over under into onto near some his her their our your my""".split()
+)
+
+_TOKEN = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
+
+
+def tokenize(text: str, stop_words: Iterable[str] | None = STOP_WORDS) -> list[str]:
+    """Lower-case words of `text`, punctuation split off, stop words removed, order kept."""
+    stop = frozenset(stop_words or ())
+    return [w for w in (m.group(0).lower() for m in _TOKEN.finditer(text)) if w not in stop]
+
+
+def split_keywords(text: str) -> list[str]:
+    """Keywords separated by spaces, commas or semicolons, lower-cased, duplicates dropped."""
+    words = [w.strip().lower() for w in re.split(r"[\s,;]+", text)]
+    return list(dict.fromkeys(w for w in words if w))
+
+
+def idf(Y: sp.spmatrix) -> np.ndarray:
+    """idf_i = -log(r_i) from an (n x T) presence matrix; words never seen get the largest idf."""
+    Y = sp.csr_matrix(Y)
+    n = max(Y.shape[0], 1)
+    df = np.asarray((Y > 0).sum(axis=0)).ravel().astype(np.float64)
+    return -np.log(np.maximum(df, 0.5) / n)  # an unseen word counts as half a picture
+
+
+def text_vectors(B: sp.spmatrix, idf_weights: np.ndarray, tf: bool = False) -> sp.csr_matrix:
+    """L2-normalised (binary or tf) x idf rows of an (n x T) word-count matrix, float32 CSR."""
+    B = sp.csr_matrix(B, dtype=np.float64)
+    if not tf:
+        B.data = np.ones_like(B.data)
+    V = B @ sp.diags(idf_weights)
+    norms = np.sqrt(np.asarray(V.multiply(V).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    return sp.csr_matrix(sp.diags(1.0 / norms) @ V, dtype=np.float32)
+
+
+def bag_of_words(docs: Sequence[Sequence[str]], word_index: dict[str, int]) -> sp.csr_matrix:
+    """(n x T) counts of the in-vocabulary words of each document; other words are ignored."""
+    rows, cols = [], []
+    for i, doc in enumerate(docs):
+        for w in doc or ():
+            j = word_index.get(w)
+            if j is not None:
+                rows.append(i)
+                cols.append(j)
+    data = np.ones(len(rows), dtype=np.float32)
+    M = sp.csr_matrix((data, (rows, cols)), shape=(len(docs), len(word_index)))
+    M.sum_duplicates()
+    return M
