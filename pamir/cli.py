@@ -1,0 +1,81 @@
+"""The `pamir` command."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import config
+from .data import DataError, load_collection
+from .protocol import Protocol
+
+app = typer.Typer(help="Retrieve pictures from text queries (PAMIR).", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+dataset_app = typer.Typer(help="Data sets and their retrieval protocol.", no_args_is_help=True)
+app.add_typer(dataset_app, name="dataset")
+console = Console()
+
+#: Sub-command modules: ("name", module) mounts module.app as `pamir name`; (None, module)
+#: calls module.register(app) to add top-level commands.
+COMMAND_MODULES = [
+    ("features", "pamir.commands.features"),
+    (None, "pamir.commands.train"),
+    (None, "pamir.commands.product"),
+]
+
+
+def fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+@dataset_app.command("stats")
+def dataset_stats(
+    data: str = typer.Argument("corel5k", help="corel5k, or a captions table (.tsv/.csv/.jsonl)"),
+    seed: int = typer.Option(config.SEED, help="seed of the train/validation split"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+):
+    """The protocol statistics of train / valid / test, as TPAMI Table I."""
+    try:
+        stats = Protocol(load_collection(data), seed=seed).stats()
+    except (DataError, ValueError) as e:
+        fail(str(e))
+    if as_json:
+        print(json.dumps(stats, indent=2))
+        return
+    table = Table(title=f"{data}: vocabulary {stats['vocabulary']} words, seed {seed}")
+    table.add_column("")
+    splits = [s for s in ("train", "valid", "test") if s in stats]
+    for s in splits:
+        table.add_column(s, justify="right")
+    for key, label in [("pictures", "pictures"), ("queries", "queries"),
+                       ("relevant_per_query", "relevant pictures / query"),
+                       ("words_per_query", "words / query"),
+                       ("single_word_queries", "single-word queries")]:
+        table.add_row(label, *(f"{stats[s][key]:,}" for s in splits))
+    console.print(table)
+
+
+def _mount_commands() -> None:
+    for name, module in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name == module:  # that part of the tool is not there yet
+                continue
+            raise
+        if name:
+            app.add_typer(mod.app, name=name)
+        else:
+            mod.register(app)
+
+
+_mount_commands()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,145 @@
+"""What every model shares: the fit/transform contract, training queries, and saving.
+
+A model maps pictures into the text space: `transform(X) -> (n x T)` dense float32 scores, one
+per vocabulary word, so retrieval (Z q), annotation (top words of a row) and evaluation need no
+model-specific code. A fitted model is a directory: `model.json` (kind, version,
+hyper-parameters, anything JSON) and `arrays.npz` (numbers), loaded with allow_pickle=False,
+so a model file from someone else cannot run code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import config
+from ..protocol import QuerySet, generate_queries
+from ..text import idf, text_vectors
+
+FORMAT_VERSION = 1
+
+
+class TrainingQueries:
+    """The queries of a captioned picture set (every subset of a caption), as the papers do.
+
+    Y: (n x T) caption presence. `idf` is computed from Y unless given (validation queries use
+    the training idf). `vectors` are the normalised idf query vectors; `relevance` the
+    (n_queries x n) relevance matrix.
+    """
+
+    def __init__(self, Y, idf_weights: np.ndarray | None = None,
+                 max_words: int | None = config.MAX_QUERY_WORDS):
+        Y = sp.csr_matrix(Y)
+        self.idf = idf(Y) if idf_weights is None else idf_weights
+        caps = [Y.indices[Y.indptr[j]:Y.indptr[j + 1]] for j in range(Y.shape[0])]
+        vocab = [str(t) for t in range(Y.shape[1])]
+        self.queries: QuerySet = generate_queries(caps, vocab, np.arange(Y.shape[0]), max_words)
+        self.vectors = text_vectors(self.queries.presence(), self.idf)
+        self.relevance = self.queries.relevance
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+
+class TextSpaceModel:
+    """Base of every model: scikit-learn style, hyper-parameters in __init__, state in `x_`."""
+
+    kind = "base"
+    #: What transform takes: "bags" (CSR bags of visterms) or "blocks" (a BlockSet).
+    input = "bags"
+
+    def get_params(self) -> dict:
+        raise NotImplementedError
+
+    def fit(self, X, Y, X_valid=None, Y_valid=None):
+        raise NotImplementedError
+
+    def transform(self, X) -> np.ndarray:
+        raise NotImplementedError
+
+    # state that is not a hyper-parameter: (JSON-able dict, arrays) --------------------------
+    def _state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        raise NotImplementedError
+
+    def _set_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def save(self, path) -> Path:
+        meta, arrays = self._state()
+        head = {"kind": self.kind, "format_version": FORMAT_VERSION,
+                "params": self.get_params(), "state": meta}
+        return save_directory(path, head, arrays)
+
+    @classmethod
+    def load(cls, path) -> "TextSpaceModel":
+        head, arrays = load_directory(path)
+        if head.get("kind") != cls.kind:
+            raise ValueError(f"{path}: holds a {head.get('kind')!r} model, not {cls.kind!r}")
+        model = cls(**head["params"])
+        model._set_state(head.get("state", {}), arrays)
+        return model
+
+
+def save_directory(path, meta: dict, arrays: dict[str, np.ndarray]) -> Path:
+    """Write model.json + arrays.npz to a new directory, then swap it in atomically.
+
+    The files are written and fsynced in a temporary sibling directory, which then replaces
+    `path` by rename, so a crash never leaves a half-written model where a good one was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        with open(tmp / "arrays.npz", "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        with open(tmp / "model.json", "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1, default=_json_default)
+            f.flush()
+            os.fsync(f.fileno())
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            path.rename(old)
+        tmp.rename(path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load_directory(path) -> tuple[dict, dict[str, np.ndarray]]:
+    path = Path(path)
+    if not (path / "model.json").is_file() or not (path / "arrays.npz").is_file():
+        raise FileNotFoundError(
+            f"{path}: not a pamir model directory (expected model.json and arrays.npz); "
+            "create one with `pamir fit`"
+        )
+    meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
+    with np.load(path / "arrays.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    return meta, arrays
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def dense_float32(Z) -> np.ndarray:
+    return np.ascontiguousarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float32)
