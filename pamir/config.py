@@ -59,3 +59,34 @@ def corel5k_candidates() -> list[Path]:
         repo_root() / "../shared/data/corel5k",
     ]
     return found
+
+
+# ----------------------------------------------------------------------------------- BBNN
+# The block-based neural network (pamir/models/bbnn.py; Grangier & Bengio, ICANN 2006).
+
+#: Hidden units of L1 (per block) and of T3's hidden layer; the learning rate of SGD. The
+#: defaults are the model's, the grids what `benchmarks/bench_bbnn.py` selects from on
+#: validation (§5.1: lambda, N1 and N2 "selected through cross-validation").
+BBNN_N1 = 100
+BBNN_N2 = 100
+BBNN_LEARNING_RATE = 0.05
+BBNN_GRID = {
+    "learning_rate": (0.02, 0.05, 0.1),
+    "n_hidden1": (50, 100, 200),
+    "n_hidden2": (50, 100, 200),
+}
+
+#: The text-epsilon margin (§3.1, eq. 4): eps_k = max(epsilon, q.c+ - q.c-).
+BBNN_EPSILON = 0.1
+
+#: Triplets per SGD step (1 is the paper's one-triplet SGD; the loss is the batch mean).
+BBNN_BATCH = 32
+
+#: Training length in triplets, validation AvgP measured every BBNN_EVAL_EVERY triplets;
+#: training stops after BBNN_PATIENCE measurements without a new best (early stopping).
+BBNN_MAX_TRIPLETS = 2_000_000
+BBNN_EVAL_EVERY = 100_000
+BBNN_PATIENCE = 4
+
+#: Torch threads (the machine has 2 cores).
+BBNN_THREADS = 2
