@@ -1,0 +1,258 @@
+"""The index: word-major scores, search, incremental update, crash safety, bad input."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import pamir.index as index_mod
+from pamir.index import Index, IndexDirError, QueryError, model_fingerprint
+
+VOCAB = ["red", "green", "blue", "stripes"]
+IDF = np.array([1.0, 1.0, 2.0, 0.5])
+
+
+class ColourTransform:
+    """A stand-in system: a picture's mean colour as its text-space vector; counts calls."""
+
+    def __init__(self):
+        self.seen: list[str] = []
+
+    def __call__(self, paths):
+        Z = np.zeros((len(paths), len(VOCAB)), np.float32)
+        ok = np.zeros(len(paths), bool)
+        for i, p in enumerate(paths):
+            self.seen.append(str(p))
+            try:
+                with Image.open(p) as im:
+                    rgb = np.asarray(im.convert("RGB"), np.float32).mean(axis=(0, 1)) / 255
+            except Exception:
+                continue
+            Z[i, :3] = rgb
+            Z[i, 3] = 0.1
+            ok[i] = True
+        return Z, ok
+
+
+def picture(path, colour):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (16, 12), colour).save(path)
+    return path
+
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / "pics"
+    picture(root / "red.png", (250, 0, 0))
+    picture(root / "green.png", (0, 240, 0))
+    picture(root / "sub" / "blue.png", (0, 0, 230))
+    picture(root / "purple.png", (200, 0, 200))
+    (root / "broken.jpg").write_bytes(b"not a jpeg at all")
+    (root / "notes.txt").write_text("not a picture suffix")
+    return root
+
+
+@pytest.fixture
+def index(tmp_path):
+    with Index.create(tmp_path / "idx", VOCAB, IDF) as ix:
+        yield ix
+
+
+def test_search_matches_brute_force_and_is_word_major(index):
+    rng = np.random.default_rng(0)
+    Z = rng.random((50, 4), dtype=np.float32)
+    entries = [{"path": f"/p/{i}.png", "size": 1, "mtime_ns": 1, "hash": f"h{i}"}
+               for i in range(50)]
+    ids = index.add(entries, Z)
+    q = index.parse_query("red stripes").vector
+    expected = Z @ q
+    hits = index.search(q, k=7)
+    assert [h.id for h in hits] == [ids[j] for j in np.argsort(-expected)[:7]]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1][:7], rtol=1e-6)
+    assert hits[0].path == f"/p/{np.argmax(expected)}.png"
+    # Stored word-major: row t of the file is word t's scores over the pictures.
+    raw = np.fromfile(index.directory / index._meta("matrix"), np.float32)
+    raw = raw.reshape(len(VOCAB), -1)
+    cols = [index.picture(i).col for i in ids]
+    np.testing.assert_array_equal(raw[:, cols], Z.T)
+    assert index.search("red", k=1000)[-1].score == pytest.approx(Z[:, 0].min())
+
+
+def test_query_vector_is_normalised_idf_and_reports_unknown_words(index):
+    q = index.parse_query("Blue, red and unicorns!")
+    assert q.words == ["blue", "red"] and q.unknown == ["unicorns"]
+    expected = np.array([1.0, 0, 2.0, 0]) / np.sqrt(5)
+    np.testing.assert_allclose(q.vector, expected, rtol=1e-6)
+    with pytest.raises(QueryError, match="empty"):
+        index.parse_query("   ")
+    with pytest.raises(QueryError, match="vocabulary") as e:
+        index.parse_query("unicorns dragons")
+    assert e.value.unknown == ["unicorns", "dragons"]
+    with pytest.raises(QueryError, match="stop words"):
+        index.parse_query("the and of")
+    with pytest.raises(ValueError, match="at least one"):
+        index.search("red", k=0)
+
+
+def test_remove_frees_columns_for_reuse(index):
+    Z = np.eye(4, dtype=np.float32)
+    ids = index.add([{"path": f"/p/{i}", "size": 1, "mtime_ns": 1, "hash": str(i)}
+                     for i in range(4)], Z)
+    assert index.remove([ids[0], 12345]) == 1
+    assert [h.id for h in index.search("red", k=10)][0] != ids[0]
+    assert len(index) == 3
+    new = index.add([{"path": "/p/new", "size": 1, "mtime_ns": 1, "hash": "n"}],
+                     np.array([[9, 0, 0, 0]], np.float32))
+    assert index.picture(new[0]).col == 0  # the freed slot is used again
+    assert index.search("red", k=1)[0].id == new[0]
+
+
+def test_matrix_grows_and_keeps_scores(index, monkeypatch):
+    monkeypatch.setattr(index_mod, "MIN_CAPACITY", 2)
+    rng = np.random.default_rng(1)
+    Z = rng.random((11, 4), dtype=np.float32)
+    for i in range(11):
+        index.add([{"path": f"/p/{i}", "size": 1, "mtime_ns": 1, "hash": str(i)}], Z[i:i + 1])
+    files = list(index.directory.glob("scores-*.f32"))
+    assert len(files) == 1  # old generations deleted
+    reopened = Index.open(index.directory)
+    for i, p in enumerate(reopened.pictures()):
+        np.testing.assert_array_equal(reopened.vector(p.id), Z[i])
+
+
+def test_update_incremental(folder, index):
+    t = ColourTransform()
+    r = index.update([folder], t)
+    assert (r.added, r.removed, r.unchanged) == (4, 0, 0)
+    assert [os.path.basename(p) for p, _ in r.failed] == ["broken.jpg"]
+    assert "not a picture" in r.failed[0][1] or "corrupt" in r.failed[0][1]
+    assert index.search("red", k=1)[0].path.endswith("red.png")
+    assert index.search("blue", k=1)[0].path.endswith("blue.png")
+    assert index.status()["failed"] == 1
+
+    # Nothing changed: nothing computed; the failure is still reported.
+    t.seen.clear()
+    r = index.update([folder], t)
+    assert t.seen == [] and r.unchanged == 5 and len(r.failed) == 1
+
+    # Rename and copy are recognised by content hash: no recomputation.
+    (folder / "red.png").rename(folder / "sub" / "scarlet.png")
+    (folder / "copy.png").write_bytes((folder / "green.png").read_bytes())
+    red_id = next(p.id for p in index.pictures() if p.path.endswith("red.png"))
+    r = index.update([folder], t)
+    assert t.seen == [] and (r.renamed, r.copied, r.removed) == (1, 1, 0)
+    assert index.picture(red_id).path.endswith("scarlet.png")
+
+    # A changed file is recomputed; a deleted one dropped; touching alone changes nothing.
+    picture(folder / "green.png", (0, 0, 255))
+    (folder / "purple.png").unlink()
+    os.utime(folder / "sub" / "blue.png", ns=(1, 1))
+    r = index.update([folder], t)
+    assert [os.path.basename(p) for p in t.seen] == ["green.png"]
+    assert (r.changed, r.removed, r.added) == (1, 1, 0)
+    assert {os.path.basename(p.path) for p in index.pictures("ok")} == {
+        "scarlet.png", "green.png", "blue.png", "copy.png"}
+    top = [os.path.basename(h.path) for h in index.search("blue", k=2)]
+    assert set(top) == {"green.png", "blue.png"}
+
+    # Repairing the broken file makes it indexed.
+    picture(folder / "broken.jpg", (10, 200, 10))
+    r = index.update([folder], t)
+    assert r.changed == 1 and r.failed == [] and index.status()["failed"] == 0
+
+
+def test_update_only_drops_pictures_under_the_given_folders(tmp_path, index):
+    a, b = tmp_path / "a", tmp_path / "b"
+    picture(a / "x.png", (255, 0, 0))
+    picture(b / "y.png", (0, 255, 0))
+    index.update([a, b], ColourTransform())
+    r = index.update([a], ColourTransform())
+    assert r.removed == 0 and len(index) == 2
+    with pytest.raises(IndexDirError, match="not a folder"):
+        index.update([tmp_path / "missing"], ColourTransform())
+
+
+def test_update_resumes_after_interruption(tmp_path, index):
+    root = tmp_path / "many"
+    for i in range(7):
+        picture(root / f"{i}.png", (i * 30, 0, 0))
+
+    class Interrupted(ColourTransform):
+        def __call__(self, paths):
+            if self.seen:
+                raise KeyboardInterrupt
+            return super().__call__(paths)
+
+    with pytest.raises(KeyboardInterrupt):
+        index.update([root], Interrupted(), batch_size=3)
+    index.close()
+    resumed = Index.open(index.directory, writable=True)
+    assert len(resumed) == 3  # the first batch was committed
+    t = ColourTransform()
+    r = resumed.update([root], t, batch_size=3)
+    assert len(t.seen) == 4 and r.added == 4 and r.unchanged == 3 and len(resumed) == 7
+    resumed.close()
+
+
+def test_crash_leftovers_are_harmless(tmp_path, index):
+    index.add([{"path": "/p/a", "size": 1, "mtime_ns": 1, "hash": "a"}],
+              np.ones((1, 4), np.float32))
+    d = index.directory
+    index.close()
+    (d / "scores-99.f32").write_bytes(b"\0" * 64)  # a grow that never committed
+    ix = Index.open(d, writable=True)
+    assert not (d / "scores-99.f32").exists()
+    assert ix.search("red", k=5)[0].path == "/p/a"
+    ix.close()
+    # A creation that crashed leaves only a hidden sibling, never a half-made index.
+    assert not any(p.name.startswith(".idx.creating") for p in d.parent.iterdir())
+
+
+def test_bad_index_dirs(tmp_path, index):
+    with pytest.raises(IndexDirError, match="no index there"):
+        Index.open(tmp_path / "nowhere")
+    with pytest.raises(IndexDirError, match="already exists"):
+        Index.create(index.directory, VOCAB, IDF)
+    with pytest.raises(IndexDirError, match="another"):
+        Index.open(index.directory, writable=True)  # the fixture holds the writer lock
+    with pytest.raises(IndexDirError, match="one entry per word"):
+        Index.create(tmp_path / "x", VOCAB, IDF[:2])
+    ro = Index.open(index.directory)
+    with pytest.raises(IndexDirError, match="read-only"):
+        ro.remove([1])
+    ro.close()
+    (tmp_path / "bad").mkdir()
+    conn = sqlite3.connect(tmp_path / "bad" / "catalog.sqlite")
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '999')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(IndexDirError, match="schema version 999"):
+        Index.open(tmp_path / "bad")
+
+
+def test_reader_sees_writer_commits(index):
+    reader = Index.open(index.directory)
+    assert len(reader) == 0
+    index.add([{"path": "/p/a", "size": 1, "mtime_ns": 1, "hash": "a"}],
+              np.ones((1, 4), np.float32))
+    assert reader.refresh() and len(reader) == 1
+    assert not reader.refresh()
+    assert reader.search("green", k=3)[0].path == "/p/a"
+    reader.close()
+
+
+def test_model_fingerprint_ignores_an_index_inside(tmp_path):
+    m = tmp_path / "model"
+    m.mkdir()
+    (m / "model.json").write_text("{}")
+    before = model_fingerprint(m)
+    (m / "index").mkdir()
+    (m / "index" / "catalog.sqlite").write_text("x")
+    assert model_fingerprint(m) == before
+    (m / "model.json").write_text('{"a": 1}')
+    assert model_fingerprint(m) != before
