@@ -118,3 +118,33 @@ CMTT_NORMALISE_GRID = ("terms", "visterms")
 #: Visterm codebook sizes tried for CMRM / CMTT when the benchmark can build codebooks
 #: (TPAMI Table VI: 3,000 for CMRM, 2,000 for CMTT; PAMIR's default is N_VISTERMS).
 CMRM_CMTT_CODEBOOK_GRID = (1_000, 3_000, 10_000)
+
+
+# ------------------------------------------------------------------------------ PLSA / SVM
+# Baselines of TPAMI §II (issue 5): text-constrained PLSA and per-word concept SVMs.
+# Defaults are used when nothing is tuned; the *_GRID values are what the benchmark
+# (benchmarks/bench_plsa_svm.py) tries on the validation pictures.
+
+#: PLSA aspects K (TPAMI Table VI: 400 on Corel Small, with a 50,000-visterm codebook).
+PLSA_N_ASPECTS = 400
+PLSA_ASPECTS_GRID = (50, 100, 200, 400)
+
+#: EM iterations: on the captions, for P(v|z) with P(z|d) fixed, and to fold a picture in.
+#: Each stops early once the relative log-likelihood gain falls under PLSA_TOL.
+PLSA_ITER_TEXT = 100
+PLSA_ITER_VISUAL = 100
+PLSA_ITER_FOLD = 50
+PLSA_FOLD_GRID = (10, 50)
+PLSA_TOL = 1e-6
+
+#: Per-word linear SVMs on the tf-idf bags (the linear "visterm kernel"): the C values tried
+#: for each word (chosen per word on validation, TPAMI §V-A), the class weightings tried for
+#: all words at once, and how a multi-word query fuses its words' normalised scores
+#: ("mean": plain average as in TPAMI §II-A; "idf": weighted by the idf query vector).
+SVM_C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+SVM_C_DEFAULT = 1.0
+SVM_CLASS_WEIGHT = "none"
+SVM_CLASS_WEIGHT_GRID = ("none", "balanced")
+SVM_FUSION = "mean"
+SVM_FUSION_GRID = ("mean", "idf")
+SVM_JOBS = 2
