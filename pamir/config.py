@@ -148,3 +148,33 @@ SVM_CLASS_WEIGHT_GRID = ("none", "balanced")
 SVM_FUSION = "mean"
 SVM_FUSION_GRID = ("mean", "idf")
 SVM_JOBS = 2
+
+
+# ----------------------------------------------------------------------------- KERNEL PAMIR
+# PAMIR with W as support sets and a picture kernel (pamir/models/kernel_pamir.py, TPAMI
+# §III-E, §IV-C, Table IV). The benchmark (benchmarks/bench_kernels.py) selects every value
+# below on validation mean AvgP and prints what it chose.
+
+#: PA-I aggressiveness, PA steps at most, steps between validation evaluations, and
+#: evaluations without improvement before stopping.
+KERNEL_PAMIR_C = 0.1
+KERNEL_PAMIR_MAX_UPDATES = 3_000_000
+KERNEL_PAMIR_EVAL_EVERY = 100_000
+KERNEL_PAMIR_PATIENCE = 5
+
+#: Block histograms (counts) -> descriptors for the block kernels: "sqrt", "log1p", "none".
+KERNEL_BLOCK_SCALING = "sqrt"
+
+#: Match kernel: width of the RBF minor kernel on (sqrt) block descriptors. With 32-px
+#: blocks, sqrt counts have squared norm 2 x 1024; the grid spans the block distances seen.
+KERNEL_MATCH_SIGMA = 8.0
+KERNEL_MATCH_SIGMA_GRID = (2.0, 4.0, 8.0, 16.0)
+
+#: Expected likelihood kernel: one Gaussian per picture, its covariance ("diag" or "full"),
+#: and the ridge added to every variance (the kernel's smoothing).
+KERNEL_ELK_COVARIANCE = "diag"
+KERNEL_ELK_RIDGE = 1.0
+KERNEL_ELK_RIDGE_GRID = (0.25, 1.0, 4.0, 16.0)
+
+#: Aggressiveness tried for every kernel setting.
+KERNEL_PAMIR_C_GRID = (0.01, 0.1, 1.0)
