@@ -177,6 +177,23 @@ def test_linear_kernel_equals_linear_pamir_on_the_same_triplets(world):
                               np.argsort(-(Qt @ Z_linear.T), 1, kind="stable"))
 
 
+def test_linear_kernel_agrees_with_the_project_linear_pamir(world):
+    linear = pytest.importorskip("pamir.models.pamir")
+    _, bags, Y, tr, _, te = world
+    q = TrainingQueries(Y[tr])
+    triplets = sample_triplets(q, 1500, np.random.default_rng(4))
+    W = np.zeros((Y.shape[1], bags.shape[1]))
+    linear.pa_updates(W, bags[tr], q.vectors, triplets, 0.1)
+    lin = LinearKernel()
+    alpha = np.zeros((Y.shape[1], len(tr)))
+    pa_updates(alpha, lin(bags[tr], bags[tr]), q.vectors, triplets, 0.1)
+    # agreement to rounding (its core sums in another order), and the same test rankings
+    Z_kernel, Z_linear = lin(bags[te], bags[tr]) @ alpha.T, bags[te] @ W.T
+    assert np.allclose(Z_kernel, Z_linear, atol=1e-6)
+    Qt = TrainingQueries(Y[te]).vectors
+    assert np.array_equal(np.argsort(-(Qt @ Z_kernel.T), 1), np.argsort(-(Qt @ Z_linear.T), 1))
+
+
 def test_pa_step_hand_case():
     # One word, pictures e1 and e2 (linear kernel: K = I), q = (1): loss 1, ||v||^2 = 2.
     K, Q = np.eye(2), sp.csr_matrix([[1.0]])

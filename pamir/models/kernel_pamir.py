@@ -453,7 +453,7 @@ def sample_triplets(queries: TrainingQueries, n: int, rng: np.random.Generator) 
     return np.stack([q, pos, neg], axis=1).astype(np.int64)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=True)  # fastmath: lets the dot products use SIMD
 def _pa_updates(alpha, K, kdiag, q_indptr, q_indices, q_data, q_sqnorm, triplets, c):
     """PA-I steps in kernel form over the triplets; alpha (T x n) is updated in place.
 
