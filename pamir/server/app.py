@@ -1,0 +1,233 @@
+"""The HTTP API and web page over an index: search, annotate, thumbnails, explanations.
+
+Pictures are served by their id in the index only: no route takes a path from the client, so
+nothing outside the index can be read. The model (needed only to annotate an uploaded picture
+and to explain a score block by block) is loaded on first use.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from .. import config
+from ..index import Index, QueryError
+from .explain import explanation
+
+STATIC = Path(__file__).resolve().parent / "static"
+#: Uploads bigger than this are refused (413).
+MAX_UPLOAD_BYTES = 32 * 1024 * 1024
+THUMBNAIL_SIZES = (128, 256, 512)
+MAX_K = 1000
+
+
+def top_words(z: np.ndarray, vocabulary: list[str], k: int) -> list[dict]:
+    """The k highest-scoring words of a text-space vector, best first."""
+    k = min(k, len(vocabulary))
+    top = np.argpartition(-z, k - 1)[:k]
+    top = top[np.argsort(-z[top], kind="stable")]
+    return [{"word": vocabulary[t], "score": float(z[t])} for t in top]
+
+
+def create_app(index_dir, model_dir=None, *, system=None) -> FastAPI:
+    """The server of the index in `index_dir`.
+
+    model_dir: the trained system for uploads and explanations (default: the model the index
+    was built with). system: an already loaded system (tests, embedding).
+    """
+    index = Index.open(index_dir)
+    state = _State(index, model_dir or index.model_dir or None, system)
+    app = FastAPI(
+        title="pamir",
+        summary="Search pictures by text, annotate them, and see which blocks drive a score.",
+        version="1",
+    )
+    app.state.pamir = state
+
+    @app.middleware("http")
+    async def refresh_index(request: Request, call_next):
+        # A concurrent `pamir index` may have committed pictures since the last request.
+        index.refresh()
+        return await call_next(request)
+
+    @app.get("/api/status", summary="What the index holds")
+    def status():
+        s = index.status()
+        s["model_loaded"] = state.system is not None
+        s["model_available"] = state.model_available()
+        return s
+
+    @app.get("/api/vocabulary", summary="The words queries can use")
+    def vocabulary():
+        return {"words": index.vocabulary}
+
+    @app.get("/api/search", summary="Pictures ranked for a text query")
+    def search(q: str = Query(..., description="words, e.g. 'tiger grass'"),
+               k: int = Query(24, ge=1, le=MAX_K, description="how many pictures")):
+        query = _parse(index, q)
+        hits = index.search(query.vector, k)
+        return {"query": q, "words": query.words, "unknown": query.unknown,
+                "pictures": len(index),
+                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+
+    @app.get("/api/pictures/{picture_id}", summary="A picture of the index and its keywords")
+    def picture(picture_id: int, k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
+        p = _picture(index, picture_id)
+        return {**_hit_json(p.id, p.path, None), "caption": list(p.caption or ()),
+                "keywords": top_words(index.vector(p.id), index.vocabulary, k)}
+
+    @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
+             response_class=Response,
+             responses={200: {"content": {"image/jpeg": {}}}})
+    def thumbnail(picture_id: int, size: int = Query(256, ge=16, le=1024)):
+        p = _picture(index, picture_id)
+        return FileResponse(state.thumbnail(p, size), media_type="image/jpeg",
+                            headers={"Cache-Control": "max-age=3600"})
+
+    @app.get("/api/pictures/{picture_id}/explain",
+             summary="Each block's exact contribution to the picture's score for a query")
+    def explain(picture_id: int, q: str = Query(...)):
+        p = _picture(index, picture_id)
+        query = _parse(index, q)
+        system = state.require_system()
+        try:
+            out = explanation(system, p.path, query.vector)
+        except FileNotFoundError:
+            raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` again")
+        except NotImplementedError as e:
+            raise HTTPException(409, str(e))
+        out["indexed_score"] = float(index.vector(p.id) @ query.vector)
+        out.update(query=q, words=query.words, unknown=query.unknown, id=p.id)
+        return out
+
+    @app.post("/api/annotate", summary="Keywords of an uploaded picture (the raw file as body)",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "image/*": {"schema": {"type": "string", "format": "binary"}}}}})
+    async def annotate(request: Request,
+                       k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
+        data = await _read_upload(request)
+        z = state.annotate_bytes(data)
+        return {"keywords": top_words(z, index.vocabulary, k)}
+
+    @app.get("/", include_in_schema=False)
+    def page():
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.exception_handler(QueryError)
+    async def query_error(request, e: QueryError):
+        return JSONResponse({"detail": str(e), "unknown": e.unknown}, status_code=400)
+
+    return app
+
+
+def _parse(index: Index, q: str):
+    return index.parse_query(q)  # QueryError -> 400 {"detail": why, "unknown": [words]}
+
+
+def _picture(index: Index, picture_id: int):
+    p = index.picture(picture_id)
+    if p is None or p.state != "ok":
+        raise HTTPException(404, f"no picture {picture_id} in the index")
+    return p
+
+
+def _hit_json(pid: int, path: str, score: float | None) -> dict:
+    d = {"id": pid, "name": os.path.basename(path), "path": path,
+         "thumbnail": f"/api/pictures/{pid}/thumbnail"}
+    if score is not None:
+        d["score"] = score
+    return d
+
+
+async def _read_upload(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
+        raise HTTPException(413, f"picture of {declared} bytes; the limit is {MAX_UPLOAD_BYTES}")
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise HTTPException(413, f"picture over the limit of {MAX_UPLOAD_BYTES} bytes")
+    if not data:
+        raise HTTPException(400, "empty body: send the picture file as the request body")
+    return bytes(data)
+
+
+class _State:
+    """The index, the lazily loaded system, and the thumbnail cache."""
+
+    def __init__(self, index: Index, model_dir, system):
+        self.index = index
+        self.model_dir = model_dir
+        self.system = system
+        self._lock = threading.Lock()
+        self.thumbnails = _thumbnail_dir(index.directory)
+
+    def model_available(self) -> bool:
+        return self.system is not None or bool(
+            self.model_dir and Path(self.model_dir).is_dir())
+
+    def require_system(self):
+        with self._lock:
+            if self.system is None:
+                if not self.model_available():
+                    raise HTTPException(
+                        503, "no model: start the server with --model MODEL to annotate "
+                             "uploads and explain scores")
+                from ..system import System  # noqa: PLC0415 - heavy, only when needed
+                self.system = System.load(self.model_dir)
+            return self.system
+
+    def annotate_bytes(self, data: bytes) -> np.ndarray:
+        system = self.require_system()
+        with tempfile.NamedTemporaryFile(suffix=".upload") as f:
+            f.write(data)
+            f.flush()
+            Z, ok = system.transform_paths([f.name])
+        if not np.asarray(ok)[0]:
+            raise HTTPException(422, "the upload could not be decoded as a picture")
+        return np.asarray(Z, dtype=np.float32)[0]
+
+    def thumbnail(self, p, size: int) -> Path:
+        size = min((s for s in THUMBNAIL_SIZES if s >= size), default=THUMBNAIL_SIZES[-1])
+        out = self.thumbnails / f"{p.hash}-{size}.jpg"
+        if out.is_file():
+            return out
+        try:
+            with Image.open(p.path) as im:
+                im = ImageOps.exif_transpose(im)
+                im.thumbnail((size, size))
+                buf = io.BytesIO()
+                im.convert("RGB").save(buf, "JPEG", quality=85)
+        except FileNotFoundError:
+            raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` "
+                                     "again") from None
+        except (UnidentifiedImageError, OSError) as e:
+            raise HTTPException(422, f"picture {p.id} cannot be decoded ({e})") from None
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_bytes(buf.getvalue())
+        os.replace(tmp, out)  # atomic: a reader never sees half a thumbnail
+        return out
+
+
+def _thumbnail_dir(index_dir: Path) -> Path:
+    """<index>/thumbnails, or a private temporary folder when the index is read-only."""
+    d = Path(index_dir) / "thumbnails"
+    try:
+        d.mkdir(exist_ok=True)
+        if os.access(d, os.W_OK):
+            return d
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="pamir-thumbnails-"))

@@ -1,0 +1,74 @@
+"""Which blocks of a picture drive its score for a query: exact for linear PAMIR.
+
+PAMIR scores a picture p for a query q as F(q, p) = q . W p, with p the picture's bag of
+visterms (tf-idf weighted, L2-normalised). Each visterm v of the bag is the sum of the blocks
+quantised to it, so each of those tf_v blocks carries an equal share p_v / tf_v of its weight,
+and block b (visterm v_b) contributes
+
+    c_b = (q . W[:, v_b]) * p[v_b] / tf[v_b],      with  sum_b c_b = q . W p  exactly.
+
+Taking p as given (the very row the model saw) keeps this exact whatever weighting the visual
+pipeline applies, as long as only visterms of the picture's blocks are non-zero in p.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def block_contributions(visterms: np.ndarray, bag: np.ndarray, W: np.ndarray,
+                        q: np.ndarray) -> np.ndarray:
+    """(n_blocks,) float64 contributions of each block to q . W bag.
+
+    visterms: (n_blocks,) the visterm index of each block; bag: (V,) the picture's bag of
+    visterms as the model saw it; W: (T x V) the linear map; q: (T,) the query vector.
+    """
+    visterms = np.asarray(visterms, dtype=np.int64)
+    bag = np.asarray(bag, dtype=np.float64).ravel()
+    q = np.asarray(q, dtype=np.float64).ravel()
+    if W.shape != (q.size, bag.size):
+        raise ValueError(f"W of shape {W.shape} for a query of {q.size} words and a bag of "
+                         f"{bag.size} visterms")
+    if len(visterms) == 0:
+        return np.zeros(0)
+    tf = np.bincount(visterms, minlength=bag.size)
+    outside = np.flatnonzero((bag != 0) & (tf == 0))
+    if len(outside):
+        raise ValueError(f"the bag weights visterm {outside[0]} that no block has: the blocks "
+                         "and the bag come from different pictures or pipelines")
+    qW = q @ np.asarray(W[:, visterms], dtype=np.float64)  # (n_blocks,)
+    return qW * bag[visterms] / tf[visterms]
+
+
+def linear_map(system) -> np.ndarray:
+    """The model's W (T x V), or NotImplementedError for a model that is not linear in the
+    visterms (its scores have no exact block decomposition)."""
+    model = getattr(system, "model", None)
+    W = getattr(model, "W_", None)
+    if W is None or getattr(model, "input", "bags") != "bags":
+        kind = getattr(model, "kind", type(model).__name__)
+        raise NotImplementedError(f"the {kind} model is not linear in the visterms: block "
+                                  "explanations need a PAMIR model")
+    return W
+
+
+def picture_blocks(system, path) -> dict:
+    """visterms (n_blocks,), boxes (n_blocks x 4: x, y, w, h), width, height (the picture as
+    analysed) and bag (V,) of one picture, from the system's visual pipeline."""
+    return system.picture_blocks(path)
+
+
+def explanation(system, path, q: np.ndarray) -> dict:
+    """The JSON-able explanation of a picture's score for the query vector q: each block's
+    box and exact contribution; the contributions sum to `score`."""
+    W = linear_map(system)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(path)
+    b = picture_blocks(system, path)
+    c = block_contributions(b["visterms"], b["bag"], W, q)
+    boxes = np.asarray(b["boxes"]).tolist()
+    return {"width": int(b["width"]), "height": int(b["height"]),
+            "score": float(c.sum()),
+            "blocks": [[*box, float(v)] for box, v in zip(boxes, c)]}

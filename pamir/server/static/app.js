@@ -1,0 +1,172 @@
+// pamir's single page: search box, grid of thumbnails, picture detail with the block overlay.
+// The query lives in the URL (?q=...&id=...), so a search can be bookmarked and shared.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { q: "", hits: [] };
+
+async function api(url) {
+  const r = await fetch(url);
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const detail = typeof body.detail === "string" ? body.detail
+      : Array.isArray(body.detail) ? body.detail.map((d) => d.msg).join("; ") : r.statusText;
+    throw new Error(detail);
+  }
+  return body;
+}
+
+function setMessage(text, isError = false) {
+  $("message").textContent = text;
+  $("message").classList.toggle("error", isError);
+}
+
+function fmt(x) { return x.toFixed(3); }
+
+async function search(q, push = true) {
+  state.q = q.trim();
+  $("q").value = state.q;
+  if (push) {
+    const url = new URL(location.href);
+    url.searchParams.delete("id");
+    if (state.q) url.searchParams.set("q", state.q); else url.searchParams.delete("q");
+    history.pushState({}, "", url);
+  }
+  $("results").replaceChildren();
+  if (!state.q) { setMessage("Type words to search the pictures."); return; }
+  setMessage("Searching…");
+  try {
+    const res = await api(`/api/search?q=${encodeURIComponent(state.q)}&k=60`);
+    state.hits = res.hits;
+    let msg = `${res.hits.length} of ${res.pictures} pictures for “${res.words.join(" ")}”`;
+    if (res.unknown.length) msg += ` — not in the vocabulary, ignored: ${res.unknown.join(", ")}`;
+    setMessage(msg);
+    $("results").replaceChildren(...res.hits.map(hitCard));
+  } catch (e) {
+    setMessage(e.message, true);
+  }
+}
+
+function hitCard(hit) {
+  const b = document.createElement("button");
+  b.className = "hit";
+  b.dataset.id = hit.id;
+  b.title = hit.path;
+  const img = document.createElement("img");
+  img.src = `${hit.thumbnail}?size=256`;
+  img.alt = hit.name;
+  img.loading = "lazy";
+  const meta = document.createElement("div");
+  meta.className = "meta";
+  meta.innerHTML = `<span class="name"></span><span class="score"></span>`;
+  meta.querySelector(".name").textContent = hit.name;
+  meta.querySelector(".score").textContent = fmt(hit.score);
+  b.append(img, meta);
+  b.addEventListener("click", () => openDetail(hit.id));
+  return b;
+}
+
+async function openDetail(id, push = true) {
+  if (push) {
+    const url = new URL(location.href);
+    url.searchParams.set("id", id);
+    history.pushState({}, "", url);
+  }
+  $("detail").hidden = false;
+  $("keywords").replaceChildren();
+  $("explain-note").textContent = "";
+  clearCanvas();
+  const img = $("detail-img");
+  img.src = `/api/pictures/${id}/thumbnail?size=512`;
+  try {
+    const p = await api(`/api/pictures/${id}?k=8`);
+    $("detail-name").textContent = p.name;
+    $("detail-path").textContent = p.path;
+    $("keywords").replaceChildren(...p.keywords.map((k) => {
+      const li = document.createElement("li");
+      li.innerHTML = `<span class="kw"></span><span class="kw-score"></span>`;
+      li.querySelector(".kw").textContent = k.word;
+      li.querySelector(".kw-score").textContent = fmt(k.score);
+      return li;
+    }));
+    $("caption-box").hidden = !p.caption.length;
+    $("caption").textContent = p.caption.join(", ");
+  } catch (e) {
+    $("detail-name").textContent = e.message;
+    return;
+  }
+  if (state.q) explain(id);
+}
+
+async function explain(id) {
+  const note = $("explain-note");
+  note.textContent = "Explaining…";
+  try {
+    const ex = await api(`/api/pictures/${id}/explain?q=${encodeURIComponent(state.q)}`);
+    state.explanation = ex;
+    note.textContent = `score ${fmt(ex.score)} for “${ex.words.join(" ")}” = the sum of ` +
+      `${ex.blocks.length} block contributions`;
+    drawBlocks();
+  } catch (e) {
+    note.textContent = `No block explanation: ${e.message}`;
+  }
+}
+
+function clearCanvas() {
+  state.explanation = null;
+  const c = $("detail-canvas");
+  c.getContext("2d").clearRect(0, 0, c.width, c.height);
+}
+
+function drawBlocks() {
+  const ex = state.explanation, img = $("detail-img"), c = $("detail-canvas");
+  if (!ex || !img.complete || !img.naturalWidth) return;
+  c.width = img.clientWidth; c.height = img.clientHeight;
+  const ctx = c.getContext("2d");
+  ctx.clearRect(0, 0, c.width, c.height);
+  if (!$("show-blocks").checked) return;
+  const sx = c.width / ex.width, sy = c.height / ex.height;
+  const top = Math.max(1e-12, ...ex.blocks.map((b) => Math.abs(b[4])));
+  // Overlapping blocks add up, so each is drawn faintly: a region driven by several strong
+  // blocks shows strongest.
+  for (const [x, y, w, h, v] of ex.blocks) {
+    const a = 0.45 * Math.abs(v) / top;
+    ctx.fillStyle = v >= 0 ? `rgba(220, 30, 30, ${a})` : `rgba(30, 80, 220, ${a})`;
+    ctx.fillRect(x * sx, y * sy, w * sx, h * sy);
+  }
+}
+
+function closeDetail(push = true) {
+  $("detail").hidden = true;
+  clearCanvas();
+  if (push) {
+    const url = new URL(location.href);
+    url.searchParams.delete("id");
+    history.pushState({}, "", url);
+  }
+}
+
+function fromUrl() {
+  const params = new URLSearchParams(location.search);
+  const q = params.get("q") || "";
+  if (q !== state.q || !$("results").children.length) search(q, false);
+  const id = params.get("id");
+  if (id) openDetail(id, false); else if (!$("detail").hidden) closeDetail(false);
+}
+
+$("search-form").addEventListener("submit", (e) => { e.preventDefault(); search($("q").value); });
+$("close").addEventListener("click", () => closeDetail());
+$("detail").addEventListener("click", (e) => { if (e.target === $("detail")) closeDetail(); });
+document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("detail").hidden) closeDetail(); });
+$("detail-img").addEventListener("load", drawBlocks);
+$("show-blocks").addEventListener("change", drawBlocks);
+window.addEventListener("resize", drawBlocks);
+window.addEventListener("popstate", fromUrl);
+
+api("/api/status").then((s) => {
+  $("status").textContent = `${s.pictures.toLocaleString()} pictures · ${s.vocabulary} words`;
+}).catch(() => {});
+api("/api/vocabulary").then((v) => {
+  $("vocabulary").replaceChildren(...v.words.map((w) => Object.assign(document.createElement("option"), { value: w })));
+}).catch(() => {});
+fromUrl();

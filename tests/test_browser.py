@@ -1,0 +1,116 @@
+"""The web page in a real headless Chromium: type a query, see thumbnails, open a picture.
+
+Needs Debian's `chromium` and `chromium-driver` and the `selenium` package; skipped, with the
+reason, only when they are absent (CI installs them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+    pytest.skip("headless Chromium absent: apt-get install chromium chromium-driver",
+                allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver",
+                                reason="selenium absent: pip install -e .[dev]")
+
+import uvicorn  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from pamir.server import create_app  # noqa: E402
+from test_server import FakeSystem, build_index  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    system = FakeSystem()
+    index_dir = build_index(tmp_path_factory.mktemp("browser"), system)
+    port = free_port()
+    config = uvicorn.Config(create_app(index_dir, system=system), host="127.0.0.1", port=port,
+                            log_level="warning")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.fail("the server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1200,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def wait(driver, seconds=15):
+    return WebDriverWait(driver, seconds)
+
+
+def test_type_a_query_and_see_thumbnails(server, browser):
+    browser.get(server + "/")
+    box = wait(browser).until(EC.presence_of_element_located((By.ID, "q")))
+    box.send_keys("blue stripes")
+    box.submit()
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) > 0)
+    hits = browser.find_elements(By.CSS_SELECTOR, "#results .hit")
+    assert len(hits) == 9
+    assert "blue-2.png" in hits[0].text  # the striped blue picture first
+    # Thumbnails really loaded (decoded by the browser).
+    wait(browser).until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('#results img')].slice(0, 3)"
+        ".every(i => i.complete && i.naturalWidth > 0)"))
+    assert "q=blue+stripes" in browser.current_url or "q=blue%20stripes" in browser.current_url
+
+    # Clicking a picture shows its keywords and the block overlay.
+    hits[0].click()
+    wait(browser).until(EC.visibility_of_element_located((By.ID, "detail")))
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#keywords li"))
+    words = [li.find_element(By.CLASS_NAME, "kw").text
+             for li in browser.find_elements(By.CSS_SELECTOR, "#keywords li")]
+    assert set(words[:2]) == {"blue", "stripes"}
+    wait(browser).until(lambda d: "block contributions" in d.find_element(
+        By.ID, "explain-note").text)
+    painted = browser.execute_script(
+        "const c = document.getElementById('detail-canvas');"
+        "const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        "let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 0; return n;")
+    assert painted > 0
+
+
+def test_query_in_url_and_unknown_words(server, browser):
+    browser.get(server + "/?q=red+unicorn")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) > 0)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "red unicorn"
+    assert "unicorn" in browser.find_element(By.ID, "message").text
+    browser.get(server + "/?q=unicorn")
+    wait(browser).until(lambda d: "vocabulary" in d.find_element(By.ID, "message").text)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#results .hit")

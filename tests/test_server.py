@@ -1,0 +1,247 @@
+"""The HTTP API: search, pictures, thumbnails, annotate, explain; bad requests; no traversal."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from pamir.index import Index
+from pamir.server import create_app
+from pamir.server.explain import block_contributions
+
+VOCAB = ["red", "green", "blue", "sky", "stripes"]
+COLOURS = {"red": (230, 20, 20), "green": (20, 200, 30), "blue": (20, 40, 220)}
+
+
+class FakeSystem:
+    """A tiny linear system with PAMIR's shape: 2x2 blocks, each block's visterm its dominant
+    colour channel (+3 if it is busy: "stripes"), tf-idf L2 bags, z = W bag."""
+
+    V = 6
+
+    def __init__(self):
+        self.vocabulary = VOCAB
+        self.idf = np.array([1.0, 1.0, 1.5, 0.7, 2.0])
+        rng = np.random.default_rng(0)
+        self.visterm_idf = np.linspace(1.0, 2.0, self.V)
+        W = rng.normal(0, 0.1, (len(VOCAB), self.V))
+        for t in range(3):
+            W[t, t] += 1.0
+            W[t, t + 3] += 0.8
+        W[4, 3:] += 1.0
+        W[3, 2] += 0.5
+        self.model = type("Model", (), {"W_": W.astype(np.float32), "kind": "pamir",
+                                        "input": "bags"})()
+
+    def picture_blocks(self, path):
+        with Image.open(path) as im:
+            rgb = np.asarray(im.convert("RGB").resize((32, 32)), np.float32)
+        boxes, visterms = [], []
+        for y in (0, 16):
+            for x in (0, 16):
+                b = rgb[y:y + 16, x:x + 16]
+                v = int(np.argmax(b.mean(axis=(0, 1))))
+                if b.std(axis=(0, 1)).max() > 30:
+                    v += 3
+                boxes.append([x, y, 16, 16])
+                visterms.append(v)
+        tf = np.bincount(visterms, minlength=self.V).astype(np.float64)
+        bag = tf * self.visterm_idf
+        bag /= np.linalg.norm(bag)
+        return {"visterms": np.array(visterms), "boxes": np.array(boxes), "width": 32,
+                "height": 32, "bag": bag}
+
+    def transform_paths(self, paths):
+        Z = np.zeros((len(paths), len(VOCAB)), np.float32)
+        ok = np.zeros(len(paths), bool)
+        for i, p in enumerate(paths):
+            try:
+                bag = self.picture_blocks(p)["bag"]
+            except Exception:
+                continue
+            Z[i] = self.model.W_ @ bag
+            ok[i] = True
+        return Z, ok
+
+
+def make_pictures(root: Path) -> list[Path]:
+    root.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, c in COLOURS.items():
+        for i in range(3):
+            a = np.zeros((24, 36, 3), np.uint8)
+            a[:] = c
+            if i == 2:  # stripes
+                a[:, ::4] = 255
+            p = root / f"{name}-{i}.png"
+            Image.fromarray(a).save(p)
+            out.append(p)
+    return out
+
+
+def build_index(tmp_path: Path, system=None) -> Path:
+    system = system or FakeSystem()
+    folder = tmp_path / "pictures"
+    make_pictures(folder)
+    with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
+        ix.update([folder], system.transform_paths)
+    return tmp_path / "index"
+
+
+@pytest.fixture
+def system():
+    return FakeSystem()
+
+
+@pytest.fixture
+def client(tmp_path, system):
+    app = create_app(build_index(tmp_path, system), system=system)
+    with TestClient(app) as c:
+        yield c
+
+
+def test_search(client):
+    r = client.get("/api/search", params={"q": "red", "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["words"] == ["red"] and body["unknown"] == [] and body["pictures"] == 9
+    assert len(body["hits"]) == 3
+    assert all(h["name"].startswith("red") for h in body["hits"])
+    scores = [h["score"] for h in body["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    r = client.get("/api/search", params={"q": "blue unicorn"})
+    assert r.json()["unknown"] == ["unicorn"]
+    assert r.json()["hits"][0]["name"].startswith("blue")
+
+
+@pytest.mark.parametrize("params, status, needle", [
+    ({"q": ""}, 400, "empty"),
+    ({"q": "   "}, 400, "empty"),
+    ({"q": "unicorn dragon"}, 400, "vocabulary"),
+    ({"q": "red", "k": 0}, 422, ""),
+    ({"q": "red", "k": -3}, 422, ""),
+    ({"q": "red", "k": "ten"}, 422, ""),
+    ({"q": "red", "k": 100000}, 422, ""),
+    ({}, 422, ""),
+])
+def test_bad_searches(client, params, status, needle):
+    r = client.get("/api/search", params=params)
+    assert r.status_code == status, r.text
+    assert needle in str(r.json()["detail"])
+    if needle == "vocabulary":
+        assert r.json()["unknown"] == ["unicorn", "dragon"]
+
+
+def test_picture_keywords_and_thumbnail(client):
+    hit = client.get("/api/search", params={"q": "green", "k": 1}).json()["hits"][0]
+    p = client.get(f"/api/pictures/{hit['id']}", params={"k": 2}).json()
+    assert p["keywords"][0]["word"] == "green" and len(p["keywords"]) == 2
+    r = client.get(hit["thumbnail"], params={"size": 100})
+    assert r.status_code == 200 and r.headers["content-type"] == "image/jpeg"
+    im = Image.open(io.BytesIO(r.content))
+    assert max(im.size) == 36  # never enlarged; cached copy is served the second time
+    assert client.get(hit["thumbnail"]).content[:2] == b"\xff\xd8"
+
+
+def test_unknown_ids_and_path_traversal(client, tmp_path):
+    assert client.get("/api/pictures/9999").status_code == 404
+    assert client.get("/api/pictures/9999/thumbnail").status_code == 404
+    assert client.get("/api/pictures/abc").status_code == 422
+    secret = tmp_path / "index" / "catalog.sqlite"
+    for url in ["/static/../catalog.sqlite", "/static/%2e%2e/%2e%2e/index/catalog.sqlite",
+                "/static/..%2f..%2fapp.py", "/api/pictures/../../etc/passwd",
+                f"/api/pictures/{secret}", "/static//etc/passwd",
+                "/api/pictures/1/thumbnail/../../../etc/passwd"]:
+        r = client.get(url)
+        assert r.status_code in (404, 422, 400), (url, r.status_code)
+        assert b"SQLite" not in r.content and b"root:" not in r.content
+
+
+def test_file_gone_is_410(client, tmp_path):
+    hit = client.get("/api/search", params={"q": "red", "k": 1}).json()["hits"][0]
+    Path(hit["path"]).unlink()
+    r = client.get(hit["thumbnail"], params={"size": 512})
+    assert r.status_code == 410 and "pamir index" in r.json()["detail"]
+
+
+def test_annotate_upload(client):
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), (10, 30, 240)).save(buf, "PNG")
+    r = client.post("/api/annotate", params={"k": 3}, content=buf.getvalue(),
+                    headers={"content-type": "image/png"})
+    assert r.status_code == 200, r.text
+    assert r.json()["keywords"][0]["word"] == "blue"
+    assert client.post("/api/annotate", content=b"").status_code == 400
+    r = client.post("/api/annotate", content=b"definitely not a picture")
+    assert r.status_code == 422 and "decoded" in r.json()["detail"]
+
+
+def test_explanation_sums_to_the_score(client):
+    hit = client.get("/api/search", params={"q": "red stripes", "k": 1}).json()["hits"][0]
+    r = client.get(f"/api/pictures/{hit['id']}/explain", params={"q": "red stripes"})
+    assert r.status_code == 200, r.text
+    ex = r.json()
+    assert len(ex["blocks"]) == 4 and ex["width"] == 32
+    total = sum(b[4] for b in ex["blocks"])
+    assert total == pytest.approx(hit["score"], rel=1e-5)
+    assert ex["score"] == pytest.approx(ex["indexed_score"], rel=1e-5)
+    assert client.get(f"/api/pictures/{hit['id']}/explain", params={"q": ""}).status_code == 400
+    assert client.get("/api/pictures/424242/explain", params={"q": "red"}).status_code == 404
+
+
+def test_block_contributions_are_exact():
+    rng = np.random.default_rng(3)
+    V, T = 50, 7
+    visterms = rng.integers(0, V, 77)
+    tf = np.bincount(visterms, minlength=V)
+    bag = tf * rng.uniform(0.5, 3, V)
+    bag /= np.linalg.norm(bag)
+    W = rng.normal(size=(T, V))
+    q = rng.random(T)
+    c = block_contributions(visterms, bag, W, q)
+    assert c.sum() == pytest.approx(q @ W @ bag, rel=1e-12)
+    with pytest.raises(ValueError, match="different pictures"):
+        block_contributions(visterms[:5], bag, W, q)
+
+
+def test_no_model_means_503_for_model_routes(tmp_path):
+    app = create_app(build_index(tmp_path))  # the index names no model
+    with TestClient(app) as c:
+        assert c.get("/api/status").json()["model_available"] is False
+        assert c.post("/api/annotate", content=b"x").status_code == 503
+        hit = c.get("/api/search", params={"q": "red"}).json()["hits"][0]
+        assert c.get(f"/api/pictures/{hit['id']}/explain", params={"q": "red"}).status_code == 503
+        assert c.get(f"/api/pictures/{hit['id']}").status_code == 200  # needs no model
+
+
+def test_non_linear_model_explanation_is_409(tmp_path, system):
+    index_dir = build_index(tmp_path, system)
+    system.model.W_ = None
+    with TestClient(create_app(index_dir, system=system)) as c:
+        r = c.get("/api/pictures/1/explain", params={"q": "red"})
+        assert r.status_code == 409 and "PAMIR" in r.json()["detail"]
+
+
+def test_openapi_and_page(client):
+    schema = client.get("/openapi.json").json()
+    for path in ["/api/search", "/api/annotate", "/api/status",
+                 "/api/pictures/{picture_id}/thumbnail", "/api/pictures/{picture_id}/explain"]:
+        assert path in schema["paths"]
+    assert "image/*" in schema["paths"]["/api/annotate"]["post"]["requestBody"]["content"]
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="q"' in page.text
+    assert client.get("/static/app.js").status_code == 200
+    assert client.get("/api/status").json()["pictures"] == 9
+
+
+def test_server_sees_pictures_indexed_while_it_runs(tmp_path, client, system):
+    extra = tmp_path / "pictures" / "late.png"
+    Image.new("RGB", (20, 20), (250, 0, 0)).save(extra)
+    with Index.open(tmp_path / "index", writable=True) as ix:
+        ix.update([tmp_path / "pictures"], system.transform_paths)
+    assert client.get("/api/status").json()["pictures"] == 10
