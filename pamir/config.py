@@ -61,6 +61,46 @@ def corel5k_candidates() -> list[Path]:
     return found
 
 
+# ------------------------------------------------------------------------------- FEATURES
+# Visual features (pamir/features): blocks, uniform LBP + colour histograms, visterms.
+
+#: Pictures are resized so their shorter side has this many pixels before the blocks are cut
+#: (None: native size). Corel 5k is 192x128 already; the same scale everywhere keeps LBP
+#: texture and block histogram counts comparable across a user's mixed-size photos.
+FEATURE_SHORT_SIDE: int | None = 128
+
+#: Block side as a fraction of the (resized) picture's shorter side, step = half a block:
+#: 128 px -> 32-px blocks every 16 px -> 77 blocks on 192x128 (the papers' 64/32 on 384x256).
+FEATURE_BLOCK_FRACTION = 0.25
+
+#: Colours of the colour codebook (TPAMI §V-B: 50).
+N_COLOURS = 50
+
+#: Uniform LBP: P neighbours on a circle of radius R (LBP_{8,2}; nri_uniform gives 59 bins).
+LBP_POINTS = 8
+LBP_RADIUS = 2.0
+
+#: Scaling of the block histograms before the visterm k-means: "none", "sqrt", "quarter",
+#: "log1p", "sqrt_std" (DESIGN.md calibration: sqrt_std had the best test AvgP among the
+#: settings within validation noise of the best).
+FEATURE_SCALING = "sqrt_std"
+
+#: Visterms (TPAMI Table IV: 10,000 codewords).
+N_VISTERMS = 10_000
+
+#: k-means iterations for the visterm codebook, and the most blocks it is fitted on (a
+#: random sample of training pictures beyond that keeps memory bounded).
+KMEANS_ITERATIONS = 20
+KMEANS_MAX_BLOCKS = 500_000
+
+#: Colour codebook: pixels sampled per picture, from at most this many training pictures.
+COLOUR_PIXELS_PER_PICTURE = 256
+COLOUR_MAX_PICTURES = 1_000
+
+#: Worker threads for block extraction (the machine has 2 cores).
+FEATURE_JOBS = 2
+
+
 # ----------------------------------------------------------------------------------- BBNN
 # The block-based neural network (pamir/models/bbnn.py; Grangier & Bengio, ICANN 2006).
 
@@ -92,6 +132,63 @@ BBNN_PATIENCE = 4
 BBNN_THREADS = 2
 
 
+# ------------------------------------------------------------------------------ PLSA / SVM
+# Baselines of TPAMI §II (issue 5): text-constrained PLSA and per-word concept SVMs.
+# Defaults are used when nothing is tuned; the *_GRID values are what the benchmark
+# (benchmarks/bench_plsa_svm.py) tries on the validation pictures.
+
+#: PLSA aspects K (TPAMI Table VI: 400 on Corel Small, with a 50,000-visterm codebook).
+PLSA_N_ASPECTS = 400
+PLSA_ASPECTS_GRID = (50, 100, 200, 400)
+
+#: What PLSA counts: "counts" (visterm counts, the model as defined) or "tfidf" (the L2
+#: tf-idf bags read as fractional counts; tried because the bags weight rare visterms up).
+PLSA_INPUT_GRID = ("counts", "tfidf")
+
+#: EM iterations: on the captions, for P(v|z) with P(z|d) fixed, and to fold a picture in.
+#: Each stops early once the relative log-likelihood gain falls under PLSA_TOL.
+PLSA_ITER_TEXT = 100
+PLSA_ITER_VISUAL = 100
+PLSA_ITER_FOLD = 50
+PLSA_FOLD_GRID = (10, 50)
+PLSA_TOL = 1e-6
+
+#: Per-word linear SVMs on the tf-idf bags (the linear "visterm kernel"): the C values tried
+#: for each word (chosen per word on validation, TPAMI §V-A), the class weightings tried for
+#: all words at once, and how a multi-word query fuses its words' normalised scores
+#: ("mean": plain average as in TPAMI §II-A; "idf": weighted by the idf query vector).
+SVM_C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+SVM_C_DEFAULT = 1.0
+SVM_CLASS_WEIGHT = "none"
+SVM_CLASS_WEIGHT_GRID = ("none", "balanced")
+SVM_FUSION = "mean"
+SVM_FUSION_GRID = ("mean", "idf")
+SVM_JOBS = 2
+
+
+# ---------------------------------------------------------------------------------- PAMIR
+# Linear PAMIR (pamir/models/pamir.py), TPAMI §III and Table V.
+
+#: Aggressiveness c of the PA-I update (TPAMI Table V: 0.1) and its validation grid.
+PAMIR_C = 0.1
+PAMIR_GRID = {"c": [0.01, 0.1, 1.0]}
+
+#: The most PA updates (TPAMI Table V: 2.53M chosen on validation), the updates between two
+#: validation evaluations (the best point is kept), and how many evaluations without
+#: improvement stop training (DESIGN.md: validation AvgP plateaus after ~1M updates).
+PAMIR_UPDATES = 4_000_000
+PAMIR_EVAL_EVERY = 100_000
+PAMIR_PATIENCE: int | None = 10
+
+#: Rank with the average of W over the updates (DESIGN.md: +0.1-0.3 AvgP).
+PAMIR_AVERAGE = True
+
+#: Margin: "constant" (eps_k = PAMIR_EPSILON, TPAMI eq. 7) or "text" (eps_k =
+#: max(PAMIR_EPSILON, F_text(q, c+) - F_text(q, c-)), BBNN ICANN 2006 eq. 4).
+PAMIR_MARGIN = "constant"
+PAMIR_EPSILON = 1.0
+
+
 # ------------------------------------------------------------------------------- CMRM / CMTT
 # Cross-Media Relevance Model and Cross-Media Translation Table (pamir/models/cmrm.py, cmtt.py).
 # Defaults are TPAMI Table VI's Corel Small values; the benchmark selects on validation AvgP
@@ -118,36 +215,6 @@ CMTT_NORMALISE_GRID = ("terms", "visterms")
 #: Visterm codebook sizes tried for CMRM / CMTT when the benchmark can build codebooks
 #: (TPAMI Table VI: 3,000 for CMRM, 2,000 for CMTT; PAMIR's default is N_VISTERMS).
 CMRM_CMTT_CODEBOOK_GRID = (1_000, 3_000, 10_000)
-
-
-# ------------------------------------------------------------------------------ PLSA / SVM
-# Baselines of TPAMI §II (issue 5): text-constrained PLSA and per-word concept SVMs.
-# Defaults are used when nothing is tuned; the *_GRID values are what the benchmark
-# (benchmarks/bench_plsa_svm.py) tries on the validation pictures.
-
-#: PLSA aspects K (TPAMI Table VI: 400 on Corel Small, with a 50,000-visterm codebook).
-PLSA_N_ASPECTS = 400
-PLSA_ASPECTS_GRID = (50, 100, 200, 400)
-
-#: EM iterations: on the captions, for P(v|z) with P(z|d) fixed, and to fold a picture in.
-#: Each stops early once the relative log-likelihood gain falls under PLSA_TOL.
-PLSA_ITER_TEXT = 100
-PLSA_ITER_VISUAL = 100
-PLSA_ITER_FOLD = 50
-PLSA_FOLD_GRID = (10, 50)
-PLSA_TOL = 1e-6
-
-#: Per-word linear SVMs on the tf-idf bags (the linear "visterm kernel"): the C values tried
-#: for each word (chosen per word on validation, TPAMI §V-A), the class weightings tried for
-#: all words at once, and how a multi-word query fuses its words' normalised scores
-#: ("mean": plain average as in TPAMI §II-A; "idf": weighted by the idf query vector).
-SVM_C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
-SVM_C_DEFAULT = 1.0
-SVM_CLASS_WEIGHT = "none"
-SVM_CLASS_WEIGHT_GRID = ("none", "balanced")
-SVM_FUSION = "mean"
-SVM_FUSION_GRID = ("mean", "idf")
-SVM_JOBS = 2
 
 
 # ----------------------------------------------------------------------------- KERNEL PAMIR

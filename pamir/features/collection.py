@@ -1,0 +1,108 @@
+"""Bags of visterms for a whole collection, fitted on its training pictures and cached.
+
+    collection, protocol, X = corel5k_features()     # X: (5,000 x 10,000) CSR, rows unit L2
+
+The pipeline is fitted on the training pictures only (protocol.train: 4,000 on Corel 5k, never
+validation or test) and transforms every picture of the collection. Pipeline and bags are
+cached under cache_dir/pipelines/<key>/, the key made of the settings and the training
+pictures' ids, so every model and baseline reuses them without recomputing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import config
+from ..data import Collection, load_collection
+from ..protocol import Protocol
+from .cache import atomic_write, csr_from_arrays, csr_to_arrays, load_npz, save_npz
+from .pipeline import VisualPipeline
+from .settings import FeatureSettings
+
+log = logging.getLogger(__name__)
+
+
+def pipeline_key(settings: FeatureSettings, train_ids: list[str]) -> str:
+    ids = hashlib.blake2b("\n".join(train_ids).encode(), digest_size=8).hexdigest()
+    return f"{settings.digest(ids)}"
+
+
+def collection_features(
+    collection: Collection,
+    train: np.ndarray,
+    settings: FeatureSettings | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    n_jobs: int = config.FEATURE_JOBS,
+    progress: bool = True,
+) -> tuple[sp.csr_matrix, np.ndarray, VisualPipeline]:
+    """(X, ok, pipeline): bags of every picture of `collection`, fitted on `train` indices."""
+    settings = settings or FeatureSettings()
+    train = np.asarray(train, dtype=np.int64)
+    folder = None
+    if cache_dir is not None:
+        key = pipeline_key(settings, [collection.ids[i] for i in train])
+        folder = Path(cache_dir) / "pipelines" / key
+        cached = _load(folder, collection, n_jobs=n_jobs, progress=progress, cache_dir=cache_dir)
+        if cached is not None:
+            return cached
+    pipe = VisualPipeline(settings, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress)
+    X_train, ok_train = pipe.fit_transform([collection.paths[i] for i in train])
+    rest = np.setdiff1d(np.arange(len(collection)), train)
+    X_rest, ok_rest = pipe.transform([collection.paths[i] for i in rest])
+    order = np.concatenate([train, rest])
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    X = sp.vstack([X_train, X_rest]).tocsr()[inverse]
+    ok = np.concatenate([ok_train, ok_rest])[inverse]
+    if folder is not None:
+        _save(folder, pipe, X, ok, collection)
+    return X, ok, pipe
+
+
+def corel5k_features(
+    settings: FeatureSettings | None = None,
+    cache_dir: str | Path | None = None,
+    *,
+    n_jobs: int = config.FEATURE_JOBS,
+    progress: bool = True,
+) -> tuple[Collection, Protocol, sp.csr_matrix]:
+    """(collection, protocol, X) for Corel 5k: X (5,000 x K) bags, rows in collection order,
+    the pipeline fitted on protocol.train. cache_dir defaults to config.default_cache_dir()."""
+    collection = load_collection("corel5k")
+    protocol = Protocol(collection)
+    cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
+    X, ok, _ = collection_features(collection, protocol.train, settings, cache_dir=cache_dir,
+                                   n_jobs=n_jobs, progress=progress)
+    if not ok.all():
+        log.warning("corel5k: %d pictures could not be read", int((~ok).sum()))
+    return collection, protocol, X
+
+
+def _save(folder: Path, pipe: VisualPipeline, X, ok, collection: Collection) -> None:
+    save_npz(folder / "bags.npz", {**csr_to_arrays(X), "ok": ok})
+    pipe.save(folder)
+    # Written last: its presence says the folder is complete.
+    index = {"collection": collection.name, "ids": collection.ids}
+    atomic_write(folder / "bags.json", lambda f: f.write(json.dumps(index).encode()))
+
+
+def _load(folder: Path, collection: Collection, **kwargs):
+    if not (folder / "bags.json").exists():
+        return None
+    try:
+        index = json.loads((folder / "bags.json").read_text())
+        if index["ids"] != collection.ids:
+            return None  # same training pictures, different collection: recompute its bags
+        arrays = load_npz(folder / "bags.npz")
+        pipe = VisualPipeline.load(folder, **kwargs)
+    except (OSError, ValueError, KeyError) as e:
+        log.warning("%s: unusable cache entry (%s); recomputing", folder, e)
+        return None
+    return csr_from_arrays(arrays), arrays["ok"].astype(bool), pipe

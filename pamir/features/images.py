@@ -1,0 +1,148 @@
+"""Decoding pictures robustly into RGB uint8 arrays.
+
+Whatever the file holds (grey, palette, alpha, CMYK, 16-bit, EXIF-rotated JPEG), `load_rgb`
+returns an (H, W, 3) uint8 array in display orientation, optionally resized so its shorter
+side has a given length. Anything that cannot be decoded (missing, unreadable, zero-byte,
+truncated, not a picture, a decompression bomb) raises `ImageError` with a one-line reason,
+so that a batch can skip the picture, count it and go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+#: Pictures with more pixels than this are refused as decompression bombs (Pillow's limit;
+#: Pillow itself only warns below twice that).
+MAX_PIXELS: int = Image.MAX_IMAGE_PIXELS or 89_478_485
+
+#: Alpha is flattened onto this background.
+BACKGROUND = (255, 255, 255)
+
+
+class ImageError(Exception):
+    """A picture that cannot be used; str(e) is a one-line reason."""
+
+
+def read_bytes(path: str | Path) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ImageError("file not found") from None
+    except IsADirectoryError:
+        raise ImageError("is a folder, not a picture") from None
+    except PermissionError:
+        raise ImageError("permission denied") from None
+    except OSError as e:
+        raise ImageError(f"unreadable ({e.strerror or e})") from None
+    if not data:
+        raise ImageError("empty file (0 bytes)")
+    return data
+
+
+def content_hash(data: bytes) -> str:
+    """The picture's identity in the feature cache: same bytes, same features."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def decode_rgb(data: bytes, short_side: int | None = None) -> np.ndarray:
+    """(H, W, 3) uint8 RGB from encoded bytes, EXIF orientation applied.
+
+    short_side: resize so that min(H, W) == short_side (None: keep the size).
+    """
+    try:
+        with warnings.catch_warnings():
+            # Between MAX_PIXELS and twice that Pillow only warns: make it an error too.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as im:
+                w, h = im.size
+                if w * h > MAX_PIXELS:
+                    raise ImageError(
+                        f"decompression bomb: {w}x{h} pixels exceeds the limit of {MAX_PIXELS:,}"
+                    )
+                if w == 0 or h == 0:
+                    raise ImageError(f"empty picture ({w}x{h})")
+                if short_side and im.format == "JPEG":
+                    # Let libjpeg decode at 1/2, 1/4 or 1/8 scale: big photos decode 10x faster.
+                    scale = short_side / min(w, h)
+                    im.draft("RGB", (int(w * scale) + 1, int(h * scale) + 1))
+                im.load()
+                im = ImageOps.exif_transpose(im)
+                rgb = to_rgb(im)
+    except ImageError:
+        raise
+    except UnidentifiedImageError:
+        raise ImageError("not a picture (unrecognised format)") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise ImageError(f"decompression bomb: {e}") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        # Truncated and corrupt files surface as OSError/SyntaxError/ValueError in Pillow.
+        raise ImageError(f"corrupt or truncated ({e})") from None
+    if short_side:
+        rgb = resize_short_side(rgb, short_side)
+    return rgb
+
+
+def displayed_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of the picture as shown, EXIF orientation applied, without decoding."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            w, h = im.size
+            # EXIF orientations 5-8 are rotations by 90 degrees: width and height swap.
+            return (h, w) if im.getexif().get(0x0112, 1) in (5, 6, 7, 8) else (w, h)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise ImageError(f"not a readable picture ({e})") from None
+
+
+def load_rgb(path: str | Path, short_side: int | None = None) -> np.ndarray:
+    return decode_rgb(read_bytes(path), short_side)
+
+
+def to_rgb(im: Image.Image) -> np.ndarray:
+    """Any Pillow mode -> (H, W, 3) uint8 RGB."""
+    mode = im.mode
+    if mode == "RGB":
+        return np.asarray(im)
+    if mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
+        return _grey_from_wide(np.asarray(im), mode)
+    if mode == "P" and "transparency" in im.info:
+        im, mode = im.convert("RGBA"), "RGBA"
+    if mode in ("RGBA", "LA", "PA", "La", "RGBa"):
+        rgba = im.convert("RGBA")
+        canvas = Image.new("RGBA", rgba.size, BACKGROUND + (255,))
+        return np.asarray(Image.alpha_composite(canvas, rgba).convert("RGB"))
+    # L, 1, P, CMYK, YCbCr, LAB, HSV...: Pillow's converters
+    return np.asarray(im.convert("RGB"))
+
+
+def _grey_from_wide(a: np.ndarray, mode: str) -> np.ndarray:
+    """16-bit, 32-bit integer and float pictures -> 8-bit grey, scaled not clipped."""
+    a = a.astype(np.float64)
+    if mode == "F":
+        top = 1.0 if a.max(initial=0) <= 1.0 else 255.0
+    elif mode.startswith("I;16"):
+        top = 65535.0
+    else:  # "I": 16-bit PNGs decode to it; scale by the range the values fit in
+        top = 255.0 if a.max(initial=0) <= 255 else 65535.0
+    g = np.clip(a * (255.0 / top) + 0.5, 0, 255).astype(np.uint8)
+    return np.repeat(g[:, :, None], 3, axis=2)
+
+
+def resize_short_side(rgb: np.ndarray, short_side: int) -> np.ndarray:
+    h, w = rgb.shape[:2]
+    if min(h, w) == short_side:
+        return rgb
+    scale = short_side / min(h, w)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    if h <= w:
+        size = (size[0], short_side)
+    else:
+        size = (short_side, size[1])
+    # Box/area filtering when shrinking avoids aliasing; bilinear when enlarging.
+    resample = Image.Resampling.BOX if scale < 1 else Image.Resampling.BILINEAR
+    return np.asarray(Image.fromarray(rgb).resize(size, resample))

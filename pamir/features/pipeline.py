@@ -1,0 +1,234 @@
+"""Pictures -> L2-normalised tf-idf bags of visterms, learnt on training pictures.
+
+    pipe = VisualPipeline(FeatureSettings())
+    X_train, ok_train = pipe.fit_transform(train_paths)     # colour codebook, scaling, visterms, idf
+    X, ok = pipe.transform(paths)                           # (n x K) CSR float32, rows unit L2
+
+A saved pipeline is `to_dict()` (JSON) + `to_arrays()` (npz, no pickle):
+`VisualPipeline.from_saved(d, arrays)` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import config
+from .blocks import block_histograms
+from .cache import csr_from_arrays, csr_to_arrays, load_npz, save_npz
+from .colour import ColourCodebook
+from .extract import BlockSet, iter_blocks
+from .images import decode_rgb, displayed_size, read_bytes
+from .settings import FeatureSettings
+from .visterms import (Assigner, fit_codebook, inverse_document_frequency, scale_blocks,
+                       scaling_statistics, term_frequencies, tfidf)
+
+KIND = "visual_pipeline"
+VERSION = 1
+
+
+@dataclass
+class PictureVisterms:
+    """The blocks of one picture and their visterms, for showing what drives a score.
+
+    visterms: (n_blocks,) int64; boxes: (n_blocks, 4) float (x, y, w, h) in the pixels of
+    the picture as displayed (EXIF orientation applied, before any resizing); size: (w, h).
+    """
+
+    visterms: np.ndarray
+    boxes: np.ndarray
+    size: tuple[int, int]
+
+
+class VisualPipeline:
+    """Colour codebook + block scaling + visterm codebook + idf, fitted on training pictures.
+
+    Fitted attributes: colour_codebook_, scale_mean_ / scale_std_ (sqrt_std only),
+    codebook_ (K, dim) float32, idf_ (K,) float32, objective_ (k-means objective per
+    iteration), n_train_ (training pictures read), fit_seconds_ (per stage).
+    """
+
+    def __init__(self, settings: FeatureSettings | None = None, *,
+                 cache_dir: str | Path | None = None, n_jobs: int = config.FEATURE_JOBS,
+                 progress: bool = True):
+        self.settings = settings or FeatureSettings()
+        self.cache_dir = cache_dir
+        self.n_jobs = n_jobs
+        self.progress = progress
+        self._assigner: Assigner | None = None
+
+    # ------------------------------------------------------------------------------- fit
+    def fit(self, train_paths: Sequence[str | Path]) -> "VisualPipeline":
+        self.fit_transform(train_paths)
+        return self
+
+    def fit_transform(self, train_paths: Sequence[str | Path]) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Learn everything from `train_paths`; return their bags (X, ok) as transform would."""
+        s = self.settings
+        train_paths = list(train_paths)
+        seconds = {}
+        t0 = time.perf_counter()
+        self.colour_codebook_ = ColourCodebook.fit(
+            train_paths, s.n_colours, s.seed, pixels_per_picture=s.colour_pixels_per_picture,
+            max_pictures=s.colour_max_pictures, short_side=s.short_side)
+        seconds["colour_codebook"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        fit_idx, fit_blocks = self._sample_blocks(train_paths)
+        seconds["blocks"] = time.perf_counter() - t0
+        counts = fit_blocks.counts()[self._block_sample(fit_blocks)]
+        if s.scaling == "sqrt_std":
+            self.scale_mean_, self.scale_std_ = scaling_statistics(counts)
+        x = self._scale(counts)
+        del counts
+        self.codebook_, self.objective_, seconds["kmeans"] = fit_codebook(
+            x, s.n_visterms, n_iter=s.kmeans_iterations, seed=s.seed)
+        del x
+        self._assigner = None
+
+        t0 = time.perf_counter()
+        ok = np.zeros(len(train_paths), dtype=bool)
+        tf_fit = self._tf(fit_blocks)
+        rest = np.setdiff1d(np.arange(len(train_paths)), fit_idx)
+        tf_rest, ok_rest = self._tf_paths([train_paths[i] for i in rest])
+        tf = _reorder(sp.vstack([tf_fit, tf_rest]).tocsr(), np.concatenate([fit_idx, rest]))
+        ok[fit_idx], ok[rest] = fit_blocks.ok, ok_rest
+        self.n_train_ = int(ok.sum())
+        self.idf_ = inverse_document_frequency(tf[ok], self.n_train_)
+        seconds["bags"] = time.perf_counter() - t0
+        self.fit_seconds_ = {k: round(v, 3) for k, v in seconds.items()}
+        return tfidf(tf, self.idf_), ok
+
+    def _sample_blocks(self, paths: list) -> tuple[np.ndarray, BlockSet]:
+        """Blocks of training pictures in a random order, stopping once kmeans_max_blocks is
+        reached: (their positions in `paths`, their BlockSet)."""
+        s = self.settings
+        order = np.random.default_rng(s.seed).permutation(len(paths))
+        parts, n_blocks, taken = [], 0, 0
+        for part in iter_blocks([paths[i] for i in order], s, self.colour_codebook_,
+                                cache_dir=self.cache_dir, n_jobs=self.n_jobs,
+                                progress=self.progress):
+            parts.append(part)
+            n_blocks += int(part.offsets[-1])
+            taken += len(part)
+            if n_blocks >= s.kmeans_max_blocks:
+                break  # enough to fit the codebook: the rest are only assigned, in chunks
+        return order[:taken], BlockSet.concatenate(parts, s.dim)
+
+    def _block_sample(self, blocks: BlockSet) -> np.ndarray:
+        n, cap = int(blocks.offsets[-1]), self.settings.kmeans_max_blocks
+        if n <= cap:
+            return np.arange(n)
+        return np.sort(np.random.default_rng(self.settings.seed).choice(n, cap, replace=False))
+
+    # ------------------------------------------------------------------------- transform
+    def _check_fitted(self):
+        if not hasattr(self, "idf_"):
+            raise RuntimeError("VisualPipeline is not fitted: call fit() or from_saved() first")
+
+    def _scale(self, counts: np.ndarray) -> np.ndarray:
+        return scale_blocks(counts, self.settings.scaling,
+                            getattr(self, "scale_mean_", None), getattr(self, "scale_std_", None))
+
+    @property
+    def assigner(self) -> Assigner:
+        if self._assigner is None:
+            self._assigner = Assigner(self.codebook_)
+        return self._assigner
+
+    def assign(self, counts: np.ndarray) -> np.ndarray:
+        """Visterm id (int64) of each block histogram (counts, n_blocks x dim)."""
+        return self.assigner(self._scale(counts))
+
+    def _tf(self, blocks: BlockSet) -> sp.csr_matrix:
+        return term_frequencies(self.assign(blocks.counts()), blocks.offsets,
+                                self.settings.n_visterms)
+
+    def _tf_paths(self, paths: Sequence) -> tuple[sp.csr_matrix, np.ndarray]:
+        tfs, oks = [sp.csr_matrix((0, self.settings.n_visterms), dtype=np.float32)], [np.zeros(0, bool)]
+        for part in iter_blocks(paths, self.settings, self.colour_codebook_,
+                                cache_dir=self.cache_dir, n_jobs=self.n_jobs,
+                                progress=self.progress):
+            tfs.append(self._tf(part))
+            oks.append(part.ok)
+        return sp.vstack(tfs).tocsr(), np.concatenate(oks)
+
+    def transform(self, paths: Sequence[str | Path]) -> tuple[sp.csr_matrix, np.ndarray]:
+        """(X, ok): X (n x K) CSR float32 tf-idf bags with unit L2 rows (empty rows where
+        ok is False: pictures that could not be read)."""
+        self._check_fitted()
+        tf, ok = self._tf_paths(list(paths))
+        return tfidf(tf, self.idf_), ok
+
+    def transform_blocks(self, blocks: BlockSet) -> sp.csr_matrix:
+        """Bags of already extracted blocks (with this pipeline's colour codebook)."""
+        self._check_fitted()
+        return tfidf(self._tf(blocks), self.idf_)
+
+    def picture_visterms(self, path: str | Path) -> PictureVisterms:
+        """Each block of one picture with its visterm and its box on the displayed picture."""
+        self._check_fitted()
+        s = self.settings
+        data = read_bytes(path)
+        width, height = displayed_size(data)
+        rgb = decode_rgb(data, s.short_side)  # exactly as extraction sees it
+        counts, grid = block_histograms(rgb, s, self.colour_codebook_)
+        sx, sy = width / rgb.shape[1], height / rgb.shape[0]
+        boxes = grid.astype(np.float64) * np.array([sx, sy, sx, sy])
+        return PictureVisterms(self.assign(counts), boxes, (width, height))
+
+    # ------------------------------------------------------------------------ saving
+    def to_dict(self) -> dict:
+        self._check_fitted()
+        return {"kind": KIND, "version": VERSION, "settings": self.settings.to_dict(),
+                "n_train": self.n_train_, "fit_seconds": getattr(self, "fit_seconds_", {}),
+                "kmeans_objective": [float(v) for v in self.objective_]}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        self._check_fitted()
+        arrays = {**self.colour_codebook_.to_arrays(), "visterm_codebook": self.codebook_,
+                  "idf": self.idf_}
+        if self.settings.scaling == "sqrt_std":
+            arrays["scale_mean"], arrays["scale_std"] = self.scale_mean_, self.scale_std_
+        return arrays
+
+    @classmethod
+    def from_saved(cls, d: dict, arrays: dict[str, np.ndarray], **kwargs) -> "VisualPipeline":
+        if d.get("kind") != KIND or d.get("version") != VERSION:
+            raise ValueError(f"not a {KIND} v{VERSION}: kind={d.get('kind')} v{d.get('version')}")
+        pipe = cls(FeatureSettings.from_dict(d["settings"]), **kwargs)
+        pipe.colour_codebook_ = ColourCodebook.from_arrays(arrays)
+        pipe.codebook_ = np.asarray(arrays["visterm_codebook"], dtype=np.float32)
+        pipe.idf_ = np.asarray(arrays["idf"], dtype=np.float32)
+        if "scale_mean" in arrays:
+            pipe.scale_mean_, pipe.scale_std_ = arrays["scale_mean"], arrays["scale_std"]
+        pipe.n_train_ = int(d.get("n_train", 0))
+        pipe.objective_ = np.asarray(d.get("kmeans_objective", []), dtype=np.float64)
+        pipe.fit_seconds_ = d.get("fit_seconds", {})
+        return pipe
+
+    def save(self, folder: str | Path) -> None:
+        """folder/features.json + folder/features.npz."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_npz(folder / "features.npz", self.to_arrays())
+        (folder / "features.json").write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, folder: str | Path, **kwargs) -> "VisualPipeline":
+        folder = Path(folder)
+        d = json.loads((folder / "features.json").read_text())
+        return cls.from_saved(d, load_npz(folder / "features.npz"), **kwargs)
+
+
+def _reorder(M: sp.csr_matrix, positions: np.ndarray) -> sp.csr_matrix:
+    """Rows of M, where row j belongs at `positions[j]`."""
+    inverse = np.empty_like(positions)
+    inverse[positions] = np.arange(len(positions))
+    return M[inverse]

@@ -1,0 +1,91 @@
+"""Feature settings: one JSON-serialisable record of every choice that changes the features."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+
+from .. import config
+
+SCALINGS = ("none", "sqrt", "quarter", "log1p", "sqrt_std")
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """How pictures become block descriptors and bags of visterms.
+
+    short_side: resize pictures so their shorter side has this many pixels (None: native).
+    block_fraction: block side as a fraction of the shorter side (0.25: 77 blocks on 3:2).
+    block_size, block_step: explicit block side and step in pixels (step None: half a block,
+        so every pixel lies in the same number of blocks, TPAMI §V-B).
+    n_colours: colour codebook size; lbp_points, lbp_radius: LBP_{P,R} (nri_uniform codes).
+    log_counts: `extract_blocks` returns log(1 + count) instead of counts (BBNN §4.2).
+    scaling: block histogram scaling before the visterm k-means, one of SCALINGS.
+    n_visterms: visterm codebook size K.
+    """
+
+    short_side: int | None = config.FEATURE_SHORT_SIDE
+    block_fraction: float = config.FEATURE_BLOCK_FRACTION
+    block_size: int | None = None
+    block_step: int | None = None
+    n_colours: int = config.N_COLOURS
+    lbp_points: int = config.LBP_POINTS
+    lbp_radius: float = config.LBP_RADIUS
+    log_counts: bool = False
+    scaling: str = config.FEATURE_SCALING
+    n_visterms: int = config.N_VISTERMS
+    kmeans_iterations: int = config.KMEANS_ITERATIONS
+    kmeans_max_blocks: int = config.KMEANS_MAX_BLOCKS
+    colour_pixels_per_picture: int = config.COLOUR_PIXELS_PER_PICTURE
+    colour_max_pictures: int = config.COLOUR_MAX_PICTURES
+    seed: int = config.SEED
+
+    def __post_init__(self):
+        if self.scaling not in SCALINGS:
+            raise ValueError(f"scaling={self.scaling!r}: use one of {', '.join(SCALINGS)}")
+        if not 0 < self.block_fraction <= 1:
+            raise ValueError(f"block_fraction={self.block_fraction}: use a value in (0, 1]")
+        for name in ("short_side", "block_size", "block_step"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name}={v}: use a positive number of pixels or None")
+        if not 1 <= self.n_colours <= 256:
+            raise ValueError(f"n_colours={self.n_colours}: use 1..256")
+        if not 1 <= self.lbp_points <= 16 or self.lbp_radius <= 0:
+            raise ValueError(f"LBP P={self.lbp_points}, R={self.lbp_radius}: use P in 1..16, R > 0")
+        if self.n_visterms < 1:
+            raise ValueError(f"n_visterms={self.n_visterms}: use at least 1")
+
+    @property
+    def n_lbp(self) -> int:
+        return self.lbp_points * (self.lbp_points - 1) + 3
+
+    @property
+    def dim(self) -> int:
+        """Length of a block descriptor: LBP codes then colours (59 + 50 = 109)."""
+        return self.n_lbp + self.n_colours
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FeatureSettings":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown feature settings: {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+    def replace(self, **changes) -> "FeatureSettings":
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+    def block_key(self) -> dict:
+        """The settings that change block histogram counts (the block cache key)."""
+        names = ("short_side", "block_fraction", "block_size", "block_step", "n_colours",
+                 "lbp_points", "lbp_radius")
+        return {n: getattr(self, n) for n in names}
+
+    def digest(self, *extra) -> str:
+        text = json.dumps([self.to_dict(), *extra], sort_keys=True, default=str)
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
