@@ -201,7 +201,7 @@ CMRM_BETA = 0.1
 #: Ranking: "pacmrm" (query likelihood), "drcmrm" (negative KL), "dot" (q . P(.|I)).
 CMRM_MODE = "pacmrm"
 CMRM_ALPHA_GRID = (0.1, 0.3, 0.5, 0.7, 0.9)
-CMRM_BETA_GRID = (0.1, 0.3, 0.5, 0.7, 0.9, 0.97, 0.99)
+CMRM_BETA_GRID = (0.1, 0.3, 0.5, 0.7, 0.9, 0.97, 0.99, 0.999)
 CMRM_MODE_GRID = ("pacmrm", "drcmrm", "dot")
 
 #: Singular values kept (TPAMI Table VI: 50 on Corel Small) and how the cosine table is
@@ -212,9 +212,12 @@ CMTT_NORMALISE = "terms"
 CMTT_COMPONENTS_GRID = (10, 25, 50, 100, 200, 400)
 CMTT_NORMALISE_GRID = ("terms", "visterms")
 
-#: Visterm codebook sizes tried for CMRM / CMTT when the benchmark can build codebooks
-#: (TPAMI Table VI: 3,000 for CMRM, 2,000 for CMTT; PAMIR's default is N_VISTERMS).
-CMRM_CMTT_CODEBOOK_GRID = (1_000, 3_000, 10_000)
+#: Features tried for CMRM / CMTT, as (block fraction, visterms): 0.25 / 0.5 / 0.75 / 1.0 of
+#: the shorter side give 77 / 15 / 3 / 2 blocks per Corel picture, the papers' 64 / 128 / 192 /
+#: 256-px blocks (TPAMI Table VI chose 192 px and 3,000 visterms for CMRM, 256 px and 2,000
+#: for CMTT). Blocks are cached, so each point costs one k-means.
+CMRM_CMTT_FEATURE_GRID = ((0.25, 10_000), (0.25, 3_000), (0.5, 3_000), (0.75, 3_000),
+                          (1.0, 2_000))
 
 
 # ----------------------------------------------------------------------------- KERNEL PAMIR
