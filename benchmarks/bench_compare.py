@@ -112,14 +112,29 @@ def blob_counts(protocol: Protocol) -> sp.csr_matrix:
     return X.tocsr()
 
 
-def visterm_counts(protocol: Protocol) -> sp.csr_matrix:
-    """Visterm counts per picture from pamir.features (the same visterms as PAMIR)."""
-    from pamir import features  # noqa: F401  (imported late: it is being built in parallel)
-    helper = getattr(features, "corel5k_counts", None)
-    if helper is None:
-        raise SystemExit("pamir.features has no corel5k_counts(protocol) yet: "
-                         "run with --features blobs, or wait for the features issue")
-    return sp.csr_matrix(helper(protocol))
+def visterm_counts(protocol: Protocol, block_fraction: float, n_visterms: int):
+    """Exact visterm counts of every collection picture from pamir.features.
+
+    The pipeline (colour codebook, k-means, idf) is fitted on protocol.train and cached by
+    pamir.features; the blocks come from its cache and are assigned to their codewords again,
+    since the cached bags are tf-idf L2 and CMRM / CMTT need the counts themselves.
+    """
+    from pamir.features import FeatureSettings, collection_features, extract_blocks
+    from pamir.features.visterms import term_frequencies
+
+    settings = FeatureSettings(block_fraction=block_fraction, n_visterms=n_visterms)
+    cache, coll = config.default_cache_dir(), protocol.collection
+    bags, ok, pipe = collection_features(coll, protocol.train, settings, cache_dir=cache,
+                                         progress=False)
+    blocks = extract_blocks(coll.paths, settings, pipe.colour_codebook_, cache_dir=cache,
+                            progress=False)
+    tf = term_frequencies(pipe.assign(blocks.counts()), blocks.offsets, n_visterms)
+    if not np.array_equal(sp.csr_matrix(tf > 0).indices, sp.csr_matrix(bags > 0).indices):
+        raise RuntimeError("visterm counts disagree with the cached bags: clear .cache/pipelines")
+    return sp.csr_matrix(tf, dtype=np.float64), {
+        "kind": "visterms", "block_fraction": block_fraction, "n_visterms": n_visterms,
+        "blocks_per_picture": round(float(blocks.n_blocks[protocol.train].mean()), 2),
+        "scaling": settings.scaling, "unreadable": int((~ok).sum())}
 
 
 # ------------------------------------------------------------------------------ selection
@@ -368,6 +383,9 @@ def machine() -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", choices=("visterms", "blobs"), default="visterms")
+    ap.add_argument("--settings", default="",
+                    help="features to try as fraction:visterms,... (default: "
+                         "config.CMRM_CMTT_FEATURE_GRID)")
     ap.add_argument("--compare-only", action="store_true",
                     help="rebuild the tables from benchmarks/results without fitting")
     args = ap.parse_args(argv)
@@ -383,25 +401,42 @@ def main(argv=None) -> None:
               f" {len(protocol.test)} test pictures; vocabulary {protocol.T}."]
     extra = {}
     if not args.compare_only:
-        X_all = blob_counts(protocol) if args.features == "blobs" else visterm_counts(protocol)
-        features = {"kind": args.features, "n_visterms": int(X_all.shape[1]),
-                    "visterms_per_picture": round(float(X_all[protocol.train].sum(1).mean()), 2)}
-        log(f"features: {features}")
-        train, valid, test = (Split(protocol, X_all, s) for s in ("train", "valid", "test"))
+        if args.features == "blobs":
+            grid_points = [None]
+        else:
+            grid_points = [tuple(float(v) if i == 0 else int(v) for i, v in enumerate(p.split(":")))
+                           for p in args.settings.split(",")] if args.settings else \
+                config.CMRM_CMTT_FEATURE_GRID
+        candidates = {"cmrm": [], "cmtt": []}  # (valid AvgP, features, best params, rows, splits)
+        for point in grid_points:
+            if point is None:
+                X_all = blob_counts(protocol)
+                features = {"kind": "blobs", "n_visterms": int(X_all.shape[1]),
+                            "blobs_per_picture": round(float(X_all[protocol.train].sum(1).mean()), 2)}
+            else:
+                X_all, features = visterm_counts(protocol, *point)
+            log(f"features: {features}")
+            splits = tuple(Split(protocol, X_all, s) for s in ("train", "valid", "test"))
+            for name, make, grid in (
+                ("cmrm", CMRM, {"alpha": config.CMRM_ALPHA_GRID, "beta": config.CMRM_BETA_GRID,
+                                "mode": config.CMRM_MODE_GRID}),
+                ("cmtt", CMTT, {"n_components": config.CMTT_COMPONENTS_GRID,
+                                "normalise": config.CMTT_NORMALISE_GRID}),
+            ):
+                log(f"{name}: validation grid {grid}")
+                best, rows = grid_search(make, grid, splits[0], splits[1], log)
+                candidates[name].append((rows[0][0], features, best, rows, splits))
         updates = {}
-        for name, make, grid in (
-            ("cmrm", CMRM, {"alpha": config.CMRM_ALPHA_GRID, "beta": config.CMRM_BETA_GRID,
-                            "mode": config.CMRM_MODE_GRID}),
-            ("cmtt", CMTT, {"n_components": config.CMTT_COMPONENTS_GRID,
-                            "normalise": config.CMTT_NORMALISE_GRID}),
-        ):
-            log(f"{name}: validation grid {grid}")
-            best, rows = grid_search(make, grid, train, valid, log)
+        for name, make in (("cmrm", CMRM), ("cmtt", CMTT)):
+            valid_avgp, features, best, rows, (train, valid, test) = max(
+                candidates[name], key=lambda c: c[0])
             model, index_s = index_and_time(make, best, train, test)
             res = test_results(name + suffix, model, index_s, query_ms(model, test), test, best,
-                               rows[0][0], features, rows)
-            res |= {"command": command, "machine": machine()}
-            log(f"{name}: chose {best}; test {res['test']}; index {index_s:.2f} s")
+                               valid_avgp, features, rows)
+            res |= {"command": command, "machine": machine(),
+                    "features_grid": [{"valid_avgp": round(100 * c[0], 2), **c[1], **c[2]}
+                                      for c in candidates[name]]}
+            log(f"{name}: chose {features} {best}; test {res['test']}; index {index_s:.2f} s")
             updates[name + suffix] = res
             if name == "cmrm":
                 extra["jeon"] = jeon_table(protocol, train, valid, test, rows, log)
@@ -438,6 +473,11 @@ def own_models_section(summary: dict, suffix: str = "") -> str:
         lines.append("\nBest validation points: " + "; ".join(
             f"{ {k: v for k, v in r.items() if k != 'valid_avgp'} } {r['valid_avgp']}"
             for r in top))
+        if len(s.get("features_grid", [])) > 1:
+            lines.append("\nFeatures tried (each with its best validation point): " + "; ".join(
+                f"{g.get('block_fraction')} / {g.get('n_visterms')} visterms "
+                f"({g.get('blocks_per_picture')} blocks): {g['valid_avgp']}"
+                for g in s["features_grid"]))
     c = summary.get("cmrm" + suffix, {})
     if "jeon" in c:
         lines.append("\n### CMRM paper, Table 1: AvgP by query length (queries with >= 2 "
