@@ -654,6 +654,15 @@ class Index:
             report.failed.append((e["path"], reason))
 
 
+def top_words(z: np.ndarray, vocabulary: Sequence[str], k: int) -> list[dict]:
+    """Annotation: the k highest-scoring words of a text-space vector z, best first."""
+    z = np.asarray(z).ravel()
+    k = min(int(k), len(vocabulary))
+    top = np.argpartition(-z, k - 1)[:k]
+    top = top[np.argsort(-z[top], kind="stable")]
+    return [{"word": vocabulary[t], "score": float(z[t])} for t in top]
+
+
 def scan_pictures(folders: Sequence[Path]) -> dict[str, tuple[int, int]]:
     """{resolved path: (size, mtime_ns)} of the picture files under `folders`, recursively;
     hidden files and folders are skipped."""

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from pamir.features.pipeline import PictureVisterms
 from pamir.index import Index
 from pamir.server import create_app
 from pamir.server.explain import block_contributions
@@ -18,18 +20,53 @@ VOCAB = ["red", "green", "blue", "sky", "stripes"]
 COLOURS = {"red": (230, 20, 20), "green": (20, 200, 30), "blue": (20, 40, 220)}
 
 
-class FakeSystem:
-    """A tiny linear system with PAMIR's shape: 2x2 blocks, each block's visterm its dominant
-    colour channel (+3 if it is busy: "stripes"), tf-idf L2 bags, z = W bag."""
+class FakePipeline:
+    """A tiny visual pipeline with the real one's explanation interface: 2x2 blocks, each
+    block's visterm its dominant colour channel (+3 if it is busy: "stripes")."""
 
     V = 6
 
     def __init__(self):
+        self.idf_ = np.linspace(1.0, 2.0, self.V).astype(np.float32)
+
+    def picture_visterms(self, path):
+        with Image.open(path) as im:
+            rgb = np.asarray(im.convert("RGB").resize((32, 32)), np.float32)
+            w, h = im.size
+        visterms = []
+        for y in (0, 16):
+            for x in (0, 16):
+                b = rgb[y:y + 16, x:x + 16]
+                v = int(np.argmax(b.mean(axis=(0, 1))))
+                if b.std(axis=(0, 1)).max() > 30:
+                    v += 3
+                visterms.append(v)
+        boxes = np.array([[x, y, w / 2, h / 2] for y in (0, h / 2) for x in (0, w / 2)])
+        return PictureVisterms(np.array(visterms), boxes, (w, h))
+
+    def transform(self, paths):
+        from pamir.features.visterms import tfidf
+        rows, ok = [], np.zeros(len(paths), bool)
+        for i, p in enumerate(paths):
+            tf = np.zeros(self.V, np.float32)
+            try:
+                np.add.at(tf, self.picture_visterms(p).visterms, 1)
+                ok[i] = True
+            except Exception:
+                pass
+            rows.append(tf)
+        return tfidf(sp.csr_matrix(np.array(rows)), self.idf_), ok
+
+
+class FakeSystem:
+    """A linear system with PAMIR's shape: z = W bag, W hand-made so colours map to words."""
+
+    def __init__(self):
         self.vocabulary = VOCAB
         self.idf = np.array([1.0, 1.0, 1.5, 0.7, 2.0])
+        self.pipeline = FakePipeline()
         rng = np.random.default_rng(0)
-        self.visterm_idf = np.linspace(1.0, 2.0, self.V)
-        W = rng.normal(0, 0.1, (len(VOCAB), self.V))
+        W = rng.normal(0, 0.1, (len(VOCAB), FakePipeline.V))
         for t in range(3):
             W[t, t] += 1.0
             W[t, t + 3] += 0.8
@@ -38,35 +75,9 @@ class FakeSystem:
         self.model = type("Model", (), {"W_": W.astype(np.float32), "kind": "pamir",
                                         "input": "bags"})()
 
-    def picture_blocks(self, path):
-        with Image.open(path) as im:
-            rgb = np.asarray(im.convert("RGB").resize((32, 32)), np.float32)
-        boxes, visterms = [], []
-        for y in (0, 16):
-            for x in (0, 16):
-                b = rgb[y:y + 16, x:x + 16]
-                v = int(np.argmax(b.mean(axis=(0, 1))))
-                if b.std(axis=(0, 1)).max() > 30:
-                    v += 3
-                boxes.append([x, y, 16, 16])
-                visterms.append(v)
-        tf = np.bincount(visterms, minlength=self.V).astype(np.float64)
-        bag = tf * self.visterm_idf
-        bag /= np.linalg.norm(bag)
-        return {"visterms": np.array(visterms), "boxes": np.array(boxes), "width": 32,
-                "height": 32, "bag": bag}
-
     def transform_paths(self, paths):
-        Z = np.zeros((len(paths), len(VOCAB)), np.float32)
-        ok = np.zeros(len(paths), bool)
-        for i, p in enumerate(paths):
-            try:
-                bag = self.picture_blocks(p)["bag"]
-            except Exception:
-                continue
-            Z[i] = self.model.W_ @ bag
-            ok[i] = True
-        return Z, ok
+        X, ok = self.pipeline.transform(paths)
+        return np.asarray(X @ self.model.W_.T, np.float32), ok
 
 
 def make_pictures(root: Path) -> list[Path]:
@@ -186,7 +197,7 @@ def test_explanation_sums_to_the_score(client):
     r = client.get(f"/api/pictures/{hit['id']}/explain", params={"q": "red stripes"})
     assert r.status_code == 200, r.text
     ex = r.json()
-    assert len(ex["blocks"]) == 4 and ex["width"] == 32
+    assert len(ex["blocks"]) == 4 and (ex["width"], ex["height"]) == (36, 24)
     total = sum(b[4] for b in ex["blocks"])
     assert total == pytest.approx(hit["score"], rel=1e-5)
     assert ex["score"] == pytest.approx(ex["indexed_score"], rel=1e-5)

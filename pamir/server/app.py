@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .. import config
-from ..index import Index, QueryError
+from ..index import Index, QueryError, top_words
 from .explain import explanation
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -28,14 +28,6 @@ STATIC = Path(__file__).resolve().parent / "static"
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 THUMBNAIL_SIZES = (128, 256, 512)
 MAX_K = 1000
-
-
-def top_words(z: np.ndarray, vocabulary: list[str], k: int) -> list[dict]:
-    """The k highest-scoring words of a text-space vector, best first."""
-    k = min(k, len(vocabulary))
-    top = np.argpartition(-z, k - 1)[:k]
-    top = top[np.argsort(-z[top], kind="stable")]
-    return [{"word": vocabulary[t], "score": float(z[t])} for t in top]
 
 
 def create_app(index_dir, model_dir=None, *, system=None) -> FastAPI:

@@ -55,9 +55,21 @@ def linear_map(system) -> np.ndarray:
 
 
 def picture_blocks(system, path) -> dict:
-    """visterms (n_blocks,), boxes (n_blocks x 4: x, y, w, h), width, height (the picture as
-    analysed) and bag (V,) of one picture, from the system's visual pipeline."""
-    return system.picture_blocks(path)
+    """visterms (n_blocks,), boxes (n_blocks x 4: x, y, w, h on the displayed picture),
+    width, height (displayed) and the bag (V,) of one picture, from the system's pipeline.
+
+    The bag is rebuilt from the blocks' visterms with the pipeline's own tf-idf, so blocks
+    and bag cannot disagree (transform() of the same file gives the same row).
+    """
+    from ..features.visterms import term_frequencies, tfidf  # noqa: PLC0415
+
+    pipeline = system.pipeline
+    pv = pipeline.picture_visterms(path)
+    V = len(pipeline.idf_)
+    tf = term_frequencies(pv.visterms, np.array([0, len(pv.visterms)]), V)
+    bag = tfidf(tf, np.asarray(pipeline.idf_)).toarray().ravel()
+    return {"visterms": pv.visterms, "boxes": pv.boxes, "width": pv.size[0],
+            "height": pv.size[1], "bag": bag}
 
 
 def explanation(system, path, q: np.ndarray) -> dict:
@@ -68,7 +80,7 @@ def explanation(system, path, q: np.ndarray) -> dict:
         raise FileNotFoundError(path)
     b = picture_blocks(system, path)
     c = block_contributions(b["visterms"], b["bag"], W, q)
-    boxes = np.asarray(b["boxes"]).tolist()
+    boxes = np.round(np.asarray(b["boxes"], dtype=np.float64), 2).tolist()
     return {"width": int(b["width"]), "height": int(b["height"]),
             "score": float(c.sum()),
             "blocks": [[*box, float(v)] for box, v in zip(boxes, c)]}
