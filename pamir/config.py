@@ -157,7 +157,7 @@ PLSA_TOL = 1e-6
 #: for each word (chosen per word on validation, TPAMI §V-A), the class weightings tried for
 #: all words at once, and how a multi-word query fuses its words' normalised scores
 #: ("mean": plain average as in TPAMI §II-A; "idf": weighted by the idf query vector).
-SVM_C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+SVM_C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 SVM_C_DEFAULT = 1.0
 SVM_CLASS_WEIGHT = "none"
 SVM_CLASS_WEIGHT_GRID = ("none", "balanced")
