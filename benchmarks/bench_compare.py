@@ -421,7 +421,8 @@ def main(argv=None) -> None:
                 ("cmrm", CMRM, {"alpha": config.CMRM_ALPHA_GRID, "beta": config.CMRM_BETA_GRID,
                                 "mode": config.CMRM_MODE_GRID}),
                 ("cmtt", CMTT, {"n_components": config.CMTT_COMPONENTS_GRID,
-                                "normalise": config.CMTT_NORMALISE_GRID}),
+                                "normalise": config.CMTT_NORMALISE_GRID,
+                                "l2_pictures": config.CMTT_L2_PICTURES_GRID}),
             ):
                 log(f"{name}: validation grid {grid}")
                 best, rows = grid_search(make, grid, splits[0], splits[1], log)

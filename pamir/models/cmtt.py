@@ -9,9 +9,9 @@ and visterm vectors. A picture's word distribution is
     P(t|p) = sum_v P(t|v) P(v|p),   P(v|p) = #(v,p) / sum_v' #(v',p).
 
 Choices the papers leave open, made here:
-- tf-idf weights: binary tf x idf for words, visterm count x idf for visterms, each picture's
-  word part and visterm part L2-normalised separately, so neither modality dominates the SVD
-  by sheer mass (77 blocks against ~3.5 words per picture);
+- tf-idf weights: binary tf x idf for words, visterm count x idf for visterms; with
+  `l2_pictures` each picture's word part and visterm part are L2-normalised separately, so
+  neither modality dominates the SVD by sheer mass (77 blocks against ~3.5 words a picture);
 - negative cosines are set to zero: a translation weight cannot be negative;
 - `normalise="terms"`: P(t|v) = cos+(t,v) / sum_t' cos+(t',v) (each visterm's row sums to one,
   TPAMI's P(t|v)); `normalise="visterms"`: sim(t,v) = cos+(t,v) / sum_v' cos+(t,v') (the
@@ -47,11 +47,13 @@ def l2_rows(M: sp.csr_matrix) -> sp.csr_matrix:
     return sp.csr_matrix(sp.diags(inv) @ M)
 
 
-def tfidf(C: sp.csr_matrix, idf: np.ndarray, binary: bool = False) -> sp.csr_matrix:
+def tfidf(C: sp.csr_matrix, idf: np.ndarray, binary: bool = False,
+          l2: bool = True) -> sp.csr_matrix:
     C = sp.csr_matrix(C, dtype=np.float64, copy=True)
     if binary:
         C.data[:] = 1.0
-    return l2_rows(sp.csr_matrix(C @ sp.diags(idf)))
+    M = sp.csr_matrix(C @ sp.diags(idf))
+    return l2_rows(M) if l2 else M
 
 
 def positive_cosines(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -67,22 +69,25 @@ class CMTT(TextSpaceModel):
 
     n_components: singular values kept (TPAMI Table VI: 50).
     normalise: "terms" or "visterms" (module docstring).
+    l2_pictures: L2-normalise each picture's word and visterm tf-idf vectors before the SVD.
     """
 
     kind = "cmtt"
 
     def __init__(self, n_components: int = config.CMTT_COMPONENTS,
-                 normalise: str = config.CMTT_NORMALISE, random_state: int = config.SEED):
+                 normalise: str = config.CMTT_NORMALISE,
+                 l2_pictures: bool = config.CMTT_L2_PICTURES, random_state: int = config.SEED):
         if int(n_components) < 1:
             raise ValueError(f"n_components={n_components}: keep at least one singular value")
         if normalise not in NORMALISATIONS:
             raise ValueError(f"normalise={normalise!r}: use one of {', '.join(NORMALISATIONS)}")
         self.n_components, self.normalise = int(n_components), normalise
+        self.l2_pictures = bool(l2_pictures)
         self.random_state = random_state
 
     def get_params(self) -> dict:
         return {"n_components": self.n_components, "normalise": self.normalise,
-                "random_state": self.random_state}
+                "l2_pictures": self.l2_pictures, "random_state": self.random_state}
 
     def fit(self, X, Y, X_valid=None, Y_valid=None):
         """Build the translation table from training visterm counts X (n x V), captions Y."""
@@ -93,8 +98,8 @@ class CMTT(TextSpaceModel):
         k = min(self.n_components, min(C.shape[0], T + V) - 1)
         if k < 1:
             raise ValueError("CMTT needs at least two training pictures")
-        M = sp.hstack([tfidf(W, document_frequency_idf(W), binary=True),
-                       tfidf(C, document_frequency_idf(C))]).tocsr()
+        M = sp.hstack([tfidf(W, document_frequency_idf(W), True, self.l2_pictures),
+                       tfidf(C, document_frequency_idf(C), False, self.l2_pictures)]).tocsr()
         _, s, Vt = randomized_svd(M, k, n_iter=7, random_state=self.random_state)
         reduced = (Vt.T * s)  # ((T + V) x k): each word / visterm in the latent space
         cos = positive_cosines(reduced[:T], reduced[T:])  # (T x V)
