@@ -1,0 +1,312 @@
+"""`pamir index`, `pamir search`, `pamir annotate`, `pamir serve`: the tool a person uses.
+
+The index lives in one folder (`--index`, else $PAMIR_INDEX, else
+$XDG_DATA_HOME/pamir/index, i.e. ~/.local/share/pamir/index), so `pamir search` works from
+any directory once `pamir index` has run, as rclip does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .. import config
+from ..index import Index, IndexDirError, QueryError, model_fingerprint, top_words
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)  # paths stay whole
+#: How many unreadable files `pamir index` lists before summarising the rest.
+MAX_LISTED_FAILURES = 20
+
+
+def default_index_dir() -> Path:
+    if os.environ.get("PAMIR_INDEX"):
+        return Path(os.environ["PAMIR_INDEX"])
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data / "pamir" / "index"
+
+
+INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
+
+
+def fail(message: str, code: int = 2):
+    console.print(f"[red]error:[/red] {message}", markup=True)
+    raise typer.Exit(code)
+
+
+def load_system(model: Path):
+    from ..system import System  # noqa: PLC0415 - loads the models only when needed
+
+    try:
+        return System.load(model)
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+
+
+def text_side(system) -> tuple[list[str], np.ndarray]:
+    """The vocabulary and idf that the system builds query vectors with."""
+    return list(system.vocabulary), np.asarray(system.idf, dtype=np.float64)
+
+
+# ------------------------------------------------------------------------------- index
+def index_command(
+    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`)"),
+    folders: list[Path] = typer.Argument(..., help="folders of pictures, searched recursively"),
+    index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
+    captions: Path = typer.Option(None, help="a captions table whose captions are shown "
+                                              "beside the pictures (.tsv/.csv/.jsonl)"),
+    rebuild: bool = typer.Option(False, help="start afresh (needed after changing MODEL)"),
+    batch: int = typer.Option(256, min=1, help="pictures computed and committed at a time"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+):
+    """Index folders of pictures, incrementally: only new and changed files are computed.
+
+    Renamed or copied files are recognised by their content and not recomputed; files gone
+    from the folders are dropped; an interrupted run resumes where it stopped; unreadable
+    files are reported and skipped.
+    """
+    index_dir = index_dir or default_index_dir()
+    for f in folders:
+        if not f.is_dir():
+            fail(f"{f}: not a folder; give folders of pictures to index")
+    system = load_system(model)
+    fingerprint = model_fingerprint(model)
+    caption_map = _caption_map(captions) if captions else None
+    index = _open_for(index_dir, model, system, fingerprint, rebuild)
+    with index, Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
+                         TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("index", total=None)
+        report = index.update(folders, system.transform_paths, captions=caption_map,
+                              batch_size=batch,
+                              progress=lambda done, total: bar.update(task, completed=done,
+                                                                      total=total))
+        status = index.status()
+    if as_json:
+        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
+        return
+    for path, reason in report.failed[:MAX_LISTED_FAILURES]:
+        console.print(f"[yellow]skipped[/yellow] {path}: {reason}", markup=True)
+    if len(report.failed) > MAX_LISTED_FAILURES:
+        console.print(f"... and {len(report.failed) - MAX_LISTED_FAILURES} more unreadable "
+                      "files (--json lists them all)")
+    console.print(
+        f"{index_dir}: {status['pictures']:,} pictures indexed "
+        f"(added {report.added}, changed {report.changed}, renamed {report.renamed}, "
+        f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
+        f"unreadable {len(report.failed)})")
+
+
+def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: bool) -> Index:
+    """The index at index_dir for this model: created, reopened, or rebuilt."""
+    vocabulary, idf = text_side(system)
+    try:
+        if (index_dir / "catalog.sqlite").exists():
+            if rebuild:
+                _remove_index(index_dir)
+            else:
+                index = Index.open(index_dir, writable=True)
+                if index.model_fingerprint != fingerprint:
+                    index.close()
+                    fail(f"{index_dir} was built with another model ({index.model_dir}); "
+                         "add --rebuild to recompute it for this one, or choose another "
+                         "--index")
+                return index
+        return Index.create(index_dir, vocabulary, idf, model_dir=model,
+                            fingerprint=fingerprint)
+    except IndexDirError as e:
+        fail(str(e))
+
+
+def _remove_index(index_dir: Path) -> None:
+    """Delete an index folder's own files only (never anything else a user put there)."""
+    import shutil  # noqa: PLC0415
+
+    for p in list(index_dir.glob("catalog.sqlite*")) + list(index_dir.glob("scores-*.f32")):
+        p.unlink()
+    shutil.rmtree(index_dir / "thumbnails", ignore_errors=True)
+    (index_dir / ".writer.lock").unlink(missing_ok=True)
+    if not any(index_dir.iterdir()):
+        index_dir.rmdir()
+
+
+def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
+    from ..data import DataError, load_captions_table  # noqa: PLC0415
+
+    try:
+        coll = load_captions_table(table, include_uncaptioned=False)
+    except DataError as e:
+        fail(str(e))
+    return {str(p): c for p, c in zip(coll.paths, coll.captions) if c}
+
+
+# ------------------------------------------------------------------------------- search
+def search_command(
+    query: str = typer.Argument(..., help="words, e.g. \"tiger grass\""),
+    index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
+    k: int = typer.Option(10, "-k", "--top", min=1, help="how many pictures"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    files_only: bool = typer.Option(False, "-f", "--files", help="print paths only"),
+):
+    """Rank the indexed pictures for a text query."""
+    index_dir = index_dir or default_index_dir()
+    try:
+        index = Index.open(index_dir)
+    except IndexDirError as e:
+        fail(str(e))
+    with index:
+        try:
+            q = index.parse_query(query)
+        except QueryError as e:
+            if as_json:
+                print(json.dumps({"query": query, "error": str(e), "unknown": e.unknown}))
+            fail(str(e))
+        hits = index.search(q.vector, k)
+    if q.unknown:
+        console.print(f"[yellow]not in the vocabulary, ignored:[/yellow] {', '.join(q.unknown)}",
+                      markup=True)
+    if as_json:
+        print(json.dumps({"query": query, "words": q.words, "unknown": q.unknown,
+                          "hits": [h.__dict__ for h in hits]}))
+    elif files_only:
+        for h in hits:
+            print(h.path)
+    else:
+        for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
+            print(f"{rank:>3}  {h.score:8.4f}  {h.path}")
+
+
+# ------------------------------------------------------------------------------- annotate
+def annotate_command(
+    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`)"),
+    pictures: list[Path] = typer.Argument(..., help="picture files"),
+    k: int = typer.Option(config.ANNOTATION_WORDS, "-k", "--top", min=1, help="words each"),
+    sidecar: bool = typer.Option(False, help="write PICTURE.txt beside each picture (never "
+                                             "over a file pamir did not write)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON lines"),
+):
+    """The words that best describe each picture, with their scores."""
+    missing = [p for p in pictures if not p.is_file()]
+    for p in missing:
+        console.print(f"[yellow]skipped[/yellow] {p}: file not found", markup=True)
+    pictures = [p for p in pictures if p.is_file()]
+    if not pictures:
+        fail("no picture to annotate")
+    system = load_system(model)
+    Z, ok = system.transform_paths([str(p) for p in pictures])
+    vocabulary = text_side(system)[0]
+    failed = len(missing)
+    for path, z, good in zip(pictures, np.asarray(Z), np.asarray(ok, dtype=bool)):
+        if not good:
+            failed += 1
+            console.print(f"[yellow]skipped[/yellow] {path}: not a readable picture", markup=True)
+            continue
+        words = top_words(z, vocabulary, k)
+        note = ""
+        if sidecar:
+            written, why = write_sidecar(path, [w["word"] for w in words])
+            note = why
+        if as_json:
+            print(json.dumps({"path": str(path), "keywords": words,
+                              **({"sidecar": note} if sidecar else {})}))
+        else:
+            line = "  ".join(f"{w['word']} {w['score']:.3f}" for w in words)
+            print(f"{path}\t{line}")
+            if note and not note.startswith("wrote"):
+                console.print(f"[yellow]{note}[/yellow]", markup=True)
+    if failed:
+        raise typer.Exit(1)
+
+
+#: Sidecars pamir wrote in a folder, with a hash of what it wrote: a sidecar is replaced only
+#: if it is still exactly what pamir wrote (not the user's, not edited since).
+SIDECAR_REGISTRY = ".pamir-sidecars.json"
+
+
+def sidecar_path(picture: Path) -> Path:
+    return picture.with_suffix(".txt")
+
+
+def write_sidecar(picture: Path, words: list[str]) -> tuple[bool, str]:
+    """Write the words beside the picture, one comma-separated line. (written?, what)"""
+    target = sidecar_path(picture)
+    registry_file = picture.parent / SIDECAR_REGISTRY
+    try:
+        registry = json.loads(registry_file.read_text(encoding="utf-8"))
+        if not isinstance(registry, dict):
+            registry = {}
+    except (OSError, ValueError):
+        registry = {}
+    if target.exists():
+        ours = registry.get(target.name)
+        if ours is None:
+            return False, f"left {target} alone: pamir did not write it"
+        if ours != _digest(target.read_bytes()):
+            return False, f"left {target} alone: edited since pamir wrote it"
+    text = (", ".join(words) + "\n").encode("utf-8")
+    try:
+        _atomic_write(target, text)
+        registry[target.name] = _digest(text)
+        _atomic_write(registry_file, json.dumps(registry, indent=1, sort_keys=True).encode())
+    except OSError as e:
+        return False, f"could not write {target}: {e.strerror or e}"
+    return True, f"wrote {target}"
+
+
+def _digest(data: bytes) -> str:
+    import hashlib  # noqa: PLC0415
+
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------- serve
+def serve_command(
+    index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
+    model: Path = typer.Option(None, help="the trained system for uploads and explanations "
+                                          "(default: the one the index was built with)"),
+    host: str = typer.Option("127.0.0.1", help="address to bind; 127.0.0.1 keeps it private"),
+    port: int = typer.Option(8000, min=1, max=65535),
+):
+    """Serve the web page and the HTTP API (OpenAPI schema at /docs)."""
+    import uvicorn  # noqa: PLC0415
+
+    from ..server import create_app  # noqa: PLC0415
+
+    index_dir = index_dir or default_index_dir()
+    try:
+        app = create_app(index_dir, model)
+    except IndexDirError as e:
+        fail(str(e))
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        console.print(f"[yellow]warning:[/yellow] binding {host}: every machine that can reach "
+                      "it can search and view the indexed pictures", markup=True)
+    console.print(f"serving {index_dir} on http://{host}:{port}/  (Ctrl-C stops)")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("index")(index_command)
+    app.command("search")(search_command)
+    app.command("annotate")(annotate_command)
+    app.command("serve")(serve_command)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use the `pamir` command")

@@ -1,0 +1,154 @@
+"""The commands a person uses: pamir index / search / annotate (and serve's wiring).
+
+The first tests drive the commands with a small stand-in system (fast, exact); the last one
+drives the real thing, fit -> index -> search -> annotate, on generated captioned pictures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+import pamir.commands.product as product
+from pamir.cli import app
+from test_server import FakeSystem, make_pictures
+
+runner = CliRunner()
+
+
+def run(*args, ok=True):
+    r = runner.invoke(app, [str(a) for a in args])
+    if ok:
+        assert r.exit_code == 0, r.output + repr(r.exception)
+    return r
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A model folder whose loading gives the stand-in system."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "system.json").write_text('{"fake": 1}')
+    system = FakeSystem()
+    monkeypatch.setattr(product, "load_system", lambda path: system)
+    monkeypatch.delenv("PAMIR_INDEX", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    pictures = tmp_path / "pictures"
+    make_pictures(pictures)
+    return model, pictures
+
+
+def test_index_then_search(fake, tmp_path):
+    model, pictures = fake
+    (pictures / "junk.jpg").write_bytes(b"\x00" * 10)
+    r = run("index", model, pictures, "--index", tmp_path / "ix")
+    assert "9 pictures indexed" in r.output and "junk.jpg" in r.output
+    r = run("search", "red stripes", "--index", tmp_path / "ix", "-k", "3")
+    assert "red-2.png" in r.stdout.splitlines()[0]
+    r = run("search", "red", "--index", tmp_path / "ix", "-k", "2", "-f")
+    paths = r.stdout.split()
+    assert len(paths) == 2 and all(Path(p).name.startswith("red") for p in paths)
+    r = run("search", "blue unicorns", "--index", tmp_path / "ix", "--json")
+    body = json.loads(r.stdout)
+    assert body["unknown"] == ["unicorns"] and Path(body["hits"][0]["path"]).name.startswith("blue")
+    assert "unicorns" in r.stderr
+
+    # Incremental: a second run computes nothing; a new model needs --rebuild.
+    r = run("index", model, pictures, "--index", tmp_path / "ix", "--json")
+    report = json.loads(r.stdout)
+    assert report["unchanged"] == 10 and report["added"] == 0
+    (model / "system.json").write_text('{"fake": 2}')
+    r = run("index", model, pictures, "--index", tmp_path / "ix", ok=False)
+    assert r.exit_code == 2 and "--rebuild" in r.output
+    r = run("index", model, pictures, "--index", tmp_path / "ix", "--rebuild")
+    assert "added 9" in r.output
+
+
+def test_default_index_folder(fake, tmp_path, monkeypatch):
+    model, pictures = fake
+    run("index", model, pictures)
+    assert (tmp_path / "xdg" / "pamir" / "index" / "catalog.sqlite").is_file()
+    assert "green" in run("search", "green", "-k", "1").output
+    monkeypatch.setenv("PAMIR_INDEX", str(tmp_path / "elsewhere"))
+    assert product.default_index_dir() == tmp_path / "elsewhere"
+
+
+@pytest.mark.parametrize("query, needle", [("", "empty"), ("  ", "empty"),
+                                           ("unicorn", "vocabulary"), ("the of", "stop words")])
+def test_search_bad_queries(fake, tmp_path, query, needle):
+    model, pictures = fake
+    run("index", model, pictures, "--index", tmp_path / "ix")
+    r = run("search", query, "--index", tmp_path / "ix", ok=False)
+    assert r.exit_code == 2 and needle in r.output
+
+
+def test_search_without_index(tmp_path):
+    r = run("search", "red", "--index", tmp_path / "none", ok=False)
+    assert r.exit_code == 2 and "pamir index" in r.output
+
+
+def test_index_bad_folder(fake, tmp_path):
+    model, _ = fake
+    r = run("index", model, tmp_path / "missing", "--index", tmp_path / "ix", ok=False)
+    assert r.exit_code == 2 and "not a folder" in r.output
+
+
+def test_annotate_and_sidecars(fake, tmp_path):
+    model, pictures = fake
+    red, blue = pictures / "red-0.png", pictures / "blue-2.png"
+    r = run("annotate", model, red, blue, "-k", "2")
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(str(red)) and "red" in lines[0].split("\t")[1].split()[0]
+    assert {w for w in lines[1].split("\t")[1].split()[::2]} == {"blue", "stripes"}
+
+    # --sidecar writes beside the picture, replaces its own, never someone else's.
+    (pictures / "green-0.txt").write_text("my own notes\n")
+    r = run("annotate", model, red, pictures / "green-0.png", "--sidecar", "-k", "1")
+    assert (pictures / "red-0.txt").read_text() == "red\n"
+    assert (pictures / "green-0.txt").read_text() == "my own notes\n"
+    assert "did not write" in r.output
+    run("annotate", model, red, "--sidecar", "-k", "2")
+    assert (pictures / "red-0.txt").read_text().startswith("red, ")
+    (pictures / "red-0.txt").write_text("red, edited by hand\n")
+    r = run("annotate", model, red, "--sidecar", "-k", "1", "--json")
+    assert "edited since" in json.loads(r.stdout)["sidecar"]
+    assert (pictures / "red-0.txt").read_text() == "red, edited by hand\n"
+
+
+def test_annotate_reports_unreadable(fake, tmp_path):
+    model, pictures = fake
+    bad = pictures / "bad.jpg"
+    bad.write_bytes(b"nope")
+    r = run("annotate", model, bad, pictures / "missing.png", pictures / "red-1.png", ok=False)
+    assert r.exit_code == 1 and "bad.jpg" in r.output and "missing.png" in r.output
+    assert "red-1.png" in r.stdout
+
+
+# ---------------------------------------------------------------------------- the real thing
+SHAPES = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
+          "yellow": (230, 220, 40)}
+
+
+def generated_collection(root: Path, n: int = 60) -> Path:
+    """n pictures of coloured backgrounds, half with stripes, and a captions table."""
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True)
+    rows = ["path\tkeywords"]
+    names = list(SHAPES)
+    for i in range(n):
+        colour = names[i % len(names)]
+        striped = (i // len(names)) % 2 == 0
+        a = np.empty((48, 64, 3), np.float32)
+        a[:] = SHAPES[colour]
+        a += rng.normal(0, 12, a.shape)
+        if striped:
+            a[:, (np.arange(64) // 4) % 2 == 0] = 250
+        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:02d}.png")
+        rows.append(f"p{i:02d}.png\t{colour} {'stripes' if striped else 'plain'}")
+    (root / "captions.tsv").write_text("\n".join(rows) + "\n")
+    return root / "captions.tsv"
