@@ -1,0 +1,132 @@
+"""The whole system on a tiny folder of synthetic pictures: fit, select, save, load, query."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pamir.data import load_collection
+from pamir.evaluation import mean_average_precision
+from pamir.features import FeatureSettings
+from pamir.protocol import Protocol
+from pamir.system import System, fit_system, model_grid, take
+
+#: word -> (colour, stripes?): each word is a colour or a texture the features can see.
+LOOKS = {"sun": (230, 200, 30), "sea": (20, 60, 200), "grass": (40, 170, 40),
+         "night": (15, 15, 25)}
+
+
+def draw(words, rng):
+    a = np.zeros((48, 72, 3), np.float64)
+    a[:] = np.mean([LOOKS[w] for w in words if w in LOOKS], axis=0)
+    if "stripes" in words:
+        a[:, ::4] = 255
+    a += rng.normal(0, 12, a.shape)
+    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pictures")
+    rng = np.random.default_rng(0)
+    words = list(LOOKS)
+    lines = ["path\tkeywords"]
+    for i in range(120):
+        caption = [words[i % 4]] + (["stripes"] if i % 3 == 0 else [])
+        draw(caption, rng).save(root / f"p{i:03d}.png")
+        lines.append(f"p{i:03d}.png\t{' '.join(caption)}")
+    (root / "captions.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
+                           colour_max_pictures=60)
+
+
+@pytest.fixture(scope="module")
+def fitted(folder, tmp_path_factory):
+    collection = load_collection(folder / "captions.tsv")
+    cache = tmp_path_factory.mktemp("cache")
+    system = fit_system(collection, "pamir", SETTINGS, {"n_updates": 6_000, "eval_every": 1_000},
+                        progress=False, cache_dir=cache, log=None)
+    return collection, system, cache
+
+
+def test_fit_selects_on_validation(fitted):
+    collection, system, _ = fitted
+    info = system.info
+    assert [g["params"] for g in info["grid"]] == [{"c": c} for c in (0.01, 0.1, 1.0)]
+    assert info["valid_avgp"] == max(g["valid_avgp"] for g in info["grid"])
+    assert system.model.get_params()["c"] == info["params"]["c"]
+    assert system.vocabulary == sorted(["grass", "night", "sea", "stripes", "sun"])
+    assert info["pictures"] == {"train": 108, "valid": 12}
+
+
+def test_ranks_the_pictures_it_has_not_seen(fitted):
+    collection, system, _ = fitted
+    protocol = Protocol(collection)
+    idx = protocol.valid
+    Z, ok = system.transform_paths([collection.paths[i] for i in idx])
+    assert ok.all() and Z.shape == (len(idx), 5) and Z.dtype == np.float32
+    qs = protocol.queries(idx)
+    assert mean_average_precision(Z, qs.vectors(system.idf), qs.relevance) > 0.9
+
+
+def test_save_load_round_trip(fitted, folder, tmp_path):
+    collection, system, cache = fitted
+    system.save(tmp_path / "model")
+    head = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert head["kind"] == "system" and head["model"]["kind"] == "pamir"
+    again = System.load(tmp_path / "model", cache_dir=cache, progress=False)
+    paths = collection.paths[:20]
+    assert np.array_equal(again.transform_paths(paths)[0], system.transform_paths(paths)[0])
+    assert again.vocabulary == system.vocabulary and again.info == system.info
+    assert np.array_equal(again.idf, system.idf)
+
+
+def test_query_vector_and_annotation(fitted):
+    collection, system, _ = fitted
+    q, unknown = system.query_vector("Sun and the stripes, zebra")
+    assert unknown == ["zebra"] and q.dtype == np.float32
+    assert np.linalg.norm(q) == pytest.approx(1.0)
+    assert set(np.flatnonzero(q)) == {system.word_index["sun"], system.word_index["stripes"]}
+    assert not system.query_vector("zebra")[0].any()
+    Z, _ = system.transform_paths([folder_path for folder_path in collection.paths[:4]])
+    notes = system.annotate(Z, k=2)
+    assert len(notes) == 4 and all(len(n) == 2 for n in notes)
+    assert [w for w, _ in notes[1]][0] == "sea"  # picture 1 is a plain sea picture
+    assert notes[1][0][1] >= notes[1][1][1]
+
+
+def test_unreadable_pictures_give_zero_rows(fitted, tmp_path):
+    collection, system, _ = fitted
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"not a picture")
+    Z, ok = system.transform_paths([collection.paths[0], bad])
+    assert ok.tolist() == [True, False] and not Z[1].any() and Z[0].any()
+
+
+def test_retrain_on_train_and_valid(folder, fitted):
+    collection, _, cache = fitted
+    system = fit_system(collection, "pamir", SETTINGS, {"n_updates": 3_000, "eval_every": 500},
+                        progress=False, cache_dir=cache, log=None, grid={}, retrain=True)
+    assert system.info["retrained"]
+    assert system.info["params"]["n_updates"] == system.info["grid"][0]["best_update"]
+    assert system.model.n_updates_ == system.info["params"]["n_updates"]
+
+
+def test_other_models_plug_in(folder, fitted):
+    collection, _, cache = fitted
+    system = fit_system(collection, "cmrm", SETTINGS, {"mode": "pacmrm"}, progress=False,
+                        cache_dir=cache, log=None, grid={"alpha": [0.5], "beta": [0.9]})
+    Z, ok = system.transform_paths(collection.paths[:3])
+    assert Z.shape == (3, 5) and ok.all()
+
+
+def test_grids_and_rows():
+    assert model_grid("pamir") == {"c": [0.01, 0.1, 1.0]}
+    assert model_grid("pamir", {"c": 0.5}) == {}
+    import scipy.sparse as sp
+    X = sp.csr_matrix(np.arange(12.0).reshape(4, 3))
+    assert np.array_equal(take(X, [2, 0]).toarray(), X.toarray()[[2, 0]])
