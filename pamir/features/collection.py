@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from .. import config
 from ..data import Collection, load_collection
 from ..protocol import Protocol
+from .colour import ColourCodebook
 from .cache import atomic_write, csr_from_arrays, csr_to_arrays, load_npz, save_npz
 from .pipeline import VisualPipeline
 from .settings import FeatureSettings
@@ -28,9 +29,48 @@ from .settings import FeatureSettings
 log = logging.getLogger(__name__)
 
 
+def _ids_digest(ids: list[str]) -> str:
+    return hashlib.blake2b("\n".join(ids).encode(), digest_size=8).hexdigest()
+
+
 def pipeline_key(settings: FeatureSettings, train_ids: list[str]) -> str:
-    ids = hashlib.blake2b("\n".join(train_ids).encode(), digest_size=8).hexdigest()
-    return f"{settings.digest(ids)}"
+    return settings.digest(_ids_digest(train_ids))
+
+
+def training_pictures(collection: Collection) -> np.ndarray:
+    """The pictures features are learnt on: the protocol's train split, or every picture of
+    a collection without captions to split."""
+    try:
+        return Protocol(collection).train
+    except ValueError:
+        return np.arange(len(collection))
+
+
+def colour_codebook_for(
+    collection: Collection, train: np.ndarray, settings: FeatureSettings,
+    *, cache_dir: str | Path | None = None,
+) -> ColourCodebook:
+    """The colour codebook of these training pictures, cached (cache_dir/colours/<key>.npz)."""
+    fields = {k: getattr(settings, k) for k in (
+        "n_colours", "short_side", "colour_pixels_per_picture", "colour_max_pictures", "seed")}
+    key = _ids_digest([json.dumps(fields, sort_keys=True)] + [collection.ids[i] for i in train])
+    path = Path(cache_dir) / "colours" / f"{key}.npz" if cache_dir is not None else None
+    codebook = None
+    if path is not None and path.exists():
+        try:
+            codebook = ColourCodebook.from_arrays(load_npz(path))
+        except (OSError, ValueError, KeyError):
+            pass  # damaged: learn it again
+    if codebook is None:
+        codebook = ColourCodebook.fit(
+            [collection.paths[i] for i in train], settings.n_colours, settings.seed,
+            pixels_per_picture=settings.colour_pixels_per_picture,
+            max_pictures=settings.colour_max_pictures, short_side=settings.short_side)
+        if path is not None:
+            save_npz(path, codebook.to_arrays())
+    if path is not None:
+        codebook.cache_lut(path.parent)
+    return codebook
 
 
 def collection_features(
@@ -41,19 +81,25 @@ def collection_features(
     cache_dir: str | Path | None = None,
     n_jobs: int = config.FEATURE_JOBS,
     progress: bool = True,
+    refit: bool = False,
 ) -> tuple[sp.csr_matrix, np.ndarray, VisualPipeline]:
-    """(X, ok, pipeline): bags of every picture of `collection`, fitted on `train` indices."""
+    """(X, ok, pipeline): bags of every picture of `collection`, fitted on `train` indices.
+
+    Read from cache_dir when there (refit: fit again and replace the cached entry)."""
     settings = settings or FeatureSettings()
     train = np.asarray(train, dtype=np.int64)
     folder = None
     if cache_dir is not None:
         key = pipeline_key(settings, [collection.ids[i] for i in train])
         folder = Path(cache_dir) / "pipelines" / key
-        cached = _load(folder, collection, n_jobs=n_jobs, progress=progress, cache_dir=cache_dir)
+        cached = None if refit else _load(folder, collection, n_jobs=n_jobs, progress=progress,
+                                          cache_dir=cache_dir)
         if cached is not None:
             return cached
     pipe = VisualPipeline(settings, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress)
-    X_train, ok_train = pipe.fit_transform([collection.paths[i] for i in train])
+    colours = colour_codebook_for(collection, train, settings, cache_dir=cache_dir)
+    X_train, ok_train = pipe.fit_transform([collection.paths[i] for i in train],
+                                           colour_codebook=colours)
     rest = np.setdiff1d(np.arange(len(collection)), train)
     X_rest, ok_rest = pipe.transform([collection.paths[i] for i in rest])
     order = np.concatenate([train, rest])

@@ -9,6 +9,7 @@ whole pictures, DESIGN.md).
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -77,6 +78,25 @@ class ColourCodebook:
         if self._lut is None:
             self._lut = _build_lut(self.centres)
         return self._lut
+
+    def cache_lut(self, folder: str | Path) -> np.ndarray:
+        """The lookup table, read from folder/<digest>-lut.npy or built and stored there
+        (16 MiB; reading it takes milliseconds, building it about a second)."""
+        path = Path(folder) / f"{self.digest()}-lut.npy"
+        if self._lut is None and path.exists():
+            try:
+                lut = np.load(path, allow_pickle=False)
+                if lut.shape == (1 << 24,) and lut.dtype == np.uint8:
+                    self._lut = lut
+            except (OSError, ValueError):
+                pass  # damaged: rebuilt below
+        if not path.exists() or self._lut is None:
+            lut = self.lut
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+            np.save(tmp, lut, allow_pickle=False)
+            os.replace(tmp, path)
+        return self.lut
 
     def assign(self, rgb: np.ndarray) -> np.ndarray:
         """Nearest-colour codes of an (..., 3) uint8 array -> (...) uint8."""

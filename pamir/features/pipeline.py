@@ -64,17 +64,21 @@ class VisualPipeline:
         self._assigner: Assigner | None = None
 
     # ------------------------------------------------------------------------------- fit
-    def fit(self, train_paths: Sequence[str | Path]) -> "VisualPipeline":
-        self.fit_transform(train_paths)
+    def fit(self, train_paths: Sequence[str | Path], *,
+            colour_codebook: ColourCodebook | None = None) -> "VisualPipeline":
+        self.fit_transform(train_paths, colour_codebook=colour_codebook)
         return self
 
-    def fit_transform(self, train_paths: Sequence[str | Path]) -> tuple[sp.csr_matrix, np.ndarray]:
-        """Learn everything from `train_paths`; return their bags (X, ok) as transform would."""
+    def fit_transform(self, train_paths: Sequence[str | Path], *,
+                      colour_codebook: ColourCodebook | None = None
+                      ) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Learn everything from `train_paths` (the colour codebook too, unless given);
+        return their bags (X, ok) as transform would."""
         s = self.settings
         train_paths = list(train_paths)
         seconds = {}
         t0 = time.perf_counter()
-        self.colour_codebook_ = ColourCodebook.fit(
+        self.colour_codebook_ = colour_codebook or ColourCodebook.fit(
             train_paths, s.n_colours, s.seed, pixels_per_picture=s.colour_pixels_per_picture,
             max_pictures=s.colour_max_pictures, short_side=s.short_side)
         seconds["colour_codebook"] = time.perf_counter() - t0

@@ -1,0 +1,246 @@
+"""Speed of the visual features on Corel 5k (issue 3).
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_features.py [--skip-kmeans]
+
+Measures, on this machine:
+- where the time of one picture goes (single thread): read + content hash, JPEG decode,
+  grey + uniform LBP, colour lookup, per-block counting;
+- block descriptors of the 5,000 Corel pictures (192x128), no cache, 1 and 2 threads;
+- the same at 384x256 (the papers' resolution) on 1,000 pictures upsampled 2x and saved as
+  JPEG (64-px blocks every 32 px, 77 blocks), 2 threads;
+- a second run from the feature cache;
+- the default pipeline on the 4,000 training pictures (protocol.train): the 10,000-visterm
+  faiss k-means (time, objective per iteration) and the bags of all 5,000 pictures. The fitted
+  pipeline and bags are stored in the shared cache (config.default_cache_dir()), where
+  `corel5k_features()` finds them.
+
+Writes benchmarks/results/features.md and features.json. Other processes on the machine
+slow every figure down: the load average at the start and end is recorded with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from pamir import config
+from pamir.data import load_collection
+from pamir.features import FeatureSettings, extract_blocks
+from pamir.features.blocks import _colour_codes, _grey, block_histograms
+from pamir.features.collection import collection_features, colour_codebook_for
+from pamir.features.images import content_hash, decode_rgb, read_bytes
+from pamir.features.lbp import circle, code_table, lbp_codes
+from pamir.protocol import Protocol
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict:
+    model = next((line.split(":", 1)[1].strip() for line in
+                  subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+                  if line.startswith("Model name")), platform.processor())
+    return {"cpu": model, "nproc": os.cpu_count(), "python": platform.python_version(),
+            "load_average": os.getloadavg()}
+
+
+def stage_times(paths, settings, codebook) -> dict:
+    """Milliseconds per picture for each stage, one thread."""
+    rp, cp = circle(settings.lbp_points, settings.lbp_radius)
+    table = code_table(settings.lbp_points)
+    t = dict.fromkeys(("read_hash", "decode", "grey_lbp", "colour", "all_kernels"), 0.0)
+    for p in paths:
+        t0 = time.perf_counter()
+        data = read_bytes(p)
+        content_hash(data)
+        t1 = time.perf_counter()
+        rgb = decode_rgb(data, settings.short_side)
+        t2 = time.perf_counter()
+        lbp_codes(_grey(rgb), rp, cp, table)
+        t3 = time.perf_counter()
+        _colour_codes(rgb, codebook.lut)
+        t4 = time.perf_counter()
+        block_histograms(rgb, settings, codebook)
+        t5 = time.perf_counter()
+        for k, v in zip(t, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+            t[k] += v
+    ms = {k: 1e3 * v / len(paths) for k, v in t.items()}
+    # block_histograms = grey + LBP + colour + counting (+ grid and allocation)
+    ms["count_blocks"] = max(0.0, ms["all_kernels"] - ms["grey_lbp"] - ms["colour"])
+    ms["total"] = ms["read_hash"] + ms["decode"] + ms["all_kernels"]
+    return {k: round(v, 3) for k, v in ms.items()}
+
+
+def extraction(paths, settings, codebook, n_jobs, cache_dir=None) -> dict:
+    cpu0 = time.process_time()
+    blocks = extract_blocks(paths, settings, codebook, cache_dir=cache_dir, n_jobs=n_jobs,
+                            progress=False)
+    out = blocks.summary()
+    out["cpu_seconds"] = round(time.process_time() - cpu0, 2)
+    out["n_jobs"] = n_jobs
+    return out
+
+
+def upsampled(paths, folder: Path) -> list[Path]:
+    out = []
+    for p in paths:
+        im = Image.open(p).convert("RGB")
+        big = im.resize((im.width * 2, im.height * 2), Image.Resampling.BILINEAR)
+        q = folder / f"{Path(p).stem}.jpg"
+        big.save(q, quality=90)
+        out.append(q)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--skip-kmeans", action="store_true", help="only the block descriptors")
+    ap.add_argument("--large", type=int, default=1000, help="pictures for the 384x256 run")
+    args = ap.parse_args()
+    command = "python benchmarks/bench_features.py " + " ".join(sys.argv[1:])
+    started = machine()
+    collection = load_collection("corel5k")
+    protocol = Protocol(collection)
+    settings = FeatureSettings()
+    paths = collection.paths
+    res: dict = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 "machine": started, "settings": settings.to_dict()}
+
+    t0 = time.perf_counter()
+    codebook = colour_codebook_for(collection, protocol.train, settings, cache_dir=None)
+    res["colour_codebook_fit_seconds"] = round(time.perf_counter() - t0, 2)
+    t0 = time.perf_counter()
+    codebook.lut
+    res["colour_lut_build_seconds"] = round(time.perf_counter() - t0, 2)
+    extract_blocks(paths[:8], settings, codebook, progress=False)  # compile / load kernels
+
+    print("stages ...", flush=True)
+    res["stages_ms_per_picture_192x128"] = stage_times(paths[:500], settings, codebook)
+    print(res["stages_ms_per_picture_192x128"], flush=True)
+    res["corel5k_192x128"] = {}
+    for n_jobs in (1, 2):
+        print(f"extraction, {n_jobs} thread(s) ...", flush=True)
+        res["corel5k_192x128"][f"threads_{n_jobs}"] = r = extraction(paths, settings, codebook, n_jobs)
+        print(r, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache"
+        extraction(paths, settings, codebook, 2, cache_dir=cache)
+        res["corel5k_192x128"]["from_cache"] = r = extraction(paths, settings, codebook, 2, cache)
+        print("from cache", r, flush=True)
+        big = upsampled(paths[: args.large], Path(tmp))
+        native = settings.replace(short_side=None)
+        res["stages_ms_per_picture_384x256"] = stage_times(big[:200], native, codebook)
+        res["upsampled_384x256"] = r = extraction(big, native, codebook, 2)
+        print("384x256", res["stages_ms_per_picture_384x256"], r, flush=True)
+
+    if not args.skip_kmeans:
+        print("pipeline fit (10,000-visterm k-means) ...", flush=True)
+        t0 = time.perf_counter()
+        X, ok, pipe = collection_features(collection, protocol.train, settings,
+                                          cache_dir=config.default_cache_dir(), refit=True,
+                                          progress=False)
+        total = time.perf_counter() - t0
+        obj = pipe.objective_
+        n_blocks = 77 * int(ok[protocol.train].sum())
+        res["visterms"] = {
+            "k": settings.n_visterms, "iterations": settings.kmeans_iterations,
+            "training_blocks": n_blocks, "scaling": settings.scaling,
+            "fit_seconds": pipe.fit_seconds_, "total_seconds_incl_transform_all": round(total, 1),
+            "objective_per_iteration": [float(v) for v in obj],
+            "objective_final": float(obj[-1]),
+            "objective_per_block": float(obj[-1] / n_blocks),
+            "bags_nnz_per_picture": round(X.nnz / X.shape[0], 1),
+            "pictures_ok": int(ok.sum()),
+        }
+        print(res["visterms"], flush=True)
+    res["machine_end"] = {"load_average": os.getloadavg()}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "features.json").write_text(json.dumps(res, indent=2) + "\n")
+    (RESULTS / "features.md").write_text(report(res))
+    print(f"wrote {RESULTS / 'features.md'}")
+
+
+def report(r: dict) -> str:
+    c = r["corel5k_192x128"]
+    s192, s384 = r["stages_ms_per_picture_192x128"], r["stages_ms_per_picture_384x256"]
+    lines = [
+        "# Visual features: speed on Corel 5k",
+        "",
+        f"`{r['command']}` — {r['date']}, {r['machine']['cpu']}, {r['machine']['nproc']} cores, "
+        f"Python {r['machine']['python']}; load average at start "
+        f"{', '.join(f'{v:.1f}' for v in r['machine']['load_average'])}, at end "
+        f"{', '.join(f'{v:.1f}' for v in r['machine_end']['load_average'])} "
+        "(other developers' jobs share the 2 cores: wall times are upper bounds).",
+        "",
+        "## Block descriptors (uniform LBP 59 + colour 50 per block, 77 blocks per picture)",
+        "",
+        "| run | pictures | threads | seconds | pictures/s | CPU s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, key in (("192x128, no cache", "threads_1"), ("192x128, no cache", "threads_2"),
+                      ("192x128, from the cache", "from_cache")):
+        x = c[key]
+        lines.append(f"| {name} | {x['pictures']:,} | {x['n_jobs']} | {x['seconds']:.1f} | "
+                     f"{x['pictures_per_second']:,.0f} | {x['cpu_seconds']:.1f} |")
+    x = r["upsampled_384x256"]
+    lines.append(f"| 384x256 (2x upsampled JPEGs), no cache | {x['pictures']:,} | 2 | "
+                 f"{x['seconds']:.1f} | {x['pictures_per_second']:,.0f} | {x['cpu_seconds']:.1f} |")
+    lines += [
+        "",
+        f"Colour codebook (k-means, 50 colours, 256k pixels of 1,000 training pictures): "
+        f"{r['colour_codebook_fit_seconds']} s; its 2^24-entry lookup table: "
+        f"{r['colour_lut_build_seconds']} s (then cached on disk).",
+        "",
+        "### Where one picture's time goes (ms, one thread)",
+        "",
+        "| stage | 192x128 | 384x256 |",
+        "|---|---|---|",
+    ]
+    for k, label in (("read_hash", "read file + content hash (blake2b)"),
+                     ("decode", "JPEG decode (Pillow) + EXIF + to RGB"),
+                     ("grey_lbp", "grey + uniform LBP(8,2) (numba)"),
+                     ("colour", "colour codes (lookup table)"),
+                     ("count_blocks", "per-block counting (77 blocks)"),
+                     ("total", "total")):
+        lines.append(f"| {label} | {s192[k]:.2f} | {s384[k]:.2f} |")
+    if "visterms" in r:
+        v = r["visterms"]
+        f = v["fit_seconds"]
+        lines += [
+            "",
+            "## Visterm codebook (faiss k-means) and bags",
+            "",
+            f"K = {v['k']:,} codewords on the {v['training_blocks']:,} blocks of the "
+            f"{v['training_blocks'] // 77:,} training pictures (protocol.train), "
+            f"{v['scaling']} scaling, {v['iterations']} iterations:",
+            "",
+            f"- k-means: **{f['kmeans']:.0f} s** "
+            f"({f['kmeans'] / v['iterations']:.1f} s an iteration);",
+            f"- objective (sum of squared distances to the nearest codeword): "
+            f"{v['objective_final']:.4g}, {v['objective_per_block']:.2f} per block; by iteration: "
+            + ", ".join(f"{o:.4g}" for o in v["objective_per_iteration"][::4]) + " (every 4th);",
+            f"- the whole pipeline fit: colour codebook {f['colour_codebook']:.1f} s, training "
+            f"blocks {f['blocks']:.1f} s, k-means {f['kmeans']:.0f} s, training bags "
+            f"{f['bags']:.1f} s; with the bags of all 5,000 pictures "
+            f"{v['total_seconds_incl_transform_all']:.0f} s;",
+            f"- bags: {v['bags_nnz_per_picture']} visterms per picture on average "
+            f"({v['pictures_ok']:,} pictures read).",
+        ]
+    lines += ["", "## What dominates, and why", "", WHY, ""]
+    return "\n".join(lines)
+
+
+WHY = """(filled in by hand after the run)"""
+
+if __name__ == "__main__":
+    main()
