@@ -7,6 +7,7 @@ Pictures -> (images) RGB -> (blocks) 77 blocks x (59 LBP + 50 colour counts) -> 
 scaled, nearest of K codewords -> tf-idf bag, L2-normalised (scipy.sparse CSR).
 """
 
+from .blobs import load_blobs
 from .blocks import block_grid, block_histograms
 from .collection import collection_features, corel5k_features
 from .colour import ColourCodebook
@@ -18,5 +19,5 @@ from .settings import SCALINGS, FeatureSettings
 __all__ = [
     "BlockSet", "ColourCodebook", "FeatureSettings", "ImageError", "PictureVisterms", "SCALINGS",
     "VisualPipeline", "block_grid", "block_histograms", "collection_features",
-    "corel5k_features", "decode_rgb", "extract_blocks", "iter_blocks", "load_rgb",
+    "corel5k_features", "decode_rgb", "extract_blocks", "iter_blocks", "load_blobs", "load_rgb",
 ]
