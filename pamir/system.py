@@ -340,6 +340,38 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     return System(pipeline, final, protocol.vocabulary, system_idf, info)
 
 
+def evaluate_system(system: System, collection: Collection, split: str = "test", *,
+                    scores: bool = False) -> dict:
+    """Evaluate a system on the queries of one split of a collection (TPAMI Tables IX-XII).
+
+    The pictures go through the system's own pipeline (features are cached by pamir.features)
+    and queries are weighted with the system's idf. Returns {"evaluation": Evaluation (per
+    query, with the subsets all / single-word / multi-word / easy / difficult / unseen),
+    "qids", "docids", "relevance", and with `scores` the (n_queries x n_pictures) scores}.
+    """
+    from .evaluation import evaluate_model, evaluate_text_space, query_scores
+
+    protocol = Protocol(collection, seed=system.info.get("seed", config.SEED),
+                        vocabulary=system.vocabulary)
+    idx = protocol.split(split)
+    if len(idx) == 0:
+        raise ValueError(f"{collection.name}: no captioned {split} pictures to evaluate on")
+    qs = protocol.queries(idx)
+    Q = qs.vectors(system.idf)
+    subsets = protocol.query_subsets(qs)
+    F, ok = system.features([collection.paths[i] for i in idx])
+    if hasattr(system.model, "score_queries"):  # a model that does not rank by Z q
+        evaluation = evaluate_model(system.model, F, Q, qs.relevance, subsets)
+        S = np.asarray(system.model.score_queries(Q, F)) if scores else None
+    else:
+        Z = system.transform_features(F, ok)
+        evaluation = evaluate_text_space(Z, Q, qs.relevance, subsets)
+        S = query_scores(Z, Q) if scores else None
+    return {"evaluation": evaluation, "qids": qs.qids(),
+            "docids": [collection.ids[i] for i in idx], "relevance": qs.relevance,
+            "scores": S, "unreadable": int((~np.asarray(ok, bool)).sum())}
+
+
 def _stopping(model) -> dict:
     out = {}
     for key in ("best_update_", "n_updates_", "best_valid_avgp_"):
@@ -377,4 +409,5 @@ def _progress(model, enabled: bool, label: str):
                 model.progress = None
 
 
-__all__ = ["BlockPipeline", "System", "collection_inputs", "fit_system", "model_grid", "take"]
+__all__ = ["BlockPipeline", "System", "collection_inputs", "evaluate_system", "fit_system",
+           "model_grid", "take"]

@@ -130,3 +130,30 @@ def test_grids_and_rows():
     import scipy.sparse as sp
     X = sp.csr_matrix(np.arange(12.0).reshape(4, 3))
     assert np.array_equal(take(X, [2, 0]).toarray(), X.toarray()[[2, 0]])
+
+
+def test_fit_and_evaluate_commands(folder, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pamir.cli import app
+
+    monkeypatch.setenv("PAMIR_CACHE", str(tmp_path / "cache"))
+    runner = CliRunner()
+    table, model = str(folder / "captions.tsv"), str(tmp_path / "model")
+    r = runner.invoke(app, ["fit", table, "-o", model, "-p", "n_updates=2000",
+                            "-p", "eval_every=500", "-p", "c=0.1", "--visterms", "24", "-q"])
+    assert r.exit_code == 0, r.output
+    assert "validation AvgP" in r.output and "c=0.1" in r.output and "5 words" in r.output
+    run = tmp_path / "valid.trec"
+    r = runner.invoke(app, ["evaluate", model, "--on", f"{table}:valid", "--json", "-q",
+                            "--run", str(run)])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output[r.output.index("{"):])
+    assert set(out["subsets"]) >= {"all", "single-word", "multi-word", "easy", "difficult"}
+    assert out["subsets"]["all"]["avgp"] > 80
+    lines = run.read_text().splitlines()
+    assert len(lines) == out["subsets"]["all"]["queries"] * 12  # every valid picture ranked
+    r = runner.invoke(app, ["evaluate", str(tmp_path / "nothing"), "--on", f"{table}:valid"])
+    assert r.exit_code == 2 and "not a pamir model directory" in r.output
+    r = runner.invoke(app, ["fit", table, "-o", model, "-p", "c"])
+    assert r.exit_code == 2 and "NAME=VALUE" in r.output

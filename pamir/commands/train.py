@@ -1,0 +1,164 @@
+"""`pamir fit` and `pamir evaluate`: train a whole system on captioned pictures, measure it.
+
+    pamir fit corel5k --model pamir -o models/corel
+    pamir evaluate models/corel --on corel5k:test [--json] [--run test.trec]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .. import config
+from ..data import DataError, load_collection
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+SPLITS = ("test", "valid", "train", "development")
+METRICS = (("avgp", "AvgP"), ("bep", "BEP"), ("p10", "P10"))
+
+
+def fail(message: str, code: int = 2):
+    console.print(f"[red]error:[/red] {message}", markup=True)
+    raise typer.Exit(code)
+
+
+def parse_params(items: list[str] | None) -> dict:
+    """["c=0.1", "average=false", "margin=text"] -> {"c": 0.1, "average": False, ...}."""
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            fail(f"--param {item!r}: write NAME=VALUE, e.g. --param c=0.1")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            low = value.strip().lower()
+            out[key.strip()] = {"true": True, "false": False, "none": None}.get(low, value)
+    return out
+
+
+def parse_on(spec: str) -> tuple[str, str]:
+    """"corel5k:test" -> ("corel5k", "test"); "table.tsv" -> ("table.tsv", "test")."""
+    data, _, split = spec.rpartition(":")
+    if data and split in SPLITS:
+        return data, split
+    return spec, "test"
+
+
+# --------------------------------------------------------------------------------- fit
+def fit_command(
+    data: str = typer.Argument(..., help="corel5k, or a captions table (.tsv/.csv/.jsonl)"),
+    output: Path = typer.Option(..., "--output", "-o", help="directory to write the system to"),
+    model: str = typer.Option("pamir", "--model", "-m", help="model kind (pamir, cmrm, ...)"),
+    param: list[str] = typer.Option(None, "--param", "-p",
+                                    help="fix a model parameter: NAME=VALUE (repeatable)"),
+    no_grid: bool = typer.Option(False, "--no-grid",
+                                 help="train only the defaults (+ --param), no validation grid"),
+    retrain: bool = typer.Option(False, "--retrain",
+                                 help="retrain the chosen settings on train + validation"),
+    block_fraction: float = typer.Option(config.FEATURE_BLOCK_FRACTION,
+                                         help="block side / shorter picture side"),
+    visterms: int = typer.Option(config.N_VISTERMS, help="visterm codebook size"),
+    scaling: str = typer.Option(config.FEATURE_SCALING, help="block histogram scaling"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+):
+    """Train a system: features on the training pictures, the model selected on validation."""
+    from ..features import FeatureSettings
+    from ..models import MODELS
+    from ..system import fit_system, model_grid
+
+    if model not in MODELS:
+        fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    params = parse_params(param)
+    try:
+        settings = FeatureSettings(block_fraction=block_fraction, n_visterms=visterms,
+                                   scaling=scaling)
+        collection = load_collection(data)
+        grid = {} if no_grid else model_grid(model, params)
+        console.print(f"{data}: {len(collection):,} pictures; model {model}; grid "
+                      f"{json.dumps(grid) if grid else 'none'}; seed {config.SEED}")
+        started = time.perf_counter()
+        system = fit_system(collection, model, settings, params, progress=not quiet,
+                            retrain=retrain, grid=grid,
+                            log=lambda line: console.print(line, markup=False))
+        system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
+        system.save(output)
+    except (DataError, ValueError, FileNotFoundError) as e:
+        fail(str(e))
+    print_fit_summary(system, output, time.perf_counter() - started)
+
+
+def print_fit_summary(system, output: Path, seconds: float) -> None:
+    info = system.info
+    table = Table(title=f"{output}: {info['model']} on {info['data']}")
+    table.add_column("")
+    table.add_column("")
+    table.add_row("vocabulary", f"{system.T:,} words")
+    table.add_row("pictures", f"{info['pictures']['train']:,} train, "
+                  f"{info['pictures']['valid']:,} validation")
+    table.add_row("chosen", ", ".join(f"{k}={v}" for k, v in info["params"].items()))
+    table.add_row("validation AvgP", f"{info['valid_avgp']:.2f} %")
+    if len(info["grid"]) > 1:
+        table.add_row("grid", "; ".join(
+            f"{', '.join(f'{k}={v}' for k, v in g['params'].items())}: {g['valid_avgp']:.2f}"
+            for g in info["grid"]))
+    table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
+    table.add_row("seconds", f"features {info['feature_seconds']:.1f}, "
+                  f"models {info['model_seconds']:.1f}, total {seconds:.1f}")
+    Console().print(table)
+
+
+# ---------------------------------------------------------------------------- evaluate
+def evaluate_command(
+    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`)"),
+    on: str = typer.Option("corel5k:test", "--on",
+                           help="DATA:SPLIT, e.g. corel5k:test, corel5k:valid, table.tsv:test"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    run: Path = typer.Option(None, "--run", help="also write a TREC run file here"),
+    qrels: Path = typer.Option(None, "--qrels", help="also write the TREC qrels here"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+):
+    """AvgP, BEP and P10 of a trained system on a split's queries, overall and per subset
+    (single/multi-word, easy/difficult, unseen: TPAMI Tables IX-XII)."""
+    from ..evaluation.trec import write_qrels, write_run
+    from ..system import System, evaluate_system
+
+    data, split = parse_on(on)
+    try:
+        system = System.load(model, progress=not quiet)
+        result = evaluate_system(system, load_collection(data), split, scores=run is not None)
+    except (DataError, ValueError, FileNotFoundError) as e:
+        fail(str(e))
+    if run is not None:
+        write_run(run, result["qids"], result["docids"], result["scores"], tag=system.model.kind)
+    if qrels is not None:
+        write_qrels(qrels, result["qids"], result["docids"], result["relevance"])
+    table = result["evaluation"].table([m for m, _ in METRICS])
+    if as_json:
+        print(json.dumps({"model": str(model), "on": on, "subsets": table}, indent=2))
+        return
+    out = Table(title=f"{model} on {data} {split}: {len(result['qids']):,} queries, "
+                f"{len(result['docids']):,} pictures")
+    out.add_column("queries")
+    out.add_column("n", justify="right")
+    for _, label in METRICS:
+        out.add_column(f"{label} %", justify="right")
+    for subset, row in table.items():
+        out.add_row(subset, f"{row['queries']:,}", *(f"{row[m]:.2f}" for m, _ in METRICS))
+    Console().print(out)
+    if run is not None:
+        console.print(f"run written to {run}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fit")(fit_command)
+    app.command("evaluate")(evaluate_command)
+
+
+__all__ = ["register", "parse_on", "parse_params"]
