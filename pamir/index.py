@@ -502,6 +502,15 @@ class Index:
         """Same bytes, new mtime (a `touch`, a copy back): only the stat is updated."""
         self.move(picture_id, entry)
 
+    def set_model(self, model_dir: str | Path, fingerprint: str) -> None:
+        """Record where the model now lives (a moved model folder keeps its index)."""
+        self._require_writable()
+        with self._lock:
+            with self._conn:
+                self._set_meta("model_dir", str(Path(model_dir).resolve()))
+                self._set_meta("model_fingerprint", fingerprint)
+            self.model_dir, self.model_fingerprint = str(Path(model_dir).resolve()), fingerprint
+
     def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
         self._require_writable()
         with self._lock, self._conn:

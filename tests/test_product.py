@@ -152,3 +152,65 @@ def generated_collection(root: Path, n: int = 60) -> Path:
         rows.append(f"p{i:02d}.png\t{colour} {'stripes' if striped else 'plain'}")
     (root / "captions.tsv").write_text("\n".join(rows) + "\n")
     return root / "captions.tsv"
+
+
+@pytest.fixture(scope="module")
+def real_model(tmp_path_factory):
+    """A real PAMIR system fitted on 60 generated captioned pictures (a few seconds)."""
+    from pamir.data import load_collection
+    from pamir.features import FeatureSettings
+    from pamir.system import fit_system
+
+    root = tmp_path_factory.mktemp("real")
+    table = generated_collection(root / "pictures")
+    settings = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
+                               colour_max_pictures=60)
+    system = fit_system(load_collection(table), "pamir", settings,
+                        {"n_updates": 6_000, "eval_every": 1_000}, progress=False,
+                        cache_dir=root / "cache", log=None, grid={})
+    system.save(root / "model")
+    return root
+
+
+def test_fit_index_search_annotate_explain(real_model, tmp_path):
+    """The whole path on real features and a real PAMIR: fit -> index -> search -> annotate,
+    and the web API's block explanation adds up to the indexed score exactly."""
+    from fastapi.testclient import TestClient
+
+    from pamir.server import create_app
+    from pamir.system import System
+
+    model, pictures, ix = real_model / "model", real_model / "pictures", tmp_path / "ix"
+    r = run("index", model, pictures, "--index", ix, "--captions", pictures / "captions.tsv")
+    assert "60 pictures indexed" in r.output
+
+    # Retrieval works: the top pictures for each colour + texture carry both words.
+    captions = dict(line.split("\t") for line in
+                    (pictures / "captions.tsv").read_text().splitlines()[1:])
+    for query in ("red stripes", "blue plain", "yellow"):
+        r = run("search", query, "--index", ix, "-k", "3", "-f")
+        tops = [Path(p).name for p in r.stdout.split()]
+        assert all(set(query.split()) <= set(captions[t].split()) for t in tops), (query, tops)
+
+    # Annotation of a new picture the system never saw.
+    new = tmp_path / "new.png"
+    a = np.empty((48, 64, 3), np.float32)
+    a[:] = SHAPES["green"]
+    a += np.random.default_rng(5).normal(0, 12, a.shape)  # as noisy as the training pictures
+    a[:, (np.arange(64) // 4) % 2 == 0] = 250
+    Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(new)
+    r = run("annotate", model, new, "-k", "2", "--json")
+    assert {w["word"] for w in json.loads(r.stdout)["keywords"]} == {"green", "stripes"}
+
+    # The index's scores are the system's, and the explanation is exact.
+    system = System.load(model, progress=False)
+    with TestClient(create_app(ix, system=system)) as client:
+        hit = client.get("/api/search", params={"q": "red stripes", "k": 1}).json()["hits"][0]
+        Z, _ = system.transform_paths([hit["path"]])
+        q, _ = system.query_vector("red stripes")
+        assert hit["score"] == pytest.approx(float(Z[0] @ q), rel=1e-5)
+        ex = client.get(f"/api/pictures/{hit['id']}/explain", params={"q": "red stripes"}).json()
+        assert sum(b[4] for b in ex["blocks"]) == pytest.approx(hit["score"], rel=1e-4)
+        assert (ex["width"], ex["height"]) == (64, 48)
+        p = client.get(f"/api/pictures/{hit['id']}").json()
+        assert set(p["caption"]) == {"red", "stripes"}

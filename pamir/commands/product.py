@@ -44,7 +44,8 @@ def load_system(model: Path):
     from ..system import System  # noqa: PLC0415 - loads the models only when needed
 
     try:
-        return System.load(model)
+        # Our own bar shows indexing progress; a second live bar would garble the terminal.
+        return System.load(model, progress=False)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
 
@@ -116,6 +117,8 @@ def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: b
                     fail(f"{index_dir} was built with another model ({index.model_dir}); "
                          "add --rebuild to recompute it for this one, or choose another "
                          "--index")
+                if index.model_dir != str(model.resolve()):
+                    index.set_model(model, fingerprint)  # same model, moved
                 return index
         return Index.create(index_dir, vocabulary, idf, model_dir=model,
                             fingerprint=fingerprint)

@@ -178,7 +178,12 @@ class _State:
                         503, "no model: start the server with --model MODEL to annotate "
                              "uploads and explain scores")
                 from ..system import System  # noqa: PLC0415 - heavy, only when needed
-                self.system = System.load(self.model_dir)
+                system = System.load(self.model_dir, progress=False)
+                if list(system.vocabulary) != self.index.vocabulary:
+                    raise HTTPException(
+                        409, f"the model in {self.model_dir} has another vocabulary than the "
+                             "index; serve with the model the index was built with")
+                self.system = system
             return self.system
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
