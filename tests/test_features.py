@@ -13,7 +13,8 @@ from pamir.features import (BlockSet, ColourCodebook, FeatureSettings, VisualPip
                             block_grid, block_histograms, extract_blocks, load_rgb)
 from pamir.features import images
 from pamir.features.lbp import local_binary_pattern
-from pamir.features.visterms import tfidf, term_frequencies
+from pamir.features.visterms import fit_codebook as _fit
+from pamir.features.visterms import term_frequencies, tfidf
 
 PRIMARIES = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255]], dtype=np.float32)
 
@@ -343,3 +344,19 @@ def test_blockset_concatenate_offsets():
     b = BlockSet(np.zeros((0, 2), np.float32), np.array([0, 0]), np.array([False]))
     c = BlockSet.concatenate([a, b, a], 2)
     assert c.offsets.tolist() == [0, 1, 3, 3, 4, 6] and c.ok.tolist() == [1, 1, 0, 1, 1]
+
+
+def test_codebook_fitted_on_a_capped_sample_of_blocks(pictures, monkeypatch):
+    from pamir.features import extract
+
+    monkeypatch.setattr(extract, "CHUNK_PICTURES", 1)  # stream picture by picture
+    fitted = []
+    monkeypatch.setattr("pamir.features.pipeline.fit_codebook",
+                        lambda x, k, **kw: fitted.append(len(x)) or _fit(x, k, **kw))
+    settings = FeatureSettings(n_visterms=8, kmeans_iterations=2, n_colours=4,
+                               kmeans_max_blocks=100)
+    pipe = VisualPipeline(settings, progress=False)
+    X, ok = pipe.fit_transform(pictures)
+    assert fitted == [100]  # 2 pictures' blocks read (154), 100 of them drawn for k-means
+    assert ok.all() and X.shape == (12, 8) and pipe.n_train_ == 12  # all 12 get bags
+    assert np.isfinite(pipe.objective_).all()

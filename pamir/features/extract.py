@@ -124,9 +124,11 @@ def iter_blocks(
     cache_dir: str | Path | None = None,
     n_jobs: int = config.FEATURE_JOBS,
     progress: bool = True,
-    chunk_pictures: int = CHUNK_PICTURES,
+    chunk_pictures: int | None = None,
 ) -> Iterator[BlockSet]:
-    """BlockSets of consecutive chunks of `paths`: memory stays bounded by one chunk."""
+    """BlockSets of consecutive chunks of `paths` (CHUNK_PICTURES each by default): memory
+    stays bounded by one chunk."""
+    chunk_pictures = chunk_pictures or CHUNK_PICTURES
     cache = BlockCache(cache_dir, settings, colour_codebook) if cache_dir else None
     colour_codebook.lut  # build the colour table once, before the threads share it
     console = Console(stderr=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -86,7 +87,11 @@ class VisualPipeline:
         t0 = time.perf_counter()
         fit_idx, fit_blocks = self._sample_blocks(train_paths)
         seconds["blocks"] = time.perf_counter() - t0
-        counts = fit_blocks.counts()[self._block_sample(fit_blocks)]
+        counts = fit_blocks.counts()
+        if len(counts) > s.kmeans_max_blocks:  # the last chunk went past the cap
+            pick = np.random.default_rng(s.seed).choice(len(counts), s.kmeans_max_blocks,
+                                                        replace=False)
+            counts = counts[np.sort(pick)]
         if s.scaling == "sqrt_std":
             self.scale_mean_, self.scale_std_ = scaling_statistics(counts)
         x = self._scale(counts)
@@ -115,21 +120,17 @@ class VisualPipeline:
         s = self.settings
         order = np.random.default_rng(s.seed).permutation(len(paths))
         parts, n_blocks, taken = [], 0, 0
-        for part in iter_blocks([paths[i] for i in order], s, self.colour_codebook_,
-                                cache_dir=self.cache_dir, n_jobs=self.n_jobs,
-                                progress=self.progress):
-            parts.append(part)
-            n_blocks += int(part.offsets[-1])
-            taken += len(part)
-            if n_blocks >= s.kmeans_max_blocks:
-                break  # enough to fit the codebook: the rest are only assigned, in chunks
+        chunks = iter_blocks([paths[i] for i in order], s, self.colour_codebook_,
+                             cache_dir=self.cache_dir, n_jobs=self.n_jobs,
+                             progress=self.progress)
+        with closing(chunks):
+            for part in chunks:
+                parts.append(part)
+                n_blocks += int(part.offsets[-1])
+                taken += len(part)
+                if n_blocks >= s.kmeans_max_blocks:
+                    break  # enough to fit the codebook: the rest are only assigned, in chunks
         return order[:taken], BlockSet.concatenate(parts, s.dim)
-
-    def _block_sample(self, blocks: BlockSet) -> np.ndarray:
-        n, cap = int(blocks.offsets[-1]), self.settings.kmeans_max_blocks
-        if n <= cap:
-            return np.arange(n)
-        return np.sort(np.random.default_rng(self.settings.seed).choice(n, cap, replace=False))
 
     # ------------------------------------------------------------------------- transform
     def _check_fitted(self):
