@@ -337,9 +337,10 @@ class Index:
         if not known:
             if not words:
                 raise QueryError(f"query {text!r} has only stop words; use content words")
+            common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
             raise QueryError(
-                f"no word of the query is in the vocabulary ({len(self.vocabulary)} words): "
-                f"{', '.join(unknown)}; `pamir vocabulary` lists them", unknown)
+                f"no word of the query is in the vocabulary: {', '.join(unknown)}; it has "
+                f"{len(self.vocabulary)} words, e.g. {', '.join(common)}", unknown)
         q = np.zeros(self.T, dtype=np.float64)
         for w in known:
             q[self.word_index[w]] = self.idf[self.word_index[w]]
