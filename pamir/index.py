@@ -574,7 +574,7 @@ class Index:
         for f in folders:
             if not f.is_dir():
                 raise IndexDirError(f"{f}: not a folder; give folders of pictures to index")
-        on_disk = scan_pictures(folders)
+        on_disk = scan_pictures(folders, exclude=self.directory.resolve())
         known = {p.path: p for p in self.pictures()}
         captions = {str(Path(k).resolve()): v for k, v in (captions or {}).items()}
 
@@ -673,13 +673,16 @@ def top_words(z: np.ndarray, vocabulary: Sequence[str], k: int) -> list[dict]:
     return [{"word": vocabulary[t], "score": float(z[t])} for t in top]
 
 
-def scan_pictures(folders: Sequence[Path]) -> dict[str, tuple[int, int]]:
+def scan_pictures(folders: Sequence[Path], exclude: Path | None = None
+                  ) -> dict[str, tuple[int, int]]:
     """{resolved path: (size, mtime_ns)} of the picture files under `folders`, recursively;
-    hidden files and folders are skipped."""
+    hidden files and folders, and the `exclude` folder (the index's own thumbnails), are
+    skipped."""
     found: dict[str, tuple[int, int]] = {}
     for folder in folders:
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                                 and (exclude is None or Path(dirpath, d) != exclude))
             for name in sorted(filenames):
                 if name.startswith(".") or Path(name).suffix.lower() not in IMAGE_SUFFIXES:
                     continue

@@ -165,6 +165,15 @@ def test_update_incremental(folder, index):
     assert r.changed == 1 and r.failed == [] and index.status()["failed"] == 0
 
 
+def test_update_skips_an_index_inside_the_folder(tmp_path):
+    root = tmp_path / "pics"
+    picture(root / "a.png", (255, 0, 0))
+    with Index.create(root / "my-index", VOCAB, IDF) as ix:
+        picture(root / "my-index" / "thumbnails" / "x.jpg", (1, 2, 3))
+        r = ix.update([root], ColourTransform())
+        assert r.added == 1 and [p.path for p in ix.pictures()] == [str(root / "a.png")]
+
+
 def test_update_only_drops_pictures_under_the_given_folders(tmp_path, index):
     a, b = tmp_path / "a", tmp_path / "b"
     picture(a / "x.png", (255, 0, 0))

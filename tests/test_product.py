@@ -69,6 +69,26 @@ def test_index_then_search(fake, tmp_path):
     assert "added 9" in r.output
 
 
+def test_index_interrupted_then_resumed(fake, tmp_path, monkeypatch):
+    model, pictures = fake
+    system = product.load_system(model)
+    calls = []
+    real = system.transform_paths
+
+    def interrupted(paths):
+        calls.append(paths)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(paths)
+
+    monkeypatch.setattr(system, "transform_paths", interrupted)
+    r = run("index", model, pictures, "--index", tmp_path / "ix", "--batch", "4", ok=False)
+    assert r.exit_code == 130 and "4 pictures are safely indexed" in r.output
+    r = run("index", model, pictures, "--index", tmp_path / "ix", "--json")
+    report = json.loads(r.stdout)  # identical pictures count as copies, not recomputed
+    assert report["added"] + report["copied"] == 5 and report["unchanged"] == 4
+
+
 def test_default_index_folder(fake, tmp_path, monkeypatch):
     model, pictures = fake
     run("index", model, pictures)

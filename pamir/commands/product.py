@@ -83,10 +83,16 @@ def index_command(
     with index, Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
                          TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("index", total=None)
-        report = index.update(folders, system.transform_paths, captions=caption_map,
-                              batch_size=batch,
-                              progress=lambda done, total: bar.update(task, completed=done,
-                                                                      total=total))
+        try:
+            report = index.update(folders, system.transform_paths, captions=caption_map,
+                                  batch_size=batch,
+                                  progress=lambda done, total: bar.update(
+                                      task, completed=done, total=total))
+        except KeyboardInterrupt:
+            bar.stop()
+            console.print(f"interrupted: {len(index):,} pictures are safely indexed; run the "
+                          "same command again to go on")
+            raise typer.Exit(130) from None
         status = index.status()
     if as_json:
         print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
