@@ -188,11 +188,11 @@ class Index:
         directory = Path(directory)
         if (directory / CATALOG).exists():
             raise IndexDirError(f"{directory}: an index already exists there; open it, or delete "
-                             "the folder to start afresh")
+                                "the folder to start afresh")
         idf = np.asarray(idf, dtype=np.float64)
         if len(vocabulary) == 0 or idf.shape != (len(vocabulary),):
             raise IndexDirError(f"vocabulary of {len(vocabulary)} words with idf of shape "
-                             f"{idf.shape}: both must have one entry per word")
+                                f"{idf.shape}: both must have one entry per word")
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = directory.with_name(f".{directory.name}.creating-{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,7 @@ class Index:
         if directory.exists():
             if any(directory.iterdir()):
                 raise IndexDirError(f"{directory}: folder exists and is not empty; choose another "
-                                 "--index folder")
+                                    "--index folder")
             directory.rmdir()
         tmp.rename(directory)
         _fsync_dir(directory.parent)
@@ -227,7 +227,7 @@ class Index:
         db = directory / CATALOG
         if not db.is_file():
             raise IndexDirError(f"{directory}: no index there (no {CATALOG}); build one with "
-                             "`pamir index MODEL FOLDER --index DIR`")
+                                "`pamir index MODEL FOLDER --index DIR`")
         uri = f"file:{db}?mode={'rw' if writable else 'ro'}"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         try:
@@ -239,7 +239,7 @@ class Index:
         if version != SCHEMA_VERSION:
             conn.close()
             raise IndexDirError(f"{db}: schema version {version}, this pamir reads "
-                             f"{SCHEMA_VERSION}; rebuild the index")
+                                f"{SCHEMA_VERSION}; rebuild the index")
         lock = None
         if writable:
             lock = _writer_lock(directory)
