@@ -21,11 +21,21 @@ from .colour import ColourCodebook
 from .settings import FeatureSettings
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
 def atomic_write(path: Path, write) -> None:
     """write(file object) into a temporary file next to `path`, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; cache files are ordinary files
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
