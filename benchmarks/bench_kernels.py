@@ -35,7 +35,7 @@ import numpy as np
 
 from pamir import config
 from pamir.data import load_collection
-from pamir.evaluation import evaluate_model
+from pamir.evaluation import evaluate_text_space
 from pamir.models.base import TrainingQueries
 from pamir.models.kernel_pamir import (ExpectedLikelihoodKernel, KernelPAMIR, LinearKernel,
                                        MatchKernel, match_grams, pa_updates)
@@ -195,16 +195,14 @@ def test_chosen(best: dict, model: KernelPAMIR, data, protocol) -> dict:
     project_s = time.perf_counter() - t0
     qs = protocol.queries("test")
     Q = protocol.query_vectors(qs)
-    ev = evaluate_model(model, X_test, Q, qs.relevance, protocol.query_subsets(qs))
+    ev = evaluate_text_space(Z, Q, qs.relevance, protocol.query_subsets(qs))
     # one query: scores of the 499 test pictures (Z q) and their order
     t0 = time.perf_counter()
     for i in range(Q.shape[0]):
         np.argsort(-(Q[i] @ Z.T).ravel())
     query_ms = 1000 * (time.perf_counter() - t0) / Q.shape[0]
-    (RESULTS / "perquery").mkdir(parents=True, exist_ok=True)
-    np.savez(RESULTS / "perquery" / "kernel-pamir.npz",
-             **{m: ev.per_query[m] for m in ("avgp", "bep", "p10")}, curve=ev.curve)
-    return {"test": {m: round(100 * ev.mean(m), 2) for m in ("avgp", "bep", "p10")},
+    return {"per_query": {m: ev.per_query[m] for m in ("avgp", "bep", "p10")}, "curve": ev.curve,
+            "test": {m: round(100 * ev.mean(m), 2) for m in ("avgp", "bep", "p10")},
             "subsets": ev.table(), "index_seconds": round(fit_s + project_s, 1),
             "fit_seconds": round(fit_s, 1), "project_seconds": round(project_s, 2),
             "query_ms": round(query_ms, 4)}
@@ -306,6 +304,8 @@ def main(argv=None) -> None:
                     choices=["linear", "elk", "match"])
     ap.add_argument("--no-test", action="store_true", help="skip the test of the chosen setting")
     ap.add_argument("--out", type=Path, default=RESULTS / "pamir_kernels.md")
+    ap.add_argument("--no-save", action="store_true",
+                    help="write only --out (not corel5k.json nor perquery/): for trials")
     args = ap.parse_args(argv)
     command = "python benchmarks/bench_kernels.py " + " ".join(argv or sys.argv[1:])
 
@@ -355,7 +355,14 @@ def main(argv=None) -> None:
     }
     if test_res:
         summary |= {k: test_res[k] for k in ("test", "index_seconds", "query_ms")}
+    if args.no_save:
+        log(f"wrote {args.out} ({time.perf_counter() - t_all:.0f} s in all)")
+        return
     atomic_json_update(RESULTS / "corel5k.json", {"kernel_pamir": summary})
+    if test_res:
+        (RESULTS / "perquery").mkdir(parents=True, exist_ok=True)
+        np.savez(RESULTS / "perquery" / "kernel-pamir.npz", **test_res["per_query"],
+                 curve=test_res["curve"])
     log(f"wrote {args.out} and the kernel_pamir key of corel5k.json "
         f"({time.perf_counter() - t_all:.0f} s in all)")
 

@@ -240,15 +240,18 @@ KERNEL_PAMIR_PATIENCE = 5
 KERNEL_BLOCK_SCALING = "sqrt"
 
 #: Match kernel: width of the RBF minor kernel on (sqrt) block descriptors. With 32-px
-#: blocks, sqrt counts have squared norm 2 x 1024; the grid spans the block distances seen.
-KERNEL_MATCH_SIGMA = 8.0
-KERNEL_MATCH_SIGMA_GRID = (2.0, 4.0, 8.0, 16.0)
+#: blocks, sqrt counts have squared norm 2 x 1024, and a block's nearest block in another
+#: Corel picture lies at 23 / 34 / 46 (10% / 50% / 90%): sigma below ~8 makes every match 0.
+KERNEL_MATCH_SIGMA = 16.0
+KERNEL_MATCH_SIGMA_GRID = (8.0, 16.0, 32.0, 64.0)
 
 #: Expected likelihood kernel: one Gaussian per picture, its covariance ("diag" or "full"),
-#: and the ridge added to every variance (the kernel's smoothing).
+#: and the ridge added to every variance (the kernel's smoothing). Per-picture variances of
+#: sqrt counts are 0 / 1.3 / 13 (10% / 50% / 90%); with a ridge of 1 the median normalised
+#: kernel between two Corel pictures is 1e-11 (every picture alone), with 64 it is 0.09.
 KERNEL_ELK_COVARIANCE = "diag"
-KERNEL_ELK_RIDGE = 1.0
-KERNEL_ELK_RIDGE_GRID = (0.25, 1.0, 4.0, 16.0)
+KERNEL_ELK_RIDGE = 64.0
+KERNEL_ELK_RIDGE_GRID = (4.0, 16.0, 64.0, 256.0)
 
 #: Aggressiveness tried for every kernel setting.
 KERNEL_PAMIR_C_GRID = (0.01, 0.1, 1.0)
