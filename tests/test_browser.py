@@ -114,3 +114,15 @@ def test_query_in_url_and_unknown_words(server, browser):
     browser.get(server + "/?q=unicorn")
     wait(browser).until(lambda d: "vocabulary" in d.find_element(By.ID, "message").text)
     assert not browser.find_elements(By.CSS_SELECTOR, "#results .hit")
+
+
+def test_annotate_an_uploaded_picture(server, browser, tmp_path):
+    from PIL import Image
+
+    picture = tmp_path / "mine.png"
+    Image.new("RGB", (40, 30), (20, 200, 30)).save(picture)
+    browser.get(server + "/")
+    browser.find_element(By.ID, "upload").send_keys(str(picture))
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#annotation-words li"))
+    first = browser.find_element(By.CSS_SELECTOR, "#annotation-words li .kw").text
+    assert first == "green"

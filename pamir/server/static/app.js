@@ -82,13 +82,7 @@ async function openDetail(id, push = true) {
     const p = await api(`/api/pictures/${id}?k=8`);
     $("detail-name").textContent = p.name;
     $("detail-path").textContent = p.path;
-    $("keywords").replaceChildren(...p.keywords.map((k) => {
-      const li = document.createElement("li");
-      li.innerHTML = `<span class="kw"></span><span class="kw-score"></span>`;
-      li.querySelector(".kw").textContent = k.word;
-      li.querySelector(".kw-score").textContent = fmt(k.score);
-      return li;
-    }));
+    $("keywords").replaceChildren(...keywordItems(p.keywords));
     $("caption-box").hidden = !p.caption.length;
     $("caption").textContent = p.caption.join(", ");
   } catch (e) {
@@ -146,6 +140,33 @@ function closeDetail(push = true) {
   }
 }
 
+function keywordItems(keywords) {
+  return keywords.map((k) => {
+    const li = document.createElement("li");
+    li.innerHTML = `<span class="kw"></span><span class="kw-score"></span>`;
+    li.querySelector(".kw").textContent = k.word;
+    li.querySelector(".kw-score").textContent = fmt(k.score);
+    return li;
+  });
+}
+
+async function annotateUpload(file) {
+  $("annotation").hidden = false;
+  $("annotation-img").src = URL.createObjectURL(file);
+  $("annotation-name").textContent = `${file.name}: annotating…`;
+  $("annotation-words").replaceChildren();
+  try {
+    const r = await fetch("/api/annotate?k=8", { method: "POST", body: file,
+      headers: { "content-type": file.type || "application/octet-stream" } });
+    const body = await r.json();
+    if (!r.ok) throw new Error(typeof body.detail === "string" ? body.detail : r.statusText);
+    $("annotation-name").textContent = file.name;
+    $("annotation-words").replaceChildren(...keywordItems(body.keywords));
+  } catch (e) {
+    $("annotation-name").textContent = `${file.name}: ${e.message}`;
+  }
+}
+
 function fromUrl() {
   const params = new URLSearchParams(location.search);
   const q = params.get("q") || "";
@@ -162,6 +183,8 @@ $("detail-img").addEventListener("load", drawBlocks);
 $("show-blocks").addEventListener("change", drawBlocks);
 window.addEventListener("resize", drawBlocks);
 window.addEventListener("popstate", fromUrl);
+$("upload").addEventListener("change", (e) => { if (e.target.files[0]) annotateUpload(e.target.files[0]); });
+$("annotation-close").addEventListener("click", () => { $("annotation").hidden = true; });
 
 api("/api/status").then((s) => {
   $("status").textContent = `${s.pictures.toLocaleString()} pictures · ${s.vocabulary} words`;
