@@ -578,6 +578,10 @@ class Index:
         known = {p.path: p for p in self.pictures()}
         captions = {str(Path(k).resolve()): v for k, v in (captions or {}).items()}
 
+        # Only a file with the size of an indexed picture can hold the same bytes: hash those
+        # now (rename, copy, touch); the others are hashed with their batch, just before the
+        # model reads them, so each new file is read from disk once.
+        known_sizes = {p.size for p in known.values() if p.state == "ok"}
         todo: list[dict] = []
         for path, (size, mtime_ns) in on_disk.items():
             old = known.get(path)
@@ -586,20 +590,15 @@ class Index:
                 if old.state == "failed":
                     report.failed.append((path, old.reason or "unreadable"))
                 continue
-            entry = {"path": path, "size": size, "mtime_ns": mtime_ns,
-                     "caption": captions.get(path)}
-            try:
-                entry["hash"] = file_hash(path)
-            except OSError as e:
-                entry["hash"] = ""
-                self.add_failed(entry, f"unreadable ({e.strerror or e})")
-                report.failed.append((path, f"unreadable ({e.strerror or e})"))
-                continue
-            if old is not None and old.hash == entry["hash"] and old.state == "ok":
-                self.touch(old.id, entry)
-                report.unchanged += 1
-                continue
-            entry["changed"] = old is not None
+            entry = {"path": path, "size": size, "mtime_ns": mtime_ns, "hash": None,
+                     "caption": captions.get(path), "changed": old is not None}
+            if size in known_sizes:
+                if not self._hash(entry, report):
+                    continue
+                if old is not None and old.hash == entry["hash"] and old.state == "ok":
+                    self.touch(old.id, entry)
+                    report.unchanged += 1
+                    continue
             todo.append(entry)
 
         vanished = {p.path: p for p in known.values()
@@ -626,6 +625,9 @@ class Index:
                 by_hash_vanished.setdefault(p.hash, []).append(p)
         rest = []
         for e in todo:
+            if e["hash"] is None:  # no indexed picture has its size
+                rest.append(e)
+                continue
             twins = by_hash_vanished.get(e["hash"])
             if twins:
                 p = twins.pop()
@@ -647,7 +649,22 @@ class Index:
             rest.append(e)
         return rest
 
+    def _hash(self, entry: dict, report: UpdateReport) -> bool:
+        """Fill entry["hash"]; an unreadable file is recorded and reported (False)."""
+        try:
+            entry["hash"] = file_hash(entry["path"])
+            return True
+        except OSError as e:
+            entry["hash"] = ""
+            reason = f"unreadable ({e.strerror or e})"
+            self.add_failed(entry, reason)
+            report.failed.append((entry["path"], reason))
+            return False
+
     def _compute(self, batch: list[dict], transform: Callable, report: UpdateReport) -> None:
+        batch = [e for e in batch if e["hash"] is not None or self._hash(e, report)]
+        if not batch:
+            return
         Z, ok = transform([e["path"] for e in batch])
         Z = np.asarray(Z, dtype=np.float32)
         ok = np.asarray(ok, dtype=bool)
