@@ -122,11 +122,18 @@ BBNN_EPSILON = 0.1
 #: Triplets per SGD step (1 is the paper's one-triplet SGD; the loss is the batch mean).
 BBNN_BATCH = 32
 
+#: "sampled": one p- per triplet (the paper); "pooled": each (q, p+) of a batch against
+#: every sampled p- of the batch (see BBNN).
+BBNN_NEGATIVES = "sampled"
+
 #: Training length in triplets, validation AvgP measured every BBNN_EVAL_EVERY triplets;
 #: training stops after BBNN_PATIENCE measurements without a new best (early stopping).
 BBNN_MAX_TRIPLETS = 2_000_000
 BBNN_EVAL_EVERY = 100_000
 BBNN_PATIENCE = 4
+
+#: Triplets per grid point during the selection (the final model gets BBNN_MAX_TRIPLETS).
+BBNN_SELECT_TRIPLETS = 300_000
 
 #: Torch threads (the machine has 2 cores).
 BBNN_THREADS = 2

@@ -8,7 +8,8 @@ import torch
 from pamir.evaluation import mean_average_precision, query_scores
 from pamir.models import load_model
 from pamir.models.base import TrainingQueries
-from pamir.models.bbnn import BBNN, as_blocks, init_weights, margin_loss, text_layer
+from pamir.models.bbnn import (BBNN, as_blocks, init_weights, margin_loss, pooled_margin_loss,
+                              text_layer)
 
 
 def synthetic(n=300, n_words=8, n_blocks=12, dim=20, seed=0):
@@ -39,7 +40,8 @@ def _split(X, Y, a, b):
     return (desc[off[a]:off[b]], off[a:b + 1] - off[a]), Y[a:b]
 
 
-def test_gradient_matches_finite_differences():
+@pytest.mark.parametrize("negatives", ["sampled", "pooled"])
+def test_gradient_matches_finite_differences(negatives):
     torch.manual_seed(0)
     rng = np.random.default_rng(1)
     w = init_weights(5, 4, 3, 6, seed=2, dtype=torch.float64)
@@ -49,8 +51,13 @@ def test_gradient_matches_finite_differences():
     q = torch.from_numpy(rng.random((2, 6)))
     eps = torch.tensor([5.0, 5.0], dtype=torch.float64)  # large: both triplets violated
 
+    pool_eps = torch.tensor([[5.0, 5.0], [0.5, 5.0]], dtype=torch.float64)
+    negative = torch.tensor([[1.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+
     def loss():
         t = text_layer(w, x, segment, counts)
+        if negatives == "pooled":
+            return pooled_margin_loss(t[[0, 1]], t[[1, 2]], q, pool_eps, negative)
         return margin_loss(t[[0, 1]], t[[2, 0]], q, eps)
 
     for p in w.values():
@@ -79,13 +86,15 @@ def test_text_margin_loss_is_zero_when_the_margin_holds():
     assert margin_loss(t_pos, t_neg, q, torch.tensor([2.0])).item() == pytest.approx(0.5)
 
 
-def test_learns_a_tiny_synthetic_problem():
+@pytest.mark.parametrize("negatives", ["sampled", "pooled"])
+def test_learns_a_tiny_synthetic_problem(negatives):
     X, Y = synthetic()
     Xtr, Ytr = _split(X, Y, 0, 200)
     Xva, Yva = _split(X, Y, 200, 250)
     Xte, Yte = _split(X, Y, 250, 300)
     model = BBNN(n_hidden1=16, n_hidden2=16, learning_rate=0.1, batch_size=8,
-                 max_triplets=20_000, eval_every=5_000, patience=3, random_state=0)
+                 negatives=negatives, max_triplets=20_000, eval_every=5_000, patience=3,
+                 random_state=0, n_threads=1)
     model.fit(Xtr, Ytr, Xva, Yva)
     assert model.history_ and "valid_avgp" in model.history_[0]
     tq = TrainingQueries(Yte, idf_weights=model.idf_)
@@ -100,7 +109,7 @@ def test_learns_a_tiny_synthetic_problem():
 def test_save_load_round_trip_gives_identical_scores(tmp_path):
     X, Y = synthetic(n=80)
     model = BBNN(n_hidden1=6, n_hidden2=5, batch_size=4, max_triplets=400, eval_every=200,
-                 random_state=3).fit(X, Y)
+                 random_state=3, n_threads=1).fit(X, Y)
     model.save(tmp_path / "m")
     loaded = load_model(tmp_path / "m")
     assert isinstance(loaded, BBNN) and loaded.get_params() == model.get_params()

@@ -45,12 +45,17 @@ class Blocks:
     descriptors: np.ndarray
     offsets: np.ndarray
 
+    def __post_init__(self):
+        self.counts = np.diff(self.offsets)
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    @property
-    def counts(self) -> np.ndarray:
-        return np.diff(self.offsets)
+    def take(self, pictures) -> "Blocks":
+        """The blocks of `pictures` (indices), in that order."""
+        pictures = np.asarray(pictures, dtype=np.int64)
+        rows, _ = self.rows(pictures)
+        return Blocks(self.descriptors[rows], np.concatenate([[0], np.cumsum(self.counts[pictures])]))
 
     def rows(self, pictures: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The descriptor rows of `pictures` and, per row, its position in `pictures`."""
@@ -82,9 +87,9 @@ def as_blocks(X) -> Blocks:
     if desc.ndim != 2 or offsets.ndim != 1 or len(offsets) < 1:
         raise ValueError(f"block descriptors {desc.shape} / offsets {offsets.shape}: expected "
                          "(n_blocks x dim) and (n_pictures + 1,)")
-    if offsets[0] != 0 or offsets[-1] != len(desc) or np.any(np.diff(offsets) < 1):
-        raise ValueError("block offsets must start at 0, end at the number of blocks and give "
-                         "every picture at least one block (drop pictures that failed to decode)")
+    if offsets[0] != 0 or offsets[-1] != len(desc) or np.any(np.diff(offsets) < 0):
+        raise ValueError("block offsets must start at 0, end at the number of blocks and never "
+                         "decrease")
     if not np.isfinite(desc).all():
         raise ValueError("block descriptors contain NaN or inf")
     return Blocks(desc, offsets)
@@ -124,6 +129,19 @@ def margin_loss(t_pos: torch.Tensor, t_neg: torch.Tensor, q: torch.Tensor,
     return torch.relu(eps - (t_pos * q).sum(1) + (t_neg * q).sum(1)).mean()
 
 
+def pooled_margin_loss(t_pos: torch.Tensor, t_pool: torch.Tensor, q: torch.Tensor,
+                       eps: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+    """The same loss with every (q_k, p+_k) compared to a pool of pictures instead of one p-.
+
+    t_pool: (m x T) pictures; eps, negative: (k x m) margins and whether pool picture j is
+    non-relevant to q_k. Each pair's loss is its mean over its negatives, an estimate of the
+    expected triplet loss over uniform p- with less variance than one draw.
+    """
+    s_pos = (t_pos * q).sum(1, keepdim=True)
+    hinge = torch.relu(eps - s_pos + q @ t_pool.T) * negative
+    return (hinge.sum(1) / negative.sum(1).clamp(min=1)).mean()
+
+
 # ----------------------------------------------------------------------------- triplets
 class TripletSampler:
     """Triplets (q, p+, p-) drawn with replacement: q uniform over the training queries, p+
@@ -161,6 +179,20 @@ class TripletSampler:
             eps = np.full(k, self.epsilon)
         return q, pos, neg, eps.astype(np.float32)
 
+    def pool(self, q: np.ndarray, pos: np.ndarray, pool: np.ndarray):
+        """Margins and non-relevance (k x m float32) of each (q_k, p+_k) against each pool
+        picture."""
+        k, m = len(q), len(pool)
+        negative = ~self._relevant(np.repeat(q, m), np.tile(pool, k)).reshape(k, m)
+        if self.margin == "text":
+            Qk = self.Q[q]
+            text = (np.asarray(Qk.multiply(self.C[pos]).sum(1)).reshape(k, 1)
+                    - (Qk @ self.C[pool].T).toarray())
+            eps = np.maximum(self.epsilon, text)
+        else:
+            eps = np.full((k, m), self.epsilon)
+        return eps.astype(np.float32), negative.astype(np.float32)
+
     def _relevant(self, q: np.ndarray, p: np.ndarray) -> np.ndarray:
         keys = q.astype(np.int64) * self.n + p
         at = np.searchsorted(self.relevant_keys, keys)
@@ -175,6 +207,9 @@ class BBNN(TextSpaceModel):
     n_hidden1: N1, units of L1 applied to every block; n_hidden2: N2, hidden units of T3.
     learning_rate: SGD step on the batch-mean loss; batch_size: triplets per step (1: the
         paper's one-triplet SGD).
+    negatives: "sampled" (each triplet its own p-, the paper) or "pooled" (each (q, p+) of
+        a batch against all the batch's sampled p- not relevant to q: more comparisons for
+        the same network passes, which dominate the cost).
     epsilon, margin: the margin, "text" (eps_k = max(epsilon, q.c+ - q.c-), §3.1) or
         "constant" (eps_k = epsilon).
     max_triplets: training length; eval_every, patience: early stopping on validation AvgP
@@ -190,14 +225,14 @@ class BBNN(TextSpaceModel):
     def __init__(self, n_hidden1: int = config.BBNN_N1, n_hidden2: int = config.BBNN_N2,
                  learning_rate: float = config.BBNN_LEARNING_RATE,
                  epsilon: float = config.BBNN_EPSILON, margin: str = "text",
-                 batch_size: int = config.BBNN_BATCH,
+                 batch_size: int = config.BBNN_BATCH, negatives: str = config.BBNN_NEGATIVES,
                  max_triplets: int = config.BBNN_MAX_TRIPLETS,
                  eval_every: int = config.BBNN_EVAL_EVERY, patience: int = config.BBNN_PATIENCE,
                  standardize: bool = True, random_state: int = config.SEED,
                  n_threads: int = config.BBNN_THREADS, verbose: bool = False):
         self.n_hidden1, self.n_hidden2 = n_hidden1, n_hidden2
         self.learning_rate, self.epsilon, self.margin = learning_rate, epsilon, margin
-        self.batch_size, self.max_triplets = batch_size, max_triplets
+        self.batch_size, self.negatives, self.max_triplets = batch_size, negatives, max_triplets
         self.eval_every, self.patience = eval_every, patience
         self.standardize, self.random_state = standardize, random_state
         self.n_threads, self.verbose = n_threads, verbose
@@ -205,7 +240,7 @@ class BBNN(TextSpaceModel):
     def get_params(self) -> dict:
         return {k: getattr(self, k) for k in (
             "n_hidden1", "n_hidden2", "learning_rate", "epsilon", "margin", "batch_size",
-            "max_triplets", "eval_every", "patience", "standardize", "random_state",
+            "negatives", "max_triplets", "eval_every", "patience", "standardize", "random_state",
             "n_threads", "verbose")}
 
     def _check_params(self) -> None:
@@ -217,6 +252,8 @@ class BBNN(TextSpaceModel):
                              " both must be positive")
         if self.margin not in ("text", "constant"):
             raise ValueError(f"BBNN margin={self.margin!r}: use 'text' or 'constant'")
+        if self.negatives not in ("sampled", "pooled"):
+            raise ValueError(f"BBNN negatives={self.negatives!r}: use 'sampled' or 'pooled'")
 
     # ------------------------------------------------------------------------------ fit
     def fit(self, X, Y, X_valid=None, Y_valid=None):
@@ -228,6 +265,9 @@ class BBNN(TextSpaceModel):
         blocks, Y = as_blocks(X), sp.csr_matrix(Y)
         if len(blocks) != Y.shape[0]:
             raise ValueError(f"{len(blocks)} pictures of blocks but {Y.shape[0]} caption rows")
+        if np.any(blocks.counts == 0):
+            raise ValueError(f"{int((blocks.counts == 0).sum())} training pictures have no "
+                             "blocks (unreadable?): drop them from the training set")
         if Y.nnz == 0:
             raise ValueError("no training picture has a caption word: nothing to learn")
 
@@ -241,9 +281,8 @@ class BBNN(TextSpaceModel):
                                Y.shape[1], self.random_state)
         for p in self.w_.values():
             p.requires_grad_(True)
-        Q = torch.from_numpy(sampler.Q.toarray())
         self.history_ = []
-        self._train(blocks, sampler, Q, valid)
+        self._train(blocks, sampler, valid)
         for p in self.w_.values():
             p.requires_grad_(False)
         return self
@@ -265,7 +304,7 @@ class BBNN(TextSpaceModel):
         vq = TrainingQueries(Y_valid, idf_weights=idf_weights)
         return as_blocks(X_valid), vq.vectors, vq.relevance
 
-    def _train(self, blocks: Blocks, sampler: TripletSampler, Q: torch.Tensor, valid) -> None:
+    def _train(self, blocks: Blocks, sampler: TripletSampler, valid) -> None:
         B = int(self.batch_size)
         lr = float(self.learning_rate)
         seen, next_eval, since_best = 0, int(self.eval_every), 0
@@ -274,8 +313,8 @@ class BBNN(TextSpaceModel):
         while seen < self.max_triplets:
             q, pos, neg, eps = sampler.sample(chunk)
             for a in range(0, chunk, B):
-                loss_sum += self._step(blocks, q[a:a + B], pos[a:a + B], neg[a:a + B],
-                                       eps[a:a + B], Q, lr) * len(q[a:a + B])
+                loss_sum += self._step(blocks, sampler, q[a:a + B], pos[a:a + B],
+                                       neg[a:a + B], eps[a:a + B], lr) * len(q[a:a + B])
                 seen += len(q[a:a + B])
                 if seen >= next_eval or seen >= self.max_triplets:
                     break
@@ -305,12 +344,18 @@ class BBNN(TextSpaceModel):
         self.triplets_ = seen
         self.fit_seconds_ = time.perf_counter() - t0
 
-    def _step(self, blocks, q, pos, neg, eps, Q, lr) -> float:
+    def _step(self, blocks, sampler, q, pos, neg, eps, lr) -> float:
         """One SGD step on a batch of triplets; returns the batch-mean loss."""
         pictures, inverse = np.unique(np.concatenate([pos, neg]), return_inverse=True)
         t = self._forward(blocks, pictures)
         k = len(q)
-        loss = margin_loss(t[inverse[:k]], t[inverse[k:]], Q[q], torch.from_numpy(eps))
+        Qb = torch.from_numpy(sampler.Q[q].toarray())
+        if self.negatives == "pooled":
+            pool_eps, negative = sampler.pool(q, pos, neg)
+            loss = pooled_margin_loss(t[inverse[:k]], t[inverse[k:]], Qb,
+                                      torch.from_numpy(pool_eps), torch.from_numpy(negative))
+        else:
+            loss = margin_loss(t[inverse[:k]], t[inverse[k:]], Qb, torch.from_numpy(eps))
         value = loss.detach().item()
         if value > 0:  # a satisfied batch has no gradient: skip the backward pass
             grads = torch.autograd.grad(loss, list(self.w_.values()))
@@ -322,7 +367,8 @@ class BBNN(TextSpaceModel):
     def _forward(self, blocks: Blocks, pictures: np.ndarray) -> torch.Tensor:
         rows, segment = blocks.rows(pictures)
         x = (blocks.descriptors[rows] - self.block_mean_) * self.block_scale_
-        counts = torch.from_numpy(blocks.counts[pictures].astype(np.float32))
+        # a picture without blocks (unreadable) gets f = 0: the network's prior output
+        counts = torch.from_numpy(np.maximum(blocks.counts[pictures], 1).astype(np.float32))
         return text_layer(self.w_, torch.from_numpy(x), torch.from_numpy(segment), counts)
 
     # ------------------------------------------------------------------------ transform
