@@ -163,6 +163,11 @@ def main() -> None:
             "pictures_ok": int(ok.sum()),
         }
         print(res["visterms"], flush=True)
+    elif (RESULTS / "features.json").exists():  # keep the last k-means measurement
+        previous = json.loads((RESULTS / "features.json").read_text())
+        if "visterms" in previous:
+            res["visterms"] = {**previous["visterms"], "measured": previous["date"],
+                               "command": previous["command"]}
     res["machine_end"] = {"load_average": os.getloadavg()}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "features.json").write_text(json.dumps(res, indent=2) + "\n")
@@ -220,7 +225,8 @@ def report(r: dict) -> str:
             "",
             "## Visterm codebook (faiss k-means) and bags",
             "",
-            f"K = {v['k']:,} codewords on the {v['training_blocks']:,} blocks of the "
+            (f"(Measured by `{v['command']}` on {v['measured']}.)\n\n" if "measured" in v else "")
+            + f"K = {v['k']:,} codewords on the {v['training_blocks']:,} blocks of the "
             f"{v['training_blocks'] // 77:,} training pictures (protocol.train), "
             f"{v['scaling']} scaling, {v['iterations']} iterations:",
             "",

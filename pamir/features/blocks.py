@@ -80,9 +80,7 @@ def _colour_codes(rgb: np.ndarray, lut: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _histograms(rgb, lut, rp, cp, table, n_lbp, n_colours, grid, out):
-    lbp = lbp_codes(_grey(rgb), rp, cp, table)
-    colour = _colour_codes(rgb, lut)
+def _count_blocks(lbp, colour, n_lbp, grid, out):
     for b in range(grid.shape[0]):
         x0, y0, bw, bh = grid[b, 0], grid[b, 1], grid[b, 2], grid[b, 3]
         for y in range(y0, y0 + bh):
@@ -107,6 +105,10 @@ def block_histograms(
     grid = block_grid(rgb.shape[0], rgb.shape[1], settings)
     rp, cp = circle(settings.lbp_points, float(settings.lbp_radius))
     out = np.zeros((len(grid), settings.dim), dtype=count_dtype(grid))
-    _histograms(rgb, colour_codebook.lut, rp, cp, code_table(settings.lbp_points),
-                settings.n_lbp, settings.n_colours, grid, out)
+    # Separate compiled calls, not one kernel calling the others: numba's on-disk cache of a
+    # caller does not notice when a callee in another module changes, and would keep the
+    # stale callee compiled in.
+    lbp = lbp_codes(_grey(rgb), rp, cp, code_table(settings.lbp_points))
+    colour = _colour_codes(rgb, colour_codebook.lut)
+    _count_blocks(lbp, colour, settings.n_lbp, grid, out)
     return out, grid

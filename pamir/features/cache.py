@@ -44,11 +44,19 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
+#: Bumped when a change of code changes block counts, so that stale entries are not read.
+#: Version 1 keys omit it.
+BLOCKS_VERSION = 1
+
+
 class BlockCache:
     """cache_dir/blocks/<settings + codebook key>/<hash[:2]>/<hash>.npy"""
 
     def __init__(self, cache_dir: str | Path, settings: FeatureSettings, codebook: ColourCodebook):
-        key = _key({"blocks": settings.block_key(), "colours": codebook.digest()})
+        what = {"blocks": settings.block_key(), "colours": codebook.digest()}
+        if BLOCKS_VERSION > 1:
+            what["version"] = BLOCKS_VERSION
+        key = _key(what)
         self.root = Path(cache_dir) / "blocks" / key
         self.root.mkdir(parents=True, exist_ok=True)
         settings_file = self.root / "settings.json"
