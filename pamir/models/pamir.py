@@ -317,17 +317,18 @@ class PAMIR(TextSpaceModel):
         A = np.zeros(W.shape) if self.average else np.zeros((0, 0))
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
                        dtype=np.uint64)
-        total, done, active, seconds = int(self.n_updates), 0, 0, 0.0
+        total, done, active, seconds, cpu = int(self.n_updates), 0, 0, 0.0, 0.0
         self.history_ = []
         best, best_at, best_W, waited = -1.0, 0, np.zeros(W.shape), 0
         chunk = int(self.eval_every) if valid is not None else max(total // 20, 1)
         while done < total:
             steps = min(chunk, total - done)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             n_act, _ = _train_steps(W, A, done, steps, rng, float(self.c), float(self.epsilon),
                                     self.margin == "text", Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri,
                                     Cp, Ci, Cd, sample)
             seconds += time.perf_counter() - t0
+            cpu += time.process_time() - c0
             done += steps
             active += n_act
             score = None
@@ -352,6 +353,7 @@ class PAMIR(TextSpaceModel):
         self.best_update_ = best_at
         self.best_valid_avgp_ = best if valid is not None else None
         self.train_seconds_ = seconds  # numba updates only, validation excluded
+        self.train_cpu_seconds_ = cpu  # the same in process CPU time (the machine is shared)
         self.active_updates_ = active
         self.updates_per_second_ = done / seconds if seconds > 0 else float("nan")
 
@@ -385,7 +387,8 @@ class PAMIR(TextSpaceModel):
         self._check_fitted()
         meta = {k: getattr(self, k) for k in
                 ("n_updates_", "best_update_", "best_valid_avgp_", "history_",
-                 "train_seconds_", "active_updates_", "updates_per_second_")}
+                 "train_seconds_", "train_cpu_seconds_", "active_updates_",
+                 "updates_per_second_")}
         return meta, {"W": self.W_, "idf": self.idf_}
 
     def _set_state(self, meta, arrays):
