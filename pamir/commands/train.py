@@ -131,7 +131,8 @@ def evaluate_command(
 
     data, split = parse_on(on)
     try:
-        system = System.load(model, progress=not quiet)
+        # the block cache makes a second evaluation of the same pictures cheap
+        system = System.load(model, cache_dir=config.default_cache_dir(), progress=not quiet)
         result = evaluate_system(system, load_collection(data), split, scores=run is not None)
     except (DataError, ValueError, FileNotFoundError) as e:
         fail(str(e))
