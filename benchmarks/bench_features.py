@@ -91,6 +91,25 @@ def extraction(paths, settings, codebook, n_jobs, cache_dir=None) -> dict:
     return out
 
 
+def assignment_speed(collection, protocol, settings) -> dict:
+    """One exhaustive nearest-codeword pass over the training blocks: the work of one k-means
+    iteration (faiss: a (blocks x dim) by (dim x K) matrix product, then an argmin)."""
+    X, ok, pipe = collection_features(collection, protocol.train, settings,
+                                      cache_dir=config.default_cache_dir(), progress=False)
+    blocks = extract_blocks([collection.paths[i] for i in protocol.train], settings,
+                            pipe.colour_codebook_, cache_dir=config.default_cache_dir(),
+                            progress=False)
+    x = pipe._scale(blocks.counts())
+    assigner = pipe.assigner
+    wall, cpu = time.perf_counter(), time.process_time()
+    assigner(x)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    flop = 2.0 * len(x) * x.shape[1] * len(pipe.codebook_)
+    return {"blocks": len(x), "k": len(pipe.codebook_), "dim": int(x.shape[1]),
+            "seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
+            "gflop": round(flop / 1e9, 1), "gflop_per_second": round(flop / 1e9 / wall, 1)}
+
+
 def upsampled(paths, folder: Path) -> list[Path]:
     out = []
     for p in paths:
@@ -168,6 +187,8 @@ def main() -> None:
         if "visterms" in previous:
             res["visterms"] = {**previous["visterms"], "measured": previous["date"],
                                "command": previous["command"]}
+    res["assignment"] = assignment_speed(collection, protocol, settings)
+    print("assignment", res["assignment"], flush=True)
     res["machine_end"] = {"load_average": os.getloadavg()}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "features.json").write_text(json.dumps(res, indent=2) + "\n")
@@ -233,20 +254,54 @@ def report(r: dict) -> str:
             f"- k-means: **{f['kmeans']:.0f} s** "
             f"({f['kmeans'] / v['iterations']:.1f} s an iteration);",
             f"- objective (sum of squared distances to the nearest codeword): "
-            f"{v['objective_final']:.4g}, {v['objective_per_block']:.2f} per block; by iteration: "
-            + ", ".join(f"{o:.4g}" for o in v["objective_per_iteration"][::4]) + " (every 4th);",
-            f"- the whole pipeline fit: colour codebook {f['colour_codebook']:.1f} s, training "
+            f"{v['objective_final']:.4g}, {v['objective_per_block']:.2f} per block; after "
+            "iterations 1, 5, 10, 15, 20: "
+            + ", ".join(f"{v['objective_per_iteration'][i - 1]:.5g}" for i in (1, 5, 10, 15, 20)
+                        if i <= len(v["objective_per_iteration"])) + ";",
+            f"- the whole pipeline fit: colour codebook {f['colour_codebook']:.1f} s (0: read "
+            "from the cache), training "
             f"blocks {f['blocks']:.1f} s, k-means {f['kmeans']:.0f} s, training bags "
             f"{f['bags']:.1f} s; with the bags of all 5,000 pictures "
             f"{v['total_seconds_incl_transform_all']:.0f} s;",
             f"- bags: {v['bags_nnz_per_picture']} visterms per picture on average "
             f"({v['pictures_ok']:,} pictures read).",
         ]
+    a = r.get("assignment")
+    lines += [] if not a else [
+        "",
+        f"One exhaustive assignment pass (the work of one k-means iteration): {a['blocks']:,} "
+        f"blocks x {a['k']:,} codewords x {a['dim']} dimensions = {a['gflop']:,.0f} GFLOP in "
+        f"{a['seconds']:.1f} s wall, {a['cpu_seconds']:.1f} s CPU "
+        f"({a['gflop_per_second']:.0f} GFLOP/s).",
+    ]
     lines += ["", "## What dominates, and why", "", WHY, ""]
     return "\n".join(lines)
 
 
-WHY = """(filled in by hand after the run)"""
+WHY = """\
+**The visterm k-means dominates everything.** Each iteration assigns every training block to
+its nearest codeword exhaustively: 308,000 x 10,000 distances in 109 dimensions, which faiss
+computes as one matrix product (|x|^2 + |c|^2 - 2 x.c, about 670 GFLOP) plus an argmin. That is
+pure floating-point work, bound by the two cores' FMA units (sgemm); 20 iterations are 20 such
+products, so the codebook costs 20 assignment passes (see the pass timed above), and the bags
+of all pictures one more. It only parallelises over cores, so other jobs on the machine
+stretch it directly (the runs here shared the cores; the load average is printed above). The
+objective is within 0.6% of its 20-iteration value after 10 iterations
+(`FeatureSettings(kmeans_iterations=10)` halves the time) and within 0.1% after 15.
+
+**Block descriptors are cheap by comparison.** Per picture the work is a JPEG decode
+(libjpeg-turbo through Pillow, the largest single stage at 192x128), the uniform LBP (8
+bilinear samples per pixel, a numba loop vectorised along rows: 13x faster than
+scikit-image's per-pixel loop, same codes), one lookup per pixel into the 2^24-entry colour
+table (a random read into 16 MiB, so mostly cache misses, still far cheaper than 50 distances)
+and the per-block counting (each pixel lies in up to 4 overlapping blocks: ~158k scattered
+increments a picture). All of these scale with the number of pixels: 384x256 costs about 4x
+per picture. Two threads give less than 2x because the per-picture Python glue (opening the
+file, hashing its bytes, Pillow objects, small numpy allocations) holds the GIL; the compiled
+kernels and libjpeg release it. From the cache, a picture costs a file read, a blake2b hash
+of its bytes (the cache key is the content, so it must be read) and a small .npy load.
+"""
+
 
 if __name__ == "__main__":
     main()
