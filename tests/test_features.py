@@ -230,6 +230,11 @@ def test_second_run_extracts_nothing(pictures, primaries, tmp_path):
     assert other.n_extracted == 2
 
 
+def test_codebook_and_settings_must_agree(pictures, primaries):
+    with pytest.raises(ValueError, match="3 colours"):
+        extract_blocks(pictures[:1], FeatureSettings(n_colours=50), primaries, progress=False)
+
+
 def test_log_counts_for_bbnn(pictures, primaries):
     counts = extract_blocks(pictures[:2], FeatureSettings(n_colours=3), primaries, progress=False)
     logs = extract_blocks(pictures[:2], FeatureSettings(n_colours=3, log_counts=True),

@@ -129,6 +129,9 @@ def iter_blocks(
     """BlockSets of consecutive chunks of `paths` (CHUNK_PICTURES each by default): memory
     stays bounded by one chunk."""
     chunk_pictures = chunk_pictures or CHUNK_PICTURES
+    if colour_codebook.n_colours != settings.n_colours:  # else every picture would fail
+        raise ValueError(f"colour codebook has {colour_codebook.n_colours} colours, settings "
+                         f"say n_colours={settings.n_colours}")
     cache = BlockCache(cache_dir, settings, colour_codebook) if cache_dir else None
     colour_codebook.lut  # build the colour table once, before the threads share it
     console = Console(stderr=True)
