@@ -235,6 +235,16 @@ def test_codebook_and_settings_must_agree(pictures, primaries):
         extract_blocks(pictures[:1], FeatureSettings(n_colours=50), primaries, progress=False)
 
 
+def test_damaged_cache_entries_are_recomputed(pictures, primaries, tmp_path):
+    settings = FeatureSettings(n_colours=3)
+    first = extract_blocks(pictures[:2], settings, primaries, cache_dir=tmp_path, progress=False)
+    entries = sorted((tmp_path / "blocks").rglob("*.npy"))
+    entries[0].write_bytes(b"garbage")
+    np.save(entries[1], np.zeros((77, 5), np.uint16))  # wrong shape
+    again = extract_blocks(pictures[:2], settings, primaries, cache_dir=tmp_path, progress=False)
+    assert again.n_extracted == 2 and np.array_equal(again.descriptors, first.descriptors)
+
+
 def test_log_counts_for_bbnn(pictures, primaries):
     counts = extract_blocks(pictures[:2], FeatureSettings(n_colours=3), primaries, progress=False)
     logs = extract_blocks(pictures[:2], FeatureSettings(n_colours=3, log_counts=True),

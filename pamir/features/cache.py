@@ -58,6 +58,7 @@ class BlockCache:
             what["version"] = BLOCKS_VERSION
         key = _key(what)
         self.root = Path(cache_dir) / "blocks" / key
+        self.dim = settings.dim
         self.root.mkdir(parents=True, exist_ok=True)
         settings_file = self.root / "settings.json"
         if not settings_file.exists():  # what the folder holds, for a person looking at it
@@ -70,7 +71,10 @@ class BlockCache:
     def get(self, digest: str) -> np.ndarray | None:
         path = self._path(digest)
         try:
-            return np.load(path, allow_pickle=False)
+            counts = np.load(path, allow_pickle=False)
+            if counts.ndim != 2 or counts.shape[1] != self.dim or counts.dtype.kind != "u":
+                raise ValueError(f"{counts.dtype} {counts.shape}")
+            return counts
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
