@@ -79,12 +79,16 @@ def counts_from_bags(X: sp.csr_matrix, idf: np.ndarray) -> sp.csr_matrix:
     return tf
 
 
-def visterm_features(protocol: Protocol):
-    """(counts, bags) of every collection picture from pamir.features (the PAMIR visterms)."""
+def visterm_features(protocol: Protocol, n_visterms: int = config.N_VISTERMS):
+    """(counts, bags) of every collection picture from pamir.features (the PAMIR visterms,
+    with a codebook of n_visterms)."""
     from pamir import features
+    settings = features.FeatureSettings().replace(n_visterms=n_visterms)
     helper = getattr(features, "corel5k_counts", None)
+    if settings != features.FeatureSettings():
+        helper = None
     X, ok, pipe = features.collection_features(
-        protocol.collection, protocol.train, cache_dir=config.default_cache_dir())
+        protocol.collection, protocol.train, settings, cache_dir=config.default_cache_dir())
     if not ok.all():
         print(f"warning: {int((~ok).sum())} pictures could not be read", file=sys.stderr)
     counts = sp.csr_matrix(helper(protocol)) if helper else counts_from_bags(X, pipe.idf_)
@@ -95,9 +99,8 @@ def visterm_features(protocol: Protocol):
 
 def blob_features(protocol: Protocol):
     """Duygulu's blobs as presence counts, and their L2 tf-idf bags with the train idf."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_compare import blob_counts  # the CMRM/CMTT benchmark's reader, not duplicated
-    counts = sp.csr_matrix(blob_counts(protocol), dtype=np.float64)
+    from pamir.features import load_blobs
+    counts = sp.csr_matrix(load_blobs(protocol.collection)[0], dtype=np.float64)
     return counts, tfidf_bags(counts, counts[protocol.train]), {"kind": "blobs"}
 
 
@@ -127,17 +130,21 @@ class Split:
 
 # ---------------------------------------------------------------------------- the models
 
-def select_plsa(train: Split, valid: Split, log) -> tuple[dict, list]:
-    """Validation AvgP over aspects x input x fold-in iterations (one fit per aspects x input)."""
+def select_plsa(splits: dict, log) -> tuple[dict, list]:
+    """Validation AvgP over codebook x aspects x input x fold-in iterations x output (one fit
+    per codebook x aspects x input). splits: {codebook size: (train, valid, test)}."""
     rows = []
-    for K, inp in itertools.product(config.PLSA_ASPECTS_GRID, config.PLSA_INPUT_GRID):
+    for V, K, inp in itertools.product(splits, config.PLSA_ASPECTS_GRID,
+                                       config.PLSA_INPUT_GRID):
+        train, valid, _ = splits[V]
         t0 = time.perf_counter()
         model = PLSA(n_aspects=K).fit(train.inputs[inp], train.Y)
         fit_s = time.perf_counter() - t0
-        for n_fold in config.PLSA_FOLD_GRID:
-            model.n_iter_fold = n_fold
+        for n_fold, output in itertools.product(config.PLSA_FOLD_GRID, config.PLSA_OUTPUT_GRID):
+            model.n_iter_fold, model.output = n_fold, output
             avgp = valid.evaluate(model, valid.inputs[inp], curve=False).mean("avgp")
-            params = {"n_aspects": K, "input": inp, "n_iter_fold": n_fold}
+            params = {"n_visterms": V, "n_aspects": K, "input": inp, "n_iter_fold": n_fold,
+                      "output": output}
             rows.append((avgp, params))
             log(f"  plsa valid AvgP {100 * avgp:5.2f}  {params}  (fit {fit_s:.0f} s, "
                 f"{len(model.loglik_['text'])}/{len(model.loglik_['visual'])} EM iterations)")
@@ -147,7 +154,8 @@ def select_plsa(train: Split, valid: Split, log) -> tuple[dict, list]:
 
 def index_plsa(params: dict, train: Split, test: Split):
     t0 = time.perf_counter()
-    model = PLSA(n_aspects=params["n_aspects"], n_iter_fold=params["n_iter_fold"])
+    model = PLSA(n_aspects=params["n_aspects"], n_iter_fold=params["n_iter_fold"],
+                 output=params["output"])
     model.fit(train.inputs[params["input"]], train.Y)
     model.index_ = model.transform(test.inputs[params["input"]])
     return model, time.perf_counter() - t0
@@ -279,18 +287,32 @@ def main(argv=None) -> None:
     command = "python benchmarks/bench_plsa_svm.py " + " ".join(argv or sys.argv[1:])
     log = lambda s: print(s, flush=True)  # noqa: E731
     protocol = Protocol(load_corel5k())
-    counts, bags, features = (visterm_features if args.features == "visterms"
-                              else blob_features)(protocol)
-    features |= {"n_visterms": int(counts.shape[1]),
-                 "visterms_per_picture": round(float(counts[protocol.train].sum(1).mean()), 2)}
-    log(f"features: {features}")
-    train, valid, test = (Split(protocol, counts, bags, s) for s in ("train", "valid", "test"))
+    codebooks = config.PLSA_CODEBOOK_GRID if "plsa" in args.models else ()
+    if args.features == "blobs":
+        codebooks = ()
+    splits, infos, default = {}, {}, None  # default: the SVM's features (config.N_VISTERMS)
+    for V in sorted(set(codebooks) | {config.N_VISTERMS}):
+        counts, bags, info = (visterm_features(protocol, V) if args.features == "visterms"
+                              else blob_features(protocol))
+        V = int(counts.shape[1])  # blobs: 499
+        if V == config.N_VISTERMS or args.features == "blobs":
+            default = V
+        infos[V] = info | {"n_visterms": V, "visterms_per_picture": round(
+            float(counts[protocol.train].sum(1).mean()), 2)}
+        log(f"features: {infos[V]}")
+        splits[V] = tuple(Split(protocol, counts, bags, s) for s in ("train", "valid", "test"))
+    train, valid, test = splits[default]
+    features = infos[default]
     updates = {}
     if "plsa" in args.models:
-        best, rows = select_plsa(train, valid, log)
+        plsa_splits = {V: splits[V] for V in (codebooks or (default,))}
+        best, rows = select_plsa(plsa_splits, log)
+        train, _, test = splits[best["n_visterms"]]
         model, index_s = index_plsa(best, train, test)
         updates["plsa" + suffix] = results("plsa" + suffix, model, test.inputs[best["input"]],
-                                           index_s, test, best, rows, features)
+                                           index_s, test, best, rows,
+                                           infos[best["n_visterms"]])
+        train, valid, test = splits[default]
         updates["plsa" + suffix]["loglik_iterations"] = {
             k: len(v) for k, v in model.loglik_.items()}
     if "svm" in args.models:

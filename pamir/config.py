@@ -157,6 +157,10 @@ PLSA_ASPECTS_GRID = (50, 100, 200, 400)
 #: tf-idf bags read as fractional counts; tried because the bags weight rare visterms up).
 PLSA_INPUT_GRID = ("counts", "tfidf")
 
+#: Visterm codebooks PLSA is tried on (TPAMI Table VI validated up to 50,000; here the sizes
+#: whose k-means is affordable on 2 cores, the others' benchmarks having cached 3,000).
+PLSA_CODEBOOK_GRID = (3_000, 10_000)
+
 #: EM iterations: on the captions, for P(v|z) with P(z|d) fixed, and to fold a picture in.
 #: Each stops early once the relative log-likelihood gain falls under PLSA_TOL.
 PLSA_ITER_TEXT = 100
@@ -165,11 +169,16 @@ PLSA_ITER_FOLD = 50
 PLSA_FOLD_GRID = (10, 50)
 PLSA_TOL = 1e-6
 
+#: What PLSA's transform gives: "probability" P(t|p) (TPAMI) or "log" log P(t|p), so that
+#: Z q is an idf-weighted query log-likelihood (see pamir/models/plsa.py).
+PLSA_OUTPUT = "probability"
+PLSA_OUTPUT_GRID = ("probability", "log")
+
 #: Per-word linear SVMs on the tf-idf bags (the linear "visterm kernel"): the C values tried
 #: for each word (chosen per word on validation, TPAMI §V-A), the class weightings tried for
 #: all words at once, and how a multi-word query fuses its words' normalised scores
 #: ("mean": plain average as in TPAMI §II-A; "idf": weighted by the idf query vector).
-SVM_C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+SVM_C_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 SVM_C_DEFAULT = 1.0
 SVM_CLASS_WEIGHT = "none"
 SVM_CLASS_WEIGHT_GRID = ("none", "balanced")

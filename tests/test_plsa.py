@@ -94,3 +94,14 @@ def test_bad_input_is_named():
         model.transform(X[:, :5])
     with pytest.raises(RuntimeError, match="not fitted"):
         PLSA().transform(X)
+
+
+def test_log_output_is_the_log_of_p_t_given_p():
+    X, Y = topic_pictures(60, seed=7)
+    model = PLSA(n_aspects=4).fit(X, Y)
+    P = model.transform(X)
+    model.output = "log"
+    np.testing.assert_allclose(model.transform(X), np.log(np.maximum(P, 1e-12)), atol=1e-4)
+    model.output = "odds"
+    with pytest.raises(ValueError, match="output"):
+        model.transform(X)

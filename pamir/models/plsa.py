@@ -6,7 +6,10 @@ Training is in two steps, so that the aspects are shaped by the captions alone:
   1. EM on the training captions for P(z|d) and P(t|z);
   2. EM for P(v|z) on the training visterm counts with P(z|d) held fixed.
 A new picture is folded in: EM for its P(z|p) from its visterms, P(v|z) held fixed. Then
-`transform` gives P(t|p).
+`transform` gives P(t|p) (output="probability", the paper's), or log P(t|p) (output="log"),
+with which the dot product with an idf query vector is an idf-weighted query log-likelihood
+Σ_t q_t log P(t|p): a picture must then explain every query word, not just the most
+probable one. Which one is used is a hyper-parameter, chosen on validation.
 
 Every EM step is one pass over the non-zero counts only (a numba kernel: the E-step
 posterior P(z|d,w) ∝ P(z|d) P(w|z) is formed per count and accumulated straight into the
@@ -23,6 +26,9 @@ from sklearn.utils import check_random_state
 
 from .. import config
 from .base import TextSpaceModel, dense_float32
+
+OUTPUTS = ("probability", "log")
+LOG_FLOOR = 1e-12  # log P(t|p) of a word no aspect of the picture can emit: finite, last
 
 
 @njit(cache=True)
@@ -102,7 +108,8 @@ class PLSA(TextSpaceModel):
     transform(X) -> (n x T) float32 P(t|p).
 
     n_aspects: K. n_iter_text, n_iter_visual, n_iter_fold: EM iterations of the three steps
-    (each stops early once the relative log-likelihood gain is under tol).
+    (each stops early once the relative log-likelihood gain is under tol). output:
+    "probability" (P(t|p)) or "log" (log P(t|p), floored at LOG_FLOOR).
     """
 
     kind = "plsa"
@@ -111,18 +118,20 @@ class PLSA(TextSpaceModel):
                  n_iter_text: int = config.PLSA_ITER_TEXT,
                  n_iter_visual: int = config.PLSA_ITER_VISUAL,
                  n_iter_fold: int = config.PLSA_ITER_FOLD,
-                 tol: float = config.PLSA_TOL, random_state: int | None = config.SEED):
+                 tol: float = config.PLSA_TOL, output: str = config.PLSA_OUTPUT,
+                 random_state: int | None = config.SEED):
         self.n_aspects = n_aspects
         self.n_iter_text = n_iter_text
         self.n_iter_visual = n_iter_visual
         self.n_iter_fold = n_iter_fold
         self.tol = tol
+        self.output = output
         self.random_state = random_state
 
     def get_params(self) -> dict:
         return {"n_aspects": self.n_aspects, "n_iter_text": self.n_iter_text,
                 "n_iter_visual": self.n_iter_visual, "n_iter_fold": self.n_iter_fold,
-                "tol": self.tol, "random_state": self.random_state}
+                "tol": self.tol, "output": self.output, "random_state": self.random_state}
 
     def _check_params(self):
         if int(self.n_aspects) < 1:
@@ -130,6 +139,8 @@ class PLSA(TextSpaceModel):
         for name in ("n_iter_text", "n_iter_visual", "n_iter_fold"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: use 0 or more iterations")
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output={self.output!r}: use one of {OUTPUTS}")
 
     def fit(self, X, Y, X_valid=None, Y_valid=None) -> "PLSA":
         """EM on the captions Y, then P(v|z) on the visterm counts X with P(z|d) fixed.
@@ -177,9 +188,11 @@ class PLSA(TextSpaceModel):
         return theta, history
 
     def transform(self, X) -> np.ndarray:
-        """(n x T) float32 P(t|p) = Σ_z P(t|z) P(z|p), with P(z|p) folded in from X."""
+        """(n x T) float32 P(t|p) = Σ_z P(t|z) P(z|p) (or its log), P(z|p) folded in from X."""
+        self._check_params()
         theta, _ = self.fold_in(X)
-        return dense_float32(theta @ self.term_given_aspect_.astype(np.float64))
+        P = theta @ self.term_given_aspect_.astype(np.float64)
+        return dense_float32(np.log(np.maximum(P, LOG_FLOOR)) if self.output == "log" else P)
 
     def _check_fitted(self):
         if not hasattr(self, "term_given_aspect_"):
