@@ -210,7 +210,7 @@ def test_results(key, model, index_s, q_ms, test: Split, params, valid_avgp, fea
         "params": params,
         "valid_avgp": round(100 * valid_avgp, 2),
         "features": features,
-        "selection": [{"valid_avgp": round(100 * a, 2), **p} for a, p in selection],
+        "selection": [{"valid_avgp": round(100 * a, 2), **p} for a, p in selection[:10]],
         "fitted_on": "train (4,000 pictures); hyper-parameters from validation AvgP",
     }
 
