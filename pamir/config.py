@@ -239,12 +239,15 @@ CMTT_NORMALISE_GRID = ("terms", "visterms")
 CMTT_L2_PICTURES = True
 CMTT_L2_PICTURES_GRID = (True, False)
 
-#: Features tried for CMRM / CMTT, as (block fraction, visterms): 0.25 / 0.5 / 0.75 / 1.0 of
-#: the shorter side give 77 / 15 / 3 / 2 blocks per Corel picture, the papers' 64 / 128 / 192 /
-#: 256-px blocks (TPAMI Table VI chose 192 px and 3,000 visterms for CMRM, 256 px and 2,000
-#: for CMTT). Blocks are cached, so each point costs one k-means.
-CMRM_CMTT_FEATURE_GRID = ((0.25, 10_000), (0.25, 3_000), (0.5, 3_000), (0.75, 3_000),
-                          (1.0, 2_000))
+#: Features tried for CMRM / CMTT, as (block fraction, visterms, input): 0.25 / 0.5 / 0.75 /
+#: 1.0 of the shorter side give 77 / 15 / 3 / 2 blocks per Corel picture, the papers' 64 /
+#: 128 / 192 / 256-px blocks (TPAMI Table VI chose 192 px and 3,000 visterms for CMRM, 256 px
+#: and 2,000 for CMTT). input: "counts" (the models as defined) or "tfidf" (the L2 tf-idf bags
+#: PAMIR reads, taken as fractional counts: ~0.1 a block, which tempers CMRM's likelihood).
+#: Blocks are cached, so each point costs one k-means.
+CMRM_CMTT_FEATURE_GRID = ((0.25, 10_000, "counts"), (0.25, 10_000, "tfidf"),
+                          (0.25, 3_000, "counts"), (0.5, 3_000, "counts"),
+                          (0.75, 3_000, "counts"), (1.0, 2_000, "counts"))
 
 
 # ----------------------------------------------------------------------------- KERNEL PAMIR
