@@ -112,12 +112,14 @@ def blob_counts(protocol: Protocol) -> sp.csr_matrix:
     return X.tocsr()
 
 
-def visterm_counts(protocol: Protocol, block_fraction: float, n_visterms: int):
+def visterm_counts(protocol: Protocol, block_fraction: float, n_visterms: int,
+                   input: str = "counts"):
     """Exact visterm counts of every collection picture from pamir.features.
 
     The pipeline (colour codebook, k-means, idf) is fitted on protocol.train and cached by
     pamir.features; the blocks come from its cache and are assigned to their codewords again,
-    since the cached bags are tf-idf L2 and CMRM / CMTT need the counts themselves.
+    since the cached bags are tf-idf L2 and CMRM / CMTT are defined on the counts.
+    input="tfidf" returns the bags themselves, read by the models as fractional counts.
     """
     from pamir.features import FeatureSettings, collection_features, extract_blocks
     from pamir.features.visterms import term_frequencies
@@ -131,8 +133,10 @@ def visterm_counts(protocol: Protocol, block_fraction: float, n_visterms: int):
     tf = term_frequencies(pipe.assign(blocks.counts()), blocks.offsets, n_visterms)
     if not np.array_equal(sp.csr_matrix(tf > 0).indices, sp.csr_matrix(bags > 0).indices):
         raise RuntimeError("visterm counts disagree with the cached bags: clear .cache/pipelines")
-    return sp.csr_matrix(tf, dtype=np.float64), {
-        "kind": "visterms", "block_fraction": block_fraction, "n_visterms": n_visterms,
+    X = tf if input == "counts" else bags
+    return sp.csr_matrix(X, dtype=np.float64), {
+        "kind": "visterms", "input": input,
+        "block_fraction": block_fraction, "n_visterms": n_visterms,
         "blocks_per_picture": round(float(blocks.n_blocks[protocol.train].mean()), 2),
         "scaling": settings.scaling, "unreadable": int((~ok).sum())}
 
@@ -395,11 +399,17 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def parse_point(text: str) -> tuple:
+    """'0.25:10000:counts' -> (0.25, 10000, 'counts')."""
+    parts = text.split(":")
+    return (float(parts[0]), int(parts[1]), parts[2] if len(parts) > 2 else "counts")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", choices=("visterms", "blobs"), default="visterms")
     ap.add_argument("--settings", default="",
-                    help="features to try as fraction:visterms,... (default: "
+                    help="features to try as fraction:visterms:input,... (default: "
                          "config.CMRM_CMTT_FEATURE_GRID)")
     ap.add_argument("--compare-only", action="store_true",
                     help="rebuild the tables from benchmarks/results without fitting")
@@ -419,9 +429,8 @@ def main(argv=None) -> None:
         if args.features == "blobs":
             grid_points = [None]
         else:
-            grid_points = [tuple(float(v) if i == 0 else int(v) for i, v in enumerate(p.split(":")))
-                           for p in args.settings.split(",")] if args.settings else \
-                config.CMRM_CMTT_FEATURE_GRID
+            grid_points = [parse_point(p) for p in args.settings.split(",")] \
+                if args.settings else config.CMRM_CMTT_FEATURE_GRID
         candidates = {"cmrm": [], "cmtt": []}  # (valid AvgP, features, best params, rows, splits)
         for point in grid_points:
             if point is None:
@@ -490,7 +499,7 @@ def own_models_section(summary: dict, suffix: str = "") -> str:
         if len(s.get("features_grid", [])) > 1:
             lines.append("\nFeatures tried (each with its best validation point): " + "; ".join(
                 f"{g.get('block_fraction')} / {g.get('n_visterms')} visterms "
-                f"({g.get('blocks_per_picture')} blocks): {g['valid_avgp']}"
+                f"({g.get('blocks_per_picture')} blocks, {g.get('input')}): {g['valid_avgp']}"
                 for g in s["features_grid"]))
     c = summary.get("cmrm" + suffix, {})
     if "jeon" in c:

@@ -29,6 +29,9 @@ FACMRM is `annotate`: the top-N words of P(w|I).
 
 Input: X holds visterm COUNTS per picture (n x V), not tf-idf L2 bags: the likelihood is a
 product over the blocks' visterms, so it needs how many blocks fell into each visterm.
+The L2 tf-idf bags the rest of pamir passes are accepted as well, read as fractional counts
+(about 0.1 a block instead of 1, which tempers the product of likelihoods); which input works better is a validated choice
+(benchmarks/bench_compare.py, config.CMRM_CMTT_FEATURE_GRID).
 """
 
 from __future__ import annotations

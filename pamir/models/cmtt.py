@@ -20,6 +20,9 @@ Choices the papers leave open, made here:
   word prior, and so does a picture with no visterm.
 
 Input: X holds visterm COUNTS per picture (n x V), since P(v|p) is a frequency.
+The L2 tf-idf bags the rest of pamir passes are accepted as well, read as fractional counts
+(about 0.1 a block instead of 1); which input works better is a validated choice
+(benchmarks/bench_compare.py, config.CMRM_CMTT_FEATURE_GRID).
 """
 
 from __future__ import annotations
