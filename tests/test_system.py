@@ -148,7 +148,7 @@ def test_fit_and_evaluate_commands(folder, tmp_path, monkeypatch):
     r = runner.invoke(app, ["evaluate", model, "--on", f"{table}:valid", "--json", "-q",
                             "--run", str(run)])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output[r.output.index("{"):])
+    out = json.loads(r.output[r.output.index("{"):], parse_constant=pytest.fail)
     assert set(out["subsets"]) >= {"all", "single-word", "multi-word", "easy", "difficult"}
     assert out["subsets"]["all"]["avgp"] > 80
     lines = run.read_text().splitlines()

@@ -141,6 +141,8 @@ def evaluate_command(
     if qrels is not None:
         write_qrels(qrels, result["qids"], result["docids"], result["relevance"])
     table = result["evaluation"].table([m for m, _ in METRICS])
+    for row in table.values():  # an empty subset (no unseen queries on valid) has no mean
+        row.update({m: None for m, _ in METRICS if row[m] != row[m]})
     if as_json:
         print(json.dumps({"model": str(model), "on": on, "subsets": table}, indent=2))
         return
@@ -151,7 +153,8 @@ def evaluate_command(
     for _, label in METRICS:
         out.add_column(f"{label} %", justify="right")
     for subset, row in table.items():
-        out.add_row(subset, f"{row['queries']:,}", *(f"{row[m]:.2f}" for m, _ in METRICS))
+        out.add_row(subset, f"{row['queries']:,}",
+                    *("-" if row[m] is None else f"{row[m]:.2f}" for m, _ in METRICS))
     Console().print(out)
     if run is not None:
         console.print(f"run written to {run}")
