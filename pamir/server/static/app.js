@@ -120,12 +120,26 @@ function drawBlocks() {
   ctx.clearRect(0, 0, c.width, c.height);
   if (!$("show-blocks").checked) return;
   const sx = c.width / ex.width, sy = c.height / ex.height;
-  const top = Math.max(1e-12, ...ex.blocks.map((b) => Math.abs(b[4])));
-  // Overlapping blocks add up, so each is drawn faintly: a region driven by several strong
-  // blocks shows strongest.
-  for (const [x, y, w, h, v] of ex.blocks) {
-    const a = 0.45 * Math.abs(v) / top;
-    ctx.fillStyle = v >= 0 ? `rgba(220, 30, 30, ${a})` : `rgba(30, 80, 220, ${a})`;
+  // Blocks overlap (a block every half block), so the map shows, for each cell between
+  // block edges, the mean contribution of the blocks covering it (the border is covered by
+  // fewer blocks than the middle: a sum would mostly show coverage).
+  const xs = [...new Set(ex.blocks.flatMap((b) => [b[0], b[0] + b[2]]))].sort((a, b) => a - b);
+  const ys = [...new Set(ex.blocks.flatMap((b) => [b[1], b[1] + b[3]]))].sort((a, b) => a - b);
+  const heat = [];
+  for (let i = 0; i + 1 < ys.length; i++) {
+    for (let j = 0; j + 1 < xs.length; j++) {
+      const cx = (xs[j] + xs[j + 1]) / 2, cy = (ys[i] + ys[i + 1]) / 2;
+      let h = 0, n = 0;
+      for (const [x, y, w, bh, v] of ex.blocks) {
+        if (cx >= x && cx < x + w && cy >= y && cy < y + bh) { h += v; n += 1; }
+      }
+      if (n) heat.push([xs[j], ys[i], xs[j + 1] - xs[j], ys[i + 1] - ys[i], h / n]);
+    }
+  }
+  const top = Math.max(1e-12, ...heat.map((h) => Math.abs(h[4])));
+  for (const [x, y, w, h, v] of heat) {
+    const a = 0.6 * Math.abs(v) / top;
+    ctx.fillStyle = v >= 0 ? `rgba(230, 25, 25, ${a})` : `rgba(25, 80, 230, ${a})`;
     ctx.fillRect(x * sx, y * sy, w * sx, h * sy);
   }
 }
