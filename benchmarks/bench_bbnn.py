@@ -130,8 +130,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=config.BBNN_THREADS)
     ap.add_argument("--no-write", action="store_true", help="print, write no result files")
     args = ap.parse_args(argv)
-    command = "python benchmarks/bench_bbnn.py " + " ".join(argv if argv is not None
-                                                            else sys.argv[1:])
+    command = " ".join(["python benchmarks/bench_bbnn.py",
+                        *(argv if argv is not None else sys.argv[1:])])
     t_start = time.perf_counter()
 
     protocol, blocks = corel5k_blocks()
