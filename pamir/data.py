@@ -83,7 +83,9 @@ def _read_lines(path: Path) -> list[str]:
         raise DataError(f"{path}: file not found")
     raw = path.read_bytes()
     try:
-        return raw.decode("utf-8").splitlines()
+        # utf-8-sig: spreadsheets save CSV with a byte-order mark, which would otherwise
+        # become part of the first column's name
+        return raw.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise DataError(
@@ -94,14 +96,16 @@ def _read_lines(path: Path) -> list[str]:
 def load_corel5k(root: str | Path | None = None) -> Collection:
     """Corel 5k from its labels/ files: 4,500 development and 499 test pictures.
 
-    The test file lists picture 161092 twice (as the original distribution does): it is kept
-    once. Picture 121060 has no label anywhere: it is kept as an uncaptioned picture with no
-    split, as any uncaptioned picture of a user's folder would be.
+    The test file lists picture 161092 twice (as the original distribution does): a test line
+    that repeats an earlier one word for word is kept once, with a note in `warnings`; a
+    repeated id with another caption is an error. Picture 121060 has no label anywhere: it is
+    kept as an uncaptioned picture with no split, as any uncaptioned picture of a user's folder
+    would be. Every labelled picture must exist under images/.
     """
     root = find_corel5k(root)
     words = [w.strip() for w in _read_lines(root / "labels" / "words")]
-    ids, paths, captions, splits = [], [], [], []
-    seen: dict[str, str] = {}
+    ids, paths, captions, splits, notes = [], [], [], [], []
+    seen: dict[str, tuple[str, int, list[str]]] = {}  # id -> (file, line, its words)
     for split, fname in (("train", "training_label"), ("test", "test_label")):
         lfile = root / "labels" / fname
         for lineno, line in enumerate(_read_lines(lfile), 1):
@@ -110,25 +114,45 @@ def load_corel5k(root: str | Path | None = None) -> Collection:
                 continue
             pid = parts[0]
             if pid in seen:
-                if split == "test" and seen[pid] == "test":
+                first_file, first_line, first_words = seen[pid]
+                if first_file == fname == "test_label" and first_words == parts[1:]:
+                    notes.append(f"{lfile}:{lineno}: picture {pid} repeats line {first_line}; "
+                                 "kept once")
                     continue  # the duplicated test line of the original distribution
-                raise DataError(f"{lfile}:{lineno}: picture {pid} already listed in {seen[pid]}")
+                raise DataError(f"{lfile}:{lineno}: picture {pid} already listed in "
+                                f"{first_file}:{first_line}; each picture must appear once")
             try:
                 caption = tuple(words[int(k) - 1] for k in parts[1:])
             except (ValueError, IndexError):
                 raise DataError(f"{lfile}:{lineno}: word index out of 1..{len(words)}") from None
-            seen[pid] = split
+            seen[pid] = (fname, lineno, parts[1:])
             ids.append(pid)
             paths.append(_corel_path(root, pid))
             captions.append(caption or None)
             splits.append(split)
+    _check_corel_pictures(root, ids, paths)
     for path in sorted((root / "images").glob("*/*.jpeg")):
         if path.stem not in seen:
             ids.append(path.stem)
             paths.append(path)
             captions.append(None)
             splits.append("")
-    return Collection("corel5k", root, ids, paths, captions, splits)
+    for n in notes:
+        log.info(n)
+    return Collection("corel5k", root, ids, paths, captions, splits, notes)
+
+
+def _check_corel_pictures(root: Path, ids: list[str], paths: list[Path]) -> None:
+    """A copy of Corel 5k whose labels name pictures it lacks is broken: say which."""
+    missing = [(pid, p) for pid, p in zip(ids, paths) if not p.is_file()]
+    if not missing:
+        return
+    if not (root / "images").is_dir():
+        raise DataError(f"{root / 'images'}: folder not found; Corel 5k needs labels/ and "
+                        "images/ side by side")
+    shown = ", ".join(str(p) for _, p in missing[:3])
+    raise DataError(f"{root}: {len(missing)} labelled pictures are missing from images/ "
+                    f"(first: {shown}); copy the data set again")
 
 
 def _corel_path(root: Path, pid: str) -> Path:
@@ -277,7 +301,9 @@ def _add_unlisted_pictures(coll: Collection, base: Path) -> None:
             if path not in listed:
                 pid = str(path.relative_to(coll.root))
                 if pid in ids:
-                    continue
+                    raise DataError(f"{path}: not in the table, but the table uses its path "
+                                    f"{pid!r} as the id of another picture; give that row "
+                                    "another id")
                 coll.ids.append(pid)
                 coll.paths.append(path)
                 coll.captions.append(None)

@@ -98,3 +98,70 @@ def test_tokenize_and_keywords():
     assert tokenize("The Tiger's den, near a river.") == ["tiger's", "den", "river"]
     assert tokenize("Sky and sea", stop_words=None) == ["sky", "and", "sea"]
     assert split_keywords("sky, Sky;sea  sun") == ["sky", "sea", "sun"]
+
+
+def test_bom_in_a_spreadsheet_csv(folder):
+    (folder / "t.csv").write_bytes("\ufeffpath,keywords\na.jpg,sky\n".encode("utf-8"))
+    assert load_captions_table(folder / "t.csv", include_uncaptioned=False).captions == [("sky",)]
+
+
+def test_unlisted_picture_whose_path_is_another_rows_id(folder):
+    (folder / "t.tsv").write_text("id\tpath\tkeywords\nd.jpg\ta.jpg\tsky\n")
+    with pytest.raises(DataError, match=r"d\.jpg: not in the table, but the table uses its path"):
+        load_captions_table(folder / "t.tsv")
+
+
+def fake_corel(root, train="1001 1\n1002 2\n", test="2001 1 2\n2001 1 2\n", pictures=None):
+    """A Corel-5k-shaped folder: labels/ (words, training_label, test_label) and images/."""
+    (root / "labels").mkdir(parents=True)
+    (root / "labels" / "words").write_text("sky\nsea\n")
+    (root / "labels" / "training_label").write_text(train)
+    (root / "labels" / "test_label").write_text(test)
+    for pid in pictures if pictures is not None else ("1001", "1002", "2001", "1003"):
+        picture(root / "images" / f"{int(pid) // 1000 * 1000}" / f"{pid}.jpeg")
+    return root
+
+
+def test_corel_repeated_test_line_kept_once_and_unlabelled_picture_kept(tmp_path):
+    c = load_collection(f"corel5k:{fake_corel(tmp_path)}")
+    assert c.ids == ["1001", "1002", "2001", "1003"]
+    assert c.splits == ["train", "train", "test", ""] and c.captions[3] is None
+    assert len(c.warnings) == 1 and "test_label:2: picture 2001 repeats line 1" in c.warnings[0]
+
+
+def test_corel_repeated_id_with_another_caption(tmp_path):
+    root = fake_corel(tmp_path, test="2001 1 2\n2001 1\n")
+    with pytest.raises(DataError, match=r"test_label:2: picture 2001 already listed in "
+                                        r"test_label:1"):
+        load_collection(f"corel5k:{root}")
+
+
+def test_corel_missing_pictures_and_folder(tmp_path):
+    root = fake_corel(tmp_path / "a", pictures=("1001", "2001"))
+    with pytest.raises(DataError, match=r"1 labelled pictures are missing .*1002\.jpeg"):
+        load_collection(f"corel5k:{root}")
+    root = fake_corel(tmp_path / "b", pictures=())
+    with pytest.raises(DataError, match=r"images: folder not found"):
+        load_collection(f"corel5k:{root}")
+
+
+def test_corel_non_utf8_label_file(tmp_path):
+    root = fake_corel(tmp_path)
+    (root / "labels" / "words").write_bytes("sky\ncaf\xe9\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"words:2: not UTF-8"):
+        load_collection(f"corel5k:{root}")
+
+
+def test_text_vectors_binary_by_default_tf_as_an_option():
+    import numpy as np
+    import scipy.sparse as sp
+
+    from pamir.text import bag_of_words, idf, text_vectors
+    counts = bag_of_words([["sky", "sky", "sea"]], {"sky": 0, "sea": 1})
+    assert counts.toarray().tolist() == [[2, 1]]
+    w = idf(sp.csr_matrix([[1, 1], [1, 0], [0, 1], [1, 0]]))  # sky in 3 of 4, sea in 2 of 4
+    assert np.allclose(w, [-np.log(0.75), -np.log(0.5)])
+    binary = text_vectors(counts, w).toarray()[0]
+    tf = text_vectors(counts, w, tf=True).toarray()[0]
+    assert np.allclose(binary, w / np.linalg.norm(w))
+    assert np.allclose(tf, [2, 1] * w / np.linalg.norm([2, 1] * w))

@@ -46,24 +46,34 @@ def test_ranking_metrics_agree_with_single_functions():
 
 def test_against_ir_measures_on_a_real_run(corel_protocol, tmp_path):
     ir_measures = pytest.importorskip("ir_measures")
+    from pamir.features.blobs import load_blobs
+    from pamir.models.pamir import PAMIR
     p = corel_protocol
+    # a real run: PAMIR trained on the training pictures' blob features (Corel 5k's own
+    # region features, no decoding needed), ranking the test pictures for the test queries
+    B, _ = load_blobs(p.collection)
+    model = PAMIR(n_updates=200_000).fit(B[p.train], p.presence(p.train))
     qs = p.queries("test")
     docids = [p.collection.ids[i] for i in qs.pictures]
-    rng = np.random.default_rng(1)
-    # a real ranking: query words' presence in the captions plus noise (no ties)
-    scores = (p.query_vectors(qs) @ p.presence(qs.pictures).T).toarray()
-    scores = scores + rng.random(scores.shape)
-    write_run(tmp_path / "run.trec", qs.qids(), docids, scores)
-    write_qrels(tmp_path / "qrels", qs.qids(), docids, qs.relevance)
+    Z = B[qs.pictures] @ model.W_.T.astype(np.float64)
+    scores = np.asarray(p.query_vectors(qs).astype(np.float64) @ Z.T)
+    # trec_eval breaks ties by document id, we break them pessimistically: compare on the
+    # queries whose scores are all distinct (all but a few dozen)
+    distinct = np.array([len(np.unique(row)) == len(row) for row in scores])
+    assert distinct.mean() > 0.9
+    scores, relevance = scores[distinct], qs.relevance[np.flatnonzero(distinct)]
+    qids = [q for q, keep in zip(qs.qids(), distinct) if keep]
+    write_run(tmp_path / "run.trec", qids, docids, scores)
+    write_qrels(tmp_path / "qrels", qids, docids, relevance)
     run = list(ir_measures.read_trec_run(str(tmp_path / "run.trec")))
     qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "qrels")))
     theirs = ir_measures.calc_aggregate(
         [ir_measures.AP, ir_measures.P @ 10, ir_measures.Rprec], qrels, run)
-    ours = ranking_metrics(scores, qs.relevance)
+    ours = ranking_metrics(scores, relevance)
     assert np.isclose(theirs[ir_measures.AP], ours["avgp"].mean(), atol=1e-6)
     assert np.isclose(theirs[ir_measures.P @ 10], ours["p10"].mean(), atol=1e-6)
     assert np.isclose(theirs[ir_measures.Rprec], ours["bep"].mean(), atol=1e-6)
-    assert 0.2 < ours["avgp"].mean() < 1.0  # the run is informative, not random
+    assert 0.04 < ours["avgp"].mean() < 0.5  # informative (random scores: about 0.016)
 
 
 def test_trec_export_round_trip(tmp_path):
