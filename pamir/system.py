@@ -25,6 +25,7 @@ config.<KIND>_GRID (a dict), then config.<KIND>_<PARAM>_GRID for each of its par
 from __future__ import annotations
 
 import itertools
+import inspect
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -264,6 +265,27 @@ def collection_inputs(collection: Collection, protocol: Protocol, kind: str,
     return X, np.asarray(ok, bool), pipe
 
 
+def _check_before_features(collection, protocol, model, cls, model_params, points) -> None:
+    """What would only fail after minutes of feature extraction, said at once."""
+    for point in points:
+        try:
+            cls(**{**model_params, **point})
+        except TypeError as e:
+            known = ", ".join(inspect.signature(cls).parameters)
+            raise ValueError(f"{model}: {e}; its parameters are {known}") from None
+    if protocol.T == 0:
+        rule = (f"in at least {config.COREL_MIN_TEST_PICTURES} test pictures"
+                if len(protocol.test) else
+                f"in at least {config.MIN_WORD_PICTURES} training pictures")
+        raise ValueError(
+            f"{collection.name}: no caption word is {rule} ({len(protocol.train)} training "
+            "pictures), so there is nothing to learn; caption more pictures")
+    if len(protocol.valid) == 0:
+        raise ValueError(
+            f"{collection.name}: {len(protocol.development)} captioned pictures leave none "
+            "for validation; caption at least 10")
+
+
 def fit_system(collection: Collection, model: str = "pamir", feature_settings=None,
                model_params: dict | None = None, progress: bool = True, *,
                retrain: bool = False, grid: dict | None = None, protocol: Protocol | None = None,
@@ -280,6 +302,10 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     say = log or (lambda *a: None)
     protocol = protocol or Protocol(collection)
     model_params = dict(model_params or {})
+    grid = model_grid(model, model_params) if grid is None else grid
+    points = grid_points(grid)
+    cls = model_class(model)
+    _check_before_features(collection, protocol, model, cls, model_params, points)
     t0 = time.perf_counter()
     if inputs is None:
         inputs = collection_inputs(collection, protocol, model, feature_settings,
@@ -296,9 +322,6 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     vq = protocol.queries(valid)
     Q_valid, R_valid = protocol.query_vectors(vq), vq.relevance
 
-    grid = model_grid(model, model_params) if grid is None else grid
-    points = grid_points(grid)
-    cls = model_class(model)
     results, best, best_score = [], None, -np.inf
     t0 = time.perf_counter()
     for k, point in enumerate(points, 1):

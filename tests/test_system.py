@@ -157,3 +157,41 @@ def test_fit_and_evaluate_commands(folder, tmp_path, monkeypatch):
     assert r.exit_code == 2 and "not a pamir model directory" in r.output
     r = runner.invoke(app, ["fit", table, "-o", model, "-p", "c"])
     assert r.exit_code == 2 and "NAME=VALUE" in r.output
+
+
+def test_fit_refuses_early_what_would_fail_late(folder, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pamir.cli import app
+
+    monkeypatch.setenv("PAMIR_CACHE", str(tmp_path / "cache"))
+    runner, table = CliRunner(), str(folder / "captions.tsv")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    r = runner.invoke(app, ["fit", table, "-o", str(mine), "-q"])
+    assert r.exit_code == 2 and "holds files that are not a pamir model (notes.txt)" in r.output
+    assert (mine / "notes.txt").read_text() == "keep me"
+    r = runner.invoke(app, ["fit", table, "-o", str(tmp_path / "m"), "-p", "bogus=1", "-q"])
+    assert r.exit_code == 2 and "bogus" in r.output and "its parameters are c," in r.output
+    assert not (tmp_path / "cache").exists()  # refused before any feature was computed
+    few = tmp_path / "few"
+    few.mkdir()
+    Image.new("RGB", (40, 30)).save(few / "a.png")
+    Image.new("RGB", (40, 30)).save(few / "b.png")
+    (few / "t.tsv").write_text("path\tkeywords\na.png\tsky\nb.png\tsea\n")
+    r = runner.invoke(app, ["fit", str(few / "t.tsv"), "-o", str(tmp_path / "m"), "-q"])
+    assert r.exit_code == 2 and "nothing to learn; caption more pictures" in r.output
+
+
+def test_damaged_model_files_are_named(fitted, tmp_path):
+    _, system, cache = fitted
+    system.save(tmp_path / "m")
+    system.save(tmp_path / "m")  # a model folder is replaced whole
+    (tmp_path / "m" / "model.json").write_text("{oops")
+    with pytest.raises(ValueError, match=r"m/model\.json: not a readable model description"):
+        System.load(tmp_path / "m", cache_dir=cache, progress=False)
+    system.save(tmp_path / "n")
+    (tmp_path / "n" / "arrays.npz").write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(ValueError, match=r"n/arrays\.npz: damaged"):
+        System.load(tmp_path / "n", cache_dir=cache, progress=False)

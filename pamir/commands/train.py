@@ -71,11 +71,16 @@ def fit_command(
     """Train a system: features on the training pictures, the model selected on validation."""
     from ..features import FeatureSettings
     from ..models import MODELS
+    from ..models.base import check_replaceable
     from ..system import fit_system, model_grid
 
     if model not in MODELS:
         fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     params = parse_params(param)
+    try:
+        check_replaceable(output.resolve())  # before minutes of features, not after
+    except OSError as e:
+        fail(str(e))
     try:
         settings = FeatureSettings(block_fraction=block_fraction, n_visterms=visterms,
                                    scaling=scaling)
@@ -89,7 +94,7 @@ def fit_command(
                             log=lambda line: console.print(line, markup=False))
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
-    except (DataError, ValueError, FileNotFoundError) as e:
+    except (DataError, ValueError, OSError) as e:
         fail(str(e))
     print_fit_summary(system, output, time.perf_counter() - started)
 

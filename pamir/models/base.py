@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -90,9 +91,12 @@ def save_directory(path, meta: dict, arrays: dict[str, np.ndarray]) -> Path:
     """Write model.json + arrays.npz to a new directory, then swap it in atomically.
 
     The files are written and fsynced in a temporary sibling directory, which then replaces
-    `path` by rename, so a crash never leaves a half-written model where a good one was.
+    `path` by rename, so a crash never leaves a half-written model where a good one was. An
+    existing `path` is replaced only if it is a model (it holds nothing but model.json and
+    arrays.npz): a folder of the user's is never deleted.
     """
-    path = Path(path)
+    path = Path(path).resolve()  # "." has no name to make a sibling from
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
@@ -118,6 +122,22 @@ def save_directory(path, meta: dict, arrays: dict[str, np.ndarray]) -> Path:
     return path
 
 
+MODEL_FILES = frozenset({"model.json", "arrays.npz"})
+
+
+def check_replaceable(path: Path) -> None:
+    if path.is_file() or path.is_symlink():
+        raise FileExistsError(f"{path}: is a file; give a folder name for the model")
+    if path.is_dir():
+        others = sorted(p.name for p in path.iterdir() if p.name not in MODEL_FILES)
+        if others:
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise FileExistsError(
+                f"{path}: holds files that are not a pamir model ({shown}); a model folder "
+                "is replaced whole, so give a new or empty folder"
+            )
+
+
 def load_directory(path) -> tuple[dict, dict[str, np.ndarray]]:
     path = Path(path)
     if not (path / "model.json").is_file() or not (path / "arrays.npz").is_file():
@@ -125,9 +145,19 @@ def load_directory(path) -> tuple[dict, dict[str, np.ndarray]]:
             f"{path}: not a pamir model directory (expected model.json and arrays.npz); "
             "create one with `pamir fit`"
         )
-    meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
-    with np.load(path / "arrays.npz", allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    try:
+        meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path / 'model.json'}: not a readable model description ({e}); "
+                         "fit the model again") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path / 'model.json'}: not a model description; fit the model again")
+    try:
+        with np.load(path / "arrays.npz", allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path / 'arrays.npz'}: damaged or not a model's arrays ({e}); "
+                         "fit the model again") from None
     return meta, arrays
 
 
