@@ -235,7 +235,8 @@ class Index:
                 "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
         except (sqlite3.DatabaseError, TypeError) as e:
             conn.close()
-            raise IndexDirError(f"{db}: not a pamir index catalogue ({e})") from None
+            hint = "index again with `pamir index MODEL FOLDER --rebuild`, or use another --index"
+            raise IndexDirError(f"{db}: not a pamir index catalogue ({e}); {hint}") from None
         if version != SCHEMA_VERSION:
             conn.close()
             raise IndexDirError(f"{db}: schema version {version}, this pamir reads "
@@ -371,7 +372,13 @@ class Index:
             k = min(int(k), n)
             if k == 0:
                 return []
-            top = np.argpartition(-s, k - 1)[:k] if k < len(s) else np.arange(len(s))
+            if k < len(s):
+                # every picture tied with the k-th best competes, so that among equal scores
+                # the smallest ids win and the top 3 are the first 3 of the top 8
+                kth = s[np.argpartition(-s, k - 1)[k - 1]]
+                top = np.flatnonzero(s >= kth)
+            else:
+                top = np.arange(len(s))
             # Highest score first; equal scores by id, so results are reproducible.
             ids = self._col_id[top]
             top = top[np.lexsort((ids, -s[top]))][:k]
@@ -676,7 +683,7 @@ class Index:
             else:
                 report.added += 1
         for e in (e for e, o in zip(batch, ok) if not o):
-            reason = _why_unreadable(e["path"])
+            reason = why_unreadable(e["path"])
             self.add_failed(e, reason)
             report.failed.append((e["path"], reason))
 
@@ -692,7 +699,7 @@ def top_words(z: np.ndarray, vocabulary: Sequence[str], k: int) -> list[dict]:
 
 def scan_pictures(folders: Sequence[Path], exclude: Path | None = None
                   ) -> dict[str, tuple[int, int]]:
-    """{resolved path: (size, mtime_ns)} of the picture files under `folders`, recursively;
+    """{path: (size, mtime_ns)} of the picture files under `folders` (resolved), recursively;
     hidden files and folders, and the `exclude` folder (the index's own thumbnails), are
     skipped."""
     found: dict[str, tuple[int, int]] = {}
@@ -709,7 +716,9 @@ def scan_pictures(folders: Sequence[Path], exclude: Path | None = None
                 except OSError:
                     continue  # vanished or a dangling link
                 if path.is_file():
-                    found[str(path.resolve())] = (st.st_size, st.st_mtime_ns)
+                    # the path as found, a link not followed to its target: a link to a
+                    # picture elsewhere is indexed under this folder, and dropped with it
+                    found[str(path)] = (st.st_size, st.st_mtime_ns)
     return found
 
 
@@ -717,7 +726,7 @@ def _under(path: str, folders: Sequence[Path]) -> bool:
     return any(Path(path).is_relative_to(f) for f in folders)
 
 
-def _why_unreadable(path: str) -> str:
+def why_unreadable(path: str) -> str:
     """The decoder's one-line reason for a picture the system could not use."""
     try:
         from .features.images import ImageError, load_rgb

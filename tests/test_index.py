@@ -265,3 +265,25 @@ def test_model_fingerprint_ignores_an_index_inside(tmp_path):
     assert model_fingerprint(m) == before
     (m / "model.json").write_text('{"a": 1}')
     assert model_fingerprint(m) != before
+
+
+def test_ties_the_top_k_is_a_prefix_of_a_longer_top(tmp_path, index):
+    root = tmp_path / "same"
+    for i in range(12):
+        picture(root / f"p{i:02d}.png", (200, 0, 0))  # identical scores for every query
+    index.update([root], ColourTransform())
+    top8 = [h.id for h in index.search("red", k=8)]
+    assert [h.id for h in index.search("red", k=3)] == top8[:3]
+    assert top8 == sorted(top8)  # equal scores: smallest ids first
+
+
+def test_a_link_is_indexed_as_itself_and_dropped_with_it(tmp_path, index):
+    outside = picture(tmp_path / "elsewhere" / "x.png", (0, 250, 0))
+    root = tmp_path / "pics"
+    picture(root / "a.png", (250, 0, 0))
+    (root / "link.png").symlink_to(outside)
+    index.update([root], ColourTransform())
+    assert sorted(os.path.basename(p.path) for p in index.pictures()) == ["a.png", "link.png"]
+    (root / "link.png").unlink()
+    r = index.update([root], ColourTransform())
+    assert r.removed == 1 and [os.path.basename(p.path) for p in index.pictures()] == ["a.png"]

@@ -8,6 +8,7 @@ any directory once `pamir index` has run, as rclip does.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import config
-from ..index import Index, IndexDirError, QueryError, model_fingerprint, top_words
+from ..index import Index, IndexDirError, QueryError, model_fingerprint, top_words, why_unreadable
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)  # paths stay whole
 #: How many unreadable files `pamir index` lists before summarising the rest.
@@ -40,9 +41,16 @@ def fail(message: str, code: int = 2):
     raise typer.Exit(code)
 
 
+def own_the_reports() -> None:
+    """These commands list unreadable pictures themselves, with the reason; the feature
+    extractor's own warning line for each would say it a second time."""
+    logging.getLogger("pamir.features.extract").setLevel(logging.ERROR)
+
+
 def load_system(model: Path):
     from ..system import System  # noqa: PLC0415 - loads the models only when needed
 
+    own_the_reports()
     try:
         # Our own bar shows indexing progress; a second live bar would garble the terminal.
         return System.load(model, progress=False)
@@ -202,7 +210,8 @@ def annotate_command(
     """The words that best describe each picture, with their scores."""
     missing = [p for p in pictures if not p.is_file()]
     for p in missing:
-        console.print(f"[yellow]skipped[/yellow] {p}: file not found", markup=True)
+        why = "a folder; give picture files" if p.is_dir() else "file not found"
+        console.print(f"[yellow]skipped[/yellow] {p}: {why}", markup=True)
     pictures = [p for p in pictures if p.is_file()]
     if not pictures:
         fail("no picture to annotate")
@@ -213,7 +222,8 @@ def annotate_command(
     for path, z, good in zip(pictures, np.asarray(Z), np.asarray(ok, dtype=bool)):
         if not good:
             failed += 1
-            console.print(f"[yellow]skipped[/yellow] {path}: not a readable picture", markup=True)
+            console.print(f"[yellow]skipped[/yellow] {path}: {why_unreadable(str(path))}",
+                          markup=True)
             continue
         words = top_words(z, vocabulary, k)
         note = ""
@@ -299,6 +309,7 @@ def serve_command(
     from ..server import create_app  # noqa: PLC0415
 
     index_dir = index_dir or default_index_dir()
+    own_the_reports()
     try:
         app = create_app(index_dir, model)
     except IndexDirError as e:
