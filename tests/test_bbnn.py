@@ -126,3 +126,21 @@ def test_block_inputs_are_checked():
         as_blocks((np.zeros((4, 3), np.float32), np.array([0, 2, 5])))
     cube = np.ones((2, 3, 4), np.float32)
     assert len(as_blocks(cube)) == 2
+
+
+def test_single_word_model_trains_on_single_word_queries(monkeypatch):
+    import pamir.models.bbnn as bbnn
+    X, Y = synthetic(n=80)
+    seen = []
+    real = bbnn.TrainingQueries
+
+    def spy(*args, **kwargs):
+        q = real(*args, **kwargs)
+        seen.append(int(np.asarray(q.queries.presence().sum(axis=1)).max()))
+        return q
+    monkeypatch.setattr(bbnn, "TrainingQueries", spy)
+    BBNN(n_hidden1=6, n_hidden2=5, batch_size=4, max_triplets=400, eval_every=200,
+         max_query_words=1, n_threads=1).fit(X, Y, X, Y)
+    assert seen == [1, 1]  # training and validation queries: one word each
+    with pytest.raises(ValueError, match="max_query_words=0"):
+        BBNN(max_query_words=0).fit(X, Y)
