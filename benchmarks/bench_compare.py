@@ -242,7 +242,7 @@ def jeon_table(protocol, train, valid, test, grid_rows, log) -> dict:
         out[k] = {"queries": int(mask.sum()),
                   "relevant": int(test.queries.n_relevant[mask].sum()),
                   "pacmrm": round(100 * a.mean(), 2), "drcmrm": round(100 * b.mean(), 2),
-                  "pvalue": round(w["pvalue"], 4), "significant": bool(w["significant"])}
+                  "pvalue": float(f"{w['pvalue']:.3g}"), "significant": bool(w["significant"])}
     log(f"  Jeon protocol: {out}")
     return {"by_length": out, "params": {m: p for m, (p, _) in per_mode.items()}}
 
@@ -346,12 +346,14 @@ def comparison(protocol: Protocol, test: Split, summary: dict,
                  "Athlon64 2.4 GHz)\n")
     lines.append("| | " + " | ".join(names) + " |")
     lines.append("|---|" + "---|" * len(names))
-    ours = [summary.get(n, {}).get("index_seconds") for n in names]
+    # bench_kernels.py writes its key as kernel_pamir
+    entries = [summary.get(n) or summary.get(n.replace("-", "_")) or {} for n in names]
+    ours = [e.get("index_seconds") for e in entries]
     lines.append("| ours | " + " | ".join("-" if v is None else f"{v:.2f}" for v in ours) + " |")
     lines.append("| paper | " + " | ".join(str(PAPER["VII"].get(n, "-")) for n in names) + " |")
-    qms = [summary.get(n, {}).get("query_ms") for n in names]
+    qms = [e.get("query_ms") for e in entries]
     lines.append("| query ms (ours; paper 0.34) | " + " | ".join(
-        "-" if v is None else f"{v:.2f}" for v in qms) + " |")
+        "-" if v is None else f"{v:.3g}" for v in qms) + " |")
     lines.append("\n`*`: differs from PAMIR by the two-sided Wilcoxon signed-rank test at 95% "
                  "over the same queries (scipy, zero differences dropped).")
     plot(runs, names, RESULTS / "recall_precision.png")
@@ -516,7 +518,7 @@ def own_models_section(summary: dict, suffix: str = "") -> str:
             lines.append(f"| {mode.upper()} AvgP (paper) | " + " | ".join(
                 f"{v:.2f}" for v in PAPER["jeon"][mode]) + " |")
         lines.append("| Wilcoxon p (ours) | " + " | ".join(
-            f"{by[k]['pvalue']:.3g}" for k in ks) + " |")
+            f"{by[k]['pvalue']:.3g}" if by[k]["pvalue"] else "< 1e-4" for k in ks) + " |")
         lines.append(f"\nParameters (each mode's best on validation AvgP): {c['jeon']['params']}")
     if "annotation" in c:
         a = c["annotation"]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every result under benchmarks/results, in the order they depend on each other:
+#
+#     bash benchmarks/run_all.sh
+#
+# About two hours on the 2-core development machine. The first script fits the 10,000-visterm
+# codebook into the feature cache (.cache/, PAMIR_CACHE) that the others read; the per-query
+# files of PAMIR, kernel PAMIR, PLSA, SVM and BBNN (results/perquery/) feed the comparison
+# tables that bench_compare.py writes last. Each script takes the heavy-job lock so that two
+# benchmarks never share the cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run() {
+    echo "=== $(date -u +%H:%M:%S) python $*"
+    flock /tmp/pamir-heavy.lock python "$@"
+}
+
+run benchmarks/bench_features.py                   # block speed, the visterm codebook
+run benchmarks/bench_pa_speed.py                   # PA updates per second
+run benchmarks/bench_pamir.py                      # PAMIR: TPAMI Tables III, V, VII-XII
+run benchmarks/bench_kernels.py                    # kernel PAMIR: Table IV
+run benchmarks/bench_resolution.py                 # PAMIR against picture size
+run benchmarks/bench_plsa_svm.py                   # PLSA and per-word SVMs
+run benchmarks/bench_plsa_svm.py --features blobs
+run benchmarks/bench_bbnn.py                       # BBNN: ICANN 2006 Tables 2 and 3
+run benchmarks/bench_compare.py                    # CMRM, CMTT; every model side by side
+run benchmarks/bench_compare.py --features blobs
+run benchmarks/bench_index.py --sizes 100000 1000000   # index latency
