@@ -45,8 +45,14 @@ def repo_root() -> Path:
 
 
 def default_cache_dir() -> Path:
-    """Where features and codebooks are cached (PAMIR_CACHE overrides)."""
-    return Path(os.environ.get("PAMIR_CACHE", repo_root() / ".cache"))
+    """Where features and codebooks are cached (PAMIR_CACHE overrides): .cache/ of a source
+    checkout, else the user's cache folder (an installed package must not write into
+    site-packages)."""
+    if "PAMIR_CACHE" in os.environ:
+        return Path(os.environ["PAMIR_CACHE"])
+    if (repo_root() / "pyproject.toml").is_file():
+        return repo_root() / ".cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pamir"
 
 
 def corel5k_candidates() -> list[Path]:

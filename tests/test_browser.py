@@ -29,6 +29,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+from pamir.commands.product import LOOPBACK_NAMES  # noqa: E402
 from pamir.server import create_app  # noqa: E402
 from test_server import FakeSystem, build_index  # noqa: E402
 
@@ -44,8 +45,9 @@ def server(tmp_path_factory):
     system = FakeSystem()
     index_dir = build_index(tmp_path_factory.mktemp("browser"), system)
     port = free_port()
-    config = uvicorn.Config(create_app(index_dir, system=system), host="127.0.0.1", port=port,
-                            log_level="warning")
+    # as `pamir serve` runs it: bound to 127.0.0.1, answering only to the loopback names
+    app = create_app(index_dir, system=system, allowed_hosts=LOOPBACK_NAMES)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

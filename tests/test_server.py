@@ -256,3 +256,21 @@ def test_server_sees_pictures_indexed_while_it_runs(tmp_path, client, system):
     with Index.open(tmp_path / "index", writable=True) as ix:
         ix.update([tmp_path / "pictures"], system.transform_paths)
     assert client.get("/api/status").json()["pictures"] == 10
+
+
+def test_a_loopback_server_answers_only_its_own_names(tmp_path, system):
+    from pamir.commands.product import LOOPBACK_NAMES
+    app = create_app(build_index(tmp_path, system), system=system, allowed_hosts=LOOPBACK_NAMES)
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        assert c.get("/api/status").status_code == 200
+        assert c.get("/api/status", headers={"host": "localhost:8000"}).status_code == 200
+        assert c.get("/api/status", headers={"host": "evil.example:8000"}).status_code == 400
+
+
+def test_cache_dir_of_a_checkout_and_of_an_installed_package(tmp_path, monkeypatch):
+    from pamir import config
+    monkeypatch.delenv("PAMIR_CACHE", raising=False)
+    assert config.default_cache_dir() == config.repo_root() / ".cache"  # this checkout
+    monkeypatch.setattr(config, "repo_root", lambda: tmp_path / "site-packages")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert config.default_cache_dir() == tmp_path / "xdg" / "pamir"

@@ -33,6 +33,9 @@ def default_index_dir() -> Path:
     return data / "pamir" / "index"
 
 
+#: Host names a server bound to 127.0.0.1 answers to (Starlette's host check cuts the port at
+#: the first colon, so the IPv6 loopback cannot be listed: a server on ::1 answers any name).
+LOOPBACK_NAMES = ["127.0.0.1", "localhost"]
 INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
 
 
@@ -310,8 +313,10 @@ def serve_command(
 
     index_dir = index_dir or default_index_dir()
     own_the_reports()
+    # bound to this machine only: answer only to its own names (no DNS rebinding)
+    hosts = LOOPBACK_NAMES if host in LOOPBACK_NAMES else None
     try:
-        app = create_app(index_dir, model)
+        app = create_app(index_dir, model, allowed_hosts=hosts)
     except IndexDirError as e:
         fail(str(e))
     if host not in ("127.0.0.1", "localhost", "::1"):

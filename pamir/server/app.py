@@ -18,6 +18,7 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from PIL import Image, ImageOps, UnidentifiedImageError
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
 from ..index import Index, QueryError, top_words
@@ -30,11 +31,14 @@ THUMBNAIL_SIZES = (128, 256, 512)
 MAX_K = 1000
 
 
-def create_app(index_dir, model_dir=None, *, system=None) -> FastAPI:
+def create_app(index_dir, model_dir=None, *, system=None,
+               allowed_hosts: list[str] | None = None) -> FastAPI:
     """The server of the index in `index_dir`.
 
     model_dir: the trained system for uploads and explanations (default: the model the index
-    was built with). system: an already loaded system (tests, embedding).
+    was built with). system: an already loaded system (tests, embedding). allowed_hosts: the
+    Host headers answered (None: any); a server on 127.0.0.1 answers only its own names, so
+    a web page elsewhere cannot reach it through a DNS name that points at 127.0.0.1.
     """
     index = Index.open(index_dir)
     state = _State(index, model_dir or index.model_dir or None, system)
@@ -44,6 +48,8 @@ def create_app(index_dir, model_dir=None, *, system=None) -> FastAPI:
         version="1",
     )
     app.state.pamir = state
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
     @app.middleware("http")
     async def refresh_index(request: Request, call_next):
