@@ -32,10 +32,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 NATIVE = 128  # Corel 5k's shorter side here; the papers' pictures had 256
 
 
-def measure(short_side: int, seeds: int) -> dict:
-    """Validation and test figures of PAMIR on pictures shrunk to `short_side`."""
-    print(f"[resolution] short side {short_side}: features ...", flush=True)
-    data = Data(FeatureSettings(short_side=short_side))
+def measure(settings: FeatureSettings, seeds: int) -> dict:
+    """Validation and test figures of PAMIR (c = config.PAMIR_C, early stopping on
+    validation) on the features of `settings`, for `seeds` seeds of the triplet sampling."""
+    print(f"[{settings.short_side} px, {settings.scaling}] features ...", flush=True)
+    data = Data(settings)
     runs = []
     for seed in range(seeds):
         model = data.fit(c=config.PAMIR_C, random_state=config.SEED + seed)
@@ -44,10 +45,11 @@ def measure(short_side: int, seeds: int) -> dict:
                      "valid_avgp": round(data.valid_avgp(model), 2),
                      "best_update": model.best_update_,
                      **{m: pct(ev, m) for m in METRICS}})
-        print(f"[resolution] {short_side}: {runs[-1]}", flush=True)
+        print(f"[{settings.short_side} px, {settings.scaling}] {runs[-1]}", flush=True)
     mean = {k: round(float(np.mean([r[k] for r in runs])), 2)
             for k in ("valid_avgp", *METRICS)}
-    return {"short_side": short_side, "feature_seconds": round(data.feature_seconds, 1),
+    return {"short_side": settings.short_side, "scaling": settings.scaling,
+            "feature_seconds": round(data.feature_seconds, 1),
             "visterms_per_picture": round(float(data.visterms_per_picture), 1),
             "runs": runs, "mean": mean}
 
@@ -110,7 +112,7 @@ def main(argv=None) -> None:
     if max(args.short_sides) > NATIVE:
         ap.error(f"--short-sides above {NATIVE} upsample Corel 5k: that adds pixels, not detail")
     started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
-    rows = [measure(s, args.seeds) for s in sorted(args.short_sides)]
+    rows = [measure(FeatureSettings(short_side=s), args.seeds) for s in sorted(args.short_sides)]
     r = {"rows": rows, "command": "python benchmarks/bench_resolution.py "
          + " ".join(argv or sys.argv[1:]), "machine": machine(), "date": started,
          "load_average": {"start": load_start, "end": load_average()}}
