@@ -106,23 +106,33 @@ def main(argv=None) -> None:
                     help="rewrite the markdown from resolution.json without running")
     args = ap.parse_args(argv)
     if args.report_only:
-        r = json.loads((RESULTS / "resolution.json").read_text())
-        (RESULTS / "resolution.md").write_text(report(r))
+        rewrite_report("resolution", report)
         return
     if max(args.short_sides) > NATIVE:
         ap.error(f"--short-sides above {NATIVE} upsample Corel 5k: that adds pixels, not detail")
-    started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
-    rows = [measure(FeatureSettings(short_side=s), args.seeds) for s in sorted(args.short_sides)]
-    r = {"rows": rows, "command": "python benchmarks/bench_resolution.py "
-         + " ".join(argv or sys.argv[1:]), "machine": machine(), "date": started,
-         "load_average": {"start": load_start, "end": load_average()}}
-    if len(rows) > 1:
-        r["slope_valid"] = round(slope(rows, "valid_avgp"), 3)
-        r["slope_test"] = round(slope(rows, "avgp"), 3)
-    (RESULTS / "resolution.json").write_text(json.dumps(r, indent=1) + "\n")
-    (RESULTS / "resolution.md").write_text(report(r))
-    print(f"wrote {RESULTS / 'resolution.md'}")
+    settings = [FeatureSettings(short_side=s) for s in sorted(args.short_sides)]
+    study("resolution", settings, args.seeds, argv, report, lambda rows: {
+        "slope_valid": round(slope(rows, "valid_avgp"), 3),
+        "slope_test": round(slope(rows, "avgp"), 3)} if len(rows) > 1 else {})
 
+
+def study(name: str, settings: list[FeatureSettings], seeds: int, argv, report,
+          summary=lambda rows: {}) -> None:
+    """Measure PAMIR on each feature setting; write results/NAME.json and NAME.md with the
+    command, machine, date and load they were measured under."""
+    started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
+    rows = [measure(s, seeds) for s in settings]
+    r = {"rows": rows, "command": f"python benchmarks/bench_{name}.py "
+         + " ".join(argv or sys.argv[1:]), "machine": machine(), "date": started,
+         "load_average": {"start": load_start, "end": load_average()}, **summary(rows)}
+    (RESULTS / f"{name}.json").write_text(json.dumps(r, indent=1) + "\n")
+    (RESULTS / f"{name}.md").write_text(report(r))
+    print(f"wrote {RESULTS / name}.md")
+
+
+def rewrite_report(name: str, report) -> None:
+    """The markdown again from results/NAME.json, without running anything."""
+    (RESULTS / f"{name}.md").write_text(report(json.loads((RESULTS / f"{name}.json").read_text())))
 
 if __name__ == "__main__":
     main()

@@ -16,13 +16,10 @@ Writes benchmarks/results/scaling.md and scaling.json.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 from pathlib import Path
 
-from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX, load_average, machine
-from bench_resolution import measure
+from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX
+from bench_resolution import rewrite_report, study
 from pamir import config
 from pamir.features import FeatureSettings
 from pamir.features.settings import SCALINGS
@@ -66,19 +63,11 @@ def main(argv=None) -> None:
                     help="rewrite the markdown from scaling.json without running")
     args = ap.parse_args(argv)
     if args.report_only:
-        r = json.loads((RESULTS / "scaling.json").read_text())
-        (RESULTS / "scaling.md").write_text(report(r))
+        rewrite_report("scaling", report)
         return
-    started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
-    rows = [measure(FeatureSettings(scaling=s), args.seeds) for s in args.scalings]
-    r = {"rows": rows, "command": "python benchmarks/bench_scaling.py "
-         + " ".join(argv or sys.argv[1:]), "machine": machine(), "date": started,
-         "load_average": {"start": load_start, "end": load_average()},
-         "best_on_validation": max(rows, key=lambda x: x["mean"]["valid_avgp"])["scaling"]}
-    (RESULTS / "scaling.json").write_text(json.dumps(r, indent=1) + "\n")
-    (RESULTS / "scaling.md").write_text(report(r))
-    print(f"wrote {RESULTS / 'scaling.md'}")
-
+    study("scaling", [FeatureSettings(scaling=s) for s in args.scalings], args.seeds, argv,
+          report, lambda rows: {"best_on_validation": max(
+              rows, key=lambda x: x["mean"]["valid_avgp"])["scaling"]})
 
 if __name__ == "__main__":
     main()
