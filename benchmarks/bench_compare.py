@@ -50,6 +50,7 @@ MODELS = ("cmrm", "cmtt", "plsa", "svm", "bbnn", "kernel-pamir")
 METRICS = ("avgp", "bep", "p10")
 
 # The papers' numbers (targets), with where they come from.
+PAPER_TABLE_2 = {"sun": (0.60, 0.46), "sunset": (0.00, 0.00)}  # CMRM paper: recall, precision
 PAPER = {
     "IX": {"cmrm": (19.2, 13.1, 7.8), "cmtt": (19.8, 13.7, 7.6), "plsa": (20.7, 12.8, 8.7),
            "svm": (22.0, 13.8, 9.3), "pamir": (26.3, 17.4, 10.0)},
@@ -231,11 +232,15 @@ def jeon_table(protocol, train, valid, test, grid_rows, log) -> dict:
     """PACMRM vs DRCMRM AvgP by query length, each with its own validated alpha, beta."""
     out = {}
     masks = jeon_queries(protocol, test)
-    per_mode = {}
+    per_mode, curves = {}, {}
+    combined = np.flatnonzero(np.any(list(masks.values()), axis=0))
     for mode in ("pacmrm", "drcmrm"):
         best = next(p for _, p in grid_rows if p["mode"] == mode)
         model = CMRM(**best).fit(train.X, train.Y)
         per_mode[mode] = (best, test.evaluate(model, curve=False).per_query["avgp"])
+        # the paper's Figure 4: recall-precision on the combined 1-4 word query set
+        curves[mode] = evaluate_model(model, test.X, test.Q[combined],
+                                      test.queries.relevance[combined]).curve
     for k, mask in masks.items():
         a, b = per_mode["pacmrm"][1][mask], per_mode["drcmrm"][1][mask]
         w = wilcoxon(a, b)
@@ -244,7 +249,10 @@ def jeon_table(protocol, train, valid, test, grid_rows, log) -> dict:
                   "pacmrm": round(100 * a.mean(), 2), "drcmrm": round(100 * b.mean(), 2),
                   "pvalue": float(f"{w['pvalue']:.3g}"), "significant": bool(w["significant"])}
     log(f"  Jeon protocol: {out}")
-    return {"by_length": out, "params": {m: p for m, (p, _) in per_mode.items()}}
+    plot_curves({m.upper(): c for m, c in curves.items()}, RESULTS / "cmrm_figure4.png",
+                f"CMRM paper Fig. 4: {len(combined)} queries of 1-4 words")
+    return {"by_length": out, "params": {m: p for m, (p, _) in per_mode.items()},
+            "curves": {m: [round(float(v), 4) for v in c] for m, c in curves.items()}}
 
 
 def annotation(protocol, train, valid, test, log) -> dict:
@@ -263,7 +271,11 @@ def annotation(protocol, train, valid, test, log) -> dict:
     out = {k: round(v, 4) if isinstance(v, float) else v for k, v in ann.items()}
     out |= {"params": best, "valid_f1": round(f1, 4),
             "mean_precision_recall_gt0": round(float(prec[found & words].mean()), 4),
-            "mean_recall_recall_gt0": round(float(rec[found & words].mean()), 4)}
+            "mean_recall_recall_gt0": round(float(rec[found & words].mean()), 4),
+            # the paper's Table 2 (its "original annotations" row)
+            "words_of_table_2": {w: {"precision": round(float(prec[protocol.word_index[w]]), 2),
+                                     "recall": round(float(rec[protocol.word_index[w]]), 2)}
+                                 for w in ("sun", "sunset") if w in protocol.word_index}}
     log(f"  FACMRM annotation: {out}")
     return out
 
@@ -361,17 +373,23 @@ def comparison(protocol: Protocol, test: Split, summary: dict,
 
 
 def plot(runs, names, path: Path) -> None:
+    plot_curves({n: runs[n]["curve"] for n in names
+                 if "curve" in runs[n] and runs[n]["curve"].shape == (11,)},
+                path, "Corel 5k, 2,241 test queries")
+
+
+def plot_curves(curves: dict[str, np.ndarray], path: Path, title: str) -> None:
+    """11-point interpolated recall-precision curves, one per name, as a PNG."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for n in names:
-        if "curve" in runs[n] and runs[n]["curve"].shape == (11,):
-            ax.plot(np.linspace(0, 1, 11), 100 * runs[n]["curve"], marker="o", ms=3, label=n)
+    for name, curve in curves.items():
+        ax.plot(np.linspace(0, 1, 11), 100 * np.asarray(curve), marker="o", ms=3, label=name)
     ax.set_xlabel("recall")
     ax.set_ylabel("interpolated precision (%)")
-    ax.set_title("Corel 5k, 2,241 test queries")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -520,6 +538,9 @@ def own_models_section(summary: dict, suffix: str = "") -> str:
         lines.append("| Wilcoxon p (ours) | " + " | ".join(
             f"{by[k]['pvalue']:.3g}" if by[k]["pvalue"] else "< 1e-4" for k in ks) + " |")
         lines.append(f"\nParameters (each mode's best on validation AvgP): {c['jeon']['params']}")
+        if "curves" in c["jeon"]:
+            lines.append("\nThe paper's Figure 4 (recall-precision of both modes on the "
+                         "combined query set): `cmrm_figure4.png`.")
     if "annotation" in c:
         a = c["annotation"]
         lines.append(
@@ -529,6 +550,11 @@ def own_models_section(summary: dict, suffix: str = "") -> str:
             f"words with recall > 0: {a['n_plus']} (paper: 66 of 263), whose mean precision / "
             f"recall is {a['mean_precision_recall_gt0']:.3f} / {a['mean_recall_recall_gt0']:.3f}"
             f" (paper, its 70-word set: 0.33 / 0.37; its 49 best: 0.41 / 0.49).")
+        if a.get("words_of_table_2"):
+            lines.append("\nCMRM paper, Table 2 (original annotations), recall / precision: "
+                         + "; ".join(f"{w} {v['recall']:.2f} / {v['precision']:.2f} (paper "
+                                     f"{PAPER_TABLE_2[w][0]:.2f} / {PAPER_TABLE_2[w][1]:.2f})"
+                                     for w, v in a["words_of_table_2"].items()) + ".")
     return "\n".join(lines)
 
 

@@ -240,7 +240,7 @@ CMRM_MODE_GRID = ("pacmrm", "drcmrm", "dot")
 #: (ECML 2006 §4.2: sim(t, v) normalised over the visterms, P(t|p) renormalised per picture).
 CMTT_COMPONENTS = 400
 CMTT_NORMALISE = "terms"
-CMTT_COMPONENTS_GRID = (10, 25, 50, 100, 200, 400)
+CMTT_COMPONENTS_GRID = (10, 25, 50, 100, 200, 400, 800)
 CMTT_NORMALISE_GRID = ("terms", "visterms")
 #: L2-normalise each picture's word and visterm tf-idf vectors before the SVD (the papers say
 #: "tf-idf" only; on blobs, validation AvgP barely differs).
