@@ -130,7 +130,7 @@ def load_corel5k(root: str | Path | None = None) -> Collection:
             paths.append(_corel_path(root, pid))
             captions.append(caption or None)
             splits.append(split)
-    _check_corel_pictures(root, ids, paths)
+    _check_corel_pictures(root, paths)
     for path in sorted((root / "images").glob("*/*.jpeg")):
         if path.stem not in seen:
             ids.append(path.stem)
@@ -142,15 +142,15 @@ def load_corel5k(root: str | Path | None = None) -> Collection:
     return Collection("corel5k", root, ids, paths, captions, splits, notes)
 
 
-def _check_corel_pictures(root: Path, ids: list[str], paths: list[Path]) -> None:
+def _check_corel_pictures(root: Path, paths: list[Path]) -> None:
     """A copy of Corel 5k whose labels name pictures it lacks is broken: say which."""
-    missing = [(pid, p) for pid, p in zip(ids, paths) if not p.is_file()]
+    missing = [p for p in paths if not p.is_file()]
     if not missing:
         return
     if not (root / "images").is_dir():
         raise DataError(f"{root / 'images'}: folder not found; Corel 5k needs labels/ and "
                         "images/ side by side")
-    shown = ", ".join(str(p) for _, p in missing[:3])
+    shown = ", ".join(str(p) for p in missing[:3])
     raise DataError(f"{root}: {len(missing)} labelled pictures are missing from images/ "
                     f"(first: {shown}); copy the data set again")
 

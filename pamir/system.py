@@ -24,8 +24,8 @@ config.<KIND>_GRID (a dict), then config.<KIND>_<PARAM>_GRID for each of its par
 
 from __future__ import annotations
 
-import itertools
 import inspect
+import itertools
 import time
 from contextlib import contextmanager
 from pathlib import Path
