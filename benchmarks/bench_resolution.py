@@ -32,23 +32,25 @@ RESULTS = Path(__file__).resolve().parent / "results"
 NATIVE = 128  # Corel 5k's shorter side here; the papers' pictures had 256
 
 
-def measure(settings: FeatureSettings, seeds: int) -> dict:
-    """Validation and test figures of PAMIR (c = config.PAMIR_C, early stopping on
-    validation) on the features of `settings`, for `seeds` seeds of the triplet sampling."""
-    print(f"[{settings.short_side} px, {settings.scaling}] features ...", flush=True)
+def measure(settings: FeatureSettings, seeds: int, **params) -> dict:
+    """Validation and test figures of PAMIR (c = config.PAMIR_C and the defaults, unless
+    `params` say otherwise; early stopping on validation) on the features of `settings`, for
+    `seeds` seeds of the triplet sampling."""
+    label = f"[{settings.short_side} px, {settings.scaling}{' ' + str(params) if params else ''}]"
+    print(f"{label} features ...", flush=True)
     data = Data(settings)
     runs = []
     for seed in range(seeds):
-        model = data.fit(c=config.PAMIR_C, random_state=config.SEED + seed)
+        model = data.fit(**{"c": config.PAMIR_C, **params, "random_state": config.SEED + seed})
         ev = data.evaluate(model)
         runs.append({"random_state": config.SEED + seed,
                      "valid_avgp": round(data.valid_avgp(model), 2),
                      "best_update": model.best_update_,
                      **{m: pct(ev, m) for m in METRICS}})
-        print(f"[{settings.short_side} px, {settings.scaling}] {runs[-1]}", flush=True)
+        print(f"{label} {runs[-1]}", flush=True)
     mean = {k: round(float(np.mean([r[k] for r in runs])), 2)
             for k in ("valid_avgp", *METRICS)}
-    return {"short_side": settings.short_side, "scaling": settings.scaling,
+    return {"short_side": settings.short_side, "scaling": settings.scaling, "params": params,
             "feature_seconds": round(data.feature_seconds, 1),
             "visterms_per_picture": round(float(data.visterms_per_picture), 1),
             "runs": runs, "mean": mean}
@@ -110,18 +112,19 @@ def main(argv=None) -> None:
         return
     if max(args.short_sides) > NATIVE:
         ap.error(f"--short-sides above {NATIVE} upsample Corel 5k: that adds pixels, not detail")
-    settings = [FeatureSettings(short_side=s) for s in sorted(args.short_sides)]
-    study("resolution", settings, args.seeds, argv, report, lambda rows: {
+    points = [(FeatureSettings(short_side=s), {}) for s in sorted(args.short_sides)]
+    study("resolution", points, args.seeds, argv, report, lambda rows: {
         "slope_valid": round(slope(rows, "valid_avgp"), 3),
         "slope_test": round(slope(rows, "avgp"), 3)} if len(rows) > 1 else {})
 
 
-def study(name: str, settings: list[FeatureSettings], seeds: int, argv, report,
+def study(name: str, points: list[tuple[FeatureSettings, dict]], seeds: int, argv, report,
           summary=lambda rows: {}) -> None:
-    """Measure PAMIR on each feature setting; write results/NAME.json and NAME.md with the
-    command, machine, date and load they were measured under."""
+    """Measure PAMIR at each (feature settings, PAMIR parameters) point; write
+    results/NAME.json and NAME.md with the command, machine, date and load they were
+    measured under."""
     started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
-    rows = [measure(s, seeds) for s in settings]
+    rows = [measure(s, seeds, **params) for s, params in points]
     r = {"rows": rows, "command": f"python benchmarks/bench_{name}.py "
          + " ".join(argv or sys.argv[1:]), "machine": machine(), "date": started,
          "load_average": {"start": load_start, "end": load_average()}, **summary(rows)}

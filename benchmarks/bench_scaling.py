@@ -65,7 +65,7 @@ def main(argv=None) -> None:
     if args.report_only:
         rewrite_report("scaling", report)
         return
-    study("scaling", [FeatureSettings(scaling=s) for s in args.scalings], args.seeds, argv,
+    study("scaling", [(FeatureSettings(scaling=s), {}) for s in args.scalings], args.seeds, argv,
           report, lambda rows: {"best_on_validation": max(
               rows, key=lambda x: x["mean"]["valid_avgp"])["scaling"]})
 
