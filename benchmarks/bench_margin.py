@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench_resolution import rewrite_report, study
+from bench_resolution import figures, report_head, rewrite_report, study
 from pamir import config
 from pamir.features import FeatureSettings
 
@@ -25,10 +25,7 @@ POINTS = ({"margin": "constant", "epsilon": 1.0}, {"margin": "text", "epsilon": 
 
 def report(r: dict) -> str:
     rows = r["rows"]
-    L = ["# PAMIR on Corel 5k: constant margin against the text-epsilon margin\n",
-         f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
-         f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} at "
-         f"start, {r['load_average']['end']} at end.  ",
+    L = [*report_head(r, "PAMIR on Corel 5k: constant margin against the text-epsilon margin"),
          f"Default features (77 blocks, {config.N_VISTERMS:,} visterms, {config.FEATURE_SCALING}"
          f" scaling), c = {config.PAMIR_C}, early stopping on validation; mean of "
          f"{len(rows[0]['runs'])} seeds of the triplet sampling.\n",
@@ -36,8 +33,7 @@ def report(r: dict) -> str:
          "|---|---|---|---|---|---|---|"]
     for x in rows:
         m, p = x["mean"], x["params"]
-        L.append(f"| {p['margin']} | {p['epsilon']} | {m['valid_avgp']:.2f} | {m['avgp']:.2f} | "
-                 f"{m['bep']:.2f} | {m['p10']:.2f} | "
+        L.append(f"| {p['margin']} | {p['epsilon']} | {figures(m)} | "
                  + ", ".join(f"{run['valid_avgp']:.2f}" for run in x["runs"]) + " |")
     best = max(rows, key=lambda x: x["mean"]["valid_avgp"])["params"]
     L += ["", f"Best on validation: {best['margin']} margin, eps {best['epsilon']}. The "

@@ -56,6 +56,18 @@ def measure(settings: FeatureSettings, seeds: int, **params) -> dict:
             "runs": runs, "mean": mean}
 
 
+def report_head(r: dict, title: str) -> list[str]:
+    """A study's title, then the command, machine, date and load it was measured under."""
+    return [f"# {title}\n", f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
+            f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} "
+            f"at start, {r['load_average']['end']} at end.  "]
+
+
+def figures(m: dict) -> str:
+    """Mean validation AvgP, test AvgP, BEP and P10 as table cells."""
+    return f"{m['valid_avgp']:.2f} | {m['avgp']:.2f} | {m['bep']:.2f} | {m['p10']:.2f}"
+
+
 def slope(rows: list[dict], key: str) -> float:
     """AvgP points per doubling of the shorter side (least squares on log2 size)."""
     x = np.log2([r["short_side"] for r in rows])
@@ -65,10 +77,7 @@ def slope(rows: list[dict], key: str) -> float:
 
 def report(r: dict) -> str:
     rows = r["rows"]
-    L = ["# PAMIR on Corel 5k against picture size (why we fall short of the paper)\n",
-         f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
-         f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} at "
-         f"start, {r['load_average']['end']} at end.  ",
+    L = [*report_head(r, "PAMIR on Corel 5k against picture size (why we fall short of the paper)"),
          f"Everything as benchmarks/bench_pamir.py (77 blocks of a quarter of the shorter side, "
          f"{config.N_VISTERMS:,} visterms, {config.FEATURE_SCALING} scaling, c = "
          f"{config.PAMIR_C}, early stopping on validation), pictures shrunk before the blocks "
@@ -80,7 +89,7 @@ def report(r: dict) -> str:
     for x in rows:
         s, m = x["short_side"], x["mean"]
         L.append(f"| {s} | {s * 3 // 2}x{s} | {s // 4} | {x['visterms_per_picture']} | "
-                 f"{m['valid_avgp']:.2f} | {m['avgp']:.2f} | {m['bep']:.2f} | {m['p10']:.2f} | "
+                 f"{figures(m)} | "
                  + ", ".join(f"{run['avgp']:.2f}" for run in x["runs"]) + " |")
     L.append(f"| 256 (the papers') | 384x256 | 64 | - | {PAPER_TABLE_III[64]} (paper) | "
              f"{PAPER_TABLE_IX['avgp']} (paper) | {PAPER_TABLE_IX['bep']} (paper) | "

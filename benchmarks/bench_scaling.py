@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX
-from bench_resolution import rewrite_report, study
+from bench_resolution import figures, report_head, rewrite_report, study
 from pamir import config
 from pamir.features import FeatureSettings
 from pamir.features.settings import SCALINGS
@@ -33,10 +33,7 @@ MEANING = {"none": "raw counts", "sqrt": "square root", "quarter": "fourth root"
 def report(r: dict) -> str:
     rows = r["rows"]
     best = max(rows, key=lambda x: x["mean"]["valid_avgp"])
-    L = ["# PAMIR on Corel 5k against the scaling of the block histograms\n",
-         f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
-         f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} at "
-         f"start, {r['load_average']['end']} at end.  ",
+    L = [*report_head(r, "PAMIR on Corel 5k against the scaling of the block histograms"),
          f"77 blocks of 32 px on our 192x128 pictures, {config.N_VISTERMS:,} visterms "
          f"(k-means on the scaled histograms), c = {config.PAMIR_C}, early stopping on "
          f"validation; mean of {len(rows[0]['runs'])} seeds of the triplet sampling. The "
@@ -45,8 +42,7 @@ def report(r: dict) -> str:
          "| test AvgP per seed |", "|---|---|---|---|---|---|---|---|"]
     for x in rows:
         m = x["mean"]
-        L.append(f"| {x['scaling']} | {MEANING[x['scaling']]} | {m['valid_avgp']:.2f} | "
-                 f"{m['avgp']:.2f} | {m['bep']:.2f} | {m['p10']:.2f} | "
+        L.append(f"| {x['scaling']} | {MEANING[x['scaling']]} | {figures(m)} | "
                  + ", ".join(f"{run['valid_avgp']:.2f}" for run in x["runs"]) + " | "
                  + ", ".join(f"{run['avgp']:.2f}" for run in x["runs"]) + " |")
     L += ["", f"Best on validation: `{best['scaling']}` ({best['mean']['valid_avgp']:.2f}). "
