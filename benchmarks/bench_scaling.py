@@ -16,11 +16,13 @@ Writes benchmarks/results/scaling.md and scaling.json.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
-from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX
+from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX, Data
 from bench_resolution import figures, report_head, rewrite_report, study
 from pamir import config
+from pamir.evaluation import evaluate_text_space, wilcoxon
 from pamir.features import FeatureSettings
 from pamir.features.settings import SCALINGS
 
@@ -48,7 +50,38 @@ def report(r: dict) -> str:
     L += ["", f"Best on validation: `{best['scaling']}` ({best['mean']['valid_avgp']:.2f}). "
           f"The paper (384x256 pictures, its own block statistics): validation "
           f"{PAPER_TABLE_III[64]}, test {PAPER_TABLE_IX['avgp']}."]
+    if r.get("significance"):
+        L += ["", f"Can the validation set tell them apart? Two-sided Wilcoxon signed-rank on "
+              f"per-query AvgP (seed {config.SEED}), `{best['scaling']}` against each other "
+              "scaling: the difference of the means and its p-value.", "",
+              "| scaling | validation: difference, p | test: difference, p |", "|---|---|---|"]
+        for name, w in r["significance"].items():
+            L.append(f"| {name} | " + " | ".join(
+                f"{w[split]['difference']:+.2f}, p = {w[split]['pvalue']:.2g}"
+                for split in ("valid", "test")) + " |")
     return "\n".join(L) + "\n"
+
+
+def significance(rows: list[dict]) -> dict:
+    """Per-query AvgP of each scaling (seed 0) on validation and test, the best on validation
+    against each other one: mean difference (points, best minus other) and Wilcoxon p."""
+    best = max(rows, key=lambda x: x["mean"]["valid_avgp"])["scaling"]
+    per = {}
+    for x in rows:
+        data = Data(FeatureSettings(scaling=x["scaling"]))
+        model = data.fit(c=config.PAMIR_C)
+        valid = evaluate_text_space(model.transform(data.Xva), data.Qva, data.Rva, curve=False)
+        per[x["scaling"]] = {"valid": valid.per_query["avgp"],
+                             "test": data.evaluate(model).per_query["avgp"]}
+    out = {}
+    for name in per:
+        if name != best:
+            out[name] = {}
+            for split in ("valid", "test"):
+                a, b = per[best][split], per[name][split]
+                out[name][split] = {"difference": round(100 * float(a.mean() - b.mean()), 2),
+                                    "pvalue": float(f"{wilcoxon(a, b)['pvalue']:.3g}")}
+    return out
 
 
 def main(argv=None) -> None:
@@ -57,13 +90,22 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, default=3, help="seeds of the triplet sampling")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the markdown from scaling.json without running")
+    ap.add_argument("--significance", action="store_true",
+                    help="add the per-query Wilcoxon tests to scaling.json (one more fit per "
+                         "scaling, features from the cache)")
     args = ap.parse_args(argv)
-    if args.report_only:
+    if args.significance:
+        path = RESULTS / "scaling.json"
+        r = json.loads(path.read_text())
+        r["significance"] = significance(r["rows"])
+        path.write_text(json.dumps(r, indent=1) + "\n")
+    if args.report_only or args.significance:
         rewrite_report("scaling", report)
         return
     study("scaling", [(FeatureSettings(scaling=s), {}) for s in args.scalings], args.seeds, argv,
           report, lambda rows: {"best_on_validation": max(
               rows, key=lambda x: x["mean"]["valid_avgp"])["scaling"]})
+
 
 if __name__ == "__main__":
     main()

@@ -22,6 +22,7 @@ run benchmarks/bench_pamir.py                      # PAMIR: TPAMI Tables III, V,
 run benchmarks/bench_kernels.py                    # kernel PAMIR: Table IV
 run benchmarks/bench_resolution.py                 # PAMIR against picture size
 run benchmarks/bench_scaling.py                    # PAMIR against block histogram scaling
+run benchmarks/bench_scaling.py --significance     #   ... and whether validation can tell them apart
 run benchmarks/bench_margin.py                     # PAMIR: constant vs text-epsilon margin
 run benchmarks/bench_plsa_svm.py                   # PLSA and per-word SVMs
 run benchmarks/bench_plsa_svm.py --features blobs
