@@ -232,8 +232,10 @@ def main(argv=None):
         entry["pamir_same_blocks"], pamir_log_avgp = pamir_on_the_same_blocks(protocol)
         print("PAMIR on the same blocks", entry["pamir_same_blocks"], flush=True)
         others = {"pamir (log1p blocks)": pamir_log_avgp}
-        if (RESULTS / "perquery" / "pamir.npz").exists():
-            others["pamir"] = np.load(RESULTS / "perquery" / "pamir.npz")["avgp"]
+        shared = RESULTS / "corel5k.json"
+        if (RESULTS / "perquery" / "pamir.npz").exists() and shared.exists():
+            name = f"pamir ({_pamir_features(json.loads(shared.read_text()).get('pamir'))})"
+            others[name] = np.load(RESULTS / "perquery" / "pamir.npz")["avgp"]
         entry["wilcoxon"] = significance(ev.per_query["avgp"], others)
     entry["total_minutes"] = round((time.perf_counter() - t_start) / 60, 1)
     if args.no_write:
@@ -256,6 +258,11 @@ def _pamir_cells(pamir: dict | None, key: str, m: str) -> str:
     return f"{row[m]:.1f}" if row and m in row else "-"
 
 
+def _pamir_features(pamir: dict | None) -> str:
+    s = (pamir or {}).get("features", {}).get("settings", {})
+    return f"{s.get('scaling', '?')}-scaled blocks, {s.get('n_visterms', '?'):,} visterms"
+
+
 def markdown(entry: dict) -> str:
     shared = RESULTS / "corel5k.json"
     pamir = json.loads(shared.read_text()).get("pamir") if shared.exists() else None
@@ -266,8 +273,8 @@ def markdown(entry: dict) -> str:
              f"{entry.get('date', '')}  ",
              f"Seed: {config.SEED}; parameters: `{json.dumps(entry['params'])}`", "",
              "Ours: BBNN trained on every training query (all subsets of a caption); PAMIR "
-             "(bags) is benchmarks/bench_pamir.py's model (sqrt_std-scaled blocks, 10,000 "
-             "visterms); PAMIR (log blocks) is PAMIR on visterms of the very log(1 + count) "
+             f"(bags) is benchmarks/bench_pamir.py's model ({_pamir_features(pamir)}); PAMIR "
+             "(log blocks) is PAMIR on visterms of the very log(1 + count) "
              "block descriptors BBNN reads. Single-word rows of these columns are the "
              "all-query models on the 179 single-word test queries; the paper's Table 3 "
              "trained separately on single-word queries, as our last column does.", "",
