@@ -368,8 +368,25 @@ def comparison(protocol: Protocol, test: Split, summary: dict,
         "-" if v is None else f"{v:.3g}" for v in qms) + " |")
     lines.append("\n`*`: differs from PAMIR by the two-sided Wilcoxon signed-rank test at 95% "
                  "over the same queries (scipy, zero differences dropped).")
+    lines.append("\nFeatures each model was fitted on (its own validation chose among those it "
+                 "was offered): " + "; ".join(
+                     f"{n}: {features_of(e)}" for n, e in zip(names, entries)) + ".")
     plot(runs, names, RESULTS / "recall_precision.png")
     return "\n".join(lines), data
+
+
+def features_of(entry: dict) -> str:
+    """A model's features in a few words, from its entry in corel5k.json."""
+    f = entry.get("features")
+    if isinstance(f, str):
+        return f
+    if not isinstance(f, dict):
+        return "the default visterms of its run"
+    s = f.get("settings", f)
+    if f.get("kind") == "blobs":
+        return "Duygulu's blobs"
+    return (f"{s.get('n_visterms', '?'):,} visterms of {s.get('scaling', '?')}-scaled blocks "
+            f"(block fraction {s.get('block_fraction', '?')})")
 
 
 def plot(runs, names, path: Path) -> None:

@@ -351,7 +351,7 @@ def main(argv=None) -> None:
         "paper_valid_avgp": {k: v[0] for k, v in PAPER.items()},
         "selected": dict(chosen["params"], kernel=chosen["kernel"], c=chosen["c"]),
         "n_train": len(train), "command": command, "machine": info["machine"],
-        "seed": config.SEED,
+        "seed": config.SEED, "features": {"settings": settings.to_dict()},
     }
     if test_res:
         summary |= {k: test_res[k] for k in ("test", "index_seconds", "query_ms")}
