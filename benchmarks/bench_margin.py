@@ -26,7 +26,7 @@ POINTS = ({"margin": "constant", "epsilon": 1.0}, {"margin": "text", "epsilon": 
 def report(r: dict) -> str:
     rows = r["rows"]
     L = [*report_head(r, "PAMIR on Corel 5k: constant margin against the text-epsilon margin"),
-         f"Default features (77 blocks, {config.N_VISTERMS:,} visterms, {config.FEATURE_SCALING}"
+         f"Default features (77 blocks, {config.N_VISTERMS:,} visterms, {rows[0]['scaling']}"
          f" scaling), c = {config.PAMIR_C}, early stopping on validation; mean of "
          f"{len(rows[0]['runs'])} seeds of the triplet sampling.\n",
          "| margin | eps | valid AvgP | test AvgP | test BEP | test P10 | valid AvgP per seed |",

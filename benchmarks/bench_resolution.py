@@ -79,7 +79,7 @@ def report(r: dict) -> str:
     rows = r["rows"]
     L = [*report_head(r, "PAMIR on Corel 5k against picture size (why we fall short of the paper)"),
          f"Everything as benchmarks/bench_pamir.py (77 blocks of a quarter of the shorter side, "
-         f"{config.N_VISTERMS:,} visterms, {config.FEATURE_SCALING} scaling, c = "
+         f"{config.N_VISTERMS:,} visterms, {rows[0]['scaling']} scaling, c = "
          f"{config.PAMIR_C}, early stopping on validation), pictures shrunk before the blocks "
          f"are cut. Mean of {len(rows[0]['runs'])} seeds of the triplet sampling; seed "
          f"{config.SEED} first.\n",

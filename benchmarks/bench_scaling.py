@@ -4,7 +4,7 @@
 
 DESIGN.md's calibration run found the scaling of the block histograms to matter more than
 anything else it tried (test AvgP 16.9 with raw counts, 21-24 with the others), and
-config.FEATURE_SCALING = "sqrt_std" was taken from it. This measures every scaling of
+config.FEATURE_SCALING was first taken from it ("sqrt_std"). This measures every scaling of
 pamir.features.SCALINGS with the project's own pipeline and the protocol's validation set:
 the same 77 blocks, 10,000 visterms, c = config.PAMIR_C, early stopping on validation, three
 seeds of the triplet sampling. The scaling a user should pick is the one with the best
