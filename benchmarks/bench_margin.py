@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench_resolution import figures, report_head, rewrite_report, study
+from bench_resolution import figures, report_head, rewrite_report, study, study_options
 from pamir import config
 from pamir.features import FeatureSettings
 
@@ -44,13 +44,13 @@ def report(r: dict) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=3, help="seeds of the triplet sampling")
-    ap.add_argument("--report-only", action="store_true",
-                    help="rewrite the markdown from margin.json without running")
+    name = study_options(ap, "margin")
     args = ap.parse_args(argv)
     if args.report_only:
-        rewrite_report("margin", report)
+        rewrite_report(name(args), report)
         return
-    study("margin", [(FeatureSettings(), dict(p)) for p in POINTS], args.seeds, argv, report)
+    study(name(args), [(FeatureSettings(scaling=args.scaling), dict(p)) for p in POINTS],
+          args.seeds, argv, report)
 
 
 if __name__ == "__main__":

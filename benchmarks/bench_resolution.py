@@ -27,6 +27,7 @@ import numpy as np
 from bench_pamir import METRICS, PAPER_TABLE_III, PAPER_TABLE_IX, Data, load_average, machine, pct
 from pamir import config
 from pamir.features import FeatureSettings
+from pamir.features.settings import SCALINGS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NATIVE = 128  # Corel 5k's shorter side here; the papers' pictures had 256
@@ -113,18 +114,29 @@ def main(argv=None) -> None:
     ap.add_argument("--short-sides", type=int, nargs="+", default=[64, 96, NATIVE],
                     help="shorter side in pixels the pictures are shrunk to (128: native)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds of the triplet sampling")
-    ap.add_argument("--report-only", action="store_true",
-                    help="rewrite the markdown from resolution.json without running")
+    name = study_options(ap, "resolution")
     args = ap.parse_args(argv)
     if args.report_only:
-        rewrite_report("resolution", report)
+        rewrite_report(name(args), report)
         return
     if max(args.short_sides) > NATIVE:
         ap.error(f"--short-sides above {NATIVE} upsample Corel 5k: that adds pixels, not detail")
-    points = [(FeatureSettings(short_side=s), {}) for s in sorted(args.short_sides)]
-    study("resolution", points, args.seeds, argv, report, lambda rows: {
+    points = [(FeatureSettings(short_side=s, scaling=args.scaling), {})
+              for s in sorted(args.short_sides)]
+    study(name(args), points, args.seeds, argv, report, lambda rows: {
         "slope_valid": round(slope(rows, "valid_avgp"), 3),
         "slope_test": round(slope(rows, "avgp"), 3)} if len(rows) > 1 else {})
+
+
+def study_options(ap: argparse.ArgumentParser, base: str):
+    """--scaling and --report-only; returns args -> the results' name (BASE, or BASE_SCALING
+    for a scaling other than the default)."""
+    ap.add_argument("--scaling", default=config.FEATURE_SCALING, choices=SCALINGS,
+                    help="block histogram scaling of the features (default: the project's)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the markdown from the study's JSON without running")
+    return lambda args: base if args.scaling == config.FEATURE_SCALING else \
+        f"{base}_{args.scaling}"
 
 
 def study(name: str, points: list[tuple[FeatureSettings, dict]], seeds: int, argv, report,

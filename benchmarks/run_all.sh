@@ -24,6 +24,8 @@ run benchmarks/bench_resolution.py                 # PAMIR against picture size
 run benchmarks/bench_scaling.py                    # PAMIR against block histogram scaling
 run benchmarks/bench_scaling.py --significance     #   ... and whether validation can tell them apart
 run benchmarks/bench_margin.py                     # PAMIR: constant vs text-epsilon margin
+run benchmarks/bench_resolution.py --scaling sqrt_std   # the same two studies on the
+run benchmarks/bench_margin.py --scaling sqrt_std       #   scaling that was the default before
 run benchmarks/bench_plsa_svm.py                   # PLSA and per-word SVMs
 run benchmarks/bench_plsa_svm.py --features blobs
 run benchmarks/bench_bbnn.py                       # BBNN: ICANN 2006 Tables 2 and 3
