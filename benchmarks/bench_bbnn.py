@@ -20,7 +20,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import numpy as np
 
 from pamir import config
 from pamir.data import load_collection
-from bench_pamir import Data, query_time
+from bench_pamir import Data, atomic_json_update, query_time
 from pamir.evaluation import evaluate_model, wilcoxon
 from pamir.features import ColourCodebook, FeatureSettings, extract_blocks
 from pamir.models.bbnn import BBNN, Blocks, as_blocks
@@ -160,18 +159,6 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, torch {__import__('torch').__version__}"
 
 
-def write_json_key(path: Path, key: str, value: dict) -> None:
-    """Read-modify-write one key of a shared JSON file, atomically (temp file + replace)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    current = json.loads(path.read_text()) if path.exists() else {}
-    current[key] = value
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(current, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--grid", choices=("config", "none"), default="config",
@@ -240,7 +227,7 @@ def main(argv=None):
     entry["total_minutes"] = round((time.perf_counter() - t_start) / 60, 1)
     if args.no_write:
         return
-    write_json_key(RESULTS / "corel5k.json", "bbnn", entry)
+    atomic_json_update(RESULTS / "corel5k.json", "bbnn", entry)
     (RESULTS / "perquery").mkdir(parents=True, exist_ok=True)
     np.savez(RESULTS / "perquery" / "bbnn.npz",
              **{m: ev.per_query[m] for m in ("avgp", "bep", "p10")}, curve=ev.curve)

@@ -358,8 +358,7 @@ def comparison(protocol: Protocol, test: Split, summary: dict,
                  "Athlon64 2.4 GHz)\n")
     lines.append("| | " + " | ".join(names) + " |")
     lines.append("|---|" + "---|" * len(names))
-    # bench_kernels.py writes its key as kernel_pamir
-    entries = [summary.get(n) or summary.get(n.replace("-", "_")) or {} for n in names]
+    entries = [summary.get(n, {}) for n in names]
     ours = [e.get("index_seconds") for e in entries]
     lines.append("| ours | " + " | ".join("-" if v is None else f"{v:.2f}" for v in ours) + " |")
     lines.append("| paper | " + " | ".join(str(PAPER["VII"].get(n, "-")) for n in names) + " |")

@@ -14,7 +14,7 @@ Measured: best validation AvgP per kernel with its parameters (Table IV, paper n
 Gram time (train x train, valid x train), microseconds per PA update, training time
 (Gram + updates + validation evaluations).
 
-Writes benchmarks/results/pamir_kernels.md, the `kernel_pamir` key of corel5k.json and
+Writes benchmarks/results/pamir_kernels.md, the `kernel-pamir` key of corel5k.json and
 benchmarks/results/perquery/kernel-pamir.npz (the chosen setting's per-test-query metrics).
 """
 
@@ -358,12 +358,12 @@ def main(argv=None) -> None:
     if args.no_save:
         log(f"wrote {args.out} ({time.perf_counter() - t_all:.0f} s in all)")
         return
-    atomic_json_update(RESULTS / "corel5k.json", {"kernel_pamir": summary})
+    atomic_json_update(RESULTS / "corel5k.json", {"kernel-pamir": summary})
     if test_res:
         (RESULTS / "perquery").mkdir(parents=True, exist_ok=True)
         np.savez(RESULTS / "perquery" / "kernel-pamir.npz", **test_res["per_query"],
                  curve=test_res["curve"])
-    log(f"wrote {args.out} and the kernel_pamir key of corel5k.json "
+    log(f"wrote {args.out} and the kernel-pamir key of corel5k.json "
         f"({time.perf_counter() - t_all:.0f} s in all)")
 
 
