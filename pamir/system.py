@@ -3,7 +3,7 @@
     system = fit_system(load_collection("corel5k"), model="pamir")
     system.save("models/corel")                    # model.json + arrays.npz, no pickle
     system = System.load("models/corel")
-    Z, ok = system.transform_paths(paths)          # (n x T) float32 text-space pictures
+    Z, ok, reasons = system.transform_paths(paths)  # (n x T) float32 text-space pictures
     q, unknown = system.query_vector("tiger grass")
     scores = Z @ q                                 # rank pictures by decreasing score
     system.annotate(Z[:3], k=5)                    # [[(word, score), ...], ...]
@@ -37,11 +37,12 @@ import scipy.sparse as sp
 from . import config
 from .data import Collection
 from .evaluation import mean_average_precision
+from .features.representation import Extracted, reasons_from_failures
 from .models import model_class
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
 from .text import idf as idf_weights
-from .text import text_vectors, tokenize
+from .text import query_vector, tokenize, top_words
 
 KIND = "system"
 FORMAT_VERSION = 1
@@ -76,14 +77,16 @@ class BlockPipeline:
             max_pictures=s.colour_max_pictures, short_side=s.short_side)
         return self
 
-    def transform(self, paths: Sequence):
-        """(BlockSet, ok) of the pictures, in order."""
+    def transform(self, paths: Sequence) -> Extracted:
+        """(BlockSet, ok, reasons) of the pictures, in order."""
         from .features import extract_blocks
 
-        blocks = extract_blocks(list(paths), self.settings, self.colour_codebook_,
+        paths = list(paths)
+        blocks = extract_blocks(paths, self.settings, self.colour_codebook_,
                                 cache_dir=self.cache_dir, n_jobs=self.n_jobs,
                                 progress=self.progress)
-        return blocks, blocks.ok
+        return Extracted(blocks, blocks.ok, reasons_from_failures(paths, blocks.ok,
+                                                                  blocks.failures))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "version": 1, "settings": self.settings.to_dict()}
@@ -145,8 +148,9 @@ class System:
         return getattr(self.model, "input", "bags")
 
     # ------------------------------------------------------------------------- pictures
-    def features(self, paths: Sequence):
-        """(F, ok): what the model takes for each picture (bags or blocks), ok per picture."""
+    def features(self, paths: Sequence) -> Extracted:
+        """(F, ok, reasons): what the model takes for each picture, ok per picture, and why
+        each picture not ok could not be read."""
         return self.pipeline.transform(list(paths))
 
     def transform_features(self, F, ok: np.ndarray | None = None) -> np.ndarray:
@@ -159,11 +163,11 @@ class System:
             Z[keep] = dense_float32(self.model.transform(take(F, keep) if not ok.all() else F))
         return Z
 
-    def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray]:
-        """(Z, ok): pictures as (n x T) float32 text-space vectors; unreadable ones are zero
-        rows with ok False."""
-        F, ok = self.features(paths)
-        return self.transform_features(F, ok), np.asarray(ok, bool)
+    def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
+        """(Z, ok, reasons): pictures as (n x T) float32 text-space vectors; unreadable ones
+        are zero rows with ok False and reasons[i] the decoder's message."""
+        F, ok, reasons = self.features(paths)
+        return self.transform_features(F, ok), np.asarray(ok, bool), reasons
 
     # ---------------------------------------------------------------------------- text
     def query_vector(self, text: str) -> tuple[np.ndarray, list[str]]:
@@ -172,16 +176,11 @@ class System:
         words = tokenize(text)
         known = [self.word_index[w] for w in words if w in self.word_index]
         unknown = list(dict.fromkeys(w for w in words if w not in self.word_index))
-        B = sp.csr_matrix((np.ones(len(known)), (np.zeros(len(known), int), known)),
-                          shape=(1, self.T))
-        return text_vectors(B, self.idf).toarray().ravel().astype(np.float32), unknown
+        return query_vector(known, self.idf), unknown
 
     def annotate(self, Z_rows, k: int = config.ANNOTATION_WORDS) -> list[list[tuple[str, float]]]:
         """The k best words of each text-space row, best first, with their scores."""
-        Z = np.atleast_2d(np.asarray(Z_rows, dtype=np.float32))
-        k = max(0, min(int(k), self.T))
-        top = np.argsort(-Z, axis=1, kind="stable")[:, :k]
-        return [[(self.vocabulary[t], float(z[t])) for t in row] for z, row in zip(Z, top)]
+        return top_words(Z_rows, self.vocabulary, k)
 
     # -------------------------------------------------------------------------- saving
     def save(self, path) -> Path:
@@ -258,7 +257,7 @@ def collection_inputs(collection: Collection, protocol: Protocol, kind: str,
     if getattr(model_class(kind)(**(model_params or {})), "input", "bags") == "blocks":
         pipe = BlockPipeline(settings, cache_dir=cache_dir, progress=progress)
         pipe.fit([collection.paths[i] for i in protocol.train])
-        F, ok = pipe.transform(collection.paths)
+        F, ok, _ = pipe.transform(collection.paths)
         return F, np.asarray(ok, bool), pipe
     X, ok, pipe = collection_features(collection, protocol.train, settings,
                                       cache_dir=cache_dir, progress=progress)
@@ -382,7 +381,7 @@ def evaluate_system(system: System, collection: Collection, split: str = "test",
     qs = protocol.queries(idx)
     Q = qs.vectors(system.idf)
     subsets = protocol.query_subsets(qs)
-    F, ok = system.features([collection.paths[i] for i in idx])
+    F, ok, _ = system.features([collection.paths[i] for i in idx])
     if hasattr(system.model, "score_queries"):  # a model that does not rank by Z q
         evaluation = evaluate_model(system.model, F, Q, qs.relevance, subsets)
         S = np.asarray(system.model.score_queries(Q, F)) if scores else None

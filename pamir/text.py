@@ -66,3 +66,24 @@ def bag_of_words(docs: Sequence[Sequence[str]], word_index: dict[str, int]) -> s
     M = sp.csr_matrix((data, (rows, cols)), shape=(len(docs), len(word_index)))
     M.sum_duplicates()
     return M
+
+
+def query_vector(word_ids: Iterable[int], idf_weights: np.ndarray) -> np.ndarray:
+    """The (T,) float32 query vector of a bag of vocabulary word ids: presence x idf, L2
+    normalised (TPAMI §III-A); all zeros for an empty bag. The one home of query vectors:
+    the System, the index and the evaluation build theirs here or with text_vectors."""
+    ids = sorted(set(int(t) for t in word_ids))
+    B = sp.csr_matrix((np.ones(len(ids)), (np.zeros(len(ids), int), ids)),
+                      shape=(1, len(idf_weights)))
+    return text_vectors(B, np.asarray(idf_weights, np.float64)).toarray().ravel()
+
+
+def top_words(Z, vocabulary: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+    """Annotation: the k best words of each text-space row, best first, with their scores.
+
+    Equal scores fall to vocabulary order (a stable sort), which knows nothing of the true
+    captions, so ties neither help nor hurt a model."""
+    Z = np.atleast_2d(np.asarray(Z, dtype=np.float32))
+    k = max(0, min(int(k), len(vocabulary)))
+    top = np.argsort(-Z, axis=1, kind="stable")[:, :k]
+    return [[(vocabulary[t], float(z[t])) for t in row] for z, row in zip(Z, top)]

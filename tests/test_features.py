@@ -146,7 +146,7 @@ def test_colour_codebook_learns_the_colours_of_the_pictures(tmp_path):
 def test_tfidf_rows_unit_and_idf_from_training_fractions(pictures):
     settings = FeatureSettings(n_visterms=16, kmeans_iterations=5, n_colours=8)
     pipe = VisualPipeline(settings, progress=False)
-    X, ok = pipe.fit_transform(pictures)
+    X, ok, _ = pipe.fit_transform(pictures)
     assert ok.all() and X.shape == (12, 16) and X.dtype == np.float32
     np.testing.assert_allclose(np.sqrt(X.multiply(X).sum(1)).A1, 1.0, rtol=1e-5)
     # idf_i = -log(fraction of training pictures with a block on visterm i)
@@ -179,15 +179,15 @@ def test_pipeline_round_trip_and_block_boxes(pictures, tmp_path):
     pipe.save(tmp_path / "m")
     again = VisualPipeline.load(tmp_path / "m", progress=False)
     assert json.loads((tmp_path / "m" / "features.json").read_text())["settings"]["scaling"] == "quarter"
-    X1, _ = pipe.transform(pictures[8:])
-    X2, _ = again.transform(pictures[8:])
+    X1, _, _ = pipe.transform(pictures[8:])
+    X2, _, _ = again.transform(pictures[8:])
     assert (X1 != X2).nnz == 0
     # a 384x256 picture, resized to 192x128 for the features: boxes back in its own pixels
     big = save(tmp_path / "big.png", np.asarray(Image.open(pictures[1]).resize((384, 256))))
     pv = pipe.picture_visterms(big)
     assert pv.size == (384, 256) and len(pv.visterms) == 77
     assert pv.boxes[0].tolist() == [0, 0, 64, 64] and pv.boxes[:, 0].max() == 320
-    X3, _ = pipe.transform([big])
+    X3, _, _ = pipe.transform([big])
     weighted = pv.visterms[pipe.idf_[pv.visterms] > 0]  # idf 0: in every training picture
     assert len(weighted) and set(X3.indices) == set(weighted.tolist())
 
@@ -196,7 +196,7 @@ def test_pipeline_round_trip_and_block_boxes(pictures, tmp_path):
 def test_every_scaling_fits(pictures, scaling):
     pipe = VisualPipeline(FeatureSettings(n_visterms=8, kmeans_iterations=2, n_colours=4,
                                           scaling=scaling), progress=False)
-    X, ok = pipe.fit_transform(pictures[:4])
+    X, ok, _ = pipe.fit_transform(pictures[:4])
     assert ok.all() and X.shape == (4, 8)
 
 
@@ -307,7 +307,7 @@ def test_decompression_bomb_is_skipped(pictures, primaries, monkeypatch):
 def test_bad_pictures_get_empty_bags(pictures, bad_files):
     pipe = VisualPipeline(FeatureSettings(n_visterms=8, kmeans_iterations=2, n_colours=4),
                           progress=False)
-    X, ok = pipe.fit_transform([*pictures[:4], bad_files["zero"]])
+    X, ok, _ = pipe.fit_transform([*pictures[:4], bad_files["zero"]])
     assert ok.tolist() == [True] * 4 + [False] and X[4].nnz == 0 and pipe.n_train_ == 4
 
 
@@ -371,7 +371,7 @@ def test_codebook_fitted_on_a_capped_sample_of_blocks(pictures, monkeypatch):
     settings = FeatureSettings(n_visterms=8, kmeans_iterations=2, n_colours=4,
                                kmeans_max_blocks=100)
     pipe = VisualPipeline(settings, progress=False)
-    X, ok = pipe.fit_transform(pictures)
+    X, ok, _ = pipe.fit_transform(pictures)
     assert fitted == [100]  # 2 pictures' blocks read (154), 100 of them drawn for k-means
     assert ok.all() and X.shape == (12, 8) and pipe.n_train_ == 12  # all 12 get bags
     assert np.isfinite(pipe.objective_).all()

@@ -76,7 +76,7 @@ class FakeSystem:
                                         "input": "bags"})()
 
     def transform_paths(self, paths):
-        X, ok = self.pipeline.transform(paths)
+        X, ok, _ = self.pipeline.transform(paths)
         return np.asarray(X @ self.model.W_.T, np.float32), ok
 
 

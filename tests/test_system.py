@@ -67,7 +67,7 @@ def test_ranks_the_pictures_it_has_not_seen(fitted):
     collection, system, _ = fitted
     protocol = Protocol(collection)
     idx = protocol.valid
-    Z, ok = system.transform_paths([collection.paths[i] for i in idx])
+    Z, ok, _ = system.transform_paths([collection.paths[i] for i in idx])
     assert ok.all() and Z.shape == (len(idx), 5) and Z.dtype == np.float32
     qs = protocol.queries(idx)
     assert mean_average_precision(Z, qs.vectors(system.idf), qs.relevance) > 0.9
@@ -92,7 +92,7 @@ def test_query_vector_and_annotation(fitted):
     assert np.linalg.norm(q) == pytest.approx(1.0)
     assert set(np.flatnonzero(q)) == {system.word_index["sun"], system.word_index["stripes"]}
     assert not system.query_vector("zebra")[0].any()
-    Z, _ = system.transform_paths([folder_path for folder_path in collection.paths[:4]])
+    Z, _, _ = system.transform_paths([folder_path for folder_path in collection.paths[:4]])
     notes = system.annotate(Z, k=2)
     assert len(notes) == 4 and all(len(n) == 2 for n in notes)
     assert [w for w, _ in notes[1]][0] == "sea"  # picture 1 is a plain sea picture
@@ -103,7 +103,7 @@ def test_unreadable_pictures_give_zero_rows(fitted, tmp_path):
     collection, system, _ = fitted
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"not a picture")
-    Z, ok = system.transform_paths([collection.paths[0], bad])
+    Z, ok, _ = system.transform_paths([collection.paths[0], bad])
     assert ok.tolist() == [True, False] and not Z[1].any() and Z[0].any()
 
 
@@ -120,7 +120,7 @@ def test_other_models_plug_in(folder, fitted):
     collection, _, cache = fitted
     system = fit_system(collection, "cmrm", SETTINGS, {"mode": "pacmrm"}, progress=False,
                         cache_dir=cache, log=None, grid={"alpha": [0.5], "beta": [0.9]})
-    Z, ok = system.transform_paths(collection.paths[:3])
+    Z, ok, _ = system.transform_paths(collection.paths[:3])
     assert Z.shape == (3, 5) and ok.all()
 
 

@@ -98,10 +98,10 @@ def collection_features(
             return cached
     pipe = VisualPipeline(settings, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress)
     colours = colour_codebook_for(collection, train, settings, cache_dir=cache_dir)
-    X_train, ok_train = pipe.fit_transform([collection.paths[i] for i in train],
+    X_train, ok_train, _ = pipe.fit_transform([collection.paths[i] for i in train],
                                            colour_codebook=colours)
     rest = np.setdiff1d(np.arange(len(collection)), train)
-    X_rest, ok_rest = pipe.transform([collection.paths[i] for i in rest])
+    X_rest, ok_rest, _ = pipe.transform([collection.paths[i] for i in rest])
     order = np.concatenate([train, rest])
     inverse = np.empty_like(order)
     inverse[order] = np.arange(len(order))

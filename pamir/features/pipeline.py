@@ -1,8 +1,10 @@
 """Pictures -> L2-normalised tf-idf bags of visterms, learnt on training pictures.
 
     pipe = VisualPipeline(FeatureSettings())
-    X_train, ok_train = pipe.fit_transform(train_paths)     # colour codebook, scaling, visterms, idf
-    X, ok = pipe.transform(paths)                           # (n x K) CSR float32, rows unit L2
+    X_train, ok_train, _ = pipe.fit_transform(train_paths)  # colour codebook, scaling, visterms, idf
+    X, ok, reasons = pipe.transform(paths)                  # (n x K) CSR float32, rows unit L2
+
+The visterm representation of pamir.features.representation: transform gives an Extracted.
 
 A saved pipeline is `to_dict()` (JSON) + `to_arrays()` (npz, no pickle):
 `VisualPipeline.from_saved(d, arrays)` rebuilds it.
@@ -26,6 +28,7 @@ from .cache import csr_from_arrays, csr_to_arrays, load_npz, save_npz
 from .colour import ColourCodebook
 from .extract import BlockSet, iter_blocks
 from .images import decode_rgb, displayed_size, read_bytes
+from .representation import Extracted, reasons_from_failures
 from .settings import FeatureSettings
 from .visterms import (Assigner, fit_codebook, inverse_document_frequency, scale_blocks,
                        scaling_statistics, term_frequencies, tfidf)
@@ -72,9 +75,9 @@ class VisualPipeline:
 
     def fit_transform(self, train_paths: Sequence[str | Path], *,
                       colour_codebook: ColourCodebook | None = None
-                      ) -> tuple[sp.csr_matrix, np.ndarray]:
+                      ) -> Extracted:
         """Learn everything from `train_paths` (the colour codebook too, unless given);
-        return their bags (X, ok) as transform would."""
+        return their bags as transform would."""
         s = self.settings
         train_paths = list(train_paths)
         seconds = {}
@@ -105,14 +108,16 @@ class VisualPipeline:
         ok = np.zeros(len(train_paths), dtype=bool)
         tf_fit = self._tf(fit_blocks)
         rest = np.setdiff1d(np.arange(len(train_paths)), fit_idx)
-        tf_rest, ok_rest = self._tf_paths([train_paths[i] for i in rest])
+        rest_paths = [train_paths[i] for i in rest]
+        tf_rest, ok_rest, failures = self._tf_paths(rest_paths)
         tf = _reorder(sp.vstack([tf_fit, tf_rest]).tocsr(), np.concatenate([fit_idx, rest]))
         ok[fit_idx], ok[rest] = fit_blocks.ok, ok_rest
         self.n_train_ = int(ok.sum())
         self.idf_ = inverse_document_frequency(tf[ok], self.n_train_)
         seconds["bags"] = time.perf_counter() - t0
         self.fit_seconds_ = {k: round(v, 3) for k, v in seconds.items()}
-        return tfidf(tf, self.idf_), ok
+        return Extracted(tfidf(tf, self.idf_), ok,
+                         reasons_from_failures(train_paths, ok, fit_blocks.failures + failures))
 
     def _sample_blocks(self, paths: list) -> tuple[np.ndarray, BlockSet]:
         """Blocks of training pictures in a random order, stopping once kmeans_max_blocks is
@@ -155,21 +160,25 @@ class VisualPipeline:
         return term_frequencies(self.assign(blocks.counts()), blocks.offsets,
                                 self.settings.n_visterms)
 
-    def _tf_paths(self, paths: Sequence) -> tuple[sp.csr_matrix, np.ndarray]:
+    def _tf_paths(self, paths: Sequence) -> tuple[sp.csr_matrix, np.ndarray, list]:
+        """(term frequencies, ok, (path, reason) failures) of pictures, in chunks."""
         tfs, oks = [sp.csr_matrix((0, self.settings.n_visterms), dtype=np.float32)], [np.zeros(0, bool)]
+        failures = []
         for part in iter_blocks(paths, self.settings, self.colour_codebook_,
                                 cache_dir=self.cache_dir, n_jobs=self.n_jobs,
                                 progress=self.progress):
             tfs.append(self._tf(part))
             oks.append(part.ok)
-        return sp.vstack(tfs).tocsr(), np.concatenate(oks)
+            failures += part.failures
+        return sp.vstack(tfs).tocsr(), np.concatenate(oks), failures
 
-    def transform(self, paths: Sequence[str | Path]) -> tuple[sp.csr_matrix, np.ndarray]:
-        """(X, ok): X (n x K) CSR float32 tf-idf bags with unit L2 rows (empty rows where
-        ok is False: pictures that could not be read)."""
+    def transform(self, paths: Sequence[str | Path]) -> Extracted:
+        """(X, ok, reasons): X (n x K) CSR float32 tf-idf bags with unit L2 rows (empty rows
+        where ok is False: pictures that could not be read, reasons saying why)."""
         self._check_fitted()
-        tf, ok = self._tf_paths(list(paths))
-        return tfidf(tf, self.idf_), ok
+        paths = list(paths)
+        tf, ok, failures = self._tf_paths(paths)
+        return Extracted(tfidf(tf, self.idf_), ok, reasons_from_failures(paths, ok, failures))
 
     def transform_blocks(self, blocks: BlockSet) -> sp.csr_matrix:
         """Bags of already extracted blocks (with this pipeline's colour codebook)."""
