@@ -8,26 +8,19 @@
     scores = Z @ q                                 # rank pictures by decreasing score
     system.annotate(Z[:3], k=5)                    # [[(word, score), ...], ...]
 
-A System holds the visual pipeline (pamir.features, fitted on the protocol's training pictures
-only), the vocabulary and the training idf (for query vectors), and any model of
-pamir.models.MODELS: models that take bags of visterms get a VisualPipeline, those that take
-block descriptors (`model.input == "blocks"`, BBNN) get a BlockPipeline (colour codebook +
-block histograms). This API is what the product (index, search, server) builds on: keep it
-stable.
+A System holds a representation (pamir.features.registry: visterms, blocks, cnn or a
+combination, fitted on the protocol's training pictures only), the vocabulary and the training
+idf (for query vectors), and any model of pamir.models.MODELS that reads that representation.
+This API is what the product (index, search, server) builds on: keep it stable.
 
-Model selection (`fit_system`): every point of the model's validation grid is trained on the
-training pictures (the model may early-stop on validation itself, as PAMIR does) and the one
-with the best validation mean AvgP is kept; optionally the chosen settings are retrained on
-train + validation. A model's grid is, first found: the class attribute `param_grid`, then
-config.<KIND>_GRID (a dict), then config.<KIND>_<PARAM>_GRID for each of its parameters.
+Training (`fit_system`): the representation is chosen on validation among candidates, and for
+each the model's parameters by pamir.selection, the one selection loop; optionally the chosen
+settings are retrained on train + validation.
 """
 
 from __future__ import annotations
 
-import inspect
-import itertools
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
@@ -36,11 +29,15 @@ import scipy.sparse as sp
 
 from . import config
 from .data import Collection
-from .evaluation import mean_average_precision
-from .features.representation import Extracted, reasons_from_failures
+from .evaluation import evaluate_model, evaluate_text_space, query_scores
+from .features import FeatureSettings, collection_features
+from .features.registry import (Concatenation, make_representation, output_of, parse_name,
+                                representation_from_saved, representation_name, takes)
+from .features.representation import Extracted, take_rows
 from .models import model_class
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
+from .selection import check_points, grid_points, model_grid, progress_callback, select
 from .text import idf as idf_weights
 from .text import query_vector, tokenize, top_words
 
@@ -49,74 +46,6 @@ FORMAT_VERSION = 1
 
 
 # ------------------------------------------------------------------------ feature pipelines
-
-class BlockPipeline:
-    """Pictures -> block descriptors (a BlockSet) for models that take blocks (BBNN).
-
-    Only the colour codebook is learnt (on training pictures); the descriptors are the
-    block histograms of pamir.features (uniform LBP + colour), cached by content hash.
-    """
-
-    kind = "block_pipeline"
-
-    def __init__(self, settings=None, *, cache_dir=None, n_jobs: int = config.FEATURE_JOBS,
-                 progress: bool = True):
-        from .features import FeatureSettings
-
-        self.settings = settings or FeatureSettings()
-        self.cache_dir = cache_dir
-        self.n_jobs = n_jobs
-        self.progress = progress
-
-    def fit(self, train_paths: Sequence) -> "BlockPipeline":
-        from .features import ColourCodebook
-
-        s = self.settings
-        self.colour_codebook_ = ColourCodebook.fit(
-            list(train_paths), s.n_colours, s.seed, pixels_per_picture=s.colour_pixels_per_picture,
-            max_pictures=s.colour_max_pictures, short_side=s.short_side)
-        return self
-
-    def transform(self, paths: Sequence) -> Extracted:
-        """(BlockSet, ok, reasons) of the pictures, in order."""
-        from .features import extract_blocks
-
-        paths = list(paths)
-        blocks = extract_blocks(paths, self.settings, self.colour_codebook_,
-                                cache_dir=self.cache_dir, n_jobs=self.n_jobs,
-                                progress=self.progress)
-        return Extracted(blocks, blocks.ok, reasons_from_failures(paths, blocks.ok,
-                                                                  blocks.failures))
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "version": 1, "settings": self.settings.to_dict()}
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        return self.colour_codebook_.to_arrays()
-
-    @classmethod
-    def from_saved(cls, d: dict, arrays: dict, **kwargs) -> "BlockPipeline":
-        from .features import ColourCodebook, FeatureSettings
-
-        pipe = cls(FeatureSettings.from_dict(d["settings"]), **kwargs)
-        pipe.colour_codebook_ = ColourCodebook.from_arrays(arrays)
-        return pipe
-
-
-def take(F, idx: np.ndarray):
-    """Rows `idx` of a feature matrix: CSR bags, a dense array or a BlockSet."""
-    idx = np.asarray(idx, dtype=np.int64)
-    if hasattr(F, "descriptors") and hasattr(F, "offsets"):
-        from .features import BlockSet
-
-        starts, ends = F.offsets[idx], F.offsets[idx + 1]
-        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]) if len(idx) else \
-            np.zeros(0, np.int64)
-        offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
-        return BlockSet(F.descriptors[rows], offsets, np.asarray(F.ok)[idx],
-                        log_counts=F.log_counts)
-    return F[idx]
-
 
 # ------------------------------------------------------------------------------- System
 
@@ -160,7 +89,7 @@ class System:
         Z = np.zeros((n, self.T), dtype=np.float32)
         if ok.any():
             keep = np.flatnonzero(ok)
-            Z[keep] = dense_float32(self.model.transform(take(F, keep) if not ok.all() else F))
+            Z[keep] = dense_float32(self.model.transform(take_rows(F, keep) if not ok.all() else F))
         return Z
 
     def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
@@ -206,11 +135,8 @@ class System:
             raise ValueError(f"{path}: system format {head.get('format_version')} is not "
                              f"{FORMAT_VERSION}; retrain it with this version of pamir")
         part = {k.partition("/")[2]: v for k, v in arrays.items() if k.startswith("pipeline/")}
-        pipe_cls = BlockPipeline if head["pipeline"].get("kind") == BlockPipeline.kind else None
-        if pipe_cls is None:
-            from .features import VisualPipeline as pipe_cls
-        pipeline = pipe_cls.from_saved(head["pipeline"], part, cache_dir=cache_dir,
-                                       progress=progress)
+        pipeline = representation_from_saved(head["pipeline"], part, cache_dir=cache_dir,
+                                             progress=progress)
         m = head["model"]
         model = model_class(m["kind"])(**m["params"])
         model._set_state(m.get("state", {}),
@@ -221,57 +147,85 @@ class System:
 
 # ------------------------------------------------------------------------------ training
 
-def model_grid(kind: str, params: dict | None = None) -> dict[str, list]:
-    """The validation grid of a model kind (see the module docstring); `params` given by the
-    user are fixed and drop out of the grid."""
-    cls = model_class(kind)
-    prefix = kind.upper().replace("-", "_")
-    grid = getattr(cls, "param_grid", None)
-    if grid is None:
-        grid = getattr(config, f"{prefix}_GRID", None)
-    if grid is None:
-        names = cls().get_params()
-        grid = {}
-        for name in names:
-            values = getattr(config, f"{prefix}_{name.upper()}_GRID", None)
-            if values is not None:
-                grid[name] = values
-    fixed = set(params or {})
-    return {k: list(v) for k, v in dict(grid).items() if k not in fixed}
+#: The representations `pamir fit` chooses among on validation when none is named, in order
+#: (the first wins a tie); those the model cannot read are left out. A combination's second
+#: part is tried at each of COMBINATION_WEIGHTS.
+DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms")
+COMBINATION_WEIGHTS = (0.5, 1.0)
+
+#: A visterm codebook needs several training blocks per visterm; a small collection gets
+#: the largest size it supports, at most this many blocks per visterm (k-means with fewer
+#: points than centres cannot run, and with barely more each visterm is one block).
+MIN_BLOCKS_PER_VISTERM = 10
 
 
-def grid_points(grid: dict[str, list]) -> list[dict]:
-    keys = list(grid)
-    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+def representation_candidates(model: str, names=None, model_params: dict | None = None
+                              ) -> list[tuple[str, tuple]]:
+    """(name, weights) pairs to try for a model: `names` (one name or several) or the
+    defaults, kept to what the model reads."""
+    model_input = model_class(model)(**(model_params or {})).input
+    asked = [names] if isinstance(names, str) else list(names or ())
+    pool = asked or ([r for r in DEFAULT_REPRESENTATIONS] if model_input != "blocks"
+                     else ["blocks"])
+    out = []
+    for name in pool:
+        parts = parse_name(name)
+        if not takes(model_input, name):
+            if asked:
+                raise ValueError(f"{model} reads {model_input}, and the {name} representation "
+                                 f"gives {output_of(name)}; choose another representation")
+            continue
+        if len(parts) == 1:
+            out.append((name, (1.0,)))
+        else:
+            out += [(name, (1.0,) + (w,) * (len(parts) - 1)) for w in COMBINATION_WEIGHTS]
+    return out
 
 
-def collection_inputs(collection: Collection, protocol: Protocol, kind: str,
-                      feature_settings=None, *, model_params: dict | None = None,
-                      cache_dir=None, progress: bool = True):
-    """(F, ok, pipeline): the features of every picture of `collection`, the pipeline fitted
-    on protocol.train only. Bags are cached under cache_dir by pamir.features."""
-    from .features import FeatureSettings, collection_features
-
-    settings = feature_settings or FeatureSettings()
+def collection_inputs(collection: Collection, protocol: Protocol, representation: str = "visterms",
+                      feature_settings=None, *, weights=None, cnn_settings=None,
+                      cache_dir=None, progress: bool = True, log=print):
+    """(F, ok, representation): the features of every picture of `collection`, the
+    representation fitted on protocol.train only. Everything is cached under cache_dir
+    (visterm bags and pipelines by pamir.features.collection, CNN features per picture)."""
     cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
-    if getattr(model_class(kind)(**(model_params or {})), "input", "bags") == "blocks":
-        pipe = BlockPipeline(settings, cache_dir=cache_dir, progress=progress)
-        pipe.fit([collection.paths[i] for i in protocol.train])
-        F, ok, _ = pipe.transform(collection.paths)
-        return F, np.asarray(ok, bool), pipe
-    X, ok, pipe = collection_features(collection, protocol.train, settings,
-                                      cache_dir=cache_dir, progress=progress)
-    return X, np.asarray(ok, bool), pipe
+    parts = parse_name(representation)
+    if len(parts) > 1:
+        done = [collection_inputs(collection, protocol, part, feature_settings,
+                                  cnn_settings=cnn_settings, cache_dir=cache_dir,
+                                  progress=progress, log=log) for part in parts]
+        rep = Concatenation([d[2] for d in done], weights or [1.0] * len(parts))
+        ok = np.logical_and.reduce([d[1] for d in done])
+        return rep.combine([d[0] for d in done]), ok, rep
+    settings = feature_settings or FeatureSettings()
+    train_paths = [collection.paths[i] for i in protocol.train]
+    if representation == "visterms":
+        settings = supported_codebook(settings, len(train_paths), log)
+        X, ok, pipe = collection_features(collection, protocol.train, settings,
+                                          cache_dir=cache_dir, progress=progress)
+        return X, np.asarray(ok, bool), pipe
+    rep = make_representation(representation, feature_settings=settings,
+                              cnn_settings=cnn_settings, cache_dir=cache_dir, progress=progress)
+    rep.fit(train_paths)
+    F, ok, _ = rep.transform(collection.paths)
+    return F, np.asarray(ok, bool), rep
 
 
-def _check_before_features(collection, protocol, model, cls, model_params, points) -> None:
+def supported_codebook(settings, n_train: int, log=print):
+    """The settings with a visterm codebook the training pictures can support (see
+    MIN_BLOCKS_PER_VISTERM), said when it is smaller than asked."""
+    blocks = n_train * settings.blocks_per_picture_estimate
+    most = max(1, int(blocks // MIN_BLOCKS_PER_VISTERM))
+    if settings.n_visterms <= most:
+        return settings
+    if log:
+        log(f"{n_train} training pictures (~{blocks:,} blocks) support {most:,} visterms, not "
+            f"{settings.n_visterms:,}: using {most:,} (caption more pictures for more)")
+    return settings.replace(n_visterms=most)
+
+
+def _check_collection(collection, protocol) -> None:
     """What would only fail after minutes of feature extraction, said at once."""
-    for point in points:
-        try:
-            cls(**{**model_params, **point})
-        except TypeError as e:
-            known = ", ".join(inspect.signature(cls).parameters)
-            raise ValueError(f"{model}: {e}; its parameters are {known}") from None
     if protocol.T == 0:
         rule = (f"in at least {config.COREL_MIN_TEST_PICTURES} test pictures"
                 if len(protocol.test) else
@@ -287,79 +241,78 @@ def _check_before_features(collection, protocol, model, cls, model_params, point
 
 def fit_system(collection: Collection, model: str = "pamir", feature_settings=None,
                model_params: dict | None = None, progress: bool = True, *,
-               retrain: bool = False, grid: dict | None = None, protocol: Protocol | None = None,
-               inputs=None, cache_dir=None, log=print) -> System:
+               representation=None, retrain: bool = False, grid: dict | list | None = None,
+               protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
+               cache_dir=None, log=print) -> System:
     """Train a whole system on a captioned collection.
 
-    Features are fitted on protocol.train; each point of the validation grid (`grid`, or the
-    model's grid from config; {} for none) is trained on train with validation data for early
-    stopping, the point with the best validation mean AvgP is kept, and with `retrain` its
-    settings (plus what the model learnt to stop at: `refit_params_`) are trained again on
-    train + valid. `inputs` = (F, ok, pipeline) reuses features already computed for this
-    collection and protocol. `log` prints one line per step (None: silent).
+    For each representation candidate (`representation`: a name or a list of names; None:
+    DEFAULT_REPRESENTATIONS the model can read), the features are fitted on protocol.train
+    and pamir.selection.select chooses the model's parameters on validation (`grid`: the
+    model's own when None, {} for none; `seeds`: random_state values averaged). The
+    representation and parameters with the best validation mean AvgP win. With `retrain`, the
+    winner's settings (plus where it stopped) are trained again on train + valid.
+    `inputs` = (F, ok, representation) reuses features already computed for this collection
+    and protocol. `log` prints one line per step (None: silent).
     """
     say = log or (lambda *a: None)
     protocol = protocol or Protocol(collection)
     model_params = dict(model_params or {})
-    grid = model_grid(model, model_params) if grid is None else grid
-    points = grid_points(grid)
     cls = model_class(model)
-    _check_before_features(collection, protocol, model, cls, model_params, points)
+    check_points(cls, model_params, grid_points(model_grid(cls, model_params)
+                                                if grid is None else grid))
+    _check_collection(collection, protocol)
+    candidates = ([(None, None)] if inputs is not None
+                  else representation_candidates(model, representation, model_params))
+    results, best = [], None
     t0 = time.perf_counter()
-    if inputs is None:
-        inputs = collection_inputs(collection, protocol, model, feature_settings,
-                                   model_params=model_params, cache_dir=cache_dir,
-                                   progress=progress)
-    F, ok, pipeline = inputs
-    feature_seconds = time.perf_counter() - t0
-    train, valid = protocol.train[ok[protocol.train]], protocol.valid[ok[protocol.valid]]
-    for name, idx, full in (("train", train, protocol.train), ("valid", valid, protocol.valid)):
-        if len(idx) < len(full):
-            say(f"{len(full) - len(idx)} {name} pictures could not be read and are left out")
-    Y_train, Y_valid = protocol.presence(train), protocol.presence(valid)
-    F_train, F_valid = take(F, train), take(F, valid)
-    vq = protocol.queries(valid)
-    Q_valid, R_valid = protocol.query_vectors(vq), vq.relevance
-
-    results, best, best_score = [], None, -np.inf
-    t0 = time.perf_counter()
-    for k, point in enumerate(points, 1):
-        params = {**model_params, **point}
-        m = cls(**params)
+    for name, weights in candidates:
         started = time.perf_counter()
-        with _progress(m, progress, f"{model} {_fmt(point)} ({k}/{len(points)})"):
-            m.fit(F_train, Y_train, F_valid, Y_valid)
-        score = mean_average_precision(m.transform(F_valid), Q_valid, R_valid)
-        seconds = time.perf_counter() - started
-        results.append({"params": point, "valid_avgp": round(100 * score, 3),
-                        "seconds": round(seconds, 2)} | _stopping(m))
-        say(f"{model} {_fmt(point) or 'defaults'}: validation AvgP {100 * score:.2f} "
-            f"({seconds:.1f} s)")
-        if score > best_score:
-            best, best_score = m, score
-    chosen = {k: v for k, v in best.get_params().items()}
-    system_idf = protocol.idf
+        F, ok, rep = inputs if inputs is not None else collection_inputs(
+            collection, protocol, name, feature_settings, weights=weights,
+            cnn_settings=cnn_settings, cache_dir=cache_dir, progress=progress, log=log)
+        name = representation_name(rep)
+        feature_seconds = time.perf_counter() - started
+        train, valid = protocol.train[ok[protocol.train]], protocol.valid[ok[protocol.valid]]
+        for split, idx, full in (("train", train, protocol.train),
+                                 ("valid", valid, protocol.valid)):
+            if len(idx) < len(full):
+                say(f"{len(full) - len(idx)} {split} pictures could not be read and are left out")
+        label = name + (f" (weights {', '.join(map(str, weights))})"
+                        if weights and len(weights) > 1 else "")
+        say(f"representation {label}: {feature_seconds:.1f} s of features")
+        sel = select(cls, take_rows(F, train), protocol.presence(train), take_rows(F, valid),
+                     protocol.presence(valid), params=model_params, grid=grid, seeds=seeds,
+                     log=log, progress=progress)
+        results.append({"representation": name, "weights": list(weights or [1.0]),
+                        "valid_avgp": round(sel.valid_avgp, 3),
+                        "feature_seconds": round(feature_seconds, 2),
+                        "grid": [t.as_dict() for t in sel.trials]})
+        if best is None or sel.valid_avgp > best[0].valid_avgp:
+            best = (sel, F, ok, rep, train, valid, name)
+        if len(candidates) > 1:
+            say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}")
+    sel, F, ok, rep, train, valid, name = best
+    final, chosen, system_idf = sel.model, sel.params, protocol.idf
     if retrain:
         dev = np.sort(np.concatenate([train, valid]))
-        refit = {**best.get_params(), **getattr(best, "refit_params_", {})}
-        say(f"retraining on train + valid ({len(dev)} pictures) with {_fmt(refit)}")
-        final = cls(**refit)
+        chosen = sel.refit_params()
+        say(f"retraining on train + valid ({len(dev)} pictures) with {chosen}")
         Y_dev = protocol.presence(dev)
-        with _progress(final, progress, f"{model} train+valid"):
-            final.fit(take(F, dev), Y_dev)
+        with progress_callback(f"{model} train+valid", progress) as callback:
+            final = cls(**chosen).fit(take_rows(F, dev), Y_dev, callback=callback)
         system_idf = idf_weights(Y_dev)
-        chosen = refit
-    else:
-        final = best
     info = {
         "data": collection.name, "model": model, "params": chosen,
-        "valid_avgp": round(100 * best_score, 3), "grid": results, "retrained": retrain,
-        "seed": protocol.seed, "vocabulary_size": protocol.T,
+        "representation": name, "representation_settings": rep.to_dict().get("settings"),
+        "valid_avgp": round(sel.valid_avgp, 3), "grid": results[[r["representation"]
+                                                                  for r in results].index(name)]["grid"],
+        "representations": [{k: v for k, v in r.items() if k != "grid"} for r in results],
+        "retrained": retrain, "seed": protocol.seed, "vocabulary_size": protocol.T,
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
-        "feature_seconds": round(feature_seconds, 2),
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
-    return System(pipeline, final, protocol.vocabulary, system_idf, info)
+    return System(rep, final, protocol.vocabulary, system_idf, info)
 
 
 def evaluate_system(system: System, collection: Collection, split: str = "test", *,
@@ -371,8 +324,6 @@ def evaluate_system(system: System, collection: Collection, split: str = "test",
     query, with the subsets all / single-word / multi-word / easy / difficult / unseen),
     "qids", "docids", "relevance", and with `scores` the (n_queries x n_pictures) scores}.
     """
-    from .evaluation import evaluate_model, evaluate_text_space, query_scores
-
     protocol = Protocol(collection, seed=system.info.get("seed", config.SEED),
                         vocabulary=system.vocabulary)
     idx = protocol.split(split)
@@ -394,42 +345,5 @@ def evaluate_system(system: System, collection: Collection, split: str = "test",
             "scores": S, "unreadable": int((~np.asarray(ok, bool)).sum())}
 
 
-def _stopping(model) -> dict:
-    out = {}
-    for key in ("best_update_", "n_updates_", "best_valid_avgp_"):
-        if getattr(model, key, None) is not None:
-            out[key.rstrip("_")] = getattr(model, key)
-    return out
-
-
-def _fmt(params: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items())
-
-
-@contextmanager
-def _progress(model, enabled: bool, label: str):
-    """A progress bar while `model` trains (PAMIR reports (updates, total, valid AvgP) through
-    `model.progress`; other models get a bar without steps)."""
-    if not enabled:
-        yield
-        return
-    from rich.progress import Progress
-
-    with Progress(transient=True) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done, total, score):
-            extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
-            bar.update(task, total=total, completed=done, description=f"{label}{extra}")
-
-        if model.kind == "pamir":
-            model.progress = update
-        try:
-            yield
-        finally:
-            if model.kind == "pamir":
-                model.progress = None
-
-
-__all__ = ["BlockPipeline", "System", "collection_inputs", "evaluate_system", "fit_system",
-           "model_grid", "take"]
+__all__ = ["DEFAULT_REPRESENTATIONS", "System", "collection_inputs", "evaluate_system",
+           "fit_system", "representation_candidates"]

@@ -24,7 +24,7 @@ from ..protocol import Protocol
 from .colour import ColourCodebook
 from .cache import atomic_write, csr_from_arrays, csr_to_arrays, load_npz, save_npz
 from .pipeline import VisualPipeline
-from .settings import FeatureSettings
+from .settings import JOBS, FeatureSettings
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def collection_features(
     settings: FeatureSettings | None = None,
     *,
     cache_dir: str | Path | None = None,
-    n_jobs: int = config.FEATURE_JOBS,
+    n_jobs: int = JOBS,
     progress: bool = True,
     refit: bool = False,
 ) -> tuple[sp.csr_matrix, np.ndarray, VisualPipeline]:
@@ -116,7 +116,7 @@ def corel5k_features(
     settings: FeatureSettings | None = None,
     cache_dir: str | Path | None = None,
     *,
-    n_jobs: int = config.FEATURE_JOBS,
+    n_jobs: int = JOBS,
     progress: bool = True,
 ) -> tuple[Collection, Protocol, sp.csr_matrix]:
     """(collection, protocol, X) for Corel 5k: X (5,000 x K) bags, rows in collection order,

@@ -19,6 +19,7 @@ from numba import njit, prange
 
 from .. import config
 from .images import ImageError, load_rgb
+from .settings import FeatureSettings
 
 
 class ColourCodebook:
@@ -39,12 +40,12 @@ class ColourCodebook:
     def fit(
         cls,
         paths: Iterable[str | Path],
-        n_colours: int = config.N_COLOURS,
+        n_colours: int = FeatureSettings.n_colours,
         seed: int = config.SEED,
         *,
-        pixels_per_picture: int = config.COLOUR_PIXELS_PER_PICTURE,
-        max_pictures: int = config.COLOUR_MAX_PICTURES,
-        short_side: int | None = config.FEATURE_SHORT_SIDE,
+        pixels_per_picture: int = FeatureSettings.colour_pixels_per_picture,
+        max_pictures: int = FeatureSettings.colour_max_pictures,
+        short_side: int | None = FeatureSettings.short_side,
         n_iter: int = 25,
     ) -> "ColourCodebook":
         """k-means on RGB pixels sampled at random from (at most max_pictures of) `paths`."""

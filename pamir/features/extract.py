@@ -20,12 +20,11 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
-from .. import config
 from .blocks import block_histograms
 from .cache import BlockCache
 from .colour import ColourCodebook
 from .images import ImageError, content_hash, decode_rgb, read_bytes
-from .settings import FeatureSettings
+from .settings import JOBS, FeatureSettings
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +78,16 @@ class BlockSet:
                 "blocks": int(self.offsets[-1]), "seconds": round(self.seconds, 3),
                 "pictures_per_second": round(n / self.seconds, 1) if self.seconds else None}
 
+    def take(self, idx) -> "BlockSet":
+        """The pictures `idx`, in that order (their blocks, ok flags and failures)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        starts, ends = self.offsets[idx], self.offsets[idx + 1]
+        rows = (np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]) if len(idx)
+                else np.zeros(0, np.int64))
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
+        return BlockSet(self.descriptors[rows], offsets, np.asarray(self.ok)[idx],
+                        log_counts=self.log_counts)
+
     @classmethod
     def concatenate(cls, parts: Sequence["BlockSet"], dim: int) -> "BlockSet":
         if not parts:
@@ -122,7 +131,7 @@ def iter_blocks(
     colour_codebook: ColourCodebook,
     *,
     cache_dir: str | Path | None = None,
-    n_jobs: int = config.FEATURE_JOBS,
+    n_jobs: int = JOBS,
     progress: bool = True,
     chunk_pictures: int | None = None,
 ) -> Iterator[BlockSet]:
@@ -190,7 +199,7 @@ def extract_blocks(
     colour_codebook: ColourCodebook,
     *,
     cache_dir: str | Path | None = None,
-    n_jobs: int = config.FEATURE_JOBS,
+    n_jobs: int = JOBS,
     progress: bool = True,
 ) -> BlockSet:
     """Block descriptors of every picture in `paths`, in order (see BlockSet).

@@ -22,14 +22,13 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .. import config
 from .blocks import block_histograms
 from .cache import csr_from_arrays, csr_to_arrays, load_npz, save_npz
 from .colour import ColourCodebook
-from .extract import BlockSet, iter_blocks
+from .extract import BlockSet, extract_blocks, iter_blocks
 from .images import decode_rgb, displayed_size, read_bytes
 from .representation import Extracted, reasons_from_failures
-from .settings import FeatureSettings
+from .settings import JOBS, FeatureSettings
 from .visterms import (Assigner, fit_codebook, inverse_document_frequency, scale_blocks,
                        scaling_statistics, term_frequencies, tfidf)
 
@@ -51,7 +50,7 @@ class PictureVisterms:
 
 
 class VisualPipeline:
-    """Colour codebook + block scaling + visterm codebook + idf, fitted on training pictures.
+    """The "visterms" representation: colour codebook + block scaling + visterm codebook + idf, fitted on training pictures.
 
     Fitted attributes: colour_codebook_, scale_mean_ / scale_std_ (sqrt_std only),
     codebook_ (K, dim) float32, idf_ (K,) float32, objective_ (k-means objective per
@@ -59,13 +58,16 @@ class VisualPipeline:
     """
 
     def __init__(self, settings: FeatureSettings | None = None, *,
-                 cache_dir: str | Path | None = None, n_jobs: int = config.FEATURE_JOBS,
+                 cache_dir: str | Path | None = None, n_jobs: int = JOBS,
                  progress: bool = True):
         self.settings = settings or FeatureSettings()
         self.cache_dir = cache_dir
         self.n_jobs = n_jobs
         self.progress = progress
         self._assigner: Assigner | None = None
+
+    kind = KIND
+    output = "bags"
 
     # ------------------------------------------------------------------------------- fit
     def fit(self, train_paths: Sequence[str | Path], *,
@@ -239,6 +241,52 @@ class VisualPipeline:
         folder = Path(folder)
         d = json.loads((folder / "features.json").read_text())
         return cls.from_saved(d, load_npz(folder / "features.npz"), **kwargs)
+
+
+class BlockPipeline:
+    """Pictures -> block descriptors (a BlockSet) for models that take blocks (BBNN).
+
+    Only the colour codebook is learnt (on training pictures); the descriptors are the
+    block histograms of pamir.features (uniform LBP + colour), cached by content hash.
+    """
+
+    kind = "block_pipeline"
+    output = "blocks"
+
+    def __init__(self, settings=None, *, cache_dir=None, n_jobs: int = JOBS,
+                 progress: bool = True):
+        self.settings = settings or FeatureSettings()
+        self.cache_dir = cache_dir
+        self.n_jobs = n_jobs
+        self.progress = progress
+
+    def fit(self, train_paths: Sequence) -> "BlockPipeline":
+        s = self.settings
+        self.colour_codebook_ = ColourCodebook.fit(
+            list(train_paths), s.n_colours, s.seed, pixels_per_picture=s.colour_pixels_per_picture,
+            max_pictures=s.colour_max_pictures, short_side=s.short_side)
+        return self
+
+    def transform(self, paths: Sequence) -> Extracted:
+        """(BlockSet, ok, reasons) of the pictures, in order."""
+        paths = list(paths)
+        blocks = extract_blocks(paths, self.settings, self.colour_codebook_,
+                                cache_dir=self.cache_dir, n_jobs=self.n_jobs,
+                                progress=self.progress)
+        return Extracted(blocks, blocks.ok, reasons_from_failures(paths, blocks.ok,
+                                                                  blocks.failures))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "version": 1, "settings": self.settings.to_dict()}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return self.colour_codebook_.to_arrays()
+
+    @classmethod
+    def from_saved(cls, d: dict, arrays: dict, **kwargs) -> "BlockPipeline":
+        pipe = cls(FeatureSettings.from_dict(d["settings"]), **kwargs)
+        pipe.colour_codebook_ = ColourCodebook.from_arrays(arrays)
+        return pipe
 
 
 def _reorder(M: sp.csr_matrix, positions: np.ndarray) -> sp.csr_matrix:

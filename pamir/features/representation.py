@@ -44,4 +44,12 @@ def reasons_from_failures(paths, ok: np.ndarray, failures) -> list:
             for p, good in zip(paths, np.asarray(ok, bool))]
 
 
-__all__ = ["Extracted", "reasons_from_failures"]
+
+
+def take_rows(X, idx):
+    """Rows `idx` of what a representation gives: a matrix (sparse or dense) or a BlockSet."""
+    idx = np.asarray(idx, dtype=np.int64)
+    return X.take(idx) if hasattr(X, "offsets") else X[idx]
+
+
+__all__ = ["Extracted", "reasons_from_failures", "take_rows"]

@@ -25,6 +25,7 @@ from .. import config
 from .cache import atomic_write
 from .extract import BlockSet
 from .images import ImageError, content_hash, decode_rgb, read_bytes
+from .settings import JOBS, FeatureSettings
 from .visterms import (Assigner, fit_codebook, inverse_document_frequency, term_frequencies,
                        tfidf)
 
@@ -59,7 +60,7 @@ def _picture(path, short_side, cache_root: Path | None):
 
 def extract_sift(paths: Sequence, *, short_side: int | None = 256,
                  cache_dir: str | Path | None = None,
-                 n_jobs: int = config.FEATURE_JOBS) -> BlockSet:
+                 n_jobs: int = JOBS) -> BlockSet:
     """SIFT descriptors of every picture, as a BlockSet (descriptors (n, 128) float32)."""
     cv2.setNumThreads(1)  # parallel over pictures instead
     root = Path(cache_dir) / "sift" / f"short{short_side}" if cache_dir else None
@@ -82,9 +83,9 @@ class SiftVisterms:
     """SIFT descriptors -> K visterms (faiss k-means on training descriptors) -> tf-idf bags."""
 
     def __init__(self, n_visterms: int = 1000, *, short_side: int | None = 256,
-                 n_iter: int = config.KMEANS_ITERATIONS, max_descriptors: int = 500_000,
+                 n_iter: int = FeatureSettings.kmeans_iterations, max_descriptors: int = 500_000,
                  seed: int = config.SEED, cache_dir: str | Path | None = None,
-                 n_jobs: int = config.FEATURE_JOBS):
+                 n_jobs: int = JOBS):
         self.n_visterms, self.short_side, self.n_iter = n_visterms, short_side, n_iter
         self.max_descriptors, self.seed = max_descriptors, seed
         self.cache_dir, self.n_jobs = cache_dir, n_jobs

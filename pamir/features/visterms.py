@@ -19,7 +19,8 @@ SEARCH_CHUNK = 16_384
 
 
 def scale_blocks(counts: np.ndarray, scaling: str, mean=None, std=None) -> np.ndarray:
-    """Block histograms (counts) -> float32 descriptors for the visterm k-means.
+    """Block histograms (counts) -> float32 descriptors, for the visterm k-means and the block
+    kernels of kernel PAMIR alike (the one home of block scaling).
 
     sqrt and count^0.25 shrink the dominant bins (a sky block is 1,000 counts of one colour)
     so that the Euclidean k-means also sees the small ones; "sqrt_std" then gives each
@@ -28,6 +29,7 @@ def scale_blocks(counts: np.ndarray, scaling: str, mean=None, std=None) -> np.nd
     x = np.asarray(counts, dtype=np.float32)
     if scaling == "none":
         return x
+    x = np.maximum(x, 0)  # counts; a negative value would only be noise (and NaN under sqrt)
     if scaling in ("sqrt", "sqrt_std"):
         x = np.sqrt(x)
     elif scaling == "quarter":

@@ -9,6 +9,7 @@ so a model file from someone else cannot run code.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -49,16 +50,46 @@ class TrainingQueries:
 
 
 class TextSpaceModel:
-    """Base of every model: scikit-learn style, hyper-parameters in __init__, state in `x_`."""
+    """Base of every model, in the manner of scikit-learn estimators.
+
+    - Hyper-parameters are the keyword arguments of `__init__`, with literal defaults, stored
+      unchanged under their own names (`get_params` reads them back from the signature);
+      `__init__` does nothing else. They are checked in `fit`.
+    - `param_grid`: the values pamir.selection tries on validation for each parameter; every
+      key is a parameter of `__init__` (tests check it).
+    - `fit(X, Y, *, validation=None, callback=None)`: X the pictures (what `input` says), Y
+      the (n x T) caption presence; validation=(X_valid, Y_valid) for the models that
+      early-stop or tune inside fit; callback(done, total, valid_avgp) reports progress.
+    - `transform(X) -> (n x T)` text-space scores; learnt state in attributes ending in `_`.
+    """
 
     kind = "base"
-    #: What transform takes: "bags" (CSR bags of visterms) or "blocks" (a BlockSet).
+    #: What fit/transform take: "bags" (non-negative bags of visterms: the models that count
+    #: visterms), "vectors" (any picture matrix, sparse or dense: bags, CNN features and
+    #: their concatenations) or "blocks" (a BlockSet of per-block descriptors).
     input = "bags"
+    #: The validation grid: parameter name -> values tried by pamir.selection.
+    param_grid: dict[str, list] = {}
+
+    @classmethod
+    def default_params(cls) -> dict:
+        """{name: default} of every hyper-parameter, read from `__init__`'s signature."""
+        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+                if name != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
 
     def get_params(self) -> dict:
-        raise NotImplementedError
+        return {name: getattr(self, name) for name in self.default_params()}
 
-    def fit(self, X, Y, X_valid=None, Y_valid=None):
+    def set_params(self, **params) -> "TextSpaceModel":
+        unknown = set(params) - set(self.default_params())
+        if unknown:
+            raise ValueError(f"{self.kind}: unknown parameters {', '.join(sorted(unknown))}; "
+                             f"its parameters are {', '.join(self.default_params())}")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def fit(self, X, Y, *, validation=None, callback=None):
         raise NotImplementedError
 
     def transform(self, X) -> np.ndarray:

@@ -18,9 +18,10 @@ words and the columns of the two pictures' visterms, nnz(q) x (nnz(p+) + nnz(p-)
 library call would pay its own overhead several times over. W stays T x V (C order) during
 training: the entries an update touches are W[t, v] for t in q, v in p.
 
-Early stopping (TPAMI §III-D): every `eval_every` updates the validation mean AvgP of the
-current W (or of the averaged W) is measured and the best W is kept; training stops after
-`n_updates` or `patience` evaluations without improvement.
+Early stopping (TPAMI §III-D) is the loop both PAMIRs share (pamir.models.pa): every
+`eval_every` updates the validation mean AvgP of the current W (or of the averaged W) is
+measured and the best W is kept; training stops after `n_updates` or `patience` evaluations
+without improvement.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .. import config
 from ..evaluation import mean_average_precision
 from ..text import text_vectors
 from .base import TextSpaceModel, TrainingQueries
+from .pa import check_pa_params, pa1_tau, train_pa
 
 MARGINS = ("constant", "text")
 
@@ -128,7 +129,7 @@ def _pa_step(W, A, step, c, margin, qi, qd, ppi, ppd, pmi, pmd, pp_sq, pm_sq):
     norm = q_sq * d_sq
     if norm <= 0.0:  # identical pictures: no direction to move in
         return loss
-    tau = min(c, loss / norm)
+    tau = pa1_tau(loss, norm, c)
     _add_outer(W, tau, qi, qd, ppi, ppd)
     _add_outer(W, -tau, qi, qd, pmi, pmd)
     if A.shape[0] > 0:
@@ -220,29 +221,30 @@ class PAMIR(TextSpaceModel):
 
     Parameters
     ----------
-    c : aggressiveness of PA-I (the most a single update may move W).
-    n_updates : the most triplets to draw (iterations n of TPAMI Table V).
+    c : aggressiveness of PA-I (the most a single update may move W; TPAMI Table V: 0.1).
+    n_updates : the most triplets to draw (TPAMI Table V chose 2.53M on validation; validation
+        AvgP plateaus after ~1M updates on Corel 5k, so early stopping ends far sooner).
     eval_every : updates between two validation evaluations (when validation data is given).
     patience : stop after this many evaluations without a better validation AvgP (None: run
         all n_updates).
-    average : rank with the average of W over the updates so far instead of the last W.
-    margin : "constant" (eps_k = epsilon) or "text" (eps_k = max(epsilon, F_text(q, c+) -
-        F_text(q, c-)), BBNN paper eq. 4).
+    average : rank with the average of W over the updates so far instead of the last W
+        (+0.1-0.3 AvgP measured on Corel 5k).
+    margin : "constant" (eps_k = epsilon, TPAMI eq. 7) or "text" (eps_k = max(epsilon,
+        F_text(q, c+) - F_text(q, c-)), BBNN ICANN 2006 eq. 4).
     epsilon : the margin (constant) or its floor (text).
     random_state : seed of the triplet sampling.
 
-    Learned: W_ (T x V float32), n_updates_ (updates drawn), best_update_ (the kept point),
-    best_valid_avgp_, history_ (list of [updates, valid AvgP, active fraction, seconds]).
+    Learned: W_ (T x V float32) and what pamir.models.pa says every PA model reports.
     """
 
     kind = "pamir"
-    input = "bags"
+    input = "vectors"
+    #: The validation grid (TPAMI Table V tuned c; the number of updates is early stopping's).
+    param_grid = {"c": [0.01, 0.1, 1.0]}
 
-    def __init__(self, c: float = config.PAMIR_C, n_updates: int = config.PAMIR_UPDATES,
-                 eval_every: int = config.PAMIR_EVAL_EVERY,
-                 patience: int | None = config.PAMIR_PATIENCE,
-                 average: bool = config.PAMIR_AVERAGE, margin: str = config.PAMIR_MARGIN,
-                 epsilon: float = config.PAMIR_EPSILON, random_state: int = config.SEED):
+    def __init__(self, c: float = 0.1, n_updates: int = 4_000_000, eval_every: int = 100_000,
+                 patience: int | None = 10, average: bool = True, margin: str = "constant",
+                 epsilon: float = 1.0, random_state: int = 0):
         self.c = c
         self.n_updates = n_updates
         self.eval_every = eval_every
@@ -251,33 +253,21 @@ class PAMIR(TextSpaceModel):
         self.margin = margin
         self.epsilon = epsilon
         self.random_state = random_state
-        #: Called as progress(updates_done, n_updates, valid_avgp or None) after each chunk.
-        self.progress = None
-
-    def get_params(self) -> dict:
-        return {"c": self.c, "n_updates": self.n_updates, "eval_every": self.eval_every,
-                "patience": self.patience, "average": self.average, "margin": self.margin,
-                "epsilon": self.epsilon, "random_state": self.random_state}
 
     def _check_params(self) -> None:
-        if not (isinstance(self.c, (int, float)) and self.c > 0):
-            raise ValueError(f"PAMIR: c (aggressiveness) must be > 0, got {self.c!r}")
-        if int(self.n_updates) < 0 or int(self.eval_every) <= 0:
-            raise ValueError(f"PAMIR: n_updates must be >= 0 and eval_every > 0, got "
-                             f"{self.n_updates!r} and {self.eval_every!r}")
+        check_pa_params("PAMIR", self.c, self.n_updates, self.eval_every, self.patience)
         if self.margin not in MARGINS:
             raise ValueError(f"PAMIR: margin must be one of {MARGINS}, got {self.margin!r}")
         if not self.epsilon > 0:
             raise ValueError(f"PAMIR: epsilon must be > 0, got {self.epsilon!r}")
-        if self.patience is not None and int(self.patience) < 1:
-            raise ValueError(f"PAMIR: patience must be >= 1 or None, got {self.patience!r}")
 
     # ---------------------------------------------------------------------------- training
-    def fit(self, X, Y, X_valid=None, Y_valid=None):
-        """Train on pictures X (n x V sparse bags) captioned by Y (n x T presence).
+    def fit(self, X, Y, *, validation=None, callback=None):
+        """Train on pictures X (n x V bags, sparse or dense) captioned by Y (n x T presence).
 
-        With X_valid / Y_valid, the validation queries (every subset of a validation caption,
-        training idf) measure mean AvgP every `eval_every` updates and the best W is kept.
+        validation=(X_valid, Y_valid): the validation queries (every subset of a validation
+        caption, training idf) measure mean AvgP every `eval_every` updates and the best W is
+        kept. callback(updates, n_updates, valid_avgp) reports progress.
         """
         self._check_params()
         X = _csr(X, name="X")
@@ -288,13 +278,14 @@ class PAMIR(TextSpaceModel):
         self.idf_ = queries.idf
         self.V_, self.T_ = X.shape[1], Y.shape[1]
         valid = None
-        if X_valid is not None and Y_valid is not None:
+        if validation is not None:
+            X_valid, Y_valid = validation
             vq = TrainingQueries(Y_valid, idf_weights=self.idf_)
             valid = (_csr(X_valid, name="X_valid"), vq.vectors, vq.relevance)
-        self._train(X, Y, queries, valid)
+        self._train(X, Y, queries, valid, callback)
         return self
 
-    def _train(self, X, Y, queries: TrainingQueries, valid) -> None:
+    def _train(self, X, Y, queries: TrainingQueries, valid, callback) -> None:
         Q = _csr(queries.vectors, name="query vectors")
         R = sp.csr_matrix(queries.relevance)
         # captions as normalised idf vectors: relevance tests and the text-eps margin
@@ -317,45 +308,26 @@ class PAMIR(TextSpaceModel):
         A = np.zeros(W.shape) if self.average else np.zeros((0, 0))
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
                        dtype=np.uint64)
-        total, done, active, seconds, cpu = int(self.n_updates), 0, 0, 0.0, 0.0
-        self.history_ = []
-        best, best_at, best_W, waited = -1.0, 0, np.zeros(W.shape), 0
-        chunk = int(self.eval_every) if valid is not None else max(total // 20, 1)
-        while done < total:
-            steps = min(chunk, total - done)
-            t0, c0 = time.perf_counter(), time.process_time()
-            n_act, _ = _train_steps(W, A, done, steps, rng, float(self.c), float(self.epsilon),
-                                    self.margin == "text", Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri,
-                                    Cp, Ci, Cd, sample)
-            seconds += time.perf_counter() - t0
-            cpu += time.process_time() - c0
-            done += steps
-            active += n_act
-            score = None
-            if valid is not None:
-                current = self._current(W, A, done)
-                score = mean_average_precision(valid[0] @ current.T, valid[1], valid[2])
-                self.history_.append([done, round(score, 6), round(n_act / steps, 4),
-                                      round(seconds, 3)])
-                if score > best:
-                    best, best_at, waited = score, done, 0
-                    best_W[...] = current
-                else:
-                    waited += 1
-            if self.progress is not None:
-                self.progress(done, total, score)
-            if self.patience is not None and waited >= int(self.patience):
-                break
-        if valid is None or best < 0:
-            best_W, best_at = self._current(W, A, done), done
-        self.W_ = best_W.astype(np.float32)
-        self.n_updates_ = done
-        self.best_update_ = best_at
-        self.best_valid_avgp_ = best if valid is not None else None
-        self.train_seconds_ = seconds  # numba updates only, validation excluded
-        self.train_cpu_seconds_ = cpu  # the same in process CPU time (the machine is shared)
-        self.active_updates_ = active
-        self.updates_per_second_ = done / seconds if seconds > 0 else float("nan")
+
+        def steps(done, k):
+            return _train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
+                                self.margin == "text", Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri,
+                                Cp, Ci, Cd, sample)
+
+        score = None if valid is None else (
+            lambda weights: mean_average_precision(valid[0] @ weights.T, valid[1], valid[2]))
+        run = train_pa(steps, lambda done: self._current(W, A, done), score,
+                       n_updates=self.n_updates, eval_every=self.eval_every,
+                       patience=self.patience, callback=callback)
+        self.W_ = run.best.astype(np.float32)
+        self.n_updates_ = run.n_updates
+        self.best_update_ = run.best_update
+        self.best_valid_avgp_ = run.best_valid_avgp
+        self.history_ = run.history
+        self.train_seconds_ = run.seconds  # numba updates only, validation excluded
+        self.train_cpu_seconds_ = run.cpu_seconds  # the same in CPU time (the machine is shared)
+        self.active_updates_ = run.active
+        self.updates_per_second_ = run.n_updates / run.seconds if run.seconds > 0 else float("nan")
 
     @staticmethod
     def _current(W, A, n):

@@ -26,7 +26,6 @@ from joblib import Parallel, delayed
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from .. import config
 from ..evaluation.metrics import average_precision
 from .base import TextSpaceModel, dense_float32
 
@@ -70,34 +69,35 @@ class WordSVM(TextSpaceModel):
     """
 
     kind = "svm"
+    input = "vectors"
+    #: C is chosen per word inside fit (TPAMI §V-A), from `Cs`; these are chosen for all words.
+    param_grid = {"class_weight": ["none", "balanced"], "fusion": ["mean", "idf"]}
 
-    def __init__(self, Cs=config.SVM_C_GRID, class_weight: str = config.SVM_CLASS_WEIGHT,
-                 fusion: str = config.SVM_FUSION, C_default: float = config.SVM_C_DEFAULT,
-                 max_iter: int = 5000, n_jobs: int = config.SVM_JOBS,
-                 random_state: int | None = config.SEED):
-        self.Cs = tuple(float(c) for c in Cs)
+    def __init__(self, Cs=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+                 class_weight: str = "none", fusion: str = "mean", C_default: float = 1.0,
+                 max_iter: int = 5000, n_jobs: int = 2, random_state: int | None = 0):
+        self.Cs = Cs
         self.class_weight = class_weight
         self.fusion = fusion
-        self.C_default = float(C_default)
+        self.C_default = C_default
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.random_state = random_state
 
     def get_params(self) -> dict:
-        return {"Cs": list(self.Cs), "class_weight": self.class_weight, "fusion": self.fusion,
-                "C_default": self.C_default, "max_iter": self.max_iter, "n_jobs": self.n_jobs,
-                "random_state": self.random_state}
+        return {**super().get_params(), "Cs": [float(c) for c in self.Cs]}  # JSON-able
 
     def _check_params(self):
-        if not self.Cs or min(self.Cs) <= 0:
+        if not len(self.Cs) or min(self.Cs) <= 0:
             raise ValueError(f"Cs={self.Cs}: give one or more positive C values")
         if self.class_weight not in CLASS_WEIGHTS:
             raise ValueError(f"class_weight={self.class_weight!r}: use one of {CLASS_WEIGHTS}")
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion={self.fusion!r}: use one of {FUSIONS}")
 
-    def fit(self, X, Y, X_valid=None, Y_valid=None) -> "WordSVM":
+    def fit(self, X, Y, *, validation=None, callback=None) -> "WordSVM":
         self._check_params()
+        X_valid, Y_valid = validation if validation is not None else (None, None)
         start = time.perf_counter()
         X, Y = sp.csr_matrix(X, dtype=np.float64), sp.csc_matrix(Y)
         if X.shape[0] != Y.shape[0]:

@@ -1,0 +1,155 @@
+"""Which representations exist, by name, and how a saved one is rebuilt.
+
+    rep = make_representation("cnn+visterms", weights=(1.0, 0.5))
+    rep = representation_from_saved(d, arrays)        # d, arrays from rep.to_dict/to_arrays
+
+Names a user gives (`pamir fit --representation`): "visterms" (the papers' bags of visterms),
+"blocks" (per-block descriptors, for BBNN and the block kernels), "cnn" (EfficientNet-Lite
+features, pamir.features.cnn) and concatenations such as "cnn+visterms".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .pipeline import BlockPipeline, VisualPipeline
+from .representation import Extracted
+from .settings import FeatureSettings
+
+#: What each name is made of, and what it gives ("bags": non-negative visterm bags;
+#: "vectors": any picture matrix; "blocks": per-block descriptors).
+NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors"}
+
+
+def parse_name(name: str) -> list[str]:
+    parts = [p.strip() for p in str(name).split("+")]
+    bad = [p for p in parts if p not in NAMES]
+    if bad or not parts:
+        raise ValueError(f"representation {name!r}: use one of {', '.join(NAMES)} or a "
+                         "combination such as cnn+visterms")
+    if len(parts) > 1 and "blocks" in parts:
+        raise ValueError(f"representation {name!r}: blocks cannot be combined")
+    return parts
+
+
+def output_of(name: str) -> str:
+    """What a named representation gives its model."""
+    parts = parse_name(name)
+    return NAMES[parts[0]] if len(parts) == 1 else "vectors"
+
+
+def takes(model_input: str, name: str) -> bool:
+    """Whether a model whose `input` is model_input can read the representation `name`."""
+    out = output_of(name)
+    return out == model_input or (model_input == "vectors" and out == "bags")
+
+
+def make_representation(name: str, *, feature_settings: FeatureSettings | None = None,
+                        cnn_settings=None, weights=None, cache_dir=None, progress=True):
+    """An unfitted representation of that name (weights: one per part of a combination)."""
+    parts = []
+    for part in parse_name(name):
+        if part == "visterms":
+            parts.append(VisualPipeline(feature_settings, cache_dir=cache_dir,
+                                        progress=progress))
+        elif part == "blocks":
+            parts.append(BlockPipeline(feature_settings, cache_dir=cache_dir,
+                                       progress=progress))
+        else:
+            from .cnn import CNNRepresentation  # heavy optional dependency: torch, onnxruntime
+
+            parts.append(CNNRepresentation(cnn_settings, cache_dir=cache_dir,
+                                           progress=progress))
+    if len(parts) == 1:
+        return parts[0]
+    return Concatenation(parts, weights or [1.0] * len(parts))
+
+
+class Concatenation:
+    """Representations side by side, each scaled by its weight: [w_1 x_1, w_2 x_2, ...].
+
+    Each part keeps its own normalisation (unit L2 rows for visterms and cnn), so a weight is
+    the share of the part in a dot product; the weights are chosen on validation
+    (`pamir fit` tries COMBINATION_WEIGHTS for the second part). The result is CSR: the
+    sparse bags stay sparse beside the dense part, which is what PAMIR's updates walk.
+    """
+
+    kind = "concatenation"
+    output = "vectors"
+
+    def __init__(self, parts, weights):
+        if len(parts) != len(weights) or len(parts) < 2:
+            raise ValueError("a combination needs two or more representations, one weight each")
+        if any(p.output == "blocks" for p in parts):
+            raise ValueError("block descriptors cannot be concatenated with picture vectors")
+        self.parts = list(parts)
+        self.weights = [float(w) for w in weights]
+
+    @property
+    def name(self) -> str:
+        return "+".join(p.kind if p.kind != "visual_pipeline" else "visterms"
+                        for p in self.parts)
+
+    def combine(self, matrices) -> sp.csr_matrix:
+        return sp.hstack([sp.csr_matrix(M, dtype=np.float32) * w
+                          for M, w in zip(matrices, self.weights)]).tocsr()
+
+    def fit(self, train_paths) -> "Concatenation":
+        for p in self.parts:
+            p.fit(train_paths)
+        return self
+
+    def transform(self, paths) -> Extracted:
+        paths = list(paths)
+        done = [p.transform(paths) for p in self.parts]
+        ok = np.logical_and.reduce([d.ok for d in done])
+        reasons = [next((d.reasons[i] for d in done if d.reasons[i]), None) if not ok[i]
+                   else None for i in range(len(paths))]
+        return Extracted(self.combine([d.X for d in done]), ok, reasons)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "weights": self.weights,
+                "parts": [p.to_dict() for p in self.parts]}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {f"{i}/{k}": v for i, p in enumerate(self.parts)
+                for k, v in p.to_arrays().items()}
+
+    @classmethod
+    def from_saved(cls, d: dict, arrays: dict, **kwargs) -> "Concatenation":
+        parts = []
+        for i, part in enumerate(d["parts"]):
+            mine = {k.partition("/")[2]: v for k, v in arrays.items() if k.startswith(f"{i}/")}
+            parts.append(representation_from_saved(part, mine, **kwargs))
+        return cls(parts, d["weights"])
+
+
+def representation_class(kind: str):
+    """The class of a saved representation's `kind`. The CNN is imported only when asked
+    for: torch and onnxruntime are heavy optional dependencies of the picture side."""
+    if kind == "cnn":
+        from .cnn import CNNRepresentation  # heavy optional dependency: torch, onnxruntime
+
+        return CNNRepresentation
+    classes = {VisualPipeline.kind: VisualPipeline, BlockPipeline.kind: BlockPipeline,
+               Concatenation.kind: Concatenation}
+    if kind not in classes:
+        raise ValueError(f"unknown representation kind {kind!r}; this pamir knows "
+                         f"{', '.join([*classes, 'cnn'])}: was the model made by a newer one?")
+    return classes[kind]
+
+
+def representation_from_saved(d: dict, arrays: dict, **kwargs):
+    return representation_class(d.get("kind")).from_saved(d, arrays, **kwargs)
+
+
+def representation_name(rep) -> str:
+    """The user-facing name: visterms, blocks, cnn, cnn+visterms, ..."""
+    if isinstance(rep, Concatenation):
+        return rep.name
+    return {"visual_pipeline": "visterms", "block_pipeline": "blocks"}.get(rep.kind, rep.kind)
+
+
+__all__ = ["Concatenation", "NAMES", "make_representation", "output_of", "parse_name",
+           "representation_class", "representation_from_saved", "representation_name", "takes"]

@@ -1,0 +1,211 @@
+"""Model selection: the one loop over a model's validation grid, seeds and early stopping.
+
+    sel = select("pamir", X_train, Y_train, X_valid, Y_valid)       # the model's own grid
+    sel.model, sel.params, sel.valid_avgp                           # the winner, fitted
+    for t in sel.trials: print(t.params, t.valid_avgp)             # every point, in order
+
+Every point of the grid is fitted on the training pictures, with the validation pictures
+given to `fit` (PAMIR, kernel PAMIR and BBNN early-stop on them; the SVMs choose C per word on
+them), and scored by its validation mean AvgP over the validation queries (every subset of a
+validation caption, weighted with the training idf), ranked the way the model ranks at test
+time (`score_queries` where a model has it, Z q otherwise). The best mean over `seeds` wins;
+an exact tie goes to the earlier point. `pamir fit` and every benchmark call this, so they
+choose alike.
+
+A model's grid is its `param_grid` (a dict, or a list of dicts for sub-grids, as kernel PAMIR
+has one per kernel). Parameters the caller fixes drop out of it, and sub-grids that list other
+values for them are left out. `selection_params` of a model class apply while selecting only
+(BBNN trains fewer triplets per point); the chosen point is then fitted with its full
+settings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+from rich.progress import Progress
+
+from .evaluation import evaluate_model
+from .models import model_class
+from .models.base import TextSpaceModel, TrainingQueries
+from .text import idf as idf_weights
+
+
+@dataclass
+class Trial:
+    """One grid point: its parameters, validation AvgP (percent; the mean over seeds, and
+    each seed's), seconds, and where early stopping kept the weights."""
+
+    params: dict
+    valid_avgp: float
+    per_seed: list[float]
+    seconds: float
+    stopping: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"params": self.params, "valid_avgp": round(self.valid_avgp, 3),
+                "per_seed": [round(v, 3) for v in self.per_seed],
+                "seconds": round(self.seconds, 2)} | self.stopping
+
+
+@dataclass
+class Selection:
+    """The winner of a selection: `model` fitted on train (the first seed), `params` all its
+    parameters, `valid_avgp` (percent), and every trial."""
+
+    model: TextSpaceModel
+    params: dict
+    valid_avgp: float
+    trials: list[Trial]
+
+    @property
+    def chosen(self) -> dict:
+        """The values the grid chose (the parameters that varied)."""
+        varied = {k for t in self.trials for k in t.params}
+        return {k: v for k, v in self.params.items() if k in varied}
+
+    def refit_params(self) -> dict:
+        """Settings to train again without validation data (on train + valid): the chosen
+        parameters plus where the model stopped (PAMIR's `refit_params_`)."""
+        return {**self.params, **getattr(self.model, "refit_params_", {})}
+
+
+def as_class(model) -> type[TextSpaceModel]:
+    return model_class(model) if isinstance(model, str) else model
+
+
+def model_grid(model, fixed: dict | None = None) -> list[dict]:
+    """The sub-grids of a model's `param_grid`, without the parameters in `fixed` (sub-grids
+    that list other values of a fixed parameter are dropped)."""
+    grid = as_class(model).param_grid
+    fixed = fixed or {}
+    out = []
+    for sub in grid if isinstance(grid, list) else [grid]:
+        if any(k in sub and fixed[k] not in sub[k] for k in fixed):
+            continue
+        out.append({k: list(v) for k, v in sub.items() if k not in fixed})
+    return out or [{}]
+
+
+def grid_points(grid: dict | list[dict]) -> list[dict]:
+    """Every combination of a grid (a dict of lists, or a list of such sub-grids), in order."""
+    points = []
+    for sub in grid if isinstance(grid, list) else [grid]:
+        keys = list(sub)
+        points += [dict(zip(keys, values)) for values in itertools.product(*sub.values())]
+    return points
+
+
+def check_points(model, params: dict, points: list[dict]) -> None:
+    """Every point's parameters are the model's and valid: said before any feature is
+    computed, not after minutes of extraction."""
+    cls = as_class(model)
+    known = cls.default_params()
+    for point in points:
+        merged = {**params, **point}
+        unknown = sorted(set(merged) - set(known))
+        if unknown:
+            raise ValueError(f"{cls.kind}: unknown parameter {', '.join(unknown)}; its "
+                             f"parameters are {', '.join(known)}")
+        m = cls(**merged)
+        if hasattr(m, "_check_params"):
+            m._check_params()
+
+
+def validation_avgp(model, X, queries: TrainingQueries) -> float:
+    """Mean AvgP (fraction) of a fitted model on pictures X, ranked as at test time."""
+    return evaluate_model(model, X, queries.vectors, queries.relevance, curve=False).mean("avgp")
+
+
+def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = None,
+           grid: dict | list | None = None, seeds=None, log=print,
+           progress: bool = False) -> Selection:
+    """Choose a model's parameters on validation (module docstring).
+
+    params: fixed parameters (they drop out of the grid). grid: the grid to search instead of
+    the model's own ({} : none, the defaults alone). seeds: random_state values; each point's
+    score is the mean over them. log: one line per point (None: silent).
+    """
+    cls = as_class(model)
+    params = dict(params or {})
+    grid = model_grid(cls, params) if grid is None else grid
+    points = grid_points(grid)
+    check_points(cls, params, points)
+    say = log or (lambda *a: None)
+    seeds = [None] if seeds is None else list(seeds)
+    queries = TrainingQueries(Y_valid, idf_weights=idf_weights(Y_train))
+    during = getattr(cls, "selection_params", {})
+    trials, fitted = [], []
+    for k, point in enumerate(points, 1):
+        started, scores, first = time.perf_counter(), [], None
+        for seed in seeds:
+            settings = {**params, **during, **point}
+            if seed is not None:
+                settings["random_state"] = seed
+            label = f"{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"
+            m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), label, progress)
+            scores.append(100 * validation_avgp(m, X_valid, queries))
+            if first is None:
+                first = m
+        trial = Trial(point, float(np.mean(scores)), scores, time.perf_counter() - started,
+                      stopping(first))
+        trials.append(trial)
+        fitted.append(first)
+        say(f"{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP {trial.valid_avgp:.2f}"
+            + (f" (seeds {', '.join(f'{s:.2f}' for s in scores)})" if len(scores) > 1 else "")
+            + f" ({trial.seconds:.1f} s)")
+    best = int(np.argmax([t.valid_avgp for t in trials]))  # first of equals
+    winner, score = fitted[best], trials[best].valid_avgp
+    if during:  # the chosen point again, with the training it was shortened from
+        settings = {**params, **points[best]}
+        if seeds[0] is not None:
+            settings["random_state"] = seeds[0]
+        say(f"{cls.kind}: fitting the chosen point with its full settings")
+        winner = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid),
+                      f"{cls.kind} chosen", progress)
+        score = 100 * validation_avgp(winner, X_valid, queries)
+    return Selection(winner, winner.get_params(), score, trials)
+
+
+def _fit(cls, settings, X, Y, validation, label, progress):
+    m = cls(**settings)
+    with progress_callback(label, progress) as callback:
+        return m.fit(X, Y, validation=validation, callback=callback)
+
+
+def stopping(model) -> dict:
+    """Where an early-stopped model kept its weights (PA models and BBNN)."""
+    out = {}
+    for key in ("best_update_", "n_updates_", "triplets_", "best_valid_avgp_"):
+        if getattr(model, key, None) is not None:
+            out[key.rstrip("_")] = getattr(model, key)
+    return out
+
+
+@contextmanager
+def progress_callback(label: str, enabled: bool):
+    """A callback(done, total, valid_avgp) drawing a transient progress bar (None if not
+    enabled)."""
+    if not enabled:
+        yield None
+        return
+    with Progress(transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done, total, score):
+            extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
+            bar.update(task, total=total, completed=done, description=f"{label}{extra}")
+
+        yield update
+
+
+def _fmt(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+__all__ = ["Selection", "Trial", "check_points", "grid_points", "model_grid",
+           "progress_callback", "select", "validation_avgp"]
