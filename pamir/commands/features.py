@@ -14,6 +14,7 @@ from .. import config
 from ..data import DataError, load_collection
 from ..features import FeatureSettings, iter_blocks
 from ..features.collection import colour_codebook_for, training_pictures
+from ..features.settings import JOBS
 
 app = typer.Typer(help="Visual features: blocks, LBP and colour histograms, visterms.",
                   no_args_is_help=True)
@@ -31,7 +32,7 @@ def extract(
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1,
                                         help="only the first N pictures"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
-    jobs: int = typer.Option(config.FEATURE_JOBS, "--jobs", "-j", min=1, help="worker threads"),
+    jobs: int = typer.Option(JOBS, "--jobs", "-j", min=1, help="worker threads"),
     cache_dir: Path = typer.Option(None, help="feature cache [default: config.default_cache_dir()]"),
     no_cache: bool = typer.Option(False, "--no-cache", help="extract everything, store nothing"),
 ):
