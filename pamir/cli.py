@@ -11,6 +11,7 @@ from rich.table import Table
 
 from . import config
 from .data import DataError, load_collection
+from .commands.common import fail
 from .protocol import Protocol
 
 app = typer.Typer(help="Retrieve pictures from text queries (PAMIR).", no_args_is_help=True,
@@ -26,11 +27,6 @@ COMMAND_MODULES = [
     (None, "pamir.commands.train"),
     (None, "pamir.commands.product"),
 ]
-
-
-def fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(2)
 
 
 @dataset_app.command("stats")

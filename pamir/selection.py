@@ -15,8 +15,8 @@ choose alike.
 A model's grid is its `param_grid` (a dict, or a list of dicts for sub-grids, as kernel PAMIR
 has one per kernel). Parameters the caller fixes drop out of it, and sub-grids that list other
 values for them are left out. `selection_params` of a model class apply while selecting only
-(BBNN trains fewer triplets per point); the chosen point is then fitted with its full
-settings.
+(BBNN trains fewer triplets per point) unless the caller fixes them; the chosen point is then
+fitted with its full settings.
 """
 
 from __future__ import annotations
@@ -138,12 +138,12 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     say = log or (lambda *a: None)
     seeds = [None] if seeds is None else list(seeds)
     queries = TrainingQueries(Y_valid, idf_weights=idf_weights(Y_train))
-    during = getattr(cls, "selection_params", {})
+    during = {k: v for k, v in getattr(cls, "selection_params", {}).items() if k not in params}
     trials, fitted = [], []
     for k, point in enumerate(points, 1):
         started, scores, first = time.perf_counter(), [], None
         for seed in seeds:
-            settings = {**params, **during, **point}
+            settings = {**during, **params, **point}  # what the caller fixed wins
             if seed is not None:
                 settings["random_state"] = seed
             label = f"{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"

@@ -224,6 +224,17 @@ def supported_codebook(settings, n_train: int, log=print):
     return settings.replace(n_visterms=most)
 
 
+def grid_reading(cls, params: dict, grid, representation: str) -> list[dict]:
+    """The sub-grids of `grid` (the model's own when None) whose models read the named
+    representation:
+    kernel PAMIR's block kernels are tried on blocks, its linear kernel on vectors."""
+    subs = model_grid(cls, params) if grid is None else (grid if isinstance(grid, list)
+                                                         else [grid])
+    kept = [sub for sub in subs if takes(cls(**params, **{k: v[0] for k, v in sub.items()}).input,
+                                         representation)]
+    return kept or [{}]
+
+
 def _check_collection(collection, protocol) -> None:
     """What would only fail after minutes of feature extraction, said at once."""
     if protocol.T == 0:
@@ -271,7 +282,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         F, ok, rep = inputs if inputs is not None else collection_inputs(
             collection, protocol, name, feature_settings, weights=weights,
             cnn_settings=cnn_settings, cache_dir=cache_dir, progress=progress, log=log)
-        name = representation_name(rep)
+        name = representation_name(rep) if name is None else name
         feature_seconds = time.perf_counter() - started
         train, valid = protocol.train[ok[protocol.train]], protocol.valid[ok[protocol.valid]]
         for split, idx, full in (("train", train, protocol.train),
@@ -282,8 +293,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                         if weights and len(weights) > 1 else "")
         say(f"representation {label}: {feature_seconds:.1f} s of features")
         sel = select(cls, take_rows(F, train), protocol.presence(train), take_rows(F, valid),
-                     protocol.presence(valid), params=model_params, grid=grid, seeds=seeds,
-                     log=log, progress=progress)
+                     protocol.presence(valid), params=model_params, seeds=seeds, log=log,
+                     progress=progress, grid=grid_reading(cls, model_params, grid, name))
         results.append({"representation": name, "weights": list(weights or [1.0]),
                         "valid_avgp": round(sel.valid_avgp, 3),
                         "feature_seconds": round(feature_seconds, 2),

@@ -95,7 +95,7 @@ def test_learns_a_tiny_synthetic_problem(negatives):
     model = BBNN(n_hidden1=16, n_hidden2=16, learning_rate=0.1, batch_size=8,
                  negatives=negatives, max_triplets=20_000, eval_every=5_000, patience=3,
                  random_state=0, n_threads=1)
-    model.fit(Xtr, Ytr, Xva, Yva)
+    model.fit(Xtr, Ytr, validation=(Xva, Yva))
     assert model.history_ and "valid_avgp" in model.history_[0]
     tq = TrainingQueries(Yte, idf_weights=model.idf_)
     Z = model.transform(Xte)
@@ -140,7 +140,7 @@ def test_single_word_model_trains_on_single_word_queries(monkeypatch):
         return q
     monkeypatch.setattr(bbnn, "TrainingQueries", spy)
     BBNN(n_hidden1=6, n_hidden2=5, batch_size=4, max_triplets=400, eval_every=200,
-         max_query_words=1, n_threads=1).fit(X, Y, X, Y)
+         max_query_words=1, n_threads=1).fit(X, Y, validation=(X, Y))
     assert seen == [1, 1]  # training and validation queries: one word each
     with pytest.raises(ValueError, match="max_query_words=0"):
         BBNN(max_query_words=0).fit(X, Y)

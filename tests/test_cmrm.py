@@ -102,10 +102,10 @@ def test_save_load_round_trip(tmp_path):
 
 def test_bad_input_is_named():
     X, Y = two_pictures()
-    with pytest.raises(ValueError, match="beta"):
-        CMRM(beta=0)
+    with pytest.raises(ValueError, match="beta"):  # parameters are checked in fit
+        CMRM(beta=0).fit(X, Y)
     with pytest.raises(ValueError, match="mode"):
-        CMRM(mode="kl")
+        CMRM(mode="kl").fit(X, Y)
     with pytest.raises(ValueError, match="non-negative"):
         CMRM().fit(sp.csr_matrix([[-1.0, 0], [1, 1]]), Y)
     with pytest.raises(ValueError, match="captions"):

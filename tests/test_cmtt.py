@@ -56,10 +56,10 @@ def test_save_load_round_trip(tmp_path):
 
 def test_bad_input_is_named():
     X, Y, _ = paired_data()
-    with pytest.raises(ValueError, match="n_components"):
-        CMTT(n_components=0)
+    with pytest.raises(ValueError, match="n_components"):  # parameters are checked in fit
+        CMTT(n_components=0).fit(X, Y)
     with pytest.raises(ValueError, match="normalise"):
-        CMTT(normalise="rows")
+        CMTT(normalise="rows").fit(X, Y)
     with pytest.raises(ValueError, match="visterms"):
         CMTT(n_components=2).fit(X, Y).transform(sp.csr_matrix((1, 4)))
     with pytest.raises(RuntimeError, match="fit"):

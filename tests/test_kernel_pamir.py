@@ -130,8 +130,8 @@ def test_empty_picture_scores_zero_and_bad_input_is_named():
         MatchKernel()([np.ones((3, 2)), np.ones(3)], [np.ones((3, 2))])
     with pytest.raises(ValueError, match="ridge"):
         ExpectedLikelihoodKernel(ridge=0)
-    with pytest.raises(ValueError, match="kernel='rbf'"):
-        KernelPAMIR(kernel="rbf")
+    with pytest.raises(ValueError, match="kernel='rbf'"):  # checked in fit, as every model
+        KernelPAMIR(kernel="rbf").fit(sp.eye(3, format="csr"), sp.eye(3, format="csr"))
     with pytest.raises(ValueError, match="caption rows"):
         KernelPAMIR().fit(sp.eye(4, 3, format="csr"), sp.eye(3, format="csr"))
 
@@ -211,17 +211,17 @@ def test_pa_step_hand_case():
 def test_learns_the_toy_problem_and_round_trips(world, kernel, tmp_path):
     blocks, bags, Y, tr, va, te = world
     X = lambda idx: split_inputs(kernel, blocks, bags, idx)  # noqa: E731
-    model = KernelPAMIR(kernel=kernel, c=1.0, max_updates=3000, eval_every=500, patience=3,
+    model = KernelPAMIR(kernel=kernel, c=1.0, n_updates=3000, eval_every=500, patience=3,
                         sigma=2.0, ridge=4.0, block_scaling="none", random_state=0)
-    model.fit(X(tr), Y[tr], X(va), Y[va])
-    assert model.input == ("bags" if kernel == "linear" else "blocks")
+    model.fit(X(tr), Y[tr], validation=(X(va), Y[va]))
+    assert model.input == ("vectors" if kernel == "linear" else "blocks")
     # random scores: 0.28; the block kernels see noisy blocks, the visterms the prototypes
     assert avgp_of(model, X(te), Y[te], Y[tr]) > (0.8 if kernel == "linear" else 0.65)
     # early stopping kept the best validation point
-    best = max(a for _, a, _ in model.history_)
-    assert model.best_valid_avgp_ == best
+    best = max(row[1] for row in model.history_)  # [updates, valid AvgP, ...] (pamir.models.pa)
+    assert model.best_valid_avgp_ == pytest.approx(best, abs=1e-6)  # history rounds to 1e-6
     assert avgp_of(model, X(va), Y[va], Y[tr]) == pytest.approx(best)
-    assert model.best_updates_ <= model.n_updates_
+    assert model.best_update_ <= model.n_updates_
     Z = model.transform(X(te))
     model.save(tmp_path / "m")
     again = load_model(tmp_path / "m")
@@ -232,7 +232,7 @@ def test_learns_the_toy_problem_and_round_trips(world, kernel, tmp_path):
 
 def test_support_set_is_the_pictures_with_a_coefficient(world):
     _, bags, Y, tr, _, _ = world
-    model = KernelPAMIR(c=0.1, max_updates=20, eval_every=20).fit(bags[tr], Y[tr])
+    model = KernelPAMIR(c=0.1, n_updates=20, eval_every=20).fit(bags[tr], Y[tr])
     assert 0 < len(model.support_) <= 40  # two pictures per step at most
     assert np.all(np.any(model.alpha_ != 0, axis=0))
     assert model.best_valid_avgp_ is None and model.n_updates_ == 20
@@ -243,10 +243,10 @@ def test_precomputed_gram_gives_the_same_model(world):
     blocks, _, Y, tr, va, te = world
     k = MatchKernel(sigma=2.0, block_scaling="none")
     Xtr, Xva = k.prepare([blocks[i] for i in tr]), k.prepare([blocks[i] for i in va])
-    params = dict(kernel="match", sigma=2.0, block_scaling="none", max_updates=1000,
+    params = dict(kernel="match", sigma=2.0, block_scaling="none", n_updates=1000,
                   eval_every=250)
-    a = KernelPAMIR(**params).fit(Xtr, Y[tr], Xva, Y[va])
-    b = KernelPAMIR(**params).fit(Xtr, Y[tr], Xva, Y[va], gram=k.gram(Xtr, Xtr),
+    a = KernelPAMIR(**params).fit(Xtr, Y[tr], validation=(Xva, Y[va]))
+    b = KernelPAMIR(**params).fit(Xtr, Y[tr], validation=(Xva, Y[va]), gram=k.gram(Xtr, Xtr),
                                   gram_valid=k.gram(Xva, Xtr))
     assert np.array_equal(a.alpha_, b.alpha_)
     assert isinstance(Xtr, DescriptorSets)

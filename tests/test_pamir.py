@@ -78,7 +78,7 @@ def test_numba_update_matches_numpy():
 
 def test_ranks_a_toy_problem(one_word):
     (X, Y), (Xv, Yv), (Xt, Yt) = one_word
-    model = PAMIR(n_updates=30_000, eval_every=3_000, patience=None).fit(X, Y, Xv, Yv)
+    model = PAMIR(n_updates=30_000, eval_every=3_000, patience=None).fit(X, Y, validation=(Xv, Yv))
     test = TrainingQueries(Yt, model.idf_)
     assert mean_average_precision(model.transform(Xt), test.vectors, test.relevance) > 0.95
     assert model.transform(Xt).dtype == np.float32 and model.W_.shape == (6, 120)
@@ -87,7 +87,7 @@ def test_ranks_a_toy_problem(one_word):
 def test_early_stopping_keeps_the_best_point(data):
     (X, Y), (Xv, Yv), _ = data
     model = PAMIR(n_updates=20_000, eval_every=1_000, patience=None, average=False)
-    model.fit(X, Y, Xv, Yv)
+    model.fit(X, Y, validation=(Xv, Yv))
     scores = [h[1] for h in model.history_]
     best = int(np.argmax(scores))
     assert model.best_update_ == model.history_[best][0] < model.n_updates_ == 20_000
@@ -105,7 +105,7 @@ def test_early_stopping_keeps_the_best_point(data):
 
 def test_patience_stops_training(data):
     (X, Y), (Xv, Yv), _ = data
-    model = PAMIR(n_updates=200_000, eval_every=1_000, patience=2).fit(X, Y, Xv, Yv)
+    model = PAMIR(n_updates=200_000, eval_every=1_000, patience=2).fit(X, Y, validation=(Xv, Yv))
     assert model.n_updates_ < 200_000
     assert model.n_updates_ == model.history_[-1][0]
     assert len(model.history_) - 1 - int(np.argmax([h[1] for h in model.history_])) == 2
@@ -138,7 +138,7 @@ def test_text_margin():
 def test_text_margin_ranks_the_toy_problem(one_word):
     (X, Y), (Xv, Yv), (Xt, Yt) = one_word
     model = PAMIR(n_updates=20_000, eval_every=2_000, margin="text", epsilon=0.1)
-    model.fit(X, Y, Xv, Yv)
+    model.fit(X, Y, validation=(Xv, Yv))
     test = TrainingQueries(Yt, model.idf_)
     assert mean_average_precision(model.transform(Xt), test.vectors, test.relevance) > 0.9
 
@@ -154,7 +154,7 @@ def test_averaging_is_the_mean_of_the_iterates(data):
 def test_save_load_round_trip(tmp_path, data):
     (X, Y), (Xv, Yv), (Xt, _) = data
     model = PAMIR(n_updates=5_000, eval_every=1_000, c=0.5, margin="text", epsilon=0.2)
-    model.fit(X, Y, Xv, Yv)
+    model.fit(X, Y, validation=(Xv, Yv))
     model.save(tmp_path / "m")
     again = load_model(tmp_path / "m")
     assert isinstance(again, PAMIR) and again.get_params() == model.get_params()

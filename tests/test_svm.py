@@ -27,7 +27,7 @@ def word_pictures(n, T=6, V=60, seed=0):
 def fitted():
     X, Y = word_pictures(300, seed=1)
     Xv, Yv = word_pictures(100, seed=2)
-    return WordSVM(Cs=(0.1, 1.0, 10.0), n_jobs=2).fit(X, Y, Xv, Yv), (X, Y), (Xv, Yv)
+    return WordSVM(Cs=(0.1, 1.0, 10.0), n_jobs=2).fit(X, Y, validation=(Xv, Yv)), (X, Y), (Xv, Yv)
 
 
 def test_learns_the_words(fitted):
@@ -57,7 +57,7 @@ def test_unlearnable_word_scores_constant():
     Y = sp.hstack([Y, sp.csr_matrix((80, 1))]).tocsr()  # a word no training picture has
     Xv, Yv = word_pictures(40, seed=5)
     Yv = sp.hstack([Yv, sp.csr_matrix((40, 1))]).tocsr()
-    model = WordSVM(Cs=(1.0,), n_jobs=1).fit(X, Y, Xv, Yv)
+    model = WordSVM(Cs=(1.0,), n_jobs=1).fit(X, Y, validation=(Xv, Yv))
     Z = model.transform(Xv)
     assert np.all(Z[:, -1] == 0)
 

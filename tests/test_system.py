@@ -10,7 +10,9 @@ from pamir.data import load_collection
 from pamir.evaluation import mean_average_precision
 from pamir.features import FeatureSettings
 from pamir.protocol import Protocol
-from pamir.system import System, fit_system, model_grid, take
+from pamir.features.representation import take_rows
+from pamir.selection import model_grid
+from pamir.system import System, fit_system
 
 #: word -> (colour, stripes?): each word is a colour or a texture the features can see.
 LOOKS = {"sun": (230, 200, 30), "sea": (20, 60, 200), "grass": (40, 170, 40),
@@ -49,7 +51,7 @@ def fitted(folder, tmp_path_factory):
     collection = load_collection(folder / "captions.tsv")
     cache = tmp_path_factory.mktemp("cache")
     system = fit_system(collection, "pamir", SETTINGS, {"n_updates": 6_000, "eval_every": 1_000},
-                        progress=False, cache_dir=cache, log=None)
+                        progress=False, cache_dir=cache, log=None, representation="visterms")
     return collection, system, cache
 
 
@@ -110,7 +112,8 @@ def test_unreadable_pictures_give_zero_rows(fitted, tmp_path):
 def test_retrain_on_train_and_valid(folder, fitted):
     collection, _, cache = fitted
     system = fit_system(collection, "pamir", SETTINGS, {"n_updates": 3_000, "eval_every": 500},
-                        progress=False, cache_dir=cache, log=None, grid={}, retrain=True)
+                        progress=False, cache_dir=cache, log=None, grid={}, retrain=True,
+                        representation="visterms")
     assert system.info["retrained"]
     assert system.info["params"]["n_updates"] == system.info["grid"][0]["best_update"]
     assert system.model.n_updates_ == system.info["params"]["n_updates"]
@@ -125,11 +128,13 @@ def test_other_models_plug_in(folder, fitted):
 
 
 def test_grids_and_rows():
-    assert model_grid("pamir") == {"c": [0.01, 0.1, 1.0]}
-    assert model_grid("pamir", {"c": 0.5}) == {}
+    assert model_grid("pamir") == [{"c": [0.01, 0.1, 1.0]}]
+    assert model_grid("pamir", {"c": 0.5}) == [{}]
+    assert model_grid("kernel-pamir", {"kernel": "elk"}) == [
+        {"ridge": [4.0, 16.0, 64.0, 256.0], "c": [0.01, 0.1, 1.0]}]
     import scipy.sparse as sp
     X = sp.csr_matrix(np.arange(12.0).reshape(4, 3))
-    assert np.array_equal(take(X, [2, 0]).toarray(), X.toarray()[[2, 0]])
+    assert np.array_equal(take_rows(X, [2, 0]).toarray(), X.toarray()[[2, 0]])
 
 
 def test_fit_and_evaluate_commands(folder, tmp_path, monkeypatch):
@@ -141,7 +146,8 @@ def test_fit_and_evaluate_commands(folder, tmp_path, monkeypatch):
     runner = CliRunner()
     table, model = str(folder / "captions.tsv"), str(tmp_path / "model")
     r = runner.invoke(app, ["fit", table, "-o", model, "-p", "n_updates=2000",
-                            "-p", "eval_every=500", "-p", "c=0.1", "--visterms", "24", "-q"])
+                            "-p", "eval_every=500", "-p", "c=0.1", "--visterms", "24", "-q",
+                            "-r", "visterms"])
     assert r.exit_code == 0, r.output
     assert "validation AvgP" in r.output and "c=0.1" in r.output and "5 words" in r.output
     run = tmp_path / "valid.trec"

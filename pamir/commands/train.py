@@ -1,7 +1,9 @@
-"""`pamir fit` and `pamir evaluate`: train a whole system on captioned pictures, measure it.
+"""`pamir fit`, `pamir evaluate` and `pamir models`: train a whole system on captioned
+pictures, measure it, and list what can be trained.
 
-    pamir fit corel5k --model pamir -o models/corel
+    pamir fit corel5k --model pamir -o models/corel [--representation cnn]
     pamir evaluate models/corel --on corel5k:test [--json] [--run test.trec]
+    pamir models [--json]
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from rich.table import Table
 
 from .. import config
 from ..data import DataError, load_collection
+from ..evaluation.trec import write_qrels, write_run
+from ..features import FeatureSettings
+from ..features.registry import parse_name
+from ..models import MODELS, model_class
+from ..models.base import check_replaceable
+from ..selection import grid_points, model_grid
+from ..system import DEFAULT_REPRESENTATIONS, System, evaluate_system, fit_system
+from .common import console, fail
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
 SPLITS = ("test", "valid", "train", "development")
 METRICS = (("avgp", "AvgP"), ("bep", "BEP"), ("p10", "P10"))
-
-
-def fail(message: str, code: int = 2):
-    console.print(f"[red]error:[/red] {message}", markup=True)
-    raise typer.Exit(code)
 
 
 def parse_params(items: list[str] | None) -> dict:
@@ -62,35 +66,38 @@ def fit_command(
                                  help="train only the defaults (+ --param), no validation grid"),
     retrain: bool = typer.Option(False, "--retrain",
                                  help="retrain the chosen settings on train + validation"),
-    block_fraction: float = typer.Option(config.FEATURE_BLOCK_FRACTION,
+    representation: list[str] = typer.Option(
+        None, "--representation", "-r",
+        help="picture representation: visterms, cnn, blocks or a combination such as "
+             "cnn+visterms (repeatable: chosen on validation among those given; default: "
+             f"{', '.join(DEFAULT_REPRESENTATIONS)}, those the model reads)"),
+    block_fraction: float = typer.Option(FeatureSettings.block_fraction,
                                          help="block side / shorter picture side"),
-    visterms: int = typer.Option(config.N_VISTERMS, help="visterm codebook size"),
-    scaling: str = typer.Option(config.FEATURE_SCALING, help="block histogram scaling"),
+    visterms: int = typer.Option(FeatureSettings.n_visterms, help="visterm codebook size"),
+    scaling: str = typer.Option(FeatureSettings.scaling, help="block histogram scaling"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
 ):
-    """Train a system: features on the training pictures, the model selected on validation."""
-    from ..features import FeatureSettings
-    from ..models import MODELS
-    from ..models.base import check_replaceable
-    from ..system import fit_system, model_grid
-
+    """Train a system: features on the training pictures, the representation and the model's
+    parameters chosen on validation."""
     if model not in MODELS:
         fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     params = parse_params(param)
     try:
         check_replaceable(output.resolve())  # before minutes of features, not after
-    except OSError as e:
+        for name in representation or ():
+            parse_name(name)
+    except (OSError, ValueError) as e:
         fail(str(e))
     try:
         settings = FeatureSettings(block_fraction=block_fraction, n_visterms=visterms,
                                    scaling=scaling)
         collection = load_collection(data)
-        grid = {} if no_grid else model_grid(model, params)
+        grid = [{}] if no_grid else model_grid(model, params)
         console.print(f"{data}: {len(collection):,} pictures; model {model}; grid "
-                      f"{json.dumps(grid) if grid else 'none'}; seed {config.SEED}")
+                      f"{json.dumps(grid) if grid != [{}] else 'none'}; seed {config.SEED}")
         started = time.perf_counter()
         system = fit_system(collection, model, settings, params, progress=not quiet,
-                            retrain=retrain, grid=grid,
+                            representation=representation or None, retrain=retrain, grid=grid,
                             log=lambda line: console.print(line, markup=False))
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
@@ -107,6 +114,14 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
     table.add_row("vocabulary", f"{system.T:,} words")
     table.add_row("pictures", f"{info['pictures']['train']:,} train, "
                   f"{info['pictures']['valid']:,} validation")
+    table.add_row("representation", info["representation"])
+    if len(info.get("representations", [])) > 1:
+        table.add_row("representations", "; ".join(
+            f"{r['representation']} (weights {', '.join(map(str, r['weights']))}): "
+            f"{r['valid_avgp']:.2f}" for r in info["representations"]))
+    n_visterms = (info.get("representation_settings") or {}).get("n_visterms")
+    if n_visterms:
+        table.add_row("visterms", f"{n_visterms:,}")
     table.add_row("chosen", ", ".join(f"{k}={v}" for k, v in info["params"].items()))
     table.add_row("validation AvgP", f"{info['valid_avgp']:.2f} %")
     if len(info["grid"]) > 1:
@@ -114,8 +129,8 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
             f"{', '.join(f'{k}={v}' for k, v in g['params'].items())}: {g['valid_avgp']:.2f}"
             for g in info["grid"]))
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
-    table.add_row("seconds", f"features {info['feature_seconds']:.1f}, "
-                  f"models {info['model_seconds']:.1f}, total {seconds:.1f}")
+    table.add_row("seconds", f"features and models {info['model_seconds']:.1f}, "
+                  f"total {seconds:.1f}")
     Console().print(table)
 
 
@@ -131,9 +146,6 @@ def evaluate_command(
 ):
     """AvgP, BEP and P10 of a trained system on a split's queries, overall and per subset
     (single/multi-word, easy/difficult, unseen: TPAMI Tables IX-XII)."""
-    from ..evaluation.trec import write_qrels, write_run
-    from ..system import System, evaluate_system
-
     data, split = parse_on(on)
     try:
         # the block cache makes a second evaluation of the same pictures cheap
@@ -165,9 +177,46 @@ def evaluate_command(
         console.print(f"run written to {run}")
 
 
+# ------------------------------------------------------------------------------ models
+def models_description() -> dict:
+    """{kind: {"input", "params": {name: default}, "grid": {name: values} or a list of
+    sub-grids, "points": grid points}} of every model kind."""
+    out = {}
+    for kind in MODELS:
+        cls = model_class(kind)
+        grid = cls.param_grid
+        out[kind] = {"input": cls().input, "params": cls.default_params(),
+                     "grid": grid if isinstance(grid, dict) else [dict(g) for g in grid],
+                     "points": len(grid_points(model_grid(cls))),
+                     "doc": (cls.__doc__ or "").strip().splitlines()[0]}
+        if getattr(cls, "selection_params", None):
+            out[kind]["selection_params"] = cls.selection_params
+    return out
+
+
+def models_command(as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Every model kind: what it reads, its parameters with their defaults, and the
+    validation grid `pamir fit` searches (fix a parameter with --param to drop it)."""
+    described = models_description()
+    if as_json:
+        print(json.dumps(described, indent=2, default=list))
+        return
+    table = Table(title="pamir models: parameters (defaults) and validation grids")
+    for column in ("model", "reads", "parameters", "validation grid"):
+        table.add_column(column)
+    for kind, d in described.items():
+        grids = d["grid"] if isinstance(d["grid"], list) else [d["grid"]]
+        table.add_row(kind, d["input"],
+                      ", ".join(f"{k}={v}" for k, v in d["params"].items()),
+                      "\n".join("; ".join(f"{k}: {v}" for k, v in g.items()) for g in grids)
+                      + f"\n({d['points']} points)")
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
     app.command("fit")(fit_command)
     app.command("evaluate")(evaluate_command)
+    app.command("models")(models_command)
 
 
-__all__ = ["register", "parse_on", "parse_params"]
+__all__ = ["models_description", "parse_on", "parse_params", "register"]
