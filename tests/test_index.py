@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import pamir.index as index_mod
+import pamir.index.scores as scores_mod
 from pamir.index import Index, IndexDirError, QueryError, model_fingerprint
 
 VOCAB = ["red", "green", "blue", "stripes"]
@@ -17,7 +17,8 @@ IDF = np.array([1.0, 1.0, 2.0, 0.5])
 
 
 class ColourTransform:
-    """A stand-in system: a picture's mean colour as its text-space vector; counts calls."""
+    """A stand-in system: a picture's mean colour as its text-space vector; counts calls.
+    Like System.transform_paths it gives (Z, ok, reasons)."""
 
     def __init__(self):
         self.seen: list[str] = []
@@ -25,17 +26,19 @@ class ColourTransform:
     def __call__(self, paths):
         Z = np.zeros((len(paths), len(VOCAB)), np.float32)
         ok = np.zeros(len(paths), bool)
+        reasons = [None] * len(paths)
         for i, p in enumerate(paths):
             self.seen.append(str(p))
             try:
                 with Image.open(p) as im:
                     rgb = np.asarray(im.convert("RGB"), np.float32).mean(axis=(0, 1)) / 255
-            except Exception:
+            except Exception as e:
+                reasons[i] = f"not a picture ({type(e).__name__})"
                 continue
             Z[i, :3] = rgb
             Z[i, 3] = 0.1
             ok[i] = True
-        return Z, ok
+        return Z, ok, reasons
 
 
 def picture(path, colour):
@@ -75,7 +78,7 @@ def test_search_matches_brute_force_and_is_word_major(index):
     np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1][:7], rtol=1e-6)
     assert hits[0].path == f"/p/{np.argmax(expected)}.png"
     # Stored word-major: row t of the file is word t's scores over the pictures.
-    raw = np.fromfile(index.directory / index._meta("matrix"), np.float32)
+    raw = np.fromfile(index._matrix.path, np.float32)
     raw = raw.reshape(len(VOCAB), -1)
     cols = [index.picture(i).col for i in ids]
     np.testing.assert_array_equal(raw[:, cols], Z.T)
@@ -112,7 +115,7 @@ def test_remove_frees_columns_for_reuse(index):
 
 
 def test_matrix_grows_and_keeps_scores(index, monkeypatch):
-    monkeypatch.setattr(index_mod, "MIN_CAPACITY", 2)
+    monkeypatch.setattr(scores_mod, "MIN_CAPACITY", 2)
     rng = np.random.default_rng(1)
     Z = rng.random((11, 4), dtype=np.float32)
     for i in range(11):
@@ -129,7 +132,7 @@ def test_update_incremental(folder, index):
     r = index.update([folder], t)
     assert (r.added, r.removed, r.unchanged) == (4, 0, 0)
     assert [os.path.basename(p) for p, _ in r.failed] == ["broken.jpg"]
-    assert "not a picture" in r.failed[0][1] or "corrupt" in r.failed[0][1]
+    assert r.failed[0][1] == "not a picture (UnidentifiedImageError)"  # the transform's reason
     assert index.search("red", k=1)[0].path.endswith("red.png")
     assert index.search("blue", k=1)[0].path.endswith("blue.png")
     assert index.status()["failed"] == 1
@@ -287,3 +290,74 @@ def test_a_link_is_indexed_as_itself_and_dropped_with_it(tmp_path, index):
     (root / "link.png").unlink()
     r = index.update([root], ColourTransform())
     assert r.removed == 1 and [os.path.basename(p.path) for p in index.pictures()] == ["a.png"]
+
+
+def test_an_undecodable_picture_is_recorded_with_the_transforms_reason(tmp_path, index):
+    """The reason stored is the one transform_paths gives: the index decodes nothing."""
+    root = tmp_path / "pics"
+    picture(root / "good.png", (250, 0, 0))
+    picture(root / "bad.png", (0, 250, 0))  # decodable; the transform says otherwise
+    why = "corrupt or truncated (broken data stream when reading image file)"
+    colour = ColourTransform()
+
+    def transform(paths):
+        Z, ok, reasons = colour(paths)
+        bad = [i for i, p in enumerate(paths) if p.endswith("bad.png")]
+        ok[bad] = False
+        for i in bad:
+            reasons[i] = why
+        return Z, ok, reasons
+
+    r = index.update([root], transform)
+    assert r.added == 1 and r.failed == [(str(root / "bad.png"), why)]
+    [failed] = index.pictures("failed")
+    assert failed.path == str(root / "bad.png") and failed.reason == why and failed.col is None
+    r = index.update([root], transform)  # unchanged: reported again from the catalogue
+    assert r.failed == [(str(root / "bad.png"), why)] and r.unchanged == 2
+
+
+def test_a_failure_without_a_reason_gets_a_generic_one(tmp_path, index):
+    picture(tmp_path / "pics" / "a.png", (1, 2, 3))
+    r = index.update([tmp_path / "pics"],
+                     lambda paths: (np.zeros((len(paths), 4)), [False] * len(paths),
+                                    [None] * len(paths)))
+    assert r.failed[0][1] == "could not be read"
+
+
+def test_an_empty_index_answers_with_no_hits(index):
+    assert index.search("red", k=5) == []
+    index.add_failed({"path": "/p/x", "size": 1, "mtime_ns": 1, "hash": "x"}, "broken")
+    assert index.search("red", k=5) == [] and len(index) == 0
+
+
+def test_destroy_deletes_the_index_files_only(tmp_path, index):
+    index.add([{"path": "/p/a", "size": 1, "mtime_ns": 1, "hash": "a"}],
+              np.ones((1, 4), np.float32))
+    d = index.directory
+    index.thumbnails_dir.mkdir()
+    (index.thumbnails_dir / "a-256.jpg").write_bytes(b"x")
+    with pytest.raises(IndexDirError, match="another"):
+        Index.destroy(d)  # the fixture is still writing it
+    index.close()
+    assert Index.exists(d)
+    (d / "mine.txt").write_text("a person's file")
+    Index.destroy(d)
+    assert not Index.exists(d) and sorted(p.name for p in d.iterdir()) == ["mine.txt"]
+    (d / "mine.txt").unlink()
+    Index.destroy(d)  # nothing of an index left: nothing to do
+    Index.create(d, VOCAB, IDF).close()
+    Index.destroy(d)
+    assert not d.exists()  # the folder went with the last index file
+
+
+def test_rebuild_replaces_an_index_with_an_empty_one(tmp_path, index):
+    index.add([{"path": "/p/a", "size": 1, "mtime_ns": 1, "hash": "a"}],
+              np.ones((1, 4), np.float32))
+    d = index.directory
+    index.close()
+    with Index.rebuild(d, VOCAB[:2], IDF[:2], fingerprint="new") as ix:
+        assert len(ix) == 0 and ix.vocabulary == VOCAB[:2] and ix.model_fingerprint == "new"
+    (d / "catalog.sqlite").write_bytes(b"not sqlite at all, a damaged index")
+    with pytest.raises(IndexDirError, match="--rebuild"):
+        Index.open(d)
+    Index.rebuild(d, VOCAB, IDF).close()  # a damaged index can be rebuilt

@@ -7,6 +7,7 @@ drives the real thing, fit -> index -> search -> annotate, on generated captione
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,16 @@ from pamir.cli import app
 from test_server import FakeSystem, make_pictures
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def extractor_warnings_restored():
+    """The commands quiet the feature extractor's logger for the rest of the process (they
+    report unreadable pictures themselves); other tests count its warnings."""
+    logger = logging.getLogger("pamir.features.extract")
+    level = logger.level
+    yield
+    logger.setLevel(level)
 
 
 def run(*args, ok=True):
@@ -146,6 +157,7 @@ def test_annotate_reports_unreadable(fake, tmp_path):
     bad.write_bytes(b"nope")
     r = run("annotate", model, bad, pictures / "missing.png", pictures / "red-1.png", ok=False)
     assert r.exit_code == 1 and "bad.jpg" in r.output and "missing.png" in r.output
+    assert "not a picture" in r.output  # the transform's reason, not a second decode
     assert "red-1.png" in r.stdout
 
 
@@ -187,6 +199,7 @@ def real_model(tmp_path_factory):
                                colour_max_pictures=60)
     system = fit_system(load_collection(table), "pamir", settings,
                         {"n_updates": 6_000, "eval_every": 1_000}, progress=False,
+                        representation="visterms",  # the product path, not the choice of one
                         cache_dir=root / "cache", log=None, grid={})
     system.save(root / "model")
     return root
@@ -226,7 +239,7 @@ def test_fit_index_search_annotate_explain(real_model, tmp_path):
     system = System.load(model, progress=False)
     with TestClient(create_app(ix, system=system)) as client:
         hit = client.get("/api/search", params={"q": "red stripes", "k": 1}).json()["hits"][0]
-        Z, _ = system.transform_paths([hit["path"]])
+        Z, _, _ = system.transform_paths([hit["path"]])
         q, _ = system.query_vector("red stripes")
         assert hit["score"] == pytest.approx(float(Z[0] @ q), rel=1e-5)
         ex = client.get(f"/api/pictures/{hit['id']}/explain", params={"q": "red stripes"}).json()

@@ -12,6 +12,8 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from pamir.features.pipeline import PictureVisterms
+from pamir.features.representation import Extracted
+from pamir.features.visterms import tfidf
 from pamir.index import Index
 from pamir.server import create_app
 from pamir.server.explain import block_contributions
@@ -25,6 +27,7 @@ class FakePipeline:
     block's visterm its dominant colour channel (+3 if it is busy: "stripes")."""
 
     V = 6
+    output = "bags"
 
     def __init__(self):
         self.idf_ = np.linspace(1.0, 2.0, self.V).astype(np.float32)
@@ -44,18 +47,17 @@ class FakePipeline:
         boxes = np.array([[x, y, w / 2, h / 2] for y in (0, h / 2) for x in (0, w / 2)])
         return PictureVisterms(np.array(visterms), boxes, (w, h))
 
-    def transform(self, paths):
-        from pamir.features.visterms import tfidf
-        rows, ok = [], np.zeros(len(paths), bool)
+    def transform(self, paths) -> Extracted:
+        rows, ok, reasons = [], np.zeros(len(paths), bool), [None] * len(paths)
         for i, p in enumerate(paths):
             tf = np.zeros(self.V, np.float32)
             try:
                 np.add.at(tf, self.picture_visterms(p).visterms, 1)
                 ok[i] = True
-            except Exception:
-                pass
+            except Exception as e:  # as the real pipeline: a reason, never an exception
+                reasons[i] = f"not a picture ({type(e).__name__})"
             rows.append(tf)
-        return tfidf(sp.csr_matrix(np.array(rows)), self.idf_), ok
+        return Extracted(tfidf(sp.csr_matrix(np.array(rows)), self.idf_), ok, reasons)
 
 
 class FakeSystem:
@@ -76,8 +78,8 @@ class FakeSystem:
                                         "input": "bags"})()
 
     def transform_paths(self, paths):
-        X, ok, _ = self.pipeline.transform(paths)
-        return np.asarray(X @ self.model.W_.T, np.float32), ok
+        X, ok, reasons = self.pipeline.transform(paths)
+        return np.asarray(X @ self.model.W_.T, np.float32), ok, reasons
 
 
 def make_pictures(root: Path) -> list[Path]:
@@ -190,6 +192,7 @@ def test_annotate_upload(client):
     assert client.post("/api/annotate", content=b"").status_code == 400
     r = client.post("/api/annotate", content=b"definitely not a picture")
     assert r.status_code == 422 and "decoded" in r.json()["detail"]
+    assert "not a picture" in r.json()["detail"]  # the decoder's reason, passed on
 
 
 def test_explanation_sums_to_the_score(client):
@@ -218,6 +221,14 @@ def test_block_contributions_are_exact():
     assert c.sum() == pytest.approx(q @ W @ bag, rel=1e-12)
     with pytest.raises(ValueError, match="different pictures"):
         block_contributions(visterms[:5], bag, W, q)
+
+
+def test_explanation_needs_bags_of_visterms(tmp_path, system):
+    index_dir = build_index(tmp_path, system)
+    system.pipeline.output = "vectors"  # e.g. CNN features: they belong to no block
+    with TestClient(create_app(index_dir, system=system)) as c:
+        r = c.get("/api/pictures/1/explain", params={"q": "red"})
+        assert r.status_code == 409 and "visterms" in r.json()["detail"]
 
 
 def test_no_model_means_503_for_model_routes(tmp_path):

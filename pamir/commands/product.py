@@ -7,6 +7,7 @@ any directory once `pamir index` has run, as rclip does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -15,13 +16,15 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import config
-from ..index import Index, IndexDirError, QueryError, model_fingerprint, top_words, why_unreadable
+from ..data import DataError, load_captions_table
+from ..index import Index, IndexDirError, QueryError, model_fingerprint
+from ..storage import atomic_write_bytes
+from ..text import top_words
+from .common import console, fail
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)  # paths stay whole
 #: How many unreadable files `pamir index` lists before summarising the rest.
 MAX_LISTED_FAILURES = 20
 
@@ -39,11 +42,6 @@ LOOPBACK_NAMES = ["127.0.0.1", "localhost"]
 INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
 
 
-def fail(message: str, code: int = 2):
-    console.print(f"[red]error:[/red] {message}", markup=True)
-    raise typer.Exit(code)
-
-
 def own_the_reports() -> None:
     """These commands list unreadable pictures themselves, with the reason; the feature
     extractor's own warning line for each would say it a second time."""
@@ -51,7 +49,9 @@ def own_the_reports() -> None:
 
 
 def load_system(model: Path):
-    from ..system import System  # noqa: PLC0415 - loads the models only when needed
+    # Heavy (the models and torch, over a second): imported only by the commands that load
+    # a model, so that `pamir search` starts at once.
+    from ..system import System  # noqa: PLC0415
 
     own_the_reports()
     try:
@@ -123,41 +123,25 @@ def index_command(
 def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: bool) -> Index:
     """The index at index_dir for this model: created, reopened, or rebuilt."""
     vocabulary, idf = text_side(system)
+    new = {"model_dir": model, "fingerprint": fingerprint}
     try:
-        if (index_dir / "catalog.sqlite").exists():
-            if rebuild:
-                _remove_index(index_dir)
-            else:
-                index = Index.open(index_dir, writable=True)
-                if index.model_fingerprint != fingerprint:
-                    index.close()
-                    fail(f"{index_dir} was built with another model ({index.model_dir}); "
-                         "add --rebuild to recompute it for this one, or choose another "
-                         "--index")
-                if index.model_dir != str(model.resolve()):
-                    index.set_model(model, fingerprint)  # same model, moved
-                return index
-        return Index.create(index_dir, vocabulary, idf, model_dir=model,
-                            fingerprint=fingerprint)
+        if rebuild:
+            return Index.rebuild(index_dir, vocabulary, idf, **new)
+        if not Index.exists(index_dir):
+            return Index.create(index_dir, vocabulary, idf, **new)
+        index = Index.open(index_dir, writable=True)
     except IndexDirError as e:
         fail(str(e))
-
-
-def _remove_index(index_dir: Path) -> None:
-    """Delete an index folder's own files only (never anything else a user put there)."""
-    import shutil  # noqa: PLC0415
-
-    for p in list(index_dir.glob("catalog.sqlite*")) + list(index_dir.glob("scores-*.f32")):
-        p.unlink()
-    shutil.rmtree(index_dir / "thumbnails", ignore_errors=True)
-    (index_dir / ".writer.lock").unlink(missing_ok=True)
-    if not any(index_dir.iterdir()):
-        index_dir.rmdir()
+    if index.model_fingerprint != fingerprint:
+        index.close()
+        fail(f"{index_dir} was built with another model ({index.model_dir}); add --rebuild "
+             "to recompute it for this one, or choose another --index")
+    if index.model_dir != str(model.resolve()):
+        index.set_model(model, fingerprint)  # same model, moved
+    return index
 
 
 def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
-    from ..data import DataError, load_captions_table  # noqa: PLC0415
-
     try:
         coll = load_captions_table(table, include_uncaptioned=False)
     except DataError as e:
@@ -219,16 +203,16 @@ def annotate_command(
     if not pictures:
         fail("no picture to annotate")
     system = load_system(model)
-    Z, ok = system.transform_paths([str(p) for p in pictures])
-    vocabulary = text_side(system)[0]
+    Z, ok, reasons = system.transform_paths([str(p) for p in pictures])
+    keywords = top_words(Z, text_side(system)[0], k)
     failed = len(missing)
-    for path, z, good in zip(pictures, np.asarray(Z), np.asarray(ok, dtype=bool)):
+    for path, good, reason, best in zip(pictures, np.asarray(ok, dtype=bool), reasons, keywords):
         if not good:
             failed += 1
-            console.print(f"[yellow]skipped[/yellow] {path}: {why_unreadable(str(path))}",
+            console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
-        words = top_words(z, vocabulary, k)
+        words = [{"word": w, "score": s} for w, s in best]
         note = ""
         if sidecar:
             written, why = write_sidecar(path, [w["word"] for w in words])
@@ -272,30 +256,16 @@ def write_sidecar(picture: Path, words: list[str]) -> tuple[bool, str]:
             return False, f"left {target} alone: edited since pamir wrote it"
     text = (", ".join(words) + "\n").encode("utf-8")
     try:
-        _atomic_write(target, text)
+        atomic_write_bytes(target, text)
         registry[target.name] = _digest(text)
-        _atomic_write(registry_file, json.dumps(registry, indent=1, sort_keys=True).encode())
+        atomic_write_bytes(registry_file, json.dumps(registry, indent=1, sort_keys=True).encode())
     except OSError as e:
         return False, f"could not write {target}: {e.strerror or e}"
     return True, f"wrote {target}"
 
 
 def _digest(data: bytes) -> str:
-    import hashlib  # noqa: PLC0415
-
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------- serve
@@ -307,6 +277,7 @@ def serve_command(
     port: int = typer.Option(8000, min=1, max=65535),
 ):
     """Serve the web page and the HTTP API (OpenAPI schema at /docs)."""
+    # Heavy (the web stack, and the models behind the server): only `pamir serve` needs them.
     import uvicorn  # noqa: PLC0415
 
     from ..server import create_app  # noqa: PLC0415

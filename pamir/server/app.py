@@ -21,7 +21,9 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
-from ..index import Index, QueryError, top_words
+from ..index import Index, QueryError
+from ..storage import atomic_write_bytes
+from ..text import top_words
 from .explain import explanation
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -81,7 +83,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     def picture(picture_id: int, k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
         p = _picture(index, picture_id)
         return {**_hit_json(p.id, p.path, None), "caption": list(p.caption or ()),
-                "keywords": top_words(index.vector(p.id), index.vocabulary, k)}
+                "keywords": _keywords(index.vector(p.id), index, k)}
 
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
              response_class=Response,
@@ -114,7 +116,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                        k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
         data = await _read_upload(request)
         z = state.annotate_bytes(data)
-        return {"keywords": top_words(z, index.vocabulary, k)}
+        return {"keywords": _keywords(z, index, k)}
 
     @app.get("/", include_in_schema=False)
     def page():
@@ -138,6 +140,12 @@ def _picture(index: Index, picture_id: int):
     if p is None or p.state != "ok":
         raise HTTPException(404, f"no picture {picture_id} in the index")
     return p
+
+
+def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
+    """The k best words of a text-space vector, as the API gives them: [{word, score}]."""
+    [best] = top_words(z, index.vocabulary, k)
+    return [{"word": w, "score": s} for w, s in best]
 
 
 def _hit_json(pid: int, path: str, score: float | None) -> dict:
@@ -170,7 +178,7 @@ class _State:
         self.model_dir = model_dir
         self.system = system
         self._lock = threading.Lock()
-        self.thumbnails = _thumbnail_dir(index.directory)
+        self.thumbnails = _thumbnail_dir(index)
 
     def model_available(self) -> bool:
         return self.system is not None or bool(
@@ -183,7 +191,8 @@ class _State:
                     raise HTTPException(
                         503, "no model: start the server with --model MODEL to annotate "
                              "uploads and explain scores")
-                from ..system import System  # noqa: PLC0415 - heavy, only when needed
+                # Heavy (the models and torch): loaded on the first upload or explanation.
+                from ..system import System  # noqa: PLC0415
                 system = System.load(self.model_dir, progress=False)
                 if list(system.vocabulary) != self.index.vocabulary:
                     raise HTTPException(
@@ -197,9 +206,10 @@ class _State:
         with tempfile.NamedTemporaryFile(suffix=".upload") as f:
             f.write(data)
             f.flush()
-            Z, ok = system.transform_paths([f.name])
+            Z, ok, reasons = system.transform_paths([f.name])
         if not np.asarray(ok)[0]:
-            raise HTTPException(422, "the upload could not be decoded as a picture")
+            why = f" ({reasons[0]})" if reasons[0] else ""
+            raise HTTPException(422, f"the upload could not be decoded as a picture{why}")
         return np.asarray(Z, dtype=np.float32)[0]
 
     def thumbnail(self, p, size: int) -> Path:
@@ -218,15 +228,13 @@ class _State:
                                      "again") from None
         except (UnidentifiedImageError, OSError) as e:
             raise HTTPException(422, f"picture {p.id} cannot be decoded ({e})") from None
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(buf.getvalue())
-        os.replace(tmp, out)  # atomic: a reader never sees half a thumbnail
+        atomic_write_bytes(out, buf.getvalue())  # a reader never sees half a thumbnail
         return out
 
 
-def _thumbnail_dir(index_dir: Path) -> Path:
-    """<index>/thumbnails, or a private temporary folder when the index is read-only."""
-    d = Path(index_dir) / "thumbnails"
+def _thumbnail_dir(index: Index) -> Path:
+    """The index's thumbnail folder, or a private temporary one when the index is read-only."""
+    d = index.thumbnails_dir
     try:
         d.mkdir(exist_ok=True)
         if os.access(d, os.W_OK):

@@ -17,6 +17,8 @@ import os
 
 import numpy as np
 
+from ..features.visterms import term_frequencies, tfidf
+
 
 def block_contributions(visterms: np.ndarray, bag: np.ndarray, W: np.ndarray,
                         q: np.ndarray) -> np.ndarray:
@@ -42,15 +44,25 @@ def block_contributions(visterms: np.ndarray, bag: np.ndarray, W: np.ndarray,
     return qW * bag[visterms] / tf[visterms]
 
 
+#: Model inputs a bag of visterms can be ("vectors": any picture vector, bags included).
+_BAG_INPUTS = ("bags", "vectors")
+
+
 def linear_map(system) -> np.ndarray:
-    """The model's W (T x V), or NotImplementedError for a model that is not linear in the
-    visterms (its scores have no exact block decomposition)."""
+    """The model's W (T x V), or NotImplementedError when the score has no exact block
+    decomposition: a model that is not linear in its input, or a representation that is not
+    the blocks' bag of visterms (a CNN feature belongs to no block)."""
     model = getattr(system, "model", None)
     W = getattr(model, "W_", None)
-    if W is None or getattr(model, "input", "bags") != "bags":
+    if W is None or getattr(model, "input", "bags") not in _BAG_INPUTS:
         kind = getattr(model, "kind", type(model).__name__)
         raise NotImplementedError(f"the {kind} model is not linear in the visterms: block "
                                   "explanations need a PAMIR model")
+    output = getattr(system.pipeline, "output", "bags")
+    if output != "bags" or not hasattr(system.pipeline, "picture_visterms"):
+        raise NotImplementedError(f"the model reads {output}, not bags of visterms: block "
+                                  "explanations need a PAMIR model on the visterms "
+                                  "representation")
     return W
 
 
@@ -61,8 +73,6 @@ def picture_blocks(system, path) -> dict:
     The bag is rebuilt from the blocks' visterms with the pipeline's own tf-idf, so blocks
     and bag cannot disagree (transform() of the same file gives the same row).
     """
-    from ..features.visterms import term_frequencies, tfidf  # noqa: PLC0415
-
     pipeline = system.pipeline
     pv = pipeline.picture_visterms(path)
     V = len(pipeline.idf_)

@@ -1,0 +1,427 @@
+"""The searchable index of a picture collection, kept in one folder.
+
+The package has four rooms. `catalog` is the SQLite catalogue (`catalog.sqlite`), the single
+source of truth: schema, vocabulary, idf and model in `meta`, one row per picture. `scores`
+is the memory-mapped word-major score matrix (`scores-<generation>.f32`): which column holds
+which picture, growing it, scoring a query vector. `sync` walks folders and brings the index in
+line with them: hashes, renames, copies, removals, batches, unreadable pictures. This module is
+the facade over the three: `Index` opens, creates, rebuilds and destroys an index folder, parses
+queries, searches, and is the only place that knows every file of the folder (with the writer
+lock `.writer.lock` and the web page's `thumbnails/`), so that the CLI and the server never
+spell a file name.
+
+Crash safety. The catalogue changes only by SQLite transactions, and a score column is on disk
+before any committed row points at it (see `scores`), so an update can be interrupted at any
+point and run again: it resumes from the last committed batch. A new index is built aside and
+renamed into place, so a crash never leaves a half-made one.
+
+Scores are linear: score(picture, q) = z_picture . q, with q the normalised idf query vector
+(pamir.text.query_vector) and z the model's text-space vector. Models that score otherwise
+(DRCMRM) are not served by this index.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from ..storage import fsync_dir
+from ..text import STOP_WORDS, query_vector, tokenize
+from .catalog import CATALOG, SCHEMA_VERSION, Catalog, IndexDirError, Picture, catalog_files
+from .scores import ScoreMatrix, matrix_files
+from .sync import BATCH_SIZE, Transform, UpdateReport, file_hash, scan_pictures
+from .sync import update as sync_update
+
+#: One writer at a time: two updates choosing the same free column would clash.
+WRITER_LOCK = ".writer.lock"
+#: The server's thumbnail cache, inside the index folder.
+THUMBNAILS = "thumbnails"
+
+
+class QueryError(ValueError):
+    """A query that cannot be answered: empty, or no word of it in the vocabulary."""
+
+    def __init__(self, message: str, unknown: Sequence[str] = ()):
+        super().__init__(message)
+        self.unknown = list(unknown)
+
+
+@dataclass
+class Hit:
+    id: int
+    path: str
+    score: float
+
+
+@dataclass
+class Query:
+    """A parsed text query: its vector, the vocabulary words used and the unknown ones."""
+
+    text: str
+    vector: np.ndarray  # (T,) float32, L2-normalised idf weights
+    words: list[str]
+    unknown: list[str]
+
+
+def model_fingerprint(model_dir: str | Path) -> str:
+    """Hash of every file of a model directory: the index's scores are valid for it only."""
+    h = hashlib.blake2b(digest_size=16)
+    root = Path(model_dir)
+    for p in sorted(q for q in root.rglob("*") if q.is_file()):
+        rel = p.relative_to(root)
+        if rel.parts[0] == "index" or any(part.startswith(".") for part in rel.parts):
+            continue  # an index kept inside the model dir is not part of the model
+        h.update(str(rel).encode())
+        h.update(file_hash(p).encode())
+    return h.hexdigest()
+
+
+def _writer_lock(directory: Path) -> IO:
+    """The open lock file, held until it is closed; IndexDirError if another writer has it."""
+    f = open(directory / WRITER_LOCK, "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise IndexDirError(f"{directory}: another `pamir index` is updating this index; "
+                            "wait for it to finish") from None
+    return f
+
+
+class Index:
+    """A picture index folder. Get one with `Index.create`, `Index.open` or `Index.rebuild`.
+
+    Thread-safe: one lock serialises catalogue and matrix access (the server calls it from a
+    pool). Opened writable, it holds the folder's writer lock until closed.
+    """
+
+    def __init__(self, directory: Path, catalog: Catalog, writable: bool, lock: IO | None):
+        self.directory = directory
+        self._catalog = catalog
+        self._writable = writable
+        self._writer_lock = lock
+        self._lock = threading.RLock()
+        self._load()
+
+    # ------------------------------------------------------------------ the folder
+    @staticmethod
+    def exists(directory: str | Path) -> bool:
+        """Whether an index (perhaps a damaged one) is in `directory`."""
+        return (Path(directory) / CATALOG).exists()
+
+    @classmethod
+    def create(cls, directory, vocabulary: Sequence[str], idf: np.ndarray, *,
+               model_dir: str | Path | None = None, fingerprint: str = "",
+               stop_words: Iterable[str] = STOP_WORDS) -> "Index":
+        """A new empty index, open for writing. The folder is built aside and renamed into
+        place, so a crash never leaves a half-made index; an existing index there is an
+        error."""
+        directory = Path(directory)
+        if cls.exists(directory):
+            raise IndexDirError(f"{directory}: an index already exists there; open it, or delete "
+                                "the folder to start afresh")
+        idf = np.asarray(idf, dtype=np.float64)
+        if len(vocabulary) == 0 or idf.shape != (len(vocabulary),):
+            raise IndexDirError(f"vocabulary of {len(vocabulary)} words with idf of shape "
+                                f"{idf.shape}: both must have one entry per word")
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.with_name(f".{directory.name}.creating-{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        Catalog.create(tmp, {
+            "vocabulary": list(vocabulary),
+            "idf": idf.tolist(),
+            "stop_words": sorted(stop_words),
+            "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
+            "model_fingerprint": fingerprint,
+            "matrix": "",  # no score matrix until the first picture
+            "capacity": 0,
+        })
+        if directory.exists():
+            if any(directory.iterdir()):
+                shutil.rmtree(tmp)
+                raise IndexDirError(f"{directory}: folder exists and is not empty; choose "
+                                    "another --index folder")
+            directory.rmdir()
+        tmp.rename(directory)
+        fsync_dir(directory.parent)
+        return cls.open(directory, writable=True)
+
+    @classmethod
+    def open(cls, directory, writable: bool = False) -> "Index":
+        """An existing index; writable takes the writer lock (IndexDirError if held)."""
+        directory = Path(directory)
+        catalog = Catalog.open(directory, writable)
+        lock = None
+        try:
+            lock = _writer_lock(directory) if writable else None
+            index = cls(directory, catalog, writable, lock)
+        except BaseException:
+            catalog.close()
+            if lock is not None:
+                lock.close()
+            raise
+        if writable:
+            index._matrix.remove_orphans()
+        return index
+
+    @classmethod
+    def destroy(cls, directory: str | Path) -> None:
+        """Delete an index folder's own files, never anything else a person put there, and
+        the folder if that empties it. Refused while a `pamir index` is writing it."""
+        directory = Path(directory)
+        if not directory.is_dir():
+            return
+        with _writer_lock(directory):
+            for p in catalog_files(directory) + matrix_files(directory):
+                p.unlink()
+            shutil.rmtree(directory / THUMBNAILS, ignore_errors=True)
+            (directory / WRITER_LOCK).unlink(missing_ok=True)
+        if not any(directory.iterdir()):
+            directory.rmdir()
+
+    @classmethod
+    def rebuild(cls, directory, vocabulary: Sequence[str], idf: np.ndarray,
+                **create_options) -> "Index":
+        """A new empty index in place of whatever index is in `directory` (another model's,
+        a damaged one): `destroy` then `create`."""
+        cls.destroy(directory)
+        return cls.create(directory, vocabulary, idf, **create_options)
+
+    @property
+    def thumbnails_dir(self) -> Path:
+        """Where the server caches thumbnails (it may not exist yet)."""
+        return self.directory / THUMBNAILS
+
+    def close(self) -> None:
+        with self._lock:
+            self._matrix.close()
+            self._catalog.close()
+            if self._writer_lock is not None:
+                self._writer_lock.close()  # releases the flock
+                self._writer_lock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ in-memory state
+    def _load(self) -> None:
+        """(Re)read what searching needs: vocabulary, the matrix and its live columns."""
+        with self._lock:
+            meta = self._catalog.meta
+            self.vocabulary: list[str] = meta("vocabulary")
+            self.word_index = {w: t for t, w in enumerate(self.vocabulary)}
+            self.idf = np.asarray(meta("idf"), dtype=np.float64)
+            self.stop_words = frozenset(meta("stop_words") or ())
+            self.model_dir: str = meta("model_dir") or ""
+            self.model_fingerprint: str = meta("model_fingerprint") or ""
+            self._matrix = ScoreMatrix(self.directory, self.T, meta("matrix"),
+                                       int(meta("capacity")), int(meta("generation") or 0),
+                                       self._writable)
+            cols_ids = np.array(self._catalog.live_columns(), dtype=np.int64).reshape(-1, 2)
+            self._matrix.assign(cols_ids[:, 0], cols_ids[:, 1])
+            self._data_version = self._catalog.data_version()
+
+    def refresh(self) -> bool:
+        """Re-read the catalogue if another process committed to it; True if it did."""
+        with self._lock:
+            if self._catalog.data_version() != self._data_version:
+                self._load()
+                return True
+            return False
+
+    @property
+    def T(self) -> int:
+        return len(self.vocabulary)
+
+    def __len__(self) -> int:
+        return len(self._matrix)
+
+    # ------------------------------------------------------------------ queries
+    def parse_query(self, text: str) -> Query:
+        """Tokenise `text` like captions are; raise QueryError if nothing searchable is left."""
+        if not text or not text.strip():
+            raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
+        words = list(dict.fromkeys(tokenize(text, self.stop_words)))
+        known = [w for w in words if w in self.word_index]
+        unknown = [w for w in words if w not in self.word_index]
+        if not known:
+            raise self._nothing_searchable(text, words, unknown)
+        vector = query_vector([self.word_index[w] for w in known], self.idf)
+        return Query(text, vector, known, unknown)
+
+    def _nothing_searchable(self, text: str, words: list[str], unknown: list[str]) -> QueryError:
+        if not words:
+            return QueryError(f"query {text!r} has only stop words; use content words")
+        common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
+        return QueryError(
+            f"no word of the query is in the vocabulary: {', '.join(unknown)}; it has "
+            f"{len(self.vocabulary)} words, e.g. {', '.join(common)}", unknown)
+
+    def scores(self, q: np.ndarray) -> np.ndarray:
+        """z . q for every matrix column (free columns -inf)."""
+        with self._lock:
+            return self._matrix.scores(q)
+
+    def search(self, q: np.ndarray | str, k: int = 10) -> list[Hit]:
+        """The k best pictures for a query (text or a (T,) vector), best first; equal scores
+        by id."""
+        if isinstance(q, str):
+            q = self.parse_query(q).vector
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k = {k!r}: ask for at least one picture")
+        with self._lock:
+            best = self._matrix.best(q, int(k))
+            paths = self._catalog.paths_of(i for i, _ in best)
+        return [Hit(i, paths[i], score) for i, score in best]
+
+    # ------------------------------------------------------------------ pictures
+    def picture(self, picture_id: int) -> Picture | None:
+        with self._lock:
+            return self._catalog.picture(picture_id)
+
+    def pictures(self, state: str | None = None) -> list[Picture]:
+        """Every picture ('ok' or 'failed' ones only if `state` says so), by id."""
+        with self._lock:
+            return self._catalog.pictures(state)
+
+    def vector(self, picture_id: int) -> np.ndarray:
+        """The picture's text-space vector z (T,), a copy."""
+        with self._lock:
+            p = self._catalog.picture(picture_id)
+            if p is None or p.col is None:
+                raise KeyError(picture_id)
+            return self._matrix.column(p.col)
+
+    def same_bytes(self, digest: str, other_than: str) -> int | None:
+        """The id of an indexed picture with this content hash at another path, if any."""
+        with self._lock:
+            return self._catalog.with_hash(digest, other_than)
+
+    def status(self) -> dict:
+        with self._lock:
+            counts = self._catalog.counts()
+            return {
+                "directory": str(self.directory),
+                "schema_version": SCHEMA_VERSION,
+                "pictures": counts.get("ok", 0),
+                "failed": counts.get("failed", 0),
+                "vocabulary": self.T,
+                "model_dir": self.model_dir,
+                "capacity": self._matrix.capacity,
+            }
+
+    # ------------------------------------------------------------------ writing
+    # Each change is one catalogue transaction; the matrix's column owners follow it only
+    # once it is committed.
+    def _require_writable(self) -> None:
+        if not self._writable:
+            raise IndexDirError(f"{self.directory}: opened read-only")
+
+    def add(self, entries: Sequence[dict], Z: np.ndarray) -> list[int]:
+        """Insert pictures with their text-space rows Z (n x T), in one transaction.
+
+        entries: dicts with path, size, mtime_ns, hash and optionally caption. A path already
+        in the catalogue is replaced (its old column freed). Returns the new ids.
+        """
+        self._require_writable()
+        Z = np.asarray(Z, dtype=np.float32)
+        if Z.shape != (len(entries), self.T):
+            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {self.T})")
+        if not np.isfinite(Z).all():
+            raise ValueError("Z has NaN or infinite scores; the model output is broken")
+        with self._lock:
+            cols = self._matrix.reserve(len(entries), self._commit_matrix)
+            self._matrix.write(cols, Z)  # on disk before any catalogue row points at it
+            with self._catalog.transaction():
+                freed = self._catalog.delete_paths([e["path"] for e in entries])
+                ids = [self._catalog.insert(e, "ok", None, int(c)) for e, c in zip(entries, cols)]
+            self._matrix.release(freed)
+            self._matrix.assign(cols, ids)
+            return ids
+
+    def _commit_matrix(self, name: str, capacity: int, generation: int) -> None:
+        """Record a grown matrix file, once it is durable, as the current one."""
+        with self._catalog.transaction():
+            self._catalog.set_meta(matrix=name, capacity=capacity, generation=generation)
+
+    def add_failed(self, entry: dict, reason: str) -> None:
+        """Record a picture that could not be read, so it is reported (and retried once the
+        file changes) without stopping the update."""
+        self._require_writable()
+        with self._lock:
+            with self._catalog.transaction():
+                freed = self._catalog.delete_paths([entry["path"]])
+                self._catalog.insert(entry, "failed", reason, None)
+            self._matrix.release(freed)
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Drop pictures by id (their columns become free). Returns how many were dropped."""
+        self._require_writable()
+        with self._lock:
+            with self._catalog.transaction():
+                removed, freed = self._catalog.delete_ids([int(i) for i in ids])
+            self._matrix.release(freed)
+        return removed
+
+    def move(self, picture_id: int, entry: dict) -> None:
+        """A renamed file: same bytes, new path (and stat); its vector is kept. A failed or
+        stale row at the new path gives way."""
+        self._require_writable()
+        with self._lock:
+            with self._catalog.transaction():
+                freed = self._catalog.delete_paths([entry["path"]], keep_id=int(picture_id))
+                self._catalog.set_stat(picture_id, entry)
+            self._matrix.release(freed)
+
+    def touch(self, picture_id: int, entry: dict) -> None:
+        """Same bytes, new mtime (a `touch`, a copy back): only the stat is updated."""
+        self.move(picture_id, entry)
+
+    def set_model(self, model_dir: str | Path, fingerprint: str) -> None:
+        """Record where the model now lives (a moved model folder keeps its index)."""
+        self._require_writable()
+        model_dir = str(Path(model_dir).resolve())
+        with self._lock:
+            with self._catalog.transaction():
+                self._catalog.set_meta(model_dir=model_dir, model_fingerprint=fingerprint)
+            self.model_dir, self.model_fingerprint = model_dir, fingerprint
+
+    def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
+        self._require_writable()
+        with self._lock, self._catalog.transaction():
+            self._catalog.set_caption(picture_id, caption)
+
+    def update(self, folders: Sequence[str | Path], transform: Transform, *,
+               captions: dict[str, Sequence[str]] | None = None,
+               batch_size: int = BATCH_SIZE,
+               progress: Callable[[int, int], None] | None = None) -> UpdateReport:
+        """Bring the index in line with the pictures under `folders` (pamir.index.sync).
+
+        transform(paths) -> (Z (n x T) float32, ok (n,) bool, reasons (n,)): the system's
+        pictures-to-text map, `System.transform_paths`; reasons[i] says why picture i could
+        not be read and is what the index records. Unchanged files are skipped, renamed and
+        copied ones reuse their vector, the others are computed and committed in batches;
+        pictures gone from under `folders` are dropped. progress(done, total) follows the
+        batches.
+        """
+        self._require_writable()
+        return sync_update(self, folders, transform, captions=captions,
+                           batch_size=batch_size, progress=progress)
+
+
+__all__ = [
+    "BATCH_SIZE", "CATALOG", "SCHEMA_VERSION", "Hit", "Index", "IndexDirError", "Picture",
+    "Query", "QueryError", "UpdateReport", "file_hash", "model_fingerprint", "scan_pictures",
+]

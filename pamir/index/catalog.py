@@ -1,0 +1,221 @@
+"""The catalogue: one SQLite file, the index's single source of truth.
+
+It holds `meta` (the schema version, the vocabulary and idf queries are built with, the model
+the scores come from, and which score-matrix file is current) and one `pictures` row per
+picture: id, path, size, mtime, content hash, caption if any, state ('ok' or 'failed' with the
+reason), and its column in the score matrix. It changes only by SQLite transactions.
+
+This module knows SQL and nothing of the score matrix or of folders; `Catalog` methods that
+write do so inside the caller's `transaction()`, so the facade decides what commits together.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+#: The catalogue's file in an index folder (SQLite adds -wal and -shm beside it).
+CATALOG = "catalog.sqlite"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE pictures (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    caption TEXT,
+    state TEXT NOT NULL CHECK (state IN ('ok', 'failed')),
+    reason TEXT,
+    col INTEGER UNIQUE,
+    CHECK ((state = 'ok') = (col IS NOT NULL))
+);
+CREATE INDEX pictures_hash ON pictures (hash);
+"""
+
+
+class IndexDirError(ValueError):
+    """An index that cannot be opened or used as asked; the message says what to do."""
+
+
+@dataclass
+class Picture:
+    id: int
+    path: str
+    size: int
+    mtime_ns: int
+    hash: str
+    caption: tuple[str, ...] | None
+    state: str
+    reason: str | None = None
+    col: int | None = None
+
+
+def catalog_files(directory: Path) -> list[Path]:
+    """The catalogue and SQLite's journal files beside it."""
+    return sorted(Path(directory).glob(f"{CATALOG}*"))
+
+
+class Catalog:
+    """An open catalogue. Not thread-safe by itself: the Index facade serialises calls."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+
+    # ------------------------------------------------------------------ creating and opening
+    @staticmethod
+    def create(directory: Path, meta: dict) -> None:
+        """Write a new catalogue with its schema and `meta` into `directory`."""
+        conn = sqlite3.connect(Path(directory) / CATALOG)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                             [(k, json.dumps(v))
+                              for k, v in {"schema_version": SCHEMA_VERSION, **meta}.items()])
+            conn.commit()
+        finally:
+            conn.close()
+
+    @classmethod
+    def open(cls, directory: Path, writable: bool) -> "Catalog":
+        db = Path(directory) / CATALOG
+        if not db.is_file():
+            raise IndexDirError(f"{directory}: no index there (no {CATALOG}); build one with "
+                                "`pamir index MODEL FOLDER --index DIR`")
+        uri = f"file:{db}?mode={'rw' if writable else 'ro'}"
+        # The server reads from a thread pool; the facade's lock serialises the calls.
+        catalog = cls(sqlite3.connect(uri, uri=True, check_same_thread=False))
+        try:
+            catalog._check_version(db)
+        except IndexDirError:
+            catalog.close()
+            raise
+        if writable:
+            # WAL: readers (the server) keep reading while `pamir index` commits; FULL: a
+            # commit is on disk when it returns, since score columns are written before it.
+            catalog._conn.execute("PRAGMA journal_mode = WAL")
+            catalog._conn.execute("PRAGMA synchronous = FULL")
+        return catalog
+
+    def _check_version(self, db: Path) -> None:
+        try:
+            version = self.meta("schema_version")
+        except sqlite3.DatabaseError as e:
+            raise _not_a_catalogue(db, e) from None
+        if version is None:
+            raise _not_a_catalogue(db, "no schema version")
+        if version != SCHEMA_VERSION:
+            raise IndexDirError(f"{db}: schema version {version}, this pamir reads "
+                                f"{SCHEMA_VERSION}; rebuild the index")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def transaction(self):
+        """Commit what is done inside, or roll all of it back."""
+        with self._conn:
+            yield
+
+    def data_version(self) -> int:
+        """Changes when another connection commits (the server sees `pamir index`'s work)."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    # ------------------------------------------------------------------ meta
+    def meta(self, key: str):
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set_meta(self, **values) -> None:
+        self._conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                               [(k, json.dumps(v)) for k, v in values.items()])
+
+    # ------------------------------------------------------------------ reading pictures
+    def picture(self, picture_id: int) -> Picture | None:
+        row = self._conn.execute("SELECT * FROM pictures WHERE id = ?",
+                                 (int(picture_id),)).fetchone()
+        return None if row is None else _picture(row)
+
+    def pictures(self, state: str | None = None) -> list[Picture]:
+        sql, args = "SELECT * FROM pictures", ()
+        if state:
+            sql, args = sql + " WHERE state = ?", (state,)
+        return [_picture(r) for r in self._conn.execute(sql + " ORDER BY id", args)]
+
+    def live_columns(self) -> list[tuple[int, int]]:
+        """(column, id) of every picture with scores."""
+        return self._conn.execute("SELECT col, id FROM pictures WHERE state = 'ok'").fetchall()
+
+    def paths_of(self, ids: Iterable[int]) -> dict[int, str]:
+        ids = [int(i) for i in ids]
+        rows = self._conn.execute(
+            f"SELECT id, path FROM pictures WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return dict(rows.fetchall())
+
+    def with_hash(self, digest: str, other_than: str) -> int | None:
+        """The id of an indexed picture with these bytes at another path, if any."""
+        row = self._conn.execute(
+            "SELECT id FROM pictures WHERE hash = ? AND state = 'ok' AND path != ? LIMIT 1",
+            (digest, other_than)).fetchone()
+        return None if row is None else int(row[0])
+
+    def counts(self) -> dict[str, int]:
+        """Pictures per state."""
+        return dict(self._conn.execute(
+            "SELECT state, COUNT(*) FROM pictures GROUP BY state").fetchall())
+
+    # ------------------------------------------------------------------ writing pictures
+    # Inside the caller's transaction; those that delete rows return the columns they freed.
+    def insert(self, entry: dict, state: str, reason: str | None, col: int | None) -> int:
+        caption = entry.get("caption")
+        cur = self._conn.execute(
+            "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (str(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
+             _caption_text(caption), state, reason, col))
+        return int(cur.lastrowid)
+
+    def delete_paths(self, paths: Sequence[str], keep_id: int | None = None) -> list[int]:
+        """Delete the rows of these paths (but the row `keep_id`)."""
+        rows = [self._conn.execute(
+            "DELETE FROM pictures WHERE path = ? AND id IS NOT ? RETURNING col",
+            (str(path), keep_id)).fetchone() for path in paths]
+        return [r[0] for r in rows if r is not None and r[0] is not None]
+
+    def delete_ids(self, ids: Sequence[int]) -> tuple[int, list[int]]:
+        """(how many rows were deleted, their columns)."""
+        rows = [self._conn.execute("DELETE FROM pictures WHERE id = ? RETURNING col",
+                                   (int(i),)).fetchone() for i in ids]
+        rows = [r for r in rows if r is not None]
+        return len(rows), [r[0] for r in rows if r[0] is not None]
+
+    def set_stat(self, picture_id: int, entry: dict) -> None:
+        """A new path, size and mtime for the same bytes."""
+        self._conn.execute(
+            "UPDATE pictures SET path = ?, size = ?, mtime_ns = ? WHERE id = ?",
+            (str(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), int(picture_id)))
+
+    def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
+        self._conn.execute("UPDATE pictures SET caption = ? WHERE id = ?",
+                           (_caption_text(caption), int(picture_id)))
+
+
+def _not_a_catalogue(db: Path, why) -> IndexDirError:
+    return IndexDirError(f"{db}: not a pamir index catalogue ({why}); index again with "
+                         "`pamir index MODEL FOLDER --rebuild`, or use another --index")
+
+
+def _caption_text(caption: Sequence[str] | None) -> str | None:
+    return " ".join(caption) if caption else None
+
+
+def _picture(row) -> Picture:
+    pid, path, size, mtime_ns, digest, caption, state, reason, col = row
+    return Picture(pid, path, size, mtime_ns, digest,
+                   tuple(caption.split()) if caption else None, state, reason, col)

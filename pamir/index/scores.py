@@ -1,0 +1,167 @@
+"""The score matrix: the pictures' text-space vectors, word-major and memory-mapped.
+
+`scores-<generation>.f32` is a raw float32 (T x capacity) matrix; row t holds word t's score
+for every picture, so a query reads only the rows of its words (a 3-word query over 1M
+pictures reads 12 MB, not 716 MB). Each picture owns one column; the catalogue row names it,
+and `ScoreMatrix` keeps the reverse map (column -> picture id, -1 for a free column).
+
+Crash safety, with the catalogue: columns are written in place only into slots that no
+committed row references (fresh or freed ones) and flushed before the rows that point at them
+are committed, so a crash leaves at worst an unreferenced slot. Growing writes a whole new
+generation, fsyncs it and has the caller commit its name before the old file is deleted; a
+file that no commit names is an orphan, deleted the next time the index is opened for writing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..storage import fsync_dir
+
+#: The smallest matrix, in columns: growing by doubling from here keeps copies rare.
+MIN_CAPACITY = 1024
+
+
+def matrix_name(generation: int) -> str:
+    return f"scores-{generation}.f32"
+
+
+def matrix_files(directory: Path) -> list[Path]:
+    """Every score-matrix file in an index folder, current or orphaned."""
+    return sorted(Path(directory).glob("scores-*.f32"))
+
+
+class ScoreMatrix:
+    """The current matrix file of an index and which picture owns each column.
+
+    `name` is the file the catalogue names ("" before the first picture), `capacity` its
+    columns. Not thread-safe by itself: the Index facade serialises calls.
+    """
+
+    def __init__(self, directory: Path, T: int, name: str, capacity: int, generation: int,
+                 writable: bool):
+        self.directory = Path(directory)
+        self.T = T
+        self.writable = writable
+        self._open(name, capacity, generation)
+        self._col_id = np.full(0, -1, dtype=np.int64)
+        self._width = 0  # columns up to the last owned one: what a query scores
+        self._live = np.zeros(0, dtype=bool)
+
+    def _open(self, name: str, capacity: int, generation: int) -> None:
+        self.name, self.capacity, self.generation = name, capacity, generation
+        self._map = None
+        if name:
+            self._map = np.memmap(self.directory / name, dtype=np.float32,
+                                  mode="r+" if self.writable else "r", shape=(self.T, capacity))
+
+    @property
+    def path(self) -> Path | None:
+        return self.directory / self.name if self.name else None
+
+    def close(self) -> None:
+        self._map = None
+
+    def __len__(self) -> int:
+        """How many columns belong to a picture."""
+        return int(self._live.sum())
+
+    # ------------------------------------------------------------------ column owners
+    def assign(self, cols: Sequence[int], ids: Sequence[int] | int) -> None:
+        """Columns now owned by these pictures (after the catalogue committed it)."""
+        cols = np.asarray(cols, dtype=np.int64)
+        if len(cols) and cols.max() >= len(self._col_id):
+            grown = np.full(int(cols.max()) + 1, -1, dtype=np.int64)
+            grown[: len(self._col_id)] = self._col_id
+            self._col_id = grown
+        self._col_id[cols] = ids
+        live = np.flatnonzero(self._col_id >= 0)
+        self._width = int(live[-1]) + 1 if len(live) else 0
+        self._col_id = self._col_id[: self._width]
+        self._live = self._col_id >= 0
+
+    def release(self, cols: Sequence[int]) -> None:
+        """Columns whose rows the catalogue deleted: free for reuse."""
+        self.assign(cols, -1)
+
+    # ------------------------------------------------------------------ scoring
+    def scores(self, q: np.ndarray) -> np.ndarray:
+        """z . q for every column (free columns -inf), reading only the rows of q's words."""
+        q = np.asarray(q, dtype=np.float32).ravel()
+        if q.shape != (self.T,):
+            raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
+        out = np.zeros(self._width, dtype=np.float32)
+        if self._width:  # an index with no picture has no matrix yet
+            for t in np.flatnonzero(q):
+                out += q[t] * self._map[t, : self._width]
+        out[~self._live] = -np.inf
+        return out
+
+    def best(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(picture id, score) of the k best pictures for q, best first."""
+        s = self.scores(q)
+        k = min(int(k), len(self))
+        if k == 0:
+            return []
+        if k < len(s):
+            # every picture tied with the k-th best competes, so that among equal scores
+            # the smallest ids win and the top 3 are the first 3 of the top 8
+            kth = s[np.argpartition(-s, k - 1)[k - 1]]
+            top = np.flatnonzero(s >= kth)
+        else:
+            top = np.arange(len(s))
+        # Highest score first; equal scores by id, so results are reproducible.
+        top = top[np.lexsort((self._col_id[top], -s[top]))][:k]
+        return [(int(self._col_id[c]), float(s[c])) for c in top]
+
+    def column(self, col: int) -> np.ndarray:
+        """A picture's text-space vector z (T,), a copy."""
+        return np.array(self._map[:, col], dtype=np.float32)
+
+    # ------------------------------------------------------------------ writing
+    def reserve(self, n: int, commit: Callable[[str, int, int], None]) -> np.ndarray:
+        """n columns that no committed row references, growing the matrix if needed
+        (commit(name, capacity, generation) records a new file in the catalogue)."""
+        free = np.flatnonzero(~self._live)[:n]
+        fresh = np.arange(self._width, self._width + n - len(free))
+        cols = np.concatenate([free, fresh]).astype(np.int64)
+        if len(cols) and cols.max() >= self.capacity:
+            self._grow(max(2 * self.capacity, int(cols.max()) + 1, MIN_CAPACITY), commit)
+        return cols
+
+    def write(self, cols: np.ndarray, Z: np.ndarray) -> None:
+        """Store the rows of Z (n x T) in these columns, on disk when this returns: before
+        the caller commits any catalogue row that points at them."""
+        if len(cols):
+            self._map[:, cols] = Z.T
+            self._map.flush()
+
+    def _grow(self, capacity: int, commit: Callable[[str, int, int], None]) -> None:
+        """Copy the matrix into a bigger new file, make it durable, have it committed, and
+        only then delete the old one."""
+        generation = self.generation + 1
+        name = matrix_name(generation)
+        path = self.directory / name
+        new = np.memmap(path, dtype=np.float32, mode="w+", shape=(self.T, capacity))
+        if self._map is not None:
+            new[:, : self.capacity] = self._map
+        new.flush()
+        del new
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+        fsync_dir(self.directory)
+        commit(name, capacity, generation)
+        old = self.path
+        self._open(name, capacity, generation)
+        if old is not None:
+            old.unlink(missing_ok=True)
+
+    def remove_orphans(self) -> None:
+        """Delete the files of grows that never committed."""
+        for p in matrix_files(self.directory):
+            if p.name != self.name:
+                p.unlink(missing_ok=True)

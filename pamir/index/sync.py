@@ -1,0 +1,211 @@
+"""Folder synchronisation: bring an index in line with the pictures under some folders.
+
+Unchanged files (same size and mtime) are skipped; files whose bytes are already indexed
+(renamed, copied, touched) reuse their vector; the others go through the system's transform in
+batches, each committed, so an interrupted update resumes where it stopped. Pictures that
+vanished from under the folders are dropped; pictures the transform could not read are
+recorded with its reason, reported, and tried again once the file changes.
+
+This module decides what to do and asks the Index facade to do it; it never touches the
+catalogue or the score matrix itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..data import IMAGE_SUFFIXES
+from .catalog import IndexDirError, Picture
+
+if TYPE_CHECKING:  # annotations only: the facade imports this module
+    from . import Index
+
+#: Pictures whose features are computed and committed together by `update`.
+BATCH_SIZE = 256
+#: The reason recorded when a transform says a picture failed but not why.
+UNKNOWN_REASON = "could not be read"
+
+#: transform(paths) -> (Z (n x T) float32, ok (n,) bool, reasons (n,) str or None):
+#: `System.transform_paths`.
+Transform = Callable[[Sequence[str]], tuple]
+
+
+@dataclass
+class UpdateReport:
+    added: int = 0
+    changed: int = 0
+    renamed: int = 0
+    copied: int = 0  # same bytes as a picture already indexed: vector reused
+    removed: int = 0
+    unchanged: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["failed"] = [{"path": p, "reason": r} for p, r in self.failed]
+        return d
+
+
+def file_hash(path: str | Path) -> str:
+    """blake2b-128 of the file's bytes (the feature cache's identity for a picture)."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def scan_pictures(folders: Sequence[Path], exclude: Path | None = None
+                  ) -> dict[str, tuple[int, int]]:
+    """{path: (size, mtime_ns)} of the picture files under `folders` (resolved), recursively;
+    hidden files and folders, and the `exclude` folder (the index's own thumbnails), are
+    skipped."""
+    found: dict[str, tuple[int, int]] = {}
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                                 and (exclude is None or Path(dirpath, d) != exclude))
+            for name in sorted(filenames):
+                if name.startswith(".") or Path(name).suffix.lower() not in IMAGE_SUFFIXES:
+                    continue
+                path = Path(dirpath, name)
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue  # vanished or a dangling link
+                if path.is_file():
+                    # the path as found, a link not followed to its target: a link to a
+                    # picture elsewhere is indexed under this folder, and dropped with it
+                    found[str(path)] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
+           captions: dict[str, Sequence[str]] | None = None, batch_size: int = BATCH_SIZE,
+           progress: Callable[[int, int], None] | None = None) -> UpdateReport:
+    """Bring `index` in line with the pictures under `folders` (see the module's doc).
+    progress(done, total) is called after each batch."""
+    folders = [Path(f).resolve() for f in folders]
+    for f in folders:
+        if not f.is_dir():
+            raise IndexDirError(f"{f}: not a folder; give folders of pictures to index")
+    on_disk = scan_pictures(folders, exclude=index.directory.resolve())
+    captions = {str(Path(k).resolve()): v for k, v in (captions or {}).items()}
+    known = {p.path: p for p in index.pictures()}
+
+    sync = _Sync(index)
+    todo = sync.changed_files(on_disk, known, captions)
+    vanished = {p.path: p for p in known.values()
+                if p.path not in on_disk and _under(p.path, folders)}
+    todo = sync.reuse_vectors(todo, vanished)
+    if vanished:
+        sync.report.removed += index.remove([p.id for p in vanished.values()])
+    for start in range(0, len(todo), batch_size):
+        sync.compute(todo[start:start + batch_size], transform)
+        if progress:
+            progress(min(start + batch_size, len(todo)), len(todo))
+    return sync.report
+
+
+def _under(path: str, folders: Sequence[Path]) -> bool:
+    return any(Path(path).is_relative_to(f) for f in folders)
+
+
+class _Sync:
+    """One update's steps, sharing the index and the report."""
+
+    def __init__(self, index: Index):
+        self.index = index
+        self.report = UpdateReport()
+
+    def changed_files(self, on_disk: dict[str, tuple[int, int]], known: dict[str, Picture],
+                      captions: dict[str, Sequence[str]]) -> list[dict]:
+        """Entries (path, stat, hash if known yet, caption) of the files that need work."""
+        # Only a file with the size of an indexed picture can hold the same bytes: hash those
+        # now (rename, copy, touch); the others are hashed with their batch, just before the
+        # model reads them, so each new file is read from disk once.
+        known_sizes = {p.size for p in known.values() if p.state == "ok"}
+        todo = []
+        for path, (size, mtime_ns) in on_disk.items():
+            old = known.get(path)
+            if old is not None and old.size == size and old.mtime_ns == mtime_ns:
+                self.report.unchanged += 1
+                if old.state == "failed":
+                    self.report.failed.append((path, old.reason or UNKNOWN_REASON))
+                continue
+            entry = {"path": path, "size": size, "mtime_ns": mtime_ns, "hash": None,
+                     "caption": captions.get(path), "changed": old is not None}
+            if size in known_sizes:
+                if not self.fill_hash(entry):
+                    continue
+                if old is not None and old.hash == entry["hash"] and old.state == "ok":
+                    self.index.touch(old.id, entry)  # same bytes, new mtime
+                    self.report.unchanged += 1
+                    continue
+            todo.append(entry)
+        return todo
+
+    def reuse_vectors(self, todo: list[dict], vanished: dict[str, Picture]) -> list[dict]:
+        """Renamed files take their vanished twin's row (removed from `vanished`); copies of
+        indexed bytes copy a vector. Returns the entries that still need the model."""
+        vanished_by_hash: dict[str, list[Picture]] = {}
+        for p in vanished.values():
+            if p.state == "ok":
+                vanished_by_hash.setdefault(p.hash, []).append(p)
+        rest = []
+        for e in todo:
+            if e["hash"] is None:  # no indexed picture has its size
+                rest.append(e)
+            elif vanished_by_hash.get(e["hash"]):
+                twin = vanished_by_hash[e["hash"]].pop()
+                del vanished[twin.path]
+                self.index.move(twin.id, e)
+                self.report.renamed += 1
+            elif (same := self.index.same_bytes(e["hash"], e["path"])) is not None:
+                self.index.add([e], self.index.vector(same)[None, :])
+                self.report.copied += 1
+            else:
+                rest.append(e)
+        return rest
+
+    def fill_hash(self, entry: dict) -> bool:
+        """Fill entry["hash"]; a file that cannot be read is recorded and reported (False)."""
+        try:
+            entry["hash"] = file_hash(entry["path"])
+            return True
+        except OSError as e:
+            entry["hash"] = ""
+            self.record_failure(entry, f"unreadable ({e.strerror or e})")
+            return False
+
+    def record_failure(self, entry: dict, reason: str) -> None:
+        self.index.add_failed(entry, reason)
+        self.report.failed.append((entry["path"], reason))
+
+    def compute(self, batch: list[dict], transform: Transform) -> None:
+        """Run the model on a batch and commit it: the good pictures with their vectors, the
+        others with the transform's reason (no second decode to find out why)."""
+        batch = [e for e in batch if e["hash"] is not None or self.fill_hash(e)]
+        if not batch:
+            return
+        Z, ok, reasons = transform([e["path"] for e in batch])
+        Z = np.asarray(Z, dtype=np.float32)
+        ok = np.asarray(ok, dtype=bool)
+        good = [e for e, o in zip(batch, ok) if o]
+        if good:
+            self.index.add(good, Z[ok])
+        for e in good:
+            if e["changed"]:
+                self.report.changed += 1
+            else:
+                self.report.added += 1
+        for e, o, reason in zip(batch, ok, reasons):
+            if not o:
+                self.record_failure(e, reason or UNKNOWN_REASON)
