@@ -8,7 +8,8 @@ from scipy import integrate, stats
 from pamir.evaluation import mean_average_precision
 from pamir.models import load_model
 from pamir.models.base import TrainingQueries
-from pamir.models.kernel_pamir import (DescriptorSets, ExpectedLikelihoodKernel, KernelPAMIR,
+from pamir.ragged import Ragged
+from pamir.models.kernel_pamir import (ExpectedLikelihoodKernel, KernelPAMIR,
                                        LinearKernel, MatchKernel, match_grams, pa_updates,
                                        sample_triplets)
 
@@ -249,4 +250,4 @@ def test_precomputed_gram_gives_the_same_model(world):
     b = KernelPAMIR(**params).fit(Xtr, Y[tr], validation=(Xva, Y[va]), gram=k.gram(Xtr, Xtr),
                                   gram_valid=k.gram(Xva, Xtr))
     assert np.array_equal(a.alpha_, b.alpha_)
-    assert isinstance(Xtr, DescriptorSets)
+    assert isinstance(Xtr, Ragged)

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
+from ..ragged import Ragged
 from .blocks import block_histograms
 from .cache import BlockCache
 from .colour import ColourCodebook
@@ -33,8 +34,8 @@ CHUNK_PICTURES = 1024
 
 
 @dataclass
-class BlockSet:
-    """Block descriptors of n pictures, concatenated.
+class BlockSet(Ragged):
+    """Block descriptors of n pictures, concatenated (a Ragged array, pamir.ragged).
 
     descriptors: (n_blocks_total, dim) float32 block histograms (counts, or log(1 + count)
         when `log_counts`); picture i's blocks are descriptors[offsets[i]:offsets[i + 1]].
@@ -43,8 +44,6 @@ class BlockSet:
     failures: (path, reason) of each picture not ok.
     """
 
-    descriptors: np.ndarray
-    offsets: np.ndarray
     ok: np.ndarray
     failures: list[tuple[str, str]] = field(default_factory=list)
     log_counts: bool = False
@@ -53,16 +52,6 @@ class BlockSet:
     n_skipped: int = 0
     n_failed: int = 0
     seconds: float = 0.0
-
-    def __len__(self) -> int:
-        return len(self.ok)
-
-    def blocks(self, i: int) -> np.ndarray:
-        return self.descriptors[self.offsets[i]:self.offsets[i + 1]]
-
-    @property
-    def n_blocks(self) -> np.ndarray:
-        return np.diff(self.offsets)
 
     def counts(self) -> np.ndarray:
         """The descriptors as counts, whatever `log_counts` says."""
@@ -81,11 +70,7 @@ class BlockSet:
     def take(self, idx) -> "BlockSet":
         """The pictures `idx`, in that order (their blocks, ok flags and failures)."""
         idx = np.asarray(idx, dtype=np.int64)
-        starts, ends = self.offsets[idx], self.offsets[idx + 1]
-        rows = (np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]) if len(idx)
-                else np.zeros(0, np.int64))
-        offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
-        return BlockSet(self.descriptors[rows], offsets, np.asarray(self.ok)[idx],
+        return BlockSet(*self.take_offsets(idx), np.asarray(self.ok)[idx],
                         log_counts=self.log_counts)
 
     @classmethod

@@ -21,13 +21,13 @@ through the base class (npz, never pickled).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from ..evaluation import mean_average_precision
+from ..ragged import Ragged
 from ..text import text_vectors
 from .base import TextSpaceModel, TrainingQueries
 
@@ -36,36 +36,7 @@ CHUNK_PICTURES = 512  # pictures per forward pass in transform (bounds memory)
 
 
 # ------------------------------------------------------------------------------- blocks
-@dataclass
-class Blocks:
-    """Block descriptors of n pictures: `descriptors` (n_blocks x N0) float32 and `offsets`
-    (n + 1): picture j owns rows offsets[j]:offsets[j + 1]."""
-
-    descriptors: np.ndarray
-    offsets: np.ndarray
-
-    def __post_init__(self):
-        self.counts = np.diff(self.offsets)
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def take(self, pictures) -> "Blocks":
-        """The blocks of `pictures` (indices), in that order."""
-        pictures = np.asarray(pictures, dtype=np.int64)
-        rows, _ = self.rows(pictures)
-        return Blocks(self.descriptors[rows], np.concatenate([[0], np.cumsum(self.counts[pictures])]))
-
-    def rows(self, pictures: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The descriptor rows of `pictures` and, per row, its position in `pictures`."""
-        starts, counts = self.offsets[pictures], self.counts[pictures]
-        segment = np.repeat(np.arange(len(pictures)), counts)
-        first = np.cumsum(counts) - counts  # where each picture's rows begin in the output
-        rows = np.arange(counts.sum()) - np.repeat(first - starts, counts)
-        return rows, segment
-
-
-def as_blocks(X) -> Blocks:
+def as_blocks(X) -> Ragged:
     """Accept a BlockSet (`.descriptors`, `.offsets`), a (descriptors, offsets) pair or an
     (n x B x N0) array (every picture with B blocks)."""
     if hasattr(X, "descriptors") and hasattr(X, "offsets"):
@@ -81,17 +52,7 @@ def as_blocks(X) -> Blocks:
             f"(descriptors, offsets) pair or an n x blocks x dim array), not "
             f"{type(X).__name__}; bags of visterms are for the other models"
         )
-    desc = np.asarray(desc, dtype=np.float32)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    if desc.ndim != 2 or offsets.ndim != 1 or len(offsets) < 1:
-        raise ValueError(f"block descriptors {desc.shape} / offsets {offsets.shape}: expected "
-                         "(n_blocks x dim) and (n_pictures + 1,)")
-    if offsets[0] != 0 or offsets[-1] != len(desc) or np.any(np.diff(offsets) < 0):
-        raise ValueError("block offsets must start at 0, end at the number of blocks and never "
-                         "decrease")
-    if not np.isfinite(desc).all():
-        raise ValueError("block descriptors contain NaN or inf")
-    return Blocks(desc, offsets)
+    return Ragged(np.asarray(desc, dtype=np.float32), np.asarray(offsets, dtype=np.int64)).check()
 
 
 # ------------------------------------------------------------------------------ network
@@ -285,8 +246,8 @@ class BBNN(TextSpaceModel):
         blocks, Y = as_blocks(X), sp.csr_matrix(Y)
         if len(blocks) != Y.shape[0]:
             raise ValueError(f"{len(blocks)} pictures of blocks but {Y.shape[0]} caption rows")
-        if np.any(blocks.counts == 0):
-            raise ValueError(f"{int((blocks.counts == 0).sum())} training pictures have no "
+        if np.any(blocks.n_blocks == 0):
+            raise ValueError(f"{int((blocks.n_blocks == 0).sum())} training pictures have no "
                              "blocks (unreadable?): drop them from the training set")
         if Y.nnz == 0:
             raise ValueError("no training picture has a caption word: nothing to learn")
@@ -307,7 +268,7 @@ class BBNN(TextSpaceModel):
             p.requires_grad_(False)
         return self
 
-    def _fit_scaling(self, blocks: Blocks) -> None:
+    def _fit_scaling(self, blocks: Ragged) -> None:
         d = blocks.descriptors
         if self.standardize:
             self.block_mean_ = d.mean(axis=0, dtype=np.float64).astype(np.float32)
@@ -324,7 +285,7 @@ class BBNN(TextSpaceModel):
         vq = TrainingQueries(Y_valid, idf_weights=idf_weights, max_words=self.max_query_words)
         return as_blocks(X_valid), vq.vectors, vq.relevance
 
-    def _train(self, blocks: Blocks, sampler: TripletSampler, valid, callback) -> None:
+    def _train(self, blocks: Ragged, sampler: TripletSampler, valid, callback) -> None:
         B = int(self.batch_size)
         lr = float(self.learning_rate)
         seen, next_eval, since_best = 0, int(self.eval_every), 0
@@ -391,15 +352,15 @@ class BBNN(TextSpaceModel):
                     p.sub_(lr * g)
         return value
 
-    def _forward(self, blocks: Blocks, pictures: np.ndarray) -> torch.Tensor:
+    def _forward(self, blocks: Ragged, pictures: np.ndarray) -> torch.Tensor:
         rows, segment = blocks.rows(pictures)
         x = (blocks.descriptors[rows] - self.block_mean_) * self.block_scale_
         # a picture without blocks (unreadable) gets f = 0: the network's prior output
-        counts = torch.from_numpy(np.maximum(blocks.counts[pictures], 1).astype(np.float32))
+        counts = torch.from_numpy(np.maximum(blocks.n_blocks[pictures], 1).astype(np.float32))
         return text_layer(self.w_, torch.from_numpy(x), torch.from_numpy(segment), counts)
 
     # ------------------------------------------------------------------------ transform
-    def _text(self, blocks: Blocks) -> np.ndarray:
+    def _text(self, blocks: Ragged) -> np.ndarray:
         out = []
         with torch.no_grad():
             for a in range(0, len(blocks), CHUNK_PICTURES):

@@ -38,6 +38,7 @@ from numba import njit
 
 from ..evaluation import mean_average_precision
 from ..features.visterms import scale_blocks
+from ..ragged import Ragged
 from .base import TextSpaceModel, TrainingQueries, dense_float32
 from .pa import check_pa_params, pa1_tau, train_pa
 
@@ -46,62 +47,23 @@ LOG_2PI = math.log(2 * math.pi)
 
 
 # ------------------------------------------------------------------------------------ INPUTS
-@dataclass
-class DescriptorSets:
-    """Block descriptors of n pictures: picture i is descriptors[offsets[i]:offsets[i + 1]]."""
-
-    descriptors: np.ndarray  # (n_blocks_total, d) float32
-    offsets: np.ndarray  # (n + 1,) int64
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
-    def n_blocks(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def take(self, idx) -> "DescriptorSets":
-        idx = np.asarray(idx, dtype=np.int64)
-        parts = [self.descriptors[self.offsets[i]:self.offsets[i + 1]] for i in idx]
-        offsets = np.zeros(len(idx) + 1, np.int64)
-        offsets[1:] = np.cumsum([len(p) for p in parts])
-        d = self.descriptors.shape[1]
-        desc = np.concatenate(parts) if parts else np.zeros((0, d), np.float32)
-        return DescriptorSets(np.ascontiguousarray(desc, np.float32), offsets)
-
-
-def as_descriptor_sets(X, scaling: str) -> DescriptorSets:
-    """A BlockSet (pamir.features), a DescriptorSets or a list of (n_blocks x d) arrays."""
-    if isinstance(X, DescriptorSets):
-        return X  # already prepared (and scaled)
-    if hasattr(X, "descriptors") and hasattr(X, "offsets"):  # a BlockSet
-        counts = X.counts() if hasattr(X, "counts") else X.descriptors
-        desc, offsets = np.asarray(counts), np.asarray(X.offsets, np.int64)
+def as_descriptor_sets(X, scaling: str) -> Ragged:
+    """A BlockSet (pamir.features: its counts are scaled), a Ragged (taken as prepared and
+    scaled already) or a list of (n_blocks x d) arrays, as the block kernels compare them."""
+    if hasattr(X, "descriptors") and hasattr(X, "offsets"):
+        if not hasattr(X, "counts"):
+            return X  # already prepared (and scaled)
+        sets = Ragged(np.asarray(X.counts()), np.asarray(X.offsets, np.int64))
     elif isinstance(X, (list, tuple)):
-        arrays = [np.asarray(a, dtype=np.float32) for a in X]
-        if not arrays:
+        if not len(X):
             raise ValueError("no pictures: give at least one (n_blocks x d) array")
-        bad = [i for i, a in enumerate(arrays) if a.ndim != 2]
-        if bad:
-            raise ValueError(f"picture {bad[0]}: block descriptors must be an (n_blocks x d) "
-                             f"array, got shape {arrays[bad[0]].shape}")
-        dims = {a.shape[1] for a in arrays if len(a)}
-        if len(dims) > 1:
-            raise ValueError(f"pictures have block descriptors of different sizes {sorted(dims)}")
-        d = dims.pop() if dims else arrays[0].shape[1]
-        offsets = np.zeros(len(arrays) + 1, np.int64)
-        offsets[1:] = np.cumsum([len(a) for a in arrays])
-        desc = np.concatenate([a.reshape(-1, d) for a in arrays])
+        sets = Ragged.from_arrays(X)
     else:
         raise TypeError(f"block kernels take a BlockSet or a list of (n_blocks x d) arrays, "
                         f"not {type(X).__name__}")
-    if desc.ndim != 2 or offsets[-1] != len(desc):
-        raise ValueError(f"block descriptors {desc.shape} do not match offsets "
-                         f"(last offset {offsets[-1]})")
-    if not np.all(np.isfinite(desc)):
-        raise ValueError("block descriptors contain NaN or infinite values")
-    desc = scale_blocks(desc.astype(np.float32, copy=False), scaling)
-    return DescriptorSets(np.ascontiguousarray(desc, np.float32), offsets)
+    sets.check()
+    desc = scale_blocks(sets.descriptors.astype(np.float32, copy=False), scaling)
+    return Ragged(np.ascontiguousarray(desc, np.float32), sets.offsets)
 
 
 def _check_scaling(scaling: str) -> None:
@@ -320,32 +282,32 @@ class MatchKernel:
     def params(self) -> dict:
         return {"sigma": self.sigma, "block_scaling": self.block_scaling}
 
-    def prepare(self, X) -> DescriptorSets:
+    def prepare(self, X) -> Ragged:
         return as_descriptor_sets(X, self.block_scaling)
 
-    def gram(self, A: DescriptorSets, B: DescriptorSets) -> np.ndarray:
+    def gram(self, A: Ragged, B: Ragged) -> np.ndarray:
         return match_grams(A, B, [self.sigma])[0]
 
-    def diag(self, A: DescriptorSets) -> np.ndarray:
+    def diag(self, A: Ragged) -> np.ndarray:
         return (A.n_blocks > 0).astype(np.float64)
 
-    def take(self, A: DescriptorSets, idx) -> DescriptorSets:
+    def take(self, A: Ragged, idx) -> Ragged:
         return A.take(idx)
 
     def length(self, A) -> int:
         return len(A)
 
-    def to_arrays(self, A: DescriptorSets) -> dict[str, np.ndarray]:
+    def to_arrays(self, A: Ragged) -> dict[str, np.ndarray]:
         return {"descriptors": A.descriptors, "offsets": A.offsets}
 
-    def from_arrays(self, a: dict[str, np.ndarray]) -> DescriptorSets:
-        return DescriptorSets(a["descriptors"], a["offsets"].astype(np.int64))
+    def from_arrays(self, a: dict[str, np.ndarray]) -> Ragged:
+        return Ragged(a["descriptors"], a["offsets"].astype(np.int64))
 
     def __call__(self, A, B) -> np.ndarray:
         return self.gram(self.prepare(A), self.prepare(B))
 
 
-def _padded(sets: DescriptorSets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _padded(sets: Ragged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(n, m, d) blocks padded to the most blocks m, their squared norms (inf on padding)."""
     n, d = len(sets), sets.descriptors.shape[1]
     counts = sets.n_blocks
@@ -359,7 +321,7 @@ def _padded(sets: DescriptorSets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return P, norms, counts
 
 
-def match_grams(A: DescriptorSets, B: DescriptorSets, sigmas, chunk_a: int = 32,
+def match_grams(A: Ragged, B: Ragged, sigmas, chunk_a: int = 32,
                 chunk_b: int = 512) -> list[np.ndarray]:
     """Match-kernel Gram matrices (len(A) x len(B)), one per sigma, from one distance pass.
 
