@@ -3,7 +3,7 @@
 A block's colour histogram counts its pixels by nearest codebook colour (TPAMI §IV-B). The
 nearest colour of each of the 2^24 RGB values is precomputed once into a lookup table
 (16 MiB): assigning a pixel is then one memory read instead of 50 distances (5x faster on
-whole pictures, DESIGN.md).
+whole pictures, measured in benchmarks/results/features.md).
 """
 
 from __future__ import annotations
