@@ -1,0 +1,282 @@
+"""PAMIR on a modern picture representation: EfficientNet-Lite features on Corel 5k.
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_cnn.py [--quick] [--report-only]
+
+PAMIR only sees a picture through its vector (TPAMI §III-IV), so the papers' visterm bags can
+be swapped for a pretrained network's features under the very same model and selection:
+
+1. Representation study, on validation only: for each CNN setting of STUDY (network x
+   picture short side x 2x2 regions x flip averaging), pamir.selection chooses PAMIR's c on
+   validation; the best CNN setting is then also concatenated with the visterm bags at each
+   of WEIGHTS (weight of the visterm part), and an ensemble of SEEDS is tried on the chosen
+   configuration (the text-space vectors of models trained with other seeds, averaged).
+2. Test is read once per reported configuration: the validation-best one is `pamir-cnn` in
+   benchmarks/results/corel5k.json (TPAMI Tables IX-XII shape, beside `pamir`, with a
+   Wilcoxon test against `pamir` per query), the others are listed with their test figures.
+3. The per-word SVMs on the chosen CNN setting (`svm-cnn`). CMRM, CMTT and PLSA count
+   visterms (non-negative counts); standardised CNN features are signed, so they are not run
+   on them (the report says so).
+
+Writes benchmarks/results/cnn.md, cnn.json, perquery/pamir-cnn.npz and the `pamir-cnn`,
+`svm-cnn` keys of corel5k.json. `--report-only` rewrites cnn.md from cnn.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pamir import config
+from pamir.data import load_corel5k
+from pamir.evaluation import evaluate_model, evaluate_text_space, wilcoxon
+from pamir.features import FeatureSettings
+from pamir.features.cnn import CNNSettings
+from pamir.protocol import Protocol
+from pamir.selection import select
+from pamir.storage import locked_json_update
+from pamir.system import collection_inputs
+
+RESULTS = Path(__file__).resolve().parent / "results"
+METRICS = ("avgp", "bep", "p10")
+
+#: CNN settings studied on validation (the first is CNNSettings' default). Flip averaging
+#: doubles the network's time; regions cost nothing more (the same map, pooled five ways).
+STUDY = [
+    {"model": "lite0", "short_side": 224},
+    {"model": "lite0", "short_side": 224, "regions": 2},
+    {"model": "lite0", "short_side": 224, "regions": 2, "flip": True},
+    {"model": "lite1", "short_side": 240, "regions": 2},
+    {"model": "lite2", "short_side": 260, "regions": 2},
+    {"model": "lite2", "short_side": 260, "regions": 2, "flip": True},
+]
+QUICK_STUDY = STUDY[:2]
+#: Weights of the visterm bags beside the CNN vector (both rows have unit L2 norm).
+WEIGHTS = (0.25, 0.5, 1.0)
+#: Seeds of the ensemble tried on the chosen configuration.
+SEEDS = (0, 1, 2, 3, 4)
+#: PAMIR on CNN features: the model's own grid of c, with early stopping as for visterms.
+PAMIR_PARAMS: dict = {}
+
+PAPER_PAMIR = {"avgp": 26.3, "bep": 17.4, "p10": 10.0}  # TPAMI Table IX, visterms
+
+
+def label(setting: dict) -> str:
+    s = CNNSettings(**setting)
+    return (f"{s.model} {s.short_side}px" + (" +2x2" if s.regions else "")
+            + (" +flip" if s.flip else ""))
+
+
+class Corel:
+    """Corel 5k, its protocol, and each split's queries."""
+
+    def __init__(self):
+        self.collection = load_corel5k()
+        self.protocol = p = Protocol(self.collection)
+        self.train, self.valid, self.test = p.train, p.valid, p.test
+        self.test_queries = p.queries(self.test)
+        self.Q_test = p.query_vectors(self.test_queries)
+        self.subsets = p.query_subsets(self.test_queries)
+
+    def features(self, name: str, cnn: dict | None = None, weights=None):
+        t0 = time.perf_counter()
+        F, ok, rep = collection_inputs(self.collection, self.protocol, name, FeatureSettings(),
+                                       weights=weights, cnn_settings=CNNSettings(**(cnn or {})),
+                                       progress=sys.stderr.isatty(), log=None)
+        if not ok.all():
+            print(f"  {int((~ok).sum())} pictures unreadable", flush=True)
+        return F, time.perf_counter() - t0
+
+    def select(self, F, seeds=None):
+        p = self.protocol
+        return select("pamir", F[self.train], p.presence(self.train), F[self.valid],
+                      p.presence(self.valid), params=PAMIR_PARAMS, seeds=seeds, log=None)
+
+    def test_evaluation(self, Z):
+        return evaluate_text_space(Z, self.Q_test, self.test_queries.relevance, self.subsets)
+
+
+def figures(ev) -> dict:
+    return {m: round(100 * ev.mean(m), 2) for m in METRICS}
+
+
+def study(corel: Corel, settings: list[dict]) -> tuple[list[dict], dict]:
+    """Every representation on validation; returns (rows, the winner's row with its data)."""
+    rows, best = [], None
+
+    def record(row, sel, F):
+        nonlocal best
+        row |= {"valid_avgp": round(sel.valid_avgp, 2), "c": sel.params["c"],
+                "best_update": sel.model.best_update_}
+        rows.append(row)
+        print(f"  {row['representation']:32s} valid AvgP {row['valid_avgp']:.2f} "
+              f"(c={row['c']}, {row['best_update']:,} updates)", flush=True)
+        if best is None or sel.valid_avgp > best["row"]["valid_avgp"]:
+            best = {"row": row, "sel": sel, "F": F}
+
+    F, seconds = corel.features("visterms")
+    record({"representation": "visterms", "feature_seconds": round(seconds, 1)},
+           corel.select(F), F)
+    cnn_best = None
+    for setting in settings:
+        F, seconds = corel.features("cnn", setting)
+        sel = corel.select(F)
+        record({"representation": f"cnn {label(setting)}", "cnn": setting,
+                "feature_seconds": round(seconds, 1)}, sel, F)
+        if cnn_best is None or sel.valid_avgp > cnn_best[1]:
+            cnn_best = (setting, sel.valid_avgp)
+    for w in WEIGHTS:
+        F, seconds = corel.features("cnn+visterms", cnn_best[0], weights=(1.0, w))
+        record({"representation": f"cnn {label(cnn_best[0])} + visterms x{w}",
+                "cnn": cnn_best[0], "visterm_weight": w, "feature_seconds": round(seconds, 1)},
+               corel.select(F), F)
+    return rows, best
+
+
+def ensemble(corel: Corel, best: dict) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The chosen configuration's c, trained with every seed of SEEDS; the text-space
+    vectors are averaged. Returns (its row, valid Z, test Z)."""
+    F, c = best["F"], best["sel"].params["c"]
+    p = corel.protocol
+    Zv, Zt = [], []
+    for seed in SEEDS:
+        sel = select("pamir", F[corel.train], p.presence(corel.train), F[corel.valid],
+                     p.presence(corel.valid), params={**PAMIR_PARAMS, "c": c,
+                                                      "random_state": seed}, grid={}, log=None)
+        Zv.append(sel.model.transform(F[corel.valid]))
+        Zt.append(sel.model.transform(F[corel.test]))
+    vq = p.queries(corel.valid)
+    Zv_mean = np.mean(Zv, axis=0)
+    valid = 100 * evaluate_text_space(Zv_mean, p.query_vectors(vq), vq.relevance,
+                                      curve=False).mean()
+    row = {"representation": best["row"]["representation"] + f" (ensemble of {len(SEEDS)} seeds)",
+           "valid_avgp": round(valid, 2), "c": c, "seeds": list(SEEDS)}
+    print(f"  {row['representation']:32s} valid AvgP {row['valid_avgp']:.2f}", flush=True)
+    return row, Zv_mean, np.mean(Zt, axis=0)
+
+
+def svm_on(corel: Corel, F) -> dict:
+    p = corel.protocol
+    t0 = time.perf_counter()
+    sel = select("svm", F[corel.train], p.presence(corel.train), F[corel.valid],
+                 p.presence(corel.valid), log=None)
+    ev = evaluate_model_on_test(corel, sel.model, F)
+    return {"params": sel.params, "valid_avgp": round(sel.valid_avgp, 2), "test": figures(ev),
+            "subsets": ev.table(METRICS), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def evaluate_model_on_test(corel: Corel, model, F):
+    return evaluate_model(model, F[corel.test], corel.Q_test, corel.test_queries.relevance,
+                          corel.subsets)
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="two CNN settings, three seeds")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args(argv)
+    if args.report_only:
+        (RESULTS / "cnn.md").write_text(report(json.loads((RESULTS / "cnn.json").read_text())))
+        return
+    started = time.perf_counter()
+    corel = Corel()
+    print("representation study (validation AvgP, PAMIR's c chosen per row):", flush=True)
+    rows, best = study(corel, QUICK_STUDY if args.quick else STUDY)
+    ens_row, _, Z_ens = ensemble(corel, best)
+    rows.append(ens_row)
+
+    # test, once per reported configuration
+    reported = {}
+    single = best["sel"].model.transform(best["F"][corel.test])
+    for key, Z, row in (("single", single, best["row"]), ("ensemble", Z_ens, ens_row)):
+        ev = corel.test_evaluation(Z)
+        row["test"] = figures(ev)
+        reported[key] = (ev, row)
+    chosen_key = "ensemble" if ens_row["valid_avgp"] > best["row"]["valid_avgp"] else "single"
+    ev, chosen = reported[chosen_key]
+    base = np.load(RESULTS / "perquery" / "pamir.npz")
+    test = {"wilcoxon_vs_pamir": {m: wilcoxon(ev.per_query[m], base[m]) for m in METRICS}}
+    (RESULTS / "perquery").mkdir(exist_ok=True)
+    np.savez(RESULTS / "perquery" / "pamir-cnn.npz", **{m: ev.per_query[m] for m in METRICS},
+             curve=ev.curve)
+    svm = svm_on(corel, best["F"]) if "cnn" in best["row"] else None
+    command = "python benchmarks/bench_cnn.py" + (" --quick" if args.quick else "")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    entry = {"representation": chosen["representation"], "cnn": best["row"].get("cnn"),
+             "visterm_weight": best["row"].get("visterm_weight"), "c": chosen["c"],
+             "valid_avgp": chosen["valid_avgp"], "test": chosen["test"],
+             "subsets": ev.table(METRICS), **test, "command": command, "machine": machine(),
+             "date": when, "seed": config.SEED}
+    updates = {"pamir-cnn": entry}
+    if svm:
+        updates["svm-cnn"] = svm | {"representation": best["row"]["representation"],
+                                    "command": command, "machine": machine(), "date": when}
+    locked_json_update(RESULTS / "corel5k.json", updates)
+    pamir = json.loads((RESULTS / "corel5k.json").read_text())["pamir"]
+    result = {"rows": rows, "chosen": chosen_key, "pamir-cnn": entry, "svm-cnn": svm,
+              "pamir": {"test": pamir["test"], "subsets": pamir.get("subsets")},
+              "weights": list(WEIGHTS), "seeds": list(SEEDS), "command": command,
+              "machine": machine(), "date": when,
+              "minutes": round((time.perf_counter() - started) / 60, 1)}
+    (RESULTS / "cnn.json").write_text(json.dumps(result, indent=1, default=str))
+    (RESULTS / "cnn.md").write_text(report(result))
+    print(report(result))
+
+
+def report(r: dict) -> str:
+    e = r["pamir-cnn"]
+    L = ["# PAMIR on EfficientNet-Lite features (Corel 5k)", "",
+         f"`{r['command']}` on {r['machine']}, {r['date']} ({r['minutes']} min). Seed "
+         f"{e['seed']}; every choice on the 500 validation pictures; test (2,241 queries) read "
+         "once per configuration that has a test column.", "",
+         "## Representation study (PAMIR, c chosen on validation for each row)", "",
+         "| representation | features s | c | updates kept | valid AvgP | test AvgP / BEP / P10 |",
+         "|---|---:|---:|---:|---:|---|"]
+    for row in r["rows"]:
+        t, kept = row.get("test"), row.get("best_update")
+        L.append(f"| {row['representation']} | {row.get('feature_seconds', '-')} | {row['c']} | "
+                 f"{f'{kept:,}' if kept else '-'} | {row['valid_avgp']:.2f} | "
+                 + (f"{t['avgp']:.2f} / {t['bep']:.2f} / {t['p10']:.2f}" if t else "-") + " |")
+    L += ["", f"Chosen on validation: **{e['representation']}** (`pamir-cnn`).", "",
+          "## TPAMI Tables IX-XII: pamir-cnn beside pamir (visterms) and the paper", "",
+          "| queries | n | pamir-cnn AvgP / BEP / P10 | pamir AvgP / BEP / P10 | paper PAMIR |",
+          "|---|---:|---|---|---|"]
+    ps = r["pamir"].get("subsets") or {}
+    for subset, row in e["subsets"].items():
+        b = ps.get(subset, {})
+        paper = (f"{PAPER_PAMIR['avgp']} / {PAPER_PAMIR['bep']} / {PAPER_PAMIR['p10']}"
+                 if subset == "all" else "")
+        L.append(f"| {subset} | {row['queries']:,} | {row['avgp']:.2f} / {row['bep']:.2f} / "
+                 f"{row['p10']:.2f} | " + (f"{b['avgp']:.2f} / {b['bep']:.2f} / {b['p10']:.2f}"
+                                           if b else "-") + f" | {paper} |")
+    w = e["wilcoxon_vs_pamir"]
+    L += ["", "Wilcoxon signed-rank test against pamir, per test query: " + "; ".join(
+        f"{m} p = {w[m]['pvalue']:.2g} ({'significant' if w[m]['significant'] else 'not significant'})"
+        for m in METRICS) + "."]
+    if r.get("svm-cnn"):
+        s = r["svm-cnn"]
+        L += ["", "## Other models on the chosen CNN features", "",
+              f"- per-word SVMs (`svm-cnn`): valid {s['valid_avgp']:.2f}, test AvgP / BEP / P10 "
+              f"{s['test']['avgp']:.2f} / {s['test']['bep']:.2f} / {s['test']['p10']:.2f} "
+              f"({s['seconds']} s, {', '.join(f'{k}={v}' for k, v in s['params'].items() if k in ('class_weight', 'fusion'))})."]
+    L += ["- CMRM, CMTT and PLSA model visterm *counts* (non-negative, one per block); "
+          "standardised CNN features are signed real vectors, so these models are not run on "
+          "them. Quantising the 2x2 region features into visterms would give them counts, "
+          "but 5 regions a picture is far from the 77 blocks their likelihoods are built on.", ""]
+    return "\n".join(L)
+
+
+if __name__ == "__main__":
+    main()
