@@ -184,3 +184,19 @@ def test_bad_input_says_what_is_wrong(data):
         model.transform(X[:, :50])
     with pytest.raises(RuntimeError, match="not fitted"):
         PAMIR().transform(X)
+
+
+def test_dense_pictures_train_as_their_sparse_copy():
+    """CNN features come dense and take the SIMD path; it must draw the same triplets and
+    make the same updates as the sparse path does on the same numbers."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 16)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    Y = sp.csr_matrix((rng.random((60, 5)) < 0.3).astype(float))
+    dense = PAMIR(n_updates=2_000, patience=None, margin="text").fit(X, Y)
+    sparse = PAMIR(n_updates=2_000, patience=None, margin="text").fit(sp.csr_matrix(X), Y)
+    assert np.abs(dense.W_).max() > 0
+    assert np.allclose(dense.W_, sparse.W_, atol=1e-5)
+    assert np.allclose(dense.transform(X), sparse.transform(sp.csr_matrix(X)), atol=1e-5)
+    with pytest.raises(ValueError, match="NaN"):
+        PAMIR().fit(np.full((3, 2), np.nan), sp.eye(3, format="csr"))

@@ -138,39 +138,103 @@ def _pa_step(W, A, step, c, margin, qi, qd, ppi, ppd, pmi, pmd, pp_sq, pm_sq):
     return loss
 
 
-@numba.njit(cache=True, fastmath=True)
-def _train_steps(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
-                 Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):
-    """n_steps PA updates on triplets sampled with the splitmix64 state `rng`.
+@numba.njit(cache=True, inline="always")
+def _sample_triplet(rng, n_pictures, epsilon, text_margin, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd,
+                    sample_queries):
+    """(q, p+, p-, margin) drawn with the splitmix64 state `rng`; p- is -1 if none was found.
 
     q: uniform over `sample_queries`; p+: uniform over q's relevant pictures; p-: uniform over
     the pictures whose caption lacks one of q's words (rejection sampling; at most 1,000 draws).
-    Returns (number of triplets with a positive loss, sum of losses).
     """
-    n_pictures = Xp.shape[0] - 1
+    q = sample_queries[_randint(rng, sample_queries.shape[0])]
+    qi = Qi[Qp[q]:Qp[q + 1]]
+    qd = Qd[Qp[q]:Qp[q + 1]]
+    pos = Ri[Rp[q] + _randint(rng, Rp[q + 1] - Rp[q])]
+    neg = -1
+    for _ in range(1000):
+        cand = _randint(rng, n_pictures)
+        if not _contains_all(qi, Ci[Cp[cand]:Cp[cand + 1]]):
+            neg = cand
+            break
+    margin = epsilon
+    if neg >= 0 and text_margin:
+        m = (_sparse_dot(qi, qd, Ci[Cp[pos]:Cp[pos + 1]], Cd[Cp[pos]:Cp[pos + 1]])
+             - _sparse_dot(qi, qd, Ci[Cp[neg]:Cp[neg + 1]], Cd[Cp[neg]:Cp[neg + 1]]))
+        margin = max(epsilon, m)
+    return q, pos, neg, margin
+
+
+@numba.njit(cache=True, fastmath=True)
+def _train_steps(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
+                 Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):
+    """n_steps PA updates on sampled triplets of sparse pictures (CSR parts Xp, Xi, Xd).
+    Returns (number of triplets with a positive loss, sum of losses)."""
     n_active = 0
     loss_sum = 0.0
     for k in range(n_steps):
-        q = sample_queries[_randint(rng, sample_queries.shape[0])]
-        qi = Qi[Qp[q]:Qp[q + 1]]
-        qd = Qd[Qp[q]:Qp[q + 1]]
-        pos = Ri[Rp[q] + _randint(rng, Rp[q + 1] - Rp[q])]
-        neg = -1
-        for _ in range(1000):
-            cand = _randint(rng, n_pictures)
-            if not _contains_all(qi, Ci[Cp[cand]:Cp[cand + 1]]):
-                neg = cand
-                break
+        q, pos, neg, margin = _sample_triplet(rng, Xp.shape[0] - 1, epsilon, text_margin, Qp,
+                                              Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries)
         if neg < 0:
             continue
-        margin = epsilon
-        if text_margin:
-            m = (_sparse_dot(qi, qd, Ci[Cp[pos]:Cp[pos + 1]], Cd[Cp[pos]:Cp[pos + 1]])
-                 - _sparse_dot(qi, qd, Ci[Cp[neg]:Cp[neg + 1]], Cd[Cp[neg]:Cp[neg + 1]]))
-            margin = max(epsilon, m)
-        loss = _pa_step(W, A, first_step + k + 1, c, margin, qi, qd,
-                        Xi[Xp[pos]:Xp[pos + 1]], Xd[Xp[pos]:Xp[pos + 1]],
+        loss = _pa_step(W, A, first_step + k + 1, c, margin, Qi[Qp[q]:Qp[q + 1]],
+                        Qd[Qp[q]:Qp[q + 1]], Xi[Xp[pos]:Xp[pos + 1]], Xd[Xp[pos]:Xp[pos + 1]],
                         Xi[Xp[neg]:Xp[neg + 1]], Xd[Xp[neg]:Xp[neg + 1]], Xsq[pos], Xsq[neg])
+        if loss > 0.0:
+            n_active += 1
+            loss_sum += loss
+    return n_active, loss_sum
+
+
+@numba.njit(cache=True, inline="always")
+def _pa_step_dense(W, A, step, c, margin, qi, qd, xp, xm, pp_sq, pm_sq):
+    """_pa_step for dense pictures: the same update, over contiguous rows, which the
+    compiler turns into SIMD loops (the sparse step's index indirection prevents that)."""
+    diff = 0.0
+    for a in range(qi.shape[0]):
+        row = W[qi[a]]
+        r = 0.0
+        for b in range(xp.shape[0]):
+            r += row[b] * (xp[b] - xm[b])
+        diff += qd[a] * r
+    loss = margin - diff
+    if loss <= 0.0:
+        return 0.0
+    q_sq = 0.0
+    for a in range(qd.shape[0]):
+        q_sq += qd[a] * qd[a]
+    dot = 0.0
+    for b in range(xp.shape[0]):
+        dot += xp[b] * xm[b]
+    norm = q_sq * (pp_sq + pm_sq - 2.0 * dot)
+    if norm <= 0.0:
+        return loss
+    tau = pa1_tau(loss, norm, c)
+    for a in range(qi.shape[0]):
+        f = tau * qd[a]
+        row = W[qi[a]]
+        for b in range(xp.shape[0]):
+            row[b] += f * (xp[b] - xm[b])
+        if A.shape[0] > 0:
+            arow = A[qi[a]]
+            g = f * step
+            for b in range(xp.shape[0]):
+                arow[b] += g * (xp[b] - xm[b])
+    return loss
+
+
+@numba.njit(cache=True, fastmath=True)
+def _train_steps_dense(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
+                       X, Xsq, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):
+    """_train_steps for dense pictures X (n x V), on the same triplet stream."""
+    n_active = 0
+    loss_sum = 0.0
+    for k in range(n_steps):
+        q, pos, neg, margin = _sample_triplet(rng, X.shape[0], epsilon, text_margin, Qp, Qi,
+                                              Qd, Rp, Ri, Cp, Ci, Cd, sample_queries)
+        if neg < 0:
+            continue
+        loss = _pa_step_dense(W, A, first_step + k + 1, c, margin, Qi[Qp[q]:Qp[q + 1]],
+                              Qd[Qp[q]:Qp[q + 1]], X[pos], X[neg], Xsq[pos], Xsq[neg])
         if loss > 0.0:
             n_active += 1
             loss_sum += loss
@@ -208,7 +272,23 @@ def _csr(M, dtype=np.float32, name="X") -> sp.csr_matrix:
     return M
 
 
-def _row_norms_sq(X: sp.csr_matrix) -> np.ndarray:
+def _is_dense(M) -> bool:
+    return isinstance(M, np.ndarray) and not sp.issparse(M)
+
+
+def _dense(M, name: str) -> np.ndarray:
+    """C-contiguous float32 rows, as the dense numba path reads them."""
+    M = np.ascontiguousarray(M, dtype=np.float32)
+    if M.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {M.shape}")
+    if not np.isfinite(M).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return M
+
+
+def _row_norms_sq(X) -> np.ndarray:
+    if isinstance(X, np.ndarray):
+        return np.einsum("ij,ij->i", X, X, dtype=np.float64)
     return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
 
 
@@ -270,7 +350,7 @@ class PAMIR(TextSpaceModel):
         kept. callback(updates, n_updates, valid_avgp) reports progress.
         """
         self._check_params()
-        X = _csr(X, name="X")
+        X = _dense(X, "X") if _is_dense(X) else _csr(X, name="X")
         Y = sp.csr_matrix(Y)
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"PAMIR: X has {X.shape[0]} pictures but Y has {Y.shape[0]} captions")
@@ -281,7 +361,9 @@ class PAMIR(TextSpaceModel):
         if validation is not None:
             X_valid, Y_valid = validation
             vq = TrainingQueries(Y_valid, idf_weights=self.idf_)
-            valid = (_csr(X_valid, name="X_valid"), vq.vectors, vq.relevance)
+            X_valid = _dense(X_valid, "X_valid") if _is_dense(X_valid) else _csr(X_valid,
+                                                                                  name="X_valid")
+            valid = (X_valid, vq.vectors, vq.relevance)
         self._train(X, Y, queries, valid, callback)
         return self
 
@@ -296,7 +378,6 @@ class PAMIR(TextSpaceModel):
         if len(sample) == 0:
             raise ValueError("PAMIR: no training query has both relevant and non-relevant "
                              "pictures; the captions leave nothing to rank")
-        Xp, Xi, Xd = _parts(X)
         Xsq = _row_norms_sq(X)
         Qp, Qi, Qd = _parts(Q)
         Rp, Ri = R.indptr.astype(np.int64), R.indices.astype(np.int64)
@@ -309,10 +390,15 @@ class PAMIR(TextSpaceModel):
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
                        dtype=np.uint64)
 
+        # dense pictures (CNN features) take the SIMD path, sparse bags the indexed one;
+        # both draw the same triplets from the same seed
+        pictures = (X,) if isinstance(X, np.ndarray) else _parts(X)
+        train_steps = _train_steps_dense if isinstance(X, np.ndarray) else _train_steps
+
         def steps(done, k):
-            return _train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
-                                self.margin == "text", Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri,
-                                Cp, Ci, Cd, sample)
+            return train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
+                               self.margin == "text", *pictures, Xsq, Qp, Qi, Qd, Rp, Ri,
+                               Cp, Ci, Cd, sample)
 
         score = None if valid is None else (
             lambda weights: mean_average_precision(valid[0] @ weights.T, valid[1], valid[2]))
@@ -348,7 +434,7 @@ class PAMIR(TextSpaceModel):
         if X.shape[1] != self.W_.shape[1]:
             raise ValueError(f"PAMIR: pictures have {X.shape[1]} visterms but the model was "
                              f"trained on {self.W_.shape[1]}; use the same visual pipeline")
-        X = sp.csr_matrix(X, dtype=np.float32)
+        X = np.asarray(X, np.float32) if _is_dense(X) else sp.csr_matrix(X, dtype=np.float32)
         return np.ascontiguousarray(X @ self.W_.T, dtype=np.float32)
 
     def _check_fitted(self) -> None:
