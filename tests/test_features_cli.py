@@ -75,3 +75,27 @@ def test_collection_features_are_cached(table, tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="fitted again"):  # other settings: another key
         collection_features(collection, train, settings.replace(n_visterms=6),
                             cache_dir=tmp_path / "c", progress=False)
+
+
+def test_extract_cnn_counts_and_then_reads_the_cache(table, tmp_path, monkeypatch):
+    monkeypatch.setenv("PAMIR_CACHE", str(tmp_path / "default-cache"))  # the exported .onnx
+    runner = CliRunner()
+    args = ["extract", str(table), "--representation", "cnn", "--json",
+            "--cache-dir", str(tmp_path / "cache")]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    summary = json.loads(first.stdout[first.stdout.index("{"):])
+    assert summary["representation"] == "cnn" and summary["dim"] == 1280
+    assert (summary["pictures"], summary["done"], summary["extracted"], summary["cached"],
+            summary["skipped"], summary["failed"]) == (7, 5, 5, 0, 2, 0)
+    assert summary["pictures_per_second"] > 0 and summary["engine"] == "onnx"
+    assert summary["settings"]["model"] == "lite0"
+    out = runner.invoke(app, args + ["--limit", "3"]).stdout
+    second = json.loads(out[out.index("{"):])
+    assert (second["pictures"], second["extracted"], second["cached"]) == (3, 0, 3)
+    assert second["engine"] is None  # no network was built
+
+
+def test_extract_refuses_an_unknown_representation(table):
+    result = CliRunner().invoke(app, ["extract", str(table), "--representation", "sift"])
+    assert result.exit_code == 2 and "visterms, cnn" in result.output
