@@ -107,15 +107,29 @@ def test_transform_matches_the_reference(pictures):
 
 
 def test_onnx_and_torch_engines_agree(pictures):
+    import torch
     names = ["reference.png", "portrait.jpg", "odd.png", "tiny.png", "strip.png"]
     paths = [pictures[n] for n in names]
     by_engine = {}
+    threads = torch.get_num_threads()
     for engine in ("onnx", "torch"):
         r = rep(regions=2, engine=engine, short_side=96)
         by_engine[engine], ok, _ = r.pooled(paths)
         assert ok.all() and r.stats_["engine"] == engine
     assert np.abs(by_engine["onnx"] - by_engine["torch"]).max() < 1e-3
     assert cnn.onnx_path("lite0").is_file()  # exported once, cached
+    assert torch.get_num_threads() == threads  # the torch engine put it back
+
+
+def test_without_onnx_the_torch_engine_runs_with_a_warning(pictures, monkeypatch):
+    def unavailable(*args, **kwargs):
+        raise ImportError("No module named 'onnxruntime'")
+
+    monkeypatch.setattr(cnn, "OnnxEngine", unavailable)
+    r = rep()
+    with pytest.warns(RuntimeWarning, match="using eager torch"):
+        X, ok, _ = r.pooled([pictures["reference.png"]])
+    assert ok.all() and r.stats_["engine"] == "torch"
 
 
 def test_class_scores_are_the_classifier_on_the_picture(pictures):

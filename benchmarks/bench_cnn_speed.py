@@ -1,0 +1,214 @@
+"""Speed of the CNN representation (pamir.features.cnn) on Corel 5k, end to end.
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_cnn_speed.py [--pictures 1000]
+
+End to end means what `CNNRepresentation.pooled` does for a picture that is not in the
+cache: read the file, hash it, decode, resize, run the network, pool, write the cache entry.
+Every run starts from an empty temporary feature cache; the network is built (and the ONNX
+graph exported, a one-time cost reported apart) before the clock starts.
+
+1. The default setting (lite0, short side 224: Corel's 192x128 becomes 336x224), ONNX
+   Runtime against eager fp32 torch in the same run, alternated twice, and their ratio.
+2. short side (128, 160, 224, 260) x model (lite0, lite1, lite2) x engine (onnx, torch):
+   each cell runs on the same seeded sample of pictures, in chunks, until --cell-seconds have
+   passed or --cell-pictures are done (at least one chunk).
+
+Writes benchmarks/results/cnn_speed.json and cnn_speed.md. Other developers' jobs share the
+2 cores: the load average before and after each measurement is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+from pamir import config
+from pamir.data import load_collection
+from pamir.features import cnn
+from pamir.features.cnn import CNNRepresentation, CNNSettings
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SHORT_SIDES = (128, 160, 224, 260)
+MODELS = ("lite0", "lite1", "lite2")
+ENGINES = ("onnx", "torch")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def measure(settings: CNNSettings, paths: list, *, max_seconds: float | None = None,
+            chunk: int = 100) -> dict:
+    """Pictures/s of `pooled` from a cold cache; the network is built before timing."""
+    rep = CNNRepresentation(settings, progress=False)
+    t0 = time.perf_counter()
+    engine = rep.engine
+    build = time.perf_counter() - t0
+    before = load()
+    done, seconds, extracted = 0, 0.0, 0
+    with tempfile.TemporaryDirectory() as cache:
+        rep.cache_dir = cache
+        while done < len(paths):
+            part = paths[done:done + chunk] if max_seconds else paths[done:]
+            rep.pooled(part)
+            done += len(part)
+            seconds += rep.stats_["seconds"]
+            extracted += rep.stats_["extracted"]
+            if max_seconds and seconds >= max_seconds:
+                break
+    return {"pictures": done, "extracted": extracted, "seconds": round(seconds, 2),
+            "pictures_per_second": round(done / seconds, 1),
+            "engine": engine.name, "build_seconds": round(build, 2),
+            "export_seconds": round(getattr(engine, "export_seconds", 0.0), 2),
+            "load_before": before, "load_after": load()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pictures", type=int, default=1000,
+                    help="pictures for the default setting's ONNX runs")
+    ap.add_argument("--torch-pictures", type=int, default=400,
+                    help="pictures for the default setting's torch runs")
+    ap.add_argument("--cell-pictures", type=int, default=400)
+    ap.add_argument("--cell-seconds", type=float, default=12.0)
+    args = ap.parse_args(argv)
+
+    collection = load_collection("corel5k")
+    order = np.random.default_rng(config.SEED).permutation(len(collection.paths))
+    paths = [collection.paths[i] for i in order]
+    shapes = {}
+    started = datetime.now(timezone.utc)
+    t_start = time.perf_counter()
+    out = {
+        "command": "python benchmarks/bench_cnn_speed.py " + " ".join(sys.argv[1:] if argv is None
+                                                                   else argv),
+        "date": started.isoformat(timespec="seconds"),
+        "machine": {"cpu": cpu_model(), "cores": cnn._cores(),
+                    "python": platform.python_version(), "torch": version("torch"),
+                    "onnxruntime": version("onnxruntime"), "load_at_start": load()},
+        "streams": cnn.streams(), "threads_per_stream": max(1, cnn._cores() // cnn.streams()),
+        "default_settings": CNNSettings().to_dict(),
+    }
+
+    # 1. the default setting, both engines, alternated twice
+    default = []
+    for round_ in (1, 2):
+        for engine in ENGINES:
+            n = args.pictures if engine == "onnx" else args.torch_pictures
+            r = measure(CNNSettings(engine=engine), paths[:n])
+            r["round"] = round_
+            default.append(r)
+            print(f"default {engine} round {round_}: {r['pictures_per_second']} pictures/s "
+                  f"({r['pictures']} pictures, {r['seconds']} s, load {r['load_before']})",
+                  flush=True)
+    rate = {e: float(np.median([r["pictures_per_second"] for r in default if r["engine"] == e]))
+            for e in ENGINES}
+    out["default"] = {"runs": default, "onnx_pictures_per_second": rate["onnx"],
+                      "torch_pictures_per_second": rate["torch"],
+                      "ratio": round(rate["onnx"] / rate["torch"], 2),
+                      "target_pictures_per_second": 120}
+
+    # 2. the table
+    cells = []
+    for side in SHORT_SIDES:
+        for model in MODELS:
+            for engine in ENGINES:
+                s = CNNSettings(model=model, short_side=side, engine=engine)
+                r = measure(s, paths[:args.cell_pictures], max_seconds=args.cell_seconds)
+                r.update(model=model, short_side=side)
+                cells.append(r)
+                print(f"{model} {side} {engine}: {r['pictures_per_second']} pictures/s "
+                      f"({r['pictures']} pictures, load {r['load_before']})", flush=True)
+    out["table"] = cells
+    out["machine"]["load_at_end"] = load()
+    out["total_seconds"] = round(time.perf_counter() - t_start, 1)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "cnn_speed.json").write_text(json.dumps(out, indent=2) + "\n")
+    (RESULTS / "cnn_speed.md").write_text(markdown(out))
+    print(f"wrote {RESULTS / 'cnn_speed.md'}")
+    return 0
+
+
+def markdown(out: dict) -> str:
+    m, d = out["machine"], out["default"]
+    lines = [
+        "# CNN representation: speed on Corel 5k",
+        "",
+        f"`{out['command'].strip()}` (under `flock /tmp/pamir-heavy.lock`) — {out['date']}, "
+        f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, torch {m['torch']}, "
+        f"onnxruntime {m['onnxruntime']}; load average at start "
+        f"{', '.join(map(str, m['load_at_start']))}, at end "
+        f"{', '.join(map(str, m['load_at_end']))}. Other developers' jobs share the 2 cores: "
+        f"every figure is a lower bound of what a quiet machine gives, and the load average "
+        f"before each run is in cnn_speed.json. Whole run: {out['total_seconds'] / 60:.1f} min.",
+        "",
+        "End to end from an empty feature cache: read + content hash, decode, resize (shorter "
+        "side = short side, aspect kept), network, pooling, cache write. The network is built "
+        "before the clock starts (the one-time ONNX export is given apart). Batches of one "
+        f"resized shape; {out['streams']} batches run side by side, "
+        f"{out['threads_per_stream']} thread each (pamir.features.cnn.streams says why).",
+        "",
+        "## The default setting",
+        "",
+        f"lite0, short side 224 (Corel's 192x128 -> 336x224), global average, batch "
+        f"{out['default_settings']['batch_size']}, {out['default_settings']['n_jobs']} decoding "
+        "threads:",
+        "",
+        "| engine | round | pictures | seconds | pictures/s | load before |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in d["runs"]:
+        lines.append(f"| {r['engine']} | {r['round']} | {r['pictures']:,} | {r['seconds']} | "
+                     f"{r['pictures_per_second']} | {r['load_before'][0]} |")
+    export = max((r["export_seconds"] for r in d["runs"]), default=0)
+    lines += [
+        "",
+        f"**ONNX Runtime {d['onnx_pictures_per_second']} pictures/s, eager torch "
+        f"{d['torch_pictures_per_second']} pictures/s (medians of the two rounds): "
+        f"{d['ratio']}x.** The issue's target was {d['target_pictures_per_second']} "
+        f"pictures/s." + (f" Exporting the ONNX graph (once, then cached): {export} s."
+                          if export else ""),
+        "",
+        "## Short side x model x engine (pictures/s)",
+        "",
+        "| short side | Corel picture | " + " | ".join(f"{m_} onnx | {m_} torch" for m_ in MODELS)
+        + " |",
+        "|---|---|" + "---|" * (2 * len(MODELS)),
+    ]
+    by = {(c["short_side"], c["model"], c["engine"]): c for c in out["table"]}
+    for side in SHORT_SIDES:
+        row = [str(side), f"{side * 3 // 2}x{side}"]
+        for model in MODELS:
+            for engine in ENGINES:
+                c = by[(side, model, engine)]
+                row.append(f"{c['pictures_per_second']}")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Pictures per cell: " + ", ".join(
+        f"{c['model']}/{c['short_side']}/{c['engine']} {c['pictures']}" for c in out["table"])
+        + "."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
