@@ -112,6 +112,17 @@ def _add_outer(W, scale, qi, qd, pi, pd):
 
 
 @numba.njit(cache=True, inline="always")
+def _tau(loss, qd, d_sq, c):
+    """PA-I's step for ||v||^2 = ||q||^2 ||p+ - p-||^2; 0 for identical pictures (no
+    direction to move in)."""
+    q_sq = 0.0
+    for a in range(qd.shape[0]):
+        q_sq += qd[a] * qd[a]
+    norm = q_sq * d_sq
+    return pa1_tau(loss, norm, c) if norm > 0.0 else 0.0
+
+
+@numba.njit(cache=True, inline="always")
 def _pa_step(W, A, step, c, margin, qi, qd, ppi, ppd, pmi, pmd, pp_sq, pm_sq):
     """One PA-I update on (q, p+, p-); returns the hinge loss before the update.
 
@@ -122,14 +133,9 @@ def _pa_step(W, A, step, c, margin, qi, qd, ppi, ppd, pmi, pmd, pp_sq, pm_sq):
     loss = margin - diff
     if loss <= 0.0:
         return 0.0
-    q_sq = 0.0
-    for a in range(qd.shape[0]):
-        q_sq += qd[a] * qd[a]
-    d_sq = pp_sq + pm_sq - 2.0 * _sparse_dot(ppi, ppd, pmi, pmd)
-    norm = q_sq * d_sq
-    if norm <= 0.0:  # identical pictures: no direction to move in
+    tau = _tau(loss, qd, pp_sq + pm_sq - 2.0 * _sparse_dot(ppi, ppd, pmi, pmd), c)
+    if tau == 0.0:
         return loss
-    tau = pa1_tau(loss, norm, c)
     _add_outer(W, tau, qi, qd, ppi, ppd)
     _add_outer(W, -tau, qi, qd, pmi, pmd)
     if A.shape[0] > 0:
@@ -199,16 +205,12 @@ def _pa_step_dense(W, A, step, c, margin, qi, qd, xp, xm, pp_sq, pm_sq):
     loss = margin - diff
     if loss <= 0.0:
         return 0.0
-    q_sq = 0.0
-    for a in range(qd.shape[0]):
-        q_sq += qd[a] * qd[a]
     dot = 0.0
     for b in range(xp.shape[0]):
         dot += xp[b] * xm[b]
-    norm = q_sq * (pp_sq + pm_sq - 2.0 * dot)
-    if norm <= 0.0:
+    tau = _tau(loss, qd, pp_sq + pm_sq - 2.0 * dot, c)
+    if tau == 0.0:
         return loss
-    tau = pa1_tau(loss, norm, c)
     for a in range(qi.shape[0]):
         f = tau * qd[a]
         row = W[qi[a]]
