@@ -31,7 +31,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from pamir.commands.product import LOOPBACK_NAMES  # noqa: E402
 from pamir.server import create_app  # noqa: E402
-from test_server import FakeSystem, build_index  # noqa: E402
+from test_server import FakeSystem, build_index, use_fake_embedder  # noqa: E402
 
 
 def free_port() -> int:
@@ -42,6 +42,12 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        use_fake_embedder(mp)  # words outside the vocabulary, without the real model's load
+        yield from _serve(tmp_path_factory)
+
+
+def _serve(tmp_path_factory):
     system = FakeSystem()
     index_dir = build_index(tmp_path_factory.mktemp("browser"), system)
     port = free_port()
@@ -128,3 +134,26 @@ def test_annotate_an_uploaded_picture(server, browser, tmp_path):
     wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#annotation-words li"))
     first = browser.find_element(By.CSS_SELECTOR, "#annotation-words li .kw").text
     assert first == "green"
+
+
+def test_mapping_shown_and_more_like_this(server, browser):
+    browser.get(server + "/?q=crimson")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) > 0)
+    assert browser.find_element(By.ID, "mapping").text == "crimson -> red 0.80"
+    assert browser.find_elements(By.CSS_SELECTOR, "#results .hit")[0].text.startswith("red")
+    browser.get(server + "/?q=red+floor:100")
+    wait(browser).until(lambda d: "Nothing relevant" in d.find_element(By.ID, "message").text)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#results .hit")
+
+    browser.get(server + "/?q=green+stripes")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) > 0)
+    first = browser.find_elements(By.CSS_SELECTOR, "#results .hit")[0]
+    assert "green-2.png" in first.text
+    first.click()
+    wait(browser).until(EC.element_to_be_clickable((By.ID, "more-like"))).click()
+    wait(browser).until(lambda d: "pictures like green-2.png" in d.find_element(
+        By.ID, "message").text)
+    names = [h.text.split()[0] for h in browser.find_elements(By.CSS_SELECTOR, "#results .hit")]
+    assert "green-2.png" not in names and set(names[:2]) == {"green-0.png", "green-1.png"}
+    assert "like=" in browser.current_url and browser.find_element(By.ID, "detail").get_attribute(
+        "hidden") is not None

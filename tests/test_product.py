@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import pamir.commands.product as product
 from pamir.cli import app
-from test_server import FakeSystem, make_pictures
+from test_server import FakeSystem, make_pictures, use_fake_embedder
 
 runner = CliRunner()
 
@@ -30,6 +30,12 @@ def extractor_warnings_restored():
     level = logger.level
     yield
     logger.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    """Words outside the vocabulary stay unknown unless a test maps them."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
 
 
 def run(*args, ok=True):
@@ -78,6 +84,44 @@ def test_index_then_search(fake, tmp_path):
     assert r.exit_code == 2 and "--rebuild" in r.output
     r = run("index", model, pictures, "--index", tmp_path / "ix", "--rebuild")
     assert "added 9" in r.output
+
+
+def test_search_grammar_mapping_and_like(fake, tmp_path, monkeypatch):
+    model, pictures = fake
+    ix = tmp_path / "ix"
+    run("index", model, pictures, "--index", ix)
+    use_fake_embedder(monkeypatch)
+    r = run("search", "crimson -stripes", "--index", ix, "-k", "3")
+    assert "mapped: crimson -> red 0.80" in r.stderr
+    assert [Path(line.split()[-1]).name for line in r.stdout.splitlines()][:2] == [
+        "red-0.png", "red-1.png"]
+    body = json.loads(run("search", "reds unicorn", "--index", ix, "--json").stdout)
+    assert body["words"] == ["red"] and body["unknown"] == ["unicorn"]
+    assert body["mapping"][0]["how"] == "inflection"
+    r = run("search", "unicorn", "--index", ix, ok=False)
+    assert r.exit_code == 2 and "floor" in r.output
+    r = run("search", "unicorn", "--index", ix, "--no-mapping", ok=False)
+    assert "floor" not in r.output and "vocabulary" in r.output
+    # the floor: "nothing relevant" is an answer, not an error
+    r = run("search", "red floor:50", "--index", ix)
+    assert r.stdout == "" and "nothing scores at least 50" in r.stderr
+    assert run("search", "red", "--floor", "50", "--index", ix, "-f").stdout == ""
+    r = run("search", "red", "--sort", "date", "--in", str(pictures), "--index", ix, "-k", "2")
+    assert len(r.stdout.splitlines()) == 2
+    run("search", "red", "--sort", "size", "--index", ix, ok=False)
+
+    # more like this: an indexed picture (its stored vector), a new one (through the model)
+    r = run("search", "--like", pictures / "blue-0.png", "--index", ix, "-k", "2", "-f")
+    assert [Path(p).name for p in r.stdout.split()] == ["blue-1.png", "blue-2.png"]
+    new = tmp_path / "new.png"
+    from PIL import Image
+    Image.new("RGB", (30, 20), (240, 10, 10)).save(new)
+    r = run("search", "--like", new, "--index", ix, "--model", model, "-k", "2", "--json")
+    body = json.loads(r.stdout)
+    assert body["source"] == "computed by the model" and body["space"] == "text"
+    assert all(Path(h["path"]).name.startswith("red") for h in body["hits"])
+    r = run("search", "red", "--like", new, "--index", ix, ok=False)
+    assert "not both" in r.output
 
 
 def test_index_interrupted_then_resumed(fake, tmp_path, monkeypatch):
@@ -224,6 +268,11 @@ def test_fit_index_search_annotate_explain(real_model, tmp_path):
         r = run("search", query, "--index", ix, "-k", "3", "-f")
         tops = [Path(p).name for p in r.stdout.split()]
         assert all(set(query.split()) <= set(captions[t].split()) for t in tops), (query, tops)
+    # more like this, on the model's text space: the nearest pictures share the caption
+    r = run("search", "--like", pictures / "p00.png", "--index", ix, "-k", "3", "-f")
+    tops = [Path(p).name for p in r.stdout.split()]
+    assert "p00.png" not in tops
+    assert sum(captions[t] == captions["p00.png"] for t in tops) >= 2, tops
 
     # Annotation of a new picture the system never saw.
     new = tmp_path / "new.png"

@@ -106,6 +106,40 @@ def build_index(tmp_path: Path, system=None) -> Path:
     return tmp_path / "index"
 
 
+class FakeEmbedder:
+    """Stands in for the sentence-embedding model (test_bridge runs the real one): each
+    vocabulary word is an axis; a few other words lie near some of them."""
+
+    NEAR = {"crimson": {"red": 0.8}, "scarlet": {"red": 0.7, "blue": 0.45},
+            "ocean": {"blue": 0.6, "sky": 0.5}, "zebra": {"stripes": 0.55}}
+    dim = 16
+
+    def encode(self, texts):
+        out = []
+        for t in texts:
+            v = np.zeros(self.dim)
+            if t in VOCAB:
+                v[VOCAB.index(t)] = 1.0
+            for w, s in self.NEAR.get(t, {}).items():
+                v[VOCAB.index(w)] = s
+            v[-1] = np.sqrt(max(0.0, 1 - (v ** 2).sum()))  # the rest: on an axis of its own
+            out.append(v)
+        return np.array(out, np.float32)
+
+
+def use_fake_embedder(monkeypatch):
+    import pamir.bridge as bridge_mod
+    monkeypatch.setattr(bridge_mod, "_embedder", FakeEmbedder())
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "1")
+
+
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    """Words outside the vocabulary stay unknown unless a test maps them (test_bridge runs
+    the real model)."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
 @pytest.fixture
 def system():
     return FakeSystem()
@@ -130,6 +164,46 @@ def test_search(client):
     r = client.get("/api/search", params={"q": "blue unicorn"})
     assert r.json()["unknown"] == ["unicorn"]
     assert r.json()["hits"][0]["name"].startswith("blue")
+
+
+def test_search_grammar_and_mapping(client, monkeypatch):
+    use_fake_embedder(monkeypatch)
+    body = client.get("/api/search", params={"q": "crimson -stripes", "k": 9}).json()
+    assert body["words"] == ["red", "stripes"] and body["unknown"] == []
+    assert body["mapped"] == ["crimson -> red 0.80"]
+    assert body["mapping"][0] == {"term": "crimson", "weight": 1.0, "how": "embedding",
+                                  "words": [{"word": "red", "similarity": 0.8}]}
+    names = [h["name"] for h in body["hits"]]
+    assert names.index("red-0.png") < names.index("red-2.png")  # stripes excluded
+    body = client.get("/api/search", params={"q": "reds unicorn"}).json()
+    assert body["mapped"] == ["reds -> red"] and body["unknown"] == ["unicorn"]
+    assert "floor" in body["mapping"][1]["note"]
+    # the score floor, as a parameter or in the query; sorting and folders
+    r = client.get("/api/search", params={"q": "red", "floor": 100}).json()
+    assert r["hits"] == [] and r["options"]["floor"] == 100
+    assert client.get("/api/search", params={"q": "red floor:100"}).json()["hits"] == []
+    assert client.get("/api/search", params={"q": "red", "sort": "size"}).status_code == 422
+    assert client.get("/api/search", params={"q": "red sort:size"}).status_code == 400
+    r = client.get("/api/search", params={"q": "red", "sort": "date", "k": 3}).json()
+    assert r["options"]["sort"] == "newest" and len(r["hits"]) == 3
+    r = client.get("/api/search", params={"q": "red", "in": "elsewhere"}).json()
+    assert r["hits"] == []
+
+
+def test_more_like_this(client):
+    hit = client.get("/api/search", params={"q": "green stripes", "k": 1}).json()["hits"][0]
+    assert hit["name"] == "green-2.png"
+    r = client.get(f"/api/pictures/{hit['id']}/similar", params={"k": 8})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["space"] == "text" and hit["id"] not in [h["id"] for h in body["hits"]]
+    assert {h["name"] for h in body["hits"][:2]} == {"green-0.png", "green-1.png"}
+    assert len(body["hits"]) == 8
+    assert client.get("/api/pictures/4242/similar").status_code == 404
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), (10, 30, 240)).save(buf, "PNG")
+    r = client.post("/api/similar", params={"k": 3}, content=buf.getvalue())
+    assert r.status_code == 200 and r.json()["hits"][0]["name"].startswith("blue")
 
 
 @pytest.mark.parametrize("params, status, needle", [

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import config
@@ -150,39 +151,116 @@ def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
 
 
 # ------------------------------------------------------------------------------- search
+QUERY_HELP = ('words, e.g. "tiger grass"; -word excludes, word^2 or 2:word weighs, "a phrase" '
+              'is one concept, floor:0.5 keeps scores >= 0.5, sort:date orders by file date, '
+              'in:FOLDER keeps pictures under a folder (docs/usage.md, "Queries")')
+
+
 def search_command(
-    query: str = typer.Argument(..., help="words, e.g. \"tiger grass\""),
+    query: str = typer.Argument("", help=QUERY_HELP, show_default=False),
     index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, help="how many pictures"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     files_only: bool = typer.Option(False, "-f", "--files", help="print paths only"),
+    floor: float = typer.Option(None, help="leave out pictures scoring under this (as floor:X)"),
+    sort: str = typer.Option(None, help="score (default), date / newest, or oldest (as sort:X)"),
+    folder: list[str] = typer.Option(None, "--in", help="only pictures under this folder (as "
+                                                        "in:X); may be repeated"),
+    like: Path = typer.Option(None, "--like", help="pictures like this one (indexed or not), "
+                                                   "nearest in the model's text space"),
+    model: Path = typer.Option(None, help="the model for --like on a picture that is not "
+                                          "indexed (default: the one the index was built with)"),
+    mapping: bool = typer.Option(True, help="map words outside the vocabulary onto it with "
+                                            "the word-embedding model (--no-mapping: refuse "
+                                            "them)"),
 ):
-    """Rank the indexed pictures for a text query."""
+    """Rank the indexed pictures for a text query, or for a picture (--like)."""
     index_dir = index_dir or default_index_dir()
+    if not query.strip() and like is None:
+        fail("empty query: type one or more words, e.g. \"tiger grass\", or give --like PICTURE")
     try:
         index = Index.open(index_dir)
     except IndexDirError as e:
         fail(str(e))
     with index:
+        if like is not None:
+            _search_like(index, like, model, query, k, floor, sort, folder, as_json, files_only)
+            return
         try:
-            q = index.parse_query(query)
+            q = index.parse_query(query, mapping=mapping)
+            hits = index.search(q, k, floor=floor, sort=_sort_name(sort),
+                                folders=(q.folders + list(folder)) if folder else None)
         except QueryError as e:
             if as_json:
                 print(json.dumps({"query": query, "error": str(e), "unknown": e.unknown}))
             fail(str(e))
-        hits = index.search(q.vector, k)
+    for m in q.mapped:
+        console.print(f"[cyan]mapped:[/cyan] {escape(m.describe())}", markup=True)
     if q.unknown:
-        console.print(f"[yellow]not in the vocabulary, ignored:[/yellow] {', '.join(q.unknown)}",
-                      markup=True)
+        notes = [m.describe() for m in q.matches if m.how == "unknown"]
+        console.print(f"[yellow]not in the vocabulary, ignored:[/yellow] "
+                      f"{escape('; '.join(notes))}", markup=True)
+    used_floor = q.floor if floor is None else floor
+    if not hits and used_floor is not None:
+        console.print(f"nothing scores at least {used_floor:g}: no picture is relevant enough")
+    _print_hits(hits, as_json, files_only, {
+        "query": query, "words": q.words, "unknown": q.unknown, "mapping": q.mapping_json(),
+        "options": {**q.options_json(), "floor": used_floor,
+                    "sort": _sort_name(sort) or q.sort,
+                    "folders": q.folders + list(folder or [])}})
+
+
+def _sort_name(sort: str | None) -> str | None:
+    if sort is None:
+        return None
+    from ..query import SORTS  # noqa: PLC0415
+
+    if sort.lower() not in SORTS:
+        fail(f"--sort {sort}: one of {', '.join(sorted(SORTS))}")
+    return SORTS[sort.lower()]
+
+
+def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
     if as_json:
-        print(json.dumps({"query": query, "words": q.words, "unknown": q.unknown,
-                          "hits": [h.__dict__ for h in hits]}))
+        print(json.dumps({**head, "hits": [h.__dict__ for h in hits]}))
     elif files_only:
         for h in hits:
             print(h.path)
     else:
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
             print(f"{rank:>3}  {h.score:8.4f}  {h.path}")
+
+
+def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,
+                 sort, folder, as_json: bool, files_only: bool) -> None:
+    """More like this: an indexed picture's stored vector, or a new picture through the
+    model; nearest pictures by cosine in the text space (Index.similar says why)."""
+    if query.strip():
+        fail("give either a query or --like PICTURE, not both")
+    if not like.is_file():
+        fail(f"{like}: no such picture file")
+    picture_id = index.id_of_path(like)
+    if picture_id is not None:
+        z, source = index.vector(picture_id), "indexed"
+    else:
+        model = model or (Path(index.model_dir) if index.model_dir else None)
+        if model is None or not model.is_dir():
+            fail(f"{like} is not indexed, and the model to read it is not here; give --model "
+                 "MODEL or index the picture")
+        system = load_system(model)
+        if list(system.vocabulary) != index.vocabulary:
+            fail(f"the model in {model} has another vocabulary than the index")
+        Z, ok, reasons = system.transform_paths([str(like)])
+        if not np.asarray(ok)[0]:
+            fail(f"{like}: {reasons[0] or 'could not be read'}")
+        z, source = np.asarray(Z, np.float32)[0], "computed by the model"
+    hits = index.similar(z, k, exclude=[picture_id] if picture_id is not None else [],
+                         floor=floor, sort=_sort_name(sort) or "score", folders=folder or ())
+    if not as_json and not files_only:
+        console.print(f"pictures like {like} ({source}), by cosine similarity in the model's "
+                      "text space")
+    _print_hits(hits, as_json, files_only, {"like": str(like), "source": source,
+                                            "space": "text", "id": picture_id})
 
 
 # ------------------------------------------------------------------------------- annotate

@@ -15,9 +15,10 @@ before any committed row points at it (see `scores`), so an update can be interr
 point and run again: it resumes from the last committed batch. A new index is built aside and
 renamed into place, so a crash never leaves a half-made one.
 
-Scores are linear: score(picture, q) = z_picture . q, with q the normalised idf query vector
-(pamir.text.query_vector) and z the model's text-space vector. Models that score otherwise
-(DRCMRM) are not served by this index.
+Scores are linear: score(picture, q) = z_picture . q, with q the query's vector (pamir.query:
+the normalised idf vector of TPAMI §III-A for plain words, with weights, exclusions and words
+mapped onto the vocabulary by pamir.bridge) and z the model's text-space vector. Models that
+score otherwise (DRCMRM) are not served by this index.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from typing import IO
 
 import numpy as np
 
+from ..bridge import CACHE_PREFIX, Bridge
+from ..query import Query, QuerySyntaxError, parse, resolve
 from ..storage import fsync_dir
-from ..text import STOP_WORDS, query_vector, tokenize
+from ..text import STOP_WORDS
 from .catalog import CATALOG, SCHEMA_VERSION, Catalog, IndexDirError, Picture, catalog_files
 from .scores import ScoreMatrix, matrix_files
 from .sync import BATCH_SIZE, Transform, UpdateReport, file_hash, scan_pictures
@@ -45,6 +48,12 @@ from .sync import update as sync_update
 WRITER_LOCK = ".writer.lock"
 #: The server's thumbnail cache, inside the index folder.
 THUMBNAILS = "thumbnails"
+#: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
+EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
+
+
+def embeddings_enabled() -> bool:
+    return os.environ.get(EMBEDDINGS_ENV, "1").strip().lower() not in ("0", "no", "off", "false")
 
 
 class QueryError(ValueError):
@@ -60,16 +69,6 @@ class Hit:
     id: int
     path: str
     score: float
-
-
-@dataclass
-class Query:
-    """A parsed text query: its vector, the vocabulary words used and the unknown ones."""
-
-    text: str
-    vector: np.ndarray  # (T,) float32, L2-normalised idf weights
-    words: list[str]
-    unknown: list[str]
 
 
 def model_fingerprint(model_dir: str | Path) -> str:
@@ -181,7 +180,8 @@ class Index:
         if not directory.is_dir():
             return
         with _writer_lock(directory):
-            for p in catalog_files(directory) + matrix_files(directory):
+            for p in (catalog_files(directory) + matrix_files(directory)
+                      + sorted(directory.glob(f"{CACHE_PREFIX}*.npy"))):
                 p.unlink()
             shutil.rmtree(directory / THUMBNAILS, ignore_errors=True)
             (directory / WRITER_LOCK).unlink(missing_ok=True)
@@ -226,6 +226,9 @@ class Index:
             self.stop_words = frozenset(meta("stop_words") or ())
             self.model_dir: str = meta("model_dir") or ""
             self.model_fingerprint: str = meta("model_fingerprint") or ""
+            old = getattr(self, "_bridge", None)
+            self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
+            self._mean = None  # the pictures' mean text-space vector, for `similar`
             self._matrix = ScoreMatrix(self.directory, self.T, meta("matrix"),
                                        int(meta("capacity")), int(meta("generation") or 0),
                                        self._writable)
@@ -249,42 +252,119 @@ class Index:
         return len(self._matrix)
 
     # ------------------------------------------------------------------ queries
-    def parse_query(self, text: str) -> Query:
-        """Tokenise `text` like captions are; raise QueryError if nothing searchable is left."""
+    @property
+    def bridge(self) -> Bridge:
+        """Unknown words onto the vocabulary (pamir.bridge): its embeddings are cached in
+        the index folder, the model loaded on the first word that needs it."""
+        with self._lock:
+            if self._bridge is None:
+                self._bridge = Bridge(self.vocabulary, cache_dir=self.directory)
+            return self._bridge
+
+    def parse_query(self, text: str, *, mapping: bool | None = None) -> Query:
+        """Read a query (the grammar of pamir.query) and resolve it on the vocabulary: words
+        outside it go through the bridge (inflections, then the embedding model unless
+        `mapping` is False or $PAMIR_EMBEDDINGS is 0). QueryError if nothing searchable is
+        left, or for a bad option."""
         if not text or not text.strip():
             raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
-        words = list(dict.fromkeys(tokenize(text, self.stop_words)))
-        known = [w for w in words if w in self.word_index]
-        unknown = [w for w in words if w not in self.word_index]
-        if not known:
-            raise self._nothing_searchable(text, words, unknown)
-        vector = query_vector([self.word_index[w] for w in known], self.idf)
-        return Query(text, vector, known, unknown)
+        try:
+            parsed = parse(text, self.stop_words)
+        except QuerySyntaxError as e:
+            raise QueryError(str(e)) from None
+        bridge = self.bridge
+        use_model = embeddings_enabled() if mapping is None else mapping
+        if bridge.use_model != use_model:
+            bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
+        query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index)
+        if not query.words:
+            raise self._nothing_searchable(text, parsed, query)
+        return query
 
-    def _nothing_searchable(self, text: str, words: list[str], unknown: list[str]) -> QueryError:
-        if not words:
-            return QueryError(f"query {text!r} has only stop words; use content words")
+    def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
+        if not parsed.terms:
+            if parsed.stop_only:
+                return QueryError(f"query {text!r} has only stop words; use content words")
+            return QueryError(f"query {text!r} has no words to search for")
         common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
+        notes = sorted({m.note for m in query.matches if m.note and m.note !=
+                        "not in the vocabulary"})
+        why = f" ({'; '.join(notes)})" if notes else ""
         return QueryError(
-            f"no word of the query is in the vocabulary: {', '.join(unknown)}; it has "
-            f"{len(self.vocabulary)} words, e.g. {', '.join(common)}", unknown)
+            f"no word of the query is in the vocabulary: {', '.join(query.unknown)}{why}; it "
+            f"has {len(self.vocabulary)} words, e.g. {', '.join(common)}", query.unknown)
 
     def scores(self, q: np.ndarray) -> np.ndarray:
         """z . q for every matrix column (free columns -inf)."""
         with self._lock:
             return self._matrix.scores(q)
 
-    def search(self, q: np.ndarray | str, k: int = 10) -> list[Hit]:
-        """The k best pictures for a query (text or a (T,) vector), best first; equal scores
-        by id."""
+    def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
+               sort: str | None = None, folders: Sequence[str] | None = None) -> list[Hit]:
+        """The k best pictures for a query (text, a parsed Query or a (T,) vector), best
+        first; equal scores by id. floor: leave out pictures scoring under it (the answer may
+        be empty); sort: "score", or "newest" / "oldest" (by file date) for the k best, or
+        for all those over the floor when there is one; folders: only pictures under one of
+        them (a path prefix, or a run of path components). A Query's own options apply
+        unless given here."""
         if isinstance(q, str):
-            q = self.parse_query(q).vector
+            q = self.parse_query(q)
+        if isinstance(q, Query):
+            floor = q.floor if floor is None else floor
+            sort = sort or q.sort
+            folders = q.folders if folders is None else folders
+            q = q.vector
+        sort = sort or "score"
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
         with self._lock:
-            best = self._matrix.best(q, int(k))
-            paths = self._catalog.paths_of(i for i, _ in best)
+            s = self._matrix.scores(q)
+            return self._ranked(s, int(k), floor, sort, folders or ())
+
+    def _ranked(self, s: np.ndarray, k: int, floor, sort: str, folders) -> list[Hit]:
+        """Hits from per-column scores (-inf: left out), after the floor, folders and sort."""
+        if folders:
+            keep = np.zeros(len(s), dtype=bool)
+            cols = np.asarray(self._catalog.columns_under(folder_patterns(folders)), np.int64)
+            keep[cols[cols < len(s)]] = True
+            s = np.where(keep, s, -np.inf)
+        if floor is not None:
+            s = np.where(s >= float(floor), s, -np.inf)
+        if sort not in ("score", "newest", "oldest"):
+            raise QueryError(f"sort {sort!r}: by score, newest or oldest")
+        many = k if sort == "score" or floor is None else int(np.isfinite(s).sum())
+        best = self._matrix.best_of(s, many)
+        if sort != "score" and best:
+            when = self._catalog.mtimes_of(i for i, _ in best)
+            sign = -1 if sort == "newest" else 1
+            best = sorted(best, key=lambda b: (sign * when.get(b[0], 0), -b[1], b[0]))[:k]
+        paths = self._catalog.paths_of(i for i, _ in best) if best else {}
         return [Hit(i, paths[i], score) for i, score in best]
+
+    def similar(self, z: np.ndarray, k: int = 10, *, exclude: Iterable[int] = (),
+                floor: float | None = None, sort: str = "score",
+                folders: Sequence[str] = ()) -> list[Hit]:
+        """More like this: the k pictures whose text-space vectors are nearest to z (cosine
+        similarity, both centred on the pictures' mean vector, so the words every picture
+        scores high on do not make everything alike), best first; `exclude`: ids left out
+        (the picture itself)."""
+        z = np.asarray(z, dtype=np.float32).ravel()
+        if z.shape != (self.T,):
+            raise ValueError(f"a vector of {z.size} scores; the vocabulary has {self.T} words")
+        with self._lock:
+            if self._mean is None:
+                self._mean = self._matrix.mean()
+            s = self._matrix.similarities(z, self._mean)
+            for i in exclude:
+                p = self._catalog.picture(int(i))
+                if p is not None and p.col is not None and p.col < len(s):
+                    s[p.col] = -np.inf
+            return self._ranked(s, int(k), floor, sort or "score", folders)
+
+    def id_of_path(self, path: str | Path) -> int | None:
+        """The id of the indexed picture at this path (resolved), if any."""
+        with self._lock:
+            return self._catalog.id_of_path(str(Path(path).resolve()))
 
     # ------------------------------------------------------------------ pictures
     def picture(self, picture_id: int) -> Picture | None:
@@ -421,7 +501,28 @@ class Index:
                            batch_size=batch_size, progress=progress)
 
 
+def folder_patterns(folders: Sequence[str]) -> list[str]:
+    """SQL LIKE patterns for `in:` filters: an absolute (or ~) folder matches the paths under
+    it; a relative one ("holidays", "2021/beach") any path with those components in a row."""
+    out = []
+    for f in folders:
+        f = str(f).strip()
+        if not f:
+            continue
+        if f.startswith(("/", "~")):
+            base = str(Path(f).expanduser().resolve()).rstrip("/")
+            out.append(_like_escape(base + "/") + "%")
+        else:
+            out.append("%/" + _like_escape(f.strip("/") + "/") + "%")
+    return out
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 __all__ = [
     "BATCH_SIZE", "CATALOG", "SCHEMA_VERSION", "Hit", "Index", "IndexDirError", "Picture",
-    "Query", "QueryError", "UpdateReport", "file_hash", "model_fingerprint", "scan_pictures",
+    "Query", "QueryError", "UpdateReport", "file_hash", "folder_patterns", "model_fingerprint",
+    "scan_pictures",
 ]

@@ -158,6 +158,26 @@ class Catalog:
             f"SELECT id, path FROM pictures WHERE id IN ({','.join('?' * len(ids))})", ids)
         return dict(rows.fetchall())
 
+    def columns_under(self, patterns: Sequence[str]) -> list[int]:
+        """Columns of the 'ok' pictures whose path matches one of the LIKE patterns."""
+        if not patterns:
+            return []
+        where = " OR ".join("path LIKE ? ESCAPE '\\'" for _ in patterns)
+        rows = self._conn.execute(
+            f"SELECT col FROM pictures WHERE state = 'ok' AND ({where})", list(patterns))
+        return [r[0] for r in rows.fetchall()]
+
+    def mtimes_of(self, ids: Iterable[int]) -> dict[int, int]:
+        ids = [int(i) for i in ids]
+        rows = self._conn.execute(
+            f"SELECT id, mtime_ns FROM pictures WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return dict(rows.fetchall())
+
+    def id_of_path(self, path: str) -> int | None:
+        row = self._conn.execute("SELECT id FROM pictures WHERE path = ? AND state = 'ok'",
+                                 (str(path),)).fetchone()
+        return None if row is None else int(row[0])
+
     def with_hash(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with these bytes at another path, if any."""
         row = self._conn.execute(

@@ -103,8 +103,12 @@ class ScoreMatrix:
 
     def best(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(picture id, score) of the k best pictures for q, best first."""
-        s = self.scores(q)
-        k = min(int(k), len(self))
+        return self.best_of(self.scores(q), k)
+
+    def best_of(self, s: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(picture id, score) of the k best columns by the scores s (one per column, -inf
+        for those left out), best first; equal scores by id."""
+        k = min(int(k), int(np.isfinite(s).sum()))
         if k == 0:
             return []
         if k < len(s):
@@ -117,6 +121,42 @@ class ScoreMatrix:
         # Highest score first; equal scores by id, so results are reproducible.
         top = top[np.lexsort((self._col_id[top], -s[top]))][:k]
         return [(int(self._col_id[c]), float(s[c])) for c in top]
+
+    def ids_of(self, cols) -> np.ndarray:
+        """The picture ids owning these columns (-1: free)."""
+        cols = np.asarray(cols, dtype=np.int64)
+        out = np.full(len(cols), -1, dtype=np.int64)
+        inside = cols < self._width
+        out[inside] = self._col_id[cols[inside]]
+        return out
+
+    def live_mask(self) -> np.ndarray:
+        """(width,) whether each column belongs to a picture."""
+        return self._live.copy()
+
+    def similarities(self, z: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
+        """Cosine similarity of every column to z (free columns -inf), both centred on `mean`
+        when given. Reads the whole matrix (every word's row), unlike a text query."""
+        z = np.asarray(z, dtype=np.float64).ravel()
+        out = np.full(self._width, -np.inf, dtype=np.float32)
+        if not self._width:
+            return out
+        M = np.asarray(self._map[:, : self._width], dtype=np.float32)  # T x width
+        mean = np.zeros(self.T) if mean is None else np.asarray(mean, dtype=np.float64)
+        zc = (z - mean).astype(np.float32)
+        Mc = M - mean.astype(np.float32)[:, None]
+        dots = zc @ Mc
+        norms = np.sqrt(np.einsum("tn,tn->n", Mc, Mc)) * max(float(np.linalg.norm(zc)), 1e-12)
+        sims = dots / np.maximum(norms, 1e-12)
+        out[self._live] = sims[self._live]
+        return out
+
+    def mean(self) -> np.ndarray:
+        """(T,) the mean text-space vector of the pictures."""
+        if not len(self):
+            return np.zeros(self.T)
+        M = np.asarray(self._map[:, : self._width], dtype=np.float64)
+        return M[:, self._live].mean(axis=1)
 
     def column(self, col: int) -> np.ndarray:
         """A picture's text-space vector z (T,), a copy."""

@@ -21,7 +21,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
-from ..index import Index, QueryError
+from ..index import Index, QueryError, embeddings_enabled
 from ..storage import atomic_write_bytes
 from ..text import top_words
 from .explain import explanation
@@ -34,16 +34,22 @@ MAX_K = 1000
 
 
 def create_app(index_dir, model_dir=None, *, system=None,
-               allowed_hosts: list[str] | None = None) -> FastAPI:
+               allowed_hosts: list[str] | None = None, warm_mapping: bool | None = None
+               ) -> FastAPI:
     """The server of the index in `index_dir`.
 
     model_dir: the trained system for uploads and explanations (default: the model the index
     was built with). system: an already loaded system (tests, embedding). allowed_hosts: the
     Host headers answered (None: any); a server on 127.0.0.1 answers only its own names, so
     a web page elsewhere cannot reach it through a DNS name that points at 127.0.0.1.
+    warm_mapping: load the word-embedding model and the vocabulary's embeddings in the
+    background at start (default: unless $PAMIR_EMBEDDINGS is 0), so that no query waits for
+    them.
     """
     index = Index.open(index_dir)
     state = _State(index, model_dir or index.model_dir or None, system)
+    if embeddings_enabled() if warm_mapping is None else warm_mapping:
+        state.warm_mapping()
     app = FastAPI(
         title="pamir",
         summary="Search pictures by text, annotate them, and see which blocks drive a score.",
@@ -64,6 +70,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
         s = index.status()
         s["model_loaded"] = state.system is not None
         s["model_available"] = state.model_available()
+        s["mapping"] = state.mapping_status()
         return s
 
     @app.get("/api/vocabulary", summary="The words queries can use")
@@ -71,12 +78,44 @@ def create_app(index_dir, model_dir=None, *, system=None,
         return {"words": index.vocabulary}
 
     @app.get("/api/search", summary="Pictures ranked for a text query")
-    def search(q: str = Query(..., description="words, e.g. 'tiger grass'"),
-               k: int = Query(24, ge=1, le=MAX_K, description="how many pictures")):
+    def search(q: str = Query(..., description="a query: words, -word, word^2, \"a phrase\", "
+                                                "floor:X, sort:date, in:FOLDER"),
+               k: int = Query(24, ge=1, le=MAX_K, description="how many pictures"),
+               floor: float | None = Query(None, description="leave out scores under this"),
+               sort: str | None = Query(None, pattern="^(score|date|newest|oldest)$"),
+               folder: list[str] = Query([], alias="in", description="only under a folder")):
         query = _parse(index, q)
-        hits = index.search(query.vector, k)
+        hits = index.search(query, k, floor=floor, sort=_sort(sort),
+                            folders=(query.folders + folder) if folder else None)
         return {"query": q, "words": query.words, "unknown": query.unknown,
+                "mapping": query.mapping_json(),
+                "mapped": [m.describe() for m in query.mapped],
+                "options": {**query.options_json(),
+                            **({"floor": floor} if floor is not None else {}),
+                            **({"sort": _sort(sort)} if sort else {}),
+                            "folders": query.folders + folder},
                 "pictures": len(index),
+                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+
+    @app.get("/api/pictures/{picture_id}/similar",
+             summary="More like this: the pictures nearest to an indexed picture")
+    def similar(picture_id: int, k: int = Query(24, ge=1, le=MAX_K),
+                folder: list[str] = Query([], alias="in")):
+        p = _picture(index, picture_id)
+        hits = index.similar(index.vector(p.id), k, exclude=[p.id], folders=folder)
+        return {"like": _hit_json(p.id, p.path, None), "space": "text",
+                "pictures": len(index),
+                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+
+    @app.post("/api/similar", summary="More like this for an uploaded picture (the raw file "
+                                      "as body), through the model",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "image/*": {"schema": {"type": "string", "format": "binary"}}}}})
+    async def similar_upload(request: Request, k: int = Query(24, ge=1, le=MAX_K)):
+        data = await _read_upload(request)
+        z = state.annotate_bytes(data)
+        hits = index.similar(z, k)
+        return {"space": "text", "pictures": len(index),
                 "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}", summary="A picture of the index and its keywords")
@@ -135,6 +174,10 @@ def _parse(index: Index, q: str):
     return index.parse_query(q)  # QueryError -> 400 {"detail": why, "unknown": [words]}
 
 
+def _sort(sort: str | None) -> str | None:
+    return {"date": "newest"}.get(sort, sort) if sort else None
+
+
 def _picture(index: Index, picture_id: int):
     p = index.picture(picture_id)
     if p is None or p.state != "ok":
@@ -179,6 +222,25 @@ class _State:
         self.system = system
         self._lock = threading.Lock()
         self.thumbnails = _thumbnail_dir(index)
+        self._mapping: dict = {"state": "not loaded"}
+
+    def warm_mapping(self) -> None:
+        """Load the word-embedding model and the vocabulary's embeddings in a background
+        thread: the first query with a word outside the vocabulary does not wait for them."""
+
+        def load():
+            import time  # noqa: PLC0415
+
+            self._mapping = {"state": "loading"}
+            t0 = time.perf_counter()
+            why = self.index.bridge.warm()
+            self._mapping = ({"state": "unavailable", "reason": why} if why else
+                             {"state": "loaded", "seconds": round(time.perf_counter() - t0, 2)})
+
+        threading.Thread(target=load, name="pamir-mapping", daemon=True).start()
+
+    def mapping_status(self) -> dict:
+        return dict(self._mapping)
 
     def model_available(self) -> bool:
         return self.system is not None or bool(

@@ -25,22 +25,63 @@ function fmt(x) { return x.toFixed(3); }
 
 async function search(q, push = true) {
   state.q = q.trim();
+  state.like = null;
   $("q").value = state.q;
   if (push) {
     const url = new URL(location.href);
     url.searchParams.delete("id");
+    url.searchParams.delete("like");
     if (state.q) url.searchParams.set("q", state.q); else url.searchParams.delete("q");
     history.pushState({}, "", url);
   }
   $("results").replaceChildren();
+  $("mapping").replaceChildren();
   if (!state.q) { setMessage("Type words to search the pictures."); return; }
   setMessage("Searching…");
   try {
     const res = await api(`/api/search?q=${encodeURIComponent(state.q)}&k=60`);
     state.hits = res.hits;
     let msg = `${res.hits.length} of ${res.pictures} pictures for “${res.words.join(" ")}”`;
-    if (res.unknown.length) msg += ` — not in the vocabulary, ignored: ${res.unknown.join(", ")}`;
+    if (!res.hits.length && res.options.floor !== null) {
+      msg = `Nothing relevant: no picture scores at least ${res.options.floor}`;
+    }
+    const unknown = res.mapping.filter((m) => m.how === "unknown");
+    if (unknown.length) msg += ` — not in the vocabulary, ignored: ${unknown.map((m) => m.term).join(", ")}`;
     setMessage(msg);
+    showMapping(res.mapped);
+    $("results").replaceChildren(...res.hits.map(hitCard));
+  } catch (e) {
+    setMessage(e.message, true);
+  }
+}
+
+function showMapping(lines) {
+  $("mapping").replaceChildren(...lines.map((line) => {
+    const li = document.createElement("li");
+    li.textContent = line;
+    return li;
+  }));
+}
+
+async function moreLike(id, push = true) {
+  state.like = id;
+  state.q = "";
+  $("q").value = "";
+  if (push) {
+    const url = new URL(location.href);
+    url.searchParams.delete("q");
+    url.searchParams.delete("id");
+    url.searchParams.set("like", id);
+    history.pushState({}, "", url);
+  }
+  if (!$("detail").hidden) closeDetail(false);
+  $("results").replaceChildren();
+  $("mapping").replaceChildren();
+  setMessage("Finding similar pictures…");
+  try {
+    const res = await api(`/api/pictures/${id}/similar?k=60`);
+    state.hits = res.hits;
+    setMessage(`${res.hits.length} pictures like ${res.like.name} (nearest in the model's text space)`);
     $("results").replaceChildren(...res.hits.map(hitCard));
   } catch (e) {
     setMessage(e.message, true);
@@ -73,6 +114,7 @@ async function openDetail(id, push = true) {
     history.pushState({}, "", url);
   }
   $("detail").hidden = false;
+  state.detailId = id;
   $("keywords").replaceChildren();
   $("explain-note").textContent = "";
   clearCanvas();
@@ -184,13 +226,16 @@ async function annotateUpload(file) {
 function fromUrl() {
   const params = new URLSearchParams(location.search);
   const q = params.get("q") || "";
-  if (q !== state.q || !$("results").children.length) search(q, false);
+  const like = params.get("like");
+  if (like) { if (String(state.like) !== like) moreLike(like, false); }
+  else if (q !== state.q || state.like || !$("results").children.length) search(q, false);
   const id = params.get("id");
   if (id) openDetail(id, false); else if (!$("detail").hidden) closeDetail(false);
 }
 
 $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search($("q").value); });
 $("close").addEventListener("click", () => closeDetail());
+$("more-like").addEventListener("click", () => moreLike(state.detailId));
 $("detail").addEventListener("click", (e) => { if (e.target === $("detail")) closeDetail(); });
 document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("detail").hidden) closeDetail(); });
 $("detail-img").addEventListener("load", drawBlocks);

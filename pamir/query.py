@@ -1,0 +1,243 @@
+"""The query language: one parser for the CLI, the HTTP API and the web page.
+
+    tiger grass                 words; stop words dropped ("a red flower in a garden" works)
+    -water                      exclude: the word's score is subtracted
+    tiger^2   2:tiger           weight a word (or a phrase) twice as much as the others
+    "polar bear"                a phrase: one concept, mapped as a whole when not all of
+                                its words are in the vocabulary
+    floor:0.5                   drop pictures scoring under 0.5 (an empty answer is allowed)
+    sort:date  sort:oldest      order the hits by file date, newest (or oldest) first
+    in:holidays  in:/abs/path   only pictures under a folder (a path component, or a prefix)
+
+`parse(text)` gives a ParsedQuery (terms and options); `resolve(parsed, vocabulary, idf,
+bridge)` turns it into a Query: the (T,) vector the index scores, and for each term how it was
+matched (the word itself, an inflection, or the embedding model's nearest vocabulary words).
+
+The vector: each term contributes weight x (its matched words' idf, times their similarity for
+an embedding match); the sum is L2-normalised. A query of plain vocabulary words gives exactly
+pamir.text.query_vector (presence x idf, normalised: TPAMI §III-A); an excluded word enters
+with a negative weight, and the index scores z . q exactly, negative entries included.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from .text import STOP_WORDS, tokenize
+
+if TYPE_CHECKING:  # annotations only: the bridge loads lazily
+    from .bridge import Bridge
+
+#: Options of the grammar (key:value); other "x:y" tokens are words.
+SORTS = {"score": "score", "date": "newest", "newest": "newest", "oldest": "oldest"}
+FLOOR_KEYS = ("floor", "min")
+FOLDER_KEYS = ("in", "folder")
+#: The largest weight a term may carry (a guard against "1e30:word").
+MAX_WEIGHT = 100.0
+
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_TOKEN = re.compile(
+    r'\s*(?:'
+    r'(?P<opt>(?:floor|min|sort|in|folder)):(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
+    r'|(?P<sign>[-+])?(?:(?P<pre>' + _NUMBER + r'):)?'
+    r'(?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"^]+))'
+    r'(?:\^(?P<post>' + _NUMBER + r'))?'
+    r'|(?P<junk>\S)'
+    r')', re.IGNORECASE)
+
+
+class QuerySyntaxError(ValueError):
+    """A query the grammar cannot read (a bad option value)."""
+
+
+@dataclass
+class Term:
+    """One searchable unit: a word or a quoted phrase, with its weight (negative: excluded)."""
+
+    text: str                 # as the person wrote it, lower-cased: "flowers", "polar bear"
+    words: list[str]          # its tokens, stop words dropped
+    weight: float = 1.0
+    phrase: bool = False
+
+
+@dataclass
+class ParsedQuery:
+    text: str
+    terms: list[Term] = field(default_factory=list)
+    floor: float | None = None
+    sort: str = "score"       # "score", "newest" or "oldest"
+    folders: list[str] = field(default_factory=list)
+    stop_only: list[str] = field(default_factory=list)  # words dropped as stop words
+
+
+@dataclass
+class Match:
+    """How a term met the vocabulary. how: "vocabulary" (the word itself), "phrase" (a
+    phrase's words, all in the vocabulary), "inflection" (flowers -> flower), "embedding"
+    (nearest vocabulary words by the sentence-embedding model) or "unknown"."""
+
+    term: str
+    weight: float
+    how: str
+    words: list[tuple[str, float]]  # (vocabulary word, similarity or 1.0)
+    note: str = ""                  # why an unknown word found nothing
+
+    def as_dict(self) -> dict:
+        return {"term": self.term, "weight": self.weight, "how": self.how,
+                "words": [{"word": w, "similarity": round(float(s), 4)} for w, s in self.words],
+                **({"note": self.note} if self.note else {})}
+
+    def describe(self) -> str:
+        """'bird -> parrot 0.71, eagle 0.66' (weights and exclusions marked)."""
+        head = ("-" if self.weight < 0 else "") + self.term
+        if abs(self.weight) != 1:
+            head += f"^{abs(self.weight):g}"
+        if self.how == "unknown":
+            quiet = not self.note or self.note == "not in the vocabulary"
+            return head if quiet else f"{head} ({self.note})"
+        if self.how in ("vocabulary", "phrase"):
+            return f"{head} -> " + " ".join(w for w, _ in self.words)
+        if self.how == "inflection":
+            return f"{head} -> {self.words[0][0]}"
+        return f"{head} -> " + ", ".join(f"{w} {s:.2f}" for w, s in self.words)
+
+
+@dataclass
+class Query:
+    """A resolved query: what the index scores, and how each term was understood."""
+
+    text: str
+    vector: np.ndarray            # (T,) float32, L2-normalised; negative entries exclude
+    words: list[str]              # vocabulary words used, in order
+    unknown: list[str]            # terms that matched nothing
+    matches: list[Match] = field(default_factory=list)
+    floor: float | None = None
+    sort: str = "score"
+    folders: list[str] = field(default_factory=list)
+
+    @property
+    def mapped(self) -> list[Match]:
+        """The terms that were not vocabulary words as written (inflections, embeddings)."""
+        return [m for m in self.matches if m.how in ("inflection", "embedding")]
+
+    def mapping_json(self) -> list[dict]:
+        return [m.as_dict() for m in self.matches]
+
+    def options_json(self) -> dict:
+        return {"floor": self.floor, "sort": self.sort, "folders": self.folders}
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise QuerySyntaxError(f"{what}: {text!r} is not a number") from None
+    if not np.isfinite(x):
+        raise QuerySyntaxError(f"{what}: {text!r} is not a finite number")
+    return x
+
+
+def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> ParsedQuery:
+    """Read a query string (the grammar is in the module docstring). Never raises for words;
+    QuerySyntaxError for a bad option value (floor:abc, sort:size)."""
+    out = ParsedQuery(text=text or "")
+    stop = frozenset(stop_words)
+    seen: set[tuple[str, bool]] = set()
+    for m in _TOKEN.finditer(text or ""):
+        if m.group("junk") is not None:
+            continue
+        if m.group("opt"):
+            key = m.group("opt").lower()
+            value = m.group("optq") if m.group("optq") is not None else m.group("optv")
+            if key in FLOOR_KEYS:
+                out.floor = _number(value, key)
+            elif key == "sort":
+                if value.lower() not in SORTS:
+                    raise QuerySyntaxError(f"sort:{value}: sort by one of "
+                                           f"{', '.join(sorted(SORTS))}")
+                out.sort = SORTS[value.lower()]
+            elif value:
+                out.folders.append(value)
+            continue
+        phrase = m.group("phrase")
+        raw = phrase if phrase is not None else m.group("word")
+        weight = 1.0
+        for g in ("pre", "post"):
+            if m.group(g):
+                weight *= _number(m.group(g), "weight")
+        weight = min(weight, MAX_WEIGHT)
+        if m.group("sign") == "-":
+            weight = -weight
+        words = tokenize(raw, stop)
+        if not words:
+            out.stop_only += tokenize(raw, ())
+            continue
+        if weight == 0:
+            continue
+        if phrase is not None and len(words) > 1:
+            key = (" ".join(words), True)
+            if key not in seen:
+                seen.add(key)
+                out.terms.append(Term(" ".join(words), words, weight, True))
+            continue
+        # an unquoted run ("red-flowers", "a,b") or a one-word phrase: one term per word
+        for w in words:
+            if (w, False) not in seen:
+                seen.add((w, False))
+                out.terms.append(Term(w, [w], weight, False))
+    return out
+
+
+def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
+            bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None) -> Query:
+    """The Query of a parsed query over a vocabulary (with idf weights). Terms not in the
+    vocabulary go through `bridge` (inflections, then the embedding model) when one is given;
+    without it they are unknown."""
+    word_index = word_index if word_index is not None else {w: t for t, w in
+                                                            enumerate(vocabulary)}
+    idf = np.asarray(idf, dtype=np.float64)
+    v = np.zeros(len(vocabulary), dtype=np.float64)
+    matches, used, unknown = [], [], []
+    for term in parsed.terms:
+        match = _match(term, word_index, bridge)
+        matches.append(match)
+        if match.how == "unknown":
+            unknown.append(term.text)
+            continue
+        for w, s in match.words:
+            t = word_index[w]
+            v[t] += term.weight * s * idf[t]
+            if w not in used:
+                used.append(w)
+    norm = np.linalg.norm(v)
+    vector = (v / norm if norm > 0 else v).astype(np.float32)
+    return Query(parsed.text, vector, used, unknown, matches, parsed.floor, parsed.sort,
+                 list(parsed.folders))
+
+
+def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
+    if term.text in word_index:
+        return Match(term.text, term.weight, "vocabulary", [(term.text, 1.0)])
+    if term.phrase:
+        for joined in ("_".join(term.words), "".join(term.words), "-".join(term.words)):
+            if joined in word_index:
+                return Match(term.text, term.weight, "vocabulary", [(joined, 1.0)])
+        if all(w in word_index for w in term.words):  # a bag of words: order carries nothing
+            return Match(term.text, term.weight, "phrase", [(w, 1.0) for w in term.words])
+    if bridge is None:
+        return Match(term.text, term.weight, "unknown", [], "not in the vocabulary")
+    if not term.phrase:
+        lemma = bridge.inflection(term.text)
+        if lemma is not None:
+            return Match(term.text, term.weight, "inflection", [(lemma, 1.0)])
+    near, note = bridge.neighbours(term.text)
+    if near:
+        return Match(term.text, term.weight, "embedding", near)
+    return Match(term.text, term.weight, "unknown", [], note)
+
+
+__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "parse", "resolve"]
