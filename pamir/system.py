@@ -145,6 +145,196 @@ class System:
         return cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}))
 
 
+# ---------------------------------------------------------------- learning after training
+# Issue 13: PA is an online algorithm, so a trained system keeps learning: from a person's
+# feedback on a query's results (right / wrong pictures) and from new captioned pictures,
+# new words included. These functions extend System without changing its API above; they
+# need a model that is linear in the picture vector (PAMIR's W_, T x V).
+
+#: PA-I passes over a feedback round's triplets (each stops early once none has a loss).
+FEEDBACK_EPOCHS = 10
+#: Updates `learn` draws per captioned picture, and the most it draws.
+LEARN_UPDATES_PER_PICTURE = 200
+LEARN_MAX_UPDATES = 200_000
+
+
+def linear_map(system: System) -> np.ndarray:
+    """The model's W (T x V); NotImplementedError for a model that is not linear PAMIR."""
+    W = getattr(system.model, "W_", None)
+    if W is None or getattr(system.model, "kind", "") != "pamir":
+        kind = getattr(system.model, "kind", type(system.model).__name__)
+        raise NotImplementedError(f"the {kind} model cannot learn online: feedback and "
+                                  "`pamir learn` need a (linear) PAMIR model")
+    return W
+
+
+def _stack_rows(parts) -> sp.csr_matrix:
+    """One CSR matrix of picture rows (sparse bags or dense vectors)."""
+    mats = [sp.csr_matrix(p, dtype=np.float32) for p in parts if p is not None and p.shape[0]]
+    return sp.vstack(mats, format="csr") if mats else sp.csr_matrix((0, 0), dtype=np.float32)
+
+
+def feedback_delta(system: System, q: np.ndarray, positives, negatives, *, c: float | None = None,
+                   epochs: int = FEEDBACK_EPOCHS) -> tuple[np.ndarray, np.ndarray]:
+    """One round of relevance feedback for the query vector q: PA-I updates (TPAMI eq. 10) on
+    every (q, right picture, wrong picture) triplet, `epochs` passes, with the model's
+    aggressiveness c. positives, negatives: the pictures' model inputs (rows).
+
+    Returns (rows, delta): the words the update touched (q's non-zero words: a PA step
+    changes no other row of W) and the change of those rows (len(rows) x V), to re-rank with
+    `feedback_scores` and to fold into the model with `apply_delta`. Nothing is changed."""
+    from .models.pamir import pa_updates  # noqa: PLC0415
+
+    W = linear_map(system)
+    q = np.asarray(q, dtype=np.float64).ravel()
+    rows = np.flatnonzero(q)
+    n_pos, n_neg = positives.shape[0], negatives.shape[0]
+    if len(rows) == 0 or n_pos == 0 or n_neg == 0:
+        return rows, np.zeros((len(rows), W.shape[1]), np.float32)
+    X = _stack_rows([positives, negatives])
+    Ws = np.array(W[rows], dtype=np.float32)
+    before = Ws.copy()
+    Q = sp.csr_matrix(q[rows][None, :].astype(np.float32))
+    pairs = np.array([(0, i, n_pos + j) for i in range(n_pos) for j in range(n_neg)],
+                     dtype=np.int64)
+    c = float(getattr(system.model, "c", 0.1) if c is None else c)
+    margin = float(getattr(system.model, "epsilon", 1.0))
+    rng = np.random.default_rng(0)
+    for _ in range(int(epochs)):
+        losses = pa_updates(Ws, X, Q, pairs[rng.permutation(len(pairs))], c,
+                            margins=np.full(len(pairs), margin))
+        if not (losses > 0).any():
+            break
+    return rows, Ws - before
+
+
+def feedback_scores(system: System, q: np.ndarray, rows: np.ndarray, delta: np.ndarray,
+                    F) -> np.ndarray:
+    """What `delta` adds to the scores q . W p of the pictures F (n x V): q_rows . delta p."""
+    q = np.asarray(q, dtype=np.float64).ravel()
+    if len(rows) == 0 or F.shape[0] == 0:
+        return np.zeros(F.shape[0])
+    D = np.asarray(F @ delta.T.astype(np.float64))  # (n x len(rows)), F sparse or dense
+    return np.asarray(D, dtype=np.float64) @ q[rows]
+
+
+def apply_delta(system: System, rows: np.ndarray, delta: np.ndarray) -> None:
+    """Fold a feedback round's change into the model's W (in memory; save to keep it)."""
+    W = linear_map(system)
+    W[np.asarray(rows, dtype=np.int64)] += np.asarray(delta, dtype=W.dtype)
+    system.info.setdefault("feedback_rounds", 0)
+    system.info["feedback_rounds"] += 1
+
+
+def add_words(system: System, words, idf_new: np.ndarray) -> list[str]:
+    """Grow the vocabulary by `words` (new ones only, in order): W gains zero rows, the idf
+    takes `idf_new` (the whole new vocabulary's). Returns the words added."""
+    W = linear_map(system)
+    added = [w for w in dict.fromkeys(words) if w not in system.word_index]
+    T = len(system.vocabulary) + len(added)
+    idf_new = np.asarray(idf_new, dtype=np.float64)
+    if idf_new.shape != (T,):
+        raise ValueError(f"idf for {idf_new.shape} words; the grown vocabulary has {T}")
+    if added:
+        system.model.W_ = np.ascontiguousarray(
+            np.vstack([W, np.zeros((len(added), W.shape[1]), W.dtype)]))
+        system.model.T_ = T
+        model_idf = getattr(system.model, "idf_", None)
+        if model_idf is not None and len(model_idf) == len(system.vocabulary):
+            system.model.idf_ = np.concatenate([model_idf, idf_new[len(model_idf):]])
+        system.vocabulary = system.vocabulary + added
+        system.word_index = {w: k for k, w in enumerate(system.vocabulary)}
+    system.idf = idf_new
+    return added
+
+
+def learn(system: System, F, captions, *, n_updates: int | None = None, seed: int = 0,
+          c: float | None = None) -> dict:
+    """Learn from new captioned pictures without refitting: new words join the vocabulary
+    (W gains rows), the idf is updated with the new captions' counts, and PA-I updates run on
+    triplets (q, p+, p-) drawn from the new pictures as in training (q: a word or a subset of
+    a caption; p+ a picture with all of q's words, p- one without). F: the pictures' model
+    inputs (n rows); captions: their words (tuples). Returns a report."""
+    from .models.base import TrainingQueries  # noqa: PLC0415
+    from .models.pamir import pa_updates  # noqa: PLC0415
+
+    linear_map(system)
+    captions = [tuple(dict.fromkeys(c or ())) for c in captions]
+    keep = [i for i, c in enumerate(captions) if c]
+    if not keep:
+        raise ValueError("no captioned picture to learn from")
+    F = take_rows(F, np.asarray(keep)) if len(keep) < F.shape[0] else F
+    captions = [captions[i] for i in keep]
+    new_words = list(dict.fromkeys(w for c in captions for w in c
+                                   if w not in system.word_index))
+    # idf over the training pictures and the new ones: the training counts are recovered
+    # from the stored idf (df = n exp(-idf)) and the new captions' counts added
+    seen = system.info.get("pictures") or {}
+    n_old = (int(seen.get("train", 0)) + (int(seen.get("valid", 0)) if system.info.get("retrained")
+                                          else 0)
+             + sum(int(r.get("pictures", 0)) for r in system.info.get("learned", [])))
+    n_old = n_old or len(captions)
+    vocab = system.vocabulary + new_words
+    index = {w: k for k, w in enumerate(vocab)}
+    df = np.concatenate([n_old * np.exp(-system.idf), np.zeros(len(new_words))])
+    df = np.where(df < 0.75, 0.0, df)  # an unseen word's idf counts half a picture: none
+    for caption in captions:
+        for w in caption:
+            df[index[w]] += 1
+    n = n_old + len(captions)
+    idf_new = -np.log(np.maximum(df, 0.5) / n)
+    add_words(system, new_words, idf_new)
+    W = system.model.W_
+
+    rows, cols = zip(*[(i, index[w]) for i, cap in enumerate(captions) for w in cap])
+    Y = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(captions), len(vocab)))
+    tq = TrainingQueries(Y, idf_weights=system.idf)
+    R = sp.csr_matrix(tq.relevance)
+    rel = [R.indices[R.indptr[k]:R.indptr[k + 1]] for k in range(R.shape[0])]
+    usable = [k for k, r in enumerate(rel) if 0 < len(r) < len(captions)]
+    lonely = sorted({w for cap in captions for w in cap
+                     if all(w in other for other in captions)})
+    report = {"pictures": len(captions), "new_words": new_words, "vocabulary": len(vocab),
+              "queries": len(usable), "updates": 0, "active": 0,
+              "words_without_negatives": lonely}
+    if not usable:
+        return report
+    total = int(n_updates if n_updates is not None
+                else min(LEARN_UPDATES_PER_PICTURE * len(captions), LEARN_MAX_UPDATES))
+    rng = np.random.default_rng(seed)
+    qs = rng.choice(usable, total)
+    triplets = np.empty((total, 3), dtype=np.int64)
+    everyone = np.arange(len(captions))
+    for k, qk in enumerate(qs):
+        pos = rel[qk]
+        neg = np.setdiff1d(everyone, pos, assume_unique=True)
+        triplets[k] = (qk, rng.choice(pos), rng.choice(neg))
+    X = _stack_rows([F]) if not sp.issparse(F) else sp.csr_matrix(F, dtype=np.float32)
+    c = float(getattr(system.model, "c", 0.1) if c is None else c)
+    margin = float(getattr(system.model, "epsilon", 1.0))
+    losses = pa_updates(W, X, tq.vectors, triplets, c, margins=np.full(total, margin))
+    report.update(updates=total, active=int((losses > 0).sum()))
+    system.info.setdefault("learned", []).append(
+        {"pictures": len(captions), "new_words": new_words, "updates": total})
+    return report
+
+
+def save_keeping_previous(system: System, path) -> Path:
+    """Save the system over `path` atomically, the model that was there first copied to
+    `PATH.previous` (replacing an older one): a bad update is one rename away from undone."""
+    import shutil  # noqa: PLC0415
+
+    path = Path(path).resolve()
+    if (path / "model.json").is_file():
+        previous = path.with_name(path.name + ".previous")
+        tmp = path.with_name(f".{path.name}.previous-tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(path, tmp)
+        shutil.rmtree(previous, ignore_errors=True)
+        tmp.rename(previous)
+    return system.save(path)
+
+
 # ------------------------------------------------------------------------------ training
 
 #: The representations `pamir fit` chooses among on validation when none is named, in order
@@ -356,5 +546,6 @@ def evaluate_system(system: System, collection: Collection, split: str = "test",
             "scores": S, "unreadable": int((~np.asarray(ok, bool)).sum())}
 
 
-__all__ = ["DEFAULT_REPRESENTATIONS", "System", "collection_inputs", "evaluate_system",
-           "fit_system", "representation_candidates"]
+__all__ = ["DEFAULT_REPRESENTATIONS", "System", "add_words", "apply_delta", "collection_inputs",
+           "evaluate_system", "feedback_delta", "feedback_scores", "fit_system", "learn",
+           "linear_map", "representation_candidates", "save_keeping_previous"]

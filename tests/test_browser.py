@@ -48,11 +48,17 @@ def server(tmp_path_factory):
 
 
 def _serve(tmp_path_factory):
+    from pamir.index import Index
+
     system = FakeSystem()
-    index_dir = build_index(tmp_path_factory.mktemp("browser"), system)
+    root = tmp_path_factory.mktemp("browser")
+    index_dir = build_index(root, system)
+    model_dir = system.save(root / "model")  # the feedback loop's "keep" saves it here
+    with Index.open(index_dir, writable=True) as ix:
+        ix.set_model(model_dir, "fake")
     port = free_port()
     # as `pamir serve` runs it: bound to 127.0.0.1, answering only to the loopback names
-    app = create_app(index_dir, system=system, allowed_hosts=LOOPBACK_NAMES)
+    app = create_app(index_dir, model_dir, system=system, allowed_hosts=LOOPBACK_NAMES)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -157,3 +163,38 @@ def test_mapping_shown_and_more_like_this(server, browser):
     assert "green-2.png" not in names and set(names[:2]) == {"green-0.png", "green-1.png"}
     assert "like=" in browser.current_url and browser.find_element(By.ID, "detail").get_attribute(
         "hidden") is not None
+
+
+def names_shown(browser):
+    return [h.text.split()[0] for h in browser.find_elements(By.CSS_SELECTOR, "#results .hit")]
+
+
+def test_feedback_mark_rerank_keep_reload(server, browser):
+    """Mark a right and a wrong picture: the results re-rank at once; Keep saves the model;
+    after a reload the search answers with what was learnt. (Last: it changes the model.)"""
+    browser.get(server + "/?q=stripes")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) == 9)
+    before = names_shown(browser)
+    target, worst = "green-0.png", before[0]
+    assert before.index(target) > 0
+
+    def card(name):
+        return next(h for h in browser.find_elements(By.CSS_SELECTOR, "#results .hit")
+                    if h.text.split()[0] == name)
+
+    card(target).find_element(By.CLASS_NAME, "mark-right").click()
+    wait(browser).until(lambda d: "one wrong" in d.find_element(By.ID, "feedback-note").text)
+    assert "right" in card(target).get_attribute("class")
+    card(worst).find_element(By.CLASS_NAME, "mark-wrong").click()
+    wait(browser).until(lambda d: "Re-ranked" in d.find_element(By.ID, "feedback-note").text)
+    after = names_shown(browser)
+    assert after.index(target) < after.index(worst)
+    assert "wrong" in card(worst).get_attribute("class")  # marks survive the re-rank
+
+    browser.find_element(By.ID, "keep").click()
+    wait(browser).until(lambda d: "Kept" in d.find_element(By.ID, "feedback-note").text)
+    browser.refresh()
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) == 9)
+    reloaded = names_shown(browser)
+    assert reloaded.index(target) < reloaded.index(worst)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#results .hit.right")

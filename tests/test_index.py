@@ -47,6 +47,12 @@ def picture(path, colour):
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    """Words outside the vocabulary stay unknown here (test_bridge maps them)."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
 @pytest.fixture
 def folder(tmp_path):
     root = tmp_path / "pics"

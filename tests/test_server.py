@@ -77,9 +77,27 @@ class FakeSystem:
         self.model = type("Model", (), {"W_": W.astype(np.float32), "kind": "pamir",
                                         "input": "bags"})()
 
+        self.model.c, self.model.epsilon = 0.1, 1.0
+        self.info = {}
+
+    def features(self, paths):
+        return self.pipeline.transform(paths)
+
     def transform_paths(self, paths):
         X, ok, reasons = self.pipeline.transform(paths)
         return np.asarray(X @ self.model.W_.T, np.float32), ok, reasons
+
+    def save(self, path):
+        """The model folder as the feedback loop keeps it: W in a file (atomically)."""
+        import io as _io
+
+        from pamir.storage import atomic_write_bytes
+        buf = _io.BytesIO()
+        np.save(buf, self.model.W_)
+        Path(path).mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(Path(path) / "model.json", b"{}")
+        atomic_write_bytes(Path(path) / "W.npy", buf.getvalue())
+        return Path(path)
 
 
 def make_pictures(root: Path) -> list[Path]:
@@ -222,6 +240,41 @@ def test_bad_searches(client, params, status, needle):
     assert needle in str(r.json()["detail"])
     if needle == "vocabulary":
         assert r.json()["unknown"] == ["unicorn", "dragon"]
+
+
+def test_feedback_rerank_then_keep(tmp_path, system):
+    model_dir = tmp_path / "model"
+    system.save(model_dir)
+    index_dir = build_index(tmp_path, system)
+    with Index.open(index_dir, writable=True) as ix:
+        ix.set_model(model_dir, "fake")
+    W0 = system.model.W_.copy()
+    with TestClient(create_app(index_dir, model_dir, system=system)) as c:
+        hits = c.get("/api/search", params={"q": "stripes", "k": 9}).json()["hits"]
+        by_name = {h["name"]: h["id"] for h in hits}
+        right, wrong = by_name["green-0.png"], hits[0]["id"]
+        assert hits[0]["name"] != "green-0.png"
+        body = {"q": "stripes", "right": [right], "wrong": [wrong], "k": 9}
+        r = c.post("/api/feedback", json=body)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        ranked = [h["id"] for h in out["hits"]]
+        assert ranked.index(right) < ranked.index(wrong) and out["changed_words"] == ["stripes"]
+        assert np.array_equal(system.model.W_, W0)  # re-ranked, nothing saved yet
+        # the index still answers as before
+        assert c.get("/api/search", params={"q": "stripes", "k": 1}).json()["hits"][0]["id"] == wrong
+        assert c.post("/api/feedback", json={**body, "wrong": []}).status_code == 400
+        assert c.post("/api/feedback", json={**body, "right": [4242]}).status_code == 404
+
+        r = c.post("/api/feedback/keep", json=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["kept"]["rescored"] == 9
+        assert not np.array_equal(system.model.W_, W0)
+        assert np.array_equal(np.load(model_dir / "W.npy"), system.model.W_)
+        assert np.array_equal(np.load(tmp_path / "model.previous" / "W.npy"), W0)
+        after = [h["id"] for h in c.get("/api/search", params={"q": "stripes", "k": 9}).json()["hits"]]
+        assert after.index(right) < after.index(wrong)  # the index was rescored
+        assert after[: len(ranked)] == ranked
 
 
 def test_picture_keywords_and_thumbnail(client):

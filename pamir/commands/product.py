@@ -170,9 +170,10 @@ def search_command(
                                                    "nearest in the model's text space"),
     model: Path = typer.Option(None, help="the model for --like on a picture that is not "
                                           "indexed (default: the one the index was built with)"),
-    mapping: bool = typer.Option(True, help="map words outside the vocabulary onto it with "
-                                            "the word-embedding model (--no-mapping: refuse "
-                                            "them)"),
+    mapping: bool = typer.Option(None, "--mapping/--no-mapping",
+                                 help="map words outside the vocabulary onto it with the "
+                                      "word-embedding model (default: on, unless "
+                                      "$PAMIR_EMBEDDINGS is 0)"),
 ):
     """Rank the indexed pictures for a text query, or for a picture (--like)."""
     index_dir = index_dir or default_index_dir()
@@ -346,6 +347,101 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+# ------------------------------------------------------------------------------- learn
+def learn_command(
+    model: Path = typer.Argument(..., help="a trained PAMIR system (from `pamir fit`): updated "
+                                           "in place, the previous one kept as MODEL.previous"),
+    captions: Path = typer.Argument(..., help="a captions table of new pictures (.tsv/.csv/"
+                                              ".jsonl); new words are allowed"),
+    index_dirs: list[Path] = typer.Option(None, "--index", help="indexes built with MODEL to "
+                                          "update (default: the default index, if it was)"),
+    updates: int = typer.Option(None, min=1, help="PA updates to run (default: 200 a picture)"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+):
+    """Teach a model new captioned pictures (and new words) without refitting from scratch.
+
+    PAMIR learns online: Passive-Aggressive updates on triplets drawn from the new captions
+    move only the rows of their words; a new word gets a row of its own. Indexes built with
+    the model are brought up to date (features come from the cache; pictures are not decoded
+    again when cached).
+    """
+    from ..system import learn, save_keeping_previous  # noqa: PLC0415
+    from ..features.representation import take_rows  # noqa: PLC0415
+
+    system = load_system(model)
+    try:
+        coll = load_captions_table(captions, include_uncaptioned=False)
+    except DataError as e:
+        fail(str(e))
+    pairs = [(p, c) for p, c in zip(coll.paths, coll.captions) if c]
+    if not pairs:
+        fail(f"{captions}: no captioned picture to learn from")
+    F, ok, reasons = system.features([str(p) for p, _ in pairs])
+    ok = np.asarray(ok, dtype=bool)
+    for (path, _), good, why in zip(pairs, ok, reasons):
+        if not good:
+            console.print(f"[yellow]skipped[/yellow] {path}: {why or 'could not be read'}",
+                          markup=True)
+    try:
+        report = learn(system, take_rows(F, np.flatnonzero(ok)),
+                       [c for (_, c), good in zip(pairs, ok) if good], n_updates=updates)
+    except (ValueError, NotImplementedError) as e:
+        fail(str(e))
+    save_keeping_previous(system, model)
+    report["model"] = str(model)
+    report["previous"] = str(model.resolve().with_name(model.resolve().name + ".previous"))
+    report["indexes"] = _update_indexes(model, system, index_dirs)
+    if as_json:
+        print(json.dumps(report))
+        return
+    added = ", ".join(report["new_words"]) or "none"
+    console.print(f"{model}: learnt {report['pictures']} pictures with {report['updates']:,} "
+                  f"PA updates ({report['active']:,} moved the model); new words: {added}; "
+                  f"vocabulary {report['vocabulary']} words; the previous model is in "
+                  f"{report['previous']}")
+    for w in report["words_without_negatives"]:
+        console.print(f"[yellow]every new picture has '{escape(w)}':[/yellow] add pictures "
+                      "without it, so that pamir learns what it is not", markup=True)
+    for ix in report["indexes"]:
+        console.print(f"index {ix['index']}: {ix['status']}")
+
+
+def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
+    """Rescore the indexes built with `model` (the given ones, else the default one if it
+    was built with it) for the model as it is now."""
+    explicit = bool(index_dirs)
+    dirs = list(index_dirs or [default_index_dir()])
+    out = []
+    fingerprint = model_fingerprint(model)
+    vocabulary, idf = text_side(system)
+    for d in dirs:
+        if not Index.exists(d):
+            if explicit:
+                out.append({"index": str(d), "status": "no index there"})
+            continue
+        try:
+            index = Index.open(d, writable=True)
+        except IndexDirError as e:
+            out.append({"index": str(d), "status": f"not updated: {e}"})
+            continue
+        with index:
+            if index.model_dir != str(model.resolve()):
+                if explicit:
+                    out.append({"index": str(d), "status": "built with another model "
+                                f"({index.model_dir}): left alone"})
+                continue
+            try:
+                r = index.rescore(vocabulary, idf, system.transform_paths,
+                                  model_dir=model, fingerprint=fingerprint)
+            except IndexDirError as e:
+                out.append({"index": str(d), "status": f"needs a rebuild: {e}"})
+                continue
+            kept = f", {len(r['kept'])} unreadable kept their old scores" if r["kept"] else ""
+            out.append({"index": str(d), "status": f"rescored {r['rescored']:,} pictures "
+                        f"for {len(vocabulary)} words{kept}", **r})
+    return out
+
+
 # ------------------------------------------------------------------------------- serve
 def serve_command(
     index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
@@ -379,6 +475,7 @@ def register(app: typer.Typer) -> None:
     app.command("index")(index_command)
     app.command("search")(search_command)
     app.command("annotate")(annotate_command)
+    app.command("learn")(learn_command)
     app.command("serve")(serve_command)
 
 

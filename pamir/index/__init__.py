@@ -483,6 +483,52 @@ class Index:
         with self._lock, self._catalog.transaction():
             self._catalog.set_caption(picture_id, caption)
 
+    def rescore(self, vocabulary: Sequence[str], idf: np.ndarray, transform: Transform, *,
+                model_dir: str | Path | None = None, fingerprint: str = "",
+                batch_size: int = BATCH_SIZE,
+                progress: Callable[[int, int], None] | None = None) -> dict:
+        """Bring every picture's scores in line with a model that has learnt since the index
+        was built (`pamir learn`, the web page's feedback): the vocabulary may have grown by
+        words at its end. Pictures go through transform (System.transform_paths: features
+        come from the feature cache, so pictures are not decoded again when cached) in
+        batches into a new score matrix, which replaces the old one with the new vocabulary,
+        idf and model in one transaction. A picture that cannot be read now keeps its old
+        scores (0 for new words) and is reported. Returns {"rescored", "kept": [paths]}."""
+        self._require_writable()
+        vocabulary = list(vocabulary)
+        if vocabulary[: self.T] != self.vocabulary:
+            raise IndexDirError(f"{self.directory}: the model's vocabulary is not this "
+                                "index's (grown at its end); rebuild the index with --rebuild")
+        idf = np.asarray(idf, dtype=np.float64)
+        report = {"rescored": 0, "kept": []}
+        with self._lock:
+            pictures = [p for p in self._catalog.pictures("ok") if p.col is not None]
+
+            def fill(new):
+                for start in range(0, len(pictures), batch_size):
+                    batch = pictures[start:start + batch_size]
+                    Z, ok, _ = transform([p.path for p in batch])
+                    ok = np.asarray(ok, dtype=bool)
+                    cols = np.array([p.col for p in batch], dtype=np.int64)
+                    if ok.any():
+                        new[:, cols[ok]] = np.asarray(Z, np.float32)[ok].T
+                    report["rescored"] += int(ok.sum())
+                    report["kept"] += [p.path for p, o in zip(batch, ok) if not o]
+                    if progress:
+                        progress(min(start + batch_size, len(pictures)), len(pictures))
+
+            def commit(name, capacity, generation):
+                with self._catalog.transaction():
+                    self._catalog.set_meta(
+                        matrix=name, capacity=capacity, generation=generation,
+                        vocabulary=vocabulary, idf=idf.tolist(),
+                        **({"model_fingerprint": fingerprint} if fingerprint else {}),
+                        **({"model_dir": str(Path(model_dir).resolve())} if model_dir else {}))
+
+            self._matrix.rewrite(len(vocabulary), fill, commit)
+            self._load()
+        return report
+
     def update(self, folders: Sequence[str | Path], transform: Transform, *,
                captions: dict[str, Sequence[str]] | None = None,
                batch_size: int = BATCH_SIZE,

@@ -183,12 +183,27 @@ class ScoreMatrix:
     def _grow(self, capacity: int, commit: Callable[[str, int, int], None]) -> None:
         """Copy the matrix into a bigger new file, make it durable, have it committed, and
         only then delete the old one."""
+        self._new_generation(self.T, capacity, None, commit)
+
+    def rewrite(self, T: int, fill: Callable[[np.memmap], None],
+                commit: Callable[[str, int, int], None]) -> None:
+        """A new generation of T rows (the vocabulary may have grown): the current rows are
+        copied in, fill(new map) changes what it wants, then the file is made durable and
+        commit(name, capacity, generation) records it (with whatever else must change in the
+        same transaction) before the old file is deleted; a crash before the commit leaves
+        an orphan, deleted at the next writable open."""
+        self._new_generation(T, max(self.capacity, MIN_CAPACITY), fill, commit)
+
+    def _new_generation(self, T: int, capacity: int, fill, commit) -> None:
         generation = self.generation + 1
         name = matrix_name(generation)
         path = self.directory / name
-        new = np.memmap(path, dtype=np.float32, mode="w+", shape=(self.T, capacity))
+        new = np.memmap(path, dtype=np.float32, mode="w+", shape=(T, capacity))
         if self._map is not None:
-            new[:, : self.capacity] = self._map
+            rows = min(T, self.T)
+            new[:rows, : self.capacity] = self._map[:rows]
+        if fill is not None:
+            fill(new)
         new.flush()
         del new
         with open(path, "rb+") as f:
@@ -196,8 +211,9 @@ class ScoreMatrix:
         fsync_dir(self.directory)
         commit(name, capacity, generation)
         old = self.path
+        self.T = T
         self._open(name, capacity, generation)
-        if old is not None:
+        if old is not None and old != self.path:
             old.unlink(missing_ok=True)
 
     def remove_orphans(self) -> None:

@@ -18,10 +18,11 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from PIL import Image, ImageOps, UnidentifiedImageError
+from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
-from ..index import Index, QueryError, embeddings_enabled
+from ..index import Index, IndexDirError, QueryError, embeddings_enabled
 from ..storage import atomic_write_bytes
 from ..text import top_words
 from .explain import explanation
@@ -31,6 +32,17 @@ STATIC = Path(__file__).resolve().parent / "static"
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 THUMBNAIL_SIZES = (128, 256, 512)
 MAX_K = 1000
+#: A feedback round re-ranks this many of the query's best pictures (and the judged ones).
+FEEDBACK_CANDIDATES = 200
+
+
+class Feedback(BaseModel):
+    """Pictures marked right or wrong for a query (every mark of the round, each time)."""
+
+    q: str = Field(..., description="the query the pictures were judged for")
+    right: list[int] = Field([], description="ids of pictures that answer the query")
+    wrong: list[int] = Field([], description="ids of pictures that do not")
+    k: int = Field(60, ge=1, le=MAX_K, description="how many re-ranked pictures")
 
 
 def create_app(index_dir, model_dir=None, *, system=None,
@@ -148,6 +160,18 @@ def create_app(index_dir, model_dir=None, *, system=None,
         out.update(query=q, words=query.words, unknown=query.unknown, id=p.id)
         return out
 
+    @app.post("/api/feedback", summary="Re-rank a query's results with PA updates on the "
+                                       "pictures marked right and wrong (nothing is saved)")
+    def feedback(body: Feedback):
+        query = _parse(index, body.q)
+        return state.feedback(query, body, keep=False)
+
+    @app.post("/api/feedback/keep", summary="Fold a feedback round into the saved model (the "
+                                            "previous one kept) and rescore the index")
+    def feedback_keep(body: Feedback):
+        query = _parse(index, body.q)
+        return state.feedback(query, body, keep=True)
+
     @app.post("/api/annotate", summary="Keywords of an uploaded picture (the raw file as body)",
               openapi_extra={"requestBody": {"required": True, "content": {
                   "image/*": {"schema": {"type": "string", "format": "binary"}}}}})
@@ -262,6 +286,64 @@ class _State:
                              "index; serve with the model the index was built with")
                 self.system = system
             return self.system
+
+    def feedback(self, query, body: Feedback, keep: bool) -> dict:
+        """PA-I updates (pamir.system.feedback_delta) with the right pictures as positives and
+        the wrong ones as negatives; the query's best FEEDBACK_CANDIDATES pictures re-ranked
+        exactly by q . (W + delta) p. With keep, the change is folded into the model, saved
+        (the previous model kept as MODEL.previous) and the index rescored."""
+        from ..features.representation import take_rows  # noqa: PLC0415
+        from ..system import feedback_delta, feedback_scores  # noqa: PLC0415
+
+        system = self.require_system()
+        right = list(dict.fromkeys(int(i) for i in body.right))
+        wrong = [i for i in dict.fromkeys(int(i) for i in body.wrong) if i not in right]
+        if not right or not wrong:
+            raise HTTPException(400, "mark at least one picture right and one wrong: PAMIR "
+                                     "learns from a right picture ranked above a wrong one")
+        hits = self.index.search(query, FEEDBACK_CANDIDATES)
+        ids = list(dict.fromkeys([h.id for h in hits] + right + wrong))
+        pictures = [_picture(self.index, i) for i in ids]
+        F, ok, _ = system.features([p.path for p in pictures])
+        where = {i: n for n, i in enumerate(ids)}
+        with self._lock:
+            try:
+                rows, delta = feedback_delta(system, query.vector,
+                                             take_rows(F, [where[i] for i in right]),
+                                             take_rows(F, [where[i] for i in wrong]))
+            except NotImplementedError as e:
+                raise HTTPException(409, str(e)) from None
+            base = np.array([float(self.index.vector(i) @ query.vector) for i in ids])
+            scores = base + feedback_scores(system, query.vector, rows, delta, F)
+            out = {"query": body.q, "words": query.words, "right": right, "wrong": wrong,
+                   "changed_words": [self.index.vocabulary[t] for t in rows],
+                   "candidates": len(ids)}
+            if keep:
+                out["kept"] = self._keep(system, rows, delta)
+        order = sorted(range(len(ids)), key=lambda n: (-scores[n], ids[n]))[: body.k]
+        out["hits"] = [_hit_json(ids[n], pictures[n].path, float(scores[n])) for n in order]
+        return out
+
+    def _keep(self, system, rows, delta) -> dict:
+        from ..index import model_fingerprint  # noqa: PLC0415
+        from ..system import apply_delta, save_keeping_previous  # noqa: PLC0415
+
+        if not self.model_dir:
+            raise HTTPException(503, "no model folder to save to: start the server with "
+                                     "--model MODEL")
+        try:
+            writer = Index.open(self.index.directory, writable=True)
+        except IndexDirError as e:
+            raise HTTPException(409, f"not kept: {e}") from None
+        with writer:
+            apply_delta(system, rows, delta)
+            save_keeping_previous(system, self.model_dir)
+            report = writer.rescore(system.vocabulary, system.idf, system.transform_paths,
+                                    model_dir=self.model_dir,
+                                    fingerprint=model_fingerprint(self.model_dir))
+        self.index.refresh()
+        return {"model": str(self.model_dir), "previous": str(self.model_dir).rstrip("/")
+                + ".previous", "rescored": report["rescored"]}
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
         system = self.require_system()

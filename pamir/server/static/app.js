@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { q: "", hits: [] };
+const state = { q: "", hits: [], marks: new Map() };
 
 async function api(url) {
   const r = await fetch(url);
@@ -36,6 +36,8 @@ async function search(q, push = true) {
   }
   $("results").replaceChildren();
   $("mapping").replaceChildren();
+  state.marks.clear();
+  $("feedback").hidden = true;
   if (!state.q) { setMessage("Type words to search the pictures."); return; }
   setMessage("Searching…");
   try {
@@ -75,6 +77,8 @@ async function moreLike(id, push = true) {
     history.pushState({}, "", url);
   }
   if (!$("detail").hidden) closeDetail(false);
+  state.marks.clear();
+  $("feedback").hidden = true;
   $("results").replaceChildren();
   $("mapping").replaceChildren();
   setMessage("Finding similar pictures…");
@@ -89,9 +93,11 @@ async function moreLike(id, push = true) {
 }
 
 function hitCard(hit) {
+  const card = document.createElement("div");
+  card.className = "hit";
+  card.dataset.id = hit.id;
   const b = document.createElement("button");
-  b.className = "hit";
-  b.dataset.id = hit.id;
+  b.className = "open";
   b.title = hit.path;
   const img = document.createElement("img");
   img.src = `${hit.thumbnail}?size=256`;
@@ -104,7 +110,96 @@ function hitCard(hit) {
   meta.querySelector(".score").textContent = fmt(hit.score);
   b.append(img, meta);
   b.addEventListener("click", () => openDetail(hit.id));
-  return b;
+  card.append(b);
+  if (state.q) card.append(markButtons(hit.id, card));
+  paintMark(card);
+  return card;
+}
+
+// Relevance feedback: marks for the current query; every change re-ranks at once.
+function markButtons(id, card) {
+  const bar = document.createElement("div");
+  bar.className = "marks";
+  for (const [kind, label, title] of [["right", "✓", "right for this query"],
+                                      ["wrong", "✗", "wrong for this query"]]) {
+    const m = document.createElement("button");
+    m.className = `mark mark-${kind}`;
+    m.textContent = label;
+    m.title = title;
+    m.type = "button";
+    m.addEventListener("click", (e) => {
+      e.stopPropagation();
+      if (state.marks.get(id) === kind) state.marks.delete(id); else state.marks.set(id, kind);
+      paintMark(card);
+      rerank();
+    });
+    bar.append(m);
+  }
+  return bar;
+}
+
+function paintMark(card) {
+  const mark = state.marks.get(Number(card.dataset.id));
+  card.classList.toggle("right", mark === "right");
+  card.classList.toggle("wrong", mark === "wrong");
+}
+
+function judged() {
+  const right = [], wrong = [];
+  for (const [id, kind] of state.marks) (kind === "right" ? right : wrong).push(id);
+  return { q: state.q, right, wrong, k: 60 };
+}
+
+async function post(url, body) {
+  const r = await fetch(url, { method: "POST", body: JSON.stringify(body),
+                               headers: { "content-type": "application/json" } });
+  const out = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(typeof out.detail === "string" ? out.detail : r.statusText);
+  return out;
+}
+
+async function rerank() {
+  const body = judged();
+  const bar = $("feedback");
+  bar.hidden = !state.marks.size;
+  $("keep").disabled = true;
+  if (!body.right.length || !body.wrong.length) {
+    $("feedback-note").textContent = `${body.right.length} right, ${body.wrong.length} wrong: ` +
+      "mark at least one picture right and one wrong to re-rank";
+    return;
+  }
+  $("feedback-note").textContent = "Re-ranking…";
+  try {
+    const res = await post("/api/feedback", body);
+    state.hits = res.hits;
+    $("results").replaceChildren(...res.hits.map(hitCard));
+    $("feedback-note").textContent = `Re-ranked with ${res.right.length} right and ` +
+      `${res.wrong.length} wrong (PA updates on ${res.changed_words.join(", ")}); not saved yet`;
+    $("keep").disabled = false;
+  } catch (e) {
+    $("feedback-note").textContent = e.message;
+  }
+}
+
+async function keep() {
+  $("keep").disabled = true;
+  $("feedback-note").textContent = "Saving the model…";
+  try {
+    const res = await post("/api/feedback/keep", judged());
+    state.marks.clear();
+    await search(state.q, false);
+    $("feedback").hidden = false;
+    $("feedback-note").textContent = `Kept: the model learnt from your marks (${res.kept.rescored} ` +
+      `pictures rescored; the previous model is in ${res.kept.previous})`;
+  } catch (e) {
+    $("feedback-note").textContent = `Not kept: ${e.message}`;
+  }
+}
+
+function clearMarks() {
+  state.marks.clear();
+  $("feedback").hidden = true;
+  search(state.q, false);
 }
 
 async function openDetail(id, push = true) {
@@ -236,6 +331,8 @@ function fromUrl() {
 $("search-form").addEventListener("submit", (e) => { e.preventDefault(); search($("q").value); });
 $("close").addEventListener("click", () => closeDetail());
 $("more-like").addEventListener("click", () => moreLike(state.detailId));
+$("keep").addEventListener("click", keep);
+$("clear-marks").addEventListener("click", clearMarks);
 $("detail").addEventListener("click", (e) => { if (e.target === $("detail")) closeDetail(); });
 document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("detail").hidden) closeDetail(); });
 $("detail-img").addEventListener("load", drawBlocks);
