@@ -1,142 +1,95 @@
 """BBNN on Corel 5k block descriptors: the ICANN 2006 paper's Tables 2 and 3.
 
-    flock /tmp/pamir-heavy.lock python benchmarks/bench_bbnn.py
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_bbnn.py [--quick]
 
-Block descriptors: 77 blocks per picture, uLBP (59) + colour (50) counts, log(1 + count)
-(pamir.features, FeatureSettings(log_counts=True), colour codebook fitted on protocol.train).
-The learning rate, N1 and N2 are selected on the validation queries (config.BBNN_GRID, each
-point trained for --select-triplets with early stopping); the selected point is then trained
-for up to config.BBNN_MAX_TRIPLETS with early stopping on validation AvgP and evaluated once
-on the test queries. Writes benchmarks/results/bbnn.md, the `bbnn` key of
+Block descriptors: 77 blocks per picture, uLBP (59) + colour (50) counts, log(1 + count) as
+the paper (§4.2): the blocks representation of pamir.features with
+FeatureSettings(log_counts=True), colour codebook fitted on protocol.train. The learning
+rate, N1 and N2 are chosen by pamir.selection.select over BBNN.param_grid, each point trained
+for BBNN.selection_params' triplets with early stopping on validation; select then trains the
+chosen point with its full settings (max_triplets, early stopping on validation AvgP), which
+is evaluated once on the test queries. Writes benchmarks/results/bbnn.md, the `bbnn` key of
 benchmarks/results/corel5k.json and benchmarks/results/perquery/bbnn.npz.
+
+--quick: a smoke run (two grid points, a few thousand triplets, no PAMIR on the log blocks)
+that writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import os
-import platform
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from common import (RESULTS, SUMMARY, Corel, Run, query_ms, read_summary, report_head,
+                    test_entry, write_results)
 from pamir import config
-from pamir.data import load_collection
-from bench_pamir import Data, atomic_json_update, query_time
-from pamir.evaluation import evaluate_model, wilcoxon
-from pamir.features import ColourCodebook, FeatureSettings, extract_blocks
-from pamir.models.bbnn import BBNN, Blocks, as_blocks
-from pamir.protocol import Protocol
+from pamir.evaluation import wilcoxon
+from pamir.features import FeatureSettings
+from pamir.models.bbnn import BBNN
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PAPER = {"all": {"avgp": 26.2, "p10": 10.2}, "single-word": {"avgp": 35.0, "p10": 28.5}}
 PAPER_PAMIR = {"all": {"avgp": 21.6, "p10": 8.8}, "single-word": {"avgp": 30.7, "p10": 25.3}}
+#: --quick: triplets per run, and the grid (two learning rates at the default N1, N2)
+QUICK = {"max_triplets": 4_000, "eval_every": 2_000}
 
 
-def corel5k_blocks():
-    """(protocol, Blocks of all 5,000 pictures in collection order), log-scaled counts."""
-    collection = load_collection("corel5k")
-    protocol = Protocol(collection)
-    s = FeatureSettings(log_counts=True)
-    # the same colour codebook as VisualPipeline fits, so the block cache is shared with it
-    codebook = ColourCodebook.fit(
-        [collection.paths[i] for i in protocol.train], s.n_colours, s.seed,
-        pixels_per_picture=s.colour_pixels_per_picture, max_pictures=s.colour_max_pictures,
-        short_side=s.short_side)
-    block_set = extract_blocks(collection.paths, s, codebook,
-                               cache_dir=config.default_cache_dir(), progress=False)
-    if not block_set.ok.all():
-        raise RuntimeError(f"corel5k: {int((~block_set.ok).sum())} pictures unreadable: "
-                           f"{block_set.failures[:3]}")
-    return protocol, as_blocks(block_set)
+def log(s: str) -> None:
+    print(s, flush=True)
 
 
-def data(protocol: Protocol, blocks: Blocks):
-    sets = {name: (blocks.take(protocol.split(name)), protocol.presence(protocol.split(name)))
-            for name in ("train", "valid", "test")}
-    return sets
-
-
-def train(params: dict, sets, verbose=True) -> BBNN:
-    model = BBNN(**params, verbose=verbose)
-    (X, Y), (Xv, Yv) = sets["train"], sets["valid"]
-    return model.fit(X, Y, Xv, Yv)
-
-
-def select(sets, grid: dict, base: dict, triplets: int) -> tuple[dict, list[dict]]:
-    """Every point of `grid` trained for at most `triplets`; the best validation AvgP wins."""
-    rows = []
-    names = list(grid)
-    for values in itertools.product(*(grid[n] for n in names)):
-        params = {**base, **dict(zip(names, values)), "max_triplets": triplets}
-        model = train(params, sets, verbose=False)
-        row = {**dict(zip(names, values)), "valid_avgp": round(100 * model.best_valid_avgp_, 2),
-               "triplets": model.triplets_, "seconds": round(model.fit_seconds_, 1)}
-        print("select", row, flush=True)
-        rows.append(row)
-    best = max(rows, key=lambda r: r["valid_avgp"])
-    return {n: best[n] for n in names}, rows
-
-
-def evaluate(model: BBNN, protocol: Protocol, sets):
+def evaluate(model: BBNN, corel: Corel):
     """Test figures; indexing time as TPAMI Table VII counts it (training, validation
     excluded, plus projecting the test pictures) and ms per query (score + full sort)."""
-    qs = protocol.queries("test")
-    Xt, _ = sets["test"]
     t0 = time.perf_counter()
-    Z = model.transform(Xt)
+    model.transform(corel.test.X)
     index_seconds = model.train_seconds_ + time.perf_counter() - t0
-    Q = protocol.query_vectors(qs)
-    ev = evaluate_model(model, Xt, Q, qs.relevance, protocol.query_subsets(qs))
-    return ev, index_seconds, query_time(Z, Q)
+    return (corel.test.evaluate(model), index_seconds,
+            query_ms(model, corel.test.X, corel.test.Q))
 
 
-def single_word_model(params: dict, protocol: Protocol, sets) -> dict:
-    """ICANN 2006 Table 3 as the paper ran it: a model trained (and early-stopped) on the
-    single-word queries only, evaluated on the single-word test queries."""
-    model = train({**params, "max_query_words": 1}, sets, verbose=False)
-    ev, _, _ = evaluate(model, protocol, sets)
-    row = ev.table(("avgp", "bep", "p10"))["single-word"]
+def single_word_model(params: dict, corel: Corel) -> dict:
+    """ICANN 2006 Table 3 as the paper ran it: the chosen settings trained (and
+    early-stopped) on the single-word queries only, evaluated on the single-word test
+    queries."""
+    model = BBNN(**{**params, "max_query_words": 1}).fit(
+        corel.train.X, corel.train.Y, validation=(corel.valid.X, corel.valid.Y))
+    row = corel.test.evaluate(model).table(("avgp", "bep", "p10"))["single-word"]
     return {**row, "valid_avgp": round(100 * model.best_valid_avgp_, 2),
             "triplets": model.triplets_, "train_seconds": round(model.train_seconds_, 1)}
 
 
-def batching(params: dict, sets, triplets: int) -> list[dict]:
-    """The paper's one-triplet SGD against our batches, for the same number of triplets.
+def batching(params: dict, corel: Corel, triplets: int) -> list[dict]:
+    """The paper's one-triplet SGD against our batches, for the same number of triplets,
+    each early-stopped on validation (select over these four settings).
 
     The loss is the batch mean, so one triplet at lr / 32 moves the weights as far per
     triplet as a batch of 32 at lr; lr / 4 gives the single triplet a larger step."""
     lr = params["learning_rate"]
     runs = [(32, "pooled", lr), (32, "sampled", lr), (1, "sampled", lr / 32),
             (1, "sampled", lr / 4)]
-    rows = []
-    for batch, negatives, rate in runs:
-        model = train({**params, "batch_size": batch, "negatives": negatives,
-                       "learning_rate": rate, "max_triplets": triplets}, sets, verbose=False)
-        rows.append({"batch_size": batch, "negatives": negatives, "learning_rate": rate,
-                     "valid_avgp": round(100 * model.best_valid_avgp_, 2),
-                     "triplets": model.triplets_,
-                     "train_seconds": round(model.train_seconds_, 1)})
-        print("batching", rows[-1], flush=True)
-    return rows
+    fixed = {k: v for k, v in params.items()
+             if k not in ("batch_size", "negatives", "learning_rate")}
+    sel = corel.select("bbnn", params={**fixed, "max_triplets": triplets},
+                       grid=[{"batch_size": [b], "negatives": [n], "learning_rate": [r]}
+                             for b, n, r in runs], log=lambda s: log(f"batching {s}"))
+    return [{**t.params, "valid_avgp": round(t.valid_avgp, 2), "triplets": t.stopping["triplets"],
+             "seconds": round(t.seconds, 1)} for t in sel.trials]
 
 
-def pamir_on_the_same_blocks(protocol: Protocol) -> tuple[dict, np.ndarray]:
-    """Linear PAMIR on visterms of the same log(1 + count) block descriptors BBNN reads
-    (k-means on the log-scaled histograms), c = config.PAMIR_C, early-stopped on validation."""
-    data = Data(FeatureSettings(scaling="log1p"))
-    model = data.fit(c=config.PAMIR_C)
-    ev = data.evaluate(model)
+def pamir_on_the_same_blocks() -> tuple[dict, np.ndarray]:
+    """Linear PAMIR (its default parameters, early-stopped on validation) on visterms of the
+    same log(1 + count) block descriptors BBNN reads (k-means on the log-scaled histograms)."""
+    corel = Corel(FeatureSettings(scaling="log1p"))
+    sel = corel.select("pamir", grid={}, log=None)
+    ev = corel.test.evaluate(sel.model)
     table = ev.table(("avgp", "bep", "p10"))
     return ({"test": table["all"], "single_word": table["single-word"],
-             "valid_avgp": round(data.valid_avgp(model), 2), "c": config.PAMIR_C,
-             "best_update": model.best_update_, "features": "visterms of log(1+count) blocks, "
-             f"{config.N_VISTERMS:,} codewords"}, ev.per_query["avgp"])
+             "valid_avgp": round(sel.valid_avgp, 2), "c": sel.params["c"],
+             "best_update": sel.model.best_update_, "features": "visterms of log(1+count) "
+             f"blocks, {corel.settings.n_visterms:,} codewords"}, ev.per_query["avgp"])
 
 
 def significance(bbnn_avgp: np.ndarray, others: dict[str, np.ndarray]) -> dict:
@@ -149,91 +102,72 @@ def significance(bbnn_avgp: np.ndarray, others: dict[str, np.ndarray]) -> dict:
     return out
 
 
-def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in
-                   subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                   if line.startswith("Model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    return f"{cpu}, {os.cpu_count()} cores, torch {__import__('torch').__version__}"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--grid", choices=("config", "none"), default="config",
-                    help="select lr, N1, N2 on validation (config.BBNN_GRID) or use defaults")
-    ap.add_argument("--select-triplets", type=int, default=config.BBNN_SELECT_TRIPLETS)
-    ap.add_argument("--max-triplets", type=int, default=config.BBNN_MAX_TRIPLETS)
-    ap.add_argument("--batch-size", type=int, default=config.BBNN_BATCH)
-    ap.add_argument("--negatives", default=config.BBNN_NEGATIVES)
-    ap.add_argument("--threads", type=int, default=config.BBNN_THREADS)
+    ap.add_argument("--grid", choices=("model", "none"), default="model",
+                    help="select lr, N1, N2 on validation (BBNN.param_grid) or keep the "
+                         "defaults")
     ap.add_argument("--skip-extras", action="store_true",
                     help="only the selection and the final model: no single-word model, "
                          "batching study or PAMIR on the same blocks")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: two grid points, few triplets; writes nothing")
     ap.add_argument("--no-write", action="store_true", help="print, write no result files")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite bbnn.md from the bbnn key of corel5k.json without running")
     args = ap.parse_args(argv)
     if args.report_only:
-        entry = json.loads((RESULTS / "corel5k.json").read_text())["bbnn"]
-        (RESULTS / "bbnn.md").write_text(markdown(entry))
+        (RESULTS / "bbnn.md").write_text(markdown(read_summary()["bbnn"]))
         return
-    command = " ".join(["python benchmarks/bench_bbnn.py",
-                        *(argv if argv is not None else sys.argv[1:])])
-    t_start = time.perf_counter()
-
-    protocol, blocks = corel5k_blocks()
-    sets = data(protocol, blocks)
-    base = {"learning_rate": config.BBNN_LEARNING_RATE, "n_hidden1": config.BBNN_N1,
-            "n_hidden2": config.BBNN_N2, "epsilon": config.BBNN_EPSILON,
-            "batch_size": args.batch_size, "negatives": args.negatives,
-            "eval_every": config.BBNN_EVAL_EVERY, "patience": config.BBNN_PATIENCE,
-            "random_state": config.SEED, "n_threads": args.threads}
-    print("seed", config.SEED, "base", base, flush=True)
-    selection = []
-    if args.grid == "config":
-        chosen, selection = select(sets, config.BBNN_GRID, base, args.select_triplets)
-        base |= chosen
-    params = {**base, "max_triplets": args.max_triplets}
-    print("final", params, flush=True)
-    model = train(params, sets)
-    ev, index_seconds, query_ms = evaluate(model, protocol, sets)
+    run = Run("bench_bbnn.py", argv, torch=True)
+    corel = Corel(FeatureSettings(log_counts=True), representation="blocks")
+    fixed = {"random_state": config.SEED}
+    grid = None if args.grid == "model" else {}
+    if args.quick:
+        fixed |= QUICK
+        grid = {"learning_rate": BBNN.param_grid["learning_rate"][:2]}
+    log(f"seed {config.SEED}; BBNN defaults {BBNN.default_params()}; grid "
+        f"{BBNN.param_grid if grid is None else grid}; fixed {fixed}")
+    sel = corel.select("bbnn", params=fixed, grid=grid, log=lambda s: log(f"select {s}"))
+    model, params = sel.model, sel.params
+    ev, index_seconds, q_ms = evaluate(model, corel)
     table = ev.table(("avgp", "bep", "p10"))
-    print(json.dumps(table, indent=1))
+    log(json.dumps(table, indent=1))
     entry = {
         "test": table["all"], "single_word": table["single-word"],
-        "index_seconds": round(index_seconds, 1), "query_ms": round(query_ms, 4),
+        "index_seconds": round(index_seconds, 1), "query_ms": round(q_ms, 4),
         "train_seconds": round(model.train_seconds_, 1),
         "fit_seconds": round(model.fit_seconds_, 1), "triplets": model.triplets_,
-        "valid_avgp": round(100 * model.best_valid_avgp_, 2), "params": params,
+        "valid_avgp": round(sel.valid_avgp, 2), "params": params,
         "features": "blocks: log(1+count) uLBP 59 + colour 50, 77 blocks/picture",
-        "selection": selection, "history": model.history_,
-        "command": "flock /tmp/pamir-heavy.lock " + command, "machine": machine(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "selection": [{**t.params, "valid_avgp": round(t.valid_avgp, 2),
+                       "triplets": t.stopping.get("triplets"), "seconds": round(t.seconds, 1)}
+                      for t in sel.trials] if sel.chosen else [],
+        "history": model.history_, **run.info(),
     }
     if not args.skip_extras:
-        entry["single_word_model"] = single_word_model(params, protocol, sets)
-        print("single-word model", entry["single_word_model"], flush=True)
-        entry["batching"] = batching(params, sets, args.select_triplets)
-        entry["pamir_same_blocks"], pamir_log_avgp = pamir_on_the_same_blocks(protocol)
-        print("PAMIR on the same blocks", entry["pamir_same_blocks"], flush=True)
-        others = {"pamir (log1p blocks)": pamir_log_avgp}
-        shared = RESULTS / "corel5k.json"
-        if (RESULTS / "perquery" / "pamir.npz").exists() and shared.exists():
-            name = f"pamir ({_pamir_features(json.loads(shared.read_text()).get('pamir'))})"
+        entry["single_word_model"] = single_word_model(params, corel)
+        log(f"single-word model {entry['single_word_model']}")
+        entry["batching"] = batching(params, corel, BBNN.selection_params["max_triplets"]
+                                     if not args.quick else QUICK["max_triplets"])
+        others = {}
+        if not args.quick:
+            entry["pamir_same_blocks"], others["pamir (log1p blocks)"] = \
+                pamir_on_the_same_blocks()
+            log(f"PAMIR on the same blocks {entry['pamir_same_blocks']}")
+        if (RESULTS / "perquery" / "pamir.npz").exists() and SUMMARY.exists():
+            name = f"pamir ({_pamir_features(read_summary().get('pamir'))})"
             others[name] = np.load(RESULTS / "perquery" / "pamir.npz")["avgp"]
         entry["wilcoxon"] = significance(ev.per_query["avgp"], others)
-    entry["total_minutes"] = round((time.perf_counter() - t_start) / 60, 1)
-    if args.no_write:
+    entry["total_minutes"] = run.minutes()
+    if args.no_write or args.quick:
+        log(markdown(entry))
         return
-    atomic_json_update(RESULTS / "corel5k.json", "bbnn", entry)
-    (RESULTS / "perquery").mkdir(parents=True, exist_ok=True)
-    np.savez(RESULTS / "perquery" / "bbnn.npz",
-             **{m: ev.per_query[m] for m in ("avgp", "bep", "p10")}, curve=ev.curve)
+    test_entry("bbnn", ev)  # the per-query file
+    write_results({"bbnn": entry})
     report = markdown(entry)
     (RESULTS / "bbnn.md").write_text(report)
-    print(report)
+    log(report)
 
 
 def _pamir_cells(pamir: dict | None, key: str, m: str) -> str:
@@ -251,13 +185,12 @@ def _pamir_features(pamir: dict | None) -> str:
 
 
 def markdown(entry: dict) -> str:
-    shared = RESULTS / "corel5k.json"
-    pamir = json.loads(shared.read_text()).get("pamir") if shared.exists() else None
+    pamir = read_summary().get("pamir")
     same = entry.get("pamir_same_blocks")
     sw = entry.get("single_word_model")
-    lines = ["# BBNN on Corel 5k (Grangier & Bengio, ICANN 2006, Tables 2 and 3)", "",
-             f"Command: `{entry['command']}`  ", f"Machine: {entry['machine']}; "
-             f"{entry.get('date', '')}  ",
+    command = entry["command"].removeprefix("flock /tmp/pamir-heavy.lock ")  # older entries
+    lines = [*report_head("BBNN on Corel 5k (Grangier & Bengio, ICANN 2006, Tables 2 and 3)",
+                          {**entry, "command": command}), "",
              f"Seed: {config.SEED}; parameters: `{json.dumps(entry['params'])}`", "",
              "Ours: BBNN trained on every training query (all subsets of a caption); PAMIR "
              f"(bags) is benchmarks/bench_pamir.py's model ({_pamir_features(pamir)}); PAMIR "
@@ -302,11 +235,12 @@ def markdown(entry: dict) -> str:
                   "Same selected N1, N2; each run limited to the same number of triplets, "
                   "early-stopped on validation. The loss is the batch mean: one triplet at "
                   "lr / 32 takes the per-triplet step of a batch of 32 at lr.", "",
-                  "| batch | negatives | learning rate | valid AvgP | triplets | SGD seconds |",
+                  "| batch | negatives | learning rate | valid AvgP | triplets | seconds |",
                   "|---|---|---|---|---|---|"]
         for r in entry["batching"]:
             lines.append(f"| {r['batch_size']} | {r['negatives']} | {r['learning_rate']:g} | "
-                         f"{r['valid_avgp']} | {r['triplets']:,} | {r['train_seconds']} |")
+                         f"{r['valid_avgp']} | {r['triplets']:,} | "
+                         f"{r.get('seconds', r.get('train_seconds'))} |")
         lines.append("")
     selection = entry.get("selection") or []
     if selection:

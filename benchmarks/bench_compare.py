@@ -2,52 +2,66 @@
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_compare.py [--features visterms|blobs]
 
-1. CMRM (alpha, beta, ranking mode) and CMTT (singular values, normalisation) are selected on
-   validation AvgP (fit on the 4,000 train pictures, validation queries with the train idf),
-   then fitted on train with the chosen values and evaluated on the 2,241 test queries.
-   Indexing time = fit + P(t|p) of the test pictures (TPAMI §V-B); query time = scoring the
-   test pictures for one query and sorting them, averaged over the test queries.
-2. The CMRM paper's own tables: PACMRM vs DRCMRM AvgP by query length on Jeon's protocol
-   (1-4 word queries with >= 2 relevant test pictures) and FACMRM's fixed-length annotation
-   (5 words per picture, alpha / beta chosen on validation F-measure as the paper did).
-3. Every model that has left its per-query scores in benchmarks/results/perquery/<model>.npz
+1. CMRM (alpha, beta, ranking mode) and CMTT (singular values, normalisation) are chosen as
+   `pamir fit corel5k --model cmrm|cmtt` chooses: the default visterm bags, the model's own
+   `param_grid` searched by pamir.selection.select (fit on the 4,000 train pictures,
+   validation queries with the train idf, ranked as at test time: DRCMRM by its divergence),
+   then evaluated once on the 2,241 test queries. The benchmark runs `pamir fit` itself too
+   and records whether it chose alike (`cli_choice`). Indexing time = fit + the test
+   pictures' index (TPAMI §V-B); query time = scoring the test pictures for one query and
+   sorting them (common.query_ms).
+2. A feature study (STUDY_FEATURES): both models selected again on visterm counts and on
+   larger blocks / smaller codebooks, as TPAMI Table VI chose for them; reported beside the
+   main figure (`features_grid`), never substituted for it.
+3. The CMRM paper's own tables: PACMRM vs DRCMRM AvgP by query length on Jeon's protocol
+   (1-4 word queries with >= 2 relevant test pictures), its Figure 4, and FACMRM's
+   fixed-length annotation (5 words per picture, alpha / beta chosen on validation F-measure
+   as the paper did, over CMRM's own grid).
+4. Every model that has left its per-query scores in benchmarks/results/perquery/<model>.npz
    (arrays avgp, bep, p10 over the test queries in protocol order; optional `curve`, the mean
    11-point interpolated precision) is put side by side with PAMIR, with a Wilcoxon
    signed-rank test at 95% against PAMIR, next to the paper's rows.
 
-Writes benchmarks/results/compare.md, compare.json, recall_precision.png,
-perquery/{cmrm,cmtt}.npz and the `cmrm`, `cmtt` keys of corel5k.json.
+Writes benchmarks/results/compare.md, compare.json, recall_precision.png, cmrm_figure4.png,
+perquery/{cmrm,cmtt}.npz and the `cmrm`, `cmtt` keys of corel5k.json (with --features blobs:
+Duygulu's blobs, blobs.md and `-blobs` keys, no CLI check and no feature study).
 `--compare-only` rebuilds the comparison from the saved files without fitting anything.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
-import os
-import platform
-import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from common import (PERQUERY, RESULTS, Corel, Run, Split, indexing, query_ms, read_summary,
+                    selection_rows, test_entry, write_json, write_results)
 from pamir import config
-from pamir.data import load_corel5k
+from pamir.data import load_collection
 from pamir.evaluation import annotation_metrics, evaluate_model, wilcoxon
-from pamir.models.cmrm import CMRM
-from pamir.models.cmtt import CMTT
+from pamir.features import FeatureSettings
+from pamir.models import model_class
 from pamir.protocol import Protocol
+from pamir.selection import grid_points, model_grid
+from pamir.system import fit_system
 
-RESULTS = Path(__file__).resolve().parent / "results"
-PERQUERY = RESULTS / "perquery"
 MODELS = ("cmrm", "cmtt", "plsa", "svm", "bbnn", "kernel-pamir")
 METRICS = ("avgp", "bep", "p10")
+
+#: The feature study, as (block fraction, visterms, input): 0.25 / 0.5 / 0.75 / 1.0 of the
+#: shorter side give 77 / 15 / 3 / 2 blocks per Corel picture, the papers' 64 / 128 / 192 /
+#: 256-px blocks (TPAMI Table VI chose 192 px and 3,000 visterms for CMRM, 256 px and 2,000
+#: for CMTT). input: "counts" (the models as defined) or "tfidf" (the L2 tf-idf bags, read as
+#: fractional counts: ~0.1 a block, which tempers CMRM's likelihood). The main selection is on
+#: (0.25, 10,000, tfidf), the bags `pamir fit` gives every model. Each point costs a k-means;
+#: as in `pamir fit`, a codebook is capped at a tenth of the training blocks (0.75: 1,200
+#: visterms, 1.0: 800), and the study reports the size it got.
+STUDY_FEATURES = ((0.25, 10_000, "counts"), (0.25, 3_000, "counts"), (0.5, 3_000, "counts"),
+                  (0.75, 3_000, "counts"), (1.0, 2_000, "counts"))
 
 # The papers' numbers (targets), with where they come from.
 PAPER_TABLE_2 = {"sun": (0.60, 0.46), "sunset": (0.00, 0.00)}  # CMRM paper: recall, precision
@@ -73,174 +87,80 @@ PAPER = {
 }
 
 
-# ------------------------------------------------------------------------------- features
-
-def read_sparse_arff(path: Path, n_attributes: int) -> sp.csr_matrix:
-    """The first n_attributes columns of a sparse ARFF file ({index value, ...} rows)."""
-    rows, cols, vals, n = [], [], [], 0
-    in_data = False
-    for line in path.read_text().splitlines():
-        if not in_data:
-            in_data = line.strip().lower() == "@data"
-            continue
-        if not line.strip():
-            continue
-        for item in line.strip().strip("{}").split(","):
-            if item.strip():
-                k, v = item.split()
-                if int(k) < n_attributes:
-                    rows.append(n), cols.append(int(k)), vals.append(float(v))
-        n += 1
-    if not in_data:
-        raise ValueError(f"{path}: no @data section; is this an ARFF file?")
-    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n_attributes))
+def log(s: str) -> None:
+    print(s, flush=True)
 
 
-def blob_counts(protocol: Protocol) -> sp.csr_matrix:
-    """Duygulu's blobs (mulan's ARFF: 499 clusters, presence) for every collection picture."""
-    root = protocol.collection.root
-    coll_index = {pid: i for i, pid in enumerate(protocol.collection.ids)}
-    X = sp.lil_matrix((len(coll_index), 499))
-    for labels, arff in (("training_label", "Corel5k-train-sparse.arff"),
-                         ("test_label", "Corel5k-test-sparse.arff")):
-        ids = [line.split()[0] for line in (root / "labels" / labels).read_text().splitlines()
-               if line.strip()]
-        B = read_sparse_arff(root / "blobs" / arff, 499)
-        if B.shape[0] != len(ids):
-            raise ValueError(f"{arff}: {B.shape[0]} rows for {len(ids)} lines of {labels}")
-        for row, pid in enumerate(ids):
-            X[coll_index[pid]] = B[row]
-    return X.tocsr()
+# ------------------------------------------------------------------------------ the models
+
+def study_features(main: Corel, points) -> list[tuple[dict, Corel]]:
+    """(description, features) of each point of the feature study."""
+    out = []
+    for fraction, n_visterms, kind in points:
+        corel = Corel(FeatureSettings(block_fraction=fraction, n_visterms=n_visterms))
+        extra = {}
+        if kind == "counts":
+            counts = corel.counts()
+            extra["blocks_per_picture"] = round(float(counts[main.protocol.train].sum(1).mean()),
+                                                2)
+            corel = corel.with_features(counts)
+        out.append((corel.describe(input=kind, block_fraction=fraction,
+                                   n_visterms=corel.settings.n_visterms,
+                                   requested_visterms=n_visterms, **extra), corel))
+    return out
 
 
-def visterm_counts(protocol: Protocol, block_fraction: float, n_visterms: int,
-                   input: str = "counts"):
-    """Exact visterm counts of every collection picture from pamir.features.
-
-    The pipeline (colour codebook, k-means, idf) is fitted on protocol.train and cached by
-    pamir.features; the blocks come from its cache and are assigned to their codewords again,
-    since the cached bags are tf-idf L2 and CMRM / CMTT are defined on the counts.
-    input="tfidf" returns the bags themselves, read by the models as fractional counts.
-    """
-    from pamir.features import FeatureSettings, collection_features, extract_blocks
-    from pamir.features.visterms import term_frequencies
-
-    settings = FeatureSettings(block_fraction=block_fraction, n_visterms=n_visterms)
-    cache, coll = config.default_cache_dir(), protocol.collection
-    bags, ok, pipe = collection_features(coll, protocol.train, settings, cache_dir=cache,
-                                         progress=False)
-    blocks = extract_blocks(coll.paths, settings, pipe.colour_codebook_, cache_dir=cache,
-                            progress=False)
-    tf = term_frequencies(pipe.assign(blocks.counts()), blocks.offsets, n_visterms)
-    if not np.array_equal(sp.csr_matrix(tf > 0).indices, sp.csr_matrix(bags > 0).indices):
-        raise RuntimeError("visterm counts disagree with the cached bags: clear .cache/pipelines")
-    X = tf if input == "counts" else bags
-    return sp.csr_matrix(X, dtype=np.float64), {
-        "kind": "visterms", "input": input,
-        "block_fraction": block_fraction, "n_visterms": n_visterms,
-        "blocks_per_picture": round(float(blocks.n_blocks[protocol.train].mean()), 2),
-        "scaling": settings.scaling, "unreadable": int((~ok).sum())}
+def model_entry(name: str, key: str, sel, corel: Corel, features: dict) -> dict:
+    """The chosen model fitted on train, timed, and evaluated on test."""
+    cls = model_class(name)
+    model, index_s = indexing(lambda: cls(**sel.params).fit(corel.train.X, corel.train.Y),
+                              corel.test.X, repeats=3)
+    entry = {**test_entry(key, corel.test.evaluate(model)),
+             "index_seconds": round(index_s, 3),
+             "query_ms": round(query_ms(model, corel.test.X, corel.test.Q), 3),
+             "params": sel.chosen, "valid_avgp": round(sel.valid_avgp, 2),
+             "features": features, "selection": selection_rows(sel, top=10),
+             "fitted_on": "train (4,000 pictures); hyper-parameters from validation AvgP"}
+    log(f"{name}: chose {sel.chosen}; valid {sel.valid_avgp:.2f}; test {entry['test']}; "
+        f"index {index_s:.2f} s, {entry['query_ms']} ms a query")
+    return entry
 
 
-# ------------------------------------------------------------------------------ selection
-
-class Split:
-    """The pictures, counts, captions and queries of one split."""
-
-    def __init__(self, protocol: Protocol, X_all: sp.csr_matrix, name: str):
-        self.idx = protocol.split(name)
-        self.X = X_all[self.idx]
-        self.Y = protocol.presence(self.idx)
-        self.queries = protocol.queries(name)
-        self.Q = protocol.query_vectors(self.queries)
-        self.subsets = protocol.query_subsets(self.queries) if name == "test" else None
-
-    def evaluate(self, model, **kw):
-        return evaluate_model(model, self.X, self.Q, self.queries.relevance, self.subsets, **kw)
-
-
-def grid_search(make, grid: dict, train: Split, valid: Split, log) -> tuple[dict, list]:
-    """Fit on train, score validation AvgP for every point of the grid; best first."""
-    rows = []
-    for values in itertools.product(*grid.values()):
-        params = dict(zip(grid, values))
-        model = make(**params).fit(train.X, train.Y)
-        avgp = valid.evaluate(model, curve=False).mean("avgp")
-        rows.append((avgp, params))
-        log(f"  valid AvgP {100 * avgp:5.2f}  {params}")
-    rows.sort(key=lambda r: -r[0])
-    return rows[0][1], rows
-
-
-def index_and_time(make, params: dict, train: Split, test: Split, repeats: int = 3):
-    """Fit on train and infer the test pictures' P(t|p): the best of `repeats` wall times."""
-    best, model = np.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        model = make(**params).fit(train.X, train.Y)
-        model.index_ = model.transform(test.X)
-        if isinstance(model, CMRM) and model.mode == "pacmrm":
-            model.index_ = model.log_word_probabilities(test.X)
-        best = min(best, time.perf_counter() - t0)
-    return model, best
-
-
-def query_ms(model, test: Split, n: int = 500) -> float:
-    """Mean time to score the test pictures for one query and sort them (first n queries)."""
-    Q = test.Q[:n]
-    words = (Q != 0).astype(np.float64)
+def cli_choice(name: str, entry: dict) -> dict:
+    """What `pamir fit corel5k --model NAME` chooses, against the benchmark's choice."""
     t0 = time.perf_counter()
-    for i in range(Q.shape[0]):
-        if isinstance(model, CMRM) and model.mode == "drcmrm":
-            s = model.negative_kl(words[i], test.X)[0]
-        elif isinstance(model, CMRM) and model.mode == "pacmrm":
-            s = words[i] @ model.index_.T
-        else:
-            s = Q[i] @ model.index_.T
-        np.argsort(-np.ravel(s))
-    return 1000 * (time.perf_counter() - t0) / Q.shape[0]
-
-
-def test_results(key, model, index_s, q_ms, test: Split, params, valid_avgp, features,
-                 selection) -> dict:
-    ev = test.evaluate(model)
-    PERQUERY.mkdir(parents=True, exist_ok=True)
-    np.savez(PERQUERY / f"{key}.npz", **{m: ev.per_query[m] for m in METRICS},
-             curve=ev.curve)
-    return {
-        "test": {m: round(100 * ev.mean(m), 2) for m in METRICS},
-        "subsets": ev.table(),
-        "index_seconds": round(index_s, 3),
-        "query_ms": round(q_ms, 3),
-        "params": params,
-        "valid_avgp": round(100 * valid_avgp, 2),
-        "features": features,
-        "selection": [{"valid_avgp": round(100 * a, 2), **p} for a, p in selection[:10]],
-        "fitted_on": "train (4,000 pictures); hyper-parameters from validation AvgP",
-    }
+    info = fit_system(load_collection("corel5k"), name, representation="visterms",
+                      progress=False, log=None).info
+    chosen = {k: info["params"][k] for k in entry["params"]}
+    same = chosen == entry["params"]
+    log(f"{name}: pamir fit chose {chosen} ({info['valid_avgp']}), same: {same}")
+    return {"params": chosen, "valid_avgp": info["valid_avgp"], "same_as_benchmark": same,
+            "seconds": round(time.perf_counter() - t0, 1)}
 
 
 # --------------------------------------------------------------------------- CMRM's paper
 
-def jeon_queries(protocol: Protocol, test: Split) -> dict[int, np.ndarray]:
+def jeon_queries(test: Split) -> dict[int, np.ndarray]:
     """Masks of Jeon et al.'s queries: k = 1..4 words with at least 2 relevant test pictures."""
     nw, nrel = test.queries.n_words, test.queries.n_relevant
     return {k: (nw == k) & (nrel >= 2) for k in (1, 2, 3, 4)}
 
 
-def jeon_table(protocol, train, valid, test, grid_rows, log) -> dict:
-    """PACMRM vs DRCMRM AvgP by query length, each with its own validated alpha, beta."""
-    out = {}
-    masks = jeon_queries(protocol, test)
+def jeon_table(corel: Corel, sel) -> dict:
+    """PACMRM vs DRCMRM AvgP by query length, each at its own best validation point of the
+    main selection."""
+    test, out = corel.test, {}
+    masks = jeon_queries(test)
     per_mode, curves = {}, {}
     combined = np.flatnonzero(np.any(list(masks.values()), axis=0))
     for mode in ("pacmrm", "drcmrm"):
-        best = next(p for _, p in grid_rows if p["mode"] == mode)
-        model = CMRM(**best).fit(train.X, train.Y)
+        best = max((t for t in sel.trials if t.params["mode"] == mode),
+                   key=lambda t: t.valid_avgp).params
+        model = model_class("cmrm")(**best).fit(corel.train.X, corel.train.Y)
         per_mode[mode] = (best, test.evaluate(model, curve=False).per_query["avgp"])
         # the paper's Figure 4: recall-precision on the combined 1-4 word query set
         curves[mode] = evaluate_model(model, test.X, test.Q[combined],
-                                      test.queries.relevance[combined]).curve
+                                      test.relevance[combined]).curve
     for k, mask in masks.items():
         a, b = per_mode["pacmrm"][1][mask], per_mode["drcmrm"][1][mask]
         w = wilcoxon(a, b)
@@ -255,27 +175,33 @@ def jeon_table(protocol, train, valid, test, grid_rows, log) -> dict:
             "curves": {m: [round(float(v), 4) for v in c] for m, c in curves.items()}}
 
 
-def annotation(protocol, train, valid, test, log) -> dict:
-    """FACMRM: alpha, beta chosen on validation F-measure (SIGIR §5.2.1), 5 words/picture."""
-    rows = []
-    for a, b in itertools.product(config.CMRM_ALPHA_GRID, config.CMRM_BETA_GRID):
-        m = CMRM(alpha=a, beta=b).fit(train.X, train.Y)
-        f1 = annotation_metrics(m.transform(valid.X), valid.Y)["f1"]
-        rows.append((f1, {"alpha": a, "beta": b}))
-    f1, best = max(rows, key=lambda r: r[0])
-    m = CMRM(**best).fit(train.X, train.Y)
+def annotation(corel: Corel) -> dict:
+    """FACMRM, 5 words a picture: alpha, beta chosen on validation F-measure (SIGIR §5.2.1)
+    over CMRM's own grid. The one choice made outside pamir.selection, whose criterion is
+    retrieval AvgP; the ranking mode plays no part in annotation."""
+    cmrm = model_class("cmrm")
+    train, valid, test = corel.train, corel.valid, corel.test
+
+    def f1(point):
+        m = cmrm(**point).fit(train.X, train.Y)
+        return annotation_metrics(m.transform(valid.X), valid.Y)["f1"]
+
+    scored = [(f1(p), p) for p in grid_points(model_grid(cmrm, {"mode": "pacmrm"}))]
+    valid_f1, best = max(scored, key=lambda r: r[0])  # the first of equals
+    m = cmrm(**best).fit(train.X, train.Y)
     ann = annotation_metrics(m.transform(test.X), test.Y)
     rec, prec = ann.pop("per_word_recall"), ann.pop("per_word_precision")
     found = rec > 0  # the words that retrieve at least one relevant test picture
     words = np.asarray(test.Y.sum(axis=0)).ravel() > 0
+    index = corel.protocol.word_index
     out = {k: round(v, 4) if isinstance(v, float) else v for k, v in ann.items()}
-    out |= {"params": best, "valid_f1": round(f1, 4),
+    out |= {"params": best, "valid_f1": round(valid_f1, 4),
             "mean_precision_recall_gt0": round(float(prec[found & words].mean()), 4),
             "mean_recall_recall_gt0": round(float(rec[found & words].mean()), 4),
             # the paper's Table 2 (its "original annotations" row)
-            "words_of_table_2": {w: {"precision": round(float(prec[protocol.word_index[w]]), 2),
-                                     "recall": round(float(rec[protocol.word_index[w]]), 2)}
-                                 for w in ("sun", "sunset") if w in protocol.word_index}}
+            "words_of_table_2": {w: {"precision": round(float(prec[index[w]]), 2),
+                                     "recall": round(float(rec[index[w]]), 2)}
+                                 for w in ("sun", "sunset") if w in index}}
     log(f"  FACMRM annotation: {out}")
     return out
 
@@ -413,27 +339,7 @@ def plot_curves(curves: dict[str, np.ndarray], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-# ---------------------------------------------------------------------------------- output
-
-def atomic_json_update(path: Path, updates: dict) -> None:
-    """Read-modify-write only our keys of a shared JSON file, replaced atomically."""
-    data = json.loads(path.read_text()) if path.is_file() else {}
-    data.update(updates)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = re.search(r"Model name:\s*(.+)", out).group(1).strip()
-    except Exception:  # noqa: BLE001 - lscpu missing: the platform string is enough
-        model = platform.processor() or platform.machine()
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
+# ---------------------------------------------------------------------------------- main
 
 def parse_point(text: str) -> tuple:
     """'0.25:10000:counts' -> (0.25, 10000, 'counts')."""
@@ -441,78 +347,76 @@ def parse_point(text: str) -> tuple:
     return (float(parts[0]), int(parts[1]), parts[2] if len(parts) > 2 else "counts")
 
 
+def fit_models(corel: Corel, suffix: str, run: Run, study, check_cli: bool) -> dict:
+    """CMRM and CMTT chosen on the main features (and on each study point), their entries."""
+    main_features = corel.describe(input="tfidf", n_visterms=int(corel.F.shape[1]))
+    updates = {}
+    for name in ("cmrm", "cmtt"):
+        log(f"{name}: validation grid {model_class(name).param_grid} on {main_features}")
+        sel = corel.select(name, log=lambda s: log(f"  {s}"))
+        entry = model_entry(name, name + suffix, sel, corel, main_features)
+        grid = [{"valid_avgp": round(sel.valid_avgp, 2), **main_features, **sel.chosen,
+                 "main": True}]
+        for features, other in study:
+            log(f"{name}: study point {features}")
+            s = other.select(name, log=None)
+            grid.append({"valid_avgp": round(s.valid_avgp, 2), **features, **s.chosen})
+            log(f"  -> {grid[-1]}")
+        if len(grid) > 1:
+            entry["features_grid"] = grid
+        if name == "cmrm":
+            entry["jeon"] = jeon_table(corel, sel)
+            entry["annotation"] = annotation(corel)
+        if check_cli:
+            entry["cli_choice"] = cli_choice(name, entry)
+        updates[name + suffix] = entry | run.info()
+    return updates
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", choices=("visterms", "blobs"), default="visterms")
-    ap.add_argument("--settings", default="",
-                    help="features to try as fraction:visterms:input,... (default: "
-                         "config.CMRM_CMTT_FEATURE_GRID)")
+    ap.add_argument("--settings", default=None,
+                    help="the feature study as fraction:visterms:input,... ('' for none; "
+                         "default: STUDY_FEATURES)")
+    ap.add_argument("--no-cli", action="store_true", help="skip the `pamir fit` check")
     ap.add_argument("--compare-only", action="store_true",
                     help="rebuild the tables from benchmarks/results without fitting")
     args = ap.parse_args(argv)
     # the blob run is kept apart: its own keys, per-query files and report (blobs.md)
     suffix = "" if args.features == "visterms" else "-blobs"
-    command = "python benchmarks/bench_compare.py " + " ".join(argv or sys.argv[1:])
-    log = lambda s: print(s, flush=True)  # noqa: E731
-    protocol = Protocol(load_corel5k())
-    summary_path = RESULTS / "corel5k.json"
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    report = [f"# Models compared on Corel 5k\n\nCommand: `{command}`  \nMachine: {machine()}  "
+    run = Run("bench_compare.py", argv)
+    if not args.compare_only:
+        corel = Corel(representation=args.features)
+        points = (STUDY_FEATURES if args.settings is None else
+                  [parse_point(p) for p in args.settings.split(",") if p])
+        study = study_features(corel, points) if args.features == "visterms" else []
+        write_results(fit_models(corel, suffix, run, study,
+                                 check_cli=not (suffix or args.no_cli)))
+        protocol = corel.protocol
+    else:
+        protocol = Protocol(load_collection("corel5k"))
+    summary = read_summary()
+    test = Split(protocol, sp.csr_matrix((len(protocol.collection), 1)), "test")
+    report = [f"# Models compared on Corel 5k\n\nCommand: `flock /tmp/pamir-heavy.lock "
+              f"{run.command}`  \nMachine: {run.machine}; {run.date}  "
               f"\nSeed {config.SEED}; {len(protocol.train)} train / {len(protocol.valid)} valid /"
               f" {len(protocol.test)} test pictures; vocabulary {protocol.T}."]
-    extra = {}
-    if not args.compare_only:
-        if args.features == "blobs":
-            grid_points = [None]
-        else:
-            grid_points = [parse_point(p) for p in args.settings.split(",")] \
-                if args.settings else config.CMRM_CMTT_FEATURE_GRID
-        candidates = {"cmrm": [], "cmtt": []}  # (valid AvgP, features, best params, rows, splits)
-        for point in grid_points:
-            if point is None:
-                X_all = blob_counts(protocol)
-                features = {"kind": "blobs", "n_visterms": int(X_all.shape[1]),
-                            "blobs_per_picture": round(float(X_all[protocol.train].sum(1).mean()), 2)}
-            else:
-                X_all, features = visterm_counts(protocol, *point)
-            log(f"features: {features}")
-            splits = tuple(Split(protocol, X_all, s) for s in ("train", "valid", "test"))
-            for name, make, grid in (
-                ("cmrm", CMRM, {"alpha": config.CMRM_ALPHA_GRID, "beta": config.CMRM_BETA_GRID,
-                                "mode": config.CMRM_MODE_GRID}),
-                ("cmtt", CMTT, {"n_components": config.CMTT_COMPONENTS_GRID,
-                                "normalise": config.CMTT_NORMALISE_GRID,
-                                "l2_pictures": config.CMTT_L2_PICTURES_GRID}),
-            ):
-                log(f"{name}: validation grid {grid}")
-                best, rows = grid_search(make, grid, splits[0], splits[1], log)
-                candidates[name].append((rows[0][0], features, best, rows, splits))
-        updates = {}
-        for name, make in (("cmrm", CMRM), ("cmtt", CMTT)):
-            valid_avgp, features, best, rows, (train, valid, test) = max(
-                candidates[name], key=lambda c: c[0])
-            model, index_s = index_and_time(make, best, train, test)
-            res = test_results(name + suffix, model, index_s, query_ms(model, test), test, best,
-                               valid_avgp, features, rows)
-            res |= {"command": command, "machine": machine(),
-                    "features_grid": [{"valid_avgp": round(100 * c[0], 2), **c[1], **c[2]}
-                                      for c in candidates[name]]}
-            log(f"{name}: chose {features} {best}; test {res['test']}; index {index_s:.2f} s")
-            updates[name + suffix] = res
-            if name == "cmrm":
-                extra["jeon"] = jeon_table(protocol, train, valid, test, rows, log)
-                extra["annotation"] = annotation(protocol, train, valid, test, log)
-        updates["cmrm" + suffix] |= extra
-        atomic_json_update(summary_path, updates)
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    test = Split(protocol, sp.csr_matrix((len(protocol.collection), 1)), "test")
     report.append(own_models_section(summary, suffix))
     text, data = comparison(protocol, test, summary, suffix)
     report.append("\n## PAMIR and the models it is compared with" + text)
     stem = "blobs" if suffix else "compare"
     (RESULTS / f"{stem}.md").write_text("\n".join(report) + "\n")
-    (RESULTS / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
+    write_json(RESULTS / f"{stem}.json", data)
     log("\n".join(report))
+    log(f"({run.minutes()} min)")
+
+
+def study_label(g: dict) -> str:
+    """'0.5 / 3000 visterms (counts, 15.0 blocks)' for a row of the feature study."""
+    fraction = g.get("block_fraction", g.get("settings", {}).get("block_fraction"))
+    blocks = f", {g['blocks_per_picture']} blocks" if g.get("blocks_per_picture") else ""
+    return f"{fraction} / {g.get('n_visterms')} visterms ({g.get('input')}{blocks})"
 
 
 def own_models_section(summary: dict, suffix: str = "") -> str:
@@ -523,20 +427,34 @@ def own_models_section(summary: dict, suffix: str = "") -> str:
             continue
         paper = (f"ECML 2006 Table 3, Blobs: AvgP {PAPER['ecml_blobs'][name]}" if suffix else
                  f"TPAMI Table IX: {' / '.join(str(v) for v in PAPER['IX'][name])}")
-        lines.append(f"\n**{name.upper()}** ({s['features']}): {s['params']}; validation AvgP "
+        lines.append(f"\n**{name.upper()}** ({features_of(s)}, {s['features'].get('input')}): "
+                     f"{s['params']}; validation AvgP "
                      f"{s['valid_avgp']}; test AvgP / BEP / P10 {s['test']['avgp']} / "
                      f"{s['test']['bep']} / {s['test']['p10']} (paper, {paper}); indexing "
                      f"{s['index_seconds']} s (paper {PAPER['VII'][name]} s); "
                      f"{s['query_ms']} ms a query.")
+        cli = s.get("cli_choice")
+        if cli:
+            lines.append(f"\n`pamir fit corel5k --model {name}` (run by this benchmark, "
+                         f"{cli.get('seconds', '-')} s) chose {cli['params']}, validation AvgP "
+                         f"{cli['valid_avgp']}: " + ("the same choice." if cli["same_as_benchmark"]
+                                                     else "NOT the same choice."))
         top = s["selection"][:8]
         lines.append("\nBest validation points: " + "; ".join(
-            f"{ {k: v for k, v in r.items() if k != 'valid_avgp'} } {r['valid_avgp']}"
+            f"{ {k: v for k, v in r.items() if k in s['params']} } {r['valid_avgp']}"
             for r in top))
         if len(s.get("features_grid", [])) > 1:
-            lines.append("\nFeatures tried (each with its best validation point): " + "; ".join(
-                f"{g.get('block_fraction')} / {g.get('n_visterms')} visterms "
-                f"({g.get('blocks_per_picture')} blocks, {g.get('input')}): {g['valid_avgp']}"
-                for g in s["features_grid"]))
+            lines.append("\nFeature study (each with its own best validation point; the "
+                         "figures above are on the first, the bags `pamir fit` reads): "
+                         + "; ".join(f"{study_label(g)}: {g['valid_avgp']}"
+                                     for g in s["features_grid"]))
+            best = max(s["features_grid"], key=lambda g: g["valid_avgp"])
+            if not best.get("main"):
+                lines.append(f"\nValidation prefers {best.get('input')} on "
+                             f"{best.get('n_visterms')} visterms here ({best['valid_avgp']} "
+                             f"against {s['valid_avgp']}); the main figure stays on the bags "
+                             "because that is what `pamir fit` and the product give every "
+                             "model.")
     c = summary.get("cmrm" + suffix, {})
     if "jeon" in c:
         lines.append("\n### CMRM paper, Table 1: AvgP by query length (queries with >= 2 "

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from common import RESULTS, cpu_model
 from pamir import config
 from pamir.data import load_collection
 from pamir.features import FeatureSettings, extract_blocks
@@ -43,14 +43,9 @@ from pamir.features.images import content_hash, decode_rgb, read_bytes
 from pamir.features.lbp import circle, code_table, lbp_codes
 from pamir.protocol import Protocol
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
 
 def machine() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in
-                  subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                  if line.startswith("Model name")), platform.processor())
-    return {"cpu": model, "nproc": os.cpu_count(), "python": platform.python_version(),
+    return {"cpu": cpu_model(), "nproc": os.cpu_count(), "python": platform.python_version(),
             "load_average": os.getloadavg()}
 
 

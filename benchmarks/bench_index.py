@@ -14,13 +14,13 @@ import argparse
 import os
 import platform
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from common import RESULTS, cpu_model
 from pamir import config
 from pamir.index import Index
 
@@ -59,7 +59,7 @@ def time_queries(index: Index, words: int, rng, repeats: int = 50) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--out", type=Path, default=config.repo_root() / "benchmarks/results/index.md")
+    ap.add_argument("--out", type=Path, default=RESULTS / "index.md")
     args = ap.parse_args()
     rng = np.random.default_rng(config.SEED)
     rows = []
@@ -78,8 +78,7 @@ def main() -> None:
 
 
 def write_report(out: Path, rows) -> None:
-    cpu = subprocess.run(["sh", "-c", "lscpu | grep 'Model name' | cut -d: -f2"],
-                         capture_output=True, text=True).stdout.strip()
+    cpu = cpu_model()
     lines = [
         "# Index query latency (synthetic)",
         "",

@@ -5,8 +5,8 @@
 TPAMI trains PAMIR with a constant margin (eps_k = 1). The BBNN paper (ICANN 2006, eq. 4)
 asks more of pairs whose captions differ more: eps_k = max(eps, F_text(q, c+) - F_text(q, c-)),
 F_text the inner product of the query with the normalised idf captions (at most 1). Here both
-are trained on the default features (77 blocks, 10,000 visterms), c = config.PAMIR_C, early
-stopping on validation, three seeds each; the text margin with two floors eps.
+are trained on the default features (77 blocks, 10,000 visterms), PAMIR's other defaults,
+early stopping on validation, three seeds each; the text margin with two floors eps.
 
 Writes benchmarks/results/margin.md and margin.json.
 """
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 
-from bench_resolution import figures, report_head, rewrite_report, study, study_options
-from pamir import config
+from bench_resolution import defaults, figures, rewrite_report, study, study_options
+from common import report_head
 from pamir.features import FeatureSettings
+from pamir.models.pamir import PAMIR
 
 POINTS = ({"margin": "constant", "epsilon": 1.0}, {"margin": "text", "epsilon": 0.5},
           {"margin": "text", "epsilon": 0.1})
@@ -25,10 +26,9 @@ POINTS = ({"margin": "constant", "epsilon": 1.0}, {"margin": "text", "epsilon": 
 
 def report(r: dict) -> str:
     rows = r["rows"]
-    L = [*report_head(r, "PAMIR on Corel 5k: constant margin against the text-epsilon margin"),
-         f"Default features (77 blocks, {config.N_VISTERMS:,} visterms, {rows[0]['scaling']}"
-         f" scaling), c = {config.PAMIR_C}, early stopping on validation; mean of "
-         f"{len(rows[0]['runs'])} seeds of the triplet sampling.\n",
+    L = [*report_head("PAMIR on Corel 5k: constant margin against the text-epsilon margin", r),
+         f"Default features (77 blocks, {rows[0]['scaling']} scaling), {defaults()}; mean "
+         f"of {len(rows[0]['runs'])} seeds of the triplet sampling.\n",
          "| margin | eps | valid AvgP | test AvgP | test BEP | test P10 | valid AvgP per seed |",
          "|---|---|---|---|---|---|---|"]
     for x in rows:
@@ -37,7 +37,8 @@ def report(r: dict) -> str:
                  + ", ".join(f"{run['valid_avgp']:.2f}" for run in x["runs"]) + " |")
     best = max(rows, key=lambda x: x["mean"]["valid_avgp"])["params"]
     L += ["", f"Best on validation: {best['margin']} margin, eps {best['epsilon']}. The "
-          f"project's default: {config.PAMIR_MARGIN} margin, eps {config.PAMIR_EPSILON}."]
+          f"project's default: {PAMIR.default_params()['margin']} margin, eps "
+          f"{PAMIR.default_params()['epsilon']}."]
     return "\n".join(L) + "\n"
 
 

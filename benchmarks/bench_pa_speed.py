@@ -2,7 +2,7 @@
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_pa_speed.py [--updates 2000000]
 
-Trains PAMIR (c = PAMIR_C, no validation) on the 4,000 training pictures' bags (the default
+Trains PAMIR (its default c, no validation) on the 4,000 training pictures' bags (the default
 features of pamir.features, cached) for --updates triplets, --repeats times per setting, and
 reports triplets per second of the numba loop (wall clock and process CPU time: the machine is
 shared, CPU time is what the core itself took), the fraction of triplets with a positive loss
@@ -15,26 +15,20 @@ Writes benchmarks/results/pa_speed.md and pa_speed.json.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from common import RESULTS, Corel, Run, report_head, write_json
 from pamir import config
-from pamir.features import corel5k_features
 from pamir.models.pamir import PAMIR
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pamir import RESULTS, load_average, machine  # noqa: E402
 
 
 def measure(X, Y, updates: int, average: bool, repeats: int) -> dict:
     runs = []
     for r in range(repeats):
         cpu = time.process_time()
-        model = PAMIR(c=config.PAMIR_C, n_updates=updates, average=average,
+        model = PAMIR(n_updates=updates, average=average,
                       random_state=config.SEED + r).fit(X, Y)
         cpu = time.process_time() - cpu
         runs.append({"updates_per_second": round(model.updates_per_second_),
@@ -52,26 +46,19 @@ def main(argv=None) -> None:
     ap.add_argument("--updates", type=int, default=2_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
-    command = "python benchmarks/bench_pa_speed.py " + " ".join(argv or sys.argv[1:])
-    _, protocol, X = corel5k_features(progress=False)
-    Xtr, Ytr = X[protocol.train], protocol.presence(protocol.train)
+    run = Run("bench_pa_speed.py", argv)
+    corel = Corel()
+    Xtr, Ytr = corel.train.X, corel.train.Y
     PAMIR(n_updates=1000).fit(Xtr, Ytr)  # compile (numba caches it on disk too)
-    load_start = load_average()
     results = [measure(Xtr, Ytr, args.updates, avg, args.repeats) for avg in (False, True)]
-    out = {"command": command, "machine": machine(),
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "load_average": {"start": load_start, "end": load_average()},
-           "pictures": int(Xtr.shape[0]), "visterms": int(Xtr.shape[1]),
+    out = {**run.info(), "pictures": int(Xtr.shape[0]), "visterms": int(Xtr.shape[1]),
            "visterms_per_picture": round(float(Xtr.getnnz(axis=1).mean()), 1),
            "words": int(Ytr.shape[1]), "results": results}
-    (RESULTS / "pa_speed.json").write_text(json.dumps(out, indent=1) + "\n")
-    L = ["# PA updates per second (linear PAMIR, numba core, one core)\n",
-         f"Command: `flock /tmp/pamir-heavy.lock {command}`  ",
-         f"Machine: {out['machine']}; {out['date']}; load average {load_start} at start, "
-         f"{out['load_average']['end']} at end (shared machine).  ",
+    write_json(RESULTS / "pa_speed.json", out)
+    L = [*report_head("PA updates per second (linear PAMIR, numba core, one core)", out),
          f"Data: the {out['pictures']:,} Corel 5k training pictures, {out['visterms']:,} "
          f"visterms ({out['visterms_per_picture']} per picture), {out['words']} words; c = "
-         f"{config.PAMIR_C}.\n",
+         f"{PAMIR.default_params()['c']}.\n",
          "| W | triplets/s (best) | median | fraction with loss > 0 | runs (triplets/s) |",
          "|---|---|---|---|---|"]
     for r in results:

@@ -2,15 +2,16 @@
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_pamir.py [--block-fractions F ...]
 
-1. Table III (validation AvgP per block size): for each block fraction (block side / shorter
-   side of our half-size pictures: 0.25 = 32 px here = the paper's 64 px), the features are
-   fitted on the 4,000 training pictures (pamir.features, cached) and PAMIR (c = PAMIR_C) is
-   trained on train with early stopping on validation AvgP. The block size with the best
-   validation AvgP is kept for what follows.
-2. c is chosen on validation over config.PAMIR_GRID, each point early-stopped on validation
-   (TPAMI §V-B: c and the number of updates selected on validation, never on test).
+1. Table III (validation AvgP per block size), a study: for each block fraction (block side /
+   shorter side of our half-size pictures: 0.25 = 32 px here = the paper's 64 px) the visterm
+   features are fitted on the 4,000 training pictures (cached) and PAMIR with its default
+   parameters is trained on train, early-stopped on validation AvgP.
+2. The main selection is what `pamir fit corel5k --model pamir` does: the default visterm
+   bags, c chosen over PAMIR.param_grid by pamir.selection.select, each point early-stopped
+   on validation (TPAMI §V-B: c and the number of updates selected on validation, never on
+   test). If Table III prefers another block size than the default, the report says so.
 3. Tables IX-XII: the chosen model on the 2,241 test queries (499 test pictures), overall and
-   per subset; optionally the same settings with other seeds (spread of the triplet sampling).
+   per subset; the same settings with other seeds (spread of the triplet sampling).
 4. Table VII indexing time: training with the chosen c for the chosen number of updates (no
    validation), plus projecting the test pictures; features excluded, as in the paper.
    Table VIII: retrieval time per query (score the 499 test pictures, sort), averaged over the
@@ -23,25 +24,18 @@ Writes benchmarks/results/pamir_corel5k.md, pamir_corel5k.json, perquery/pamir.n
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
-import platform
-import re
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from common import (RESULTS, Corel, Run, pct, query_ms, report_head, test_entry, write_json,
+                    write_results)
 from pamir import config
-from pamir.evaluation import evaluate_text_space, mean_average_precision
-from pamir.features import FeatureSettings, corel5k_features
+from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 
-RESULTS = Path(__file__).resolve().parent / "results"
 METRICS = ("avgp", "bep", "p10")
 
 # The paper's numbers (Grangier & Bengio, TPAMI 2008, on 384x256 pictures).
@@ -58,95 +52,53 @@ PAPER_TABLE_V = {"c": 0.1, "n_updates": 2.53e6}
 PAPER_TABLE_IV_VALID = 27.3  # visterm-linear kernel, validation AvgP
 
 
-def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = re.search(r"Model name:\s*(.+)", out).group(1).strip()
-    except Exception:  # noqa: BLE001 - no lscpu: the platform string is enough
-        model = platform.processor() or platform.machine()
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
-
-def load_average() -> str:
-    return ", ".join(f"{v:.1f}" for v in os.getloadavg())
-
-
 def paper_block_px(fraction: float) -> int:
     """The paper's block side for our fraction of the shorter side (256 px on its pictures)."""
     return int(round(fraction * 256))
 
 
-class Data:
-    """Corel 5k bags for one feature setting, split as the protocol says."""
-
-    def __init__(self, settings: FeatureSettings):
-        t0 = time.perf_counter()
-        self.collection, self.protocol, X = corel5k_features(settings, progress=False)
-        self.feature_seconds = time.perf_counter() - t0
-        p = self.protocol
-        self.X = X
-        self.Xtr, self.Xva, self.Xte = X[p.train], X[p.valid], X[p.test]
-        self.Ytr, self.Yva = p.presence(p.train), p.presence(p.valid)
-        vq = p.queries("valid")
-        self.Qva, self.Rva = p.query_vectors(vq), vq.relevance
-        self.test = p.queries("test")
-        self.Qte = p.query_vectors(self.test)
-        self.subsets = p.query_subsets(self.test)
-        self.visterms_per_picture = X.getnnz(axis=1).mean()  # distinct visterms
-
-    def fit(self, **params) -> PAMIR:
-        return PAMIR(**params).fit(self.Xtr, self.Ytr, self.Xva, self.Yva)
-
-    def valid_avgp(self, model) -> float:
-        return 100 * mean_average_precision(model.transform(self.Xva), self.Qva, self.Rva)
-
-    def evaluate(self, model):
-        return evaluate_text_space(model.transform(self.Xte), self.Qte, self.test.relevance,
-                                   self.subsets)
-
-
-def table_iii(fractions) -> tuple[list[dict], dict[float, Data]]:
-    rows, datas = [], {}
+def table_iii(fractions) -> tuple[list[dict], dict[float, Corel]]:
+    """PAMIR with its default parameters on each block size (validation AvgP)."""
+    rows, corels = [], {}
     for f in fractions:
-        settings = FeatureSettings(block_fraction=f)
         print(f"[Table III] block fraction {f}: features ...", flush=True)
-        data = Data(settings)
-        model = data.fit(c=config.PAMIR_C)
+        corel = Corel(FeatureSettings(block_fraction=f))
+        sel = corel.select("pamir", grid={}, log=None)
         row = {"block_fraction": f, "block_px_ours": int(round(f * 128)),
                "block_px_paper": paper_block_px(f),
                "blocks_per_picture": PAPER_BLOCKS.get(paper_block_px(f)),
-               "visterms_per_picture": round(float(data.visterms_per_picture), 1),
-               "valid_avgp": round(data.valid_avgp(model), 2),
-               "best_update": model.best_update_,
-               "feature_seconds": round(data.feature_seconds, 1)}
+               "visterms_per_picture": corel.visterms_per_picture(),
+               "valid_avgp": round(sel.valid_avgp, 2),
+               "best_update": sel.model.best_update_,
+               "feature_seconds": round(corel.feature_seconds, 1)}
         print(f"[Table III] {row}", flush=True)
         rows.append(row)
-        datas[f] = data
-    return rows, datas
+        corels[f] = corel
+    return rows, corels
 
 
-def select_c(data: Data) -> tuple[list[dict], PAMIR]:
-    rows, best = [], None
-    for c in config.PAMIR_GRID["c"]:
-        model = data.fit(c=c)
-        rows.append({"c": c, "valid_avgp": round(data.valid_avgp(model), 2),
-                     "best_update": model.best_update_, "n_updates": model.n_updates_,
-                     "updates_per_second": round(model.updates_per_second_)})
-        print(f"[c] {rows[-1]}", flush=True)
-        if best is None or model.best_valid_avgp_ > best.best_valid_avgp_:
-            best = model
-    return rows, best
+def seed_spread(corel: Corel, params: dict, seeds: int) -> list[dict]:
+    """The chosen parameters with other seeds of the triplet sampling, validation and test."""
+    out = []
+    for seed in range(1, seeds):
+        sel = corel.select("pamir", params={**params, "random_state": config.SEED + seed},
+                           grid={}, log=None)
+        ev = corel.test.evaluate(sel.model)
+        out.append({"random_state": config.SEED + seed, "valid_avgp": round(sel.valid_avgp, 2),
+                    **{m: pct(ev, m) for m in METRICS}})
+        print(f"[seeds] {out[-1]}", flush=True)
+    return out
 
 
-def indexing_time(data: Data, params: dict, repeats: int = 3) -> dict:
+def indexing_time(corel: Corel, params: dict, repeats: int = 3) -> dict:
     """Train for the chosen number of updates without validation + project the test
     pictures (TPAMI Table VII); the best of `repeats` runs, all listed."""
     runs = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        model = PAMIR(**params).fit(data.Xtr, data.Ytr)
+        model = PAMIR(**params).fit(corel.train.X, corel.train.Y)
         t1 = time.perf_counter()
-        model.transform(data.Xte)
+        model.transform(corel.test.X)
         t2 = time.perf_counter()
         runs.append({"train_s": round(t1 - t0, 3), "project_test_s": round(t2 - t1, 4),
                      "total_s": round(t2 - t0, 3),
@@ -158,40 +110,6 @@ def indexing_time(data: Data, params: dict, repeats: int = 3) -> dict:
     return {"index_seconds": best["total_s"], "runs": runs,
             "updates_per_second": max(r["updates_per_second"] for r in runs),
             "updates_per_cpu_second": max(r["updates_per_cpu_second"] for r in runs)}
-
-
-def query_time(Z: np.ndarray, Q, repeats: int = 5) -> float:
-    """ms per query: scores of the test pictures from the word-major (T x n) matrix for the
-    query's words only, then a full sort (TPAMI Table VIII); best of `repeats` passes."""
-    Zt = np.ascontiguousarray(Z.T)
-    Q = Q.tocsr()
-    queries = [(Q.indices[Q.indptr[i]:Q.indptr[i + 1]], Q.data[Q.indptr[i]:Q.indptr[i + 1]])
-               for i in range(Q.shape[0])]
-    best = np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for words, weights in queries:
-            np.argsort(-(weights @ Zt[words]))
-        best = min(best, time.perf_counter() - t0)
-    return 1000 * best / len(queries)
-
-
-def atomic_json_update(path: Path, key: str, value: dict) -> None:
-    """Read-modify-write our key of a shared JSON file: under a lock file so that two
-    benchmarks finishing together do not lose each other's key, replaced atomically."""
-    with open(Path(tempfile.gettempdir()) / f"pamir-{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        data = json.loads(path.read_text()) if path.is_file() else {}
-        data[key] = value
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-
-
-def pct(ev, metric="avgp", subset="all") -> float:
-    return round(100 * ev.mean(metric, subset), 2)
 
 
 def main(argv=None) -> None:
@@ -208,56 +126,46 @@ def main(argv=None) -> None:
     if args.report_only:
         Path(args.out).write_text(report(json.loads((RESULTS / "pamir_corel5k.json").read_text())))
         return
-    command = "python benchmarks/bench_pamir.py " + " ".join(argv or sys.argv[1:])
-    started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
-    print(f"seed {config.SEED}; PAMIR defaults: c grid {config.PAMIR_GRID['c']}, "
-          f"updates {config.PAMIR_UPDATES:,}, eval every {config.PAMIR_EVAL_EVERY:,}, "
-          f"patience {config.PAMIR_PATIENCE}, average {config.PAMIR_AVERAGE}, "
-          f"margin {config.PAMIR_MARGIN} (eps {config.PAMIR_EPSILON})", flush=True)
+    run = Run("bench_pamir.py", argv)
+    print(f"seed {config.SEED}; PAMIR defaults {PAMIR.default_params()}, grid "
+          f"{PAMIR.param_grid}", flush=True)
 
-    blocks, datas = table_iii(sorted(args.block_fractions))
-    chosen_fraction = max(blocks, key=lambda r: r["valid_avgp"])["block_fraction"]
-    data = datas[chosen_fraction]
-    grid, model = select_c(data)
-    ev = data.evaluate(model)
-    params = {**model.get_params(), "n_updates": model.best_update_}
+    blocks, corels = table_iii(sorted(args.block_fractions))
+    default = FeatureSettings.block_fraction
+    corel = corels.get(default) or Corel()
+    sel = corel.select("pamir", log=lambda s: print(f"[c] {s}", flush=True))
+    model = sel.model
+    params = sel.refit_params()  # the chosen c and the number of updates kept
+    ev = corel.test.evaluate(model)
+    seeds = seed_spread(corel, sel.chosen, args.seeds)
 
-    seeds = []
-    for seed in range(1, args.seeds):
-        m = data.fit(**{**model.get_params(), "random_state": config.SEED + seed})
-        e = data.evaluate(m)
-        seeds.append({"random_state": config.SEED + seed,
-                      "valid_avgp": round(data.valid_avgp(m), 2),
-                      **{k: pct(e, k) for k in METRICS}})
-        print(f"[seeds] {seeds[-1]}", flush=True)
-
-    timing = indexing_time(data, params)
-    q_ms = query_time(model.transform(data.Xte), data.Qte)
+    timing = indexing_time(corel, params)
+    q_ms = query_ms(model, corel.test.X, corel.test.Q)
     print(f"[timing] index {timing['index_seconds']} s, query {q_ms:.4f} ms, "
           f"{timing['updates_per_second']:,} updates/s", flush=True)
 
-    (RESULTS / "perquery").mkdir(parents=True, exist_ok=True)
-    np.savez(RESULTS / "perquery" / "pamir.npz", **{m: ev.per_query[m] for m in METRICS},
-             curve=ev.curve)
-    subsets = ev.table(METRICS)
     result = {
-        "test": {m: pct(ev, m) for m in METRICS},
+        **test_entry("pamir", ev),
         "index_seconds": timing["index_seconds"], "query_ms": round(q_ms, 4),
         "updates_per_second": timing["updates_per_second"],
         "updates_per_cpu_second": timing["updates_per_cpu_second"],
-        "valid_avgp": round(data.valid_avgp(model), 2), "params": params,
-        "block_fraction": chosen_fraction, "subsets": subsets, "c_grid": grid,
+        "valid_avgp": round(sel.valid_avgp, 2), "params": params,
+        "block_fraction": default,
+        "block_fraction_best_on_validation": max(blocks, key=lambda r: r["valid_avgp"])[
+            "block_fraction"],
+        "c_grid": [{"c": t.params["c"], "valid_avgp": round(t.valid_avgp, 2),
+                    "best_update": t.stopping["best_update"],
+                    "n_updates": t.stopping["n_updates"], "seconds": round(t.seconds, 1)}
+                   for t in sel.trials],
         "block_sizes": blocks, "seeds": seeds, "timing_runs": timing["runs"],
-        "features": {"settings": FeatureSettings(block_fraction=chosen_fraction).to_dict(),
-                     "visterms_per_picture": round(float(data.visterms_per_picture), 1)},
-        "history": model.history_,
-        "command": command, "machine": machine(), "date": started,
-        "load_average": {"start": load_start, "end": load_average()},
+        "features": {"settings": corel.settings.to_dict(),
+                     "visterms_per_picture": corel.visterms_per_picture()},
+        "history": model.history_, **run.info(),
     }
-    atomic_json_update(RESULTS / "corel5k.json", "pamir", result)
-    (RESULTS / "pamir_corel5k.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_results({"pamir": result})
+    write_json(RESULTS / "pamir_corel5k.json", result)
     Path(args.out).write_text(report(result))
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} ({run.minutes()} min)")
 
 
 def report(r: dict) -> str:
@@ -265,15 +173,13 @@ def report(r: dict) -> str:
     seeds = [{"random_state": r["params"]["random_state"], **t}] + r["seeds"]
     avgps = np.array([x["avgp"] for x in seeds])
     L = [
-        "# Linear PAMIR on Corel 5k (TPAMI 2008 tables, ours next to the paper's)\n",
-        f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
-        f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} at "
-        f"start, {r['load_average']['end']} at end (the machine is shared: timings are upper "
-        "bounds).  ",
+        *report_head("Linear PAMIR on Corel 5k (TPAMI 2008 tables, ours next to the paper's)",
+                     r),
         f"Pictures: half the papers' size (192x128); block sizes are given on our pictures and "
-        f"as the paper's equivalent. Seed {config.SEED}; everything chosen on validation.\n",
-        "## Table III: block size (validation AvgP %, c = "
-        f"{config.PAMIR_C}, early stopping)\n",
+        f"as the paper's equivalent. Seed {config.SEED}; everything chosen on validation, by "
+        "pamir.selection as `pamir fit corel5k --model pamir` chooses.\n",
+        "## Table III: block size (validation AvgP %, PAMIR's default parameters, c = "
+        f"{PAMIR.default_params()['c']}, early stopping)\n",
         "| block (ours px) | paper-equivalent px | blocks / picture (ours = paper) | "
         "distinct visterms / picture (ours) | valid AvgP (ours) | valid AvgP (paper) |",
         "|---|---|---|---|---|---|",
@@ -283,20 +189,23 @@ def report(r: dict) -> str:
         visterms = b.get("visterms_per_picture", b["blocks_per_picture"])  # older runs
         L.append(f"| {b['block_px_ours']} | {px} | {PAPER_BLOCKS.get(px, '-')} | {visterms} | "
                  f"{b['valid_avgp']:.2f} | {PAPER_TABLE_III.get(px, '-')} |")
-    L += [f"\nChosen on validation: block fraction {r['block_fraction']} "
-          f"({r['features'].get('visterms_per_picture', r['features'].get('blocks_per_picture'))}"
-          " distinct visterms per picture on average).\n",
+    best = r.get("block_fraction_best_on_validation", r["block_fraction"])
+    L += [f"\nThe models read block fraction {r['block_fraction']}, the default of "
+          f"pamir.features.FeatureSettings ({r['features'].get('visterms_per_picture')} "
+          "distinct visterms per picture on average)"
+          + (", also the best here on validation.\n" if best == r["block_fraction"] else
+             f"; validation prefers {best} here: the default should be measured again.\n"),
           "## Table IV (kernels)\n",
           f"Visterm-linear kernel: ours {r['valid_avgp']:.2f} validation AvgP vs the paper's "
           f"{PAPER_TABLE_IV_VALID}. The expected likelihood and match kernels (and kernel "
           "PAMIR's own visterm-linear run) are in benchmarks/results/pamir_kernels.md "
           "(benchmarks/bench_kernels.py).\n",
           "## Table V: learning parameters (chosen on validation)\n",
-          "| c | valid AvgP | best point (updates) | updates drawn | updates/s |",
+          "| c | valid AvgP | best point (updates) | updates drawn | seconds (with validation) |",
           "|---|---|---|---|---|"]
     for g in r["c_grid"]:
         L.append(f"| {g['c']} | {g['valid_avgp']:.2f} | {g['best_update']:,} | "
-                 f"{g['n_updates']:,} | {g['updates_per_second']:,} |")
+                 f"{g['n_updates']:,} | {g.get('seconds', '-')} |")
     L += [f"\nChosen: c = {r['params']['c']}, {r['params']['n_updates']:,} updates "
           f"(paper: c = {PAPER_TABLE_V['c']}, {PAPER_TABLE_V['n_updates']:.3g} updates). "
           f"Averaged W: {r['params']['average']}; margin {r['params']['margin']}.\n",

@@ -7,7 +7,8 @@ below the paper on validation already (TPAMI Table III: 23.4 vs 27.3), before an
 seen, so the gap lies in what the pictures give the model, not in selection. We cannot make the
 pictures bigger (upsampling adds pixels, not detail), but we can make them smaller: this keeps
 everything else as in bench_pamir.py (77 blocks of a quarter of the shorter side, 10,000
-visterms, sqrt_std scaling, c = config.PAMIR_C, early stopping on validation) and shrinks the
+visterms, the default scaling, PAMIR's default parameters, early stopping on validation:
+pamir.selection.select with no grid) and shrinks the
 pictures to a shorter side of 64 and 96 pixels before the blocks are cut. The slope of AvgP
 against log2(picture size) then says what a doubling of resolution is worth on this data.
 
@@ -18,50 +19,47 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 
-from bench_pamir import METRICS, PAPER_TABLE_III, PAPER_TABLE_IX, Data, load_average, machine, pct
+from bench_pamir import METRICS, PAPER_TABLE_III, PAPER_TABLE_IX
+from common import RESULTS, Corel, Run, pct, report_head, write_json
 from pamir import config
 from pamir.features import FeatureSettings
 from pamir.features.settings import SCALINGS
+from pamir.models.pamir import PAMIR
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NATIVE = 128  # Corel 5k's shorter side here; the papers' pictures had 256
 
 
 def measure(settings: FeatureSettings, seeds: int, **params) -> dict:
-    """Validation and test figures of PAMIR (c = config.PAMIR_C and the defaults, unless
-    `params` say otherwise; early stopping on validation) on the features of `settings`, for
-    `seeds` seeds of the triplet sampling."""
+    """Validation and test figures of PAMIR (its defaults unless `params` say otherwise;
+    early stopping on validation) on the features of `settings`, for `seeds` seeds of the
+    triplet sampling."""
     label = f"[{settings.short_side} px, {settings.scaling}{' ' + str(params) if params else ''}]"
     print(f"{label} features ...", flush=True)
-    data = Data(settings)
+    corel = Corel(settings)
     runs = []
     for seed in range(seeds):
-        model = data.fit(**{"c": config.PAMIR_C, **params, "random_state": config.SEED + seed})
-        ev = data.evaluate(model)
-        runs.append({"random_state": config.SEED + seed,
-                     "valid_avgp": round(data.valid_avgp(model), 2),
-                     "best_update": model.best_update_,
+        sel = corel.select("pamir", params={**params, "random_state": config.SEED + seed},
+                           grid={}, log=None)
+        ev = corel.test.evaluate(sel.model)
+        runs.append({"random_state": config.SEED + seed, "valid_avgp": round(sel.valid_avgp, 2),
+                     "best_update": sel.model.best_update_,
                      **{m: pct(ev, m) for m in METRICS}})
         print(f"{label} {runs[-1]}", flush=True)
     mean = {k: round(float(np.mean([r[k] for r in runs])), 2)
             for k in ("valid_avgp", *METRICS)}
     return {"short_side": settings.short_side, "scaling": settings.scaling, "params": params,
-            "feature_seconds": round(data.feature_seconds, 1),
-            "visterms_per_picture": round(float(data.visterms_per_picture), 1),
+            "feature_seconds": round(corel.feature_seconds, 1),
+            "visterms_per_picture": corel.visterms_per_picture(),
             "runs": runs, "mean": mean}
 
 
-def report_head(r: dict, title: str) -> list[str]:
-    """A study's title, then the command, machine, date and load it was measured under."""
-    return [f"# {title}\n", f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
-            f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} "
-            f"at start, {r['load_average']['end']} at end.  "]
+def defaults() -> str:
+    """The features and PAMIR parameters every study row shares, in words."""
+    return (f"{FeatureSettings.n_visterms:,} visterms, c = {PAMIR.default_params()['c']}, "
+            "early stopping on validation")
 
 
 def figures(m: dict) -> str:
@@ -78,10 +76,10 @@ def slope(rows: list[dict], key: str) -> float:
 
 def report(r: dict) -> str:
     rows = r["rows"]
-    L = [*report_head(r, "PAMIR on Corel 5k against picture size (why we fall short of the paper)"),
+    L = [*report_head("PAMIR on Corel 5k against picture size (why we fall short of the paper)",
+                      r),
          f"Everything as benchmarks/bench_pamir.py (77 blocks of a quarter of the shorter side, "
-         f"{config.N_VISTERMS:,} visterms, {rows[0]['scaling']} scaling, c = "
-         f"{config.PAMIR_C}, early stopping on validation), pictures shrunk before the blocks "
+         f"{rows[0]['scaling']} scaling, {defaults()}), pictures shrunk before the blocks "
          f"are cut. Mean of {len(rows[0]['runs'])} seeds of the triplet sampling; seed "
          f"{config.SEED} first.\n",
          "| shorter side (px) | picture | block (px) | distinct visterms / picture | "
@@ -131,11 +129,11 @@ def main(argv=None) -> None:
 def study_options(ap: argparse.ArgumentParser, base: str):
     """--scaling and --report-only; returns args -> the results' name (BASE, or BASE_SCALING
     for a scaling other than the default)."""
-    ap.add_argument("--scaling", default=config.FEATURE_SCALING, choices=SCALINGS,
+    ap.add_argument("--scaling", default=FeatureSettings.scaling, choices=SCALINGS,
                     help="block histogram scaling of the features (default: the project's)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the markdown from the study's JSON without running")
-    return lambda args: base if args.scaling == config.FEATURE_SCALING else \
+    return lambda args: base if args.scaling == FeatureSettings.scaling else \
         f"{base}_{args.scaling}"
 
 
@@ -144,19 +142,18 @@ def study(name: str, points: list[tuple[FeatureSettings, dict]], seeds: int, arg
     """Measure PAMIR at each (feature settings, PAMIR parameters) point; write
     results/NAME.json and NAME.md with the command, machine, date and load they were
     measured under."""
-    started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
+    run = Run(f"bench_{name}.py", argv)
     rows = [measure(s, seeds, **params) for s, params in points]
-    r = {"rows": rows, "command": f"python benchmarks/bench_{name}.py "
-         + " ".join(argv or sys.argv[1:]), "machine": machine(), "date": started,
-         "load_average": {"start": load_start, "end": load_average()}, **summary(rows)}
-    (RESULTS / f"{name}.json").write_text(json.dumps(r, indent=1) + "\n")
+    r = {"rows": rows, **run.info(), **summary(rows)}
+    write_json(RESULTS / f"{name}.json", r)
     (RESULTS / f"{name}.md").write_text(report(r))
-    print(f"wrote {RESULTS / name}.md")
+    print(f"wrote {RESULTS / name}.md ({run.minutes()} min)")
 
 
 def rewrite_report(name: str, report) -> None:
     """The markdown again from results/NAME.json, without running anything."""
     (RESULTS / f"{name}.md").write_text(report(json.loads((RESULTS / f"{name}.json").read_text())))
+
 
 if __name__ == "__main__":
     main()

@@ -3,10 +3,10 @@
     flock /tmp/pamir-heavy.lock python benchmarks/bench_scaling.py [--scalings none sqrt ...]
 
 DESIGN.md's calibration run found the scaling of the block histograms to matter more than
-anything else it tried (test AvgP 16.9 with raw counts, 21-24 with the others), and
-config.FEATURE_SCALING was first taken from it ("sqrt_std"). This measures every scaling of
+anything else it tried (test AvgP 16.9 with raw counts, 21-24 with the others), and the
+default scaling was first taken from it ("sqrt_std"). This measures every scaling of
 pamir.features.SCALINGS with the project's own pipeline and the protocol's validation set:
-the same 77 blocks, 10,000 visterms, c = config.PAMIR_C, early stopping on validation, three
+the same 77 blocks, 10,000 visterms, PAMIR's defaults, early stopping on validation, three
 seeds of the triplet sampling. The scaling a user should pick is the one with the best
 validation AvgP; the test column is reported, never used to choose.
 
@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX, Data
-from bench_resolution import figures, report_head, rewrite_report, study
+from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX
+from bench_resolution import defaults, figures, rewrite_report, study
+from common import RESULTS, Corel, report_head, write_json
 from pamir import config
-from pamir.evaluation import evaluate_text_space, wilcoxon
+from pamir.evaluation import wilcoxon
 from pamir.features import FeatureSettings
 from pamir.features.settings import SCALINGS
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MEANING = {"none": "raw counts", "sqrt": "square root", "quarter": "fourth root",
            "log1p": "log(1 + count), as BBNN", "sqrt_std": "square root, then each dimension "
            "standardised"}
@@ -35,11 +34,10 @@ MEANING = {"none": "raw counts", "sqrt": "square root", "quarter": "fourth root"
 def report(r: dict) -> str:
     rows = r["rows"]
     best = max(rows, key=lambda x: x["mean"]["valid_avgp"])
-    L = [*report_head(r, "PAMIR on Corel 5k against the scaling of the block histograms"),
-         f"77 blocks of 32 px on our 192x128 pictures, {config.N_VISTERMS:,} visterms "
-         f"(k-means on the scaled histograms), c = {config.PAMIR_C}, early stopping on "
-         f"validation; mean of {len(rows[0]['runs'])} seeds of the triplet sampling. The "
-         f"project's default is `{config.FEATURE_SCALING}`.\n",
+    L = [*report_head("PAMIR on Corel 5k against the scaling of the block histograms", r),
+         f"77 blocks of 32 px on our 192x128 pictures, {defaults()} (k-means on the scaled "
+         f"histograms); mean of {len(rows[0]['runs'])} seeds of the triplet sampling. The "
+         f"project's default is `{FeatureSettings.scaling}`.\n",
          "| scaling | what | valid AvgP | test AvgP | test BEP | test P10 | valid AvgP per seed "
          "| test AvgP per seed |", "|---|---|---|---|---|---|---|---|"]
     for x in rows:
@@ -68,11 +66,10 @@ def significance(rows: list[dict]) -> dict:
     best = max(rows, key=lambda x: x["mean"]["valid_avgp"])["scaling"]
     per = {}
     for x in rows:
-        data = Data(FeatureSettings(scaling=x["scaling"]))
-        model = data.fit(c=config.PAMIR_C)
-        valid = evaluate_text_space(model.transform(data.Xva), data.Qva, data.Rva, curve=False)
-        per[x["scaling"]] = {"valid": valid.per_query["avgp"],
-                             "test": data.evaluate(model).per_query["avgp"]}
+        corel = Corel(FeatureSettings(scaling=x["scaling"]))
+        model = corel.select("pamir", grid={}, log=None).model
+        per[x["scaling"]] = {split.name: split.evaluate(model, curve=False).per_query["avgp"]
+                             for split in (corel.valid, corel.test)}
     out = {}
     for name in per:
         if name != best:
@@ -98,7 +95,7 @@ def main(argv=None) -> None:
         path = RESULTS / "scaling.json"
         r = json.loads(path.read_text())
         r["significance"] = significance(r["rows"])
-        path.write_text(json.dumps(r, indent=1) + "\n")
+        write_json(path, r)
     if args.report_only or args.significance:
         rewrite_report("scaling", report)
         return
