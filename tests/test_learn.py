@@ -88,6 +88,12 @@ def test_learn_adds_a_word_from_one_picture():
     assert report["updates"] == 600 and s.info["learned"][0]["new_words"] == ["zebra"]
     with pytest.raises(ValueError, match="idf"):
         add_words(s, ["x"], np.ones(3))
+    # a new word may start from the words the bridge maps it to
+    s = Tiny()
+    W = s.model.W_.copy()
+    report = learn(s, F, captions, n_updates=0, init={"zebra": [("w0", 0.6), ("w3", 0.2)]})
+    np.testing.assert_allclose(s.model.W_[-1], 0.75 * W[0] + 0.25 * W[3], rtol=1e-6)
+    assert report["started_from"] == {"zebra": ["w0", "w3"]} and report["updates"] == 0
 
 
 def test_rescore_grows_the_vocabulary(tmp_path):
