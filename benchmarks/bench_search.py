@@ -1,0 +1,620 @@
+"""Search as a person wants it (issue 13), measured on Corel 5k.
+
+- unseen: the 179 words split into 5 seeded folds; for each fold PAMIR is trained without
+  those words (removed from every training and validation caption), and each held-out word
+  is then a query on its own, answered through the bridges (pamir.bridge): the vocabulary
+  bridge (inflections, then the nearest vocabulary words by all-MiniLM-L6-v2), and, with the
+  CNN representation's ImageNet classifier, the class bridge (the nearest ImageNet class
+  names, scored by the network's class probabilities). The bridges' settings (similarity
+  floor, neighbours, how much of the class bridge is mixed in) are chosen on the validation
+  pictures, then test AvgP is reported beside a random ranking and beside the model trained
+  with the word (targets: >= 3x random, >= 40 % of supervised).
+- feedback: every test query; the top 10 of the 499 test pictures are judged with the true
+  relevance, one round of PA-I updates (pamir.system.feedback_delta) re-ranks the rest;
+  AvgP over the unjudged pictures before and after (target +25 % relative).
+- learn: a held-out word is taught with pamir.system.learn (what `pamir learn` runs) from
+  N = 1, 2, 5, 10, 20 captioned training pictures that have it plus 50 that do not; its
+  test AvgP against N, beside the model trained with the word.
+- latency: loading the embedding model, the vocabulary's embeddings (computed, then from
+  the cache), and what mapping one unknown word adds to a query.
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_search.py [--measures ...] \
+        [--representation visterms|cnn+visterms]
+
+Writes benchmarks/results/search.json and search.md (visterms), or
+search_cnn_visterms.json and .md (the representation `pamir fit corel5k` chooses today).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from pamir import config
+from pamir.bridge import Bridge, class_bridge, class_probability_scores, embedder
+from pamir.data import load_collection
+from pamir.evaluation.metrics import average_precision
+from pamir.features import FeatureSettings
+from pamir.features.representation import take_rows
+from pamir.index import Index
+from pamir.models.pamir import PAMIR
+from pamir.protocol import Protocol
+from pamir.query import parse, resolve
+from pamir.storage import atomic_write_bytes
+from pamir.system import System, feedback_delta, feedback_scores, learn
+from pamir.system import collection_inputs
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FOLDS = 5
+FLOORS = (0.3, 0.4, 0.5)
+NEIGHBOURS = (1, 3, 5)
+CLASS_FLOORS = (0.4, 0.5, 0.6)
+MIX = (0.0, 0.25, 0.5, 0.75, 1.0)
+JUDGED = 10
+NS = (1, 2, 5, 10, 20)
+NEGATIVES = 50
+LEARN_WORDS_PER_FOLD = 6
+LEARN_SEEDS = 3
+SEED = config.SEED
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+# ------------------------------------------------------------------------------- the data
+
+#: Representations measured: the papers' visterms, and what `pamir fit corel5k` chooses on
+#: validation today (CNN + visterms, both weighted 1).
+REPRESENTATIONS = {"visterms": ("visterms", None), "cnn+visterms": ("cnn+visterms", (1.0, 1.0))}
+
+
+class Data:
+    def __init__(self, representation: str = "visterms"):
+        self.collection = load_collection("corel5k")
+        self.protocol = p = Protocol(self.collection)
+        self.representation = representation
+        name, weights = REPRESENTATIONS[representation]
+        F, ok, _ = collection_inputs(self.collection, p, name, FeatureSettings(),
+                                     weights=weights, cache_dir=config.default_cache_dir(),
+                                     progress=False, log=None)
+        assert np.all(ok)
+        self.F = F if isinstance(F, np.ndarray) else sp.csr_matrix(F)
+        self.vocabulary = p.vocabulary
+        self.T = p.T
+        self.idx = {s: p.split(s) for s in ("train", "valid", "test")}
+        self.X = {s: take_rows(self.F, i) for s, i in self.idx.items()}
+        self.Y = {s: p.presence(i) for s, i in self.idx.items()}
+
+    def fit(self, keep=None, seed: int = 0) -> PAMIR:
+        """PAMIR (c = 0.1, as `pamir fit` chooses on Corel 5k) on the training captions
+        restricted to the `keep` words, early-stopped on validation."""
+        keep = np.arange(self.T) if keep is None else np.asarray(keep)
+        return PAMIR(c=0.1, random_state=seed).fit(
+            self.X["train"], self.Y["train"][:, keep],
+            validation=(self.X["valid"], self.Y["valid"][:, keep]))
+
+    def relevance(self, split: str, words) -> np.ndarray:
+        """(len(words) x n) single-word relevance on a split."""
+        return self.Y[split][:, list(words)].T.toarray() > 0
+
+
+def avgp(scores, relevance) -> np.ndarray:
+    return average_precision(np.atleast_2d(scores), np.atleast_2d(relevance))
+
+
+def random_avgp(relevance: np.ndarray, draws: int = 200) -> np.ndarray:
+    """Expected AvgP of a random ranking, per row (averaged over seeded draws)."""
+    rng = np.random.default_rng(SEED)
+    out = np.zeros(len(relevance))
+    for _ in range(draws):
+        out += avgp(rng.random(relevance.shape), relevance)
+    return out / draws
+
+
+def standardise(s: np.ndarray) -> np.ndarray:
+    sd = s.std()
+    return (s - s.mean()) / sd if sd > 0 else np.zeros_like(s)
+
+
+# ------------------------------------------------------------------------------- unseen
+
+def vocabulary_scores(Z, words_f, idf_f, bridge, word) -> tuple[np.ndarray | None, dict]:
+    """Scores of the pictures Z (n x T_f) for `word` through the vocabulary bridge."""
+    q = resolve(parse(word), words_f, idf_f, bridge)
+    m = q.matches[0] if q.matches else None
+    info = {"how": m.how if m else "none", "mapping": m.describe() if m else ""}
+    if not q.words:
+        return None, info
+    return Z @ q.vector, info
+
+
+def unseen(data: Data, logits: dict | None, cache: Path) -> dict:
+    rng = np.random.default_rng(SEED)
+    folds = np.array_split(rng.permutation(data.T), FOLDS)
+    full = data.fit()
+    Zte_full = full.transform(data.X["test"])
+    words_all = list(range(data.T))
+    rel_te = data.relevance("test", words_all)
+    rel_va = data.relevance("valid", words_all)
+    supervised = avgp(Zte_full.T, rel_te)
+    rand_te = random_avgp(rel_te)
+    rand_va = random_avgp(rel_va)
+    per_word = {}
+    fold_models = []
+    for f, held in enumerate(folds):
+        t0 = time.perf_counter()
+        keep = np.array([t for t in range(data.T) if t not in set(held)])
+        model = data.fit(keep)
+        words_f = [data.vocabulary[t] for t in keep]
+        idf_f = data.protocol.idf[keep]
+        Z = {s: model.transform(data.X[s]) for s in ("valid", "test")}
+        fold_models.append((held, keep, model))
+        for t in held:
+            w = data.vocabulary[t]
+            entry = {"fold": f, "random": rand_te[t], "supervised": supervised[t],
+                     "random_valid": rand_va[t], "valid_relevant": int(rel_va[t].sum()),
+                     "vocab": {}, "class": {}}
+            for floor in FLOORS:
+                for k in NEIGHBOURS:
+                    b = Bridge(words_f, cache_dir=cache, floor=floor, neighbours=k)
+                    res = {}
+                    for s in ("valid", "test"):
+                        sc, info = vocabulary_scores(Z[s], words_f, idf_f, b, w)
+                        rel = rel_va[t] if s == "valid" else rel_te[t]
+                        res[s] = (None if sc is None else float(avgp(sc, rel)[0]))
+                        res[s + "_scores"] = sc
+                        res["mapping"] = info["mapping"]
+                        res["how"] = info["how"]
+                    entry["vocab"][(floor, k)] = res
+            if logits is not None:
+                for cf in CLASS_FLOORS:
+                    cb = class_bridge(cache_dir=cache, floor=cf, neighbours=3)
+                    classes, _ = cb.nearest(w)
+                    res = {"classes": [(cb.vocabulary[c], round(s, 2)) for c, s in classes]}
+                    for s in ("valid", "test"):
+                        rel = rel_va[t] if s == "valid" else rel_te[t]
+                        if classes:
+                            sc = class_probability_scores(logits[s], classes)
+                            res[s] = float(avgp(sc, rel)[0])
+                            res[s + "_scores"] = sc
+                        else:
+                            res[s] = None
+                            res[s + "_scores"] = None
+                    entry["class"][cf] = res
+            per_word[w] = entry
+        say(f"fold {f + 1}/{FOLDS}: {len(held)} words held out, PAMIR on {len(keep)} words "
+            f"(valid AvgP {100 * model.best_valid_avgp_:.2f}), {time.perf_counter() - t0:.0f} s")
+    attach_relevance(data, per_word)
+    return fold_models, per_word
+
+
+def _filled(x, fallback):
+    return fallback if x is None else x
+
+
+def choose_bridges(data: Data, per_word: dict) -> dict:
+    """Settings chosen on validation (mean AvgP over the held-out words that have validation
+    pictures; a word a setting cannot map counts as a random ranking), test AvgP reported."""
+    words = list(per_word)
+    has_valid = [w for w in words if per_word[w]["valid_relevant"] > 0]
+
+    def mean(split, get):
+        pool = has_valid if split == "valid" else words
+        fallback = "random_valid" if split == "valid" else "random"
+        return float(np.mean([_filled(get(per_word[w], split), per_word[w][fallback])
+                              for w in pool]))
+
+    grid = []
+    for key in per_word[words[0]]["vocab"]:
+        get = (lambda e, s, key=key: e["vocab"][key][s])
+        grid.append({"floor": key[0], "neighbours": key[1], "valid": mean("valid", get),
+                     "test": mean("test", get),
+                     "mapped": float(np.mean([per_word[w]["vocab"][key]["test"] is not None
+                                              for w in words]))})
+    best = max(grid, key=lambda g: g["valid"])
+    bkey = (best["floor"], best["neighbours"])
+    out = {"words": len(words), "valid_words": len(has_valid),
+           "random": float(np.mean([per_word[w]["random"] for w in words])),
+           "supervised": float(np.mean([per_word[w]["supervised"] for w in words])),
+           "vocabulary_bridge": {"grid": grid, "chosen": best}}
+
+    has_class = bool(per_word[words[0]]["class"])
+    if has_class:
+        mixes = []
+        for cf in CLASS_FLOORS:
+            for a in MIX:
+                def get(e, s, cf=cf, a=a):
+                    v = e["vocab"][bkey].get(s + "_scores")
+                    c = e["class"][cf].get(s + "_scores")
+                    rel = e["_rel_" + s]
+                    if v is None and c is None:
+                        return None
+                    if c is None or a == 0:
+                        return None if v is None else float(avgp(v, rel)[0])
+                    if v is None or a == 1:
+                        return float(avgp(c, rel)[0])
+                    return float(avgp((1 - a) * standardise(v) + a * standardise(c), rel)[0])
+                mixes.append({"class_floor": cf, "mix": a, "valid": mean("valid", get),
+                              "test": mean("test", get)})
+        chosen = max(mixes, key=lambda g: (g["valid"], -g["mix"]))
+        alone = [m for m in mixes if m["mix"] == 1.0]
+        out["class_bridge"] = {"grid": mixes, "chosen_mix": chosen,
+                               "alone": max(alone, key=lambda g: g["valid"])}
+    for s in ("random", "supervised"):
+        out[s] = round(100 * out[s], 2)
+    return out
+
+
+def attach_relevance(data: Data, per_word: dict) -> None:
+    for w, e in per_word.items():
+        t = data.vocabulary.index(w)
+        e["_rel_valid"] = data.relevance("valid", [t])[0]
+        e["_rel_test"] = data.relevance("test", [t])[0]
+
+
+# ------------------------------------------------------------------------------- feedback
+
+def feedback(data: Data) -> dict:
+    model = data.fit()
+    system = System(None, model, data.vocabulary, data.protocol.idf)
+    Xte = data.X["test"]
+    Z = model.transform(Xte)
+    qs = data.protocol.queries("test")
+    Q = data.protocol.query_vectors(qs).toarray()
+    R = qs.relevance.toarray() > 0
+    S = Z @ Q.T  # (n x queries)
+    before, after, updated, words = [], [], [], []
+    t0 = time.perf_counter()
+    for j in range(Q.shape[0]):
+        s = S[:, j]
+        order = np.lexsort((R[j].astype(float), -s))  # pessimistic ties, as the metrics
+        top, rest = order[:JUDGED], order[JUDGED:]
+        if not R[j, rest].any():
+            continue
+        pos = top[R[j, top]]
+        neg = top[~R[j, top]]
+        b = float(avgp(s[rest], R[j, rest])[0])
+        a = b
+        if len(pos) and len(neg):
+            rows, delta = feedback_delta(system, Q[j], take_rows(Xte, pos), take_rows(Xte, neg))
+            new = s[rest] + feedback_scores(system, Q[j], rows, delta, take_rows(Xte, rest))
+            a = float(avgp(new, R[j, rest])[0])
+        before.append(b)
+        after.append(a)
+        updated.append(bool(len(pos) and len(neg)))
+        words.append(int((Q[j] != 0).sum()))
+    seconds = time.perf_counter() - t0
+    before, after, updated = np.array(before), np.array(after), np.array(updated)
+    words = np.array(words)
+
+    def part(mask):
+        b, a = 100 * before[mask].mean(), 100 * after[mask].mean()
+        return {"queries": int(mask.sum()), "before": round(b, 2), "after": round(a, 2),
+                "relative": round(100 * (a - b) / b, 1)}
+
+    return {"judged": JUDGED, "all": part(np.ones(len(before), bool)),
+            "updated": part(updated), "single_word": part(words == 1),
+            "multi_word": part(words > 1),
+            "not_updated_why": "no relevant, or no non-relevant, picture in the judged top 10",
+            "ms_per_round": round(1000 * seconds / max(len(before), 1), 2)}
+
+
+# ------------------------------------------------------------------------------- learn
+
+def learn_curve(data: Data, fold_models, per_word: dict, chosen_key, cache: Path) -> dict:
+    train_idx = data.idx["train"]
+    Ytr = data.Y["train"].toarray() > 0
+    rel_te = data.relevance("test", range(data.T))
+    rng = np.random.default_rng(SEED)
+    rows = []
+    n_train = len(train_idx)
+    for held, keep, model in fold_models:
+        held_set = set(held.tolist())
+        candidates = [t for t in held if Ytr[:, t].sum() >= max(NS) + 1]
+        chosen = rng.choice(candidates, min(LEARN_WORDS_PER_FOLD, len(candidates)),
+                            replace=False)
+        words_f = [data.vocabulary[t] for t in keep]
+        idf_f = data.protocol.idf[keep]
+        for t in chosen:
+            w = data.vocabulary[t]
+            have = np.flatnonzero(Ytr[:, t])
+            lack = np.flatnonzero(~Ytr[:, t])
+            entry = {"word": w, "supervised": float(per_word[w]["supervised"]),
+                     "random": float(per_word[w]["random"]),
+                     "bridge": _filled(per_word[w]["vocab"][chosen_key]["test"],
+                                       per_word[w]["random"])}
+            near, _ = Bridge(words_f, cache_dir=cache, floor=chosen_key[0],
+                             neighbours=chosen_key[1]).neighbours(w)
+            for start, init in (("zero", None), ("bridge", {w: near})):
+                by_n = entry.setdefault("by_n_" + start, {})
+                for n in NS:
+                    res = []
+                    for seed in range(LEARN_SEEDS):
+                        r = np.random.default_rng(1000 * seed + n + t)
+                        pics = np.concatenate([r.choice(have, n, replace=False),
+                                               r.choice(lack, NEGATIVES, replace=False)])
+                        captions = [tuple(data.vocabulary[u] for u in np.flatnonzero(Ytr[i])
+                                          if u == t or u not in held_set) for i in pics]
+                        system = System(None, copy.deepcopy(model), words_f, idf_f,
+                                        {"pictures": {"train": n_train}})
+                        learn(system, take_rows(data.X["train"], pics), captions, seed=seed,
+                              init=init)
+                        col = system.word_index[w]
+                        sc = np.asarray(data.X["test"] @ system.model.W_[col].astype(np.float64))
+                        res.append(float(avgp(sc.ravel(), rel_te[t])[0]))
+                    by_n[n] = float(np.mean(res))
+            rows.append(entry)
+            say(f"learn {w}: " + ", ".join(f"N={n} {100 * v:.1f}" for n, v in
+                                           entry["by_n_bridge"].items())
+                + f" (from zero: N=20 {100 * entry['by_n_zero'][20]:.1f}; supervised "
+                  f"{100 * entry['supervised']:.1f})")
+    mean = {s: {n: round(100 * float(np.mean([r["by_n_" + s][n] for r in rows])), 2)
+                for n in NS} for s in ("zero", "bridge")}
+    return {"words": len(rows), "negatives": NEGATIVES, "seeds": LEARN_SEEDS,
+            "avgp_by_n": mean["bridge"], "avgp_by_n_from_zero": mean["zero"],
+            "supervised": round(100 * float(np.mean([r["supervised"] for r in rows])), 2),
+            "random": round(100 * float(np.mean([r["random"] for r in rows])), 2),
+            "bridge_n0": round(100 * float(np.mean([r["bridge"] for r in rows])), 2),
+            "per_word": [{**r, **{k: {n: round(100 * v, 2) for n, v in r[k].items()}
+                                  for k in ("by_n_zero", "by_n_bridge")}} for r in rows]}
+
+
+# ------------------------------------------------------------------------------- latency
+
+LOAD_SNIPPET = ("import time; t = time.perf_counter(); from pamir.bridge import embedder; "
+                "e = embedder(); print(time.perf_counter() - t, e.load_seconds)")
+
+
+def latency(data: Data) -> dict:
+    out = {}
+    loads = []
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", LOAD_SNIPPET], capture_output=True,
+                           text=True, check=True)
+        loads.append(float(r.stdout.split()[0]))
+    out["model_load_seconds"] = {"median": round(float(np.median(loads)), 2),
+                                 "runs": [round(x, 2) for x in loads]}
+    embedder()
+    with tempfile.TemporaryDirectory() as d:
+        b = Bridge(data.vocabulary, cache_dir=d)
+        t0 = time.perf_counter()
+        b.vocabulary_embeddings()
+        out["vocabulary_embeddings_seconds"] = round(time.perf_counter() - t0, 3)
+        t0 = time.perf_counter()
+        Bridge(data.vocabulary, cache_dir=d).vocabulary_embeddings()
+        out["vocabulary_embeddings_cached_seconds"] = round(time.perf_counter() - t0, 4)
+        # the index's parse_query: an unknown word (mapped) against a vocabulary word
+        with Index.create(Path(d) / "ix", data.vocabulary, data.protocol.idf) as ix:
+            ix.parse_query("tiger")
+            ix.bridge.warm()
+            words = [w for w in class_bridge().vocabulary if w.isalpha()
+                     and w not in ix.word_index][:200]
+            mapped, known = [], []
+            for w in words:
+                t0 = time.perf_counter()
+                try:
+                    ix.parse_query(w)
+                except Exception:  # noqa: BLE001 - unmapped words count too
+                    pass
+                mapped.append(time.perf_counter() - t0)
+                v = data.vocabulary[len(known) % data.T]
+                t0 = time.perf_counter()
+                ix.parse_query(v)
+                known.append(time.perf_counter() - t0)
+    mapped, known = 1000 * np.array(mapped), 1000 * np.array(known)
+    extra = mapped - known
+    out["query_ms"] = {"words": len(words),
+                       "known_median": round(float(np.median(known)), 3),
+                       "unknown_median": round(float(np.median(mapped)), 2),
+                       "unknown_p90": round(float(np.percentile(mapped, 90)), 2),
+                       "unknown_max": round(float(mapped.max()), 2),
+                       "added_median": round(float(np.median(extra)), 2),
+                       "added_p90": round(float(np.percentile(extra, 90)), 2)}
+    return out
+
+
+# ------------------------------------------------------------------------------- report
+
+def cnn_logits(data: Data) -> dict:
+    from pamir.features.cnn import CNNRepresentation
+
+    rep = CNNRepresentation(cache_dir=config.default_cache_dir(), progress=False)
+    out = {}
+    for s in ("valid", "test"):
+        L, ok, _ = rep.class_scores([data.collection.paths[i] for i in data.idx[s]])
+        assert np.all(ok)
+        out[s] = L
+    return out
+
+
+def clean(value):
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, tuple) else ",".join(map(str, k)): clean(v)
+                for k, v in value.items() if not str(k).endswith("_scores")
+                and not str(k).startswith("_rel_")}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def machine() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        cpu = next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                   if line.startswith("Model name"))
+    except Exception:  # noqa: BLE001
+        cpu = platform.processor() or platform.machine()
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measures", nargs="+", default=["unseen", "feedback", "learn", "latency"],
+                    choices=["unseen", "feedback", "learn", "latency"])
+    ap.add_argument("--no-cnn", action="store_true", help="leave out the ImageNet class bridge")
+    ap.add_argument("--representation", default="visterms", choices=sorted(REPRESENTATIONS))
+    args = ap.parse_args()
+    started = time.perf_counter()
+    head = {"command": "python benchmarks/bench_search.py " + " ".join(sys.argv[1:]),
+            "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    data = Data(args.representation)
+    stem = "search" if args.representation == "visterms" else "search_" + "_".join(
+        args.representation.split("+"))
+    out_path = RESULTS / f"{stem}.json"
+    results = json.loads(out_path.read_text()) if out_path.is_file() else {}
+    results.update(head, representation=args.representation)
+    cache = Path(tempfile.mkdtemp(prefix="pamir-bench-search-"))
+    if "unseen" in args.measures or "learn" in args.measures:
+        logits = None if args.no_cnn else cnn_logits(data)
+        say("CNN class scores ready" if logits is not None else "no CNN bridge")
+        fold_models, per_word = unseen(data, logits, cache)
+        summary = choose_bridges(data, per_word)
+        summary["per_word"] = {w: {"fold": e["fold"],
+                                   "random": round(100 * e["random"], 2),
+                                   "supervised": round(100 * e["supervised"], 2),
+                                   "mapping": e["vocab"][(summary["vocabulary_bridge"]["chosen"]
+                                                          ["floor"],
+                                                          summary["vocabulary_bridge"]["chosen"]
+                                                          ["neighbours"])]["mapping"],
+                                   "bridge": e["vocab"][(summary["vocabulary_bridge"]["chosen"]
+                                                         ["floor"],
+                                                         summary["vocabulary_bridge"]["chosen"]
+                                                         ["neighbours"])]["test"],
+                                   **({"classes": e["class"][CLASS_FLOORS[1]]["classes"]}
+                                      if e["class"] else {})}
+                               for w, e in per_word.items()}
+        if "unseen" in args.measures:
+            results["unseen"] = clean(summary)
+        if "learn" in args.measures:
+            key = (summary["vocabulary_bridge"]["chosen"]["floor"],
+                   summary["vocabulary_bridge"]["chosen"]["neighbours"])
+            results["learn"] = clean(learn_curve(data, fold_models, per_word, key, cache))
+    if "feedback" in args.measures:
+        results["feedback"] = feedback(data)
+        say("feedback", results["feedback"]["all"])
+    if "latency" in args.measures:
+        results["latency"] = latency(data)
+        say("latency", results["latency"])
+    results["minutes"] = round((time.perf_counter() - started) / 60, 1)
+    atomic_write_bytes(out_path, (json.dumps(clean(results), indent=1) + "\n").encode())
+    write_report(results, RESULTS / f"{stem}.md")
+
+
+def write_report(r: dict, path: Path) -> None:
+    def pct(x):  # a fraction, as percent
+        return "-" if x is None else f"{100 * x:.2f}"
+    lines = ["# Search: unseen words, feedback, learning new words, latency (Corel 5k, "
+             f"{r.get('representation', 'visterms')} PAMIR)\n",
+             f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
+             f"Machine: {r['machine']}; {r['date']} (a shared machine: timings are upper "
+             "bounds).\n"]
+    u = r.get("unseen")
+    if u:
+        vb = u["vocabulary_bridge"]["chosen"]
+        rnd, sup = u["random"], u["supervised"]
+        lines += ["## Unseen words\n",
+                  f"{u['words']} words in {FOLDS} seeded folds; for each fold PAMIR is trained "
+                  "without its words (removed from every training and validation caption), "
+                  "then each held-out word alone is a query on the 499 test pictures. Test "
+                  "AvgP (%), mean over the words; a word a bridge cannot map counts as a "
+                  "random ranking. Bridge settings chosen on the validation pictures "
+                  f"({u['valid_words']} of the words have validation pictures).\n",
+                  "| ranking | test AvgP | x random | % of supervised | words mapped |",
+                  "|---|---:|---:|---:|---:|",
+                  f"| random | {rnd:.2f} | 1.0 | {100 * rnd / sup:.0f} % | |",
+                  f"| vocabulary bridge (floor {vb['floor']}, {vb['neighbours']} neighbours) | "
+                  f"{pct(vb['test'])} | {100 * vb['test'] / rnd:.1f} | "
+                  f"{100 * 100 * vb['test'] / sup:.0f} % | {100 * vb['mapped']:.0f} % |"]
+        cb = u.get("class_bridge")
+        if cb:
+            a, m = cb["alone"], cb["chosen_mix"]
+            lines += [f"| ImageNet class bridge alone (class floor {a['class_floor']}) | "
+                      f"{pct(a['test'])} | {100 * a['test'] / rnd:.1f} | "
+                      f"{100 * 100 * a['test'] / sup:.0f} % | |",
+                      f"| both, mixed {m['mix']} of the class bridge (floor "
+                      f"{m['class_floor']}), chosen on validation | {pct(m['test'])} | "
+                      f"{100 * m['test'] / rnd:.1f} | {100 * 100 * m['test'] / sup:.0f} % | |"]
+        lines += [f"| supervised (the model trained with the word) | {sup:.2f} | "
+                  f"{sup / rnd:.1f} | 100 % | |", ""]
+        lines += ["Validation grid of the vocabulary bridge (AvgP %):\n",
+                  "| floor | neighbours | valid | test | mapped |", "|---:|---:|---:|---:|---:|"]
+        lines += [f"| {g['floor']} | {g['neighbours']} | {pct(g['valid'])} | {pct(g['test'])} | "
+                  f"{100 * g['mapped']:.0f} % |" for g in u["vocabulary_bridge"]["grid"]]
+        if cb:
+            lines += ["", "Validation grid of the class bridge's mix (AvgP %):\n",
+                      "| class floor | mix | valid | test |", "|---:|---:|---:|---:|"]
+            lines += [f"| {g['class_floor']} | {g['mix']} | {pct(g['valid'])} | "
+                      f"{pct(g['test'])} |" for g in cb["grid"]]
+        ex = [f"{w}: {e['mapping']}" for w, e in list(u["per_word"].items())[:12]]
+        lines += ["", "Some mappings (chosen settings): " + "; ".join(ex) + ".", ""]
+    f = r.get("feedback")
+    if f:
+        lines += ["## One round of feedback\n",
+                  f"Every test query: the top {f['judged']} test pictures judged with the true "
+                  "relevance, PA-I updates with the relevant ones as positives and the others "
+                  "as negatives (pamir.system.feedback_delta, the model's c, 10 passes), the "
+                  "rest re-ranked. AvgP (%) over the unjudged pictures; queries with no "
+                  "relevant unjudged picture are left out.\n",
+                  "| queries | n | before | after | relative |", "|---|---:|---:|---:|---:|"]
+        for key, label in (("all", "all"), ("updated", "with an update"),
+                           ("single_word", "single-word"), ("multi_word", "multi-word")):
+            p = f[key]
+            lines.append(f"| {label} | {p['queries']} | {p['before']:.2f} | {p['after']:.2f} | "
+                         f"{p['relative']:+.1f} % |")
+        lines += ["", f"Queries without an update: {f['not_updated_why']}. One round takes "
+                      f"{f['ms_per_round']} ms.", ""]
+    lr = r.get("learn")
+    if lr:
+        lines += ["## Learning a new word with `pamir learn`\n",
+                  f"{lr['words']} held-out words (fold models above), each taught from N "
+                  f"captioned training pictures that have it plus {lr['negatives']} that do "
+                  f"not (pamir.system.learn, 200 PA updates a picture, W averaged over the "
+                  f"updates), {lr['seeds']} seeds. Test AvgP (%) of the word alone. The new "
+                  "word's row starts from zero, or from the rows of the vocabulary words the "
+                  "bridge maps it to (what `pamir learn` does when the embedding model is "
+                  "there).\n",
+                  "| N | " + " | ".join(str(n) for n in lr["avgp_by_n"]) +
+                  " | bridge only (N = 0) | full retraining | random |",
+                  "|---|" + "---:|" * (len(lr["avgp_by_n"]) + 3),
+                  "| from the bridge | " + " | ".join(f"{v:.2f}" for v in lr["avgp_by_n"].values())
+                  + f" | {lr['bridge_n0']:.2f} | {lr['supervised']:.2f} | {lr['random']:.2f} |",
+                  "| from zero | " + " | ".join(f"{v:.2f}" for v in
+                                              lr["avgp_by_n_from_zero"].values())
+                  + " | | | |", ""]
+    la = r.get("latency")
+    if la:
+        q = la["query_ms"]
+        lines += ["## Latency\n",
+                  f"- Loading the embedding model (sentence-transformers import + weights), a "
+                  f"fresh process: {la['model_load_seconds']['median']} s (median of 3). "
+                  "`pamir serve` does it in a background thread at start; `pamir search` only "
+                  "when a query has a word outside the vocabulary and its inflections.",
+                  f"- The vocabulary's embeddings ({r.get('vocabulary_size', 179)} words): "
+                  f"{la['vocabulary_embeddings_seconds']} s computed, "
+                  f"{la['vocabulary_embeddings_cached_seconds']} s from the cache file.",
+                  f"- Parsing a query, model loaded: {q['known_median']} ms for a vocabulary "
+                  f"word; {q['unknown_median']} ms median (p90 {q['unknown_p90']}, max "
+                  f"{q['unknown_max']}) for a word that must be embedded ({q['words']} ImageNet "
+                  f"class names): the mapping adds {q['added_median']} ms (p90 "
+                  f"{q['added_p90']}); a word seen before is cached.", ""]
+    path.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
