@@ -175,7 +175,8 @@ def _stack_rows(parts) -> sp.csr_matrix:
 
 
 def feedback_delta(system: System, q: np.ndarray, positives, negatives, *, c: float | None = None,
-                   epochs: int = FEEDBACK_EPOCHS) -> tuple[np.ndarray, np.ndarray]:
+                   epochs: int = FEEDBACK_EPOCHS, margin: float | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """One round of relevance feedback for the query vector q: PA-I updates (TPAMI eq. 10) on
     every (q, right picture, wrong picture) triplet, `epochs` passes, with the model's
     aggressiveness c. positives, negatives: the pictures' model inputs (rows).
@@ -198,7 +199,7 @@ def feedback_delta(system: System, q: np.ndarray, positives, negatives, *, c: fl
     pairs = np.array([(0, i, n_pos + j) for i in range(n_pos) for j in range(n_neg)],
                      dtype=np.int64)
     c = float(getattr(system.model, "c", 0.1) if c is None else c)
-    margin = float(getattr(system.model, "epsilon", 1.0))
+    margin = float(getattr(system.model, "epsilon", 1.0) if margin is None else margin)
     rng = np.random.default_rng(0)
     for _ in range(int(epochs)):
         losses = pa_updates(Ws, X, Q, pairs[rng.permutation(len(pairs))], c,
@@ -257,8 +258,11 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
     inputs (n rows); captions: their words (tuples).
 
     init: {new word: [(vocabulary word, similarity)]}: a new word's row starts as the
-    similarity-weighted mean of those words' rows (what pamir.bridge maps it to), so that
-    learning starts from what search would answer without it; otherwise from zero.
+    similarity-weighted mean of those words' rows (what pamir.bridge maps it to); otherwise
+    (the default, and what `pamir learn` does) from zero. Measured, zero is much better:
+    the neighbours' rows carry what the new pictures' negatives cannot unlearn (giraffe
+    started from zebra keeps ranking zebras: test AvgP 15 against 86 from zero, Corel 5k,
+    10 pictures; benchmarks/results/search*.md).
     average: keep the average of W over the updates (as PAMIR's training does), which
     steadies what a few pictures teach. Returns a report."""
     from .models.base import TrainingQueries  # noqa: PLC0415

@@ -356,10 +356,6 @@ def learn_command(
     index_dirs: list[Path] = typer.Option(None, "--index", help="indexes built with MODEL to "
                                           "update (default: the default index, if it was)"),
     updates: int = typer.Option(None, min=1, help="PA updates to run (default: 200 a picture)"),
-    mapping: bool = typer.Option(None, "--mapping/--no-mapping",
-                                 help="start a new word from the vocabulary words the "
-                                      "embedding model maps it to (default: on, unless "
-                                      "$PAMIR_EMBEDDINGS is 0); else from zero"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ):
     """Teach a model new captioned pictures (and new words) without refitting from scratch.
@@ -388,8 +384,7 @@ def learn_command(
                           markup=True)
     kept = [c for (_, c), good in zip(pairs, ok) if good]
     try:
-        report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=updates,
-                       init=_bridge_start(system, kept, mapping))
+        report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=updates)
     except (ValueError, NotImplementedError) as e:
         fail(str(e))
     save_keeping_previous(system, model)
@@ -404,33 +399,11 @@ def learn_command(
                   f"PA updates ({report['active']:,} moved the model); new words: {added}; "
                   f"vocabulary {report['vocabulary']} words; the previous model is in "
                   f"{report['previous']}")
-    for w, near in report["started_from"].items():
-        console.print(f"'{escape(w)}' started from {escape(', '.join(near))} (the words it "
-                      "maps to)", markup=True)
     for w in report["words_without_negatives"]:
         console.print(f"[yellow]every new picture has '{escape(w)}':[/yellow] add pictures "
                       "without it, so that pamir learns what it is not", markup=True)
     for ix in report["indexes"]:
         console.print(f"index {ix['index']}: {ix['status']}")
-
-
-def _bridge_start(system, captions, mapping: bool | None) -> dict:
-    """{new word: [(vocabulary word, similarity)]}: where each new word's row starts (what a
-    search maps it to today); {} without the embedding model."""
-    from ..bridge import Bridge  # noqa: PLC0415
-    from ..index import embeddings_enabled  # noqa: PLC0415
-
-    new = list(dict.fromkeys(w for c in captions for w in c if w not in system.word_index))
-    if not new or not (embeddings_enabled() if mapping is None else mapping):
-        return {}
-    bridge = Bridge(system.vocabulary)
-    out = {}
-    for w in new:
-        lemma = bridge.inflection(w)
-        near = [(lemma, 1.0)] if lemma else bridge.neighbours(w)[0]
-        if near:
-            out[w] = near
-    return out
 
 
 def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
