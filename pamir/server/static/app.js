@@ -43,7 +43,9 @@ async function search(q, push = true) {
   try {
     const res = await api(`/api/search?q=${encodeURIComponent(state.q)}&k=60`);
     state.hits = res.hits;
-    let msg = `${res.hits.length} of ${res.pictures} pictures for “${res.words.join(" ")}”`;
+    const terms = res.mapping.filter((m) => m.how !== "unknown")
+      .map((m) => (m.weight < 0 ? "−" : "") + m.term + (Math.abs(m.weight) !== 1 ? `^${Math.abs(m.weight)}` : ""));
+    let msg = `${res.hits.length} of ${res.pictures} pictures for “${terms.join(" ")}”`;
     if (!res.hits.length && res.options.floor !== null) {
       msg = `Nothing relevant: no picture scores at least ${res.options.floor}`;
     }
