@@ -75,14 +75,20 @@ def test_index_then_search(fake, tmp_path):
     assert body["unknown"] == ["unicorns"] and Path(body["hits"][0]["path"]).name.startswith("blue")
     assert "unicorns" in r.stderr
 
-    # Incremental: a second run computes nothing; a new model needs --rebuild.
+    # Incremental: a second run computes nothing; the model folder changed (it learnt):
+    # every picture is rescored; another model needs --rebuild.
     r = run("index", model, pictures, "--index", tmp_path / "ix", "--json")
     report = json.loads(r.stdout)
     assert report["unchanged"] == 10 and report["added"] == 0
     (model / "system.json").write_text('{"fake": 2}')
-    r = run("index", model, pictures, "--index", tmp_path / "ix", ok=False)
+    r = run("index", model, pictures, "--index", tmp_path / "ix")
+    assert "rescoring" in r.output and "added 0" in r.output
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "system.json").write_text('{"fake": 3}')
+    r = run("index", other, pictures, "--index", tmp_path / "ix", ok=False)
     assert r.exit_code == 2 and "--rebuild" in r.output
-    r = run("index", model, pictures, "--index", tmp_path / "ix", "--rebuild")
+    r = run("index", other, pictures, "--index", tmp_path / "ix", "--rebuild")
     assert "added 9" in r.output
 
 

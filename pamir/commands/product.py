@@ -134,6 +134,15 @@ def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: b
     except IndexDirError as e:
         fail(str(e))
     if index.model_fingerprint != fingerprint:
+        if (index.model_dir == str(model.resolve())
+                and list(vocabulary[: index.T]) == index.vocabulary):
+            # the same model folder has learnt since (`pamir learn`, feedback kept): bring
+            # every picture's scores up to date, features from the cache
+            console.print(f"{model} has changed since {index_dir} was built (pamir learn, "
+                          "feedback kept): rescoring its pictures")
+            index.rescore(vocabulary, idf, system.transform_paths, model_dir=model,
+                          fingerprint=fingerprint)
+            return index
         index.close()
         fail(f"{index_dir} was built with another model ({index.model_dir}); add --rebuild "
              "to recompute it for this one, or choose another --index")
