@@ -85,10 +85,13 @@ class Match:
     how: str
     words: list[tuple[str, float]]  # (vocabulary word, similarity or 1.0)
     note: str = ""                  # why an unknown word found nothing
+    classes: list[tuple[str, float]] = field(default_factory=list)  # ImageNet classes matched
 
     def as_dict(self) -> dict:
         return {"term": self.term, "weight": self.weight, "how": self.how,
                 "words": [{"word": w, "similarity": round(float(s), 4)} for w, s in self.words],
+                **({"classes": [{"class": c, "similarity": round(float(s), 4)}
+                                for c, s in self.classes]} if self.classes else {}),
                 **({"note": self.note} if self.note else {})}
 
     def describe(self) -> str:
@@ -103,7 +106,11 @@ class Match:
             return f"{head} -> " + " ".join(w for w, _ in self.words)
         if self.how == "inflection":
             return f"{head} -> {self.words[0][0]}"
-        return f"{head} -> " + ", ".join(f"{w} {s:.2f}" for w, s in self.words)
+        out = f"{head} -> " + ", ".join(f"{w} {s:.2f}" for w, s in self.words)
+        if self.classes:
+            out += ("; " if self.words else "") + "ImageNet: " + ", ".join(
+                f"{c} {s:.2f}" for c, s in self.classes)
+        return out
 
 
 @dataclass
@@ -118,11 +125,20 @@ class Query:
     floor: float | None = None
     sort: str = "score"
     folders: list[str] = field(default_factory=list)
+    #: (C,) the ImageNet classes' weights (unit length) where the class bridge matched a
+    #: term, and how much of their standardised scores is mixed in; None: no class part
+    class_vector: np.ndarray | None = None
+    class_mix: float = 0.0
+
+    @property
+    def searchable(self) -> bool:
+        return bool(self.words) or self.class_vector is not None
 
     @property
     def mapped(self) -> list[Match]:
-        """The terms that were not vocabulary words as written (inflections, embeddings)."""
-        return [m for m in self.matches if m.how in ("inflection", "embedding")]
+        """The terms that were not vocabulary words as written (inflections, embeddings,
+        ImageNet classes)."""
+        return [m for m in self.matches if m.how in ("inflection", "embedding", "classes")]
 
     def mapping_json(self) -> list[dict]:
         return [m.as_dict() for m in self.matches]
@@ -193,20 +209,32 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
 
 
 def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
-            bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None) -> Query:
+            bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None,
+            classes: "Bridge | None" = None, class_mix: float = 0.0) -> Query:
     """The Query of a parsed query over a vocabulary (with idf weights). Terms not in the
     vocabulary go through `bridge` (inflections, then the embedding model) when one is given;
-    without it they are unknown."""
+    without it they are unknown. `classes`: the ImageNet class bridge of a CNN
+    representation, which also matches those terms (not the vocabulary's own words or
+    their inflections) to class names; `class_mix` of its standardised scores is mixed in."""
     word_index = word_index if word_index is not None else {w: t for t, w in
                                                             enumerate(vocabulary)}
     idf = np.asarray(idf, dtype=np.float64)
     v = np.zeros(len(vocabulary), dtype=np.float64)
     matches, used, unknown = [], [], []
+    c = np.zeros(len(classes.vocabulary)) if classes is not None and class_mix > 0 else None
     for term in parsed.terms:
         match = _match(term, word_index, bridge)
         matches.append(match)
-        if match.how == "unknown":
-            unknown.append(term.text)
+        if c is not None and match.how in ("embedding", "unknown"):
+            near, _ = classes.nearest(term.text)
+            for k, s in near:
+                c[k] += term.weight * s
+            match.classes = [(classes.vocabulary[k], s) for k, s in near]
+            if near and match.how == "unknown":
+                match.how, match.note = "classes", ""
+        if match.how in ("unknown", "classes"):
+            if match.how == "unknown":
+                unknown.append(term.text)
             continue
         for w, s in match.words:
             t = word_index[w]
@@ -215,8 +243,12 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
                 used.append(w)
     norm = np.linalg.norm(v)
     vector = (v / norm if norm > 0 else v).astype(np.float32)
+    class_vector = None
+    if c is not None and np.linalg.norm(c) > 0:
+        class_vector = (c / np.linalg.norm(c)).astype(np.float32)
     return Query(parsed.text, vector, used, unknown, matches, parsed.floor, parsed.sort,
-                 list(parsed.folders))
+                 list(parsed.folders), class_vector, class_mix if class_vector is not None
+                 else 0.0)
 
 
 def _match(term: Term, word_index: dict[str, int], bridge) -> Match:

@@ -147,3 +147,57 @@ def test_more_like_this_is_centred_cosine(index):
     assert [h.id for h in hits] == [ids[j] for j in np.argsort(-cos)[:5]]
     np.testing.assert_allclose([h.score for h in hits], np.sort(cos)[::-1][:5], rtol=1e-4)
     assert ix.id_of_path("/pics/beach/03.png") == ids[3]
+
+
+def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
+    """An index of a CNN representation also stores the classifier's class probabilities; a
+    word outside the vocabulary that names a class is answered with them."""
+    from pamir.index import index_transform
+    from test_server import FakeEmbedder, use_fake_embedder
+
+    use_fake_embedder(monkeypatch)
+    vocab = ["red", "green", "blue", "sky", "stripes"]
+    classes = FakeEmbedder.CLASSES
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(20, 5)).astype(np.float32)
+    P = np.full((20, 2), 0.01, np.float32)
+    P[7, 0] = 0.9  # picture 7: a fire engine, says the classifier
+    P[3, 1] = 0.8  # picture 3: a zebra
+
+    class CNN:
+        def class_scores(self, paths):
+            logits = np.log(P[[int(p) for p in paths]])
+            return logits, np.ones(len(paths), bool), [None] * len(paths)
+
+    class System:
+        pipeline = type("Concat", (), {"parts": [object(), CNN()]})()
+
+        def transform_paths(self, paths):
+            return Z[[int(p) for p in paths]], np.ones(len(paths), bool), [None] * len(paths)
+
+    transform = index_transform(System(), classes=True)
+    Zc, ok, _ = transform([str(i) for i in range(20)])
+    assert Zc.shape == (20, 7) and ok.all()
+    np.testing.assert_allclose(Zc[:, 5:].sum(axis=1), 1, rtol=1e-5)  # probabilities
+    with Index.create(tmp_path / "ix", vocab, np.ones(5), classes=classes) as ix:
+        ids = ix.add([{"path": f"/p/{i}", "size": 1, "mtime_ns": 1, "hash": f"h{i}"}
+                      for i in range(20)], Zc)
+        q = ix.parse_query("firetruck")
+        assert q.words == [] and q.matches[0].how == "classes"
+        assert q.mapped[0].describe() == "firetruck -> ImageNet: fire engine 0.90"
+        assert ix.search(q, 1)[0].id == ids[7]
+        q = ix.parse_query("zebras red")  # a vocabulary word and a mapped one: mixed
+        assert q.class_vector is not None and 0 < q.class_mix < 1
+        assert "ImageNet: zebra 0.90" in q.matches[0].describe()
+        s = ix.scores(q.vector)  # the text part alone is z . q, on the words' rows
+        np.testing.assert_allclose(s, Z @ q.vector, rtol=1e-5)
+        assert ix.search(q, 1)[0].id == ids[3]
+        assert ix.parse_query("crimson").class_vector is None  # names no class
+        assert ix.vector(ids[7]).shape == (5,) and ix.vector(ids[7], classes=True).shape == (7,)
+        assert ix.similar(Z[7], 1, exclude=[ids[7]])[0].id != ids[7]
+        # a learnt model's grown vocabulary keeps the class rows after the words
+        ix.rescore(vocab + ["zebra"], np.ones(6), lambda paths: (
+            np.hstack([Z[[int(p[3:]) for p in paths]], np.zeros((len(paths), 1)),
+                       P[[int(p[3:]) for p in paths]]]), np.ones(len(paths), bool),
+            [None] * len(paths)))
+        assert ix.rows == 8 and ix.search("firetruck", 1)[0].id == ids[7]

@@ -126,21 +126,29 @@ def build_index(tmp_path: Path, system=None) -> Path:
 
 class FakeEmbedder:
     """Stands in for the sentence-embedding model (test_bridge runs the real one): each
-    vocabulary word is an axis; a few other words lie near some of them."""
+    vocabulary word and each of CLASSES is an axis; a few other words lie near some of them;
+    any other text points its own (seeded) way in the remaining dimensions."""
 
+    CLASSES = ["fire engine", "zebra"]
+    AXES = VOCAB + CLASSES
     NEAR = {"crimson": {"red": 0.8}, "scarlet": {"red": 0.7, "blue": 0.45},
-            "ocean": {"blue": 0.6, "sky": 0.5}, "zebra": {"stripes": 0.55}}
-    dim = 16
+            "ocean": {"blue": 0.6, "sky": 0.5}, "zebras": {"stripes": 0.55, "zebra": 0.9},
+            "firetruck": {"fire engine": 0.9}}
+    dim = 64
 
     def encode(self, texts):
         out = []
         for t in texts:
             v = np.zeros(self.dim)
-            if t in VOCAB:
-                v[VOCAB.index(t)] = 1.0
+            if t in self.AXES:
+                v[self.AXES.index(t)] = 1.0
             for w, s in self.NEAR.get(t, {}).items():
-                v[VOCAB.index(w)] = s
-            v[-1] = np.sqrt(max(0.0, 1 - (v ** 2).sum()))  # the rest: on an axis of its own
+                v[self.AXES.index(w)] = s
+            rest = np.sqrt(max(0.0, 1 - (v ** 2).sum()))
+            if rest > 0:  # the rest of its meaning: its own direction, far from the axes
+                r = np.random.default_rng(sum(map(ord, t))).normal(size=self.dim)
+                r[: len(self.AXES)] = 0
+                v += rest * r / np.linalg.norm(r)
             out.append(v)
         return np.array(out, np.float32)
 

@@ -21,7 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .. import config
 from ..data import DataError, load_captions_table
-from ..index import Index, IndexDirError, QueryError, model_fingerprint
+from ..index import (Index, IndexDirError, QueryError, class_names_of, index_transform,
+                     model_fingerprint)
 from ..storage import atomic_write_bytes
 from ..text import top_words
 from .common import console, fail
@@ -96,7 +97,8 @@ def index_command(
                          TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("index", total=None)
         try:
-            report = index.update(folders, system.transform_paths, captions=caption_map,
+            report = index.update(folders, index_transform(system, bool(index.classes)),
+                                  captions=caption_map,
                                   batch_size=batch,
                                   progress=lambda done, total: bar.update(
                                       task, completed=done, total=total))
@@ -124,7 +126,7 @@ def index_command(
 def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: bool) -> Index:
     """The index at index_dir for this model: created, reopened, or rebuilt."""
     vocabulary, idf = text_side(system)
-    new = {"model_dir": model, "fingerprint": fingerprint}
+    new = {"model_dir": model, "fingerprint": fingerprint, "classes": class_names_of(system)}
     try:
         if rebuild:
             return Index.rebuild(index_dir, vocabulary, idf, **new)
@@ -140,8 +142,8 @@ def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: b
             # every picture's scores up to date, features from the cache
             console.print(f"{model} has changed since {index_dir} was built (pamir learn, "
                           "feedback kept): rescoring its pictures")
-            index.rescore(vocabulary, idf, system.transform_paths, model_dir=model,
-                          fingerprint=fingerprint)
+            index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
+                          model_dir=model, fingerprint=fingerprint)
             return index
         index.close()
         fail(f"{index_dir} was built with another model ({index.model_dir}); add --rebuild "
@@ -440,7 +442,7 @@ def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
                                 f"({index.model_dir}): left alone"})
                 continue
             try:
-                r = index.rescore(vocabulary, idf, system.transform_paths,
+                r = index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
                                   model_dir=model, fingerprint=fingerprint)
             except IndexDirError as e:
                 out.append({"index": str(d), "status": f"needs a rebuild: {e}"})

@@ -35,7 +35,8 @@ from typing import IO
 
 import numpy as np
 
-from ..bridge import CACHE_PREFIX, Bridge
+from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable, class_bridge,
+                      class_probabilities, imagenet_class_names)
 from ..query import Query, QuerySyntaxError, parse, resolve
 from ..storage import fsync_dir
 from ..text import STOP_WORDS
@@ -120,10 +121,12 @@ class Index:
     @classmethod
     def create(cls, directory, vocabulary: Sequence[str], idf: np.ndarray, *,
                model_dir: str | Path | None = None, fingerprint: str = "",
-               stop_words: Iterable[str] = STOP_WORDS) -> "Index":
+               stop_words: Iterable[str] = STOP_WORDS, classes: Sequence[str] = ()) -> "Index":
         """A new empty index, open for writing. The folder is built aside and renamed into
         place, so a crash never leaves a half-made index; an existing index there is an
-        error."""
+        error. classes: the ImageNet class names of a CNN representation, whose
+        probabilities are stored after the T word scores (each picture's column then has
+        T + C rows: see `index_transform`)."""
         directory = Path(directory)
         if cls.exists(directory):
             raise IndexDirError(f"{directory}: an index already exists there; open it, or delete "
@@ -141,6 +144,7 @@ class Index:
             "stop_words": sorted(stop_words),
             "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
             "model_fingerprint": fingerprint,
+            "classes": list(classes),
             "matrix": "",  # no score matrix until the first picture
             "capacity": 0,
         })
@@ -229,7 +233,9 @@ class Index:
             old = getattr(self, "_bridge", None)
             self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
             self._mean = None  # the pictures' mean text-space vector, for `similar`
-            self._matrix = ScoreMatrix(self.directory, self.T, meta("matrix"),
+            self.classes: list[str] = meta("classes") or []
+            self._class_bridge = None
+            self._matrix = ScoreMatrix(self.directory, self.rows, meta("matrix"),
                                        int(meta("capacity")), int(meta("generation") or 0),
                                        self._writable)
             cols_ids = np.array(self._catalog.live_columns(), dtype=np.int64).reshape(-1, 2)
@@ -247,6 +253,11 @@ class Index:
     @property
     def T(self) -> int:
         return len(self.vocabulary)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the score matrix: the T words, then the C class probabilities if any."""
+        return len(self.vocabulary) + len(self.classes)
 
     def __len__(self) -> int:
         return len(self._matrix)
@@ -276,10 +287,22 @@ class Index:
         use_model = embeddings_enabled() if mapping is None else mapping
         if bridge.use_model != use_model:
             bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
-        query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index)
-        if not query.words:
+        classes = self.class_bridge if use_model and self.classes else None
+        query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
+                        classes=classes, class_mix=CLASS_MIX)
+        if not query.searchable:
             raise self._nothing_searchable(text, parsed, query)
         return query
+
+    @property
+    def class_bridge(self) -> Bridge | None:
+        """The ImageNet class bridge of an index with class scores (pamir.bridge)."""
+        with self._lock:
+            if self._class_bridge is None and self.classes:
+                self._class_bridge = class_bridge(cache_dir=self.directory)
+                if self._class_bridge.vocabulary != self.classes:  # another class list
+                    self._class_bridge = Bridge(self.classes, cache_dir=self.directory)
+            return self._class_bridge
 
     def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
         if not parsed.terms:
@@ -297,7 +320,31 @@ class Index:
     def scores(self, q: np.ndarray) -> np.ndarray:
         """z . q for every matrix column (free columns -inf)."""
         with self._lock:
-            return self._matrix.scores(q)
+            return self._matrix.scores(self._padded(q))
+
+    def _padded(self, q: np.ndarray, start: int = 0) -> np.ndarray:
+        """A (rows,) vector with q at rows start.. (the words' rows by default)."""
+        q = np.asarray(q, dtype=np.float32).ravel()
+        if start == 0 and q.size == self.rows:
+            return q
+        if q.size != (self.T if start == 0 else len(self.classes)):
+            raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
+        out = np.zeros(self.rows, dtype=np.float32)
+        out[start:start + q.size] = q
+        return out
+
+    def _query_scores(self, q) -> np.ndarray:
+        """Scores of every column for a Query or a (T,) vector: z . q, or, where the class
+        bridge matched, (1 - mix) x the standardised z . q + mix x the standardised class
+        score (a standard score: how many standard deviations over the pictures' mean)."""
+        if not isinstance(q, Query):
+            return self._matrix.scores(self._padded(q))
+        s = self._matrix.scores(self._padded(q.vector))
+        if q.class_vector is None or not self.classes or q.class_mix <= 0:
+            return s
+        c = self._matrix.scores(self._padded(q.class_vector, start=self.T))
+        mix = q.class_mix if q.words else 1.0
+        return (1 - mix) * _standard(s) + mix * _standard(c)
 
     def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
                sort: str | None = None, folders: Sequence[str] | None = None) -> list[Hit]:
@@ -313,12 +360,11 @@ class Index:
             floor = q.floor if floor is None else floor
             sort = sort or q.sort
             folders = q.folders if folders is None else folders
-            q = q.vector
         sort = sort or "score"
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
         with self._lock:
-            s = self._matrix.scores(q)
+            s = self._query_scores(q)
             return self._ranked(s, int(k), floor, sort, folders or ())
 
     def _ranked(self, s: np.ndarray, k: int, floor, sort: str, folders) -> list[Hit]:
@@ -348,12 +394,12 @@ class Index:
         similarity, both centred on the pictures' mean vector, so the words every picture
         scores high on do not make everything alike), best first; `exclude`: ids left out
         (the picture itself)."""
-        z = np.asarray(z, dtype=np.float32).ravel()
+        z = np.asarray(z, dtype=np.float32).ravel()[: self.T]  # the text space only
         if z.shape != (self.T,):
             raise ValueError(f"a vector of {z.size} scores; the vocabulary has {self.T} words")
         with self._lock:
             if self._mean is None:
-                self._mean = self._matrix.mean()
+                self._mean = self._matrix.mean(self.T)
             s = self._matrix.similarities(z, self._mean)
             for i in exclude:
                 p = self._catalog.picture(int(i))
@@ -376,13 +422,15 @@ class Index:
         with self._lock:
             return self._catalog.pictures(state)
 
-    def vector(self, picture_id: int) -> np.ndarray:
-        """The picture's text-space vector z (T,), a copy."""
+    def vector(self, picture_id: int, classes: bool = False) -> np.ndarray:
+        """The picture's text-space vector z (T,), a copy; with `classes`, followed by its
+        class probabilities (T + C,)."""
         with self._lock:
             p = self._catalog.picture(picture_id)
             if p is None or p.col is None:
                 raise KeyError(picture_id)
-            return self._matrix.column(p.col)
+            column = self._matrix.column(p.col)
+            return column if classes else column[: self.T]
 
     def same_bytes(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with this content hash at another path, if any."""
@@ -417,8 +465,8 @@ class Index:
         """
         self._require_writable()
         Z = np.asarray(Z, dtype=np.float32)
-        if Z.shape != (len(entries), self.T):
-            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {self.T})")
+        if Z.shape != (len(entries), self.rows):
+            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {self.rows})")
         if not np.isfinite(Z).all():
             raise ValueError("Z has NaN or infinite scores; the model output is broken")
         with self._lock:
@@ -525,7 +573,10 @@ class Index:
                         **({"model_fingerprint": fingerprint} if fingerprint else {}),
                         **({"model_dir": str(Path(model_dir).resolve())} if model_dir else {}))
 
-            self._matrix.rewrite(len(vocabulary), fill, commit)
+            C = len(self.classes)
+            old_rows = np.arange(self.T + C)
+            new_rows = np.concatenate([np.arange(self.T), len(vocabulary) + np.arange(C)])
+            self._matrix.rewrite(len(vocabulary) + C, fill, commit, (old_rows, new_rows))
             self._load()
         return report
 
@@ -545,6 +596,54 @@ class Index:
         self._require_writable()
         return sync_update(self, folders, transform, captions=captions,
                            batch_size=batch_size, progress=progress)
+
+
+def _standard(s: np.ndarray) -> np.ndarray:
+    """Scores as standard scores over the finite ones (-inf stays -inf)."""
+    live = np.isfinite(s)
+    out = np.full(len(s), -np.inf, dtype=np.float32)
+    if live.any():
+        v = s[live].astype(np.float64)
+        sd = v.std()
+        out[live] = (v - v.mean()) / sd if sd > 0 else 0.0
+    return out
+
+
+def cnn_part(pipeline):
+    """The ImageNet CNN representation in a system's pipeline (itself or a part of a
+    combination), or None."""
+    if hasattr(pipeline, "class_scores"):
+        return pipeline
+    return next((p for p in getattr(pipeline, "parts", ()) if hasattr(p, "class_scores")), None)
+
+
+def class_names_of(system) -> list[str]:
+    """The class names an index of this system stores probabilities for: ImageNet's when
+    its representation is an ImageNet CNN (and the names are installed), else none."""
+    if cnn_part(getattr(system, "pipeline", None)) is None:
+        return []
+    try:
+        return imagenet_class_names()
+    except EmbeddingUnavailable:
+        return []
+
+
+def index_transform(system, classes: bool) -> Transform:
+    """What an index takes from a system for each picture: its text-space vector (T,), then,
+    for an index with classes, the CNN classifier's probabilities (C,)."""
+    if not classes:
+        return system.transform_paths
+    part = cnn_part(system.pipeline)
+
+    def transform(paths):
+        Z, ok, reasons = system.transform_paths(paths)
+        logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
+        ok = np.asarray(ok, bool) & np.asarray(class_ok, bool)
+        P = class_probabilities(logits).astype(np.float32)
+        P[~ok] = 0.0
+        return np.hstack([np.asarray(Z, np.float32), P]), ok, reasons
+
+    return transform
 
 
 def folder_patterns(folders: Sequence[str]) -> list[str]:
@@ -569,6 +668,6 @@ def _like_escape(text: str) -> str:
 
 __all__ = [
     "BATCH_SIZE", "CATALOG", "SCHEMA_VERSION", "Hit", "Index", "IndexDirError", "Picture",
-    "Query", "QueryError", "UpdateReport", "file_hash", "folder_patterns", "model_fingerprint",
-    "scan_pictures",
+    "Query", "QueryError", "UpdateReport", "class_names_of", "file_hash", "folder_patterns",
+    "index_transform", "model_fingerprint", "scan_pictures",
 ]

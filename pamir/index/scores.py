@@ -135,14 +135,14 @@ class ScoreMatrix:
         return self._live.copy()
 
     def similarities(self, z: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
-        """Cosine similarity of every column to z (free columns -inf), both centred on `mean`
-        when given. Reads the whole matrix (every word's row), unlike a text query."""
+        """Cosine similarity of every column's first len(z) rows to z (free columns -inf),
+        both centred on `mean` when given. Reads every row it compares, unlike a query."""
         z = np.asarray(z, dtype=np.float64).ravel()
         out = np.full(self._width, -np.inf, dtype=np.float32)
         if not self._width:
             return out
-        M = np.asarray(self._map[:, : self._width], dtype=np.float32)  # T x width
-        mean = np.zeros(self.T) if mean is None else np.asarray(mean, dtype=np.float64)
+        M = np.asarray(self._map[: len(z), : self._width], dtype=np.float32)  # rows x width
+        mean = np.zeros(len(z)) if mean is None else np.asarray(mean, dtype=np.float64)
         zc = (z - mean).astype(np.float32)
         Mc = M - mean.astype(np.float32)[:, None]
         dots = zc @ Mc
@@ -151,11 +151,12 @@ class ScoreMatrix:
         out[self._live] = sims[self._live]
         return out
 
-    def mean(self) -> np.ndarray:
-        """(T,) the mean text-space vector of the pictures."""
+    def mean(self, rows: int | None = None) -> np.ndarray:
+        """(rows,) the mean of the pictures' first `rows` rows (all rows by default)."""
+        rows = self.T if rows is None else int(rows)
         if not len(self):
-            return np.zeros(self.T)
-        M = np.asarray(self._map[:, : self._width], dtype=np.float64)
+            return np.zeros(rows)
+        M = np.asarray(self._map[:rows, : self._width], dtype=np.float64)
         return M[:, self._live].mean(axis=1)
 
     def column(self, col: int) -> np.ndarray:
@@ -186,22 +187,26 @@ class ScoreMatrix:
         self._new_generation(self.T, capacity, None, commit)
 
     def rewrite(self, T: int, fill: Callable[[np.memmap], None],
-                commit: Callable[[str, int, int], None]) -> None:
+                commit: Callable[[str, int, int], None], row_map=None) -> None:
         """A new generation of T rows (the vocabulary may have grown): the current rows are
         copied in, fill(new map) changes what it wants, then the file is made durable and
         commit(name, capacity, generation) records it (with whatever else must change in the
         same transaction) before the old file is deleted; a crash before the commit leaves
-        an orphan, deleted at the next writable open."""
-        self._new_generation(T, max(self.capacity, MIN_CAPACITY), fill, commit)
+        an orphan, deleted at the next writable open. row_map: (old rows, new rows) saying
+        where each copied row goes (default: the first rows, in place)."""
+        self._new_generation(T, max(self.capacity, MIN_CAPACITY), fill, commit, row_map)
 
-    def _new_generation(self, T: int, capacity: int, fill, commit) -> None:
+    def _new_generation(self, T: int, capacity: int, fill, commit, row_map=None) -> None:
         generation = self.generation + 1
         name = matrix_name(generation)
         path = self.directory / name
         new = np.memmap(path, dtype=np.float32, mode="w+", shape=(T, capacity))
         if self._map is not None:
-            rows = min(T, self.T)
-            new[:rows, : self.capacity] = self._map[:rows]
+            if row_map is None:
+                rows = min(T, self.T)
+                row_map = (np.arange(rows), np.arange(rows))
+            for old, to in zip(*row_map):
+                new[to, : self.capacity] = self._map[old]
         if fill is not None:
             fill(new)
         new.flush()

@@ -169,7 +169,7 @@ class _Sync:
                 self.index.move(twin.id, e)
                 self.report.renamed += 1
             elif (same := self.index.same_bytes(e["hash"], e["path"])) is not None:
-                self.index.add([e], self.index.vector(same)[None, :])
+                self.index.add([e], self.index.vector(same, classes=True)[None, :])
                 self.report.copied += 1
             else:
                 rest.append(e)

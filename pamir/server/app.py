@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
-from ..index import Index, IndexDirError, QueryError, embeddings_enabled
+from ..index import Index, IndexDirError, QueryError, embeddings_enabled, index_transform
 from ..storage import atomic_write_bytes
 from ..text import top_words
 from .explain import explanation
@@ -258,6 +258,8 @@ class _State:
             self._mapping = {"state": "loading"}
             t0 = time.perf_counter()
             why = self.index.bridge.warm()
+            if not why and self.index.classes:  # a CNN index: its class names' embeddings
+                why = self.index.class_bridge.warm()
             self._mapping = ({"state": "unavailable", "reason": why} if why else
                              {"state": "loaded", "seconds": round(time.perf_counter() - t0, 2)})
 
@@ -338,7 +340,8 @@ class _State:
         with writer:
             apply_delta(system, rows, delta)
             save_keeping_previous(system, self.model_dir)
-            report = writer.rescore(system.vocabulary, system.idf, system.transform_paths,
+            report = writer.rescore(system.vocabulary, system.idf,
+                                    index_transform(system, bool(writer.classes)),
                                     model_dir=self.model_dir,
                                     fingerprint=model_fingerprint(self.model_dir))
         self.index.refresh()
