@@ -222,6 +222,7 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     v = np.zeros(len(vocabulary), dtype=np.float64)
     matches, used, unknown = [], [], []
     c = np.zeros(len(classes.vocabulary)) if classes is not None and class_mix > 0 else None
+    share = [0.0, 0.0]  # the weights of the terms with classes, of all terms searched
     for term in parsed.terms:
         match = _match(term, word_index, bridge)
         matches.append(match)
@@ -232,6 +233,8 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             match.classes = [(classes.vocabulary[k], s) for k, s in near]
             if near and match.how == "unknown":
                 match.how, match.note = "classes", ""
+            share[0] += abs(term.weight) if near else 0.0
+        share[1] += abs(term.weight) if match.how != "unknown" else 0.0
         if match.how in ("unknown", "classes"):
             if match.how == "unknown":
                 unknown.append(term.text)
@@ -246,9 +249,11 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     class_vector = None
     if c is not None and np.linalg.norm(c) > 0:
         class_vector = (c / np.linalg.norm(c)).astype(np.float32)
+    # the class scores take the mix only of the share of the query their terms carry: for
+    # "lion cub", cub's classes weigh half what they would for "cub" alone
+    mix = class_mix * share[0] / share[1] if class_vector is not None and share[1] else 0.0
     return Query(parsed.text, vector, used, unknown, matches, parsed.floor, parsed.sort,
-                 list(parsed.folders), class_vector, class_mix if class_vector is not None
-                 else 0.0)
+                 list(parsed.folders), class_vector, mix)
 
 
 def _match(term: Term, word_index: dict[str, int], bridge) -> Match:

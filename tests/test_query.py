@@ -187,11 +187,21 @@ def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
         assert q.mapped[0].describe() == "firetruck -> ImageNet: fire engine 0.90"
         assert ix.search(q, 1)[0].id == ids[7]
         q = ix.parse_query("zebras red")  # a vocabulary word and a mapped one: mixed
-        assert q.class_vector is not None and 0 < q.class_mix < 1
         assert "ImageNet: zebra 0.90" in q.matches[0].describe()
+        assert q.class_mix == pytest.approx(0.75 / 2)  # zebras is half of the query
         s = ix.scores(q.vector)  # the text part alone is z . q, on the words' rows
         np.testing.assert_allclose(s, Z @ q.vector, rtol=1e-5)
-        assert ix.search(q, 1)[0].id == ids[3]
+
+        def std(x):
+            return (x - x.mean()) / x.std()
+
+        expected = (1 - q.class_mix) * std(Z @ q.vector) + q.class_mix * std(
+            Zc[:, 5:] @ q.class_vector)
+        hits = ix.search(q, 20)
+        assert [h.id for h in hits] == [ids[j] for j in np.argsort(-expected)]
+        np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1],
+                                   rtol=1e-4, atol=1e-5)
+        assert ix.search("zebras", 1)[0].id == ids[3]
         assert ix.parse_query("crimson").class_vector is None  # names no class
         assert ix.vector(ids[7]).shape == (5,) and ix.vector(ids[7], classes=True).shape == (7,)
         assert ix.similar(Z[7], 1, exclude=[ids[7]])[0].id != ids[7]
