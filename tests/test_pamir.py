@@ -200,3 +200,21 @@ def test_dense_pictures_train_as_their_sparse_copy():
     assert np.allclose(dense.transform(X), sparse.transform(sp.csr_matrix(X)), atol=1e-5)
     with pytest.raises(ValueError, match="NaN"):
         PAMIR().fit(np.full((3, 2), np.nan), sp.eye(3, format="csr"))
+
+
+def test_a_dense_block_beside_sparse_bags_trains_as_all_sparse(monkeypatch):
+    """[CNN vector, visterm bag] rows are split into a dense block and a sparse rest; the
+    updates must be those of walking every entry through the sparse indices."""
+    import pamir.models.pamir as core
+
+    rng = np.random.default_rng(4)
+    dense = rng.normal(size=(60, 20)).astype(np.float32)
+    bags = sp.random(60, 30, density=0.1, random_state=4, format="csr", dtype=np.float32)
+    X = sp.hstack([sp.csr_matrix(dense), bags]).tocsr()
+    Y = sp.csr_matrix((rng.random((60, 5)) < 0.3).astype(float))
+    block, Xp, Xi, Xd = core._dense_and_sparse(X)
+    assert block.shape == (60, 20) and Xi.min() >= 20
+    split = PAMIR(n_updates=2_000, patience=None).fit(X, Y)
+    monkeypatch.setattr(core, "MIN_DENSE_BLOCK", 10**9)  # no block: all through the indices
+    walked = PAMIR(n_updates=2_000, patience=None).fit(X, Y)
+    assert np.allclose(split.W_, walked.W_, atol=1e-5)

@@ -123,22 +123,55 @@ def _tau(loss, qd, d_sq, c):
 
 
 @numba.njit(cache=True, inline="always")
-def _pa_step(W, A, step, c, margin, qi, qd, ppi, ppd, pmi, pmd, pp_sq, pm_sq):
+def _dense_diff(W, qi, qd, xp, xm):
+    """q . W (x+ - x-) over the dense block: W's first len(x) columns, contiguous, which the
+    compiler turns into SIMD loops (the sparse part's index indirection prevents that)."""
+    diff = 0.0
+    for a in range(qi.shape[0]):
+        row = W[qi[a]]
+        r = 0.0
+        for b in range(xp.shape[0]):
+            r += row[b] * (xp[b] - xm[b])
+        diff += qd[a] * r
+    return diff
+
+
+@numba.njit(cache=True, inline="always")
+def _add_dense(W, scale, qi, qd, xp, xm):
+    """W[q, :D] += scale * q (x+ - x-)^T over the dense block."""
+    for a in range(qi.shape[0]):
+        row = W[qi[a]]
+        f = scale * qd[a]
+        for b in range(xp.shape[0]):
+            row[b] += f * (xp[b] - xm[b])
+
+
+@numba.njit(cache=True, inline="always")
+def _pa_step(W, A, step, c, margin, qi, qd, xp, xm, ppi, ppd, pmi, pmd, pp_sq, pm_sq):
     """One PA-I update on (q, p+, p-); returns the hinge loss before the update.
 
-    A (same shape as W, or empty) accumulates step * delta so that the running average of W
-    is ((n + 1) W - A) / n after n steps without ever touching all of W during training.
+    A picture is a dense block (xp / xm: W's first D columns, D may be 0) followed by a sparse
+    part (indices already shifted past the block): CNN features, visterm bags and their
+    concatenation all take this one step. A (same shape as W, or empty) accumulates
+    step * delta so that the running average of W is ((n + 1) W - A) / n after n steps
+    without ever touching all of W during training.
     """
-    diff = _score(W, qi, qd, ppi, ppd) - _score(W, qi, qd, pmi, pmd)
+    diff = (_dense_diff(W, qi, qd, xp, xm)
+            + _score(W, qi, qd, ppi, ppd) - _score(W, qi, qd, pmi, pmd))
     loss = margin - diff
     if loss <= 0.0:
         return 0.0
-    tau = _tau(loss, qd, pp_sq + pm_sq - 2.0 * _sparse_dot(ppi, ppd, pmi, pmd), c)
+    dot = _sparse_dot(ppi, ppd, pmi, pmd)
+    for b in range(xp.shape[0]):
+        dot += xp[b] * xm[b]
+    tau = _tau(loss, qd, pp_sq + pm_sq - 2.0 * dot, c)
     if tau == 0.0:
         return loss
+    _add_dense(W, tau, qi, qd, xp, xm)
     _add_outer(W, tau, qi, qd, ppi, ppd)
     _add_outer(W, -tau, qi, qd, pmi, pmd)
     if A.shape[0] > 0:
+        _add_dense(A, tau * step, qi, qd, xp, xm)
         _add_outer(A, tau * step, qi, qd, ppi, ppd)
         _add_outer(A, -tau * step, qi, qd, pmi, pmd)
     return loss
@@ -172,8 +205,9 @@ def _sample_triplet(rng, n_pictures, epsilon, text_margin, Qp, Qi, Qd, Rp, Ri, C
 
 @numba.njit(cache=True, fastmath=True)
 def _train_steps(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
-                 Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):
-    """n_steps PA updates on sampled triplets of sparse pictures (CSR parts Xp, Xi, Xd).
+                 Xdense, Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):
+    """n_steps PA updates on sampled triplets of pictures given as a dense block Xdense
+    (n x D, D may be 0) and a sparse rest (CSR parts Xp, Xi, Xd, indices shifted by D).
     Returns (number of triplets with a positive loss, sum of losses)."""
     n_active = 0
     loss_sum = 0.0
@@ -183,60 +217,9 @@ def _train_steps(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
         if neg < 0:
             continue
         loss = _pa_step(W, A, first_step + k + 1, c, margin, Qi[Qp[q]:Qp[q + 1]],
-                        Qd[Qp[q]:Qp[q + 1]], Xi[Xp[pos]:Xp[pos + 1]], Xd[Xp[pos]:Xp[pos + 1]],
+                        Qd[Qp[q]:Qp[q + 1]], Xdense[pos], Xdense[neg],
+                        Xi[Xp[pos]:Xp[pos + 1]], Xd[Xp[pos]:Xp[pos + 1]],
                         Xi[Xp[neg]:Xp[neg + 1]], Xd[Xp[neg]:Xp[neg + 1]], Xsq[pos], Xsq[neg])
-        if loss > 0.0:
-            n_active += 1
-            loss_sum += loss
-    return n_active, loss_sum
-
-
-@numba.njit(cache=True, inline="always")
-def _pa_step_dense(W, A, step, c, margin, qi, qd, xp, xm, pp_sq, pm_sq):
-    """_pa_step for dense pictures: the same update, over contiguous rows, which the
-    compiler turns into SIMD loops (the sparse step's index indirection prevents that)."""
-    diff = 0.0
-    for a in range(qi.shape[0]):
-        row = W[qi[a]]
-        r = 0.0
-        for b in range(xp.shape[0]):
-            r += row[b] * (xp[b] - xm[b])
-        diff += qd[a] * r
-    loss = margin - diff
-    if loss <= 0.0:
-        return 0.0
-    dot = 0.0
-    for b in range(xp.shape[0]):
-        dot += xp[b] * xm[b]
-    tau = _tau(loss, qd, pp_sq + pm_sq - 2.0 * dot, c)
-    if tau == 0.0:
-        return loss
-    for a in range(qi.shape[0]):
-        f = tau * qd[a]
-        row = W[qi[a]]
-        for b in range(xp.shape[0]):
-            row[b] += f * (xp[b] - xm[b])
-        if A.shape[0] > 0:
-            arow = A[qi[a]]
-            g = f * step
-            for b in range(xp.shape[0]):
-                arow[b] += g * (xp[b] - xm[b])
-    return loss
-
-
-@numba.njit(cache=True, fastmath=True)
-def _train_steps_dense(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
-                       X, Xsq, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):
-    """_train_steps for dense pictures X (n x V), on the same triplet stream."""
-    n_active = 0
-    loss_sum = 0.0
-    for k in range(n_steps):
-        q, pos, neg, margin = _sample_triplet(rng, X.shape[0], epsilon, text_margin, Qp, Qi,
-                                              Qd, Rp, Ri, Cp, Ci, Cd, sample_queries)
-        if neg < 0:
-            continue
-        loss = _pa_step_dense(W, A, first_step + k + 1, c, margin, Qi[Qp[q]:Qp[q + 1]],
-                              Qd[Qp[q]:Qp[q + 1]], X[pos], X[neg], Xsq[pos], Xsq[neg])
         if loss > 0.0:
             n_active += 1
             loss_sum += loss
@@ -245,14 +228,14 @@ def _train_steps_dense(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
 
 @numba.njit(cache=True, fastmath=True)
 def _apply_triplets(W, A, first_step, c, margins, triplets,
-                    Xp, Xi, Xd, Xsq, Qp, Qi, Qd):
+                    Xdense, Xp, Xi, Xd, Xsq, Qp, Qi, Qd):
     """PA updates on given (query, p+, p-) rows, in order; returns the losses before each."""
     losses = np.zeros(triplets.shape[0])
     for k in range(triplets.shape[0]):
         q, pos, neg = triplets[k, 0], triplets[k, 1], triplets[k, 2]
         losses[k] = _pa_step(W, A, first_step + k + 1, c, margins[k],
-                             Qi[Qp[q]:Qp[q + 1]], Qd[Qp[q]:Qp[q + 1]],
-                             Xi[Xp[pos]:Xp[pos + 1]], Xd[Xp[pos]:Xp[pos + 1]],
+                             Qi[Qp[q]:Qp[q + 1]], Qd[Qp[q]:Qp[q + 1]], Xdense[pos],
+                             Xdense[neg], Xi[Xp[pos]:Xp[pos + 1]], Xd[Xp[pos]:Xp[pos + 1]],
                              Xi[Xp[neg]:Xp[neg + 1]], Xd[Xp[neg]:Xp[neg + 1]],
                              Xsq[pos], Xsq[neg])
     return losses
@@ -296,6 +279,27 @@ def _row_norms_sq(X) -> np.ndarray:
 
 def _parts(M: sp.csr_matrix):
     return M.indptr.astype(np.int64), M.indices.astype(np.int64), M.data
+
+
+#: A leading run of columns stored in every row becomes a dense block from this width on.
+MIN_DENSE_BLOCK = 16
+
+
+def _dense_and_sparse(X) -> tuple:
+    """(dense block, CSR parts of the rest with indices shifted past the block): the form
+    the numba step reads. Dense pictures (CNN features) are all block; visterm bags have
+    none; a concatenation [cnn, visterms] (CSR) is split so that its CNN part runs as SIMD
+    loops, measured 4x faster than walking it through sparse indices."""
+    n = X.shape[0]
+    if isinstance(X, np.ndarray):
+        return X, np.zeros(n + 1, np.int64), np.zeros(0, np.int64), np.zeros(0, X.dtype)
+    first = X.indices[X.indptr[0]:X.indptr[1]] if n else np.zeros(0, np.int64)
+    width = int(np.argmin(np.append(first, -1) == np.arange(len(first) + 1)))
+    if width < MIN_DENSE_BLOCK or X[:, :width].nnz != n * width:
+        return (np.zeros((n, 0), X.dtype), *_parts(X))
+    Xp, Xi, Xd = _parts(sp.csr_matrix(X[:, width:]))
+    return np.ascontiguousarray(X[:, :width].toarray()), Xp, Xi + width, Xd
+
 
 
 class PAMIR(TextSpaceModel):
@@ -392,15 +396,12 @@ class PAMIR(TextSpaceModel):
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
                        dtype=np.uint64)
 
-        # dense pictures (CNN features) take the SIMD path, sparse bags the indexed one;
-        # both draw the same triplets from the same seed
-        pictures = (X,) if isinstance(X, np.ndarray) else _parts(X)
-        train_steps = _train_steps_dense if isinstance(X, np.ndarray) else _train_steps
+        pictures = _dense_and_sparse(X)
 
         def steps(done, k):
-            return train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
-                               self.margin == "text", *pictures, Xsq, Qp, Qi, Qd, Rp, Ri,
-                               Cp, Ci, Cd, sample)
+            return _train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
+                                self.margin == "text", *pictures, Xsq, Qp, Qi, Qd, Rp, Ri,
+                                Cp, Ci, Cd, sample)
 
         score = None if valid is None else (
             lambda weights: mean_average_precision(valid[0] @ weights.T, valid[1], valid[2]))
@@ -471,8 +472,8 @@ def pa_updates(W, X, Q, triplets, c, margins=None, A=None, first_step=0) -> np.n
     margins = np.ones(len(triplets)) if margins is None else np.asarray(margins, np.float64)
     A = np.zeros((0, 0)) if A is None else A
     Xsq = _row_norms_sq(X)
-    return _apply_triplets(W, A, first_step, float(c), margins, triplets, *_parts(X), Xsq,
-                           *_parts(Q))
+    return _apply_triplets(W, A, first_step, float(c), margins, triplets,
+                           *_dense_and_sparse(X), Xsq, *_parts(Q))
 
 
 __all__ = ["PAMIR", "pa_updates"]
