@@ -15,7 +15,9 @@ validation F1 of (mean P, mean R):
 - "word z-score": each word's scores standardised over the development pictures first, so a
   rare word competes with a frequent one on how unusual the picture is for it.
 The chosen setting is then retrained on all 4,500 pictures for as many updates as early
-stopping kept (as `pamir fit --retrain` does) and test is read once per representation.
+stopping kept (as `pamir fit --retrain` does) and test is read once per representation:
+visterms, the default CNN setting (lite0, 224 px) and the two concatenated (visterm weight
+1), the representations `pamir fit` chooses among.
 
 Writes benchmarks/results/annotation.md and annotation.json.
 """
@@ -94,18 +96,6 @@ def run(collection, protocol, name: str, cnn: dict | None) -> dict:
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def chosen_cnn() -> tuple[str, dict]:
-    """The representation bench_cnn.py chose on validation (cnn.json), else the default."""
-    path = RESULTS / "cnn.json"
-    if not path.exists():
-        return "cnn", {}
-    e = json.loads(path.read_text())["pamir-cnn"]
-    cnn = dict(e.get("cnn") or {})
-    if e.get("visterm_weight"):
-        return "cnn+visterms", cnn | {"visterm_weight": e["visterm_weight"]}
-    return "cnn", cnn
-
-
 def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
@@ -125,7 +115,7 @@ def main(argv=None) -> None:
     vocabulary = annotation_vocabulary(collection, Protocol(collection))
     protocol = Protocol(collection, vocabulary=vocabulary)
     rows = []
-    for name, cnn in (("visterms", None), chosen_cnn()):
+    for name, cnn in (("visterms", None), ("cnn", {}), ("cnn+visterms", {"visterm_weight": 1.0})):
         rows.append(run(collection, protocol, name, cnn))
         print(json.dumps(rows[-1]), flush=True)
     result = {"rows": rows, "vocabulary": len(vocabulary),
