@@ -196,6 +196,8 @@ class Corel:
 
     def describe(self, **extra) -> dict:
         """The features in a results entry."""
+        if self.representation == "blobs":  # Duygulu's: no settings of ours
+            return {"kind": "blobs", **extra}
         return {"kind": self.representation, "settings": self.settings.to_dict(), **extra}
 
 
