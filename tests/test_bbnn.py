@@ -144,3 +144,15 @@ def test_single_word_model_trains_on_single_word_queries(monkeypatch):
     assert seen == [1, 1]  # training and validation queries: one word each
     with pytest.raises(ValueError, match="max_query_words=0"):
         BBNN(max_query_words=0).fit(X, Y)
+
+
+def test_count_blocks_are_read_as_their_logs():
+    """pamir fit extracts counts, the benchmark log(1 + count) blocks: BBNN reads both alike."""
+    from pamir.features import BlockSet
+
+    counts = np.array([[0, 3], [8, 1], [2, 2]], np.float32)
+    offsets = np.array([0, 2, 3])
+    ok = np.ones(2, bool)
+    raw = as_blocks(BlockSet(counts, offsets, ok))
+    logged = as_blocks(BlockSet(np.log1p(counts), offsets, ok, log_counts=True))
+    assert np.allclose(raw.descriptors, logged.descriptors)

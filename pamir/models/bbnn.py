@@ -38,9 +38,15 @@ CHUNK_PICTURES = 512  # pictures per forward pass in transform (bounds memory)
 # ------------------------------------------------------------------------------- blocks
 def as_blocks(X) -> Ragged:
     """Accept a BlockSet (`.descriptors`, `.offsets`), a (descriptors, offsets) pair or an
-    (n x B x N0) array (every picture with B blocks)."""
+    (n x B x N0) array (every picture with B blocks).
+
+    BBNN reads log(1 + count) block histograms (§4.2): a BlockSet of counts (what `pamir fit`
+    extracts) is taken to logs here, one made with FeatureSettings(log_counts=True) (what
+    benchmarks/bench_bbnn.py extracts) is already, so both train the same network."""
     if hasattr(X, "descriptors") and hasattr(X, "offsets"):
         desc, offsets = X.descriptors, X.offsets
+        if getattr(X, "log_counts", True) is False:
+            desc = np.log1p(np.asarray(desc, dtype=np.float32))
     elif isinstance(X, tuple) and len(X) == 2:
         desc, offsets = X
     elif isinstance(X, np.ndarray) and X.ndim == 3:
