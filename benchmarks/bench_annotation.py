@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from common import machine
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -94,12 +94,6 @@ def run(collection, protocol, name: str, cnn: dict | None) -> dict:
                                                 for r, m in rules.items()},
             "rule": rule, "test": short(test), "words": int(test["words"]),
             "seconds": round(time.perf_counter() - t0, 1)}
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def main(argv=None) -> None:

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from common import machine
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -176,12 +176,6 @@ def svm_on(corel: Corel, F) -> dict:
 def evaluate_model_on_test(corel: Corel, model, F):
     return evaluate_model(model, F[corel.test], corel.Q_test, corel.test_queries.relevance,
                           corel.subsets)
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def main(argv=None) -> None:

@@ -3,7 +3,7 @@
 #
 #     bash benchmarks/run_all.sh
 #
-# About two hours on the 2-core development machine. The first script fits the 10,000-visterm
+# About three hours on the 2-core development machine. The first script fits the 10,000-visterm
 # codebook into the feature cache (.cache/, PAMIR_CACHE) that the others read; the per-query
 # files of PAMIR, kernel PAMIR, PLSA, SVM and BBNN (results/perquery/) feed the comparison
 # tables that bench_compare.py writes last. Each script takes the heavy-job lock so that two
@@ -20,6 +20,9 @@ run benchmarks/bench_features.py                   # block speed, the visterm co
 run benchmarks/bench_pa_speed.py                   # PA updates per second
 run benchmarks/bench_pamir.py                      # PAMIR: TPAMI Tables III, V, VII-XII
 run benchmarks/bench_kernels.py                    # kernel PAMIR: Table IV
+run benchmarks/bench_cnn_speed.py                  # CNN extraction speed: model x size x engine
+run benchmarks/bench_cnn.py                        # PAMIR on CNN features (pamir-cnn, svm-cnn)
+run benchmarks/bench_annotation.py                 # the standard Corel 5k annotation protocol
 run benchmarks/bench_resolution.py                 # PAMIR against picture size
 run benchmarks/bench_scaling.py                    # PAMIR against block histogram scaling
 run benchmarks/bench_scaling.py --significance     #   ... and whether validation can tell them apart
@@ -32,3 +35,4 @@ run benchmarks/bench_bbnn.py                       # BBNN: ICANN 2006 Tables 2 a
 run benchmarks/bench_compare.py                    # CMRM, CMTT; every model side by side
 run benchmarks/bench_compare.py --features blobs
 run benchmarks/bench_index.py --sizes 100000 1000000   # index latency
+run benchmarks/bench_search.py                     # unseen words, feedback, learning, mapping latency
