@@ -68,7 +68,7 @@ import time
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -79,7 +79,7 @@ from .. import config
 from .images import ImageError, content_hash, decode_rgb, displayed_size, read_bytes, \
     resize_short_side
 from .representation import Extracted
-from .settings import JOBS
+from .settings import JOBS, SettingsRecord
 
 try:  # moving to pamir/storage.py; pamir.features.cache keeps re-exporting it meanwhile
     from ..storage import atomic_write
@@ -420,7 +420,7 @@ REGIONS = (0, 2)
 
 
 @dataclass(frozen=True)
-class CNNSettings:
+class CNNSettings(SettingsRecord):
     """How pictures become CNN vectors.
 
     model: "lite0" | "lite1" | "lite2" (EfficientNet-Lite, ImageNet weights).
@@ -444,6 +444,8 @@ class CNNSettings:
     batch_size: int = 2
     n_jobs: int = JOBS
 
+    what = "CNN settings"
+
     def __post_init__(self):
         if self.model not in MODELS:
             raise ValueError(f"model={self.model!r}: use one of {', '.join(MODELS)}")
@@ -466,20 +468,6 @@ class CNNSettings:
     @property
     def dim(self) -> int:
         return CHANNELS * (1 + self.regions ** 2)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "CNNSettings":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown CNN settings: {', '.join(sorted(unknown))}")
-        return cls(**d)
-
-    def replace(self, **changes) -> "CNNSettings":
-        return type(self).from_dict({**self.to_dict(), **changes})
 
     def feature_key(self) -> dict:
         """The settings that change the pooled vectors (not the engine: both agree within

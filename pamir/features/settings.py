@@ -15,8 +15,29 @@ JOBS = max(1, os.cpu_count() or 1)
 SCALINGS = ("none", "sqrt", "quarter", "log1p", "sqrt_std")
 
 
+class SettingsRecord:
+    """JSON round trips of a frozen dataclass of settings: to_dict, from_dict (unknown names
+    refused, so a model from a newer pamir says so) and replace."""
+
+    #: What the record is called in messages.
+    what = "settings"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {cls.what}: {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+    def replace(self, **changes):
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+
 @dataclass(frozen=True)
-class FeatureSettings:
+class FeatureSettings(SettingsRecord):
     """How pictures become block descriptors and bags of visterms.
 
     short_side: resize pictures so their shorter side has this many pixels (None: native).
@@ -52,6 +73,8 @@ class FeatureSettings:
     colour_max_pictures: int = 1_000
     seed: int = config.SEED
 
+    what = "feature settings"
+
     def __post_init__(self):
         if self.scaling not in SCALINGS:
             raise ValueError(f"scaling={self.scaling!r}: use one of {', '.join(SCALINGS)}")
@@ -86,20 +109,6 @@ class FeatureSettings:
     def dim(self) -> int:
         """Length of a block descriptor: LBP codes then colours (59 + 50 = 109)."""
         return self.n_lbp + self.n_colours
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "FeatureSettings":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown feature settings: {', '.join(sorted(unknown))}")
-        return cls(**d)
-
-    def replace(self, **changes) -> "FeatureSettings":
-        return type(self).from_dict({**self.to_dict(), **changes})
 
     def block_key(self) -> dict:
         """The settings that change block histogram counts (the block cache key)."""
