@@ -386,7 +386,7 @@ def latency(data: Data) -> dict:
         loads.append(float(r.stdout.split()[0]))
     out["model_load_seconds"] = {"median": round(float(np.median(loads)), 2),
                                  "runs": [round(x, 2) for x in loads]}
-    embedder()
+    embedder()._cache.clear()  # words embedded by other measures would be free here
     with tempfile.TemporaryDirectory() as d:
         b = Bridge(data.vocabulary, cache_dir=d)
         t0 = time.perf_counter()
@@ -469,13 +469,18 @@ def main() -> None:
                     choices=["unseen", "feedback", "learn", "latency"])
     ap.add_argument("--no-cnn", action="store_true", help="leave out the ImageNet class bridge")
     ap.add_argument("--representation", default="visterms", choices=sorted(REPRESENTATIONS))
+    ap.add_argument("--report-only", action="store_true",
+                    help="write the .md again from the .json, measuring nothing")
     args = ap.parse_args()
+    stem = "search" if args.representation == "visterms" else "search_" + "_".join(
+        args.representation.split("+"))
+    if args.report_only:
+        write_report(json.loads((RESULTS / f"{stem}.json").read_text()), RESULTS / f"{stem}.md")
+        return
     started = time.perf_counter()
     head = {"command": "python benchmarks/bench_search.py " + " ".join(sys.argv[1:]),
             "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     data = Data(args.representation)
-    stem = "search" if args.representation == "visterms" else "search_" + "_".join(
-        args.representation.split("+"))
     out_path = RESULTS / f"{stem}.json"
     results = json.loads(out_path.read_text()) if out_path.is_file() else {}
     results.update(head, representation=args.representation)
@@ -511,6 +516,9 @@ def main() -> None:
     if "latency" in args.measures:
         results["latency"] = latency(data)
         say("latency", results["latency"])
+    for m in args.measures:  # a partial run leaves the other measures' runs as they were
+        if isinstance(results.get(m), dict):
+            results[m]["run"] = {"command": head["command"], "date": head["date"]}
     results["minutes"] = round((time.perf_counter() - started) / 60, 1)
     atomic_write_bytes(out_path, (json.dumps(clean(results), indent=1) + "\n").encode())
     write_report(results, RESULTS / f"{stem}.md")
@@ -521,14 +529,18 @@ def write_report(r: dict, path: Path) -> None:
         return "-" if x is None else f"{100 * x:.2f}"
     lines = ["# Search: unseen words, feedback, learning new words, latency (Corel 5k, "
              f"{r.get('representation', 'visterms')} PAMIR)\n",
-             f"Command: `flock /tmp/pamir-heavy.lock {r['command']}`  ",
-             f"Machine: {r['machine']}; {r['date']} (a shared machine: timings are upper "
-             "bounds).\n"]
+             f"Machine: {r['machine']} (a shared machine: timings are upper bounds). Each "
+             "section says the command (run under `flock /tmp/pamir-heavy.lock`) and date "
+             "it was measured with.\n"]
+
+    def ran(section: dict) -> str:
+        run = section.get("run") or {"command": r["command"], "date": r["date"]}
+        return f"Measured by `{run['command'].strip()}` on {run['date']}.\n"
     u = r.get("unseen")
     if u:
         vb = u["vocabulary_bridge"]["chosen"]
         rnd, sup = u["random"], u["supervised"]
-        lines += ["## Unseen words\n",
+        lines += ["## Unseen words\n", ran(u),
                   f"{u['words']} words in {FOLDS} seeded folds; for each fold PAMIR is trained "
                   "without its words (removed from every training and validation caption), "
                   "then each held-out word alone is a query on the 499 test pictures. Test "
@@ -565,7 +577,7 @@ def write_report(r: dict, path: Path) -> None:
         lines += ["", "Some mappings (chosen settings): " + "; ".join(ex) + ".", ""]
     f = r.get("feedback")
     if f:
-        lines += ["## One round of feedback\n",
+        lines += ["## One round of feedback\n", ran(f),
                   f"Every test query: the top {f['judged']} test pictures judged with the true "
                   "relevance, PA-I updates with the relevant ones as positives and the others "
                   "as negatives (pamir.system.feedback_delta, the model's c, 10 passes), the "
@@ -581,14 +593,13 @@ def write_report(r: dict, path: Path) -> None:
                       f"{f['ms_per_round']} ms.", ""]
     lr = r.get("learn")
     if lr:
-        lines += ["## Learning a new word with `pamir learn`\n",
+        lines += ["## Learning a new word with `pamir learn`\n", ran(lr),
                   f"{lr['words']} held-out words (fold models above), each taught from N "
                   f"captioned training pictures that have it plus {lr['negatives']} that do "
                   f"not (pamir.system.learn, 200 PA updates a picture, W averaged over the "
                   f"updates), {lr['seeds']} seeds. Test AvgP (%) of the word alone. The new "
-                  "word's row starts from zero, or from the rows of the vocabulary words the "
-                  "bridge maps it to (what `pamir learn` does when the embedding model is "
-                  "there).\n",
+                  "word's row starts from zero (what `pamir learn` does), or from the rows of "
+                  "the vocabulary words the bridge maps it to.\n",
                   "| N | " + " | ".join(str(n) for n in lr["avgp_by_n"]) +
                   " | bridge only (N = 0) | full retraining | random |",
                   "|---|" + "---:|" * (len(lr["avgp_by_n"]) + 3),
@@ -600,7 +611,7 @@ def write_report(r: dict, path: Path) -> None:
     la = r.get("latency")
     if la:
         q = la["query_ms"]
-        lines += ["## Latency\n",
+        lines += ["## Latency\n", ran(la),
                   f"- Loading the embedding model (sentence-transformers import + weights), a "
                   f"fresh process: {la['model_load_seconds']['median']} s (median of 3). "
                   "`pamir serve` does it in a background thread at start; `pamir search` only "

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from pamir.bridge import CLASS_MIX
 from pamir.index import Index, QueryError
 from pamir.query import QuerySyntaxError, parse, resolve
 from pamir.text import query_vector
@@ -188,7 +189,7 @@ def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
         assert ix.search(q, 1)[0].id == ids[7]
         q = ix.parse_query("zebras red")  # a vocabulary word and a mapped one: mixed
         assert "ImageNet: zebra 0.90" in q.matches[0].describe()
-        assert q.class_mix == pytest.approx(0.75 / 2)  # zebras is half of the query
+        assert q.class_mix == pytest.approx(CLASS_MIX / 2)  # zebras is half of the query
         s = ix.scores(q.vector)  # the text part alone is z . q, on the words' rows
         np.testing.assert_allclose(s, Z @ q.vector, rtol=1e-5)
 
