@@ -512,10 +512,10 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                         "feature_seconds": round(feature_seconds, 2),
                         "grid": [t.as_dict() for t in sel.trials]})
         if best is None or sel.valid_avgp > best[0].valid_avgp:
-            best = (sel, F, ok, rep, train, valid, name)
+            best = (sel, F, ok, rep, train, valid, name, results[-1])
         if len(candidates) > 1:
             say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}")
-    sel, F, ok, rep, train, valid, name = best
+    sel, F, ok, rep, train, valid, name, winner = best
     final, chosen, system_idf = sel.model, sel.params, protocol.idf
     if retrain:
         dev = np.sort(np.concatenate([train, valid]))
@@ -528,8 +528,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     info = {
         "data": collection.name, "model": model, "params": chosen,
         "representation": name, "representation_settings": rep.to_dict().get("settings"),
-        "valid_avgp": round(sel.valid_avgp, 3), "grid": results[[r["representation"]
-                                                                  for r in results].index(name)]["grid"],
+        "valid_avgp": round(sel.valid_avgp, 3), "grid": winner["grid"],
         "representations": [{k: v for k, v in r.items() if k != "grid"} for r in results],
         "retrained": retrain, "seed": protocol.seed, "vocabulary_size": protocol.T,
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
