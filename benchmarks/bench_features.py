@@ -107,7 +107,7 @@ def assignment_speed(collection, protocol, settings) -> dict:
 
 def knn_sanity(protocol, X) -> dict:
     """AvgP of the 100 nearest training pictures voting their captions (cosine on the bags):
-    a model-free check that the bags carry the signal DESIGN.md's calibration found
+    a model-free check that the bags carry the signal the first calibration run found
     (17.3 test AvgP with sqrt-scaled blocks). A check, not a selection: nothing is tuned on it."""
     from pamir.evaluation import mean_average_precision
 
@@ -299,8 +299,8 @@ def report(r: dict) -> str:
         k = r["knn_vote_avgp"]
         lines += ["", "## Sanity check of the bags", "",
                   f"The 100 nearest training pictures (cosine on the bags) voting their captions: "
-                  f"AvgP {k['valid']} on validation, {k['test']} on test queries (DESIGN.md's "
-                  "calibration run: 17.3 test with sqrt-scaled blocks, random scores 1.6). A "
+                  f"AvgP {k['valid']} on validation, {k['test']} on test queries (the first "
+                  "calibration run, benchmarks/results/defaults.md: 17.3 test with sqrt-scaled blocks, random scores 1.6). A "
                   "check that the bags carry the signal, not a selection: nothing is tuned on it."]
     lines += ["", "## What dominates, and why", "", WHY, ""]
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_scaling.py [--scalings none sqrt ...]
 
-DESIGN.md's calibration run found the scaling of the block histograms to matter more than
+The project's first calibration run (benchmarks/results/defaults.md) found the scaling of the block histograms to matter more than
 anything else it tried (test AvgP 16.9 with raw counts, 21-24 with the others), and the
 default scaling was first taken from it ("sqrt_std"). This measures every scaling of
 pamir.features.SCALINGS with the project's own pipeline and the protocol's validation set:
