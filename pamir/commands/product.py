@@ -7,6 +7,7 @@ any directory once `pamir index` has run, as rclip does.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -76,8 +77,13 @@ def index_command(
     captions: Path = typer.Option(None, help="a captions table whose captions are shown "
                                               "beside the pictures (.tsv/.csv/.jsonl)"),
     rebuild: bool = typer.Option(False, help="start afresh (needed after changing MODEL)"),
-    batch: int = typer.Option(256, min=1, help="pictures computed and committed at a time"),
+    batch: int = typer.Option(None, min=1, help="pictures computed and committed at a time "
+                                                "[default: 256; 64 with Dask]"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    workers: int = typer.Option(None, min=1, help="run batches as Dask tasks on a local "
+                                                  "cluster of this many worker processes"),
+    scheduler: str = typer.Option(None, help="run batches as Dask tasks on the cluster of "
+                                             "this scheduler (tcp://HOST:8786; docs/scale.md)"),
 ):
     """Index folders of pictures, incrementally: only new and changed files are computed.
 
@@ -93,13 +99,15 @@ def index_command(
     fingerprint = model_fingerprint(model)
     caption_map = _caption_map(captions) if captions else None
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
-    with index, Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
-                         TimeElapsedColumn(), console=console, transient=True) as bar:
+    with index, _batch_runner(workers, scheduler, model, fingerprint, system,
+                              bool(index.classes)) as (transform, default_batch), \
+            Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
+                     TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("index", total=None)
         try:
-            report = index.update(folders, index_transform(system, bool(index.classes)),
+            report = index.update(folders, transform,
                                   captions=caption_map,
-                                  batch_size=batch,
+                                  batch_size=batch or default_batch,
                                   progress=lambda done, total: bar.update(
                                       task, completed=done, total=total))
         except KeyboardInterrupt:
@@ -121,6 +129,23 @@ def index_command(
         f"(added {report.added}, changed {report.changed}, renamed {report.renamed}, "
         f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
         f"unreadable {len(report.failed)})")
+
+
+@contextlib.contextmanager
+def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, classes: bool):
+    """(transform, default batch size) that `pamir index` computes batches with: in this
+    process, or as Dask tasks (--workers: a LocalCluster; --scheduler: a running cluster;
+    pamir.distributed)."""
+    if not workers and not scheduler:
+        yield index_transform(system, classes), 256
+        return
+    from ..distributed import DASK_BATCH, BatchesFailed, DaskTransform, dask_client  # noqa: PLC0415
+
+    with dask_client(workers, scheduler) as client:
+        try:
+            yield DaskTransform(client, model, fingerprint, classes), DASK_BATCH
+        except BatchesFailed as e:
+            fail(str(e))
 
 
 def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: bool) -> Index:

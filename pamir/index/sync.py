@@ -8,6 +8,12 @@ recorded with its reason, reported, and tried again once the file changes.
 
 This module decides what to do and asks the Index facade to do it; it never touches the
 catalogue or the score matrix itself.
+
+A transform may run batches itself, elsewhere and concurrently (pamir.distributed: Dask
+workers): it then has `map_batches(batches) -> iterator of (batch number, (Z, ok, reasons,
+hashes))`, results in any order, and this process stays the one writer, committing each
+batch as it comes back. A batch that never comes back is simply not committed: the next
+update computes it (a committed picture is unchanged for it), so nothing is indexed twice.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ BATCH_SIZE = 256
 UNKNOWN_REASON = "could not be read"
 
 #: transform(paths) -> (Z (n x T) float32, ok (n,) bool, reasons (n,) str or None):
-#: `System.transform_paths`.
+#: `System.transform_paths`. It may also have map_batches (see the module's doc).
 Transform = Callable[[Sequence[str]], tuple]
 
 
@@ -107,10 +113,20 @@ def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
     todo = sync.reuse_vectors(todo, vanished)
     if vanished:
         sync.report.removed += index.remove([p.id for p in vanished.values()])
-    for start in range(0, len(todo), batch_size):
-        sync.compute(todo[start:start + batch_size], transform)
+    batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
+    map_batches = getattr(transform, "map_batches", None)
+    if map_batches is None:
+        for k, batch in enumerate(batches):
+            sync.compute(batch, transform)
+            if progress:
+                progress(min((k + 1) * batch_size, len(todo)), len(todo))
+        return sync.report
+    done = 0
+    for k, result in map_batches([[e["path"] for e in b] for b in batches]):
+        sync.commit(batches[k], result)
+        done += len(batches[k])
         if progress:
-            progress(min(start + batch_size, len(todo)), len(todo))
+            progress(done, len(todo))
     return sync.report
 
 
@@ -195,7 +211,21 @@ class _Sync:
         batch = [e for e in batch if e["hash"] is not None or self.fill_hash(e)]
         if not batch:
             return
-        Z, ok, reasons = transform([e["path"] for e in batch])
+        self.commit(batch, transform([e["path"] for e in batch]))
+
+    def commit(self, batch: list[dict], result: tuple) -> None:
+        """Commit a batch's (Z, ok, reasons[, hashes]): hashes, computed where the batch ran
+        (None for a file that could not be read there), fill the entries that have none."""
+        Z, ok, reasons, *rest = result
+        if rest:
+            ok = np.array(ok, dtype=bool)
+            reasons = list(reasons)
+            for i, (e, h) in enumerate(zip(batch, rest[0])):
+                if e["hash"] is None:
+                    e["hash"] = h or ""
+                    if not h:
+                        ok[i] = False
+                        reasons[i] = reasons[i] or UNKNOWN_REASON
         Z = np.asarray(Z, dtype=np.float32)
         ok = np.asarray(ok, dtype=bool)
         good = [e for e, o in zip(batch, ok) if o]
