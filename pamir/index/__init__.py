@@ -41,7 +41,7 @@ from ..query import Query, QuerySyntaxError, parse, resolve
 from ..storage import fsync_dir
 from ..text import STOP_WORDS
 from .catalog import CATALOG, SCHEMA_VERSION, Catalog, IndexDirError, Picture, catalog_files
-from .scores import ScoreMatrix, matrix_files
+from .scores import SEAL_AT, ScoreMatrix, matrix_files
 from .sync import BATCH_SIZE, Transform, UpdateReport, file_hash, scan_pictures
 from .sync import update as sync_update
 
@@ -145,8 +145,7 @@ class Index:
             "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
             "model_fingerprint": fingerprint,
             "classes": list(classes),
-            "matrix": "",  # no score matrix until the first picture
-            "capacity": 0,
+            "shards": [],  # no score matrix until the first picture
         })
         if directory.exists():
             if any(directory.iterdir()):
@@ -174,6 +173,10 @@ class Index:
             raise
         if writable:
             index._matrix.remove_orphans()
+            if catalog.meta("schema_version") != SCHEMA_VERSION:  # version 1: one file
+                with catalog.transaction():
+                    catalog.set_meta(schema_version=SCHEMA_VERSION,
+                                     **index._matrix.layout())
         return index
 
     @classmethod
@@ -235,12 +238,22 @@ class Index:
             self._mean = None  # the pictures' mean text-space vector, for `similar`
             self.classes: list[str] = meta("classes") or []
             self._class_bridge = None
-            self._matrix = ScoreMatrix(self.directory, self.rows, meta("matrix"),
-                                       int(meta("capacity")), int(meta("generation") or 0),
-                                       self._writable)
+            self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
+                                       int(meta("generation") or 0), self._writable,
+                                       words=self.T)
             cols_ids = np.array(self._catalog.live_columns(), dtype=np.int64).reshape(-1, 2)
             self._matrix.assign(cols_ids[:, 0], cols_ids[:, 1])
             self._data_version = self._catalog.data_version()
+
+    def _shards_meta(self) -> list[dict]:
+        """The score matrix's layout; a version-1 index's single matrix file is one shard
+        without sorted lists (searched brute force until `compact`)."""
+        shards = self._catalog.meta("shards")
+        if shards is not None:
+            return shards
+        name = self._catalog.meta("matrix") or ""
+        return [{"matrix": name, "capacity": int(self._catalog.meta("capacity")),
+                 "segments": []}] if name else []
 
     def refresh(self) -> bool:
         """Re-read the catalogue if another process committed to it; True if it did."""
@@ -347,13 +360,19 @@ class Index:
         return (1 - mix) * _standard(s) + mix * _standard(c)
 
     def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
-               sort: str | None = None, folders: Sequence[str] | None = None) -> list[Hit]:
+               sort: str | None = None, folders: Sequence[str] | None = None,
+               method: str = "auto") -> list[Hit]:
         """The k best pictures for a query (text, a parsed Query or a (T,) vector), best
         first; equal scores by id. floor: leave out pictures scoring under it (the answer may
         be empty); sort: "score", or "newest" / "oldest" (by file date) for the k best, or
         for all those over the floor when there is one; folders: only pictures under one of
         them (a path prefix, or a run of path components). A Query's own options apply
-        unless given here."""
+        unless given here.
+
+        method: "auto" (the default) takes the exact top-k from the sorted lists where it
+        can (`ScoreMatrix.top`: threshold algorithm or fused scan); "brute" scores every
+        picture and ranks them (the reference; also what answers a class-mixed query and a
+        date sort of everything over a floor); "scan" / "ta" force one top-k kernel."""
         if isinstance(q, str):
             q = self.parse_query(q)
         if isinstance(q, Query):
@@ -363,9 +382,37 @@ class Index:
         sort = sort or "score"
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
+        if method not in ("auto", "brute", "scan", "ta"):
+            raise ValueError(f"method {method!r}: auto, brute, scan or ta")
+        if sort not in ("score", "newest", "oldest"):
+            raise QueryError(f"sort {sort!r}: by score, newest or oldest")
+        mixed = (isinstance(q, Query) and q.class_vector is not None and bool(self.classes)
+                 and q.class_mix > 0)
         with self._lock:
-            s = self._query_scores(q)
-            return self._ranked(s, int(k), floor, sort, folders or ())
+            if method == "brute" or mixed or (sort != "score" and floor is not None):
+                s = self._query_scores(q)
+                return self._ranked(s, int(k), floor, sort, folders or ())
+            vector = self._padded(q.vector if isinstance(q, Query) else q)
+            keep = self._folder_mask(folders) if folders else None
+            best = self._matrix.top(vector, int(k), keep=keep, floor=floor, method=method)
+            return self._hits(best, int(k), sort)
+
+    def _folder_mask(self, folders: Sequence[str]) -> np.ndarray:
+        """(width,) whether each column's picture is under one of the folders."""
+        width = len(self._matrix.live_mask())
+        keep = np.zeros(width, dtype=bool)
+        cols = np.asarray(self._catalog.columns_under(folder_patterns(folders)), np.int64)
+        keep[cols[cols < width]] = True
+        return keep
+
+    def _hits(self, best: list[tuple[int, float]], k: int, sort: str) -> list[Hit]:
+        """Hits from (id, score) pairs best first, re-sorted by date if asked."""
+        if sort != "score" and best:
+            when = self._catalog.mtimes_of(i for i, _ in best)
+            sign = -1 if sort == "newest" else 1
+            best = sorted(best, key=lambda b: (sign * when.get(b[0], 0), -b[1], b[0]))[:k]
+        paths = self._catalog.paths_of(i for i, _ in best) if best else {}
+        return [Hit(i, paths[i], score) for i, score in best]
 
     def _ranked(self, s: np.ndarray, k: int, floor, sort: str, folders) -> list[Hit]:
         """Hits from per-column scores (-inf: left out), after the floor, folders and sort."""
@@ -379,13 +426,7 @@ class Index:
         if sort not in ("score", "newest", "oldest"):
             raise QueryError(f"sort {sort!r}: by score, newest or oldest")
         many = k if sort == "score" or floor is None else int(np.isfinite(s).sum())
-        best = self._matrix.best_of(s, many)
-        if sort != "score" and best:
-            when = self._catalog.mtimes_of(i for i, _ in best)
-            sign = -1 if sort == "newest" else 1
-            best = sorted(best, key=lambda b: (sign * when.get(b[0], 0), -b[1], b[0]))[:k]
-        paths = self._catalog.paths_of(i for i, _ in best) if best else {}
-        return [Hit(i, paths[i], score) for i, score in best]
+        return self._hits(self._matrix.best_of(s, many), k, sort)
 
     def similar(self, z: np.ndarray, k: int = 10, *, exclude: Iterable[int] = (),
                 floor: float | None = None, sort: str = "score",
@@ -448,6 +489,9 @@ class Index:
                 "vocabulary": self.T,
                 "model_dir": self.model_dir,
                 "capacity": self._matrix.capacity,
+                "shards": len(self._matrix.shards),
+                "segments": sum(self._matrix.segment_counts()),
+                "unsorted": sum(self._matrix.tail_sizes()),
             }
 
     # ------------------------------------------------------------------ writing
@@ -477,12 +521,30 @@ class Index:
                 ids = [self._catalog.insert(e, "ok", None, int(c)) for e, c in zip(entries, cols)]
             self._matrix.release(freed)
             self._matrix.assign(cols, ids)
+            if max(self._matrix.tail_sizes(), default=0) >= SEAL_AT:
+                self._matrix.seal(self._commit_matrix, SEAL_AT)
             return ids
 
-    def _commit_matrix(self, name: str, capacity: int, generation: int) -> None:
-        """Record a grown matrix file, once it is durable, as the current one."""
+    def _commit_matrix(self, layout: dict) -> None:
+        """Record new matrix or list files, once they are durable, as the current ones."""
         with self._catalog.transaction():
-            self._catalog.set_meta(matrix=name, capacity=capacity, generation=generation)
+            self._catalog.set_meta(**layout)
+
+    def compact(self) -> bool:
+        """Merge every shard's segments and tail into one segment of sorted lists over its
+        live pictures (`pamir index --compact`); search results do not change. True if
+        anything was rewritten."""
+        self._require_writable()
+        with self._lock:
+            return self._matrix.compact(self._commit_matrix)
+
+    def seal(self) -> bool:
+        """Give the pictures added since the last seal their own sorted lists when there are
+        enough of them (scores.SEAL_MIN per shard); merges a shard's segments once they pile
+        up. Called at the end of `update`."""
+        self._require_writable()
+        with self._lock:
+            return self._matrix.seal(self._commit_matrix)
 
     def add_failed(self, entry: dict, reason: str) -> None:
         """Record a picture that could not be read, so it is reported (and retried once the
@@ -552,24 +614,23 @@ class Index:
         with self._lock:
             pictures = [p for p in self._catalog.pictures("ok") if p.col is not None]
 
-            def fill(new):
+            def fill(put):
                 for start in range(0, len(pictures), batch_size):
                     batch = pictures[start:start + batch_size]
                     Z, ok, _ = transform([p.path for p in batch])
                     ok = np.asarray(ok, dtype=bool)
                     cols = np.array([p.col for p in batch], dtype=np.int64)
                     if ok.any():
-                        new[:, cols[ok]] = np.asarray(Z, np.float32)[ok].T
+                        put(cols[ok], np.asarray(Z, np.float32)[ok])
                     report["rescored"] += int(ok.sum())
                     report["kept"] += [p.path for p, o in zip(batch, ok) if not o]
                     if progress:
                         progress(min(start + batch_size, len(pictures)), len(pictures))
 
-            def commit(name, capacity, generation):
+            def commit(layout):
                 with self._catalog.transaction():
                     self._catalog.set_meta(
-                        matrix=name, capacity=capacity, generation=generation,
-                        vocabulary=vocabulary, idf=idf.tolist(),
+                        **layout, vocabulary=vocabulary, idf=idf.tolist(),
                         **({"model_fingerprint": fingerprint} if fingerprint else {}),
                         **({"model_dir": str(Path(model_dir).resolve())} if model_dir else {}))
 
@@ -578,6 +639,7 @@ class Index:
             new_rows = np.concatenate([np.arange(self.T), len(vocabulary) + np.arange(C)])
             self._matrix.rewrite(len(vocabulary) + C, fill, commit, (old_rows, new_rows))
             self._load()
+            self._matrix.compact(self._commit_matrix)
         return report
 
     def update(self, folders: Sequence[str | Path], transform: Transform, *,
@@ -594,8 +656,10 @@ class Index:
         batches.
         """
         self._require_writable()
-        return sync_update(self, folders, transform, captions=captions,
-                           batch_size=batch_size, progress=progress)
+        report = sync_update(self, folders, transform, captions=captions,
+                             batch_size=batch_size, progress=progress)
+        self.seal()
+        return report
 
 
 def _standard(s: np.ndarray) -> np.ndarray:

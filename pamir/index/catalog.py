@@ -18,7 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+#: 2: the score matrix in shards with sorted lists (`meta.shards`); 1: one matrix file
+#: (`meta.matrix`, `meta.capacity`), still read, and upgraded when opened for writing.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 #: The catalogue's file in an index folder (SQLite adds -wal and -shm beside it).
 CATALOG = "catalog.sqlite"
 
@@ -110,9 +113,10 @@ class Catalog:
             raise _not_a_catalogue(db, e) from None
         if version is None:
             raise _not_a_catalogue(db, "no schema version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise IndexDirError(f"{db}: schema version {version}, this pamir reads "
-                                f"{SCHEMA_VERSION}; rebuild the index")
+                                f"{', '.join(map(str, READABLE_VERSIONS))}; rebuild the index "
+                                "with `pamir index MODEL FOLDER --rebuild`")
 
     def close(self) -> None:
         self._conn.close()

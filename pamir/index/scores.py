@@ -1,74 +1,191 @@
-"""The score matrix: the pictures' text-space vectors, word-major and memory-mapped.
+"""The score matrix: the pictures' text-space vectors, word-major, memory-mapped, in shards,
+with per-word lists sorted by score for exact top-k search without a full scan.
 
-`scores-<generation>.f32` is a raw float32 (T x capacity) matrix; row t holds word t's score
-for every picture, so a query reads only the rows of its words (a 3-word query over 1M
-pictures reads 12 MB, not 716 MB). Each picture owns one column; the catalogue row names it,
-and `ScoreMatrix` keeps the reverse map (column -> picture id, -1 for a free column).
+Shards. Columns are global (the catalogue's `col`), split into shards of at most
+`SHARD_COLUMNS` columns, one file each (`scores-<generation>.f32`, a raw float32
+(rows x capacity) matrix: row t holds word t's score for each of the shard's pictures, so a
+query reads only its words' rows). A new picture goes into the last shard, which grows by
+doubling up to SHARD_COLUMNS; then a new shard starts. Growing copies one shard, never the
+whole matrix, and no file outgrows what one sort (building its lists) handles at once.
+
+Segments. Beside each shard's matrix, `lists-<generation>.bin` files each hold one segment:
+for a set of the shard's columns, per word row the local column ids sorted by that word's
+score, descending (int32, words x L), then the scores in that order (float32, words x L).
+`pamir.index.topk` walks them with Fagin's threshold algorithm. Columns in no segment (the
+shard's tail: pictures added since its last seal) are scanned brute force. A column once in a
+segment is never rewritten in place: a picture removed there leaves a dead column, skipped by
+the search and reused only after a compaction has rebuilt the lists without it. `seal` turns a
+tail into a new segment (end of an indexing run, or when a tail grows past SEAL_AT); past
+MAX_SEGMENTS segments a shard's segments are merged into one; `compact` rebuilds every
+shard as a single segment over its live columns.
 
 Crash safety, with the catalogue: columns are written in place only into slots that no
 committed row references (fresh or freed ones) and flushed before the rows that point at them
-are committed, so a crash leaves at worst an unreferenced slot. Growing writes a whole new
-generation, fsyncs it and has the caller commit its name before the old file is deleted; a
-file that no commit names is an orphan, deleted the next time the index is opened for writing.
+are committed, so a crash leaves at worst an unreferenced slot. A grown shard, a new segment
+or a rewritten matrix is a new file, fsynced, and the caller commits the new layout
+(`meta.shards`) before any file it replaces is deleted; a file no commit names is an orphan,
+deleted the next time the index is opened for writing.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..storage import fsync_dir
+from . import topk
 
 #: The smallest matrix, in columns: growing by doubling from here keeps copies rare.
 MIN_CAPACITY = 1024
+#: Most columns in one shard (see docs/scale.md for the choice): 2^20, so a 1M-picture
+#: collection is one shard and a shard's lists are built by sorts of a million scores.
+SHARD_COLUMNS = 1 << 20
+#: A shard's tail is sealed into a segment by `Index.add` once it has this many columns;
+#: `seal` at the end of an indexing run seals tails of at least SEAL_MIN columns.
+SEAL_AT = 1 << 18
+SEAL_MIN = 1 << 14
+#: Segments per shard beyond which `seal` merges them.
+MAX_SEGMENTS = 8
+#: The threshold algorithm gives up after this fraction of a list (and the shard is scanned):
+#: past it, random reads cost more than the scan (benchmarks/results/index.md).
+TA_DEPTH = 1 / 32
+#: Queries with more word rows than this are scanned (bridged words, mixtures).
+TA_MAX_WORDS = 4
+
+#: A shard's layout as the catalogue records it: {"matrix", "capacity", "segments": [...]}.
+ShardMeta = dict
+Commit = Callable[[dict], None]
 
 
 def matrix_name(generation: int) -> str:
     return f"scores-{generation}.f32"
 
 
+def lists_name(generation: int) -> str:
+    return f"lists-{generation}.bin"
+
+
 def matrix_files(directory: Path) -> list[Path]:
-    """Every score-matrix file in an index folder, current or orphaned."""
-    return sorted(Path(directory).glob("scores-*.f32"))
+    """Every score-matrix and sorted-list file in an index folder, current or orphaned."""
+    d = Path(directory)
+    return sorted(d.glob("scores-*.f32")) + sorted(d.glob("lists-*.bin"))
+
+
+@dataclass
+class Segment:
+    """One sealed set of a shard's columns with its per-word sorted lists."""
+    name: str
+    length: int
+    ids: np.ndarray  # (words, L) int32 local columns, by score descending
+    vals: np.ndarray  # (words, L) float32 their scores
+
+    def meta(self) -> dict:
+        return {"name": self.name, "length": self.length}
+
+
+@dataclass
+class Shard:
+    offset: int
+    capacity: int
+    name: str
+    map: np.ndarray | None
+    segments: list[Segment] = field(default_factory=list)
+    _seen: np.ndarray | None = None
+    _touched: np.ndarray | None = None
+
+    def meta(self) -> dict:
+        return {"matrix": self.name, "capacity": self.capacity,
+                "segments": [s.meta() for s in self.segments]}
+
+    def scratch(self):
+        if self._seen is None or len(self._seen) < self.capacity:
+            self._seen = np.zeros(self.capacity, np.uint8)
+            self._touched = np.empty(self.capacity, np.int64)
+        return self._seen, self._touched
 
 
 class ScoreMatrix:
-    """The current matrix file of an index and which picture owns each column.
+    """The shards of an index and which picture owns each column.
 
-    `name` is the file the catalogue names ("" before the first picture), `capacity` its
-    columns. Not thread-safe by itself: the Index facade serialises calls.
+    rows: the matrix rows (T words, then C classes); words: the rows that get sorted lists.
+    shards: the catalogue's `meta.shards`. Not thread-safe by itself: the Index facade
+    serialises calls.
     """
 
-    def __init__(self, directory: Path, T: int, name: str, capacity: int, generation: int,
-                 writable: bool):
+    def __init__(self, directory: Path, rows: int, shards: Sequence[ShardMeta],
+                 generation: int, writable: bool, words: int | None = None):
         self.directory = Path(directory)
-        self.T = T
+        self.T = rows
+        self.words = rows if words is None else int(words)
         self.writable = writable
-        self._open(name, capacity, generation)
+        self.generation = generation
+        self._open(shards)
         self._col_id = np.full(0, -1, dtype=np.int64)
         self._width = 0  # columns up to the last owned one: what a query scores
         self._live = np.zeros(0, dtype=bool)
 
-    def _open(self, name: str, capacity: int, generation: int) -> None:
-        self.name, self.capacity, self.generation = name, capacity, generation
-        self._map = None
-        if name:
-            self._map = np.memmap(self.directory / name, dtype=np.float32,
-                                  mode="r+" if self.writable else "r", shape=(self.T, capacity))
+    # ------------------------------------------------------------------ files
+    def _open(self, shards: Sequence[ShardMeta]) -> None:
+        self.shards: list[Shard] = []
+        offset = 0
+        for s in shards:
+            self.shards.append(self._open_shard(offset, s))
+            offset += int(s["capacity"])
+        self.capacity = offset
+        self._listed = np.zeros(self.capacity, dtype=bool)
+        for sh in self.shards:
+            for seg in sh.segments:
+                self._listed[sh.offset + seg.ids[0]] = True
+
+    def _open_shard(self, offset: int, s: ShardMeta) -> Shard:
+        mode = "r+" if self.writable else "r"
+        capacity = int(s["capacity"])
+        m = np.memmap(self.directory / s["matrix"], dtype=np.float32, mode=mode,
+                      shape=(self.T, capacity))
+        return Shard(offset, capacity, s["matrix"], m,
+                     [self._open_segment(g) for g in s.get("segments", [])])
+
+    def _open_segment(self, g: dict) -> Segment:
+        L, W = int(g["length"]), self.words
+        path = self.directory / g["name"]
+        ids = np.asarray(np.memmap(path, dtype=np.int32, mode="r", shape=(W, L)))
+        vals = np.asarray(np.memmap(path, dtype=np.float32, mode="r", shape=(W, L),
+                                    offset=4 * W * L))
+        return Segment(g["name"], L, ids, vals)
+
+    def layout(self) -> dict:
+        """What the catalogue records: {"shards": [...], "generation": g}."""
+        return {"shards": [s.meta() for s in self.shards], "generation": self.generation}
 
     @property
     def path(self) -> Path | None:
-        return self.directory / self.name if self.name else None
+        """The first shard's matrix file (a one-shard index's whole matrix)."""
+        return self.directory / self.shards[0].name if self.shards else None
 
     def close(self) -> None:
-        self._map = None
+        self.shards = []
 
     def __len__(self) -> int:
         """How many columns belong to a picture."""
         return int(self._live.sum())
+
+    def _shard_of(self, col: int) -> Shard:
+        for sh in self.shards:
+            if sh.offset <= col < sh.offset + sh.capacity:
+                return sh
+        raise IndexError(col)
+
+    def _spans(self, width: int | None = None):
+        """(shard, start, stop) global column spans of the shards up to width."""
+        width = self._width if width is None else width
+        for sh in self.shards:
+            stop = min(sh.offset + sh.capacity, width)
+            if stop > sh.offset:
+                yield sh, sh.offset, stop
 
     # ------------------------------------------------------------------ column owners
     def assign(self, cols: Sequence[int], ids: Sequence[int] | int) -> None:
@@ -85,24 +202,26 @@ class ScoreMatrix:
         self._live = self._col_id >= 0
 
     def release(self, cols: Sequence[int]) -> None:
-        """Columns whose rows the catalogue deleted: free for reuse."""
+        """Columns whose rows the catalogue deleted: free (for reuse once in no list)."""
         self.assign(cols, -1)
 
     # ------------------------------------------------------------------ scoring
     def scores(self, q: np.ndarray) -> np.ndarray:
-        """z . q for every column (free columns -inf), reading only the rows of q's words."""
+        """z . q for every column (free columns -inf), reading only the rows of q's words.
+        The reference: in float32, words added in ascending row order from 0."""
         q = np.asarray(q, dtype=np.float32).ravel()
         if q.shape != (self.T,):
             raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
         out = np.zeros(self._width, dtype=np.float32)
-        if self._width:  # an index with no picture has no matrix yet
+        for sh, a, b in self._spans():
+            part = out[a:b]
             for t in np.flatnonzero(q):
-                out += q[t] * self._map[t, : self._width]
+                part += q[t] * sh.map[t, : b - a]
         out[~self._live] = -np.inf
         return out
 
     def best(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(picture id, score) of the k best pictures for q, best first."""
+        """(picture id, score) of the k best pictures for q, best first (brute force)."""
         return self.best_of(self.scores(q), k)
 
     def best_of(self, s: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -122,6 +241,63 @@ class ScoreMatrix:
         top = top[np.lexsort((self._col_id[top], -s[top]))][:k]
         return [(int(self._col_id[c]), float(s[c])) for c in top]
 
+    def top(self, q: np.ndarray, k: int, *, keep: np.ndarray | None = None,
+            floor: float | None = None, method: str = "auto") -> list[tuple[int, float]]:
+        """(picture id, score) of the k best pictures for q, best first, equal scores by
+        id: the same answer as best(q, k) restricted to keep (a (width,) mask) and to scores
+        >= floor. method "auto": the threshold algorithm on each shard's segments where it
+        pays (few word rows, all of them with lists), brute force on tails and elsewhere;
+        "scan": the fused brute-force scan everywhere; "ta": the threshold algorithm without
+        giving up (for tests)."""
+        q = np.asarray(q, dtype=np.float32).ravel()
+        if q.shape != (self.T,):
+            raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
+        rows = np.flatnonzero(q).astype(np.int64)
+        k = int(k)
+        hs = np.full(k, -np.inf, np.float32)
+        hid = np.zeros(k, np.int64)
+        size = np.zeros(1, np.int64)
+        if not len(rows) or not self._width:
+            if not len(rows):  # every live picture scores 0
+                return self.best_of(np.where(self._live, np.float32(0), -np.inf), k) \
+                    if floor is None or floor <= 0 else []
+            return []
+        qr = q[rows]
+        use_keep = keep is not None
+        keep = np.asarray(keep, bool) if use_keep else np.zeros(1, bool)
+        has_floor = floor is not None
+        fl = np.float32(floor if has_floor else 0.0)
+        use_ta = method != "scan" and rows[-1] < self.words and (
+            method == "ta" or len(rows) <= TA_MAX_WORDS)
+        args = (self._width, self._col_id, self._live, keep, use_keep, fl, has_floor,
+                hs, hid, size, k)
+        for sh, a, b in self._spans():
+            M = np.asarray(sh.map)
+            local = b - a
+            scanned = False
+            if use_ta and sh.segments:
+                seen, touched = sh.scratch()
+                nt = np.zeros(1, np.int64)
+                for seg in sh.segments:
+                    limit = seg.length if method == "ta" else max(k, int(seg.length * TA_DEPTH))
+                    d = topk.ta_segment(seg.ids, seg.vals, rows, qr, M, sh.offset, *args[:5],
+                                        fl, has_floor, hs, hid, size, k, seen, touched, nt,
+                                        limit)
+                    if d < 0:  # not sure yet: scan the shard, skipping what TA scored
+                        topk.brute_range(rows, qr, M, sh.offset, 0, local, *args, seen, True)
+                        scanned = True
+                        break
+                topk.clear_seen(seen, touched, nt[0])
+            else:
+                topk.brute_range(rows, qr, M, sh.offset, 0, local, *args,
+                                 np.zeros(1, np.uint8), False)
+                scanned = True
+            if not scanned:
+                tail = np.flatnonzero(~self._listed[a:b] & self._live[a:b])
+                if len(tail):
+                    topk.brute_cols(rows, qr, M, sh.offset, tail, *args)
+        return topk.sorted_hits(hs, hid, int(size[0]))
+
     def ids_of(self, cols) -> np.ndarray:
         """The picture ids owning these columns (-1: free)."""
         cols = np.asarray(cols, dtype=np.int64)
@@ -134,6 +310,13 @@ class ScoreMatrix:
         """(width,) whether each column belongs to a picture."""
         return self._live.copy()
 
+    def _rows(self, rows: int) -> np.ndarray:
+        """The first `rows` rows over the live width, as one (rows, width) array (a copy)."""
+        out = np.empty((rows, self._width), np.float32)
+        for sh, a, b in self._spans():
+            out[:, a:b] = sh.map[:rows, : b - a]
+        return out
+
     def similarities(self, z: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
         """Cosine similarity of every column's first len(z) rows to z (free columns -inf),
         both centred on `mean` when given. Reads every row it compares, unlike a query."""
@@ -141,7 +324,7 @@ class ScoreMatrix:
         out = np.full(self._width, -np.inf, dtype=np.float32)
         if not self._width:
             return out
-        M = np.asarray(self._map[: len(z), : self._width], dtype=np.float32)  # rows x width
+        M = self._rows(len(z))
         mean = np.zeros(len(z)) if mean is None else np.asarray(mean, dtype=np.float64)
         zc = (z - mean).astype(np.float32)
         Mc = M - mean.astype(np.float32)[:, None]
@@ -156,73 +339,231 @@ class ScoreMatrix:
         rows = self.T if rows is None else int(rows)
         if not len(self):
             return np.zeros(rows)
-        M = np.asarray(self._map[:rows, : self._width], dtype=np.float64)
-        return M[:, self._live].mean(axis=1)
+        total = np.zeros(rows)
+        for sh, a, b in self._spans():
+            live = self._live[a:b]
+            total += np.asarray(sh.map[:rows, : b - a], np.float64)[:, live].sum(axis=1)
+        return total / len(self)
 
     def column(self, col: int) -> np.ndarray:
         """A picture's text-space vector z (T,), a copy."""
-        return np.array(self._map[:, col], dtype=np.float32)
+        sh = self._shard_of(int(col))
+        return np.array(sh.map[:, int(col) - sh.offset], dtype=np.float32)
+
+    # ------------------------------------------------------------------ segments
+    def tail_sizes(self) -> list[int]:
+        """Per shard, how many live columns are in no segment."""
+        return [int((~self._listed[a:b] & self._live[a:b]).sum()) for _, a, b in self._spans()]
+
+    def segment_counts(self) -> list[int]:
+        return [len(sh.segments) for sh in self.shards]
+
+    def seal(self, commit: Commit, minimum: int = SEAL_MIN) -> bool:
+        """Turn every shard tail of at least `minimum` columns into a segment; merge a
+        shard's segments once it has more than MAX_SEGMENTS. True if anything changed."""
+        plan = {}
+        for i, (sh, a, b) in enumerate(self._spans()):
+            tail = np.flatnonzero(~self._listed[a:b] & self._live[a:b])
+            if len(tail) and len(tail) >= minimum:
+                if len(sh.segments) + 1 > MAX_SEGMENTS:
+                    plan[i] = None  # merge everything
+                else:
+                    plan[i] = tail
+        return self._resegment(plan, commit)
+
+    def compact(self, commit: Commit) -> bool:
+        """Rebuild every shard as one segment over its live columns (dead columns become
+        reusable, tails get lists). True if anything changed."""
+        plan = {}
+        for i, (sh, a, b) in enumerate(self._spans()):
+            live = self._live[a:b]
+            listed = self._listed[a:b]
+            if len(sh.segments) == 1 and np.array_equal(live, listed) \
+                    and not self._listed[b:sh.offset + sh.capacity].any():
+                continue
+            plan[i] = None
+        for sh in self.shards[len(list(self._spans())):]:  # shards past the live width
+            if sh.segments:
+                plan[self.shards.index(sh)] = None
+        return self._resegment(plan, commit)
+
+    def _resegment(self, plan: dict, commit: Commit) -> bool:
+        """plan: shard number -> local columns of a new segment added to it, or None for
+        one segment over all its live columns in place of its segments."""
+        if not plan:
+            return False
+        dropped = []
+        for i, cols in plan.items():
+            sh = self.shards[i]
+            if cols is None:
+                a = sh.offset
+                b = min(sh.offset + sh.capacity, self._width)
+                cols = np.flatnonzero(self._live[a:b]) if b > a else np.zeros(0, np.int64)
+                dropped += [s.name for s in sh.segments]
+                sh.segments = []
+            if len(cols):
+                sh.segments.append(self._build_segment(sh, cols))
+        fsync_dir(self.directory)
+        commit(self.layout())
+        self._refresh_listed()
+        for name in dropped:
+            (self.directory / name).unlink(missing_ok=True)
+        return True
+
+    def _refresh_listed(self) -> None:
+        self._listed = np.zeros(self.capacity, dtype=bool)
+        for sh in self.shards:
+            for seg in sh.segments:
+                self._listed[sh.offset + seg.ids[0]] = True
+
+    def _build_segment(self, sh: Shard, cols: np.ndarray) -> Segment:
+        """Write the sorted lists of these local columns of a shard (one sort per word)."""
+        self.generation += 1
+        name = lists_name(self.generation)
+        path = self.directory / name
+        cols = np.asarray(cols, np.int64)
+        L, W = len(cols), self.words
+        out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(8 * W * L,))
+        ids = out[: 4 * W * L].view(np.int32).reshape(W, L)
+        vals = out[4 * W * L:].view(np.float32).reshape(W, L)
+        local = cols.astype(np.int32)
+        for t in range(W):
+            v = np.asarray(sh.map[t, cols])
+            order = np.argsort(-v, kind="stable")
+            ids[t] = local[order]
+            vals[t] = v[order]
+        out.flush()
+        del out, ids, vals
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+        return self._open_segment({"name": name, "length": L})
 
     # ------------------------------------------------------------------ writing
-    def reserve(self, n: int, commit: Callable[[str, int, int], None]) -> np.ndarray:
-        """n columns that no committed row references, growing the matrix if needed
-        (commit(name, capacity, generation) records a new file in the catalogue)."""
-        free = np.flatnonzero(~self._live)[:n]
+    def reserve(self, n: int, commit: Commit) -> np.ndarray:
+        """n columns that no committed row references and no segment lists, growing the
+        matrix if needed (commit(layout) records new files in the catalogue)."""
+        free = np.flatnonzero(~self._live & ~self._listed[: self._width])[:n]
         fresh = np.arange(self._width, self._width + n - len(free))
         cols = np.concatenate([free, fresh]).astype(np.int64)
         if len(cols) and cols.max() >= self.capacity:
-            self._grow(max(2 * self.capacity, int(cols.max()) + 1, MIN_CAPACITY), commit)
+            self._grow(int(cols.max()) + 1, commit)
         return cols
 
     def write(self, cols: np.ndarray, Z: np.ndarray) -> None:
         """Store the rows of Z (n x T) in these columns, on disk when this returns: before
         the caller commits any catalogue row that points at them."""
-        if len(cols):
-            self._map[:, cols] = Z.T
-            self._map.flush()
+        cols = np.asarray(cols, np.int64)
+        if not len(cols):
+            return
+        for sh in self.shards:
+            inside = (cols >= sh.offset) & (cols < sh.offset + sh.capacity)
+            if inside.any():
+                sh.map[:, cols[inside] - sh.offset] = Z[inside].T
+                sh.map.flush()
 
-    def _grow(self, capacity: int, commit: Callable[[str, int, int], None]) -> None:
-        """Copy the matrix into a bigger new file, make it durable, have it committed, and
-        only then delete the old one."""
-        self._new_generation(self.T, capacity, None, commit)
+    def _grow(self, needed: int, commit: Commit) -> None:
+        """Room for `needed` columns: the last shard doubled (up to SHARD_COLUMNS, copied
+        into a new file), then new shards; made durable, committed, and only then are the
+        replaced files deleted."""
+        old = []
+        while self.capacity < needed:
+            last = self.shards[-1] if self.shards else None
+            if last is not None and last.capacity < SHARD_COLUMNS:
+                cap = min(SHARD_COLUMNS, max(2 * last.capacity, needed - last.offset,
+                                             MIN_CAPACITY))
+                new = self._new_file(self.T, cap)
+                new[:, : last.capacity] = last.map
+                old.append(last.name)
+                self.shards[-1] = Shard(last.offset, cap, self._finish(new),
+                                        None, last.segments)
+                self.shards[-1].map = self._map_of(self.shards[-1])
+            else:
+                cap = min(SHARD_COLUMNS, max(needed - self.capacity, MIN_CAPACITY))
+                name = self._finish(self._new_file(self.T, cap))
+                sh = Shard(self.capacity, cap, name, None)
+                sh.map = self._map_of(sh)
+                self.shards.append(sh)
+            self.capacity = sum(s.capacity for s in self.shards)
+        fsync_dir(self.directory)
+        commit(self.layout())
+        listed = np.zeros(self.capacity, dtype=bool)
+        listed[: len(self._listed)] = self._listed
+        self._listed = listed
+        for name in old:
+            (self.directory / name).unlink(missing_ok=True)
 
-    def rewrite(self, T: int, fill: Callable[[np.memmap], None],
-                commit: Callable[[str, int, int], None], row_map=None) -> None:
-        """A new generation of T rows (the vocabulary may have grown): the current rows are
-        copied in, fill(new map) changes what it wants, then the file is made durable and
-        commit(name, capacity, generation) records it (with whatever else must change in the
-        same transaction) before the old file is deleted; a crash before the commit leaves
-        an orphan, deleted at the next writable open. row_map: (old rows, new rows) saying
-        where each copied row goes (default: the first rows, in place)."""
-        self._new_generation(T, max(self.capacity, MIN_CAPACITY), fill, commit, row_map)
+    def _new_file(self, rows: int, capacity: int) -> np.memmap:
+        self.generation += 1
+        self._pending = matrix_name(self.generation)
+        return np.memmap(self.directory / self._pending, dtype=np.float32, mode="w+",
+                         shape=(rows, capacity))
 
-    def _new_generation(self, T: int, capacity: int, fill, commit, row_map=None) -> None:
-        generation = self.generation + 1
-        name = matrix_name(generation)
-        path = self.directory / name
-        new = np.memmap(path, dtype=np.float32, mode="w+", shape=(T, capacity))
-        if self._map is not None:
-            if row_map is None:
-                rows = min(T, self.T)
-                row_map = (np.arange(rows), np.arange(rows))
-            for old, to in zip(*row_map):
-                new[to, : self.capacity] = self._map[old]
-        if fill is not None:
-            fill(new)
+    def _finish(self, new: np.memmap) -> str:
         new.flush()
         del new
-        with open(path, "rb+") as f:
+        name = self._pending
+        with open(self.directory / name, "rb+") as f:
             os.fsync(f.fileno())
+        return name
+
+    def _map_of(self, sh: Shard) -> np.memmap:
+        return np.memmap(self.directory / sh.name, dtype=np.float32,
+                         mode="r+" if self.writable else "r", shape=(self.T, sh.capacity))
+
+    def rewrite(self, T: int, fill: Callable[[Callable], None], commit: Commit,
+                row_map=None) -> None:
+        """New files of T rows for every shard (the vocabulary may have grown): the current
+        rows are copied in, fill(put) changes what it wants (put(cols, Z) stores the rows of
+        Z (n x T) in global columns), then the files are made durable and commit(layout)
+        records them (with whatever else must change in the same transaction) before the old
+        files are deleted. The segments are dropped (their scores changed): compact after.
+        row_map: (old rows, new rows) saying where each copied row goes (default: the first
+        rows, in place)."""
+        if row_map is None:
+            r = min(T, self.T)
+            row_map = (np.arange(r), np.arange(r))
+        shards = self.shards
+        if not shards:  # no picture yet: nothing to copy
+            self.T = T
+            commit(self.layout())
+            return
+        old_names = [s.name for s in shards] + [g.name for s in shards for g in s.segments]
+        news = []
+        for sh in shards:
+            new = self._new_file(T, sh.capacity)
+            for o, t in zip(*row_map):
+                new[t] = sh.map[o]
+            news.append((new, self._pending))
+
+        def put(cols, Z):
+            cols = np.asarray(cols, np.int64)
+            for sh, (new, _) in zip(shards, news):
+                inside = (cols >= sh.offset) & (cols < sh.offset + sh.capacity)
+                if inside.any():
+                    new[:, cols[inside] - sh.offset] = np.asarray(Z)[inside].T
+
+        if fill is not None:
+            fill(put)
+        names = []
+        for new, name in news:
+            self._pending = name
+            names.append(self._finish(new))
         fsync_dir(self.directory)
-        commit(name, capacity, generation)
-        old = self.path
         self.T = T
-        self._open(name, capacity, generation)
-        if old is not None and old != self.path:
-            old.unlink(missing_ok=True)
+        self.shards = [Shard(sh.offset, sh.capacity, name, None)
+                       for sh, name in zip(shards, names)]
+        for sh in self.shards:
+            sh.map = self._map_of(sh)
+        commit(self.layout())
+        self._refresh_listed()
+        for name in old_names:
+            if name not in names:
+                (self.directory / name).unlink(missing_ok=True)
 
     def remove_orphans(self) -> None:
-        """Delete the files of grows that never committed."""
+        """Delete the files of grows and seals that never committed."""
+        keep = {s.name for s in self.shards} | {g.name for s in self.shards
+                                                for g in s.segments}
         for p in matrix_files(self.directory):
-            if p.name != self.name:
+            if p.name not in keep:
                 p.unlink(missing_ok=True)

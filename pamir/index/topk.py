@@ -1,0 +1,179 @@
+"""Exact top-k kernels (numba): Fagin's threshold algorithm over score-sorted word lists, and
+a fused brute-force scan, sharing one bounded heap per query.
+
+Order. A result ranks by score, highest first, then by picture id, smallest first: (s1, id1)
+is better than (s2, id2) when s1 > s2, or s1 == s2 and id1 < id2. Both paths and the numpy
+reference (`ScoreMatrix.best_of`) use it, so they agree on ties.
+
+Exactness. A picture's score is computed the same way everywhere, in float32, adding the
+query's words in ascending row order starting from 0: s = ((0 + q0*z0) + q1*z1) + ... .
+Rounded float32 multiplication by a fixed weight and rounded addition are monotone, so the
+threshold tau computed the same way from the lists' current values bounds every unseen
+picture's computed score exactly (not just up to rounding). A word with a negative weight is
+walked from the low end of its list, where q*z is largest.
+
+The heap holds the k best so far with the worst at its root; every kernel takes it, so shards
+and segments searched one after another prune with the k-th score found so far.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: Columns scored at a time by the brute-force scan (fits L1 with a few rows).
+CHUNK = 2048
+
+
+@njit(cache=True, inline="always")
+def _better(s1, i1, s2, i2):
+    return s1 > s2 or (s1 == s2 and i1 < i2)
+
+
+@njit(cache=True)
+def _push(hs, hid, size, k, s, pid):
+    """Offer (s, pid) to the heap of the k best (root: the worst of them)."""
+    n = size[0]
+    if n < k:
+        i = n
+        size[0] = n + 1
+        while i > 0:
+            p = (i - 1) >> 1
+            if _better(hs[p], hid[p], s, pid):
+                hs[i] = hs[p]
+                hid[i] = hid[p]
+                i = p
+            else:
+                break
+        hs[i] = s
+        hid[i] = pid
+        return
+    if not _better(s, pid, hs[0], hid[0]):
+        return
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        r = c + 1
+        if r < n and _better(hs[c], hid[c], hs[r], hid[r]):
+            c = r  # the worse child
+        if _better(s, pid, hs[c], hid[c]):
+            hs[i] = hs[c]
+            hid[i] = hid[c]
+            i = c
+        else:
+            break
+    hs[i] = s
+    hid[i] = pid
+
+
+@njit(cache=True, inline="always")
+def _offer(hs, hid, size, k, s, pid, floor, has_floor):
+    if has_floor and s < floor:
+        return
+    if size[0] == k and not _better(s, pid, hs[0], hid[0]):
+        return
+    _push(hs, hid, size, k, s, pid)
+
+
+@njit(cache=True)
+def ta_segment(ids, vals, rows, q, M, offset, width, col_id, live, keep, use_keep,
+               floor, has_floor, hs, hid, size, k, seen, touched, ntouched, max_depth):
+    """The threshold algorithm over one segment's lists (ids, vals: (list rows, L), each row
+    a word's local columns and scores sorted by score, descending). rows/q: the query's word
+    rows (ascending) and weights; M: the shard's (rows, capacity) matrix; offset: the shard's
+    first global column. Marks every column it scores in `seen` (and lists it in `touched`).
+    Returns the depth it stopped at, or -1 when it reached max_depth without being sure (the
+    caller then scans the rest of the shard)."""
+    m = len(rows)
+    L = ids.shape[1]
+    for d in range(L):
+        if d >= max_depth:
+            return -1
+        for j in range(m):
+            pos = d if q[j] > 0 else L - 1 - d
+            c = ids[rows[j], pos]
+            if seen[c]:
+                continue
+            seen[c] = 1
+            touched[ntouched[0]] = c
+            ntouched[0] += 1
+            g = offset + c
+            if g >= width or not live[g]:
+                continue
+            if use_keep and not keep[g]:
+                continue
+            s = np.float32(0)
+            for i in range(m):
+                s += q[i] * M[rows[i], c]
+            _offer(hs, hid, size, k, s, col_id[g], floor, has_floor)
+        tau = np.float32(0)
+        for j in range(m):
+            pos = d if q[j] > 0 else L - 1 - d
+            tau += q[j] * vals[rows[j], pos]
+        if has_floor and tau < floor:
+            return d + 1
+        if size[0] == k and tau < hs[0]:
+            return d + 1
+    return L
+
+
+@njit(cache=True)
+def brute_range(rows, q, M, offset, c0, c1, width, col_id, live, keep, use_keep,
+                floor, has_floor, hs, hid, size, k, seen, use_seen):
+    """Score the shard's local columns c0..c1 (global offset + c) and offer each to the heap;
+    with use_seen, columns already scored (seen) are skipped."""
+    m = len(rows)
+    acc = np.empty(CHUNK, np.float32)
+    c1 = min(c1, width - offset)
+    for start in range(c0, c1, CHUNK):
+        n = min(CHUNK, c1 - start)
+        r = rows[0]
+        qj = q[0]
+        for i in range(n):
+            acc[i] = np.float32(0) + qj * M[r, start + i]
+        for j in range(1, m):
+            r = rows[j]
+            qj = q[j]
+            for i in range(n):
+                acc[i] += qj * M[r, start + i]
+        for i in range(n):
+            s = acc[i]
+            if size[0] == k and s < hs[0]:
+                continue
+            if has_floor and s < floor:
+                continue
+            c = start + i
+            g = offset + c
+            if not live[g] or (use_keep and not keep[g]) or (use_seen and seen[c]):
+                continue
+            _offer(hs, hid, size, k, s, col_id[g], floor, has_floor)
+
+
+@njit(cache=True)
+def brute_cols(rows, q, M, offset, cols, width, col_id, live, keep, use_keep,
+               floor, has_floor, hs, hid, size, k):
+    """Score the shard's local columns `cols` (an unsorted tail) and offer each."""
+    m = len(rows)
+    for c in cols:
+        g = offset + c
+        if g >= width or not live[g] or (use_keep and not keep[g]):
+            continue
+        s = np.float32(0)
+        for i in range(m):
+            s += q[i] * M[rows[i], c]
+        _offer(hs, hid, size, k, s, col_id[g], floor, has_floor)
+
+
+@njit(cache=True)
+def clear_seen(seen, touched, n):
+    for i in range(n):
+        seen[touched[i]] = 0
+
+
+def sorted_hits(hs: np.ndarray, hid: np.ndarray, size: int) -> list[tuple[int, float]]:
+    """The heap's (id, score) pairs in result order."""
+    s, i = hs[:size], hid[:size]
+    order = np.lexsort((i, -s))
+    return [(int(i[o]), float(s[o])) for o in order]
