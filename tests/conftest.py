@@ -17,3 +17,76 @@ def corel_protocol(corel_root):
     from pamir.protocol import Protocol
 
     return Protocol(load_corel5k(corel_root))
+
+
+# ------------------------------------------------------------------ reliability (issue 15)
+# A tiny real system (60 small generated pictures, visterms + PAMIR, a few seconds to fit),
+# shared by the tests/test_reliability_*.py files, and a way to run the real `pamir` command
+# in a child process (so a test can kill it).
+RELIABILITY_COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
+                       "yellow": (230, 210, 40)}
+
+
+def reliability_pictures(root, n: int = 60, seed: int = 0, size=(48, 64)):
+    """n generated pictures (plain or striped colours) and a captions table in `root`."""
+    from pathlib import Path
+
+    import numpy as np
+    from PIL import Image
+
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    rows = ["path\tkeywords"]
+    names = list(RELIABILITY_COLOURS)
+    for i in range(n):
+        colour = names[i % len(names)]
+        striped = (i // len(names)) % 2 == 0
+        a = np.empty((*size, 3), np.float32)
+        a[:] = RELIABILITY_COLOURS[colour]
+        a += rng.normal(0, 12, a.shape)
+        if striped:
+            a[:, (np.arange(size[1]) // 4) % 2 == 0] = 250
+        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:03d}.png")
+        rows.append(f"p{i:03d}.png\t{colour} {'stripes' if striped else 'plain'}")
+    (root / "captions.tsv").write_text("\n".join(rows) + "\n")
+    return root / "captions.tsv"
+
+
+def reliability_fit(table, out, cache_dir, n_updates: int = 3_000):
+    from pamir.data import load_collection
+    from pamir.features import FeatureSettings
+    from pamir.system import fit_system
+
+    settings = FeatureSettings(short_side=48, n_visterms=16, n_colours=8, kmeans_iterations=4,
+                               colour_max_pictures=60)
+    system = fit_system(load_collection(table), "pamir", settings,
+                        {"n_updates": n_updates, "eval_every": 1_000}, progress=False,
+                        representation="visterms", cache_dir=cache_dir, log=None, grid={})
+    system.save(out)
+    return system
+
+
+@pytest.fixture(scope="session")
+def tiny_system(tmp_path_factory):
+    """(root, model folder, pictures folder, captions table) of a tiny fitted real system."""
+    root = tmp_path_factory.mktemp("reliability")
+    table = reliability_pictures(root / "pictures")
+    reliability_fit(table, root / "model", root / "fit-cache")
+    return root, root / "model", root / "pictures", table
+
+
+def pamir_command(*args, env=None, **popen):
+    """A `pamir ARGS` child process (the package from this checkout), Popen'ed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    e = dict(os.environ)
+    e["PYTHONPATH"] = repo + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    e.setdefault("PAMIR_EMBEDDINGS", "0")
+    e.update(env or {})
+    return subprocess.Popen([sys.executable, "-c", "from pamir.cli import main; main()",
+                             *map(str, args)], env=e, **popen)

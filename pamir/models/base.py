@@ -9,12 +9,15 @@ so a model file from someone else cannot run code.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import inspect
 import json
 import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -121,15 +124,25 @@ class TextSpaceModel:
 def save_directory(path, meta: dict, arrays: dict[str, np.ndarray]) -> Path:
     """Write model.json + arrays.npz to a new directory, then swap it in atomically.
 
-    The files are written and fsynced in a temporary sibling directory, which then replaces
-    `path` by rename, so a crash never leaves a half-written model where a good one was. An
-    existing `path` is replaced only if it is a model (it holds nothing but model.json and
-    arrays.npz): a folder of the user's is never deleted.
+    The files are written and fsynced in a temporary sibling directory
+    (`.NAME.saving-<pid>-*`), which then takes the place of `path`: by one atomic exchange
+    of the two folders where the system has it (Linux renameat2), so that `path` is a whole
+    model at every instant, else by two renames (the old model set aside as `.NAME.old`, which
+    `load_directory` reads if a crash fell between them). A killed save's leftovers are
+    deleted by the next save. An existing `path` is replaced only if it is a model (it holds
+    nothing but model.json and arrays.npz): a folder of the user's is never deleted. A full
+    disk or a read-only folder is an OSError naming the path, the previous model unchanged.
     """
     path = Path(path).resolve()  # "." has no name to make a sibling from
     check_replaceable(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_saves(path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.saving-{os.getpid()}-",
+                                    dir=path.parent))
+    except OSError as e:
+        raise OSError(e.errno, f"{path}: cannot save the model ({e.strerror or e}); "
+                               "the previous model, if any, is unchanged") from None
     try:
         with open(tmp / "arrays.npz", "wb") as f:
             np.savez(f, **arrays)
@@ -139,18 +152,85 @@ def save_directory(path, meta: dict, arrays: dict[str, np.ndarray]) -> Path:
             json.dump(meta, f, indent=1, default=_json_default)
             f.flush()
             os.fsync(f.fileno())
-        old = None
+        _fsync_dir(tmp)
         if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            path.rename(old)
-        tmp.rename(path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            if _exchange(tmp, path):  # tmp now holds the old model
+                _fsync_dir(path.parent)
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                old = path.with_name(f".{path.name}.old")
+                shutil.rmtree(old, ignore_errors=True)
+                path.rename(old)
+                tmp.rename(path)
+                _fsync_dir(path.parent)
+                shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(path)
+            _fsync_dir(path.parent)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OSError(e.errno, f"{path}: cannot save the model ({e.strerror or e}); "
+                               "the previous model, if any, is unchanged") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def remove_stale_saves(path: Path) -> list[Path]:
+    """Delete what killed saves of the model at `path` left beside it: `.NAME.saving-<pid>-*`
+    folders of dead processes, and `.NAME.old` once `path` is a whole model again."""
+    from ..storage import pid_alive  # noqa: PLC0415
+
+    gone = []
+    prefix = f".{path.name}.saving-"
+    for p in path.parent.glob(f".{glob_escape(path.name)}.saving-*"):
+        pid = p.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p)
+    old = path.with_name(f".{path.name}.old")
+    if old.is_dir() and (path / "model.json").is_file() and (path / "arrays.npz").is_file():
+        shutil.rmtree(old, ignore_errors=True)
+        gone.append(old)
+    elif old.is_dir() and not path.exists():
+        old.rename(path)  # a save killed between its two renames: the old model back
+    return gone
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where the system
+    or file system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 MODEL_FILES = frozenset({"model.json", "arrays.npz"})
@@ -169,24 +249,61 @@ def check_replaceable(path: Path) -> None:
             )
 
 
+class _Stored(dict):
+    """A dict read from a model's files: a missing key is a damaged model (ValueError naming
+    the file), not a KeyError deep inside loading."""
+
+    where = "model"
+
+    def __missing__(self, key):
+        raise ValueError(f"{self.where}: has no {key!r}; the file is damaged or from another "
+                         "version of pamir; fit the model again")
+
+
 def load_directory(path) -> tuple[dict, dict[str, np.ndarray]]:
     path = Path(path)
+    if not (path / "model.json").exists() and not path.exists():
+        old = path.with_name(f".{path.name}.old")
+        if (old / "model.json").is_file() and (old / "arrays.npz").is_file():
+            path = old  # a save was killed between its two renames: the previous model
     if not (path / "model.json").is_file() or not (path / "arrays.npz").is_file():
         raise FileNotFoundError(
             f"{path}: not a pamir model directory (expected model.json and arrays.npz); "
             "create one with `pamir fit`"
         )
+    where = str(path / "model.json")
+
+    def stored(d):
+        d = _Stored(d)
+        d.where = where
+        return d
+
     try:
-        meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        meta = json.loads((path / "model.json").read_text(encoding="utf-8"),
+                          object_hook=stored)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"{path / 'model.json'}: not a readable model description ({e}); "
                          "fit the model again") from None
+    except OSError as e:
+        raise ValueError(f"{path / 'model.json'}: cannot be read ({e.strerror or e})") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{path / 'model.json'}: not a model description; fit the model again")
+    version = meta.get("format_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        raise ValueError(f"{path / 'model.json'}: model format {version} was written by a newer "
+                         f"pamir (this one reads format {FORMAT_VERSION}); upgrade pamir or fit "
+                         "the model again")
+    arrays = _Stored()
+    arrays.where = str(path / "arrays.npz")
     try:
-        with np.load(path / "arrays.npz", allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        z = np.load(path / "arrays.npz", allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an archive of them")
+        with z:
+            for k in z.files:
+                arrays[k] = z[k]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error,
+            NotImplementedError) as e:
         raise ValueError(f"{path / 'arrays.npz'}: damaged or not a model's arrays ({e}); "
                          "fit the model again") from None
     return meta, arrays
