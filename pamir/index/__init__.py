@@ -41,7 +41,8 @@ from ..query import Query, QuerySyntaxError, parse, resolve
 from ..storage import fsync_dir
 from ..text import STOP_WORDS
 from .catalog import CATALOG, SCHEMA_VERSION, Catalog, IndexDirError, Picture, catalog_files
-from .scores import SEAL_AT, ScoreMatrix, matrix_files
+from . import scores as _scores
+from .scores import ScoreMatrix, matrix_files
 from .sync import BATCH_SIZE, Transform, UpdateReport, file_hash, scan_pictures
 from .sync import update as sync_update
 
@@ -521,8 +522,8 @@ class Index:
                 ids = [self._catalog.insert(e, "ok", None, int(c)) for e, c in zip(entries, cols)]
             self._matrix.release(freed)
             self._matrix.assign(cols, ids)
-            if max(self._matrix.tail_sizes(), default=0) >= SEAL_AT:
-                self._matrix.seal(self._commit_matrix, SEAL_AT)
+            if max(self._matrix.tail_sizes(), default=0) >= _scores.SEAL_AT:
+                self._matrix.seal(self._commit_matrix, _scores.SEAL_AT)
             return ids
 
     def _commit_matrix(self, layout: dict) -> None:

@@ -358,9 +358,10 @@ class ScoreMatrix:
     def segment_counts(self) -> list[int]:
         return [len(sh.segments) for sh in self.shards]
 
-    def seal(self, commit: Commit, minimum: int = SEAL_MIN) -> bool:
+    def seal(self, commit: Commit, minimum: int | None = None) -> bool:
         """Turn every shard tail of at least `minimum` columns into a segment; merge a
         shard's segments once it has more than MAX_SEGMENTS. True if anything changed."""
+        minimum = SEAL_MIN if minimum is None else minimum
         plan = {}
         for i, (sh, a, b) in enumerate(self._spans()):
             tail = np.flatnonzero(~self._listed[a:b] & self._live[a:b])
