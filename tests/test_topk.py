@@ -42,7 +42,7 @@ def collections(draw):
     """Batches of pictures (each batch an indexing run: added, maybe sealed), removals and
     compactions in between."""
     steps = []
-    for _ in range(draw(st.integers(1, 5))):
+    for _ in range(draw(st.integers(1, 4))):
         n = draw(st.integers(1, 90))
         if draw(st.booleans()):
             Z = np.array(draw(st.lists(st.lists(score_values, min_size=6, max_size=6),
@@ -81,7 +81,7 @@ def build(directory: Path, steps) -> Index:
     return index
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=collections(), qs=st.lists(queries, min_size=1, max_size=4))
 def test_top_k_equals_brute_force_ties_included(small_shards, steps, qs):
