@@ -84,6 +84,8 @@ def index_command(
                                                   "cluster of this many worker processes"),
     scheduler: str = typer.Option(None, help="run batches as Dask tasks on the cluster of "
                                              "this scheduler (tcp://HOST:8786; docs/scale.md)"),
+    compact: bool = typer.Option(False, "--compact", help="then merge the index's segments "
+                                 "of sorted lists into one per shard (results unchanged)"),
 ):
     """Index folders of pictures, incrementally: only new and changed files are computed.
 
@@ -115,6 +117,8 @@ def index_command(
             console.print(f"interrupted: {len(index):,} pictures are safely indexed; run the "
                           "same command again to go on")
             raise typer.Exit(130) from None
+        if compact:
+            index.compact()
         status = index.status()
     if as_json:
         print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
