@@ -1,0 +1,177 @@
+"""`pamir index` through Dask (pamir.distributed): one 2-process LocalCluster for the module.
+
+An index built through the cluster equals one built in this process, picture by picture and
+score by score; a worker killed mid-run leaves an index that a rerun completes, nothing
+indexed twice.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+distributed = pytest.importorskip("distributed")
+
+import cloudpickle  # noqa: E402  (a dependency of distributed)
+import dask  # noqa: E402
+
+from pamir.distributed import BatchesFailed, DaskTransform, transform_batch  # noqa: E402
+from pamir.index import Index, model_fingerprint  # noqa: E402
+
+# The kill switch below runs on the workers: send this module's functions by value (the
+# workers cannot import the tests folder).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
+           "yellow": (230, 210, 40)}
+
+
+def make_collection(root: Path, n: int = 48) -> Path:
+    """n small generated pictures (plain or striped colours) and their captions table."""
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True)
+    rows = ["path\tkeywords"]
+    names = list(COLOURS)
+    for i in range(n):
+        colour, striped = names[i % len(names)], (i // len(names)) % 2 == 0
+        a = np.empty((40, 56, 3), np.float32)
+        a[:] = COLOURS[colour]
+        a += rng.normal(0, 12, a.shape)
+        if striped:
+            a[:, (np.arange(56) // 4) % 2 == 0] = 250
+        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:02d}.png")
+        rows.append(f"p{i:02d}.png\t{colour} {'stripes' if striped else 'plain'}")
+    (root / "captions.tsv").write_text("\n".join(rows) + "\n")
+    (root / "junk.png").write_bytes(b"\x00not a picture" * 10)  # recorded as unreadable
+    return root / "captions.tsv"
+
+
+@pytest.fixture(scope="module")
+def system_dir(tmp_path_factory):
+    """(model folder, pictures folder): a tiny real visterms + PAMIR system."""
+    from pamir.data import load_collection
+    from pamir.features import FeatureSettings
+    from pamir.system import fit_system
+
+    root = tmp_path_factory.mktemp("dask")
+    table = make_collection(root / "pictures")
+    settings = FeatureSettings(short_side=40, n_visterms=16, n_colours=8, kmeans_iterations=4,
+                               colour_max_pictures=48)
+    coll = load_collection(table)
+    system = fit_system(coll, "pamir", settings, {"n_updates": 3_000, "eval_every": 1_000},
+                        progress=False, representation="visterms", cache_dir=root / "cache",
+                        log=None, grid={})
+    system.save(root / "model")
+    return root / "model", root / "pictures"
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A 2-worker LocalCluster of processes; a task whose worker dies is given up at once
+    (KilledWorker; by default the scheduler tries it on 3 more workers first)."""
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+        with distributed.Client(cluster) as c:
+            yield c
+        cluster.close()
+
+
+def in_process_index(directory: Path, model: Path, pictures: Path) -> Index:
+    from pamir.system import System
+
+    system = System.load(model, progress=False)
+    ix = Index.create(directory, system.vocabulary, system.idf)
+    ix.update([pictures], system.transform_paths, batch_size=16)
+    return ix
+
+
+def contents(ix: Index) -> dict:
+    """{path: (hash, size, mtime, state, reason, scores)} of every picture."""
+    out = {}
+    for p in ix.pictures():
+        assert p.path not in out, f"{p.path} indexed twice"
+        scores = tuple(ix.vector(p.id)) if p.state == "ok" else None
+        out[p.path] = (p.hash, p.size, p.mtime_ns, p.state, p.reason, scores)
+    return out
+
+
+def test_cluster_index_equals_in_process(system_dir, client, tmp_path):
+    model, pictures = system_dir
+    with in_process_index(tmp_path / "local", model, pictures) as ref:
+        expected = contents(ref)
+    from pamir.system import System
+
+    system = System.load(model, progress=False)
+    transform = DaskTransform(client, model, model_fingerprint(model))
+    with Index.create(tmp_path / "dask", system.vocabulary, system.idf) as ix:
+        report = ix.update([pictures], transform, batch_size=8)
+        got = contents(ix)
+    assert report.added == 48 and [Path(p).name for p, _ in report.failed] == ["junk.png"]
+    assert got.keys() == expected.keys()
+    for path in expected:  # picture by picture, score by score, bit for bit
+        assert got[path] == expected[path], path
+
+
+def test_cli_index_on_a_scheduler(system_dir, client, tmp_path):
+    """`pamir index --scheduler ADDRESS` drives the same path from the command line."""
+    from typer.testing import CliRunner
+
+    from pamir.cli import app
+
+    model, pictures = system_dir
+    r = CliRunner().invoke(app, ["index", str(model), str(pictures), "--index",
+                                 str(tmp_path / "ix"), "--scheduler",
+                                 client.scheduler.address, "--batch", "16"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert "48 pictures indexed" in r.output and "junk.png" in r.output
+
+
+def killing_task(marker_dir, victim, model_dir, fingerprint, classes, cache_dir, paths):
+    """transform_batch, except that the worker running the batch holding `victim` dies
+    (os._exit, as a kill or an out-of-memory would) the first time (noted in marker_dir)."""
+    if victim in paths and not Path(marker_dir, "died").exists():
+        Path(marker_dir, "died").touch()
+        os._exit(1)
+    return transform_batch(model_dir, fingerprint, classes, cache_dir, paths)
+
+
+class Killing(DaskTransform):
+    def __init__(self, *args, victim, marker_dir, **kw):
+        super().__init__(*args, **kw)
+        self.task = killing_task
+        self.args = (marker_dir, victim) + self.args
+
+
+def test_killed_worker_then_rerun_completes(system_dir, client, tmp_path):
+    model, pictures = system_dir
+    from pamir.system import System
+
+    system = System.load(model, progress=False)
+    fp = model_fingerprint(model)
+    victim = str((pictures / "p20.png").resolve())
+    with in_process_index(tmp_path / "local", model, pictures) as ref:
+        expected = contents(ref)
+
+    with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
+        # The worker running one batch dies (allowed-failures is 0 here): that batch is
+        # given up, the others are committed...
+        killing = Killing(client, model, fp, victim=victim, marker_dir=str(tmp_path),
+                          retries=0)
+        with pytest.raises(BatchesFailed) as failed:
+            ix.update([pictures], killing, batch_size=8)
+        # (the tasks queued on the dead worker die with it)
+        assert (tmp_path / "died").exists() and 1 <= len(failed.value.failed) < 7
+        partial = contents(ix)
+        assert victim not in partial
+        assert all(partial[p] == expected[p] for p in partial)
+        # ... and a rerun computes only what is missing, nothing twice.
+        report = ix.update([pictures], killing, batch_size=8)
+        assert report.unchanged == len(partial)
+        assert report.added == 48 - sum(v[3] == "ok" for v in partial.values())
+        assert contents(ix) == expected
