@@ -36,8 +36,9 @@ def test_extract_caches_and_skips(pictures, tmp_path):
 
 def test_sift_bags_unit_rows_and_round_trip(pictures):
     model = SiftVisterms(n_visterms=8, n_iter=3)
-    X, ok = model.fit_transform(pictures)
+    X, ok, reasons = model.fit_transform(pictures)
     assert X.shape == (7, 8) and ok.sum() == 6 and X[6].nnz == 0
+    assert reasons[6] and model.keypoints_per_picture_ > 10
     norms = np.sqrt(X.multiply(X).sum(1)).A1[:6]
     np.testing.assert_allclose(norms[norms > 0], 1.0, rtol=1e-5)
     again = SiftVisterms.from_saved(model.to_dict(), model.to_arrays())

@@ -5,7 +5,11 @@
 
 Names a user gives (`pamir fit --representation`): "visterms" (the papers' bags of visterms),
 "blocks" (per-block descriptors, for BBNN and the block kernels), "cnn" (EfficientNet-Lite
-features, pamir.features.cnn) and concatenations such as "cnn+visterms".
+features, pamir.features.cnn), the 2006 papers' "sift" (bags of DoG/SIFT visterms,
+pamir.features.sift), "blobs" (Duygulu et al.'s Blobs made here for any picture) and
+"blobs-arff" (Duygulu's own blobs, Corel 5k only; pamir.features.blobs), and
+concatenations such as "cnn+visterms" or "blobs+sift". docs/representations.md describes
+each with its costs and measured figures.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from .settings import FeatureSettings
 
 #: What each name is made of, and what it gives ("bags": non-negative visterm bags;
 #: "vectors": any picture matrix; "blocks": per-block descriptors).
-NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors"}
+NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors", "sift": "bags",
+         "blobs": "bags", "blobs-arff": "bags"}
+
+#: The user-facing name of each saved representation `kind`.
+KIND_NAMES = {"visual_pipeline": "visterms", "block_pipeline": "blocks",
+              "sift_visterms": "sift", "blobs_arff": "blobs-arff"}
 
 
 def parse_name(name: str) -> list[str]:
@@ -27,7 +36,7 @@ def parse_name(name: str) -> list[str]:
     bad = [p for p in parts if p not in NAMES]
     if bad or not parts:
         raise ValueError(f"representation {name!r}: use one of {', '.join(NAMES)} or a "
-                         "combination such as cnn+visterms")
+                         "combination such as cnn+visterms or blobs+sift")
     if len(parts) > 1 and "blocks" in parts:
         raise ValueError(f"representation {name!r}: blocks cannot be combined")
     return parts
@@ -46,11 +55,27 @@ def takes(model_input: str, name: str) -> bool:
 
 
 def make_representation(name: str, *, feature_settings: FeatureSettings | None = None,
-                        cnn_settings=None, weights=None, cache_dir=None, progress=True):
-    """An unfitted representation of that name (weights: one per part of a combination)."""
+                        cnn_settings=None, weights=None, cache_dir=None, progress=True,
+                        sift_visterms: int | None = None, blob_settings=None):
+    """An unfitted representation of that name (weights: one per part of a combination;
+    sift_visterms: the SIFT codebook size, SIFT_VISTERMS by default; blob_settings: a
+    pamir.features.blobs.BlobSettings)."""
     parts = []
     for part in parse_name(name):
-        if part == "visterms":
+        if part == "sift":
+            from .sift import SIFT_VISTERMS, SiftVisterms  # noqa: PLC0415
+
+            parts.append(SiftVisterms(sift_visterms or SIFT_VISTERMS, cache_dir=cache_dir,
+                                      progress=progress))
+        elif part == "blobs":
+            from .blobs import SegmentedBlobs  # noqa: PLC0415
+
+            parts.append(SegmentedBlobs(blob_settings, cache_dir=cache_dir, progress=progress))
+        elif part == "blobs-arff":
+            from .blobs import ArffBlobs  # noqa: PLC0415
+
+            parts.append(ArffBlobs(cache_dir=cache_dir, progress=progress))
+        elif part == "visterms":
             parts.append(VisualPipeline(feature_settings, cache_dir=cache_dir,
                                         progress=progress))
         elif part == "blocks":
@@ -88,8 +113,7 @@ class Concatenation:
 
     @property
     def name(self) -> str:
-        return "+".join(p.kind if p.kind != "visual_pipeline" else "visterms"
-                        for p in self.parts)
+        return "+".join(KIND_NAMES.get(p.kind, p.kind) for p in self.parts)
 
     def combine(self, matrices) -> sp.csr_matrix:
         return sp.hstack([sp.csr_matrix(M, dtype=np.float32) * w
@@ -132,8 +156,12 @@ def representation_class(kind: str):
         from .cnn import CNNRepresentation  # heavy optional dependency: torch, onnxruntime
 
         return CNNRepresentation
+    from .blobs import ArffBlobs, SegmentedBlobs  # noqa: PLC0415
+    from .sift import SiftVisterms  # noqa: PLC0415
+
     classes = {VisualPipeline.kind: VisualPipeline, BlockPipeline.kind: BlockPipeline,
-               Concatenation.kind: Concatenation}
+               Concatenation.kind: Concatenation, SiftVisterms.kind: SiftVisterms,
+               SegmentedBlobs.kind: SegmentedBlobs, ArffBlobs.kind: ArffBlobs}
     if kind not in classes:
         raise ValueError(f"unknown representation kind {kind!r}; this pamir knows "
                          f"{', '.join([*classes, 'cnn'])}: was the model made by a newer one?")
@@ -145,11 +173,11 @@ def representation_from_saved(d: dict, arrays: dict, **kwargs):
 
 
 def representation_name(rep) -> str:
-    """The user-facing name: visterms, blocks, cnn, cnn+visterms, ..."""
+    """The user-facing name: visterms, blocks, cnn, sift, blobs, cnn+visterms, ..."""
     if isinstance(rep, Concatenation):
         return rep.name
-    return {"visual_pipeline": "visterms", "block_pipeline": "blocks"}.get(rep.kind, rep.kind)
+    return KIND_NAMES.get(rep.kind, rep.kind)
 
 
-__all__ = ["Concatenation", "NAMES", "make_representation", "output_of", "parse_name",
+__all__ = ["Concatenation", "KIND_NAMES", "NAMES", "make_representation", "output_of", "parse_name",
            "representation_class", "representation_from_saved", "representation_name", "takes"]

@@ -2,7 +2,11 @@
 k-means codebook, tf-idf bags.
 
     sift = SiftVisterms(n_visterms=1000).fit(train_paths)
-    X, ok = sift.transform(paths)        # (n x K) CSR float32, rows unit L2
+    X, ok, reasons = sift.transform(paths)   # an Extracted: (n x K) CSR float32, rows unit L2
+
+The representation "sift" of pamir.features.registry (the contract of
+pamir.features.representation: transform gives an Extracted, a picture that cannot be read
+an empty row and its reason; descriptors cached by content hash and picture size).
 
 Corel pictures are enlarged to a 256-px shorter side first (the papers' resolution): at
 192x128 OpenCV finds ~70 keypoints a picture, at 384x256 ~130. OpenCV SIFT descriptors are
@@ -25,12 +29,18 @@ from .. import config
 from .cache import atomic_write
 from .extract import BlockSet
 from .images import ImageError, content_hash, decode_rgb, read_bytes
+from .representation import Extracted, reasons_from_failures
 from .settings import JOBS, FeatureSettings
 from .visterms import (Assigner, fit_codebook, inverse_document_frequency, term_frequencies,
                        tfidf)
 
 KIND = "sift_visterms"
 VERSION = 1
+
+#: The codebook size `make_representation("sift")` uses: chosen on validation by
+#: benchmarks/bench_ecml2006.py among SIFT_SIZES (the papers: 1,000).
+SIFT_VISTERMS = 1000
+SIFT_SIZES = (500, 1000, 2000, 4000)
 
 
 def sift_descriptors(rgb: np.ndarray) -> np.ndarray:
@@ -64,6 +74,8 @@ def extract_sift(paths: Sequence, *, short_side: int | None = 256,
     """SIFT descriptors of every picture, as a BlockSet (descriptors (n, 128) float32)."""
     cv2.setNumThreads(1)  # parallel over pictures instead
     root = Path(cache_dir) / "sift" / f"short{short_side}" if cache_dir else None
+    if root is not None:
+        root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max(1, n_jobs)) as pool:
         results = list(pool.map(lambda p: _picture(p, short_side, root), paths))
@@ -80,12 +92,17 @@ def extract_sift(paths: Sequence, *, short_side: int | None = 256,
 
 
 class SiftVisterms:
-    """SIFT descriptors -> K visterms (faiss k-means on training descriptors) -> tf-idf bags."""
+    """SIFT descriptors -> K visterms (faiss k-means on training descriptors) -> tf-idf bags.
+
+    Fitted: codebook_, idf_, n_train_, keypoints_per_picture_ (training pictures read)."""
+
+    kind = KIND
+    output = "bags"
 
     def __init__(self, n_visterms: int = 1000, *, short_side: int | None = 256,
                  n_iter: int = FeatureSettings.kmeans_iterations, max_descriptors: int = 500_000,
                  seed: int = config.SEED, cache_dir: str | Path | None = None,
-                 n_jobs: int = JOBS):
+                 n_jobs: int = JOBS, progress: bool = True):
         self.n_visterms, self.short_side, self.n_iter = n_visterms, short_side, n_iter
         self.max_descriptors, self.seed = max_descriptors, seed
         self.cache_dir, self.n_jobs = cache_dir, n_jobs
@@ -103,9 +120,15 @@ class SiftVisterms:
         self.fit_transform(train_paths)
         return self
 
-    def fit_transform(self, train_paths: Sequence) -> tuple[sp.csr_matrix, np.ndarray]:
+    def fit_transform(self, train_paths: Sequence) -> Extracted:
+        train_paths = list(train_paths)
         sift = self._extract(train_paths)
         x = sift.descriptors
+        if len(x) == 0:
+            raise ValueError("no SIFT keypoint in any training picture")
+        k = min(self.n_visterms, max(1, len(x) // 10))  # a tiny collection: fewer visterms
+        if k < self.n_visterms:
+            self.n_visterms = k
         if len(x) > self.max_descriptors:
             pick = np.random.default_rng(self.seed).choice(len(x), self.max_descriptors,
                                                            replace=False)
@@ -115,17 +138,27 @@ class SiftVisterms:
         tf = term_frequencies(Assigner(self.codebook_)(sift.descriptors), sift.offsets,
                               self.n_visterms)
         self.n_train_ = int(sift.ok.sum())
+        self.keypoints_per_picture_ = round(float(np.diff(sift.offsets)[sift.ok].mean()), 1)
         self.idf_ = inverse_document_frequency(tf[sift.ok], self.n_train_)
-        return tfidf(tf, self.idf_), sift.ok
+        return Extracted(tfidf(tf, self.idf_), sift.ok,
+                         reasons_from_failures(train_paths, sift.ok, sift.failures))
 
-    def transform(self, paths: Sequence) -> tuple[sp.csr_matrix, np.ndarray]:
+    def counts(self, paths: Sequence) -> tuple[sp.csr_matrix, BlockSet]:
+        """(term frequencies, the BlockSet of descriptors) of the pictures."""
         sift = self._extract(paths)
-        tf = term_frequencies(Assigner(self.codebook_)(sift.descriptors), sift.offsets,
-                              self.n_visterms)
-        return tfidf(tf, self.idf_), sift.ok
+        x = sift.descriptors
+        ids = Assigner(self.codebook_)(x) if len(x) else np.zeros(0, np.int64)
+        return term_frequencies(ids, sift.offsets, self.n_visterms), sift
+
+    def transform(self, paths: Sequence) -> Extracted:
+        paths = list(paths)
+        tf, sift = self.counts(paths)
+        return Extracted(tfidf(tf, self.idf_), sift.ok,
+                         reasons_from_failures(paths, sift.ok, sift.failures))
 
     def to_dict(self) -> dict:
-        return {"kind": KIND, "version": VERSION, **self.params(), "n_train": self.n_train_}
+        return {"kind": KIND, "version": VERSION, **self.params(), "n_train": self.n_train_,
+                "keypoints_per_picture": getattr(self, "keypoints_per_picture_", None)}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"sift_codebook": self.codebook_, "sift_idf": self.idf_}
@@ -140,6 +173,7 @@ class SiftVisterms:
         model.codebook_ = np.asarray(arrays["sift_codebook"], np.float32)
         model.idf_ = np.asarray(arrays["sift_idf"], np.float32)
         model.n_train_ = int(d.get("n_train", 0))
+        model.keypoints_per_picture_ = d.get("keypoints_per_picture")
         return model
 
     def __repr__(self) -> str:
