@@ -175,3 +175,33 @@ def test_killed_worker_then_rerun_completes(system_dir, client, tmp_path):
         assert report.unchanged == len(partial)
         assert report.added == 48 - sum(v[3] == "ok" for v in partial.values())
         assert contents(ix) == expected
+
+
+def test_fit_features_on_the_cluster_equal_in_process(system_dir, client, tmp_path):
+    """`pamir fit --workers`: blocks and visterm assignment as Dask tasks give the same
+    system, array for array (each run with an empty feature cache of its own)."""
+    from pamir.data import load_collection
+    from pamir.features import FeatureSettings
+    from pamir.features.extract import on_cluster
+    from pamir.models.base import load_directory
+    from pamir.system import fit_system
+
+    _, pictures = system_dir
+    coll = load_collection(pictures / "captions.tsv")
+    settings = FeatureSettings(short_side=40, n_visterms=16, n_colours=8, kmeans_iterations=4,
+                               colour_max_pictures=48)
+
+    def fit(name):
+        system = fit_system(coll, "pamir", settings, {"n_updates": 2_000, "eval_every": 1_000},
+                            progress=False, representation="visterms", log=None, grid={},
+                            cache_dir=tmp_path / f"cache-{name}")
+        return load_directory(system.save(tmp_path / name))[1]
+
+    local = fit("local")
+    with on_cluster(client, batch=8):
+        remote = fit("remote")
+    assert local.keys() == remote.keys()
+    for k in local:
+        np.testing.assert_array_equal(local[k], remote[k], err_msg=k)
+    blocks = list((tmp_path / "cache-remote" / "blocks").rglob("*.npy"))
+    assert len(blocks) == 48  # the workers filled the feature cache

@@ -8,6 +8,7 @@ pictures, measure it, and list what can be trained.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -76,6 +77,11 @@ def fit_command(
     visterms: int = typer.Option(FeatureSettings.n_visterms, help="visterm codebook size"),
     scaling: str = typer.Option(FeatureSettings.scaling, help="block histogram scaling"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+    workers: int = typer.Option(None, min=1, help="extract features and assign visterms as "
+                                                  "Dask tasks on a local cluster of this "
+                                                  "many worker processes"),
+    scheduler: str = typer.Option(None, help="the same on the cluster of this Dask scheduler "
+                                             "(tcp://HOST:8786; docs/scale.md)"),
 ):
     """Train a system: features on the training pictures, the representation and the model's
     parameters chosen on validation."""
@@ -96,14 +102,29 @@ def fit_command(
         console.print(f"{data}: {len(collection):,} pictures; model {model}; grid "
                       f"{json.dumps(grid) if grid != [{}] else 'none'}; seed {config.SEED}")
         started = time.perf_counter()
-        system = fit_system(collection, model, settings, params, progress=not quiet,
-                            representation=representation or None, retrain=retrain, grid=grid,
-                            log=lambda line: console.print(line, markup=False))
+        with _cluster(workers, scheduler):
+            system = fit_system(collection, model, settings, params, progress=not quiet,
+                                representation=representation or None, retrain=retrain,
+                                grid=grid, log=lambda line: console.print(line, markup=False))
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
     except (DataError, ValueError, OSError) as e:
         fail(str(e))
     print_fit_summary(system, output, time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def _cluster(workers, scheduler):
+    """Feature extraction and visterm assignment as Dask tasks (pamir.distributed) inside
+    the block, when asked for; else nothing changes."""
+    if not workers and not scheduler:
+        yield
+        return
+    from ..distributed import DASK_BATCH, dask_client  # noqa: PLC0415
+    from ..features.extract import on_cluster  # noqa: PLC0415
+
+    with dask_client(workers, scheduler) as client, on_cluster(client, DASK_BATCH):
+        yield
 
 
 def print_fit_summary(system, output: Path, seconds: float) -> None:

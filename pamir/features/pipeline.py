@@ -12,6 +12,7 @@ A saved pipeline is `to_dict()` (JSON) + `to_arrays()` (npz, no pickle):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from contextlib import closing
@@ -25,7 +26,8 @@ import scipy.sparse as sp
 from .blocks import block_histograms
 from .cache import csr_from_arrays, csr_to_arrays, load_npz, save_npz
 from .colour import ColourCodebook
-from .extract import BlockSet, extract_blocks, iter_blocks
+from .extract import (CHUNK_PICTURES, BlockSet, _picture, _report, active_cluster,
+                      cluster_chunks, extract_blocks, iter_blocks, worker_colour_codebook)
 from .images import decode_rgb, displayed_size, read_bytes
 from .representation import Extracted, reasons_from_failures
 from .settings import JOBS, FeatureSettings
@@ -164,6 +166,8 @@ class VisualPipeline:
 
     def _tf_paths(self, paths: Sequence) -> tuple[sp.csr_matrix, np.ndarray, list]:
         """(term frequencies, ok, (path, reason) failures) of pictures, in chunks."""
+        if active_cluster() is not None:
+            return self._tf_paths_on_cluster(list(paths))
         tfs, oks = [sp.csr_matrix((0, self.settings.n_visterms), dtype=np.float32)], [np.zeros(0, bool)]
         failures = []
         for part in iter_blocks(paths, self.settings, self.colour_codebook_,
@@ -173,6 +177,32 @@ class VisualPipeline:
             oks.append(part.ok)
             failures += part.failures
         return sp.vstack(tfs).tocsr(), np.concatenate(oks), failures
+
+    def _tf_paths_on_cluster(self, paths: list) -> tuple[sp.csr_matrix, np.ndarray, list]:
+        """_tf_paths with blocks and their visterms computed by Dask tasks (on_cluster): the
+        codebooks go to every worker once, as numpy arrays; visterm ids come back."""
+        client, _ = active_cluster()
+        arrays = {**self.colour_codebook_.to_arrays(), "visterm_codebook": self.codebook_}
+        if self.settings.scaling == "sqrt_std":
+            arrays["scale_mean"], arrays["scale_std"] = self.scale_mean_, self.scale_std_
+        shared = client.scatter([arrays], broadcast=True)[0]
+        ids, counts, ok, failures = [], [], [], []
+        cache_dir = None if self.cache_dir is None else str(self.cache_dir)
+        for chunk, results in cluster_chunks(paths, CHUNK_PICTURES, visterms_task,
+                                             self.settings.to_dict(), shared, cache_dir):
+            for path, (v, status, reason) in zip(chunk, results):
+                good = status in ("extracted", "cached")
+                ids.append(v if good else np.zeros(0, np.int64))
+                counts.append(len(ids[-1]))
+                ok.append(good)
+                if not good:
+                    failures.append((str(path), reason))
+                    _report(f"{status} {path}: {reason}", None)
+        offsets = np.zeros(len(paths) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        tf = term_frequencies(np.concatenate(ids) if ids else np.zeros(0, np.int64), offsets,
+                              self.settings.n_visterms)
+        return tf, np.asarray(ok, bool), failures
 
     def transform(self, paths: Sequence[str | Path]) -> Extracted:
         """(X, ok, reasons): X (n x K) CSR float32 tf-idf bags with unit L2 rows (empty rows
@@ -287,6 +317,40 @@ class BlockPipeline:
         pipe = cls(FeatureSettings.from_dict(d["settings"]), **kwargs)
         pipe.colour_codebook_ = ColourCodebook.from_arrays(arrays)
         return pipe
+
+
+_worker_pipelines: dict[str, "VisualPipeline"] = {}
+
+
+def visterms_task(paths, settings: dict, arrays: dict, cache_dir) -> list:
+    """(visterm ids of each block, status, reason) per picture, on a Dask worker: blocks as
+    extract._picture computes them (cache included), assigned over the whole batch as
+    VisualPipeline._tf assigns a chunk."""
+    from .cache import BlockCache  # noqa: PLC0415
+
+    key = hashlib.blake2b(np.ascontiguousarray(arrays["visterm_codebook"]).tobytes()
+                          + json.dumps(settings, sort_keys=True).encode(),
+                          digest_size=8).hexdigest()
+    pipe = _worker_pipelines.get(key)
+    if pipe is None:
+        pipe = VisualPipeline(FeatureSettings.from_dict(settings), n_jobs=1, progress=False)
+        pipe.colour_codebook_ = worker_colour_codebook(arrays)
+        pipe.codebook_ = np.asarray(arrays["visterm_codebook"], np.float32)
+        if "scale_mean" in arrays:
+            pipe.scale_mean_, pipe.scale_std_ = arrays["scale_mean"], arrays["scale_std"]
+        _worker_pipelines[key] = pipe
+    s = pipe.settings
+    cache = BlockCache(cache_dir, s, pipe.colour_codebook_) if cache_dir else None
+    done = [_picture(p, s, pipe.colour_codebook_, cache) for p in paths]
+    blocks = [d[0] if d[0] is not None else np.zeros((0, s.dim), np.uint16) for d in done]
+    lengths = [len(b) for b in blocks]
+    counts = np.concatenate(blocks).astype(np.float32) if blocks else np.zeros((0, s.dim),
+                                                                              np.float32)
+    if s.log_counts:  # as BlockSet stores them, and counts() reads them back
+        counts = np.rint(np.expm1(np.log1p(counts))).astype(np.float32)
+    ids = pipe.assign(counts) if len(counts) else np.zeros(0, np.int64)
+    cuts = np.cumsum(lengths)[:-1]
+    return [(v, d[1], d[2]) for v, d in zip(np.split(ids, cuts), done)]
 
 
 def _reorder(M: sp.csr_matrix, positions: np.ndarray) -> sp.csr_matrix:
