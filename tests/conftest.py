@@ -90,3 +90,100 @@ def pamir_command(*args, env=None, **popen):
     e.update(env or {})
     return subprocess.Popen([sys.executable, "-c", "from pamir.cli import main; main()",
                              *map(str, args)], env=e, **popen)
+
+
+_ZYGOTE = r'''
+import json, os, sys
+from pamir.cli import main  # imported once: each run below is a fork, started in ~ms
+print("ready", flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.environ.update(req["env"])
+            fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            sys.argv = ["pamir", *req["argv"]]
+            code = 0
+            try:
+                main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            os._exit(99)
+    print(pid, flush=True)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+'''
+
+
+class PamirForkServer:
+    """Runs `pamir ARGS` as forks of one process that has imported pamir already: a real
+    `pamir` process each time (killable by its pid), without paying the imports every run.
+    run(argv, kill_after=None) -> (exit status, log text); a negative status is the signal."""
+
+    def __init__(self, log_dir):
+        import subprocess
+        from pathlib import Path
+
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = pamir_command_raw(_ZYGOTE, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+        self.runs = 0
+
+    def run(self, argv, kill_after: float | None = None, env=None):
+        import json
+        import os
+        import signal
+        import time
+
+        self.runs += 1
+        log = self.log_dir / f"run-{self.runs}.log"
+        self.proc.stdin.write(json.dumps({"argv": [str(a) for a in argv], "env": env or {},
+                                          "log": str(log)}) + "\n")
+        self.proc.stdin.flush()
+        pid = int(self.proc.stdout.readline())
+        if kill_after is not None:
+            time.sleep(kill_after)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        status = int(self.proc.stdout.readline())
+        return status, log.read_text(errors="replace")
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def pamir_command_raw(code: str, env=None, **popen):
+    """`python -c CODE` with this checkout's pamir importable."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    e = dict(os.environ)
+    e["PYTHONPATH"] = repo + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    e.setdefault("PAMIR_EMBEDDINGS", "0")
+    e.update(env or {})
+    return subprocess.Popen([sys.executable, "-c", code], env=e, **popen)
+
+
+@pytest.fixture(scope="module")
+def fork_server(tmp_path_factory):
+    server = PamirForkServer(tmp_path_factory.mktemp("forks"))
+    yield server
+    server.close()
