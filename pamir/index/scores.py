@@ -51,8 +51,8 @@ SEAL_MIN = 1 << 14
 #: Segments per shard beyond which `seal` merges them.
 MAX_SEGMENTS = 8
 #: The threshold algorithm gives up after this fraction of a list (and the shard is scanned):
-#: past it, random reads cost more than the scan (benchmarks/results/index.md).
-TA_DEPTH = 1 / 32
+#: past it, random reads cost more than the scan (measured at 100k: benchmarks/results/index.md).
+TA_DEPTH = 1 / 8
 #: Queries with more word rows than this are scanned (bridged words, mixtures).
 TA_MAX_WORDS = 4
 
@@ -125,6 +125,7 @@ class ScoreMatrix:
         self.generation = generation
         self._open(shards)
         self._col_id = np.full(0, -1, dtype=np.int64)
+        self._tails = None
         self._width = 0  # columns up to the last owned one: what a query scores
         self._live = np.zeros(0, dtype=bool)
 
@@ -196,6 +197,7 @@ class ScoreMatrix:
             grown[: len(self._col_id)] = self._col_id
             self._col_id = grown
         self._col_id[cols] = ids
+        self._tails = None
         live = np.flatnonzero(self._col_id >= 0)
         self._width = int(live[-1]) + 1 if len(live) else 0
         self._col_id = self._col_id[: self._width]
@@ -271,7 +273,8 @@ class ScoreMatrix:
             method == "ta" or len(rows) <= TA_MAX_WORDS)
         args = (self._width, self._col_id, self._live, keep, use_keep, fl, has_floor,
                 hs, hid, size, k)
-        for sh, a, b in self._spans():
+        tails = self._tail_cols() if use_ta else None
+        for n_shard, (sh, a, b) in enumerate(self._spans()):
             M = np.asarray(sh.map)
             local = b - a
             scanned = False
@@ -293,7 +296,7 @@ class ScoreMatrix:
                                  np.zeros(1, np.uint8), False)
                 scanned = True
             if not scanned:
-                tail = np.flatnonzero(~self._listed[a:b] & self._live[a:b])
+                tail = tails[n_shard]
                 if len(tail):
                     topk.brute_cols(rows, qr, M, sh.offset, tail, *args)
         return topk.sorted_hits(hs, hid, int(size[0]))
@@ -353,7 +356,7 @@ class ScoreMatrix:
     # ------------------------------------------------------------------ segments
     def tail_sizes(self) -> list[int]:
         """Per shard, how many live columns are in no segment."""
-        return [int((~self._listed[a:b] & self._live[a:b]).sum()) for _, a, b in self._spans()]
+        return [len(t) for t in self._tail_cols()]
 
     def segment_counts(self) -> list[int]:
         return [len(sh.segments) for sh in self.shards]
@@ -411,7 +414,16 @@ class ScoreMatrix:
             (self.directory / name).unlink(missing_ok=True)
         return True
 
+    def _tail_cols(self) -> list[np.ndarray]:
+        """Per shard (up to the width), its live columns in no segment, local; cached until
+        the columns' owners or the segments change."""
+        if self._tails is None:
+            self._tails = [np.flatnonzero(~self._listed[a:b] & self._live[a:b])
+                           for _, a, b in self._spans()]
+        return self._tails
+
     def _refresh_listed(self) -> None:
+        self._tails = None
         self._listed = np.zeros(self.capacity, dtype=bool)
         for sh in self.shards:
             for seg in sh.segments:
@@ -490,6 +502,7 @@ class ScoreMatrix:
         listed = np.zeros(self.capacity, dtype=bool)
         listed[: len(self._listed)] = self._listed
         self._listed = listed
+        self._tails = None
         for name in old:
             (self.directory / name).unlink(missing_ok=True)
 
