@@ -8,8 +8,8 @@
     scores = Z @ q                                 # rank pictures by decreasing score
     system.annotate(Z[:3], k=5)                    # [[(word, score), ...], ...]
 
-A System holds a representation (pamir.features.registry: visterms, blocks, cnn or a
-combination, fitted on the protocol's training pictures only), the vocabulary and the training
+A System holds a representation (pamir.features.registry: visterms, blocks, cnn, sift, blobs,
+blobs-arff or a combination, fitted on the protocol's training pictures only), the vocabulary and the training
 idf (for query vectors), and any model of pamir.models.MODELS that reads that representation.
 This API is what the product (index, search, server) builds on: keep it stable.
 
