@@ -77,6 +77,15 @@ def _offer(hs, hid, size, k, s, pid, floor, has_floor):
     _push(hs, hid, size, k, s, pid)
 
 
+@njit(cache=True, inline="always")
+def _admission(hs, size, k, floor, has_floor):
+    """The score under which nothing can enter the heap now."""
+    thr = hs[0] if size[0] == k else np.float32(-np.inf)
+    if has_floor and floor > thr:
+        thr = floor
+    return thr
+
+
 @njit(cache=True)
 def ta_segment(ids, vals, rows, q, M, offset, width, col_id, live, keep, use_keep,
                floor, has_floor, hs, hid, size, k, seen, touched, ntouched, max_depth):
@@ -138,17 +147,17 @@ def brute_range(rows, q, M, offset, c0, c1, width, col_id, live, keep, use_keep,
             qj = q[j]
             for i in range(n):
                 acc[i] += qj * M[r, start + i]
+        thr = _admission(hs, size, k, floor, has_floor)
         for i in range(n):
             s = acc[i]
-            if size[0] == k and s < hs[0]:
-                continue
-            if has_floor and s < floor:
+            if s < thr:  # cannot enter the heap (a tie with the k-th goes on to the check)
                 continue
             c = start + i
             g = offset + c
             if not live[g] or (use_keep and not keep[g]) or (use_seen and seen[c]):
                 continue
             _offer(hs, hid, size, k, s, col_id[g], floor, has_floor)
+            thr = _admission(hs, size, k, floor, has_floor)
 
 
 @njit(cache=True)
@@ -176,4 +185,4 @@ def sorted_hits(hs: np.ndarray, hid: np.ndarray, size: int) -> list[tuple[int, f
     """The heap's (id, score) pairs in result order."""
     s, i = hs[:size], hid[:size]
     order = np.lexsort((i, -s))
-    return [(int(i[o]), float(s[o])) for o in order]
+    return list(zip(i[order].tolist(), s[order].tolist()))
