@@ -166,6 +166,9 @@ def test_index_killed_while_removing_and_adding(tiny_system, fork_server, tmp_pa
         check_index(ix, index_vectors(ref))
 
 
+@pytest.mark.xfail(strict=True, reason="pamir/index/__init__.py Index.create: a create killed "
+                   "after making `.NAME.creating-PID` leaves that folder beside the index and no "
+                   "later run deletes it")
 def test_index_killed_while_creating_leaves_no_half_made_folder(tiny_system, tmp_path):
     """A kill inside Index.create, after its folder is made aside: the rerun completes, but
     the aside folder `.NAME.creating-PID` of the dead process stays beside the index."""
@@ -193,9 +196,7 @@ def test_index_killed_while_creating_leaves_no_half_made_folder(tiny_system, tmp
     out = rerun.communicate(timeout=120)[0]
     assert rerun.returncode == 0, out
     stale = [p.name for p in tmp_path.glob(".ix.creating-*")]
-    if stale:
-        pytest.xfail(f"pamir/index/__init__.py Index.create: a killed create leaves {stale} "
-                     "beside the index and no later run deletes it")
+    assert not stale, f"left beside the index: {stale}"
 
 
 # ------------------------------------------------------------------------------ pamir fit -o

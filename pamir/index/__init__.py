@@ -87,14 +87,39 @@ def model_fingerprint(model_dir: str | Path) -> str:
 
 
 def _writer_lock(directory: Path) -> IO:
-    """The open lock file, held until it is closed; IndexDirError if another writer has it."""
-    f = open(directory / WRITER_LOCK, "a")
+    """The open lock file, held until it is closed; IndexDirError if another writer has it,
+    naming that writer (its pid and command, which the holder writes into the lock file).
+
+    The lock is an flock on `.writer.lock`: the kernel releases it when its holder's file is
+    closed, including when the holder is killed, so a dead writer's lock never needs
+    clearing by hand; the stale pid and command it wrote are simply overwritten."""
+    import sys  # noqa: PLC0415
+
+    try:
+        f = open(directory / WRITER_LOCK, "a+")
+    except OSError as e:
+        raise IndexDirError(f"{directory / WRITER_LOCK}: cannot open the writer lock "
+                            f"({e.strerror or e}); is the index folder read-only?") from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        try:
+            f.seek(0)
+            holder = f.read(4096).strip()
+        except OSError:
+            holder = ""
         f.close()
-        raise IndexDirError(f"{directory}: another `pamir index` is updating this index; "
+        who = f" (held by {holder})" if holder else ""
+        raise IndexDirError(f"{directory}: another `pamir index` is updating this index{who}; "
                             "wait for it to finish") from None
+    try:
+        f.seek(0)
+        f.truncate()
+        command = " ".join(["pamir", *sys.argv[1:]])[:300].replace("\n", " ")
+        f.write(f"pid {os.getpid()}: {command}\n")
+        f.flush()
+    except OSError:
+        pass  # the lock holds all the same; only the holder's name is missing
     return f
 
 
