@@ -51,7 +51,8 @@ SEAL_MIN = 1 << 14
 #: Segments per shard beyond which `seal` merges them.
 MAX_SEGMENTS = 8
 #: The threshold algorithm gives up after this fraction of a list (and the shard is scanned):
-#: past it, random reads cost more than the scan (1/64 to 1/8 tried at 200k pictures, 2- and 3-word queries: 1/16 had the best mean and p90; docs/scale.md).
+#: past it, its random reads cost more than the scan. 1/64 to 1/8 tried at 200k Corel-like
+#: pictures, 2- and 3-word queries: 1/16 had the best mean and p90 (docs/scale.md).
 TA_DEPTH = 1 / 16
 #: Queries with more word rows than this are scanned (bridged words, mixtures).
 TA_MAX_WORDS = 4
