@@ -138,16 +138,22 @@ def brute_range(rows, q, M, offset, c0, c1, width, col_id, live, keep, use_keep,
     c1 = min(c1, width - offset)
     for start in range(c0, c1, CHUNK):
         n = min(CHUNK, c1 - start)
-        r = rows[0]
+        a = acc[:n]
+        row = M[rows[0], start:start + n]  # 1-d slices: the loops vectorise
         qj = q[0]
         for i in range(n):
-            acc[i] = np.float32(0) + qj * M[r, start + i]
+            a[i] = np.float32(0) + qj * row[i]
         for j in range(1, m):
-            r = rows[j]
+            row = M[rows[j], start:start + n]
             qj = q[j]
             for i in range(n):
-                acc[i] += qj * M[r, start + i]
+                a[i] += qj * row[i]
         thr = _admission(hs, size, k, floor, has_floor)
+        over = 0
+        for i in range(n):  # a branch-free count (vectorises): most chunks have no candidate
+            over += a[i] >= thr
+        if over == 0:
+            continue
         for i in range(n):
             s = acc[i]
             if s < thr:  # cannot enter the heap (a tie with the k-th goes on to the check)
