@@ -260,11 +260,12 @@ class ScoreMatrix:
         hs = np.full(k, -np.inf, np.float32)
         hid = np.zeros(k, np.int64)
         size = np.zeros(1, np.int64)
-        if not len(rows) or not self._width:
-            if not len(rows):  # every live picture scores 0
-                return self.best_of(np.where(self._live, np.float32(0), -np.inf), k) \
-                    if floor is None or floor <= 0 else []
+        if not self._width:
             return []
+        if not len(rows):  # every live picture scores 0
+            kept = self._live if keep is None else self._live & np.asarray(keep, bool)
+            return self.best_of(np.where(kept, np.float32(0), -np.inf), k) \
+                if floor is None or floor <= 0 else []
         qr = q[rows]
         use_keep = keep is not None
         keep = np.asarray(keep, bool) if use_keep else np.zeros(1, bool)
