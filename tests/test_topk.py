@@ -29,7 +29,7 @@ def small_shards(monkeypatch):
 
 
 def entries(start, n):
-    return [{"path": f"/p/{i}.jpg", "size": 1, "mtime_ns": i, "hash": f"h{i}"}
+    return [{"path": f"/p{i % 3}/{i}.jpg", "size": 1, "mtime_ns": (i * 7) % 11, "hash": f"h{i}"}
             for i in range(start, start + n)]
 
 
@@ -62,7 +62,9 @@ queries = st.tuples(
     st.dictionaries(st.integers(0, 5), st.sampled_from([-2.0, -1.0, -0.3, 0.5, 1.0, 1.5]),
                     min_size=1, max_size=6),
     st.integers(1, 30),
-    st.one_of(st.none(), st.sampled_from([-1.0, 0.0, 0.5, 1.5])))
+    st.one_of(st.none(), st.sampled_from([-1.0, 0.0, 0.5, 1.5])),
+    st.sampled_from([(), ("/p0",), ("/p1", "/p2")]),
+    st.sampled_from(["score", "score", "newest"]))
 
 
 def build(directory: Path, steps) -> Index:
@@ -81,21 +83,22 @@ def build(directory: Path, steps) -> Index:
     return index
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=collections(), qs=st.lists(queries, min_size=1, max_size=4))
 def test_top_k_equals_brute_force_ties_included(small_shards, steps, qs):
     with tempfile.TemporaryDirectory() as tmp:
         with build(Path(tmp) / "idx", steps) as index:
-            for weights, k, floor in qs:
+            for weights, k, floor, folders, sort in qs:
                 q = np.zeros(len(WORDS), np.float32)
                 for t, w in weights.items():
                     q[t] = w
-                ref = [(h.id, h.score) for h in index.search(q, k, floor=floor, method="brute")]
+                options = {"floor": floor, "folders": folders, "sort": sort}
+                ref = [(h.id, h.score) for h in index.search(q, k, method="brute", **options)]
                 for method in ("auto", "ta", "scan"):
-                    got = [(h.id, h.score) for h in index.search(q, k, floor=floor,
-                                                                 method=method)]
-                    assert got == ref, (method, weights, k, floor)
+                    got = [(h.id, h.score) for h in index.search(q, k, method=method,
+                                                                 **options)]
+                    assert got == ref, (method, weights, k, options)
 
 
 def test_segments_compaction_and_reopening_keep_results(small_shards, tmp_path):
