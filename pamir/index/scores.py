@@ -442,9 +442,10 @@ class ScoreMatrix:
         ids = out[: 4 * W * L].view(np.int32).reshape(W, L)
         vals = out[4 * W * L:].view(np.float32).reshape(W, L)
         local = cols.astype(np.int32)
+        whole = L and cols[0] == 0 and cols[-1] == L - 1  # every column: a slice, no gather
         for t in range(W):
-            v = np.asarray(sh.map[t, cols])
-            order = np.argsort(-v, kind="stable")
+            v = np.array(sh.map[t, :L]) if whole else np.asarray(sh.map[t, cols])
+            order = np.argsort(-v)  # the order among equal scores does not matter to the TA
             ids[t] = local[order]
             vals[t] = v[order]
         out.flush()
