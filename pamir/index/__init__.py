@@ -544,7 +544,7 @@ class Index:
             self._matrix.write(cols, Z)  # on disk before any catalogue row points at it
             with self._catalog.transaction():
                 freed = self._catalog.delete_paths([e["path"] for e in entries])
-                ids = [self._catalog.insert(e, "ok", None, int(c)) for e, c in zip(entries, cols)]
+                ids = self._catalog.insert_ok(entries, cols)
             self._matrix.release(freed)
             self._matrix.assign(cols, ids)
             if max(self._matrix.tail_sizes(), default=0) >= _scores.SEAL_AT:

@@ -205,6 +205,22 @@ class Catalog:
              _caption_text(caption), state, reason, col))
         return int(cur.lastrowid)
 
+    def insert_ok(self, entries: Sequence[dict], cols: Sequence[int]) -> list[int]:
+        """Insert scored pictures, entry i owning column cols[i], in one statement; their
+        ids in the entries' order (found by column, which is unique)."""
+        cols = [int(c) for c in cols]
+        self._conn.executemany(
+            "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col) "
+            "VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?)",
+            [(str(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
+              _caption_text(e.get("caption")), c) for e, c in zip(entries, cols)])
+        if not cols:
+            return []
+        rows = self._conn.execute("SELECT col, id FROM pictures WHERE col BETWEEN ? AND ?",
+                                  (min(cols), max(cols))).fetchall()
+        by_col = dict(rows)
+        return [int(by_col[c]) for c in cols]
+
     def delete_paths(self, paths: Sequence[str], keep_id: int | None = None) -> list[int]:
         """Delete the rows of these paths (but the row `keep_id`)."""
         rows = [self._conn.execute(
