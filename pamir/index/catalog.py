@@ -94,15 +94,15 @@ class Catalog:
         uri = f"file:{db}?mode={'rw' if writable else 'ro'}"
         # The server reads from a thread pool; the facade's lock serialises the calls.
         catalog = cls(sqlite3.connect(uri, uri=True, check_same_thread=False))
-        # A search looks up its hits' paths: random rows of a catalogue that can hold
-        # millions. Memory-mapped reads and a 64 MB page cache keep that off read(2).
-        catalog._conn.execute("PRAGMA mmap_size = 17179869184")
-        catalog._conn.execute("PRAGMA cache_size = -65536")
         try:
             catalog._check_version(db)
         except IndexDirError:
             catalog.close()
             raise
+        # A search looks up its hits' paths: random rows of a catalogue that can hold
+        # millions. Memory-mapped reads and a 64 MB page cache keep that off read(2).
+        catalog._conn.execute("PRAGMA mmap_size = 17179869184")
+        catalog._conn.execute("PRAGMA cache_size = -65536")
         if writable:
             # WAL: readers (the server) keep reading while `pamir index` commits; FULL: a
             # commit is on disk when it returns, since score columns are written before it.
