@@ -6,9 +6,13 @@ import json
 import sqlite3
 
 import numpy as np
+import pytest
 
 import pamir.index.scores as scores_mod
 from pamir.index import Index
+from test_product import fake, no_embedding_model, run  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.usefixtures("no_embedding_model")
 
 WORDS = ["sky", "sea", "tree", "sand", "cat"]
 
@@ -73,3 +77,35 @@ def test_version_1_index_is_read_and_upgraded(tmp_path):
         assert [(h.id, h.score) for h in upgraded.search(q, 10)] == expected
     conn = sqlite3.connect(tmp_path / "idx" / "catalog.sqlite")
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+
+
+def test_cli_compact_leaves_results_unchanged(fake, tmp_path, monkeypatch):
+    """`pamir index --compact` (the stand-in system of test_product): two indexing runs make
+    two segments, a removal a dead column; compacting leaves every answer as it was."""
+    monkeypatch.setattr(scores_mod, "SEAL_MIN", 2)
+    model, pictures = fake
+    ix = tmp_path / "ix"
+    first = sorted(pictures.rglob("*.png"))
+    hidden = first[: len(first) // 2]
+    for p in hidden:  # the first run sees half of the pictures
+        p.rename(p.with_suffix(".png.hidden"))
+    run("index", model, pictures, "--index", ix)
+    for p in hidden:
+        p.with_suffix(".png.hidden").rename(p)
+    first[-1].unlink()
+    run("index", model, pictures, "--index", ix)
+
+    queries = ["red", "red stripes", "blue -red", "green stripes blue"]
+
+    def answers():
+        return [json.loads(run("search", q, "--index", ix, "-k", "5", "--json").stdout)["hits"]
+                for q in queries]
+
+    with Index.open(ix) as index:
+        before_status = index.status()
+    assert before_status["segments"] == 2
+    before = answers()
+    r = run("index", model, pictures, "--index", ix, "--compact", "--json")
+    status = json.loads(r.stdout)["status"]
+    assert status["segments"] == status["shards"] == 1 and status["unsorted"] == 0
+    assert answers() == before
