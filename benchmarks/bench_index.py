@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
