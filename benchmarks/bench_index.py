@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -149,6 +150,24 @@ def check_exact(index: Index, rng, n_queries: int = 20) -> int:
     return bad
 
 
+def command_prefix() -> str:
+    """What this run was started under: the thread variables set, and `flock` if an
+    ancestor process holds the heavy lock (the 100k run, under 30 s of CPU, needs none)."""
+    env = " ".join(f"{v}={os.environ[v]}" for v in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+                   if v in os.environ)
+    pid, flock = os.getppid(), ""
+    while pid > 1:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if cmd.startswith("flock ") and "pamir-heavy.lock" in cmd:
+            flock = "flock /tmp/pamir-heavy.lock "
+            break
+    return f"{env} {flock}".strip()
+
+
 def drop_caches() -> bool:
     try:
         subprocess.run(["sync"], check=True)
@@ -180,7 +199,7 @@ def main() -> None:
             index, built = build(directory, n, gen, rng)
             print(n, built, flush=True)
             entry = {"build": built, "scores": gen.source, "k": K, "queries": REPEATS,
-                     **run.info()}
+                     **run.info(), "prefix": command_prefix()}
             entry["mismatches_vs_brute"] = check_exact(index, rng)
             for w in (1, 2, 3):
                 entry[str(w)] = time_queries(index, w, rng, "auto")
@@ -208,8 +227,8 @@ def write_report(results: dict) -> None:
     lines = [
         "# Index: query latency, build time and size (synthetic, Corel-like scores)", "",
         "Command (per size; the figures of each size come from its own run): "
-        + "; ".join(f"`NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1 flock /tmp/pamir-heavy.lock "
-                    f"{results[n]['command']}` ({results[n]['date']}, load average "
+        + "; ".join(f"`{results[n].get('prefix', '')} {results[n]['command']}` "
+                    f"({results[n]['date']}, load average "
                     f"{results[n]['load_average']['start']} / "
                     f"{results[n]['load_average']['end']})" for n in sizes) + "  ",
         f"Machine: {any_entry['machine']}; single-threaded queries; the machine is shared "
