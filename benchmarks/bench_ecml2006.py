@@ -24,6 +24,7 @@ Duygulu's.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import numpy as np
@@ -254,9 +255,21 @@ def tables(results: dict, ours_blobs: dict, corel: Corel, sift_rows, info: dict)
                 data[tab].setdefault(m, {})[metric] = v
             lines.append(f"| {metric.upper() if metric != 'avgp' else 'AvgP'} | "
                          + " | ".join(cells) + " |")
-    lines.append("\nThe paper's Table 6 PAMIR was trained on single-word queries only; ours "
-                 "is the model trained on all queries (Table 5's), evaluated on the "
-                 "single-word ones; the other models do not train on queries.")
+    one = results.get("1word", {}).get("pamir")
+    if one:
+        cells = []
+        for i, metric in enumerate(METRICS):
+            v, paper = one["subsets"]["single-word"][metric], PAPER["table6"]["pamir"][i]
+            band = "ok" if abs(v - paper) <= 0.15 * paper else rel(v, paper)
+            cells.append(f"{metric.upper() if metric != 'avgp' else 'AvgP'} {v:.1f} "
+                         f"(paper {paper}, {band})")
+            data["table6"].setdefault("pamir-1word", {})[metric] = v
+        lines.append("\nPAMIR trained (and early-stopped, and chosen) on single-word queries "
+                     f"only, as the paper's Table 6 (c = {one['params'].get('c')}, validation "
+                     f"{one['valid_avgp']}): " + "; ".join(cells) + ".")
+    lines.append("\nIn the table above PAMIR is the model trained on all queries (Table 5's), "
+                 "evaluated on the single-word ones; the other models do not train on "
+                 "queries.")
     # AMR Table 4
     lines.append("\n## AMR 2006 Table 4: test AvgP, single-word queries\n")
     lines.append("| representation | " + " | ".join(f"{m.upper()} ours | paper" for m in MODELS)
@@ -276,11 +289,13 @@ def tables(results: dict, ours_blobs: dict, corel: Corel, sift_rows, info: dict)
             data["amr4"].setdefault(rep, {})[m] = v
         lines.append(f"| {rep} | " + " | ".join(cells) + " |")
     # AMR Table 5
-    e = row.get("pamir")
-    if e:
+    for e, how in ((row.get("pamir"), "trained on all queries"),
+                   (one, "trained on single-word queries")):
+        if not e:
+            continue
         ap = e["_per_query"]["avgp"]
         lines.append("\n## AMR 2006 Table 5: PAMIR on Blobs+SIFT, single-word queries by "
-                     "relevant test pictures\n")
+                     f"relevant test pictures ({how})\n")
         lines.append("| relevant pictures | queries (ours) | queries (paper) | AvgP ours | "
                      "AvgP paper |\n|---|---|---|---|---|")
         for label, mask in (("<=2", single & (nrel <= 2)),
@@ -290,7 +305,7 @@ def tables(results: dict, ours_blobs: dict, corel: Corel, sift_rows, info: dict)
             nq, paper = PAPER["amr5"][label]
             band = "ok" if abs(v - paper) <= 0.15 * paper else rel(v, paper)
             lines.append(f"| {label} | {int(mask.sum())} | {nq} | {v:.1f} | {paper} ({band}) |")
-            data["amr5"][label] = {"queries": int(mask.sum()), "avgp": v}
+            data["amr5"].setdefault(how, {})[label] = {"queries": int(mask.sum()), "avgp": v}
     # our blobs
     if ours_blobs:
         lines.append("\n## Our Blobs (segmentation made here) beside Duygulu's (ARFF)\n")
@@ -309,6 +324,98 @@ def tables(results: dict, ours_blobs: dict, corel: Corel, sift_rows, info: dict)
     return lines, data
 
 
+def explain(base: Corel, blobs: Corel, sift: Corel | None) -> dict:
+    """Validation measurements behind the cells outside the paper's band (never test):
+    PAMIR at the paper's C (ECML Table 4: 0.001 on SIFT, 0.01 on Blobs, outside or at the
+    edge of PAMIR's grid), CMTT beyond its grid's largest rank, and the SIFT sizes around the
+    chosen one."""
+    out = {}
+    if sift is None:
+        side, k = 256, 1000
+        sift = features(base, SiftVisterms(k, short_side=side,
+                                           cache_dir=config.default_cache_dir()), "sift")
+    for c in (0.001, 0.01):
+        s = sift.select("pamir", params={"c": c}, grid={}, log=None)
+        out[f"pamir-sift c={c}"] = round(s.valid_avgp, 2)
+        log(f"explain: pamir-sift c={c}: valid {s.valid_avgp:.2f}")
+    s = blobs.select("pamir", params={"c": 0.01}, grid={}, log=None)
+    out["pamir-blobs c=0.01"] = round(s.valid_avgp, 2)
+    for n in (800,):
+        s = sift.select("cmtt", params={"n_components": n, "normalise": "visterms"}, grid={},
+                        log=None)
+        out[f"cmtt-sift n_components={n}"] = round(s.valid_avgp, 2)
+        log(f"explain: cmtt-sift {n}: valid {s.valid_avgp:.2f}")
+    return out
+
+
+def single_word_pamir(blobs: Corel, sift: Corel, w: float, run: Run) -> dict:
+    """ECML Table 6's PAMIR as the paper trained it: on the single-word training queries,
+    early-stopped and chosen on the single-word validation queries, on Blobs+SIFT at the
+    weight validation chose for PAMIR. (pamir's TrainingQueries builds every subset of a
+    caption; here it is given max_words=1, in this process only.)"""
+    import functools  # noqa: PLC0415
+
+    import pamir.models.pamir as pm  # noqa: PLC0415
+    import pamir.selection as ps  # noqa: PLC0415
+
+    saved_tq = pm.TrainingQueries, ps.TrainingQueries
+    one = functools.partial(saved_tq[0], max_words=1)
+    pm.TrainingQueries = ps.TrainingQueries = one
+    try:
+        corel = combine(blobs, sift, w)
+        sel = fit_on("pamir", corel)
+    finally:
+        pm.TrainingQueries, ps.TrainingQueries = saved_tq
+    e = entry("pamir", "pamir-blobs+sift-1word", sel, corel,
+              {"kind": "blobs-arff+sift", "sift_weight": w,
+               "trained_on": "single-word queries only (ECML 2006 Table 6)"}, run)
+    return e
+
+
+def explanations(data: dict, ex: dict, sift_rows: list) -> list[str]:
+    """Why the cells outside the paper's +-15% band are there, from what was measured."""
+    rows = {(r["short_side"], r["n_visterms"]): r for r in sift_rows}
+    small, big = rows.get((128, 1000)), rows.get((256, 1000))
+    out = ["\n## Cells outside the paper's +-15%: what was measured\n"]
+    if small and big:
+        sizes = [rows[k] for k in sorted(rows) if k[0] == 128]
+        out.append(
+            "- **SIFT (every model) and what builds on it.** Corel 5k here is half the papers' "
+            "resolution (192x128). At that size OpenCV finds "
+            f"{small['keypoints_per_picture']} keypoints a picture (the papers: 229.5 on "
+            "384x256), but each describes a patch twice as large in the scene: the fine "
+            "scales the papers' keypoints saw are gone. Enlarging to a 256-px shorter side "
+            f"gives {big['keypoints_per_picture']} keypoints and PAMIR's validation AvgP goes "
+            f"from {small['valid_avgp']} to {big['valid_avgp']} at 1,000 visterms; at 128 px it "
+            "rises with the codebook ("
+            + ", ".join(f"{r['n_visterms']}: {r['valid_avgp']}" for r in sizes)
+            + ") and the largest size tried is still the best, so the 256-px codebook (only "
+            "1,000 tried, for time) is probably short of its best too. Interpolated pixels "
+            "do not bring back the lost detail: that is the gap no setting here closes.")
+    if ex:
+        c001, c01 = ex.get("pamir-sift c=0.001"), ex.get("pamir-sift c=0.01")
+        out.append(
+            "- **PAMIR on SIFT.** The paper chose C = 0.001 on SIFT (ECML Table 4), below "
+            f"PAMIR's grid (0.01, 0.1, 1): on validation C = 0.001 gives {c001} and C = 0.01 "
+            f"{c01}, against {data.get('valid', {}).get('pamir-sift', '-')} at the chosen "
+            "0.1: the grid is not what holds PAMIR back; the SIFT bags are.")
+        n800 = ex.get("cmtt-sift n_components=800")
+        out.append(
+            "- **CMTT on SIFT.** Validation chose 400 components, the reduced grid's edge; "
+            f"800 components give {n800} on validation (against "
+            f"{data.get('valid', {}).get('cmtt-sift', '-')}).")
+    out.append(
+        "- **PLSA.** Its grid was cut to 100 / 200 aspects and 10 fold-in iterations "
+        "(REDUCED_GRIDS, for time) and validation chose 200 aspects everywhere, the edge; "
+        "TPAMI chose 400 on visterms. Not measured beyond, for time.")
+    out.append(
+        "- **Table 6 and AMR Tables 4-5 (single-word queries).** The paper trained PAMIR on "
+        "single-word queries only for them; ours is the model trained on every query "
+        "subset, evaluated on the single-word ones. CMRM's single-word figures are above the "
+        "paper's (+22 % on Blobs+SIFT): it chose the largest SIFT weight tried (2.0).")
+    return out
+
+
 def saved(summary: dict, key: str) -> dict:
     """A results entry with its per-query scores, as written by an earlier run."""
     with np.load(PERQUERY / f"{key}.npz", allow_pickle=False) as z:
@@ -320,6 +427,10 @@ def main(argv=None) -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--reps", default=",".join(REPS))
     ap.add_argument("--no-ours", action="store_true", help="skip our own blobs")
+    ap.add_argument("--single-word-only", action="store_true",
+                    help="only PAMIR trained on single-word queries (ECML Table 6)")
+    ap.add_argument("--explain-only", action="store_true",
+                    help="only the validation measurements behind the explanations")
     ap.add_argument("--report-only", action="store_true",
                     help="rebuild the report from corel5k.json and perquery/ without fitting")
     args = ap.parse_args(argv)
@@ -328,6 +439,18 @@ def main(argv=None) -> None:
     run = Run("bench_ecml2006.py", argv)
     base = Corel(F=np.zeros((5000, 1)), representation="none")  # collection + protocol
     blobs = features(base, ArffBlobs(), "blobs")
+    explain_file = RESULTS / "ecml2006_explain.json"
+    if args.explain_only:
+        write_json(explain_file, {**explain(base, blobs, None), **run.info()})
+        return
+    if args.single_word_only:
+        sift = features(base, SiftVisterms(1000, short_side=256,
+                                           cache_dir=config.default_cache_dir()), "sift")
+        w = read_summary()["pamir-blobs+sift"]["features"]["sift_weight"]
+        e = single_word_pamir(blobs, sift, w, run)
+        write_results({"pamir-blobs+sift-1word": {k: v for k, v in e.items()
+                                                  if not k.startswith("_")}})
+        return
     if args.report_only:
         sift_rows = read_summary().get("pamir-sift", {}).get("features", {}).get("choice", [])
         sift = None
@@ -354,6 +477,8 @@ def main(argv=None) -> None:
             for m in MODELS:
                 if f"{m}-{rep}" in summary and (PERQUERY / f"{m}-{rep}.npz").is_file():
                     results.setdefault(rep, {})[m] = saved(summary, f"{m}-{rep}")
+        if "pamir-blobs+sift-1word" in summary:
+            results["1word"] = {"pamir": saved(summary, "pamir-blobs+sift-1word")}
         for m in ("cmrm", "pamir"):
             if f"{m}-blobs-ours" in summary:
                 ours[m] = saved(summary, f"{m}-blobs-ours")
@@ -368,6 +493,12 @@ def main(argv=None) -> None:
             clean = {k: v for k, v in e.items() if not k.startswith("_")}
             keys[key] = {**summary.get(key, {}), **clean} if rep == "blobs" else clean
         write_results(keys)
+    if not args.report_only and "pamir" in results.get("blobs+sift", {}):
+        e = single_word_pamir(blobs, sift, results["blobs+sift"]["pamir"]["features"]
+                              ["sift_weight"], run)
+        write_results({"pamir-blobs+sift-1word": {k: v for k, v in e.items()
+                                                  if not k.startswith("_")}})
+        results["1word"] = {"pamir": e}
     ours = ours if args.report_only else {}
     ours_d = summary.get("cmrm-blobs-ours", {}).get("features") if args.report_only else None
     if not args.no_ours:
@@ -381,8 +512,27 @@ def main(argv=None) -> None:
             ours[m] = entry(m, f"{m}-blobs-ours", fit_on(m, own), own, d, run)
         write_results({f"{m}-blobs-ours": {k: v for k, v in e.items() if not k.startswith("_")}
                        for m, e in ours.items()})
+    if not args.report_only and sift is not None:
+        write_json(explain_file, {**explain(base, blobs, sift), **run.info()})
     info = run.info()
     lines, data = tables(results, ours, blobs, sift_rows, info)
+    if args.report_only:
+        first = summary.get("pamir-sift", {})
+        lines.insert(3, f"Rebuilt from corel5k.json and perquery/; the figures were measured by "
+                        f"`{first.get('command')}` ({first.get('date')}), the single-word PAMIR "
+                        "by its `--single-word-only` stage; each entry records its own command.  ")
+    if explain_file.is_file():
+        ex = json.loads(explain_file.read_text())
+        lines.append("\n## Validation measurements behind the explanations (never test)\n")
+        lines += [f"- {k}: validation AvgP {v}" for k, v in ex.items()
+                  if k not in ("command", "machine", "date", "load_average")]
+        lines.append(f"\n(measured by `{ex.get('command')}`, {ex.get('date')})")
+        data["explain"] = ex
+    else:
+        ex = {}
+    data["valid"] = {f"{m}-{rep}": e["valid_avgp"] for rep, row in results.items()
+                     for m, e in row.items()}
+    lines += explanations(data, ex, sift_rows)
     lines.append(f"\n## SIFT: picture and codebook size chosen on validation (PAMIR, c = 0.1)"
                  "\n\n| short side | codebook | keypoints a picture | distinct visterms a "
                  "picture | valid AvgP |\n|---|---|---|---|---|")
@@ -403,8 +553,9 @@ def main(argv=None) -> None:
                      f"{e['features']['weights_tried']})" if "sift_weight" in e["features"]
                      else "")
             lines.append(f"- {m} on {rep}: {e['params']}, validation AvgP {e['valid_avgp']}"
-                         f"{extra}; {e['seconds']} s")
-    lines.append(f"\n({run.minutes()} min)")
+                         f"{extra}; {e.get('seconds', '-')} s")
+    if not args.report_only:
+        lines.append(f"\n({run.minutes()} min)")
     (RESULTS / "ecml2006.md").write_text("\n".join(lines) + "\n")
     write_json(RESULTS / "ecml2006.json", {**data, **info, "paper": PAPER})
     log("\n".join(lines))
