@@ -36,6 +36,24 @@ MAX_K = 1000
 FEEDBACK_CANDIDATES = 200
 
 
+class ApiError(BaseModel):
+    """What every refused request gets: why, and for a query the words not understood."""
+
+    detail: str = Field(..., description="why the request was refused, in words")
+    unknown: list[str] = Field([], description="a query's words outside the vocabulary")
+
+
+_ERROR = {"model": ApiError}
+#: The error answers of every route, so that the OpenAPI schema says what a client may get.
+ERROR_RESPONSES = {400: {**_ERROR, "description": "a bad query, picture or request"},
+                   403: {**_ERROR, "description": "a cross-origin request"},
+                   404: {**_ERROR, "description": "no such picture"},
+                   409: {**_ERROR, "description": "the model cannot do this"},
+                   410: {**_ERROR, "description": "the picture's file is gone"},
+                   413: {**_ERROR, "description": "an upload over the size limit"},
+                   503: {**_ERROR, "description": "no model to annotate or explain with"}}
+
+
 class Feedback(BaseModel):
     """Pictures marked right or wrong for a query (every mark of the round, each time)."""
 
@@ -66,10 +84,23 @@ def create_app(index_dir, model_dir=None, *, system=None,
         title="pamir",
         summary="Search pictures by text, annotate them, and see which blocks drive a score.",
         version="1",
+        responses=ERROR_RESPONSES,
     )
     app.state.pamir = state
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
+
+    @app.middleware("http")
+    async def same_origin_only(request: Request, call_next):
+        # A web page elsewhere must not drive this server: browsers send Origin on
+        # cross-origin requests (and on same-origin POSTs, with our own host), so any
+        # request whose Origin is not this server's own host is refused. No CORS headers
+        # are ever sent, so a cross-origin page cannot read an answer either.
+        origin = request.headers.get("origin")
+        if origin is not None and not _same_origin(origin, request.headers.get("host", "")):
+            return JSONResponse({"detail": f"cross-origin request from {origin[:200]!r} "
+                                           "refused"}, status_code=403)
+        return await call_next(request)
 
     @app.middleware("http")
     async def refresh_index(request: Request, call_next):
@@ -198,6 +229,37 @@ def _parse(index: Index, q: str):
     return index.parse_query(q)  # QueryError -> 400 {"detail": why, "unknown": [words]}
 
 
+def _same_origin(origin: str, host: str) -> bool:
+    """Whether an Origin header names the host the request was sent to."""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(host) and parts.netloc == host
+
+
+def _check_picture_size(data: bytes) -> None:
+    """400 for a decompression bomb: a small file that declares more pixels than PIL's
+    limit (Image.MAX_IMAGE_PIXELS), found from its header without decoding it."""
+    import warnings  # noqa: PLC0415
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as im:
+                w, h = im.size
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise HTTPException(400, f"picture refused: {e}") from None
+    except Exception:  # noqa: BLE001 - not a picture PIL knows: the model says why (422)
+        return
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit and w * h > limit:
+        raise HTTPException(400, f"picture of {w}x{h} pixels refused: over the limit of "
+                                 f"{limit} pixels (a decompression bomb?)")
+
+
 def _sort(sort: str | None) -> str | None:
     return {"date": "newest"}.get(sort, sort) if sort else None
 
@@ -234,6 +296,7 @@ async def _read_upload(request: Request) -> bytes:
             raise HTTPException(413, f"picture over the limit of {MAX_UPLOAD_BYTES} bytes")
     if not data:
         raise HTTPException(400, "empty body: send the picture file as the request body")
+    _check_picture_size(bytes(data))
     return bytes(data)
 
 
