@@ -236,7 +236,7 @@ def write_report(results: dict) -> None:
         f"Scores: {any_entry['scores']}. Top-{K}, median (90th percentile) of "
         f"{REPEATS} random queries of 1, 2 and 3 words, after 5 warm-up queries (page cache "
         "warm). *Default*: `Index.search` (threshold algorithm on the sorted lists of each "
-        "shard, giving up for a scan past 1/16 of a list); *brute*: "
+        "shard, giving up for a scan after L / (8 m²) steps of a list of L for m words); *brute*: "
         "`Index.search(method=\"brute\")` (every score, np.argpartition). Both include the "
         "catalogue lookup of the 100 paths.", "",
         "| pictures | shards | default 1 word ms | 2 words | 3 words | brute 1 word ms "

@@ -25,7 +25,7 @@ def small_shards(monkeypatch):
     monkeypatch.setattr(scores_mod, "SEAL_MIN", 8)
     monkeypatch.setattr(scores_mod, "SEAL_AT", 48)
     monkeypatch.setattr(scores_mod, "MAX_SEGMENTS", 3)
-    monkeypatch.setattr(scores_mod, "TA_DEPTH", 1 / 4)
+    monkeypatch.setattr(scores_mod, "TA_DEPTH_DIVISOR", 1)
 
 
 def entries(start, n):

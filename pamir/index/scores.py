@@ -50,10 +50,13 @@ SEAL_AT = 1 << 18
 SEAL_MIN = 1 << 14
 #: Segments per shard beyond which `seal` merges them.
 MAX_SEGMENTS = 8
-#: The threshold algorithm gives up after this fraction of a list (and the shard is scanned):
-#: past it, its random reads cost more than the scan. 1/64 to 1/8 tried at 200k Corel-like
-#: pictures, 2- and 3-word queries: 1/16 had the best mean and p90 (docs/scale.md).
-TA_DEPTH = 1 / 16
+#: The threshold algorithm gives up (and the shard is scanned) after L / (TA_DEPTH_DIVISOR
+#: x m^2) steps of a list of L for a query of m words: a step costs m^2 random reads (m new
+#: pictures, m rows each), the scan m sequential rows, and at 1M Corel-like pictures a
+#: 3-word step cost ~80 ns against ~2 ms for the scan: the limit keeps a losing TA to about
+#: half a scan. (A flat 1/16 of the list, best at 200k where everything fits in cache, let
+#: 3-word queries at 1M run 7 ms: docs/scale.md.)
+TA_DEPTH_DIVISOR = 8
 #: Queries with more word rows than this are scanned (bridged words, mixtures).
 TA_MAX_WORDS = 4
 
@@ -284,7 +287,8 @@ class ScoreMatrix:
                 seen, touched = sh.scratch()
                 nt = np.zeros(1, np.int64)
                 for seg in sh.segments:
-                    limit = seg.length if method == "ta" else max(k, int(seg.length * TA_DEPTH))
+                    limit = seg.length if method == "ta" else max(
+                        k, seg.length // (TA_DEPTH_DIVISOR * len(rows) ** 2))
                     d = topk.ta_segment(seg.ids, seg.vals, rows, qr, M, sh.offset, *args[:5],
                                         fl, has_floor, hs, hid, size, k, seen, touched, nt,
                                         limit)
