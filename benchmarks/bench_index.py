@@ -199,7 +199,8 @@ def main() -> None:
             index, built = build(directory, n, gen, rng)
             print(n, built, flush=True)
             entry = {"build": built, "scores": gen.source, "k": K, "queries": REPEATS,
-                     **run.info(), "prefix": command_prefix()}
+                     **run.info(), "prefix": command_prefix(),
+                     "ta_limit": f"L / ({scores_mod.TA_DEPTH_DIVISOR} m^2) steps"}
             entry["mismatches_vs_brute"] = check_exact(index, rng)
             for w in (1, 2, 3):
                 entry[str(w)] = time_queries(index, w, rng, "auto")
@@ -236,7 +237,7 @@ def write_report(results: dict) -> None:
         f"Scores: {any_entry['scores']}. Top-{K}, median (90th percentile) of "
         f"{REPEATS} random queries of 1, 2 and 3 words, after 5 warm-up queries (page cache "
         "warm). *Default*: `Index.search` (threshold algorithm on the sorted lists of each "
-        "shard, giving up for a scan after L / (8 m²) steps of a list of L for m words); *brute*: "
+        "shard, giving up for a scan at the TA limit given below); *brute*: "
         "`Index.search(method=\"brute\")` (every score, np.argpartition). Both include the "
         "catalogue lookup of the 100 paths.", "",
         "| pictures | shards | default 1 word ms | 2 words | 3 words | brute 1 word ms "
@@ -244,6 +245,9 @@ def write_report(results: dict) -> None:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     cell = lambda r: f"{r['median_ms']:.2f} ({r['p90_ms']:.2f})"  # noqa: E731
+    lines.insert(-3, "TA limit per size (the code changed between runs): " + "; ".join(
+        f"{int(n):,}: {results[n].get('ta_limit', '?')}" for n in sizes) + ".")
+    lines.insert(-3, "")
     for n in sizes:
         e = results[n]
         lines.append(f"| {int(n):,} | {e['build']['shards']} | "
