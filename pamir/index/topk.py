@@ -114,8 +114,8 @@ def ta_segment(ids, vals, rows, q, M, offset, width, col_id, live, keep, use_kee
             if use_keep and not keep[g]:
                 continue
             s = np.float32(0)
-            for i in range(m):
-                s += q[i] * M[rows[i], c]
+            for i in range(m):  # word j's score is the list's (the same float): m - 1 reads
+                s += q[i] * (vals[rows[j], pos] if i == j else M[rows[i], c])
             _offer(hs, hid, size, k, s, col_id[g], floor, has_floor)
         tau = np.float32(0)
         for j in range(m):
