@@ -35,11 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
-#: Pictures per task under Dask. Measured (benchmarks/results/dask.md): ~1-2 ms of scheduler
-#: and transfer overhead per task on a LocalCluster against ~10 ms of work per Corel picture,
-#: so 16 pictures keep the overhead under 1 %; 64 leaves room for a slower network, and
-#: still gives a few tasks per worker on small folders and a small loss when one is retried.
-DASK_BATCH = 64
+#: Pictures per task under Dask. Measured on Corel 5k (benchmarks/results/dask.md): Dask's
+#: own cost is ~2 ms per task (13 ms as an awaited round trip) against ~8.6 ms of one core
+#: per picture, so 25-155 pictures keep it under 1 %; but a batch also costs the writer a
+#: commit and the worker its per-call setup and a smaller visterm-assignment batch, and
+#: batches of 16 / 64 / 256 indexed Corel 5k in 37.6 / 29.1 / 17.9 s. 256 is also the
+#: in-process batch: a retried task redoes at most 256 pictures, and a 5,000-picture
+#: folder still makes 20 tasks for the workers to share.
+DASK_BATCH = 256
 #: How many times a failed batch is retried before the run reports it (a worker that dies
 #: mid-task is rescheduled by the scheduler on top of this).
 RETRIES = 2

@@ -78,7 +78,7 @@ def index_command(
                                               "beside the pictures (.tsv/.csv/.jsonl)"),
     rebuild: bool = typer.Option(False, help="start afresh (needed after changing MODEL)"),
     batch: int = typer.Option(None, min=1, help="pictures computed and committed at a time "
-                                                "[default: 256; 64 with Dask]"),
+                                                "[default: 256]"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
     workers: int = typer.Option(None, min=1, help="run batches as Dask tasks on a local "
                                                   "cluster of this many worker processes"),
