@@ -173,7 +173,12 @@ def _picture(path, settings: FeatureSettings, codebook: ColourCodebook, cache: B
             return hit, "cached", ""
         counts, _ = block_histograms(decode_rgb(data, settings.short_side), settings, codebook)
         if cache is not None:
-            cache.put(digest, counts)
+            try:
+                cache.put(digest, counts)
+            except OSError as e:
+                # the counts are good: a cache that cannot take them costs a recomputation
+                # next time, not the picture
+                log.warning("feature cache: could not write %s (%s)", path, e)
         return counts, "extracted", ""
     except ImageError as e:
         return None, "skipped", str(e)

@@ -185,7 +185,9 @@ class VisualPipeline:
         arrays = {**self.colour_codebook_.to_arrays(), "visterm_codebook": self.codebook_}
         if self.settings.scaling == "sqrt_std":
             arrays["scale_mean"], arrays["scale_std"] = self.scale_mean_, self.scale_std_
-        shared = client.scatter([arrays], broadcast=True)[0]
+        # hash=False: a key of its own each call (the same codebook scattered again under
+        # its content key could be forgotten by the scheduler as the last call's is released)
+        shared = client.scatter([arrays], broadcast=True, hash=False)[0]
         ids, counts, ok, failures = [], [], [], []
         cache_dir = None if self.cache_dir is None else str(self.cache_dir)
         for chunk, results in cluster_chunks(paths, CHUNK_PICTURES, visterms_task,
