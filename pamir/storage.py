@@ -8,7 +8,6 @@ target, which POSIX makes atomic.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -31,29 +30,15 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
     """write(file object) into a temporary file next to `path`, then rename it into place.
 
     The folder is made if needed. Not fsynced: for caches, which a crash may lose but never
-    leaves half-written. Where the file system allows it (Linux: O_TMPFILE), the bytes go
-    into an unnamed file that is given a name only once whole, just before the rename, so a
-    process killed while writing leaves nothing behind; elsewhere a `.tmp-*` file would
-    stay, and is deleted by the next process that writes into that folder
-    (`remove_stale_temporaries`)."""
+    leaves half-written. A process killed while writing leaves its `.tmp-<pid>-*` file; the
+    next process that writes into that folder deletes it (`remove_stale_temporaries`).
+    (Unnamed O_TMPFILE files linked into place were tried: linking them through /proc failed
+    now and then with EXDEV on this machine's file system, losing cache writes.)"""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if str(path.parent) not in _SWEPT:  # once per folder and process: a killed writer's
         _SWEPT.add(str(path.parent))
         remove_stale_temporaries(path.parent)
-    fd = _unnamed_file(path.parent)
-    if fd is not None:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            tmp = _temporary_name(path)
-            os.link(f"/proc/self/fd/{f.fileno()}", tmp, follow_symlinks=True)
-        try:
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{os.getpid()}-",
                                suffix=path.suffix)
     try:
@@ -68,41 +53,11 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
 
 #: Temporary files are named `.tmp-<pid>-...`: the pid tells a live writer's from a dead one's.
 TEMP_PREFIX = ".tmp-"
-_O_TMPFILE_WORKS: dict[str, bool] = {}
 _SWEPT: set[str] = set()
 
 
 def _temporary_name(path: Path) -> str:
     return str(path.parent / f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}{path.suffix}")
-
-
-def _unnamed_file(folder: Path) -> int | None:
-    """An O_TMPFILE descriptor in `folder` (ordinary permissions), or None where the system
-    or file system has none (then the caller names its temporary file)."""
-    flag = getattr(os, "O_TMPFILE", None)
-    if flag is None or not os.path.isdir("/proc/self/fd"):
-        return None
-    key = str(folder)
-    if _O_TMPFILE_WORKS.get(key) is False:
-        return None
-    try:
-        fd = os.open(folder, flag | os.O_WRONLY, 0o666)  # the umask applies
-    except OSError as e:
-        if e.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
-            _O_TMPFILE_WORKS[key] = False
-            return None
-        raise  # a full disk, a read-only folder, no permission: the caller's error
-    if key not in _O_TMPFILE_WORKS:  # can it be named? (overlayfs answers EXDEV)
-        probe = _temporary_name(folder / "probe")
-        try:
-            os.link(f"/proc/self/fd/{fd}", probe, follow_symlinks=True)
-            os.unlink(probe)
-            _O_TMPFILE_WORKS[key] = True
-        except OSError:
-            _O_TMPFILE_WORKS[key] = False
-            os.close(fd)
-            return None
-    return fd
 
 
 def pid_alive(pid: int) -> bool:
