@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 distributed = pytest.importorskip("distributed")
 
@@ -23,13 +22,11 @@ import dask  # noqa: E402
 
 from pamir.distributed import BatchesFailed, DaskTransform, transform_batch  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
+from test_product import generated_collection  # noqa: E402
 
 # The kill switch below runs on the workers: send this module's functions by value (the
 # workers cannot import the tests folder).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
-           "yellow": (230, 210, 40)}
 
 
 @pytest.fixture(autouse=True)
@@ -43,23 +40,11 @@ def extractor_warnings_restored():
 
 
 def make_collection(root: Path, n: int = 48) -> Path:
-    """n small generated pictures (plain or striped colours) and their captions table."""
-    rng = np.random.default_rng(0)
-    root.mkdir(parents=True)
-    rows = ["path\tkeywords"]
-    names = list(COLOURS)
-    for i in range(n):
-        colour, striped = names[i % len(names)], (i // len(names)) % 2 == 0
-        a = np.empty((40, 56, 3), np.float32)
-        a[:] = COLOURS[colour]
-        a += rng.normal(0, 12, a.shape)
-        if striped:
-            a[:, (np.arange(56) // 4) % 2 == 0] = 250
-        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:02d}.png")
-        rows.append(f"p{i:02d}.png\t{colour} {'stripes' if striped else 'plain'}")
-    (root / "captions.tsv").write_text("\n".join(rows) + "\n")
+    """n small generated pictures (plain or striped colours), their captions table, and one
+    file that is no picture."""
+    table = generated_collection(root, n)
     (root / "junk.png").write_bytes(b"\x00not a picture" * 10)  # recorded as unreadable
-    return root / "captions.tsv"
+    return table
 
 
 @pytest.fixture(scope="module")
