@@ -166,12 +166,9 @@ def test_index_killed_while_removing_and_adding(tiny_system, fork_server, tmp_pa
         check_index(ix, index_vectors(ref))
 
 
-@pytest.mark.xfail(strict=True, reason="pamir/index/__init__.py Index.create: a create killed "
-                   "after making `.NAME.creating-PID` leaves that folder beside the index and no "
-                   "later run deletes it")
 def test_index_killed_while_creating_leaves_no_half_made_folder(tiny_system, tmp_path):
-    """A kill inside Index.create, after its folder is made aside: the rerun completes, but
-    the aside folder `.NAME.creating-PID` of the dead process stays beside the index."""
+    """A kill inside Index.create, after its folder is made aside: the rerun completes, and
+    the aside folder `.NAME.creating-PID` of the dead process is gone."""
     _, model, pictures, _ = tiny_system
     ix = tmp_path / "ix"
     code = (

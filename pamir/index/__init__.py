@@ -38,7 +38,7 @@ import numpy as np
 from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable, class_bridge,
                       class_probabilities, imagenet_class_names)
 from ..query import Query, QuerySyntaxError, parse, resolve
-from ..storage import fsync_dir
+from ..storage import fsync_dir, pid_alive
 from ..text import STOP_WORDS
 from .catalog import CATALOG, SCHEMA_VERSION, Catalog, IndexDirError, Picture, catalog_files
 from . import scores as _scores
@@ -123,6 +123,29 @@ def _writer_lock(directory: Path) -> IO:
     return f
 
 
+def _creating_prefix(directory: Path) -> str:
+    """The name prefix of `directory`'s folder while `Index.create` builds it aside; the
+    creator's pid follows."""
+    return f".{directory.name}.creating-"
+
+
+def _sweep_dead_creates(directory: Path) -> list[Path]:
+    """Delete the aside folders `.NAME.creating-<pid>` of creates whose process is gone
+    (killed before the rename): nothing else ever would. A live creator's is left alone."""
+    prefix = _creating_prefix(directory)
+    gone = []
+    try:
+        entries = list(os.scandir(directory.parent))
+    except OSError:
+        return gone
+    for e in entries:
+        pid = e.name[len(prefix):] if e.name.startswith(prefix) else ""
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+            shutil.rmtree(e.path, ignore_errors=True)
+            gone.append(Path(e.path))
+    return gone
+
+
 class Index:
     """A picture index folder. Get one with `Index.create`, `Index.open` or `Index.rebuild`.
 
@@ -149,8 +172,9 @@ class Index:
                model_dir: str | Path | None = None, fingerprint: str = "",
                stop_words: Iterable[str] = STOP_WORDS, classes: Sequence[str] = ()) -> "Index":
         """A new empty index, open for writing. The folder is built aside and renamed into
-        place, so a crash never leaves a half-made index; an existing index there is an
-        error. classes: the ImageNet class names of a CNN representation, whose
+        place, so a crash never leaves a half-made index (the aside folder of a creator
+        killed before the rename is deleted by the next create or writer); an existing index
+        there is an error. classes: the ImageNet class names of a CNN representation, whose
         probabilities are stored after the T word scores (each picture's column then has
         T + C rows: see `index_transform`)."""
         directory = Path(directory)
@@ -162,17 +186,15 @@ class Index:
             raise IndexDirError(f"vocabulary of {len(vocabulary)} words with idf of shape "
                                 f"{idf.shape}: both must have one entry per word")
         directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = directory.with_name(f".{directory.name}.creating-{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        Catalog.create(tmp, {
-            "vocabulary": list(vocabulary),
-            "idf": idf.tolist(),
-            "stop_words": sorted(stop_words),
-            "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
-            "model_fingerprint": fingerprint,
-            "classes": list(classes),
-            "shards": [],  # no score matrix until the first picture
-        })
+        _sweep_dead_creates(directory)
+        tmp = directory.with_name(f"{_creating_prefix(directory)}{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)  # a same-pid leftover (pid reused)
+        tmp.mkdir(parents=True)
+        try:
+            cls._fill_new(tmp, vocabulary, idf, model_dir, fingerprint, stop_words, classes)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if directory.exists():
             if any(directory.iterdir()):
                 shutil.rmtree(tmp)
@@ -182,6 +204,19 @@ class Index:
         tmp.rename(directory)
         fsync_dir(directory.parent)
         return cls.open(directory, writable=True)
+
+    @staticmethod
+    def _fill_new(tmp: Path, vocabulary, idf, model_dir, fingerprint, stop_words,
+                  classes) -> None:
+        Catalog.create(tmp, {
+            "vocabulary": list(vocabulary),
+            "idf": idf.tolist(),
+            "stop_words": sorted(stop_words),
+            "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
+            "model_fingerprint": fingerprint,
+            "classes": list(classes),
+            "shards": [],  # no score matrix until the first picture
+        })
 
     @classmethod
     def open(cls, directory, writable: bool = False) -> "Index":
@@ -199,6 +234,7 @@ class Index:
             raise
         if writable:
             index._matrix.remove_orphans()
+            _sweep_dead_creates(directory)
             if catalog.meta("schema_version") != SCHEMA_VERSION:  # version 1: one file
                 with catalog.transaction():
                     catalog.set_meta(schema_version=SCHEMA_VERSION,
