@@ -231,3 +231,16 @@ def test_concurrent_clients_get_no_errors_and_memory_stays_flat(server):
     assert after <= before * (1 + RSS_TOLERANCE), (
         f"resident memory grew from {before / 2**20:.1f} MB after {N1} requests to "
         f"{after / 2**20:.1f} MB after {N2}: over {RSS_TOLERANCE:.0%}")
+
+
+def test_picture_ids_beyond_64_bits_are_404(server):
+    """Found by the benchmark's longer schemathesis run: an id over SQLite's 64-bit integers
+    was an OverflowError in the catalogue, a 500."""
+    port, _, log_path = server
+    c = Client(port)
+    for pid in (2**63, -(2**63) - 1, 10**30):
+        for path in (f"/api/pictures/{pid}", f"/api/pictures/{pid}/similar",
+                     f"/api/pictures/{pid}/thumbnail", f"/api/pictures/{pid}/explain?q=red"):
+            status, data, _ = c.request("GET", path)
+            assert status == 404, (path, status, data[:300])
+    assert "Traceback" not in log_path.read_text(errors="replace")

@@ -265,7 +265,8 @@ def _sort(sort: str | None) -> str | None:
 
 
 def _picture(index: Index, picture_id: int):
-    p = index.picture(picture_id)
+    # an id SQLite cannot hold (over 64 bits) is no picture, not an OverflowError (a 500)
+    p = index.picture(picture_id) if -(1 << 63) <= picture_id < (1 << 63) else None
     if p is None or p.state != "ok":
         raise HTTPException(404, f"no picture {picture_id} in the index")
     return p
