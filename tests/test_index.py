@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -367,3 +368,35 @@ def test_rebuild_replaces_an_index_with_an_empty_one(tmp_path, index):
     with pytest.raises(IndexDirError, match="--rebuild"):
         Index.open(d)
     Index.rebuild(d, VOCAB, IDF).close()  # a damaged index can be rebuilt
+
+
+def test_a_file_name_that_is_not_utf8_is_indexed_and_followed(tmp_path, index):
+    """A name whose bytes are not UTF-8 (os.fsdecode: lone surrogates, which SQLite's text
+    cannot hold) is indexed, found, filtered by folder, renamed, failed and dropped like any
+    other; the run does not stop."""
+    root = tmp_path / "pics"
+    bad = os.fsdecode(os.path.join(os.fsencode(root), b"bad-\xff\xfe.png"))
+    picture(root / "red.png", (250, 0, 0))
+    picture(Path(bad), (240, 0, 0))
+    os.makedirs(os.path.join(os.fsencode(root), b"dir-\xff"))
+    sub = os.fsdecode(os.path.join(os.fsencode(root), b"dir-\xff"))
+    picture(Path(sub) / "blue.png", (0, 0, 230))
+    with open(os.path.join(os.fsencode(root), b"broken-\xfe.jpg"), "wb") as f:
+        f.write(b"not a jpeg")
+    r = index.update([root], ColourTransform())
+    assert r.added == 3 and len(r.failed) == 1 and "broken-" in r.failed[0][0]
+    paths = {h.path for h in index.search("red", k=5)}
+    assert bad in paths and str(root / "red.png") in paths
+    assert open(bad, "rb").read(4) == b"\x89PNG"  # the path given back opens the file
+    assert index.id_of_path(bad) is not None
+    assert [h.path for h in index.search("blue", k=5, folders=[sub])] == [sub + "/blue.png"]
+    moved = os.fsdecode(os.path.join(os.fsencode(root), b"moved-\xfe.png"))
+    os.rename(bad, moved)
+    t = ColourTransform()
+    r = index.update([root], t)
+    assert r.renamed == 1 and t.seen == [] and index.id_of_path(moved) is not None
+    os.unlink(moved)
+    r = index.update([root], t)
+    assert r.removed == 1 and moved not in {p.path for p in index.pictures()}
+    with Index.open(index.directory) as reader:  # a reader gives the same paths back
+        assert {p.path for p in reader.pictures()} == {p.path for p in index.pictures()}

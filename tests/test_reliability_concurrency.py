@@ -274,11 +274,6 @@ def test_a_read_only_index_folder_gets_a_clear_message(read_only, tiny_system):
     assert "Traceback" not in r.output and "ro" in r.output
 
 
-@pytest.mark.xfail(strict=True, reason="pamir/index/catalog.py Catalog.open: a WAL catalogue in "
-                   "a read-only folder cannot be opened even to search ('unable to open database "
-                   "file', as SQLite needs the -shm file), and the message calls it 'not a pamir "
-                   "index catalogue' and advises --rebuild; a read-only open should use "
-                   "immutable=1 (or say the folder is read-only)")
 def test_a_read_only_index_can_be_searched(read_only):
     from pamir.index import Index
 

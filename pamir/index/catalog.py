@@ -12,7 +12,10 @@ write do so inside the caller's `transaction()`, so the facade decides what comm
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,14 +94,20 @@ class Catalog:
         if not db.is_file():
             raise IndexDirError(f"{directory}: no index there (no {CATALOG}); build one with "
                                 "`pamir index MODEL FOLDER --index DIR`")
-        uri = f"file:{db}?mode={'rw' if writable else 'ro'}"
-        # The server reads from a thread pool; the facade's lock serialises the calls.
-        catalog = cls(sqlite3.connect(uri, uri=True, check_same_thread=False))
         try:
-            catalog._check_version(db)
-        except IndexDirError:
-            catalog.close()
-            raise
+            catalog = cls._connect(db, "rw" if writable else "ro")
+        except IndexDirError as e:
+            if writable or not _cannot_open(e.__cause__) or _writable_folder(db.parent):
+                raise
+            # A read-only folder: SQLite cannot make the -shm file a WAL reader needs. No
+            # writer can commit here either (a writer takes its lock in this folder), so
+            # the file is read as immutable, as long as no write-ahead log is pending.
+            if Path(f"{db}-wal").exists() and Path(f"{db}-wal").stat().st_size:
+                raise IndexDirError(
+                    f"{directory}: the folder is read-only and the catalogue has changes not "
+                    f"yet merged ({CATALOG}-wal); open the index once where the folder is "
+                    "writable (any `pamir search` does), then it can be read here") from None
+            catalog = cls._connect(db, "ro", immutable=True)
         # A search looks up its hits' paths: random rows of a catalogue that can hold
         # millions. Memory-mapped reads and a 64 MB page cache keep that off read(2).
         catalog._conn.execute("PRAGMA mmap_size = 17179869184")
@@ -110,11 +119,31 @@ class Catalog:
             catalog._conn.execute("PRAGMA synchronous = FULL")
         return catalog
 
+    @classmethod
+    def _connect(cls, db: Path, mode: str, immutable: bool = False) -> "Catalog":
+        """A connection whose schema version was read (IndexDirError, caused by SQLite's
+        error, if it cannot be)."""
+        path = urllib.parse.quote(os.fsencode(Path(db).absolute()))  # '?', '#', '%' in names
+        uri = f"file:{path}?mode={mode}" + ("&immutable=1" if immutable else "")
+        # The server reads from a thread pool; the facade's lock serialises the calls.
+        catalog = cls(sqlite3.connect(uri, uri=True, check_same_thread=False))
+        try:
+            catalog._check_version(db)
+        except IndexDirError:
+            catalog.close()
+            raise
+        return catalog
+
     def _check_version(self, db: Path) -> None:
         try:
             version = self.meta("schema_version")
         except sqlite3.DatabaseError as e:
-            raise _not_a_catalogue(db, e) from None
+            if _cannot_open(e):
+                raise IndexDirError(
+                    f"{db}: SQLite cannot open the catalogue ({e}); check that the index "
+                    "folder and its files can be read (and, while another process may be "
+                    "writing the index, written)") from e
+            raise _not_a_catalogue(db, e) from e
         if version is None:
             raise _not_a_catalogue(db, "no schema version")
         if version not in READABLE_VERSIONS:
@@ -164,15 +193,17 @@ class Catalog:
         ids = [int(i) for i in ids]
         rows = self._conn.execute(
             f"SELECT id, path FROM pictures WHERE id IN ({','.join('?' * len(ids))})", ids)
-        return dict(rows.fetchall())
+        return {i: _path(p) for i, p in rows.fetchall()}
 
     def columns_under(self, patterns: Sequence[str]) -> list[int]:
         """Columns of the 'ok' pictures whose path matches one of the LIKE patterns."""
         if not patterns:
             return []
-        where = " OR ".join("path LIKE ? ESCAPE '\\'" for _ in patterns)
+        clauses = [_path_like(p) for p in patterns]
+        where = " OR ".join(sql for sql, _ in clauses)
         rows = self._conn.execute(
-            f"SELECT col FROM pictures WHERE state = 'ok' AND ({where})", list(patterns))
+            f"SELECT col FROM pictures WHERE state = 'ok' AND ({where})",
+            [a for _, args in clauses for a in args])
         return [r[0] for r in rows.fetchall()]
 
     def mtimes_of(self, ids: Iterable[int]) -> dict[int, int]:
@@ -183,14 +214,14 @@ class Catalog:
 
     def id_of_path(self, path: str) -> int | None:
         row = self._conn.execute("SELECT id FROM pictures WHERE path = ? AND state = 'ok'",
-                                 (str(path),)).fetchone()
+                                 (_stored(path),)).fetchone()
         return None if row is None else int(row[0])
 
     def with_hash(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with these bytes at another path, if any."""
         row = self._conn.execute(
             "SELECT id FROM pictures WHERE hash = ? AND state = 'ok' AND path != ? LIMIT 1",
-            (digest, other_than)).fetchone()
+            (digest, _stored(other_than))).fetchone()
         return None if row is None else int(row[0])
 
     def counts(self) -> dict[str, int]:
@@ -205,8 +236,8 @@ class Catalog:
         cur = self._conn.execute(
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (str(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
-             _caption_text(caption), state, reason, col))
+            (_stored(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
+             _caption_text(caption), state, _text(reason), col))
         return int(cur.lastrowid)
 
     def insert_ok(self, entries: Sequence[dict], cols: Sequence[int]) -> list[int]:
@@ -216,7 +247,7 @@ class Catalog:
         self._conn.executemany(
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col) "
             "VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?)",
-            [(str(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
+            [(_stored(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
               _caption_text(e.get("caption")), c) for e, c in zip(entries, cols)])
         if not cols:
             return []
@@ -229,7 +260,7 @@ class Catalog:
         """Delete the rows of these paths (but the row `keep_id`)."""
         rows = [self._conn.execute(
             "DELETE FROM pictures WHERE path = ? AND id IS NOT ? RETURNING col",
-            (str(path), keep_id)).fetchone() for path in paths]
+            (_stored(path), keep_id)).fetchone() for path in paths]
         return [r[0] for r in rows if r is not None and r[0] is not None]
 
     def delete_ids(self, ids: Sequence[int]) -> tuple[int, list[int]]:
@@ -243,11 +274,23 @@ class Catalog:
         """A new path, size and mtime for the same bytes."""
         self._conn.execute(
             "UPDATE pictures SET path = ?, size = ?, mtime_ns = ? WHERE id = ?",
-            (str(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), int(picture_id)))
+            (_stored(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]),
+             int(picture_id)))
 
     def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
         self._conn.execute("UPDATE pictures SET caption = ? WHERE id = ?",
                            (_caption_text(caption), int(picture_id)))
+
+
+def _cannot_open(e: BaseException | None) -> bool:
+    """Whether SQLite failed to open the files (permissions, a read-only folder), not to
+    read a database in them."""
+    return isinstance(e, sqlite3.OperationalError) and (
+        "unable to open" in str(e) or "readonly" in str(e) or "read-only" in str(e))
+
+
+def _writable_folder(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _not_a_catalogue(db: Path, why) -> IndexDirError:
@@ -255,11 +298,55 @@ def _not_a_catalogue(db: Path, why) -> IndexDirError:
                          "`pamir index MODEL FOLDER --rebuild`, or use another --index")
 
 
+def _stored(path) -> str | bytes:
+    """A path as the catalogue stores it: its text, or, for a name that is not UTF-8
+    (os.fsdecode gives it lone surrogates, which SQLite's text cannot hold), its bytes as a
+    BLOB, which `_path` turns back into the same str. One path has one stored form, so
+    lookups and the UNIQUE constraint work on either."""
+    path = str(path)
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path)
+    return path
+
+
+def _path(stored: str | bytes) -> str:
+    return os.fsdecode(stored) if isinstance(stored, bytes) else stored
+
+
+def _path_like(pattern: str) -> tuple[str, list]:
+    """SQL for `path LIKE pattern`. A pattern that is not UTF-8 (a folder whose name is
+    not), which LIKE cannot compare, is matched on the stored bytes instead: the patterns
+    `folder_patterns` makes are a literal prefix (`L%`) or a literal run (`%L%`)."""
+    stored = _stored(pattern)
+    if isinstance(stored, str):
+        return "path LIKE ? ESCAPE '\\'", [stored]
+    inner = pattern[1:] if pattern.startswith("%") else pattern
+    literal = re.sub(r"\\(.)", r"\1", inner[:-1] if inner.endswith("%") else inner)
+    raw = os.fsencode(literal)
+    if pattern.startswith("%"):
+        return "instr(CAST(path AS BLOB), ?) > 0", [raw]
+    return "substr(CAST(path AS BLOB), 1, ?) = ?", [len(raw), raw]
+
+
+def _text(text: str | None) -> str | None:
+    """Text for display (a reason, a caption) that SQLite can store: lone
+    surrogates (from a name that is not UTF-8) written as escapes."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
 def _caption_text(caption: Sequence[str] | None) -> str | None:
-    return " ".join(caption) if caption else None
+    return _text(" ".join(caption)) if caption else None
 
 
 def _picture(row) -> Picture:
     pid, path, size, mtime_ns, digest, caption, state, reason, col = row
-    return Picture(pid, path, size, mtime_ns, digest,
+    return Picture(pid, _path(path), size, mtime_ns, digest,
                    tuple(caption.split()) if caption else None, state, reason, col)
