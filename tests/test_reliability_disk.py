@@ -13,8 +13,8 @@ commit, while the scores file grows, while the model is saved. Then:
 - the command stops with `error:` and a message naming the path, no traceback.
 
 Knobs: PAMIR_RELIABILITY_DISK_LEVELS (the free kilobytes tried, comma-separated; measured
-here, the update of 36 pictures by 30 needs ~116 KB: 0-96 KB stop it before its first
-commit, ~100-112 KB after some batches, as others' changes to the catalogue may shift).
+here, the update of 36 pictures by 30 needs ~116 KB; in the benchmark's run 0-20 KB stopped
+it before its first commit and 24-112 KB after 1-4 batches; changes to the catalogue shift this).
 """
 
 from __future__ import annotations
