@@ -107,10 +107,6 @@ def _stale_reader_fails(tmp_path) -> str:
         reader.close()
 
 
-@pytest.mark.xfail(strict=True, reason="pamir/index/__init__.py Index.search/_hits: a search "
-                   "between a refresh and another process's commit that removed a picture reads "
-                   "the catalogue's current paths for its stale columns and raises KeyError (a "
-                   "500 from `pamir serve`); it should answer from one state")
 def test_a_search_racing_a_removal_answers(tmp_path):
     why = _stale_reader_fails(tmp_path)
     assert not why, why

@@ -50,6 +50,10 @@ from .sync import update as sync_update
 WRITER_LOCK = ".writer.lock"
 #: The server's thumbnail cache, inside the index folder.
 THUMBNAILS = "thumbnails"
+#: How often a reader re-reads the index when another process's commits keep changing what
+#: it reads (a state's files deleted after a newer commit, a hit's picture removed).
+_LOAD_TRIES = 20
+_SEARCH_TRIES = 20
 #: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
 EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
 
@@ -64,6 +68,10 @@ class QueryError(ValueError):
     def __init__(self, message: str, unknown: Sequence[str] = ()):
         super().__init__(message)
         self.unknown = list(unknown)
+
+
+class _Stale(Exception):
+    """A hit's picture was removed by another process after this reader's last refresh."""
 
 
 @dataclass
@@ -286,26 +294,43 @@ class Index:
 
     # ------------------------------------------------------------------ in-memory state
     def _load(self) -> None:
-        """(Re)read what searching needs: vocabulary, the matrix and its live columns."""
+        """(Re)read what searching needs: vocabulary, the matrix and its live columns, all
+        from one committed state. Another process may commit a new layout and delete the
+        files of this one meanwhile: then the newer state is read."""
         with self._lock:
-            meta = self._catalog.meta
-            self.vocabulary: list[str] = meta("vocabulary")
-            self.word_index = {w: t for t, w in enumerate(self.vocabulary)}
-            self.idf = np.asarray(meta("idf"), dtype=np.float64)
-            self.stop_words = frozenset(meta("stop_words") or ())
-            self.model_dir: str = meta("model_dir") or ""
-            self.model_fingerprint: str = meta("model_fingerprint") or ""
-            old = getattr(self, "_bridge", None)
-            self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
-            self._mean = None  # the pictures' mean text-space vector, for `similar`
-            self.classes: list[str] = meta("classes") or []
-            self._class_bridge = None
-            self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
-                                       int(meta("generation") or 0), self._writable,
-                                       words=self.T)
-            cols_ids = np.array(self._catalog.live_columns(), dtype=np.int64).reshape(-1, 2)
-            self._matrix.assign(cols_ids[:, 0], cols_ids[:, 1])
-            self._data_version = self._catalog.data_version()
+            for attempt in range(_LOAD_TRIES):
+                # read before the state: a commit in between only makes the next refresh
+                # read again
+                version = self._catalog.data_version()
+                try:
+                    with self._catalog.snapshot():
+                        self._load_state()
+                except FileNotFoundError:
+                    if attempt == _LOAD_TRIES - 1:
+                        raise
+                    continue
+                self._data_version = version
+                return
+
+    def _load_state(self) -> None:
+        """The state `_load` reads, inside its snapshot."""
+        meta = self._catalog.meta
+        self.vocabulary: list[str] = meta("vocabulary")
+        self.word_index = {w: t for t, w in enumerate(self.vocabulary)}
+        self.idf = np.asarray(meta("idf"), dtype=np.float64)
+        self.stop_words = frozenset(meta("stop_words") or ())
+        self.model_dir: str = meta("model_dir") or ""
+        self.model_fingerprint: str = meta("model_fingerprint") or ""
+        old = getattr(self, "_bridge", None)
+        self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
+        self._mean = None  # the pictures' mean text-space vector, for `similar`
+        self.classes: list[str] = meta("classes") or []
+        self._class_bridge = None
+        self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
+                                   int(meta("generation") or 0), self._writable,
+                                   words=self.T)
+        cols_ids = np.array(self._catalog.live_columns(), dtype=np.int64).reshape(-1, 2)
+        self._matrix.assign(cols_ids[:, 0], cols_ids[:, 1])
 
     def _shards_meta(self) -> list[dict]:
         """The score matrix's layout; a version-1 index's single matrix file is one shard
@@ -450,14 +475,33 @@ class Index:
             raise QueryError(f"sort {sort!r}: by score, newest or oldest")
         mixed = (isinstance(q, Query) and q.class_vector is not None and bool(self.classes)
                  and q.class_mix > 0)
-        with self._lock:
+
+        def answer(last: bool) -> list[Hit]:
             if method == "brute" or mixed or (sort != "score" and floor is not None):
                 s = self._query_scores(q)
-                return self._ranked(s, int(k), floor, sort, folders or ())
+                return self._ranked(s, int(k), floor, sort, folders or (), last)
             vector = self._padded(q.vector if isinstance(q, Query) else q)
             keep = self._folder_mask(folders) if folders else None
             best = self._matrix.top(vector, int(k), keep=keep, floor=floor, method=method)
-            return self._hits(best, int(k), sort)
+            return self._hits(best, int(k), sort, last)
+
+        return self._consistent(answer)
+
+    def _consistent(self, answer: Callable[[bool], list[Hit]]) -> list[Hit]:
+        """answer(last) under the lock, from one state of the index. This reader's state is
+        the catalogue as of its last refresh, while another process may since have removed
+        pictures (and written others into their freed columns): a hit whose picture is gone
+        makes `_hits` raise _Stale, and the answer is computed again after a refresh. A hit
+        whose picture is still there is exact: its column cannot have been rewritten while
+        a committed row pointed at it. On the last try (a writer committing faster than a
+        search runs) stale hits are left out rather than retried."""
+        with self._lock:
+            for attempt in range(_SEARCH_TRIES):
+                try:
+                    return answer(attempt == _SEARCH_TRIES - 1)
+                except _Stale:
+                    self._load()
+            raise AssertionError("unreachable: the last try never raises _Stale")
 
     def _folder_mask(self, folders: Sequence[str]) -> np.ndarray:
         """(width,) whether each column's picture is under one of the folders."""
@@ -467,16 +511,29 @@ class Index:
         keep[cols[cols < width]] = True
         return keep
 
-    def _hits(self, best: list[tuple[int, float]], k: int, sort: str) -> list[Hit]:
-        """Hits from (id, score) pairs best first, re-sorted by date if asked."""
+    def _hits(self, best: list[tuple[int, float]], k: int, sort: str,
+              last: bool = False) -> list[Hit]:
+        """Hits from (id, score) pairs best first, re-sorted by date if asked; their paths
+        and dates read in one statement. _Stale if a hit's picture is no longer the one
+        this reader's state has in its column (removed by another process since the last
+        refresh); on the `last` try such hits are left out."""
+        rows = self._catalog.hits_of(i for i, _ in best)
+        if best:
+            ids = np.array([i for i, _ in best], np.int64)
+            cols = np.array([rows[i][1] if i in rows and rows[i][1] is not None else -1
+                             for i, _ in best], np.int64)
+            fresh = (cols >= 0) & (self._matrix.ids_of(np.maximum(cols, 0)) == ids)
+            if not fresh.all():
+                if not last:
+                    raise _Stale
+                best = [b for b, f in zip(best, fresh) if f]
         if sort != "score" and best:
-            when = self._catalog.mtimes_of(i for i, _ in best)
             sign = -1 if sort == "newest" else 1
-            best = sorted(best, key=lambda b: (sign * when.get(b[0], 0), -b[1], b[0]))[:k]
-        paths = self._catalog.paths_of(i for i, _ in best) if best else {}
-        return [Hit(i, paths[i], score) for i, score in best]
+            best = sorted(best, key=lambda b: (sign * rows[b[0]][2], -b[1], b[0]))[:k]
+        return [Hit(i, rows[i][0], score) for i, score in best]
 
-    def _ranked(self, s: np.ndarray, k: int, floor, sort: str, folders) -> list[Hit]:
+    def _ranked(self, s: np.ndarray, k: int, floor, sort: str, folders,
+                last: bool = False) -> list[Hit]:
         """Hits from per-column scores (-inf: left out), after the floor, folders and sort."""
         if folders:
             keep = np.zeros(len(s), dtype=bool)
@@ -488,7 +545,7 @@ class Index:
         if sort not in ("score", "newest", "oldest"):
             raise QueryError(f"sort {sort!r}: by score, newest or oldest")
         many = k if sort == "score" or floor is None else int(np.isfinite(s).sum())
-        return self._hits(self._matrix.best_of(s, many), k, sort)
+        return self._hits(self._matrix.best_of(s, many), k, sort, last)
 
     def similar(self, z: np.ndarray, k: int = 10, *, exclude: Iterable[int] = (),
                 floor: float | None = None, sort: str = "score",
@@ -500,15 +557,19 @@ class Index:
         z = np.asarray(z, dtype=np.float32).ravel()[: self.T]  # the text space only
         if z.shape != (self.T,):
             raise ValueError(f"a vector of {z.size} scores; the vocabulary has {self.T} words")
-        with self._lock:
+        exclude = [int(i) for i in exclude]
+
+        def answer(last: bool) -> list[Hit]:
             if self._mean is None:
                 self._mean = self._matrix.mean(self.T)
             s = self._matrix.similarities(z, self._mean)
             for i in exclude:
-                p = self._catalog.picture(int(i))
+                p = self._catalog.picture(i)
                 if p is not None and p.col is not None and p.col < len(s):
                     s[p.col] = -np.inf
-            return self._ranked(s, int(k), floor, sort or "score", folders)
+            return self._ranked(s, int(k), floor, sort or "score", folders, last)
+
+        return self._consistent(answer)
 
     def id_of_path(self, path: str | Path) -> int | None:
         """The id of the indexed picture at this path (resolved), if any."""

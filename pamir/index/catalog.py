@@ -160,6 +160,19 @@ class Catalog:
         with self._conn:
             yield
 
+    @contextmanager
+    def snapshot(self):
+        """Reads inside see one committed state (a read transaction), unless a transaction
+        is already open on this connection."""
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.rollback()  # nothing was written: ends the read transaction
+
     def data_version(self) -> int:
         """Changes when another connection commits (the server sees `pamir index`'s work)."""
         return self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -188,6 +201,17 @@ class Catalog:
     def live_columns(self) -> list[tuple[int, int]]:
         """(column, id) of every picture with scores."""
         return self._conn.execute("SELECT col, id FROM pictures WHERE state = 'ok'").fetchall()
+
+    def hits_of(self, ids: Iterable[int]) -> dict[int, tuple[str, int | None, int]]:
+        """{id: (path, col, mtime_ns)} of these pictures, read in one statement (so from one
+        committed state); ids no longer in the catalogue are missing."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self._conn.execute(
+            "SELECT id, path, col, mtime_ns FROM pictures WHERE id IN "
+            f"({','.join('?' * len(ids))})", ids)
+        return {i: (_path(p), c, m) for i, p, c, m in rows.fetchall()}
 
     def paths_of(self, ids: Iterable[int]) -> dict[int, str]:
         ids = [int(i) for i in ids]
