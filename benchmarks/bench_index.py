@@ -186,7 +186,12 @@ def main() -> None:
                     help="a real index whose score distribution the synthetic one copies")
     ap.add_argument("--cold", action="store_true", help="also time right after dropping "
                     "the page cache")
+    ap.add_argument("--ta-max-words", type=int, default=None,
+                    help="route queries of more words than this to the scan (default: "
+                    "pamir.index.scores.TA_MAX_WORDS); recorded with the results")
     args = ap.parse_args()
+    if args.ta_max_words is not None:
+        scores_mod.TA_MAX_WORDS = args.ta_max_words
     run = Run("bench_index.py")
     rng = np.random.default_rng(config.SEED)
     gen = Generator(args.like, rng)
@@ -200,13 +205,22 @@ def main() -> None:
             print(n, built, flush=True)
             entry = {"build": built, "scores": gen.source, "k": K, "queries": REPEATS,
                      **run.info(), "prefix": command_prefix(),
-                     "ta_limit": f"L / ({scores_mod.TA_DEPTH_DIVISOR} m^2) steps"}
+                     "ta_limit": f"L / ({scores_mod.TA_DEPTH_DIVISOR} m^2) steps",
+                     "ta_max_words": scores_mod.TA_MAX_WORDS}
             entry["mismatches_vs_brute"] = check_exact(index, rng)
             for w in (1, 2, 3):
                 entry[str(w)] = time_queries(index, w, rng, "auto")
             entry["brute"] = {str(w): time_queries(index, w, rng, "brute") for w in (1, 2, 3)}
+            # the two exact kernels on their own, for the routing (TA_MAX_WORDS)
+            entry["scan"] = {str(w): time_queries(index, w, rng, "scan") for w in (1, 2, 3, 4)}
+            routing, scores_mod.TA_MAX_WORDS = scores_mod.TA_MAX_WORDS, 1 << 30
+            try:  # the threshold algorithm (giving up at its limit) for every query
+                entry["ta"] = {str(w): time_queries(index, w, rng, "auto") for w in (1, 2, 3, 4)}
+            finally:
+                scores_mod.TA_MAX_WORDS = routing
             entry["page_cache"] = "warm"
-            print(n, {w: entry[str(w)] for w in "123"}, entry["brute"], flush=True)
+            print(n, {w: entry[str(w)] for w in "123"}, entry["brute"], "scan", entry["scan"],
+                  "ta", entry["ta"], flush=True)
             if args.cold and drop_caches():
                 entry["cold"] = {str(w): time_queries(index, w, rng, "auto", warm=0)
                                  for w in (1, 2, 3)}
@@ -246,7 +260,8 @@ def write_report(results: dict) -> None:
     ]
     cell = lambda r: f"{r['median_ms']:.2f} ({r['p90_ms']:.2f})"  # noqa: E731
     lines.insert(-3, "TA limit per size (the code changed between runs): " + "; ".join(
-        f"{int(n):,}: {results[n].get('ta_limit', '?')}" for n in sizes) + ".")
+        f"{int(n):,}: {results[n].get('ta_limit', '?')}, queries of more than "
+        f"{results[n].get('ta_max_words', 4)} words scanned" for n in sizes) + ".")
     lines.insert(-3, "")
     for n in sizes:
         e = results[n]
@@ -254,6 +269,20 @@ def write_report(results: dict) -> None:
                      + " | ".join(cell(e[w]) for w in "123") + " | "
                      + " | ".join(cell(e["brute"][w]) for w in "123")
                      + f" | {e['mismatches_vs_brute']} of 20 |")
+    routed = [n for n in sizes if "scan" in results[n]]
+    if routed:
+        lines += ["", "The routing (`TA_MAX_WORDS`: queries of more words are scanned): the "
+                  "two exact kernels alone, same index, warm; *TA*: the threshold algorithm "
+                  "for every query (giving up for the scan at its limit), *scan*: the fused "
+                  "scan of every score row of the query's words.", "",
+                  "| pictures | TA_MAX_WORDS | TA 1 word ms | 2 words | 3 words | 4 words | "
+                  "scan 1 word ms | 2 words | 3 words | 4 words |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for n in routed:
+            e = results[n]
+            lines.append(f"| {int(n):,} | {e.get('ta_max_words', '?')} | "
+                         + " | ".join(cell(e["ta"][w]) for w in "1234") + " | "
+                         + " | ".join(cell(e["scan"][w]) for w in "1234") + " |")
     cold = [n for n in sizes if "cold" in results[n]]
     if cold:
         lines += ["", "Cold page cache (`echo 1 > /proc/sys/vm/drop_caches` before each "

@@ -57,8 +57,12 @@ MAX_SEGMENTS = 8
 #: half a scan. (A flat 1/16 of the list, best at 200k where everything fits in cache, let
 #: 3-word queries at 1M run 7 ms: docs/scale.md.)
 TA_DEPTH_DIVISOR = 8
-#: Queries with more word rows than this are scanned (bridged words, mixtures).
-TA_MAX_WORDS = 4
+#: Queries with more word rows than this are scanned (3+ words, bridged words, mixtures).
+#: Measured at 1M Corel-like pictures, warm, one core (benchmarks/bench_index.py, docs/
+#: scale.md): the TA (with the limit above) took 7.8 ms median for 3 words and 12.3 ms for 4,
+#: the scan 2.4 and 2.7 ms; for 2 words they tied (2.2 against 2.0 ms), for 1 word the TA
+#: won (0.7 against 1.5 ms).
+TA_MAX_WORDS = 2
 
 #: A shard's layout as the catalogue records it: {"matrix", "capacity", "segments": [...]}.
 ShardMeta = dict
