@@ -264,11 +264,25 @@ def _collection_from_records(table: Path, base: Path, records, stop_words) -> Co
         rel = str(rec[pcol] or "").strip()
         if not rel:
             raise DataError(f"{table}:{lineno}: empty path; every row must name its picture")
-        path = (base / rel).resolve()
-        if not path.is_file():
+        try:
+            path = (base / rel).resolve()
+            found = path.is_file()
+        except (OSError, ValueError) as e:  # a NUL byte, a name too long for the file system
+            raise DataError(
+                f"{table}:{lineno}: the path {rel[:200]!r} cannot name a file ({e}); "
+                "fix or remove the row"
+            ) from None
+        if not found:
             raise DataError(
                 f"{table}:{lineno}: picture {rel!r} not found under {base}; "
                 "fix the path or remove the row"
+            )
+        if not path.is_relative_to(coll.root):
+            # A table speaks for its own folder: pictures elsewhere would be indexed under ids
+            # that escape it (and a shared table could point at any file on the machine).
+            raise DataError(
+                f"{table}:{lineno}: picture {rel!r} lies outside {coll.root}; put the table in "
+                "a folder that holds all its pictures"
             )
         pid = str(rec.get("id") or rec.get("image_id") or rel).strip()
         if pid in first_line:

@@ -61,6 +61,20 @@ def test_empty_path_cell(folder):
         load_captions_table(folder / "t.tsv")
 
 
+@pytest.mark.parametrize("bad, says", [
+    ("a\x00.jpg", "cannot name a file"),      # the fuzzer's find: realpath raised ValueError
+    ("x" * 300 + ".jpg", "cannot name a file"),  # ENAMETOOLONG from stat
+    ("../outside.jpg", "lies outside"),
+])
+def test_paths_that_cannot_be_pictures_of_the_folder(tmp_path, bad, says):
+    folder = tmp_path / "pics"
+    picture(folder / "a.jpg")
+    picture(tmp_path / "outside.jpg")
+    (folder / "t.jsonl").write_text(json.dumps({"path": bad, "keywords": "sky"}))
+    with pytest.raises(DataError, match=rf"t\.jsonl:1: .*{says}"):
+        load_captions_table(folder / "t.jsonl")
+
+
 def test_empty_caption_is_reported_and_kept_uncaptioned(folder):
     (folder / "t.tsv").write_text("path\tkeywords\na.jpg\t\nd.jpg\tsky\n")
     c = load_captions_table(folder / "t.tsv", include_uncaptioned=False)
