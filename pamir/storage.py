@@ -46,8 +46,11 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:
+            # a failed write() names no file (ENOSPC, EIO): say which one it was writing
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
 
 

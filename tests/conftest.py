@@ -1,6 +1,18 @@
+import logging
+
 import pytest
 
 from pamir.data import DataError, find_corel5k
+
+
+@pytest.fixture(autouse=True)
+def extractor_warnings_restored():
+    """The commands quiet the feature extractor's logger for the rest of the process (they
+    report unreadable pictures themselves); other tests count its warnings."""
+    logger = logging.getLogger("pamir.features.extract")
+    level = logger.level
+    yield
+    logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")

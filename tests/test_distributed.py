@@ -7,7 +7,6 @@ indexed twice.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -27,16 +26,6 @@ from test_product import generated_collection  # noqa: E402
 # The kill switch below runs on the workers: send this module's functions by value (the
 # workers cannot import the tests folder).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-@pytest.fixture(autouse=True)
-def extractor_warnings_restored():
-    """`pamir index` quiets the feature extractor's logger for the rest of the process (it
-    reports unreadable pictures itself); other tests count its warnings."""
-    logger = logging.getLogger("pamir.features.extract")
-    level = logger.level
-    yield
-    logger.setLevel(level)
 
 
 def make_collection(root: Path, n: int = 48) -> Path:

@@ -4,7 +4,6 @@ new word from a few captioned pictures, and indexes rescored for the grown vocab
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +22,6 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def quiet(monkeypatch):
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
-    logger = logging.getLogger("pamir.features.extract")
-    level = logger.level
-    yield
-    logger.setLevel(level)
 
 
 class Linear:

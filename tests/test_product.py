@@ -7,7 +7,6 @@ drives the real thing, fit -> index -> search -> annotate, on generated captione
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -20,16 +19,6 @@ from pamir.cli import app
 from test_server import FakeSystem, make_pictures, use_fake_embedder
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def extractor_warnings_restored():
-    """The commands quiet the feature extractor's logger for the rest of the process (they
-    report unreadable pictures themselves); other tests count its warnings."""
-    logger = logging.getLogger("pamir.features.extract")
-    level = logger.level
-    yield
-    logger.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

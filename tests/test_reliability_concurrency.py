@@ -13,9 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np

@@ -210,13 +210,6 @@ def test_pamir_index_on_a_full_disk_stays_searchable_while_full(index_runs):
                                                               r["answers_while_full"])
 
 
-@pytest.mark.xfail(strict=True, reason="pamir/commands/product.py index_command and "
-                   "pamir/index/catalog.py Catalog.transaction: a full disk during a batch's "
-                   "commit ends `pamir index` with a traceback (sqlite3.OperationalError: "
-                   "database or disk is full; exit 1) naming no path, at every level tried; "
-                   "with no space at all the catalogue was also called 'not a pamir index "
-                   "catalogue (disk I/O error)' with --rebuild advised, which would discard "
-                   "the whole index")
 def test_pamir_index_on_a_full_disk_stops_with_a_clear_message(index_runs):
     bad = []
     for r in index_runs["runs"]:
@@ -310,12 +303,6 @@ def test_model_save_on_a_full_disk_names_the_path(tiny_system, disk):
     shutil.rmtree(existing)
 
 
-@pytest.mark.xfail(strict=True, reason="pamir/features/colour.py ColourCodebook.cache_lut "
-                   "writes its 16 MB lookup table to a `.tmpPID.npy` file of its own, outside "
-                   "pamir.storage.atomic_write: with the feature cache on a full disk `pamir "
-                   "fit` ends with 'Not enough free space to write 16777216 bytes' (or "
-                   "'[Errno 28] No space left on device') naming no path, and the partial "
-                   "file stays in the cache for good (no writer sweeps it)")
 def test_pamir_fit_with_its_feature_cache_on_a_full_disk(fit_table, fork_server, disk,
                                                          tmp_path):
     """A cache write that fails should cost a recomputation (or a clear message naming the

@@ -202,13 +202,10 @@ def test_hostile_file_names_are_indexed_and_served(tmp_path):
     _index_and_serve(tmp_path, invalid_utf8=False)
 
 
-@pytest.mark.xfail(strict=True, reason="pamir/server/app.py _hit_json (and the picture JSON): "
-                   "a picture whose name is not UTF-8 is now indexed (the catalogue keeps its "
-                   "bytes and gives back the os.fsdecode str), but its path's lone surrogates "
-                   "cannot be encoded in the JSON answer: /api/search is a 500; the API should "
-                   "give the name escaped (the picture is served by id)")
-def test_a_file_name_that_is_not_utf8_is_indexed_or_skipped(tmp_path):
-    _index_and_serve(tmp_path, invalid_utf8=True)
+def test_a_file_name_that_is_not_utf8_is_indexed_and_served(tmp_path):
+    """Its name is given escaped in the JSON (the bytes as \\xNN); the picture, by id."""
+    hits = _index_and_serve(tmp_path, invalid_utf8=True)
+    assert any("\\x" in h["path"] for h in hits)
 
 
 def _index_and_serve(tmp_path, invalid_utf8: bool):
@@ -230,6 +227,7 @@ def _index_and_serve(tmp_path, invalid_utf8: bool):
         for h in hits:
             assert c.get(h["thumbnail"]).status_code == 200
             assert c.get(f"/api/pictures/{h['id']}").status_code == 200
+    return hits
 
 
 def test_nul_in_a_path_argument_is_a_clear_error(tmp_path):

@@ -20,7 +20,6 @@ import signal
 import socket
 import threading
 import time
-from pathlib import Path
 from urllib.parse import urlencode
 
 import numpy as np

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -100,6 +101,32 @@ def index_command(
     system = load_system(model)
     fingerprint = model_fingerprint(model)
     caption_map = _caption_map(captions) if captions else None
+    try:
+        report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
+                                caption_map, batch, workers, scheduler, compact)
+    except (OSError, sqlite3.OperationalError) as e:
+        # a full or failing disk: every batch committed before it stays indexed and searchable
+        fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
+             "can be searched; free some space (or check the disk) and run the same command "
+             "again to go on")
+    if as_json:
+        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
+        return
+    for path, reason in report.failed[:MAX_LISTED_FAILURES]:
+        console.print(f"[yellow]skipped[/yellow] {path}: {reason}", markup=True)
+    if len(report.failed) > MAX_LISTED_FAILURES:
+        console.print(f"... and {len(report.failed) - MAX_LISTED_FAILURES} more unreadable "
+                      "files (--json lists them all)")
+    console.print(
+        f"{index_dir}: {status['pictures']:,} pictures indexed "
+        f"(added {report.added}, changed {report.changed}, renamed {report.renamed}, "
+        f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
+        f"unreadable {len(report.failed)})")
+
+
+def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
+           workers, scheduler, compact):
+    """index_command's work: (report, status)."""
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
     with index, _batch_runner(workers, scheduler, model, fingerprint, system,
                               bool(index.classes)) as (transform, default_batch), \
@@ -119,20 +146,7 @@ def index_command(
             raise typer.Exit(130) from None
         if compact:
             index.compact()
-        status = index.status()
-    if as_json:
-        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
-        return
-    for path, reason in report.failed[:MAX_LISTED_FAILURES]:
-        console.print(f"[yellow]skipped[/yellow] {path}: {reason}", markup=True)
-    if len(report.failed) > MAX_LISTED_FAILURES:
-        console.print(f"... and {len(report.failed) - MAX_LISTED_FAILURES} more unreadable "
-                      "files (--json lists them all)")
-    console.print(
-        f"{index_dir}: {status['pictures']:,} pictures indexed "
-        f"(added {report.added}, changed {report.changed}, renamed {report.renamed}, "
-        f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
-        f"unreadable {len(report.failed)})")
+        return report, index.status()
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ whole pictures, measured in benchmarks/results/features.md).
 from __future__ import annotations
 
 import hashlib
-import os
+import logging
 from pathlib import Path
 from typing import Iterable
 
@@ -18,8 +18,11 @@ import numpy as np
 from numba import njit, prange
 
 from .. import config
+from ..storage import atomic_write
 from .images import ImageError, load_rgb
 from .settings import FeatureSettings
+
+log = logging.getLogger(__name__)
 
 
 class ColourCodebook:
@@ -93,10 +96,12 @@ class ColourCodebook:
                 pass  # damaged: rebuilt below
         if not path.exists() or self._lut is None:
             lut = self.lut
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
-            np.save(tmp, lut, allow_pickle=False)
-            os.replace(tmp, path)
+            try:
+                atomic_write(path, lambda f: np.save(f, lut, allow_pickle=False))
+            except OSError as e:
+                # the table is good in memory: a cache that cannot take it (a full disk, a
+                # read-only folder) costs a rebuild next time, not the run
+                log.warning("feature cache: could not write %s (%s)", path, e)
         return self.lut
 
     def assign(self, rgb: np.ndarray) -> np.ndarray:

@@ -143,6 +143,11 @@ class Catalog:
                     f"{db}: SQLite cannot open the catalogue ({e}); check that the index "
                     "folder and its files can be read (and, while another process may be "
                     "writing the index, written)") from e
+            if _disk_trouble(e):  # the file may be fine: --rebuild would throw it away
+                raise IndexDirError(
+                    f"{db}: SQLite cannot read the catalogue ({e}); the disk is full or "
+                    "failing: free some space (or check the disk) and run the command again; "
+                    "the index is kept as it was") from e
             raise _not_a_catalogue(db, e) from e
         if version is None:
             raise _not_a_catalogue(db, "no schema version")
@@ -311,6 +316,12 @@ def _cannot_open(e: BaseException | None) -> bool:
     read a database in them."""
     return isinstance(e, sqlite3.OperationalError) and (
         "unable to open" in str(e) or "readonly" in str(e) or "read-only" in str(e))
+
+
+def _disk_trouble(e: BaseException | None) -> bool:
+    """Whether SQLite failed for want of space or a working disk, not for what a file holds."""
+    return isinstance(e, sqlite3.OperationalError) and (
+        "disk is full" in str(e) or "disk I/O error" in str(e))
 
 
 def _writable_folder(folder: Path) -> bool:

@@ -278,7 +278,15 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
     return [{"word": w, "score": s} for w, s in best]
 
 
+def _shown(path: str) -> str:
+    """A path as JSON can carry it: a name that is not UTF-8 comes from os.fsdecode with lone
+    surrogates, which no encoder takes; its bytes are shown escaped (b'\\xff' -> '\\xff'). The
+    picture itself is reached by its id, never by this text."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _hit_json(pid: int, path: str, score: float | None) -> dict:
+    path = _shown(path)
     d = {"id": pid, "name": os.path.basename(path), "path": path,
          "thumbnail": f"/api/pictures/{pid}/thumbnail"}
     if score is not None:
