@@ -1,8 +1,20 @@
 import logging
+import os
 
 import pytest
 
 from pamir.data import DataError, find_corel5k
+
+
+@pytest.fixture(autouse=True, scope="session")
+def feature_cache_of_the_session(tmp_path_factory):
+    """The commands cache features in config.default_cache_dir(): the tests' go to a folder
+    of their own (tests that need another set PAMIR_CACHE themselves), never the checkout's."""
+    mp = pytest.MonkeyPatch()
+    if "PAMIR_CACHE" not in os.environ:
+        mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("feature-cache")))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -110,9 +110,11 @@ def test_rescore_grows_the_vocabulary(tmp_path):
         assert ix.T == 3 and len(list((tmp_path / "ix").glob("scores-*.f32"))) == 1
 
 
-def test_pamir_learn_teaches_a_new_word(tmp_path):
+def test_pamir_learn_teaches_a_new_word(tmp_path, monkeypatch):
     """The real thing: a PAMIR system fitted without the word "stripes" learns it with
-    `pamir learn` from 10 new captioned pictures, and the index answers "stripes"."""
+    `pamir learn` from 10 new captioned pictures, and the index answers "stripes"; the
+    rescoring reads the indexed pictures' features from the cache, decoding none again."""
+    import pamir.features.extract as extract
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
     from pamir.system import System, fit_system
@@ -136,9 +138,16 @@ def test_pamir_learn_teaches_a_new_word(tmp_path):
     r = runner.invoke(app, ["search", "stripes", "--index", str(ix)])
     assert r.exit_code == 2 and "vocabulary" in r.output, r.output
 
-    new = generated_collection(tmp_path / "new", n=10)  # other pictures, other noise
+    new = generated_collection(tmp_path / "new", n=10)  # captioned with "stripes"
+    computed = []
+    histograms = extract.block_histograms
+    monkeypatch.setattr(extract, "block_histograms",
+                        lambda *a, **k: computed.append(1) or histograms(*a, **k))
     r = runner.invoke(app, ["learn", str(model), str(new), "--index", str(ix), "--json"])
     assert r.exit_code == 0, r.output
+    # every picture comes from the cache `pamir index` filled (the 10 new ones are the first
+    # 10 again: the same generator and seed), so none is decoded
+    assert not computed, f"{len(computed)} pictures decoded again instead of read from the cache"
     report = json.loads(r.stdout)
     assert report["new_words"] == ["stripes"] and report["updates"] > 0
     assert "rescored 48 pictures" in report["indexes"][0]["status"]

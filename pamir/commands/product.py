@@ -60,7 +60,9 @@ def load_system(model: Path):
     own_the_reports()
     try:
         # Our own bar shows indexing progress; a second live bar would garble the terminal.
-        return System.load(model, progress=False)
+        # The feature cache too: rescoring after `pamir learn` and re-indexing a moved folder
+        # then hash pictures instead of decoding them again.
+        return System.load(model, cache_dir=config.default_cache_dir(), progress=False)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
 
@@ -161,7 +163,8 @@ def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, cla
 
     with dask_client(workers, scheduler) as client:
         try:
-            yield DaskTransform(client, model, fingerprint, classes), DASK_BATCH
+            yield (DaskTransform(client, model, fingerprint, classes,
+                                 cache_dir=config.default_cache_dir()), DASK_BATCH)
         except BatchesFailed as e:
             fail(str(e))
 

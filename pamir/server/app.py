@@ -353,7 +353,9 @@ class _State:
                              "uploads and explain scores")
                 # Heavy (the models and torch): loaded on the first upload or explanation.
                 from ..system import System  # noqa: PLC0415
-                system = System.load(self.model_dir, progress=False)
+                # with the feature cache: keeping feedback rescores every indexed picture
+                system = System.load(self.model_dir, cache_dir=config.default_cache_dir(),
+                                     progress=False)
                 if list(system.vocabulary) != self.index.vocabulary:
                     raise HTTPException(
                         409, f"the model in {self.model_dir} has another vocabulary than the "
