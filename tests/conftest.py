@@ -91,6 +91,35 @@ def reliability_fit(table, out, cache_dir, n_updates: int = 3_000):
     return system
 
 
+def model_arrays(model) -> dict:
+    import numpy as np
+
+    with np.load(model / "arrays.npz", allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def same_model(a, b, with_json: bool = False) -> bool:
+    """The same arrays (and, with_json, the same model.json bytes) in model folders a, b."""
+    import numpy as np
+
+    x, y = model_arrays(a), model_arrays(b)
+    same = x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
+    return same and (not with_json
+                     or (a / "model.json").read_bytes() == (b / "model.json").read_bytes())
+
+
+def fit_argv(table, out) -> list:
+    """A quick `pamir fit` of the fit_table pictures into out."""
+    return ["fit", table, "-o", out, "-r", "visterms", "--no-grid", "-q", "--visterms", "8",
+            "-p", "n_updates=1500"]
+
+
+@pytest.fixture(scope="module")
+def fit_table(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fit")
+    return reliability_pictures(root / "pictures", n=24, seed=5, size=(32, 40))
+
+
 @pytest.fixture(scope="session")
 def tiny_system(tmp_path_factory):
     """(root, model folder, pictures folder, captions table) of a tiny fitted real system."""

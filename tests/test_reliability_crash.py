@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import pamir_command_raw, reliability_pictures
+from conftest import fit_argv, pamir_command_raw, reliability_pictures, same_model
 
 INDEX_KILLS = int(os.environ.get("PAMIR_RELIABILITY_INDEX_KILLS", "20"))
 FIT_KILLS = int(os.environ.get("PAMIR_RELIABILITY_FIT_KILLS", "4"))
@@ -197,27 +197,6 @@ def test_index_killed_while_creating_leaves_no_half_made_folder(tiny_system, tmp
 
 
 # ------------------------------------------------------------------------------ pamir fit -o
-def _arrays(model: Path) -> dict[str, np.ndarray]:
-    with np.load(model / "arrays.npz", allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-def _same_model(a: Path, b: Path) -> bool:
-    x, y = _arrays(a), _arrays(b)
-    return x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
-
-
-def _fit_argv(table, out):
-    return ["fit", table, "-o", out, "-r", "visterms", "--no-grid", "-q", "--visterms", "8",
-            "-p", "n_updates=1500"]
-
-
-@pytest.fixture(scope="module")
-def fit_table(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fit")
-    return reliability_pictures(root / "pictures", n=24, seed=5, size=(32, 40))
-
-
 def test_fit_over_a_model_killed_at_random_moments(tiny_system, fit_table, fork_server,
                                                    tmp_path):
     """`pamir fit -o MODEL` over an existing model, with a cold feature cache, killed: MODEL
@@ -229,7 +208,7 @@ def test_fit_over_a_model_killed_at_random_moments(tiny_system, fit_table, fork_
     old_model = tiny_system[1]
     ref = tmp_path / "reference"
     t0 = time.perf_counter()
-    status, log = fork_server.run(_fit_argv(fit_table, ref),
+    status, log = fork_server.run(fit_argv(fit_table, ref),
                                   env={"PAMIR_CACHE": str(tmp_path / "ref-cache")})
     full = time.perf_counter() - t0
     assert status == 0, log
@@ -241,14 +220,14 @@ def test_fit_over_a_model_killed_at_random_moments(tiny_system, fit_table, fork_
 
         shutil.copytree(old_model, out)
         env = {"PAMIR_CACHE": str(cache)}
-        status, _ = fork_server.run(_fit_argv(fit_table, out), env=env,
+        status, _ = fork_server.run(fit_argv(fit_table, out), env=env,
                                     kill_after=rng.uniform(0.0, full))
         landed += status == -signal.SIGKILL
         System.load(out, progress=False)  # whole: old or new
-        assert _same_model(out, old_model) or _same_model(out, ref)
-        status, log = fork_server.run(_fit_argv(fit_table, out), env=env)
+        assert same_model(out, old_model) or same_model(out, ref)
+        status, log = fork_server.run(fit_argv(fit_table, out), env=env)
         assert status == 0, log
-        assert _same_model(out, ref), "the rerun's model is not an uninterrupted fit's"
+        assert same_model(out, ref), "the rerun's model is not an uninterrupted fit's"
         assert sorted(p.name for p in out.iterdir()) == ["arrays.npz", "model.json"]
         beside = [p.name for p in tmp_path.glob(f".{out.name}.*")]
         assert not beside, f"left beside the model: {beside}"

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import reliability_pictures
+from conftest import fit_argv, reliability_pictures, same_model
 
 LEVELS = [int(x) for x in os.environ.get("PAMIR_RELIABILITY_DISK_LEVELS",
                                           "0,16,64,108").split(",")]
@@ -222,28 +222,6 @@ def test_pamir_index_on_a_full_disk_stops_with_a_clear_message(index_runs):
 
 
 # -------------------------------------------------------------------------- pamir fit -o
-def _arrays(model: Path) -> dict[str, np.ndarray]:
-    with np.load(model / "arrays.npz", allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-def _same_model(a: Path, b: Path) -> bool:
-    x, y = _arrays(a), _arrays(b)
-    same = x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
-    return same and (a / "model.json").read_bytes() == (b / "model.json").read_bytes()
-
-
-def _fit_argv(table, out):
-    return ["fit", table, "-o", out, "-r", "visterms", "--no-grid", "-q", "--visterms", "8",
-            "-p", "n_updates=1500"]
-
-
-@pytest.fixture(scope="module")
-def fit_table(tmp_path_factory):
-    root = tmp_path_factory.mktemp("disk-fit")
-    return reliability_pictures(root / "pictures", n=24, seed=5, size=(32, 40))
-
-
 def test_pamir_fit_on_a_full_disk_keeps_the_previous_model(tiny_system, fit_table,
                                                          fork_server, disk, tmp_path):
     """`pamir fit -o MODEL` over a model on a full disk: exit 2, `error:` naming MODEL and
@@ -260,19 +238,19 @@ def test_pamir_fit_on_a_full_disk_keeps_the_previous_model(tiny_system, fit_tabl
         unfill(disk)
         shutil.copytree(old, model)
         fill(disk, free)
-        status, log = fork_server.run(_fit_argv(fit_table, model), env=env)
+        status, log = fork_server.run(fit_argv(fit_table, model), env=env)
         outcomes.append((free, status, log.strip().splitlines()[-1][:300]))
         assert status == 2, log[-2000:]
         assert not clear_message(log, model), (clear_message(log, model), log[-2000:])
         assert "cannot save the model" in log, log[-2000:]
         System.load(model, progress=False)  # loadable while the disk is still full
-        assert _same_model(model, old), "the previous model changed"
+        assert same_model(model, old, with_json=True), "the previous model changed"
         assert sorted(p.name for p in disk.iterdir()) == sorted([FILLER, "model"]), (
             f"left on the disk: {sorted(p.name for p in disk.iterdir())}")
         unfill(disk)
-    status, log = fork_server.run(_fit_argv(fit_table, model), env=env)
+    status, log = fork_server.run(fit_argv(fit_table, model), env=env)
     assert status == 0, log[-2000:]
-    assert not _same_model(model, old)
+    assert not same_model(model, old, with_json=True)
     System.load(model, progress=False)
     assert sorted(p.name for p in disk.iterdir()) == ["model"]
     from test_reliability_crash import record
@@ -297,7 +275,7 @@ def test_model_save_on_a_full_disk_names_the_path(tiny_system, disk):
                 system.save(target)
             assert "cannot save the model" in str(e.value) and str(target) in str(e.value)
             assert not (disk / "new").exists()
-            assert _same_model(existing, tiny_system[1])
+            assert same_model(existing, tiny_system[1], with_json=True)
             assert sorted(p.name for p in disk.iterdir()) == sorted([FILLER, "existing"])
     unfill(disk)
     shutil.rmtree(existing)
@@ -314,7 +292,7 @@ def test_pamir_fit_with_its_feature_cache_on_a_full_disk(fit_table, fork_server,
         unfill(disk)
         fill(disk, free)
         out = tmp_path / f"model-{free}"
-        status, log = fork_server.run(_fit_argv(fit_table, out), env={"PAMIR_CACHE": str(cache)})
+        status, log = fork_server.run(fit_argv(fit_table, out), env={"PAMIR_CACHE": str(cache)})
         unfill(disk)
         left = [str(p.relative_to(cache)) for p in cache.rglob("*") if ".tmp" in p.name]
         if status != 0 and clear_message(log, cache):
