@@ -79,6 +79,36 @@ def test_version_1_index_is_read_and_upgraded(tmp_path):
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
 
 
+def test_segments_without_block_bounds_are_read_and_get_them_at_compaction(tmp_path):
+    """Segments written before the block bounds (their meta has no "block") are searched as
+    before (a full scan where the TA is not sure); a compaction writes them with bounds."""
+    Z = pictures(200)
+    qs = [np.array(q, np.float32) for q in ([1, 0.5, -0.3, 0, 0], [0, 1, 1, 1, -1],
+                                            [0.2, 0, 0, 0, 1])]
+    with Index.create(tmp_path / "idx", WORDS, np.ones(5)) as ix:
+        ix.add(entries(200), Z)
+        ix.compact()
+        expected = [[(h.id, h.score) for h in ix.search(q, 15, method="brute")] for q in qs]
+        layout = ix._matrix.layout()
+    assert all("block" in g for sh in layout["shards"] for g in sh["segments"])
+    for sh in layout["shards"]:  # the meta pamir wrote before the bounds
+        for g in sh["segments"]:
+            del g["block"], g["blocks"]
+    conn = sqlite3.connect(tmp_path / "idx" / "catalog.sqlite")
+    with conn:
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('shards', ?)",
+                     (json.dumps(layout["shards"]),))
+    conn.close()
+    with Index.open(tmp_path / "idx", writable=True) as old:
+        assert all(g.block == 0 for sh in old._matrix.shards for g in sh.segments)
+        assert [[(h.id, h.score) for h in old.search(q, 15)] for q in qs] == expected
+        old.remove([3, 4])  # a change, so that the compaction rebuilds the lists
+        assert old.compact()
+        assert all(g.block for sh in old._matrix.shards for g in sh.segments)
+        expected = [[(h.id, h.score) for h in old.search(q, 15, method="brute")] for q in qs]
+        assert [[(h.id, h.score) for h in old.search(q, 15)] for q in qs] == expected
+
+
 def test_cli_compact_leaves_results_unchanged(fake, tmp_path, monkeypatch):
     """`pamir index --compact` (the stand-in system of test_product): two indexing runs make
     two segments, a removal a dead column; compacting leaves every answer as it was."""

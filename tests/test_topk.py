@@ -26,6 +26,7 @@ def small_shards(monkeypatch):
     monkeypatch.setattr(scores_mod, "SEAL_AT", 48)
     monkeypatch.setattr(scores_mod, "MAX_SEGMENTS", 3)
     monkeypatch.setattr(scores_mod, "TA_DEPTH_DIVISOR", 1)
+    monkeypatch.setattr(scores_mod, "BLOCK", 4)
 
 
 def entries(start, n):
@@ -85,8 +86,12 @@ def build(directory: Path, steps) -> Index:
 
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=collections(), qs=st.lists(queries, min_size=1, max_size=4))
-def test_top_k_equals_brute_force_ties_included(small_shards, steps, qs):
+@given(steps=collections(), qs=st.lists(queries, min_size=1, max_size=4),
+       boot=st.sampled_from([0, 1, 4]))
+def test_top_k_equals_brute_force_ties_included(small_shards, monkeypatch, steps, qs, boot):
+    """Every path, the block-bounded scan included: a short TA (boot steps per result; 0:
+    none, the bounds alone) leaves most of it to the scan of the blocks."""
+    monkeypatch.setattr(scores_mod, "BOOT_STEPS_PER_RESULT", boot)
     with tempfile.TemporaryDirectory() as tmp:
         with build(Path(tmp) / "idx", steps) as index:
             for weights, k, floor, folders, sort in qs:

@@ -10,8 +10,11 @@ whole matrix, and no file outgrows what one sort (building its lists) handles at
 
 Segments. Beside each shard's matrix, `lists-<generation>.bin` files each hold one segment:
 for a set of the shard's columns, per word row the local column ids sorted by that word's
-score, descending (int32, words x L), then the scores in that order (float32, words x L).
-`pamir.index.topk` walks them with Fagin's threshold algorithm. Columns in no segment (the
+score, descending (int32, words x L), then the scores in that order (float32, words x L),
+then (segments whose meta has "blocks": B) per word row the highest and the lowest score of
+the segment's columns in each block of BLOCK local columns (float32, words x B each).
+`pamir.index.topk` walks the lists with Fagin's threshold algorithm, and where that is not
+soon sure, scans only the blocks whose bound can still beat the k-th score. Columns in no segment (the
 shard's tail: pictures added since its last seal) are scanned brute force. A column once in a
 segment is never rewritten in place: a picture removed there leaves a dead column, skipped by
 the search and reused only after a compaction has rebuilt the lists without it. `seal` turns a
@@ -57,6 +60,16 @@ MAX_SEGMENTS = 8
 #: half a scan. (A flat 1/16 of the list, best at 200k where everything fits in cache, let
 #: 3-word queries at 1M run 7 ms: docs/scale.md.)
 TA_DEPTH_DIVISOR = 8
+#: Columns per block of the block bounds (the highest and lowest score of each word in each
+#: block of a segment). Small blocks bound tightly: at 1M Corel-like pictures, the blocks a
+#: 2-word (3-word) top 100 cannot skip were 1.6 % (3.1 %) of them at 16 columns, 2.8 %
+#: (7.3 %) at 32 and about 12 % (29 %) at 64, medians of 30 random queries; the bounds then
+#: take 2 x 4 / 16 bytes a score, a quarter of the matrix's size.
+BLOCK = 16
+#: Before scanning a shard with block bounds, the threshold algorithm takes at most this
+#: many steps per k results: its first scores let the scan skip most blocks (with 4 k steps
+#: the blocks left were 3.0 % / 7.5 % at 1M for 2 / 3 words, against 6.2 % / 17.5 % with k).
+BOOT_STEPS_PER_RESULT = 4
 #: Queries with more word rows than this are scanned (3+ words, bridged words, mixtures).
 #: Measured at 1M Corel-like pictures, warm, one core (benchmarks/bench_index.py, docs/
 #: scale.md): the TA (with the limit above) took 7.8 ms median for 3 words and 12.3 ms for 4,
@@ -90,9 +103,15 @@ class Segment:
     length: int
     ids: np.ndarray  # (words, L) int32 local columns, by score descending
     vals: np.ndarray  # (words, L) float32 their scores
+    block: int = 0  # columns per block of the bounds (0: no bounds)
+    bmax: np.ndarray | None = None  # (words, blocks) float32 the highest score in a block
+    bmin: np.ndarray | None = None  # (words, blocks) float32 the lowest (-inf/+inf: none)
 
     def meta(self) -> dict:
-        return {"name": self.name, "length": self.length}
+        meta = {"name": self.name, "length": self.length}
+        if self.block:
+            meta.update(block=self.block, blocks=self.bmax.shape[1])
+        return meta
 
 
 @dataclass
@@ -164,7 +183,12 @@ class ScoreMatrix:
         ids = np.asarray(np.memmap(path, dtype=np.int32, mode="r", shape=(W, L)))
         vals = np.asarray(np.memmap(path, dtype=np.float32, mode="r", shape=(W, L),
                                     offset=4 * W * L))
-        return Segment(g["name"], L, ids, vals)
+        if "blocks" not in g:  # written before block bounds: the shard is scanned whole
+            return Segment(g["name"], L, ids, vals)
+        B = int(g["blocks"])
+        bmax, bmin = (np.asarray(np.memmap(path, dtype=np.float32, mode="r", shape=(W, B),
+                                           offset=8 * W * L + 4 * W * B * i)) for i in (0, 1))
+        return Segment(g["name"], L, ids, vals, int(g["block"]), bmax, bmin)
 
     def layout(self) -> dict:
         """What the catalogue records: {"shards": [...], "generation": g}."""
@@ -255,10 +279,11 @@ class ScoreMatrix:
             floor: float | None = None, method: str = "auto") -> list[tuple[int, float]]:
         """(picture id, score) of the k best pictures for q, best first, equal scores by
         id: the same answer as best(q, k) restricted to keep (a (width,) mask) and to scores
-        >= floor. method "auto": the threshold algorithm on each shard's segments where it
-        pays (few word rows, all of them with lists), brute force on tails and elsewhere;
-        "scan": the fused brute-force scan everywhere; "ta": the threshold algorithm without
-        giving up (for tests)."""
+        >= floor. method "auto": the threshold algorithm on each shard's segments, then (if
+        it is not sure by then) the scan of the blocks whose bounds can still beat the k-th
+        score, brute force on tails and on segments without bounds; "scan": the fused
+        brute-force scan everywhere; "ta": the threshold algorithm without giving up (for
+        tests)."""
         q = np.asarray(q, dtype=np.float32).ravel()
         if q.shape != (self.T,):
             raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
@@ -278,37 +303,55 @@ class ScoreMatrix:
         keep = np.asarray(keep, bool) if use_keep else np.zeros(1, bool)
         has_floor = floor is not None
         fl = np.float32(floor if has_floor else 0.0)
-        use_ta = method != "scan" and rows[-1] < self.words and (
+        listed_rows = rows[-1] < self.words  # class rows have no lists nor bounds
+        use_ta = method != "scan" and listed_rows and (
             method == "ta" or len(rows) <= TA_MAX_WORDS)
+        use_blocks = method == "auto" and listed_rows
         args = (self._width, self._col_id, self._live, keep, use_keep, fl, has_floor,
                 hs, hid, size, k)
-        tails = self._tail_cols() if use_ta else None
+        tails = self._tail_cols()
         for n_shard, (sh, a, b) in enumerate(self._spans()):
             M = np.asarray(sh.map)
             local = b - a
-            scanned = False
-            if use_ta and sh.segments:
+            block = sh.segments[0].block if sh.segments else 0
+            bounded = use_blocks and block and all(g.block == block for g in sh.segments)
+            if (use_ta or bounded) and sh.segments:
                 seen, touched = sh.scratch()
                 nt = np.zeros(1, np.int64)
+                sure = True
                 for seg in sh.segments:
-                    limit = seg.length if method == "ta" else max(
-                        k, seg.length // (TA_DEPTH_DIVISOR * len(rows) ** 2))
+                    if method == "ta":
+                        limit = seg.length
+                    elif use_ta:
+                        limit = max(k, seg.length // (TA_DEPTH_DIVISOR * len(rows) ** 2))
+                    else:  # many words: a short walk finds scores for the bounds to beat
+                        limit = BOOT_STEPS_PER_RESULT * k
+                    if bounded:
+                        limit = min(limit, BOOT_STEPS_PER_RESULT * k)
                     d = topk.ta_segment(seg.ids, seg.vals, rows, qr, M, sh.offset, *args[:5],
                                         fl, has_floor, hs, hid, size, k, seen, touched, nt,
                                         limit)
-                    if d < 0:  # not sure yet: scan the shard, skipping what TA scored
-                        topk.brute_range(rows, qr, M, sh.offset, 0, local, *args, seen, True)
-                        scanned = True
+                    if d < 0:  # not sure yet: the rest of the shard, skipping what TA scored
+                        sure = False
                         break
+                if not sure and bounded:
+                    ub = np.full(-(-local // block), -np.inf, np.float32)
+                    for seg in sh.segments:
+                        topk.block_bounds(rows, qr, seg.bmax, seg.bmin, ub)
+                    topk.pruned_range(rows, qr, M, sh.offset, ub, block, local, self._listed,
+                                      *args, seen)
+                elif not sure:
+                    topk.brute_range(rows, qr, M, sh.offset, 0, local, *args, seen, True)
+                    topk.clear_seen(seen, touched, nt[0])
+                    continue  # the brute scan covered the tail too
                 topk.clear_seen(seen, touched, nt[0])
             else:
                 topk.brute_range(rows, qr, M, sh.offset, 0, local, *args,
                                  np.zeros(1, np.uint8), False)
-                scanned = True
-            if not scanned:
-                tail = tails[n_shard]
-                if len(tail):
-                    topk.brute_cols(rows, qr, M, sh.offset, tail, *args)
+                continue
+            tail = tails[n_shard]
+            if len(tail):
+                topk.brute_cols(rows, qr, M, sh.offset, tail, *args)
         return topk.sorted_hits(hs, hid, int(size[0]))
 
     def ids_of(self, cols) -> np.ndarray:
@@ -444,23 +487,32 @@ class ScoreMatrix:
         self.generation += 1
         name = lists_name(self.generation)
         path = self.directory / name
-        cols = np.asarray(cols, np.int64)
+        cols = np.asarray(cols, np.int64)  # ascending
         L, W = len(cols), self.words
-        out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(8 * W * L,))
+        B = int(cols[-1]) // BLOCK + 1 if L else 0
+        out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(max(1, 8 * W * (L + B)),))
         ids = out[: 4 * W * L].view(np.int32).reshape(W, L)
-        vals = out[4 * W * L:].view(np.float32).reshape(W, L)
+        vals = out[4 * W * L: 8 * W * L].view(np.float32).reshape(W, L)
+        bmax = out[8 * W * L: 8 * W * L + 4 * W * B].view(np.float32).reshape(W, B)
+        bmin = out[8 * W * L + 4 * W * B:].view(np.float32).reshape(W, B)
         local = cols.astype(np.int32)
         whole = L and cols[0] == 0 and cols[-1] == L - 1  # every column: a slice, no gather
+        blocks, starts = np.unique(cols // BLOCK, return_index=True)
         for t in range(W):
             v = np.array(sh.map[t, :L]) if whole else np.asarray(sh.map[t, cols])
             order = np.argsort(-v)  # the order among equal scores does not matter to the TA
             ids[t] = local[order]
             vals[t] = v[order]
+            if L:
+                bmax[t] = -np.inf  # blocks with none of these columns bound nothing
+                bmin[t] = np.inf
+                bmax[t, blocks] = np.maximum.reduceat(v, starts)
+                bmin[t, blocks] = np.minimum.reduceat(v, starts)
         out.flush()
-        del out, ids, vals
+        del out, ids, vals, bmax, bmin
         with open(path, "rb+") as f:
             os.fsync(f.fileno())
-        return self._open_segment({"name": name, "length": L})
+        return self._open_segment({"name": name, "length": L, "block": BLOCK, "blocks": B})
 
     # ------------------------------------------------------------------ writing
     def reserve(self, n: int, commit: Commit) -> np.ndarray:

@@ -12,6 +12,12 @@ threshold tau computed the same way from the lists' current values bounds every 
 picture's computed score exactly (not just up to rounding). A word with a negative weight is
 walked from the low end of its list, where q*z is largest.
 
+Block bounds. A segment also stores, per word and per block of BLOCK columns, the highest
+and the lowest score of its columns there; a query's bound for a block (each word's maximum,
+its minimum for a negative weight, summed as above) is never below a score in it, so a scan
+skips every block whose bound is under the k-th score found so far. A short TA first finds
+good scores, so that most blocks are skipped (docs/scale.md).
+
 The heap holds the k best so far with the worst at its root; every kernel takes it, so shards
 and segments searched one after another prune with the k-th score found so far.
 """
@@ -164,6 +170,89 @@ def brute_range(rows, q, M, offset, c0, c1, width, col_id, live, keep, use_keep,
                 continue
             _offer(hs, hid, size, k, s, col_id[g], floor, has_floor)
             thr = _admission(hs, size, k, floor, has_floor)
+
+
+@njit(cache=True)
+def block_bounds(rows, q, bmax, bmin, ub):
+    """ub[b] = max(ub[b], the most any picture of block b can score): each word's block
+    maximum (its minimum for a negative weight), summed the way a score is (module docstring),
+    so the bound holds for the computed float32 scores exactly. bmax, bmin: (words, blocks) of
+    one segment; a block without columns in it is -inf / +inf there, and its bound -inf."""
+    n = min(bmax.shape[1], len(ub))
+    acc = np.empty(n, np.float32)
+    for j in range(len(rows)):  # word by word: the inner loops vectorise
+        bound = bmax[rows[j]] if q[j] > 0 else bmin[rows[j]]
+        qj = q[j]
+        if j == 0:
+            for b in range(n):
+                acc[b] = np.float32(0) + qj * bound[b]
+        else:
+            for b in range(n):
+                acc[b] += qj * bound[b]
+    for b in range(n):
+        if acc[b] > ub[b]:
+            ub[b] = acc[b]
+
+
+#: The block scan goes down the bounds in passes: blocks whose bound is in the top 1/16 of
+#: the span between the k-th score found so far and the highest bound, then the top 1/4,
+#: then the rest; the early passes raise the k-th score, so the later ones skip more.
+PASSES = (1 / 16, 1 / 4, 1.0)
+
+
+@njit(cache=True)
+def pruned_range(rows, q, M, offset, ub, block, local, listed, width, col_id, live, keep,
+                 use_keep, floor, has_floor, hs, hid, size, k, seen):
+    """The scan of a shard's listed columns (those in a segment; 0..local), block by block,
+    skipping every block whose bound ub[b] is under the heap's admission score: exact, as no
+    picture scores above its block's bound. Columns already scored (seen) are skipped."""
+    m = len(rows)
+    acc = np.empty(block, np.float32)
+    thr = _admission(hs, size, k, floor, has_floor)
+    n = 0  # the blocks that can still matter, gathered in one sweep
+    for b in range(len(ub)):
+        n += ub[b] >= thr
+    cand = np.empty(n, np.int64)
+    n = 0
+    top = np.float32(-np.inf)
+    for b in range(len(ub)):
+        if ub[b] >= thr:
+            cand[n] = b
+            n += 1
+            top = max(top, ub[b])
+    hi = np.float32(np.inf)
+    for p in range(len(PASSES)):
+        thr = _admission(hs, size, k, floor, has_floor)
+        if top < thr:
+            return
+        last = p == len(PASSES) - 1 or thr == -np.inf
+        lo = thr if last else np.float32(top - (top - thr) * PASSES[p])
+        for b in cand:
+            u = ub[b]
+            if u >= hi or u < lo or u < _admission(hs, size, k, floor, has_floor):
+                continue  # scanned in an earlier pass, left to a later one, or hopeless
+            c0 = b * block
+            n = min(block, local - c0)
+            for i in range(n):  # scores of the block's columns, as brute_range adds them
+                acc[i] = np.float32(0) + q[0] * M[rows[0], c0 + i]
+            for j in range(1, m):
+                qj = q[j]
+                for i in range(n):
+                    acc[i] += qj * M[rows[j], c0 + i]
+            thr = _admission(hs, size, k, floor, has_floor)
+            for i in range(n):
+                s = acc[i]
+                if s < thr:  # a tie with the k-th goes on to the check
+                    continue
+                c = c0 + i
+                g = offset + c
+                if not listed[g] or seen[c] or not live[g] or (use_keep and not keep[g]):
+                    continue
+                _offer(hs, hid, size, k, s, col_id[g], floor, has_floor)
+                thr = _admission(hs, size, k, floor, has_floor)
+        if last:
+            return
+        hi = lo
 
 
 @njit(cache=True)
