@@ -487,7 +487,7 @@ class ScoreMatrix:
         self.generation += 1
         name = lists_name(self.generation)
         path = self.directory / name
-        cols = np.asarray(cols, np.int64)  # ascending
+        cols = np.sort(np.asarray(cols, np.int64))  # ascending: the blocks are runs of it
         L, W = len(cols), self.words
         B = int(cols[-1]) // BLOCK + 1 if L else 0
         out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(max(1, 8 * W * (L + B)),))
