@@ -14,8 +14,8 @@ score, descending (int32, words x L), then the scores in that order (float32, wo
 then (segments whose meta has "blocks": B) per word row the highest and the lowest score of
 the segment's columns in each block of BLOCK local columns (float32, words x B each).
 `pamir.index.topk` walks the lists with Fagin's threshold algorithm, and where that is not
-soon sure, scans only the blocks whose bound can still beat the k-th score. Columns in no segment (the
-shard's tail: pictures added since its last seal) are scanned brute force. A column once in a
+soon sure, scans only the blocks whose bound can still beat the k-th score. Columns in no
+segment (the shard's tail: pictures added since its last seal) are scanned brute force. A column once in a
 segment is never rewritten in place: a picture removed there leaves a dead column, skipped by
 the search and reused only after a compaction has rebuilt the lists without it. `seal` turns a
 tail into a new segment (end of an indexing run, or when a tail grows past SEAL_AT); past
@@ -64,7 +64,7 @@ TA_DEPTH_DIVISOR = 8
 #: block of a segment). Small blocks bound tightly: at 1M Corel-like pictures, the blocks a
 #: 2-word (3-word) top 100 cannot skip were 1.6 % (3.1 %) of them at 16 columns, 2.8 %
 #: (7.3 %) at 32 and about 12 % (29 %) at 64, medians of 30 random queries; the bounds then
-#: take 2 x 4 / 16 bytes a score, a quarter of the matrix's size.
+#: take 2 x 4 / 16 bytes a score, an eighth of the matrix's size.
 BLOCK = 16
 #: Before scanning a shard with block bounds, the threshold algorithm takes at most this
 #: many steps per k results: its first scores let the scan skip most blocks (with 4 k steps
