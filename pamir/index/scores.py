@@ -15,9 +15,10 @@ then (segments whose meta has "blocks": B) per word row the highest and the lowe
 the segment's columns in each block of BLOCK local columns (float32, words x B each).
 `pamir.index.topk` walks the lists with Fagin's threshold algorithm, and where that is not
 soon sure, scans only the blocks whose bound can still beat the k-th score. Columns in no
-segment (the shard's tail: pictures added since its last seal) are scanned brute force. A column once in a
-segment is never rewritten in place: a picture removed there leaves a dead column, skipped by
-the search and reused only after a compaction has rebuilt the lists without it. `seal` turns a
+segment (the shard's tail: pictures added since its last seal) are scanned brute force. A
+column once in a segment is never rewritten in place: a picture removed there leaves a dead
+column, skipped by the search and reused only after a compaction has rebuilt the lists
+without it. `seal` turns a
 tail into a new segment (end of an indexing run, or when a tail grows past SEAL_AT); past
 MAX_SEGMENTS segments a shard's segments are merged into one; `compact` rebuilds every
 shard as a single segment over its live columns.
