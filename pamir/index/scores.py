@@ -18,10 +18,9 @@ soon sure, scans only the blocks whose bound can still beat the k-th score. Colu
 segment (the shard's tail: pictures added since its last seal) are scanned brute force. A
 column once in a segment is never rewritten in place: a picture removed there leaves a dead
 column, skipped by the search and reused only after a compaction has rebuilt the lists
-without it. `seal` turns a
-tail into a new segment (end of an indexing run, or when a tail grows past SEAL_AT); past
-MAX_SEGMENTS segments a shard's segments are merged into one; `compact` rebuilds every
-shard as a single segment over its live columns.
+without it. `seal` turns a tail into a new segment (end of an indexing run, or when a tail
+grows past SEAL_AT); past MAX_SEGMENTS segments a shard's segments are merged into one;
+`compact` rebuilds every shard as a single segment over its live columns.
 
 Crash safety, with the catalogue: columns are written in place only into slots that no
 committed row references (fresh or freed ones) and flushed before the rows that point at them
