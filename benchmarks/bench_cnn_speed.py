@@ -121,8 +121,8 @@ def main(argv=None) -> int:
             print(f"default {engine} round {round_}: {r['pictures_per_second']} pictures/s "
                   f"({r['pictures']} pictures, {r['seconds']} s, load {r['load_before']})",
                   flush=True)
-    rate = {e: float(np.median([r["pictures_per_second"] for r in default if r["engine"] == e]))
-            for e in ENGINES}
+    rate = {e: round(float(np.median([r["pictures_per_second"] for r in default
+                                       if r["engine"] == e])), 1) for e in ENGINES}
     out["default"] = {"runs": default, "onnx_pictures_per_second": rate["onnx"],
                       "torch_pictures_per_second": rate["torch"],
                       "ratio": round(rate["onnx"] / rate["torch"], 2),
@@ -159,8 +159,8 @@ def markdown(out: dict) -> str:
         f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, torch {m['torch']}, "
         f"onnxruntime {m['onnxruntime']}; load average at start "
         f"{', '.join(map(str, m['load_at_start']))}, at end "
-        f"{', '.join(map(str, m['load_at_end']))}. Other developers' jobs share the 2 cores: "
-        f"every figure is a lower bound of what a quiet machine gives, and the load average "
+        f"{', '.join(map(str, m['load_at_end']))}. Where other developers' jobs share the 2 "
+        f"cores a figure is a lower bound of what a quiet machine gives; the load average "
         f"before each run is in cnn_speed.json. Whole run: {out['total_seconds'] / 60:.1f} min.",
         "",
         "End to end from an empty feature cache: read + content hash, decode, resize (shorter "
@@ -207,7 +207,27 @@ def markdown(out: dict) -> str:
     lines += ["", "Pictures per cell: " + ", ".join(
         f"{c['model']}/{c['short_side']}/{c['engine']} {c['pictures']}" for c in out["table"])
         + "."]
+    lines += quality_of_cells(by)
     return "\n".join(lines) + "\n"
+
+
+def quality_of_cells(by: dict) -> list[str]:
+    """Speed against validation AvgP, for the settings bench_cnn.py measured (cnn.json)."""
+    study = RESULTS / "cnn.json"
+    if not study.is_file():
+        return []
+    rows = [r for r in json.loads(study.read_text())["rows"] if r.get("cnn")]
+    lines = ["", "## Speed against quality",
+             "", "PAMIR's validation AvgP on each setting that `benchmarks/bench_cnn.py` "
+             "measured (cnn.md), beside this run's ONNX Runtime speed of its network and size:",
+             "", "| setting | pictures/s (onnx) | valid AvgP |", "|---|---:|---:|"]
+    for r in rows:
+        c = r["cnn"]
+        cell = by.get((c.get("short_side"), c.get("model", "lite0"), "onnx"))
+        speed = cell["pictures_per_second"] if cell and not (c.get("regions") or c.get(
+            "flip")) else "-"
+        lines.append(f"| {r['representation']} | {speed} | {r['valid_avgp']:.2f} |")
+    return lines
 
 
 if __name__ == "__main__":
