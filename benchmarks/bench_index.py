@@ -186,12 +186,7 @@ def main() -> None:
                     help="a real index whose score distribution the synthetic one copies")
     ap.add_argument("--cold", action="store_true", help="also time right after dropping "
                     "the page cache")
-    ap.add_argument("--ta-max-words", type=int, default=None,
-                    help="route queries of more words than this to the scan (default: "
-                    "pamir.index.scores.TA_MAX_WORDS); recorded with the results")
     args = ap.parse_args()
-    if args.ta_max_words is not None:
-        scores_mod.TA_MAX_WORDS = args.ta_max_words
     run = Run("bench_index.py")
     rng = np.random.default_rng(config.SEED)
     gen = Generator(args.like, rng)
@@ -281,20 +276,6 @@ def write_report(results: dict) -> None:
                      + " | ".join(cell(e[w]) for w in "123") + " | "
                      + " | ".join(cell(e["brute"][w]) for w in "123")
                      + f" | {e['mismatches_vs_brute']} of 20 |")
-    routed = [n for n in sizes if "ta" in results[n]]  # runs before the block bounds
-    if routed:
-        lines += ["", "The routing (`TA_MAX_WORDS`: queries of more words are scanned): the "
-                  "two exact kernels alone, same index, warm; *TA*: the threshold algorithm "
-                  "for every query (giving up for the scan at its limit), *scan*: the fused "
-                  "scan of every score row of the query's words.", "",
-                  "| pictures | TA_MAX_WORDS | TA 1 word ms | 2 words | 3 words | 4 words | "
-                  "scan 1 word ms | 2 words | 3 words | 4 words |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for n in routed:
-            e = results[n]
-            lines.append(f"| {int(n):,} | {e.get('ta_max_words', '?')} | "
-                         + " | ".join(cell(e["ta"][w]) for w in "1234") + " | "
-                         + " | ".join(cell(e["scan"][w]) for w in "1234") + " |")
     pruned = [n for n in sizes if "block" in results[n]]
     if pruned:
         lines += ["", "What the block bounds save: the default search for 1-4 words beside "

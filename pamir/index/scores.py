@@ -320,13 +320,10 @@ class ScoreMatrix:
                 nt = np.zeros(1, np.int64)
                 sure = True
                 for seg in sh.segments:
-                    if method == "ta":
-                        limit = seg.length
-                    elif use_ta:
-                        limit = max(k, seg.length // (TA_DEPTH_DIVISOR * len(rows) ** 2))
-                    else:  # many words: a short walk finds scores for the bounds to beat
-                        limit = BOOT_STEPS_PER_RESULT * k
-                    if bounded:
+                    limit = seg.length
+                    if method != "ta" and use_ta:
+                        limit = max(k, limit // (TA_DEPTH_DIVISOR * len(rows) ** 2))
+                    if bounded:  # a short walk finds scores for the bounds to beat
                         limit = min(limit, BOOT_STEPS_PER_RESULT * k)
                     d = topk.ta_segment(seg.ids, seg.vals, rows, qr, M, sh.offset, *args[:5],
                                         fl, has_floor, hs, hid, size, k, seen, touched, nt,
