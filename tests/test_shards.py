@@ -139,3 +139,40 @@ def test_cli_compact_leaves_results_unchanged(fake, tmp_path, monkeypatch):
     status = json.loads(r.stdout)["status"]
     assert status["segments"] == status["shards"] == 1 and status["unsorted"] == 0
     assert answers() == before
+
+
+def test_compaction_puts_alike_pictures_in_the_same_blocks(tmp_path):
+    """Pictures of 8 kinds, added interleaved: compaction moves them so that each block of
+    the bounds holds one kind (tight bounds), while ids, vectors and answers stay."""
+    rng = np.random.default_rng(3)
+    n, kinds, words = 2048, 8, [f"w{t}" for t in range(12)]
+    means = rng.normal(0, 3, (kinds, len(words)))
+    Z = (means[np.arange(n) % kinds] + rng.normal(0, 0.3, (n, len(words)))).astype(np.float32)
+    qs = [rng.uniform(-1, 1, len(words)).astype(np.float32) * (rng.random(len(words)) < 0.3)
+          for _ in range(20)]
+    qs = [q for q in qs if q.any()]
+    block = scores_mod.BLOCK
+
+    def pure_blocks(ix):
+        ids = ix._matrix.ids_of(np.arange(n))
+        kind = (ids - 1) % kinds  # ids are given in insertion order, from 1
+        return np.mean([len(set(kind[b:b + block])) == 1 for b in range(0, n, block)])
+
+    with Index.create(tmp_path / "ix", words, np.ones(len(words))) as ix:
+        ix.add(entries(n), Z)
+        ix.seal()
+        before = [[(h.id, h.score) for h in ix.search(q, 10)] for q in qs]
+        assert pure_blocks(ix) == 0  # interleaved: every block mixes the kinds
+        with Index.open(tmp_path / "ix") as reader:  # its state predates the move
+            reader.search(qs[0], 10)
+            assert ix.compact()
+            assert pure_blocks(ix) > 0.9
+            assert not ix.compact()  # ordered already: nothing to do
+            for q, exp in zip(qs, before):
+                assert [(h.id, h.score) for h in ix.search(q, 10)] == exp
+                assert [(h.id, h.score) for h in reader.search(q, 10)] == exp
+        for i in (1, 2, 1000, n):
+            np.testing.assert_array_equal(ix.vector(i), Z[i - 1])
+    with Index.open(tmp_path / "ix") as again:  # the catalogue recorded the new columns
+        assert pure_blocks(again) > 0.9
+        assert [(h.id, h.score) for h in again.search(qs[1], 10)] == before[1]

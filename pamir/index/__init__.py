@@ -648,15 +648,19 @@ class Index:
                 self._matrix.seal(self._commit_matrix, _scores.SEAL_AT)
             return ids
 
-    def _commit_matrix(self, layout: dict) -> None:
-        """Record new matrix or list files, once they are durable, as the current ones."""
+    def _commit_matrix(self, layout: dict, moves=None) -> None:
+        """Record new matrix or list files, once they are durable, as the current ones, and
+        (a compaction's) moves = (old columns, new columns) of the pictures it moved."""
         with self._catalog.transaction():
             self._catalog.set_meta(**layout)
+            if moves is not None:
+                self._catalog.move_columns(*moves)
 
     def compact(self) -> bool:
         """Merge every shard's segments and tail into one segment of sorted lists over its
-        live pictures (`pamir index --compact`); search results do not change. True if
-        anything was rewritten."""
+        live pictures, which move to new columns so that alike pictures are neighbours
+        (`pamir index --compact`); ids and search results do not change. True if anything
+        was rewritten."""
         self._require_writable()
         with self._lock:
             return self._matrix.compact(self._commit_matrix)

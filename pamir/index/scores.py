@@ -20,7 +20,10 @@ column once in a segment is never rewritten in place: a picture removed there le
 column, skipped by the search and reused only after a compaction has rebuilt the lists
 without it. `seal` turns a tail into a new segment (end of an indexing run, or when a tail
 grows past SEAL_AT); past MAX_SEGMENTS segments a shard's segments are merged into one;
-`compact` rebuilds every shard as a single segment over its live columns.
+`compact` rebuilds every shard as a single segment over its live columns, and first moves
+its pictures so that pictures with alike scores are neighbours (`block_order`): a block then
+holds alike pictures, its bounds are tight, and a search skips far more blocks. Pictures keep
+their ids; only their columns change (the catalogue records the move in the same commit).
 
 Crash safety, with the catalogue: columns are written in place only into slots that no
 committed row references (fresh or freed ones) and flushed before the rows that point at them
@@ -66,6 +69,14 @@ TA_DEPTH_DIVISOR = 8
 #: (7.3 %) at 32 and about 12 % (29 %) at 64, medians of 30 random queries; the bounds then
 #: take 2 x 4 / 16 bytes a score, an eighth of the matrix's size.
 BLOCK = 16
+#: Clusters of the column order a compaction writes (`block_order`). Measured at 1M Corel-like
+#: pictures (docs/scale.md), the blocks a 3-word top 100 cannot skip: 3.5 % of them in
+#: insertion order, 0.99 % with 256 clusters (k-means 0.7 s), 0.93 % with 1,024 (3.3 s) and
+#: 0.89 % with 4,096 (17 s): 256 takes nearly all of the gain for a second a million.
+ORDER_CLUSTERS = 256
+#: Pictures per cluster the order's k-means trains on (a sample: the order only has to be
+#: good, never exact, as it changes no answer).
+ORDER_SAMPLE_PER_CLUSTER = 64
 #: Before scanning a shard with block bounds, the threshold algorithm takes at most this
 #: many steps per k results: its first scores let the scan skip most blocks (with 4 k steps
 #: the blocks left were 3.0 % / 7.5 % at 1M for 2 / 3 words, against 6.2 % / 17.5 % with k).
@@ -79,7 +90,35 @@ TA_MAX_WORDS = 2
 
 #: A shard's layout as the catalogue records it: {"matrix", "capacity", "segments": [...]}.
 ShardMeta = dict
-Commit = Callable[[dict], None]
+#: commit(layout) records new files; a compaction's commit(layout, moves) also records where
+#: its pictures went: moves = (old global columns, new global columns).
+Commit = Callable[..., None]
+
+
+def block_order(S: np.ndarray, seed: int = 0) -> np.ndarray:
+    """An order of n pictures (S: words x n, their scores) in which alike pictures are
+    neighbours: by k-means cluster of their score vectors (ORDER_CLUSTERS, faiss; the
+    clusters by their centre's highest word), then by the word each picture scores highest,
+    then by that score. Blocks of consecutive columns in this
+    order hold alike pictures, so the block bounds (the most a block's pictures can score)
+    are close to what its pictures do score. Returns the permutation (n,)."""
+    from ..features.visterms import Assigner, fit_codebook  # faiss: only compaction needs it
+
+    n = S.shape[1]
+    X = np.ascontiguousarray(S.T, dtype=np.float32)
+    clusters = min(ORDER_CLUSTERS, n // ORDER_SAMPLE_PER_CLUSTER)
+    if clusters >= 2:
+        rng = np.random.default_rng(seed)
+        sample = rng.choice(n, min(n, ORDER_SAMPLE_PER_CLUSTER * clusters), replace=False)
+        centres, _, _ = fit_codebook(X[np.sort(sample)], clusters, n_iter=10, seed=seed)
+        # the clusters themselves in the same order (by their centres' highest word), so
+        # that alike clusters are neighbours too
+        rank = np.empty(clusters, np.int64)
+        rank[np.lexsort((-centres.max(axis=1), centres.argmax(axis=1)))] = np.arange(clusters)
+        label = rank[Assigner(centres)(X)]
+    else:
+        label = np.zeros(n, np.int64)
+    return np.lexsort((-S.max(axis=0), S.argmax(axis=0), label))
 
 
 def matrix_name(generation: int) -> str:
@@ -106,11 +145,14 @@ class Segment:
     block: int = 0  # columns per block of the bounds (0: no bounds)
     bmax: np.ndarray | None = None  # (words, blocks) float32 the highest score in a block
     bmin: np.ndarray | None = None  # (words, blocks) float32 the lowest (-inf/+inf: none)
+    ordered: bool = False  # its columns were put in block_order by a compaction
 
     def meta(self) -> dict:
         meta = {"name": self.name, "length": self.length}
         if self.block:
             meta.update(block=self.block, blocks=self.bmax.shape[1])
+        if self.ordered:
+            meta.update(ordered=True)
         return meta
 
 
@@ -188,7 +230,8 @@ class ScoreMatrix:
         B = int(g["blocks"])
         bmax, bmin = (np.asarray(np.memmap(path, dtype=np.float32, mode="r", shape=(W, B),
                                            offset=8 * W * L + 4 * W * B * i)) for i in (0, 1))
-        return Segment(g["name"], L, ids, vals, int(g["block"]), bmax, bmin)
+        return Segment(g["name"], L, ids, vals, int(g["block"]), bmax, bmin,
+                       bool(g.get("ordered")))
 
     def layout(self) -> dict:
         """What the catalogue records: {"shards": [...], "generation": g}."""
@@ -234,6 +277,12 @@ class ScoreMatrix:
         self._width = int(live[-1]) + 1 if len(live) else 0
         self._col_id = self._col_id[: self._width]
         self._live = self._col_id >= 0
+
+    def _move(self, old: np.ndarray, new: np.ndarray) -> None:
+        """The pictures of columns `old` now own columns `new` (a committed compaction)."""
+        ids = self._col_id[old]
+        self._col_id[old] = -1
+        self.assign(new, ids)
 
     def release(self, cols: Sequence[int]) -> None:
         """Columns whose rows the catalogue deleted: free (for reuse once in no list)."""
@@ -426,43 +475,74 @@ class ScoreMatrix:
         return self._resegment(plan, commit)
 
     def compact(self, commit: Commit) -> bool:
-        """Rebuild every shard as one segment over its live columns (dead columns become
-        reusable, tails get lists). True if anything changed."""
+        """Rebuild every shard as one segment over its live columns, its pictures moved into
+        block_order at the start of the shard (dead columns become reusable, tails get
+        lists); commit(layout, moves) records the move. True if anything changed."""
         plan = {}
         for i, (sh, a, b) in enumerate(self._spans()):
             live = self._live[a:b]
             listed = self._listed[a:b]
-            if len(sh.segments) == 1 and np.array_equal(live, listed) \
+            if len(sh.segments) == 1 and sh.segments[0].ordered \
+                    and np.array_equal(live, listed) \
                     and not self._listed[b:sh.offset + sh.capacity].any():
                 continue
             plan[i] = None
         for sh in self.shards[len(list(self._spans())):]:  # shards past the live width
             if sh.segments:
                 plan[self.shards.index(sh)] = None
-        return self._resegment(plan, commit)
+        return self._resegment(plan, commit, order=True)
 
-    def _resegment(self, plan: dict, commit: Commit) -> bool:
+    def _resegment(self, plan: dict, commit: Commit, order: bool = False) -> bool:
         """plan: shard number -> local columns of a new segment added to it, or None for
-        one segment over all its live columns in place of its segments."""
+        one segment over all its live columns in place of its segments (with `order`,
+        the shard's pictures first moved into block_order, in a new matrix file)."""
         if not plan:
             return False
-        dropped = []
+        dropped, old, new = [], [], []
         for i, cols in plan.items():
             sh = self.shards[i]
+            ordered = False
             if cols is None:
                 a = sh.offset
                 b = min(sh.offset + sh.capacity, self._width)
                 cols = np.flatnonzero(self._live[a:b]) if b > a else np.zeros(0, np.int64)
                 dropped += [s.name for s in sh.segments]
                 sh.segments = []
+                if order and len(cols):
+                    dropped.append(sh.name)
+                    moved = cols[block_order(np.asarray(sh.map[: self.words, cols]))]
+                    cols = self._reorder(i, moved)
+                    sh = self.shards[i]  # the shard in its new file
+                    old.append(sh.offset + moved)
+                    new.append(sh.offset + cols)
+                    ordered = True
             if len(cols):
-                sh.segments.append(self._build_segment(sh, cols))
+                sh.segments.append(self._build_segment(sh, cols, ordered))
         fsync_dir(self.directory)
-        commit(self.layout())
+        if order:
+            moves = (np.concatenate(old or [[]]).astype(np.int64),
+                     np.concatenate(new or [[]]).astype(np.int64))
+            commit(self.layout(), moves)
+            self._move(*moves)
+        else:
+            commit(self.layout())
         self._refresh_listed()
         for name in dropped:
             (self.directory / name).unlink(missing_ok=True)
         return True
+
+    def _reorder(self, i: int, moved: np.ndarray) -> np.ndarray:
+        """Shard i in a new matrix file whose first columns hold the pictures of its local
+        columns `moved`, in that order (every row, classes too); returns their new local
+        columns. The old file stays until the caller has committed the move."""
+        sh = self.shards[i]
+        new = self._new_file(self.T, sh.capacity)
+        n = len(moved)
+        for t in range(self.T):  # a row at a time: one gather of a row, not of the matrix
+            new[t, :n] = sh.map[t, moved]
+        self.shards[i] = Shard(sh.offset, sh.capacity, self._finish(new), None, sh.segments)
+        self.shards[i].map = self._map_of(self.shards[i])
+        return np.arange(n, dtype=np.int64)
 
     def _tail_cols(self) -> list[np.ndarray]:
         """Per shard (up to the width), its live columns in no segment, local; cached until
@@ -479,7 +559,7 @@ class ScoreMatrix:
             for seg in sh.segments:
                 self._listed[sh.offset + seg.ids[0]] = True
 
-    def _build_segment(self, sh: Shard, cols: np.ndarray) -> Segment:
+    def _build_segment(self, sh: Shard, cols: np.ndarray, ordered: bool = False) -> Segment:
         """Write the sorted lists of these local columns of a shard (one sort per word)."""
         self.generation += 1
         name = lists_name(self.generation)
@@ -509,7 +589,8 @@ class ScoreMatrix:
         del out, ids, vals, bmax, bmin
         with open(path, "rb+") as f:
             os.fsync(f.fileno())
-        return self._open_segment({"name": name, "length": L, "block": BLOCK, "blocks": B})
+        return self._open_segment({"name": name, "length": L, "block": BLOCK, "blocks": B,
+                                   **({"ordered": True} if ordered else {})})
 
     # ------------------------------------------------------------------ writing
     def reserve(self, n: int, commit: Commit) -> np.ndarray:
