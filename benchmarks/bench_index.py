@@ -8,7 +8,8 @@ real ones (the correlation of the real scores' normal scores). Without `--like`,
 Gaussian model (rank 32) stands in, and the report says so.
 
 The index is built in bulk through the public API: `Index.add` in batches of 50,000 (no seal
-on the way), then `Index.compact()` (one segment of sorted lists per shard). Queries: random
+on the way), then `Index.compact()` (each shard's pictures put in block order, then one segment
+of sorted lists per shard). Queries: random
 1-, 2- and 3-word queries over the vocabulary (idf-weighted as `Index.parse_query` makes
 them), top 100, timed through `Index.search` (the default path) and
 `Index.search(method="brute")` (every score, np.argpartition: the reference), single
@@ -135,6 +136,23 @@ def time_queries(index: Index, words: int, rng, method: str, warm: int = 5) -> d
             "p90_ms": round(float(np.percentile(times, 90)), 3)}
 
 
+def insertion_order(directory: Path, n: int, gen: Generator, rng) -> dict:
+    """The default search's times on the same kind of index with the compaction's block
+    order off (pictures left in the order they were added): what the order saves."""
+    shutil.rmtree(directory, ignore_errors=True)
+    order = scores_mod.block_order
+    scores_mod.block_order = lambda S, seed=0: np.arange(S.shape[1])
+    try:
+        index, built = build(directory, n, gen, rng)
+    finally:
+        scores_mod.block_order = order
+    with index:
+        for w in (1, 2, 3):  # warm the rows as the main series did
+            time_queries(index, w, rng, "scan")
+        return {"build": built, **{str(w): time_queries(index, w, rng, "auto")
+                                   for w in (1, 2, 3, 4)}}
+
+
 def check_exact(index: Index, rng, n_queries: int = 20) -> int:
     """Queries (1-3 words, some weights negative) whose default answer differs from brute
     force: must be 0."""
@@ -184,6 +202,10 @@ def main() -> None:
                     help="where the indexes are built (deleted after)")
     ap.add_argument("--like", type=Path, default=DEFAULT_LIKE,
                     help="a real index whose score distribution the synthetic one copies")
+    ap.add_argument("--insertion-order", type=int, nargs="*", default=[100_000, 1_000_000],
+                    help="sizes also built with the pictures left in insertion order (the "
+                    "compaction's block order off), to time the default search on both in "
+                    "one run")
     ap.add_argument("--cold", action="store_true", help="also time right after dropping "
                     "the page cache")
     args = ap.parse_args()
@@ -202,7 +224,8 @@ def main() -> None:
                      **run.info(), "prefix": command_prefix(),
                      "ta_limit": f"L / ({scores_mod.TA_DEPTH_DIVISOR} m^2) steps",
                      "ta_max_words": scores_mod.TA_MAX_WORDS, "block": scores_mod.BLOCK,
-                     "boot_steps_per_result": scores_mod.BOOT_STEPS_PER_RESULT}
+                     "boot_steps_per_result": scores_mod.BOOT_STEPS_PER_RESULT,
+                     "order_clusters": scores_mod.ORDER_CLUSTERS}
             entry["mismatches_vs_brute"] = check_exact(index, rng)
             for w in (1, 2, 3):
                 entry[str(w)] = time_queries(index, w, rng, "auto")
@@ -227,6 +250,9 @@ def main() -> None:
                                        for w in (1, 2, 3)}
                 print(n, "cold", entry["cold"], entry["cold_brute"], flush=True)
             index.close()
+            if n in args.insertion_order:
+                entry["insertion_order"] = insertion_order(directory, n, gen, rng)
+                print(n, "insertion order", entry["insertion_order"], flush=True)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         results[str(n)] = entry
@@ -265,6 +291,10 @@ def write_report(results: dict) -> None:
     lines.insert(-3, "Settings per size: " + "; ".join(
         f"{int(n):,}: " + (f"block bounds of {results[n]['block']} columns, TA of at most "
                            f"{results[n]['boot_steps_per_result']} k steps first"
+                           + (", pictures in block order (the compaction's k-means of the "
+                              f"score vectors, {results[n]['order_clusters']} clusters)"
+                              if "order_clusters" in results[n] else
+                              ", pictures in insertion order")
                            if "block" in results[n] else
                            f"no block bounds; TA limit {results[n].get('ta_limit', '?')}, "
                            f"queries of more than {results[n].get('ta_max_words', 4)} words "
@@ -289,6 +319,19 @@ def write_report(results: dict) -> None:
             e = results[n]
             lines.append(f"| {int(n):,} | " + " | ".join(cell(e[w]) for w in "1234") + " | "
                          + " | ".join(cell(e["scan"][w]) for w in "1234") + " |")
+    unordered = [n for n in sizes if "insertion_order" in results[n]]
+    if unordered:
+        lines += ["", "What the block order saves: the default search on an index built the "
+                  "same way with the compaction's block order off (pictures in insertion "
+                  "order), same run; its compaction took the seconds in the last column.", "",
+                  "| pictures | block order 1 word ms | 2 words | 3 words | 4 words | "
+                  "insertion order 1 word ms | 2 words | 3 words | 4 words | its compact s |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for n in unordered:
+            e, u = results[n], results[n]["insertion_order"]
+            lines.append(f"| {int(n):,} | " + " | ".join(cell(e[w]) for w in "1234") + " | "
+                         + " | ".join(cell(u[w]) for w in "1234")
+                         + f" | {u['build']['compact_s']} |")
     cold = [n for n in sizes if "cold" in results[n]]
     if cold:
         lines += ["", "Cold page cache (`echo 1 > /proc/sys/vm/drop_caches` before each "
@@ -302,7 +345,7 @@ def write_report(results: dict) -> None:
                          + " | " + " | ".join(cell(e["cold_brute"][w]) for w in "123") + " |")
     lines += ["", "Build (bulk: `Index.add` in batches of 50,000, then `Index.compact()`) "
               "and size on disk:", "",
-              "| pictures | add s | compact (sort) s | total s | matrix MB | "
+              "| pictures | add s | compact (order, sort) s | total s | matrix MB | "
               "sorted lists (+ bounds) MB "
               "| catalogue MB |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for n in sizes:
