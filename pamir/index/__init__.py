@@ -663,7 +663,10 @@ class Index:
         was rewritten."""
         self._require_writable()
         with self._lock:
-            return self._matrix.compact(self._commit_matrix)
+            changed = self._matrix.compact(self._commit_matrix)
+            if changed:
+                self._catalog.checkpoint()
+            return changed
 
     def seal(self) -> bool:
         """Give the pictures added since the last seal their own sorted lists when there are
