@@ -248,8 +248,12 @@ def test_regions_flip_and_standardisation(pictures):
     assert np.allclose(np.linalg.norm(X[:3], axis=1), 1, atol=1e-5) and not X[3].any()
     assert r.n_train_ == 3 and r.mean_.shape == r.std_.shape == (6400,)
     assert (r.std_ > 0).all()
-    raw = rep(regions=2, standardise=False, l2=False).transform(paths[:1]).X
+    raw = rep(regions=2, standardise=False, l2=False, power=1.0).transform(paths[:1]).X
     np.testing.assert_allclose(raw, grid[:1])
+    # the default power 0.5 takes square roots of the pooled numbers before standardising
+    rooted = rep(regions=2, standardise=False, l2=False).transform(paths[:1]).X
+    assert (grid >= 0).all()  # the map is ReLU6
+    np.testing.assert_allclose(rooted, np.sqrt(grid[:1]), rtol=1e-5)
 
 
 def test_fit_needs_a_readable_picture_and_transform_needs_a_fit(pictures):
@@ -273,7 +277,22 @@ def test_save_and_load_give_the_same_transform(pictures):
         CNNRepresentation.from_saved({**d, "kind": "visual_pipeline"}, arrays)
     with pytest.raises(ValueError, match="standardisation arrays"):
         CNNRepresentation.from_saved(d, {})
+    # a representation saved before `power` existed used the pooled numbers as they are
+    del d["settings"]["power"]
+    assert CNNRepresentation.from_saved(d, arrays, progress=False).settings.power == 1.0
 
+
+
+def test_cnn_lite2_is_the_cnn_settings_with_a_larger_trunk_and_keeps_its_name():
+    from pamir.features.registry import make_representation, representation_name
+
+    both = make_representation("cnn+cnn-lite2+visterms", cnn_settings=SMALL, progress=False)
+    lite0, lite2, _ = both.parts
+    assert lite0.settings == SMALL
+    assert lite2.settings == SMALL.replace(model="lite2", short_side=260, regions=2)
+    assert both.name == "cnn+cnn-lite2+visterms" and representation_name(lite2) == "cnn-lite2"
+    # what names a saved representation is its settings: the same ones given as "cnn" too
+    assert representation_name(CNNRepresentation(lite2.settings)) == "cnn-lite2"
 
 def test_the_contract_attributes():
     r = CNNRepresentation()
@@ -288,6 +307,8 @@ def test_the_contract_attributes():
     ({"short_side": 8}, "32 to 1024"),
     ({"batch_size": 0}, "at least 1"),
     ({"flip": "yes"}, "true or false"),
+    ({"power": 0}, r"in \(0, 1\]"),
+    ({"power": 2.0}, r"in \(0, 1\]"),
 ])
 def test_settings_are_checked(change, message):
     with pytest.raises(ValueError, match=message):

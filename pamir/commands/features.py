@@ -13,6 +13,7 @@ from rich.console import Console
 from .. import config
 from ..data import DataError, load_collection
 from ..features import FeatureSettings, iter_blocks
+from ..features.registry import make_representation
 from ..features.collection import colour_codebook_for, training_pictures
 from ..features.settings import JOBS
 
@@ -21,7 +22,7 @@ app = typer.Typer(help="Visual features: blocks, LBP and colour histograms, vist
 console = Console(stderr=True)
 
 #: What `extract --representation` can extract and cache.
-REPRESENTATIONS = ("visterms", "cnn")
+REPRESENTATIONS = ("visterms", "cnn", "cnn-lite2")
 
 
 @app.callback()
@@ -35,7 +36,8 @@ def extract(
     representation: str = typer.Option(
         "visterms", "--representation", "-r",
         help="visterms: block descriptors (LBP + colour histograms) the visterms are made "
-             "of; cnn: pooled EfficientNet-Lite features (pamir.features.cnn defaults)"),
+             "of; cnn: pooled EfficientNet-Lite features (pamir.features.cnn defaults); "
+             "cnn-lite2: the larger Lite2 at 260 px with 2x2 regions"),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1,
                                         help="only the first N pictures"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
@@ -61,8 +63,8 @@ def extract(
         console.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(2)
     paths = collection.paths[:limit] if limit else collection.paths
-    if representation == "cnn":
-        summary = _extract_cnn(paths, jobs, cache_dir, as_json)
+    if representation.startswith("cnn"):
+        summary = _extract_cnn(paths, representation, jobs, cache_dir, as_json)
     else:
         summary = _extract_blocks(collection, paths, jobs, cache_dir, as_json)
     summary = {"data": data, "representation": representation, **summary}
@@ -78,11 +80,12 @@ def extract(
         raise typer.Exit(1)
 
 
-def _extract_cnn(paths, jobs: int, cache_dir, as_json: bool) -> dict:
-    from ..features.cnn import CNNRepresentation, CNNSettings  # torch, onnxruntime: on demand
+def _extract_cnn(paths, name: str, jobs: int, cache_dir, as_json: bool) -> dict:
+    from ..features.cnn import CNNSettings  # torch, onnxruntime: on demand
 
-    settings = CNNSettings(n_jobs=jobs)
-    rep = CNNRepresentation(settings, cache_dir=cache_dir, progress=not as_json)
+    rep = make_representation(name, cnn_settings=CNNSettings(n_jobs=jobs), cache_dir=cache_dir,
+                              progress=not as_json)
+    settings = rep.settings
     rep.pooled(paths)  # the pooled vectors are what is cached; standardising needs a fit
     stats = rep.stats_  # engine: None when every picture came from the cache
     return {**{k: stats[k] for k in ("pictures", "done", "extracted", "cached", "skipped",

@@ -5,7 +5,9 @@
 
 Names a user gives (`pamir fit --representation`): "visterms" (the papers' bags of visterms),
 "blocks" (per-block descriptors, for BBNN and the block kernels), "cnn" (EfficientNet-Lite
-features, pamir.features.cnn), the 2006 papers' "sift" (bags of DoG/SIFT visterms,
+features, pamir.features.cnn; lite0 at a 224-px short side by default), "cnn-lite2" (the
+larger EfficientNet-Lite2 at 260 px with its 2x2 regions: a second view that pamir fit
+concatenates with "cnn" and the visterms), the 2006 papers' "sift" (bags of DoG/SIFT visterms,
 pamir.features.sift), "blobs" (Duygulu et al.'s Blobs made here for any picture) and
 "blobs-arff" (Duygulu's own blobs, Corel 5k only; pamir.features.blobs), and
 concatenations such as "cnn+visterms" or "blobs+sift". docs/representations.md describes
@@ -23,8 +25,13 @@ from .settings import FeatureSettings
 
 #: What each name is made of, and what it gives ("bags": non-negative visterm bags;
 #: "vectors": any picture matrix; "blocks": per-block descriptors).
-NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors", "sift": "bags",
-         "blobs": "bags", "blobs-arff": "bags"}
+NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors", "cnn-lite2": "vectors",
+         "sift": "bags", "blobs": "bags", "blobs-arff": "bags"}
+
+#: CNN representations with settings of their own: the CNNSettings given for "cnn" with
+#: these changed. Validation (PAMIR, Corel 5k, square-rooted features): cnn+visterms 43.90,
+#: cnn+cnn-lite2+visterms 45.42; cnn-lite2+visterms alone 43.27 (benchmarks/results/cnn.md).
+CNN_PRESETS = {"cnn-lite2": {"model": "lite2", "short_side": 260, "regions": 2}}
 
 #: The user-facing name of each saved representation `kind`.
 KIND_NAMES = {"visual_pipeline": "visterms", "block_pipeline": "blocks",
@@ -82,10 +89,12 @@ def make_representation(name: str, *, feature_settings: FeatureSettings | None =
             parts.append(BlockPipeline(feature_settings, cache_dir=cache_dir,
                                        progress=progress))
         else:
-            from .cnn import CNNRepresentation  # heavy optional dependency: torch, onnxruntime
+            from .cnn import CNNRepresentation, CNNSettings  # heavy: torch, onnxruntime
 
-            parts.append(CNNRepresentation(cnn_settings, cache_dir=cache_dir,
-                                           progress=progress))
+            settings = cnn_settings or CNNSettings()
+            if part in CNN_PRESETS:
+                settings = settings.replace(**CNN_PRESETS[part])
+            parts.append(CNNRepresentation(settings, cache_dir=cache_dir, progress=progress))
     if len(parts) == 1:
         return parts[0]
     return Concatenation(parts, weights or [1.0] * len(parts))
@@ -113,7 +122,7 @@ class Concatenation:
 
     @property
     def name(self) -> str:
-        return "+".join(KIND_NAMES.get(p.kind, p.kind) for p in self.parts)
+        return "+".join(representation_name(p) for p in self.parts)
 
     def combine(self, matrices) -> sp.csr_matrix:
         return sp.hstack([sp.csr_matrix(M, dtype=np.float32) * w
@@ -173,11 +182,15 @@ def representation_from_saved(d: dict, arrays: dict, **kwargs):
 
 
 def representation_name(rep) -> str:
-    """The user-facing name: visterms, blocks, cnn, sift, blobs, cnn+visterms, ..."""
+    """The user-facing name: visterms, blocks, cnn, cnn-lite2, sift, blobs, cnn+visterms, ..."""
     if isinstance(rep, Concatenation):
         return rep.name
+    for name, preset in CNN_PRESETS.items():
+        if rep.kind == "cnn" and all(getattr(rep.settings, k) == v for k, v in preset.items()):
+            return name
     return KIND_NAMES.get(rep.kind, rep.kind)
 
 
-__all__ = ["Concatenation", "KIND_NAMES", "NAMES", "make_representation", "output_of", "parse_name",
+__all__ = ["CNN_PRESETS", "Concatenation", "KIND_NAMES", "NAMES", "make_representation",
+           "output_of", "parse_name",
            "representation_class", "representation_from_saved", "representation_name", "takes"]
