@@ -16,8 +16,9 @@ validation F1 of (mean P, mean R):
   rare word competes with a frequent one on how unusual the picture is for it.
 The chosen setting is then retrained on all 4,500 pictures for as many updates as early
 stopping kept (as `pamir fit --retrain` does) and test is read once per representation:
-visterms, the default CNN setting (lite0, 224 px) and the two concatenated (visterm weight
-1), the representations `pamir fit` chooses among.
+visterms, the default CNN setting (lite0, 224 px), the two concatenated (visterm weight
+1) and those with the second CNN view cnn-lite2 (every part at weight 1): the
+representations `pamir fit` chooses among.
 
 Writes benchmarks/results/annotation.md and annotation.json.
 """
@@ -39,6 +40,7 @@ from pamir.data import load_corel5k
 from pamir.evaluation import annotation_metrics
 from pamir.features import FeatureSettings
 from pamir.features.cnn import CNNSettings
+from pamir.features.registry import parse_name
 from pamir.models import model_class
 from pamir.protocol import Protocol
 from pamir.selection import select
@@ -70,9 +72,10 @@ def apply_rule(rule: str, Z: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 def run(collection, protocol, name: str, cnn: dict | None) -> dict:
     t0 = time.perf_counter()
+    w = (cnn or {}).pop("visterm_weight", None)  # every part after the first at w
     F, ok, _ = collection_inputs(collection, protocol, name, FeatureSettings(),
-                                 weights=(1.0, cnn.pop("visterm_weight")) if cnn and
-                                 "visterm_weight" in cnn else None,
+                                 weights=None if w is None else
+                                 (1.0,) + (w,) * (len(parse_name(name)) - 1),
                                  cnn_settings=CNNSettings(**(cnn or {})),
                                  progress=sys.stderr.isatty(), log=None)
     p = protocol
@@ -109,7 +112,8 @@ def main(argv=None) -> None:
     vocabulary = annotation_vocabulary(collection, Protocol(collection))
     protocol = Protocol(collection, vocabulary=vocabulary)
     rows = []
-    for name, cnn in (("visterms", None), ("cnn", {}), ("cnn+visterms", {"visterm_weight": 1.0})):
+    for name, cnn in (("visterms", None), ("cnn", {}), ("cnn+visterms", {"visterm_weight": 1.0}),
+                      ("cnn+cnn-lite2+visterms", {"visterm_weight": 1.0})):
         rows.append(run(collection, protocol, name, cnn))
         print(json.dumps(rows[-1]), flush=True)
     result = {"rows": rows, "vocabulary": len(vocabulary),

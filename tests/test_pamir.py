@@ -209,11 +209,13 @@ def test_a_dense_block_beside_sparse_bags_trains_as_all_sparse(monkeypatch):
 
     rng = np.random.default_rng(4)
     dense = rng.normal(size=(60, 20)).astype(np.float32)
+    dense[0, 3] = dense[5, 0] = 0  # exact zeros, which CSR does not store
     bags = sp.random(60, 30, density=0.1, random_state=4, format="csr", dtype=np.float32)
     X = sp.hstack([sp.csr_matrix(dense), bags]).tocsr()
     Y = sp.csr_matrix((rng.random((60, 5)) < 0.3).astype(float))
     block, Xp, Xi, Xd = core._dense_and_sparse(X)
     assert block.shape == (60, 20) and Xi.min() >= 20
+    np.testing.assert_array_equal(block, dense)
     split = PAMIR(n_updates=2_000, patience=None).fit(X, Y)
     monkeypatch.setattr(core, "MIN_DENSE_BLOCK", 10**9)  # no block: all through the indices
     walked = PAMIR(n_updates=2_000, patience=None).fit(X, Y)
