@@ -260,6 +260,24 @@ def main() -> None:
     write_report(results)
 
 
+def cell(r: dict) -> str:
+    return f"{r['median_ms']:.2f} ({r['p90_ms']:.2f})"
+
+
+def side_by_side(intro: str, names: tuple[str, str], words: str, rows) -> list[str]:
+    """Report lines: two timing series per size side by side (rows: (size, left, right)),
+    or none without rows."""
+    if not rows:
+        return []
+    head = " | ".join(f"{name} {words[0]} word ms | " + " | ".join(f"{w} words" for w in words[1:])
+                      for name in names)
+    lines = ["", intro, "", f"| pictures | {head} |", "|---:|" + "---:|" * 2 * len(words)]
+    for n, left, right in rows:
+        lines.append(f"| {int(n):,} | " + " | ".join(cell(left[w]) for w in words) + " | "
+                     + " | ".join(cell(right[w]) for w in words) + " |")
+    return lines
+
+
 def write_report(results: dict) -> None:
     sizes = sorted(results, key=int)
     any_entry = results[sizes[-1]]
@@ -287,7 +305,6 @@ def write_report(results: dict) -> None:
         "| 2 words | 3 words | answers ≠ brute |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    cell = lambda r: f"{r['median_ms']:.2f} ({r['p90_ms']:.2f})"  # noqa: E731
     lines.insert(-3, "Settings per size: " + "; ".join(
         f"{int(n):,}: " + (f"block bounds of {results[n]['block']} columns, TA of at most "
                            f"{results[n]['boot_steps_per_result']} k steps first"
@@ -307,42 +324,23 @@ def write_report(results: dict) -> None:
                      + " | ".join(cell(e["brute"][w]) for w in "123")
                      + f" | {e['mismatches_vs_brute']} of 20 |")
     pruned = [n for n in sizes if "block" in results[n]]
-    if pruned:
-        lines += ["", "What the block bounds save: the default search for 1-4 words beside "
-                  "the fused scan of every column of the query's rows (what the search did "
-                  "for 3+ words, and wherever the TA gave up, before the bounds); same "
-                  "index, same run.", "",
-                  "| pictures | default 1 word ms | 2 words | 3 words | 4 words | "
-                  "scan 1 word ms | 2 words | 3 words | 4 words |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for n in pruned:
-            e = results[n]
-            lines.append(f"| {int(n):,} | " + " | ".join(cell(e[w]) for w in "1234") + " | "
-                         + " | ".join(cell(e["scan"][w]) for w in "1234") + " |")
+    lines += side_by_side(
+        "What the block bounds save: the default search for 1-4 words beside the fused scan "
+        "of every column of the query's rows (what the search did for 3+ words, and wherever "
+        "the TA gave up, before the bounds); same index, same run.", ("default", "scan"),
+        "1234", [(n, results[n], results[n]["scan"]) for n in pruned])
     unordered = [n for n in sizes if "insertion_order" in results[n]]
-    if unordered:
-        lines += ["", "What the block order saves: the default search on an index built the "
-                  "same way with the compaction's block order off (pictures in insertion "
-                  "order), same run; its compaction took the seconds in the last column.", "",
-                  "| pictures | block order 1 word ms | 2 words | 3 words | 4 words | "
-                  "insertion order 1 word ms | 2 words | 3 words | 4 words | its compact s |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for n in unordered:
-            e, u = results[n], results[n]["insertion_order"]
-            lines.append(f"| {int(n):,} | " + " | ".join(cell(e[w]) for w in "1234") + " | "
-                         + " | ".join(cell(u[w]) for w in "1234")
-                         + f" | {u['build']['compact_s']} |")
+    lines += side_by_side(
+        "What the block order saves: the default search on an index built the same way with "
+        "the compaction's block order off (pictures in insertion order), same run.",
+        ("block order", "insertion order"), "1234",
+        [(n, results[n], results[n]["insertion_order"]) for n in unordered])
     cold = [n for n in sizes if "cold" in results[n]]
-    if cold:
-        lines += ["", "Cold page cache (`echo 1 > /proc/sys/vm/drop_caches` before each "
-                  "series of 50 queries, no warm-up; later queries of a series find what "
-                  "earlier ones read):", "",
-                  "| pictures | default 1 word ms | 2 words | 3 words | brute 1 word ms | "
-                  "2 words | 3 words |", "|---:|---:|---:|---:|---:|---:|---:|"]
-        for n in cold:
-            e = results[n]
-            lines.append(f"| {int(n):,} | " + " | ".join(cell(e["cold"][w]) for w in "123")
-                         + " | " + " | ".join(cell(e["cold_brute"][w]) for w in "123") + " |")
+    lines += side_by_side(
+        "Cold page cache (`echo 1 > /proc/sys/vm/drop_caches` before each series of 50 "
+        "queries, no warm-up; later queries of a series find what earlier ones read):",
+        ("default", "brute"), "123",
+        [(n, results[n]["cold"], results[n]["cold_brute"]) for n in cold])
     lines += ["", "Build (bulk: `Index.add` in batches of 50,000, then `Index.compact()`) "
               "and size on disk:", "",
               "| pictures | add s | compact (order, sort) s | total s | matrix MB | "
