@@ -168,6 +168,7 @@ def test_compaction_puts_alike_pictures_in_the_same_blocks(tmp_path):
             assert ix.compact()
             assert pure_blocks(ix) > 0.9
             assert not ix.compact()  # ordered already: nothing to do
+            np.testing.assert_array_equal(reader.vector(5), Z[4])  # not another's column
             for q, exp in zip(qs, before):
                 assert [(h.id, h.score) for h in ix.search(q, 10)] == exp
                 assert [(h.id, h.score) for h in reader.search(q, 10)] == exp

@@ -325,6 +325,7 @@ class Index:
         self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
         self._mean = None  # the pictures' mean text-space vector, for `similar`
         self.classes: list[str] = meta("classes") or []
+        self._moves = meta("moves") or 0  # compactions that moved pictures, as of this state
         self._class_bridge = None
         self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
                                    int(meta("generation") or 0), self._writable,
@@ -497,11 +498,18 @@ class Index:
         search runs) stale hits are left out rather than retried."""
         with self._lock:
             for attempt in range(_SEARCH_TRIES):
+                if self._moved():
+                    self._load()
                 try:
                     return answer(attempt == _SEARCH_TRIES - 1)
                 except _Stale:
                     self._load()
             raise AssertionError("unreachable: the last try never raises _Stale")
+
+    def _moved(self) -> bool:
+        """Whether a compaction has moved pictures to other columns since this reader's state
+        was read: the catalogue's columns (folders, `vector`) would then not be this state's."""
+        return (self._catalog.meta("moves") or 0) != self._moves
 
     def _folder_mask(self, folders: Sequence[str]) -> np.ndarray:
         """(width,) whether each column's picture is under one of the folders."""
@@ -590,7 +598,12 @@ class Index:
         """The picture's text-space vector z (T,), a copy; with `classes`, followed by its
         class probabilities (T + C,)."""
         with self._lock:
-            p = self._catalog.picture(picture_id)
+            for _ in range(_SEARCH_TRIES):
+                with self._catalog.snapshot():  # its column and whether columns moved
+                    moved, p = self._moved(), self._catalog.picture(picture_id)
+                if not moved:
+                    break
+                self._load()
             if p is None or p.col is None:
                 raise KeyError(picture_id)
             column = self._matrix.column(p.col)

@@ -292,7 +292,8 @@ class Catalog:
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def move_columns(self, old: Sequence[int], new: Sequence[int]) -> None:
-        """The pictures of columns old[i] now own columns new[i] (a compaction's reorder).
+        """The pictures of columns old[i] now own columns new[i] (a compaction's reorder);
+        meta "moves" counts such moves, so that a reader knows its columns are stale.
         col is UNIQUE and SQLite checks that row by row, so every moved picture goes through
         a column of its own below zero first; the moves are joined from a temporary table
         (one statement: at 1M pictures, 3x faster than an UPDATE per picture)."""
@@ -305,6 +306,7 @@ class Catalog:
                   "WHERE pictures.col = moved.old")
         c.execute("UPDATE pictures SET col = -1 - col WHERE col < 0")
         c.execute("DELETE FROM moved")
+        self.set_meta(moves=(self.meta("moves") or 0) + 1)  # readers reload on a change
 
     def delete_paths(self, paths: Sequence[str], keep_id: int | None = None) -> list[int]:
         """Delete the rows of these paths (but the row `keep_id`)."""
