@@ -190,3 +190,30 @@ def test_fit_features_on_the_cluster_equal_in_process(system_dir, client, tmp_pa
         np.testing.assert_array_equal(local[k], remote[k], err_msg=k)
     blocks = list((tmp_path / "cache-remote" / "blocks").rglob("*.npy"))
     assert len(blocks) > 40  # the workers filled the feature cache
+
+
+def test_fit_cnn_features_on_the_cluster_equal_in_process(system_dir, client, tmp_path):
+    """`pamir fit --workers` with a CNN representation: the pooled vectors come from Dask
+    tasks (the workers fill the feature cache) and the fitted system is the in-process one,
+    array for array; an unreadable picture is left out with its reason either way."""
+    from pamir.features.cnn import CNNRepresentation, CNNSettings
+    from pamir.features.extract import on_cluster
+
+    _, pictures = system_dir
+    paths = sorted(p for p in pictures.glob("*.png") if p.name != "junk.png")[:12]
+    paths.append(tmp_path / "broken.jpg")
+    paths[-1].write_bytes(b"not a picture")
+    settings = CNNSettings(short_side=48, batch_size=4, n_jobs=1)
+
+    def fitted(cache):
+        rep = CNNRepresentation(settings, cache_dir=tmp_path / cache, progress=False)
+        return rep, rep.fit_transform(paths)
+
+    local, (X1, ok1, why1) = fitted("cache-local")
+    with on_cluster(client, batch=4):
+        remote, (X2, ok2, why2) = fitted("cache-remote")
+    assert remote.stats_["engine"] == "dask"
+    assert ok1.tolist() == ok2.tolist() == [True] * 12 + [False] and why2[-1] == why1[-1]
+    np.testing.assert_allclose(X1, X2, atol=1e-5)
+    np.testing.assert_allclose(local.mean_, remote.mean_, atol=1e-5)
+    assert len(list((tmp_path / "cache-remote" / "cnn").rglob("*.npy"))) == 12

@@ -177,3 +177,40 @@ def test_compaction_puts_alike_pictures_in_the_same_blocks(tmp_path):
     with Index.open(tmp_path / "ix") as again:  # the catalogue recorded the new columns
         assert pure_blocks(again) > 0.9
         assert [(h.id, h.score) for h in again.search(qs[1], 10)] == before[1]
+
+
+def test_a_compaction_whose_commit_fails_leaves_the_writer_as_it_was(tmp_path, monkeypatch):
+    from pamir.index.catalog import Catalog
+
+    Z = pictures(300)
+    with Index.create(tmp_path / "ix", WORDS, np.ones(5)) as ix:
+        ix.add(entries(300), Z)
+        q = np.array([1, 0.5, 0, 0, -0.3], np.float32)
+        before = [(h.id, h.score) for h in ix.search(q, 10)]
+
+        def disk_full(self, old, new):
+            raise OSError("database or disk is full")
+
+        monkeypatch.setattr(Catalog, "move_columns", disk_full)
+        with pytest.raises(OSError, match="disk is full"):
+            ix.compact()
+        monkeypatch.undo()
+        assert [(h.id, h.score) for h in ix.search(q, 10)] == before
+        np.testing.assert_array_equal(ix.vector(7), Z[6])
+        ix.add(entries(310)[300:], pictures(310)[300:])  # a later commit of the layout
+        assert ix.compact()
+    with Index.open(tmp_path / "ix", writable=True) as again:
+        np.testing.assert_array_equal(again.vector(7), Z[6])
+        assert [(h.id, h.score) for h in again.search(q, 10, method="brute")] == \
+            [(h.id, h.score) for h in again.search(q, 10)]
+
+
+def test_compacting_twice_moves_nothing_the_second_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(scores_mod, "SHARD_COLUMNS", 32)
+    monkeypatch.setattr(scores_mod, "MIN_CAPACITY", 32)
+    with Index.create(tmp_path / "ix", WORDS, np.ones(5)) as ix:
+        ix.add(entries(64), pictures(64))
+        ix.remove(range(1, 33))  # the first shard has no picture left
+        assert ix.compact()
+        moves = ix._catalog.meta("moves")
+        assert not ix.compact() and ix._catalog.meta("moves") == moves

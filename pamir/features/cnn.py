@@ -81,6 +81,7 @@ import numpy as np
 from .. import config
 from .images import ImageError, content_hash, decode_rgb, displayed_size, read_bytes, \
     resize_short_side
+from .extract import active_cluster, cluster_chunks
 from .representation import Extracted
 from .settings import JOBS, SettingsRecord
 
@@ -595,7 +596,11 @@ class CNNRepresentation:
     # ------------------------------------------------------------------------ pooled
     def pooled(self, paths: Sequence[str | Path]) -> Extracted:
         """(P, ok, reasons): the pooled, pre-standardisation vectors ((n x dim) float32, zero
-        rows where ok is False), from the cache where they are there."""
+        rows where ok is False), from the cache where they are there; while
+        pamir.features.extract.on_cluster is active (`pamir fit --workers`), computed by
+        Dask tasks on the cluster's workers."""
+        if active_cluster() is not None:
+            return self._pooled_on_cluster(list(paths))
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
@@ -721,6 +726,30 @@ class CNNRepresentation:
                        "engine_seconds": round(self._engine_seconds, 3)}
         return Extracted(P, ok, reasons)
 
+    def _pooled_on_cluster(self, paths: list) -> Extracted:
+        """pooled() with batches of pictures as Dask tasks (`pooled_task`); the workers read
+        and fill the feature cache, which they share with this process when it is on shared
+        storage (docs/scale.md)."""
+        start = time.perf_counter()
+        P = np.zeros((len(paths), self.dim), np.float32)
+        ok = np.zeros(len(paths), bool)
+        reasons: list = [None] * len(paths)
+        i = 0
+        for chunk, results in cluster_chunks(paths, CLUSTER_CHUNK, pooled_task,
+                                             self.settings.to_dict(), self.cache_dir):
+            for path, (vector, reason) in zip(chunk, results):
+                if vector is None:
+                    reasons[i] = reason
+                    _report(f"skipped {path}: {reason}", None)
+                else:
+                    P[i], ok[i] = vector, True
+                i += 1
+        seconds = time.perf_counter() - start
+        self.stats_ = {"pictures": len(paths), "done": int(ok.sum()), "seconds": round(seconds, 3),
+                       "pictures_per_second": round(len(paths) / seconds, 1) if seconds else None,
+                       "engine": "dask"}
+        return Extracted(P, ok, reasons)
+
     def _network_pooled(self, pixels: np.ndarray) -> np.ndarray:
         """(n, H, W, 3) uint8 of one shape -> (n, dim) pooled float32."""
         s = self.settings
@@ -829,6 +858,28 @@ class CNNRepresentation:
                                  f"the settings give {rep.dim} dimensions")
         rep.n_train_ = int(d.get("n_train", 0))
         return rep
+
+
+#: Pictures submitted to the cluster at a time (pamir.features.extract.cluster_chunks).
+CLUSTER_CHUNK = 1024
+_worker_representations: dict[str, tuple] = {}
+_worker_lock = threading.Lock()
+
+
+def pooled_task(paths: list, settings: dict, cache_dir) -> list[tuple]:
+    """(pooled vector or None, reason) per picture, on a Dask worker; the network is built
+    once per worker process and settings, not once per task (and runs one task at a time:
+    a worker of several threads shares it)."""
+    key = json.dumps([settings, str(cache_dir)], sort_keys=True)
+    with _worker_lock:
+        if key not in _worker_representations:
+            _worker_representations[key] = (CNNRepresentation(
+                CNNSettings.from_dict(settings), cache_dir=cache_dir, progress=False),
+                threading.Lock())
+        rep, lock = _worker_representations[key]
+    with lock:
+        P, ok, reasons = rep.pooled(paths)
+    return [(P[i] if ok[i] else None, reasons[i]) for i in range(len(paths))]
 
 
 def _report(line: str, console) -> None:

@@ -494,17 +494,24 @@ class Index:
         pictures (and written others into their freed columns): a hit whose picture is gone
         makes `_hits` raise _Stale, and the answer is computed again after a refresh. A hit
         whose picture is still there is exact: its column cannot have been rewritten while
-        a committed row pointed at it. On the last try (a writer committing faster than a
-        search runs) stale hits are left out rather than retried."""
+        a committed row pointed at it. A compaction moves pictures to other columns: the
+        state is read again before answering when one has, and the answer computed again
+        when one committed while it was computed (the catalogue's columns of folders and
+        pictures would not be this state's). On the last try (a writer committing faster
+        than a search runs) stale hits are left out rather than retried."""
         with self._lock:
             for attempt in range(_SEARCH_TRIES):
+                last = attempt == _SEARCH_TRIES - 1
                 if self._moved():
                     self._load()
                 try:
-                    return answer(attempt == _SEARCH_TRIES - 1)
+                    hits = answer(last)
                 except _Stale:
                     self._load()
-            raise AssertionError("unreachable: the last try never raises _Stale")
+                    continue
+                if last or not self._moved():  # no move committed while it answered
+                    return hits
+            raise AssertionError("unreachable: the last try returns")
 
     def _moved(self) -> bool:
         """Whether a compaction has moved pictures to other columns since this reader's state
@@ -668,6 +675,8 @@ class Index:
             self._catalog.set_meta(**layout)
             if moves is not None:
                 self._catalog.move_columns(*moves)
+        if moves is not None:  # this state is the mover's own: no reload for it
+            self._moves = self._catalog.meta("moves") or 0
 
     def compact(self) -> bool:
         """Merge every shard's segments and tail into one segment of sorted lists over its

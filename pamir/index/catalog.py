@@ -300,8 +300,10 @@ class Catalog:
         c = self._conn
         c.execute("CREATE TEMP TABLE IF NOT EXISTS moved (old INTEGER PRIMARY KEY, new INTEGER)")
         c.execute("DELETE FROM moved")
-        c.executemany("INSERT INTO moved VALUES (?, ?)",
-                      ((int(o), int(n)) for o, n in zip(old, new) if o != n))
+        moved = [(int(o), int(n)) for o, n in zip(old, new) if o != n]
+        if not moved:
+            return
+        c.executemany("INSERT INTO moved VALUES (?, ?)", moved)
         c.execute("UPDATE pictures SET col = -1 - moved.new FROM moved "
                   "WHERE pictures.col = moved.old")
         c.execute("UPDATE pictures SET col = -1 - col WHERE col < 0")

@@ -482,6 +482,8 @@ class ScoreMatrix:
         for i, (sh, a, b) in enumerate(self._spans()):
             live = self._live[a:b]
             listed = self._listed[a:b]
+            if not live.any() and not sh.segments:
+                continue  # no picture, no lists: nothing to rebuild
             if len(sh.segments) == 1 and sh.segments[0].ordered \
                     and np.array_equal(live, listed) \
                     and not self._listed[b:sh.offset + sh.capacity].any():
@@ -498,6 +500,19 @@ class ScoreMatrix:
         the shard's pictures first moved into block_order, in a new matrix file)."""
         if not plan:
             return False
+        before = [(sh, sh.segments.copy()) for sh in self.shards]
+        try:
+            return self._resegment_shards(plan, commit, order)
+        except BaseException:
+            # nothing was committed: the shards as they were (their files stay; the new
+            # ones are orphans, deleted at the next writable open)
+            for sh, segments in before:
+                sh.segments = segments
+            self.shards = [sh for sh, _ in before]
+            self._refresh_listed()
+            raise
+
+    def _resegment_shards(self, plan: dict, commit: Commit, order: bool) -> bool:
         dropped, old, new = [], [], []
         for i, cols in plan.items():
             sh = self.shards[i]
