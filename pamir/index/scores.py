@@ -99,9 +99,9 @@ def block_order(S: np.ndarray, seed: int = 0) -> np.ndarray:
     """An order of n pictures (S: words x n, their scores) in which alike pictures are
     neighbours: by k-means cluster of their score vectors (ORDER_CLUSTERS, faiss; the
     clusters by their centre's highest word), then by the word each picture scores highest,
-    then by that score. Blocks of consecutive columns in this
-    order hold alike pictures, so the block bounds (the most a block's pictures can score)
-    are close to what its pictures do score. Returns the permutation (n,)."""
+    then by that score. Blocks of consecutive columns in this order hold alike pictures, so
+    the block bounds (the most a block's pictures can score) are close to what its pictures
+    do score. Returns the permutation (n,)."""
     from ..features.visterms import Assigner, fit_codebook  # faiss: only compaction needs it
 
     n = S.shape[1]
