@@ -70,8 +70,8 @@ def fit_command(
     representation: list[str] = typer.Option(
         None, "--representation", "-r",
         help="picture representation: visterms, cnn, cnn-lite2, blocks, sift, blobs, blobs-arff "
-             "(Corel 5k only) or a combination such as cnn+visterms or blobs+sift (repeatable: chosen "
-             "on validation among those given; default: "
+             "(Corel 5k only) or a combination such as cnn+visterms or blobs+sift (repeatable: "
+             "chosen on validation among those given; default: "
              f"{', '.join(DEFAULT_REPRESENTATIONS)}, those the model reads)"),
     block_fraction: float = typer.Option(FeatureSettings.block_fraction,
                                          help="block side / shorter picture side"),
