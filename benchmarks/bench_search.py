@@ -10,8 +10,10 @@
   pictures, then test AvgP is reported beside a random ranking and beside the model trained
   with the word (targets: >= 3x random, >= 40 % of supervised).
 - feedback: every test query; the top 10 of the 499 test pictures are judged with the true
-  relevance, one round of PA-I updates (pamir.system.feedback_delta) re-ranks the rest;
-  AvgP over the unjudged pictures before and after (target +25 % relative).
+  relevance, one round re-ranks the rest: PA-I updates (pamir.system.feedback_delta), plus
+  the neighbour term (pamir.system.neighbour_scores), whose setting is chosen on the
+  validation queries; AvgP over the unjudged pictures before and after (target +25 %
+  relative), PA alone beside it.
 - learn: a held-out word is taught with pamir.system.learn (what `pamir learn` runs) from
   N = 1, 2, 5, 10, 20 captioned training pictures that have it plus 50 that do not; its
   test AvgP against N, beside the model trained with the word.
@@ -19,16 +21,18 @@
   the cache), and what mapping one unknown word adds to a query.
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_search.py [--measures ...] \
-        [--representation visterms|cnn+visterms]
+        [--representation visterms|cnn+visterms|cnn+cnn-lite2+visterms]
 
 Writes benchmarks/results/search.json and search.md (visterms), or
-search_cnn_visterms.json and .md (the representation `pamir fit corel5k` chooses today).
+search_cnn_visterms.json and .md, or search_cnn_cnn-lite2_visterms.json and .md (the
+representation `pamir fit corel5k` chooses today).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import os
 import platform
@@ -52,7 +56,9 @@ from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.query import parse, resolve
 from pamir.storage import atomic_write_bytes
-from pamir.system import System, feedback_delta, feedback_scores, learn
+from pamir.system import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WRONG_WEIGHT,
+                          System,
+                          feedback_delta, feedback_scores, learn, neighbour_scores)
 from pamir.system import collection_inputs
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -62,6 +68,10 @@ NEIGHBOURS = (1, 3, 5)
 CLASS_FLOORS = (0.4, 0.5, 0.6)
 MIX = (0.0, 0.25, 0.5, 0.75, 1.0)
 JUDGED = 10
+#: The neighbour term's grid (pamir.system.neighbour_scores), searched on validation.
+SHARPNESS_GRID = (2.0, 5.0, 8.0)
+RIGHT_GRID = (0.0, 1.0, 2.0, 3.0)
+WRONG_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0)
 NS = (1, 2, 5, 10, 20)
 NEGATIVES = 50
 LEARN_WORDS_PER_FOLD = 6
@@ -75,9 +85,11 @@ def say(*a):
 
 # ------------------------------------------------------------------------------- the data
 
-#: Representations measured: the papers' visterms, and what `pamir fit corel5k` chooses on
-#: validation today (CNN + visterms, both weighted 1).
-REPRESENTATIONS = {"visterms": ("visterms", None), "cnn+visterms": ("cnn+visterms", (1.0, 1.0))}
+#: Representations measured: the papers' visterms, CNN + visterms (what `pamir fit corel5k`
+#: chose before the cnn-lite2 preset), and what it chooses on validation today (the two
+#: networks and visterms, each weighted 1).
+REPRESENTATIONS = {"visterms": ("visterms", None), "cnn+visterms": ("cnn+visterms", (1.0, 1.0)),
+                   "cnn+cnn-lite2+visterms": ("cnn+cnn-lite2+visterms", (1.0, 1.0, 1.0))}
 
 
 class Data:
@@ -266,49 +278,107 @@ def attach_relevance(data: Data, per_word: dict) -> None:
 
 # ------------------------------------------------------------------------------- feedback
 
-def feedback(data: Data) -> dict:
-    model = data.fit()
-    system = System(None, model, data.vocabulary, data.protocol.idf)
-    Xte = data.X["test"]
-    Z = model.transform(Xte)
-    qs = data.protocol.queries("test")
-    Q = data.protocol.query_vectors(qs).toarray()
-    R = qs.relevance.toarray() > 0
+def feedback_rounds(system: System, X, Q: np.ndarray, R: np.ndarray) -> list[dict]:
+    """One simulated round per query with a relevant unjudged picture: the top JUDGED
+    pictures judged with the true relevance, PA's re-ranking of the rest computed."""
+    Z = system.model.transform(X)
     S = Z @ Q.T  # (n x queries)
-    before, after, updated, words = [], [], [], []
-    t0 = time.perf_counter()
+    rounds = []
     for j in range(Q.shape[0]):
         s = S[:, j]
         order = np.lexsort((R[j].astype(float), -s))  # pessimistic ties, as the metrics
         top, rest = order[:JUDGED], order[JUDGED:]
         if not R[j, rest].any():
             continue
-        pos = top[R[j, top]]
-        neg = top[~R[j, top]]
-        b = float(avgp(s[rest], R[j, rest])[0])
-        a = b
+        pos, neg = top[R[j, top]], top[~R[j, top]]
+        pa = np.zeros(len(rest))
         if len(pos) and len(neg):
-            rows, delta = feedback_delta(system, Q[j], take_rows(Xte, pos), take_rows(Xte, neg))
-            new = s[rest] + feedback_scores(system, Q[j], rows, delta, take_rows(Xte, rest))
-            a = float(avgp(new, R[j, rest])[0])
-        before.append(b)
-        after.append(a)
-        updated.append(bool(len(pos) and len(neg)))
-        words.append(int((Q[j] != 0).sum()))
+            rows, delta = feedback_delta(system, Q[j], take_rows(X, pos), take_rows(X, neg))
+            pa = feedback_scores(system, Q[j], rows, delta, take_rows(X, rest))
+        rounds.append({"scores": s, "relevant": R[j], "right": pos, "wrong": neg,
+                       "rest": rest, "pa": pa, "words": int((Q[j] != 0).sum())})
+    return rounds
+
+
+def feedback_avgp(rounds, Z, setting=None) -> tuple[np.ndarray, np.ndarray]:
+    """AvgP over the unjudged pictures before and after each round: after = the scores + the
+    PA step's change + the neighbour term at `setting` (sharpness, right and wrong weights;
+    None: PA alone). The centring mean is the pictures' mean, as an index's."""
+    mean = Z.mean(axis=0)
+    before, after = [], []
+    for f in rounds:
+        s, rel, rest = f["scores"], f["relevant"], f["rest"]
+        new = s[rest] + f["pa"]
+        if setting is not None:
+            g, a, b = setting
+            new = new + neighbour_scores(Z[rest], Z[f["right"]], Z[f["wrong"]], mean, s.std(),
+                                         sharpness=g, right_weight=a, wrong_weight=b)
+        before.append(avgp(s[rest], rel[rest])[0])
+        after.append(avgp(new, rel[rest])[0])
+    return np.array(before), np.array(after)
+
+
+def bootstrap_interval(d: np.ndarray, draws: int = 2000) -> list[float]:
+    """95 % bootstrap interval of the mean of paired differences (AvgP points)."""
+    rng = np.random.default_rng(SEED)
+    means = [d[rng.integers(0, len(d), len(d))].mean() for _ in range(draws)]
+    return [round(100 * float(x), 2) for x in np.percentile(means, [2.5, 97.5])]
+
+
+def feedback(data: Data) -> dict:
+    """PA alone against PA + the neighbour term, whose setting is chosen on the validation
+    queries (the PA model itself early-stops on the validation pictures too, as `pamir
+    fit`); the test queries are read once for PA alone and once for the chosen setting."""
+    system = System(None, data.fit(), data.vocabulary, data.protocol.idf)
+    split = {}
+    for name in ("valid", "test"):
+        qs = data.protocol.queries(name)
+        Q, R = data.protocol.query_vectors(qs).toarray(), qs.relevance.toarray() > 0
+        split[name] = (feedback_rounds(system, data.X[name], Q, R),
+                       system.model.transform(data.X[name]))
+    valid, Zv = split["valid"]
+    b, pa_only = feedback_avgp(valid, Zv)
+    grid = []
+    for setting in itertools.product(SHARPNESS_GRID, RIGHT_GRID, WRONG_GRID):
+        after = feedback_avgp(valid, Zv, setting)[1]
+        grid.append({"sharpness": setting[0], "right_weight": setting[1],
+                     "wrong_weight": setting[2], "valid_after": round(100 * after.mean(), 2),
+                     "valid_relative": round(100 * (after.mean() - b.mean()) / b.mean(), 1)})
+    best = max(grid, key=lambda g: g["valid_after"])
+    chosen = (best["sharpness"], best["right_weight"], best["wrong_weight"])
+    product = (FEEDBACK_SHARPNESS, FEEDBACK_RIGHT_WEIGHT, FEEDBACK_WRONG_WEIGHT)
+    valid_chosen = feedback_avgp(valid, Zv, chosen)[1]
+    valid_product = feedback_avgp(valid, Zv, product)[1]
+    t0 = time.perf_counter()
+    test, Zt = split["test"]
+    before, pa = feedback_avgp(test, Zt)
+    after = feedback_avgp(test, Zt, product)[1]
     seconds = time.perf_counter() - t0
-    before, after, updated = np.array(before), np.array(after), np.array(updated)
-    words = np.array(words)
+    right = np.array([len(f["right"]) > 0 for f in test])
+    wrong = np.array([len(f["wrong"]) > 0 for f in test])
+    words = np.array([f["words"] for f in test])
 
     def part(mask):
-        b, a = 100 * before[mask].mean(), 100 * after[mask].mean()
-        return {"queries": int(mask.sum()), "before": round(b, 2), "after": round(a, 2),
+        b, p, a = (100 * x[mask].mean() for x in (before, pa, after))
+        return {"queries": int(mask.sum()), "before": round(b, 2), "pa": round(p, 2),
+                "after": round(a, 2), "pa_relative": round(100 * (p - b) / b, 1),
                 "relative": round(100 * (a - b) / b, 1)}
 
-    return {"judged": JUDGED, "all": part(np.ones(len(before), bool)),
-            "updated": part(updated), "single_word": part(words == 1),
-            "multi_word": part(words > 1),
-            "not_updated_why": "no relevant, or no non-relevant, picture in the judged top 10",
-            "ms_per_round": round(1000 * seconds / max(len(before), 1), 2)}
+    return {"judged": JUDGED, "grid": grid,
+            "chosen": dict(zip(("sharpness", "right_weight", "wrong_weight"), chosen)),
+            "product": dict(zip(("sharpness", "right_weight", "wrong_weight"), product)),
+            "valid": {"queries": len(valid), "before": round(100 * b.mean(), 2),
+                      "pa": round(100 * pa_only.mean(), 2),
+                      "chosen": round(100 * valid_chosen.mean(), 2),
+                      "product": round(100 * valid_product.mean(), 2),
+                      "product_minus_pa_interval": bootstrap_interval(valid_product - pa_only),
+                      "chosen_minus_product_interval":
+                          bootstrap_interval(valid_chosen - valid_product)},
+            "all": part(np.ones(len(test), bool)),
+            "right_and_wrong": part(right & wrong), "wrong_only": part(~right & wrong),
+            "right_only": part(right & ~wrong),
+            "single_word": part(words == 1), "multi_word": part(words > 1),
+            "ms_per_round": round(1000 * seconds / max(len(test), 1), 2)}
 
 
 # ------------------------------------------------------------------------------- learn
@@ -524,6 +594,53 @@ def main() -> None:
     write_report(results, RESULTS / f"{stem}.md")
 
 
+def feedback_report(f: dict, ran: str) -> list[str]:
+    if "grid" not in f:  # a run before the neighbour term: PA alone
+        return ["## One round of feedback\n", ran, "(PA alone, re-run to see the neighbour "
+                f"term) all queries: {f['all']['before']:.2f} -> {f['all']['after']:.2f}, "
+                f"{f['all']['relative']:+.1f} %.", ""]
+    v, c, pr = f["valid"], f["chosen"], f["product"]
+
+    def setting(x):
+        return (f"sharpness {x['sharpness']:g}, right {x['right_weight']:g}, "
+                f"wrong {x['wrong_weight']:g}")
+    lines = ["## One round of feedback\n", ran,
+             f"Every query: the top {f['judged']} pictures judged with the true relevance, "
+             "then one round re-ranks the rest: PA-I updates with the right pictures as "
+             "positives and the wrong ones as negatives (pamir.system.feedback_delta: the "
+             "model's c and margin, 10 passes; it needs a right and a wrong picture), plus "
+             "the neighbour term (pamir.system.neighbour_scores): in the model's text space, "
+             "a picture near a right one rises and one near a wrong one sinks. AvgP (%) over "
+             "the unjudged pictures; queries with no relevant unjudged picture are left out.",
+             "",
+             f"Validation ({v['queries']} queries): before {v['before']:.2f}, PA alone "
+             f"{v['pa']:.2f}, best of the grid ({setting(c)}) {v['chosen']:.2f}, the "
+             f"product's setting ({setting(pr)}) {v['product']:.2f}. Product minus PA alone, "
+             f"95 % bootstrap interval over the queries: {v['product_minus_pa_interval'][0]} "
+             f"to {v['product_minus_pa_interval'][1]} AvgP points; best minus product: "
+             f"{v['chosen_minus_product_interval'][0]} to "
+             f"{v['chosen_minus_product_interval'][1]}.", "",
+             "Test, once for PA alone and once for the product's setting:", "",
+             "| queries | n | before | PA alone | relative | PA + neighbours | relative |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, label in (("all", "all"), ("right_and_wrong", "a right and a wrong judged"),
+                       ("wrong_only", "no right picture judged"),
+                       ("right_only", "no wrong picture judged"),
+                       ("single_word", "single-word"), ("multi_word", "multi-word")):
+        p = f[key]
+        if p["queries"]:
+            lines.append(f"| {label} | {p['queries']} | {p['before']:.2f} | {p['pa']:.2f} | "
+                         f"{p['pa_relative']:+.1f} % | {p['after']:.2f} | "
+                         f"{p['relative']:+.1f} % |")
+    best = sorted(f["grid"], key=lambda g: -g["valid_after"])[:8]
+    lines += ["", f"One round takes {f['ms_per_round']} ms. Best settings of the validation "
+                  "grid (AvgP %):", "", "| sharpness | right | wrong | valid | relative |",
+              "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {g['sharpness']:g} | {g['right_weight']:g} | {g['wrong_weight']:g} | "
+              f"{g['valid_after']:.2f} | {g['valid_relative']:+.1f} % |" for g in best]
+    return lines + [""]
+
+
 def write_report(r: dict, path: Path) -> None:
     def pct(x):  # a fraction, as percent
         return "-" if x is None else f"{100 * x:.2f}"
@@ -577,20 +694,7 @@ def write_report(r: dict, path: Path) -> None:
         lines += ["", "Some mappings (chosen settings): " + "; ".join(ex) + ".", ""]
     f = r.get("feedback")
     if f:
-        lines += ["## One round of feedback\n", ran(f),
-                  f"Every test query: the top {f['judged']} test pictures judged with the true "
-                  "relevance, PA-I updates with the relevant ones as positives and the others "
-                  "as negatives (pamir.system.feedback_delta, the model's c, 10 passes), the "
-                  "rest re-ranked. AvgP (%) over the unjudged pictures; queries with no "
-                  "relevant unjudged picture are left out.\n",
-                  "| queries | n | before | after | relative |", "|---|---:|---:|---:|---:|"]
-        for key, label in (("all", "all"), ("updated", "with an update"),
-                           ("single_word", "single-word"), ("multi_word", "multi-word")):
-            p = f[key]
-            lines.append(f"| {label} | {p['queries']} | {p['before']:.2f} | {p['after']:.2f} | "
-                         f"{p['relative']:+.1f} % |")
-        lines += ["", f"Queries without an update: {f['not_updated_why']}. One round takes "
-                      f"{f['ms_per_round']} ms.", ""]
+        lines += feedback_report(f, ran(f))
     lr = r.get("learn")
     if lr:
         lines += ["## Learning a new word with `pamir learn`\n", ran(lr),

@@ -183,8 +183,11 @@ def test_feedback_mark_rerank_keep_reload(server, browser):
                     if h.text.split()[0] == name)
 
     card(target).find_element(By.CLASS_NAME, "mark-right").click()
-    wait(browser).until(lambda d: "one wrong" in d.find_element(By.ID, "feedback-note").text)
+    # a right mark alone re-ranks (by nearness to it); there is nothing to keep yet
+    wait(browser, 120).until(
+        lambda d: "to teach the model" in d.find_element(By.ID, "feedback-note").text)
     assert "right" in card(target).get_attribute("class")
+    assert browser.find_element(By.ID, "keep").get_attribute("disabled")
     card(worst).find_element(By.CLASS_NAME, "mark-wrong").click()
     # the first feedback loads the model and compiles the PA step (numba; cold in a fresh
     # clone): seconds on a quiet machine, more on a loaded one

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from pamir.cli import app
 from pamir.index import Index, IndexDirError
-from pamir.system import add_words, apply_delta, feedback_delta, feedback_scores, learn
+from pamir.system import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
+                          neighbour_scores)
 from test_product import SHAPES, generated_collection
 
 runner = CliRunner()
@@ -67,6 +68,20 @@ def test_a_feedback_round_puts_right_above_wrong():
     # no right (or no wrong) picture: nothing to learn from
     rows, delta = feedback_delta(s, q, F[:0], F[wrong])
     assert not delta.any()
+
+
+def test_neighbour_scores_lift_pictures_near_a_right_one():
+    rng = np.random.default_rng(3)
+    centres = rng.normal(0, 1, (2, 5))
+    Z = np.vstack([c + rng.normal(0, 0.05, (4, 5)) for c in centres])  # two tight groups
+    mean = Z.mean(axis=0)
+    add = neighbour_scores(Z, Z[[0]], Z[:0], mean, scale=2.0, right_weight=1.5)
+    assert add[0] == pytest.approx(3.0)  # the picture itself: similarity 1, x weight x scale
+    assert add[1:4].min() > 10 * add[4:].max()  # its group rises, the other barely
+    sink = neighbour_scores(Z, Z[:0], Z[[4]], mean, scale=1.0, wrong_weight=0.5)
+    assert sink[4] == pytest.approx(-0.5) and sink[5:].max() < 10 * sink[:4].max()
+    # with no judged picture, nothing changes
+    assert not neighbour_scores(Z, Z[:0], Z[:0], mean, scale=1.0).any()
 
 
 def test_learn_adds_a_word_from_one_picture():

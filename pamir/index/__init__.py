@@ -575,9 +575,7 @@ class Index:
         exclude = [int(i) for i in exclude]
 
         def answer(last: bool) -> list[Hit]:
-            if self._mean is None:
-                self._mean = self._matrix.mean(self.T)
-            s = self._matrix.similarities(z, self._mean)
+            s = self._matrix.similarities(z, self.mean_vector())
             for i in exclude:
                 p = self._catalog.picture(i)
                 if p is not None and p.col is not None and p.col < len(s):
@@ -585,6 +583,13 @@ class Index:
             return self._ranked(s, int(k), floor, sort or "score", folders, last)
 
         return self._consistent(answer)
+
+    def mean_vector(self) -> np.ndarray:
+        """The pictures' mean text-space vector (T,): the centre of `similar`'s cosine."""
+        with self._lock:
+            if self._mean is None:
+                self._mean = self._matrix.mean(self.T)
+            return self._mean
 
     def id_of_path(self, path: str | Path) -> int | None:
         """The id of the indexed picture at this path (resolved), if any."""

@@ -364,33 +364,47 @@ class _State:
             return self.system
 
     def feedback(self, query, body: Feedback, keep: bool) -> dict:
-        """PA-I updates (pamir.system.feedback_delta) with the right pictures as positives and
-        the wrong ones as negatives; the query's best FEEDBACK_CANDIDATES pictures re-ranked
-        exactly by q . (W + delta) p. With keep, the change is folded into the model, saved
-        (the previous model kept as MODEL.previous) and the index rescored."""
+        """Re-rank the query's best FEEDBACK_CANDIDATES pictures (and the judged ones) by
+        q . (W + delta) p + the neighbour term: delta, PA-I updates (pamir.system.
+        feedback_delta) with the right pictures as positives and the wrong ones as
+        negatives, where there are both; the neighbour term (pamir.system.neighbour_scores)
+        lifts pictures near a right one and lowers those near a wrong one. With keep, delta is
+        folded into the model, saved (the previous model kept as MODEL.previous) and the
+        index rescored."""
         from ..features.representation import take_rows  # noqa: PLC0415
-        from ..system import feedback_delta, feedback_scores  # noqa: PLC0415
+        from ..system import feedback_delta, feedback_scores, neighbour_scores  # noqa: PLC0415
 
         system = self.require_system()
         right = list(dict.fromkeys(int(i) for i in body.right))
         wrong = [i for i in dict.fromkeys(int(i) for i in body.wrong) if i not in right]
-        if not right or not wrong:
-            raise HTTPException(400, "mark at least one picture right and one wrong: PAMIR "
-                                     "learns from a right picture ranked above a wrong one")
+        if not right and not wrong:
+            raise HTTPException(400, "mark at least one picture right or wrong")
+        learns = bool(right and wrong)
+        if keep and not learns:
+            raise HTTPException(400, "mark at least one picture right and one wrong to keep: "
+                                     "PAMIR learns from a right picture ranked above a wrong "
+                                     "one")
         hits = self.index.search(query, FEEDBACK_CANDIDATES)
         ids = list(dict.fromkeys([h.id for h in hits] + right + wrong))
         pictures = [_picture(self.index, i) for i in ids]
-        F, ok, _ = system.features([p.path for p in pictures])
         where = {i: n for n, i in enumerate(ids)}
+        at_right, at_wrong = [where[i] for i in right], [where[i] for i in wrong]
+        Z = np.stack([self.index.vector(i) for i in ids]).astype(np.float64)
+        every = self.index.scores(query.vector)
+        spread = float(np.std(every[np.isfinite(every)]))
+        scores = Z @ query.vector + neighbour_scores(Z, Z[at_right], Z[at_wrong],
+                                                     self.index.mean_vector(), spread)
+        # PA needs the pictures' model inputs (from the feature cache, or read again)
+        F = system.features([p.path for p in pictures])[0] if learns else None
         with self._lock:
-            try:
-                rows, delta = feedback_delta(system, query.vector,
-                                             take_rows(F, [where[i] for i in right]),
-                                             take_rows(F, [where[i] for i in wrong]))
-            except NotImplementedError as e:
-                raise HTTPException(409, str(e)) from None
-            base = np.array([float(self.index.vector(i) @ query.vector) for i in ids])
-            scores = base + feedback_scores(system, query.vector, rows, delta, F)
+            rows, delta = np.zeros(0, np.int64), None
+            if learns:
+                try:
+                    rows, delta = feedback_delta(system, query.vector, take_rows(F, at_right),
+                                                 take_rows(F, at_wrong))
+                except NotImplementedError as e:
+                    raise HTTPException(409, str(e)) from None
+                scores = scores + feedback_scores(system, query.vector, rows, delta, F)
             out = {"query": body.q, "words": query.words, "right": right, "wrong": wrong,
                    "changed_words": [self.index.vocabulary[t] for t in rows],
                    "candidates": len(ids)}

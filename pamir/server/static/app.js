@@ -165,19 +165,20 @@ async function rerank() {
   const bar = $("feedback");
   bar.hidden = !state.marks.size;
   $("keep").disabled = true;
-  if (!body.right.length || !body.wrong.length) {
-    $("feedback-note").textContent = `${body.right.length} right, ${body.wrong.length} wrong: ` +
-      "mark at least one picture right and one wrong to re-rank";
-    return;
-  }
+  if (!body.right.length && !body.wrong.length) return;
   $("feedback-note").textContent = "Re-ranking…";
   try {
     const res = await post("/api/feedback", body);
     state.hits = res.hits;
     $("results").replaceChildren(...res.hits.map(hitCard));
+    // PA learns from a right picture ranked above a wrong one: only then is there a
+    // change to keep; one kind of mark alone re-ranks by nearness to the marked pictures.
+    const learnt = res.changed_words.length > 0;
     $("feedback-note").textContent = `Re-ranked with ${res.right.length} right and ` +
-      `${res.wrong.length} wrong (PA updates on ${res.changed_words.join(", ")}); not saved yet`;
-    $("keep").disabled = false;
+      `${res.wrong.length} wrong` + (learnt
+        ? ` (PA updates on ${res.changed_words.join(", ")}); not saved yet`
+        : ": mark a right and a wrong picture to teach the model something to keep");
+    $("keep").disabled = !learnt;
   } catch (e) {
     $("feedback-note").textContent = e.message;
   }
