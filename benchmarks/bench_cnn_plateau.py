@@ -1,0 +1,101 @@
+"""Is PAMIR on the three-part representation at a plateau? Seeds against settings (Corel 5k).
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_cnn_plateau.py [--report-only]
+
+`pamir fit corel5k` chooses cnn+cnn-lite2+visterms (every part at weight 1, c = 1, 4M
+updates at most). Each VARIANT below changes one thing a user could tune (a part's weight,
+flip averaging of both networks, twice the updates) and is trained with each of SEEDS; the
+validation AvgP of each seed is reported with the mean and the spread over seeds, so that a
+variant's gain can be read against what a seed alone moves. Validation only: nothing here
+is a chosen configuration, so test is not read.
+
+Writes benchmarks/results/cnn_plateau.json and cnn_plateau.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench_cnn import Corel
+from common import machine
+
+from pamir.selection import select
+
+RESULTS = Path(__file__).resolve().parent / "results"
+NAME = "cnn+cnn-lite2+visterms"
+SEEDS = (0, 1, 2)
+#: (label, part weights, CNN settings, PAMIR parameters); the first is `pamir fit`'s choice.
+VARIANTS = [
+    ("as `pamir fit` chooses", (1.0, 1.0, 1.0), {}, {}),
+    ("Lite2 part x1.5, visterms x0.75", (1.0, 1.5, 0.75), {}, {}),
+    ("flip averaging (both networks)", (1.0, 1.0, 1.0), {"flip": True}, {}),
+    ("8M updates at most", (1.0, 1.0, 1.0), {}, {"n_updates": 8_000_000}),
+]
+C = 1.0  # what `pamir fit corel5k` chose for this representation (models/corel5k)
+
+
+def measure(corel: Corel, weights, cnn: dict, params: dict) -> list[float]:
+    F, _ = corel.features(NAME, cnn, weights)
+    F = F.tocsr()
+    p = corel.protocol
+    out = []
+    for seed in SEEDS:
+        sel = select("pamir", F[corel.train], p.presence(corel.train), F[corel.valid],
+                     p.presence(corel.valid), params={"c": C, "random_state": seed, **params},
+                     grid={}, log=None)
+        out.append(round(sel.valid_avgp, 2))
+        print(f"  seed {seed}: valid AvgP {out[-1]}", flush=True)
+    return out
+
+
+def report(r: dict) -> str:
+    base = r["rows"][0]["valid"]
+    lines = ["# Seeds against settings: PAMIR on cnn+cnn-lite2+visterms (Corel 5k)", "",
+             f"`{r['command']}` on {r['machine']}, {r['date']} ({r['minutes']} min). "
+             f"PAMIR c = {r['c']:g}, early-stopped on the 500 validation pictures; validation "
+             "AvgP (%) of each seed. Test is not read: nothing here is chosen.", "",
+             "| variant | " + " | ".join(f"seed {s}" for s in r["seeds"])
+             + " | mean | sd | mean - first row |",
+             "|---|" + "---:|" * (len(r["seeds"]) + 3)]
+    for row in r["rows"]:
+        v = row["valid"]
+        lines.append(f"| {row['variant']} | " + " | ".join(f"{x:.2f}" for x in v)
+                     + f" | {np.mean(v):.2f} | {np.std(v, ddof=1):.2f} | "
+                     f"{np.mean(v) - np.mean(base):+.2f} |")
+    lines += ["", "A seed alone moves validation AvgP by the first row's spread; a variant whose "
+                  "mean moves by less than that is within the noise of validation."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args(argv)
+    if args.report_only:
+        r = json.loads((RESULTS / "cnn_plateau.json").read_text())
+        (RESULTS / "cnn_plateau.md").write_text(report(r))
+        return
+    started = time.perf_counter()
+    corel = Corel()
+    rows = []
+    for label, weights, cnn, params in VARIANTS:
+        print(label, flush=True)
+        rows.append({"variant": label, "weights": list(weights), "cnn": cnn, "params": params,
+                     "valid": measure(corel, weights, cnn, params)})
+    r = {"representation": NAME, "c": C, "seeds": list(SEEDS), "rows": rows,
+         "command": "python benchmarks/bench_cnn_plateau.py " + " ".join(sys.argv[1:]),
+         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+         "minutes": round((time.perf_counter() - started) / 60, 1)}
+    (RESULTS / "cnn_plateau.json").write_text(json.dumps(r, indent=1) + "\n")
+    (RESULTS / "cnn_plateau.md").write_text(report(r))
+    print(report(r))
+
+
+if __name__ == "__main__":
+    main()
