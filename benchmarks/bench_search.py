@@ -72,6 +72,8 @@ JUDGED = 10
 SHARPNESS_GRID = (2.0, 5.0, 8.0)
 RIGHT_GRID = (0.0, 1.0, 2.0, 3.0)
 WRONG_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0)
+#: Margins of the PA-alone alternative (the model's own is 1).
+PA_MARGINS = (2.0, 4.0, 8.0)
 NS = (1, 2, 5, 10, 20)
 NEGATIVES = 50
 LEARN_WORDS_PER_FOLD = 6
@@ -296,7 +298,7 @@ def feedback_rounds(system: System, X, Q: np.ndarray, R: np.ndarray) -> list[dic
             rows, delta = feedback_delta(system, Q[j], take_rows(X, pos), take_rows(X, neg))
             pa = feedback_scores(system, Q[j], rows, delta, take_rows(X, rest))
         rounds.append({"scores": s, "relevant": R[j], "right": pos, "wrong": neg,
-                       "rest": rest, "pa": pa, "words": int((Q[j] != 0).sum())})
+                       "rest": rest, "pa": pa, "words": int((Q[j] != 0).sum()), "q": Q[j]})
     return rounds
 
 
@@ -316,6 +318,44 @@ def feedback_avgp(rounds, Z, setting=None) -> tuple[np.ndarray, np.ndarray]:
         before.append(avgp(s[rest], rel[rest])[0])
         after.append(avgp(new, rel[rest])[0])
     return np.array(before), np.array(after)
+
+
+def feedback_alternatives(system: System, rounds, X) -> list[dict]:
+    """Other ways to use one round, on the validation queries only (none is the product's):
+    PA with a larger margin (a bigger step towards the judged pairs), and Rocchio's sums in
+    the model's input space: scores + spread x (a x mean k(p, right) - b x mean k(p, wrong)),
+    k the input space's dot product (each part of a concatenation is unit-length)."""
+    before = np.array([avgp(f["scores"][f["rest"]], f["relevant"][f["rest"]])[0]
+                       for f in rounds])
+    out = []
+
+    def row(label, after):
+        out.append({"method": label, "valid_after": round(100 * float(np.mean(after)), 2),
+                    "valid_relative": round(100 * (np.mean(after) - before.mean())
+                                            / before.mean(), 1)})
+    for margin in PA_MARGINS:
+        after = []
+        for f in rounds:
+            new = f["scores"][f["rest"]]
+            if len(f["right"]) and len(f["wrong"]):
+                rows, delta = feedback_delta(system, f["q"], take_rows(X, f["right"]),
+                                             take_rows(X, f["wrong"]), margin=margin)
+                new = new + feedback_scores(system, f["q"], rows, delta, take_rows(X, f["rest"]))
+            after.append(avgp(new, f["relevant"][f["rest"]])[0])
+        row(f"PA alone, margin {margin:g}", after)
+    K = X @ X.T
+    K = K.toarray() if sp.issparse(K) else np.asarray(K)
+    for a, b in itertools.product(RIGHT_GRID[1:], WRONG_GRID):
+        after = []
+        for f in rounds:
+            s, rest = f["scores"], f["rest"]
+            new = s[rest].copy()
+            for judged, w in ((f["right"], a), (f["wrong"], -b)):
+                if len(judged) and w:
+                    new += w * s.std() * K[np.ix_(rest, judged)].mean(axis=1)
+            after.append(avgp(new, f["relevant"][rest])[0])
+        row(f"Rocchio in the input space, right {a:g}, wrong {b:g}", after)
+    return out
 
 
 def bootstrap_interval(d: np.ndarray, draws: int = 2000) -> list[float]:
@@ -347,6 +387,7 @@ def feedback(data: Data) -> dict:
     best = max(grid, key=lambda g: g["valid_after"])
     chosen = (best["sharpness"], best["right_weight"], best["wrong_weight"])
     product = (FEEDBACK_SHARPNESS, FEEDBACK_RIGHT_WEIGHT, FEEDBACK_WRONG_WEIGHT)
+    alternatives = feedback_alternatives(system, valid, data.X["valid"])
     valid_chosen = feedback_avgp(valid, Zv, chosen)[1]
     valid_product = feedback_avgp(valid, Zv, product)[1]
     t0 = time.perf_counter()
@@ -364,7 +405,7 @@ def feedback(data: Data) -> dict:
                 "after": round(a, 2), "pa_relative": round(100 * (p - b) / b, 1),
                 "relative": round(100 * (a - b) / b, 1)}
 
-    return {"judged": JUDGED, "grid": grid,
+    return {"judged": JUDGED, "grid": grid, "alternatives": alternatives,
             "chosen": dict(zip(("sharpness", "right_weight", "wrong_weight"), chosen)),
             "product": dict(zip(("sharpness", "right_weight", "wrong_weight"), product)),
             "valid": {"queries": len(valid), "before": round(100 * b.mean(), 2),
@@ -638,6 +679,17 @@ def feedback_report(f: dict, ran: str) -> list[str]:
               "|---:|---:|---:|---:|---:|"]
     lines += [f"| {g['sharpness']:g} | {g['right_weight']:g} | {g['wrong_weight']:g} | "
               f"{g['valid_after']:.2f} | {g['valid_relative']:+.1f} % |" for g in best]
+    alt = f.get("alternatives") or []
+    if alt:
+        top = sorted((a for a in alt if a["method"].startswith("Rocchio")),
+                     key=lambda a: -a["valid_after"])[:3]
+        lines += ["", "Alternatives, on the validation queries only (AvgP %; before "
+                      f"{v['before']:.2f}): PA alone with a larger margin, and the three best "
+                      "Rocchio sums in the model's input space "
+                      "(bench_search.feedback_alternatives):", "",
+                  "| method | valid | relative |", "|---|---:|---:|"]
+        lines += [f"| {a['method']} | {a['valid_after']:.2f} | {a['valid_relative']:+.1f} % |"
+                  for a in [a for a in alt if a["method"].startswith("PA")] + top]
     return lines + [""]
 
 
