@@ -21,17 +21,14 @@ Writes benchmarks/results/annotation_rules.json and annotation_rules.md.
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from bench_annotation import GOAL, annotation_vocabulary, apply_rule
-from common import machine
+from common import machine, report_cli, save_report
 
 from pamir.data import load_corel5k
 from pamir.evaluation import annotation_metrics
@@ -40,7 +37,6 @@ from pamir.protocol import Protocol
 from pamir.selection import select
 from pamir.system import centred_cosine, collection_inputs
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NAME, WEIGHTS = "cnn+cnn-lite2+visterms", (1.0, 1.0, 1.0)
 CNN_COLUMNS = 1280 + 6400  # the two networks' parts lead the concatenation
 LAMBDAS = (0.25, 0.5, 0.75)
@@ -67,12 +63,7 @@ def votes(similar: np.ndarray, Y_near: np.ndarray, k: int, sharpness: float) -> 
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--report-only", action="store_true")
-    args = ap.parse_args(argv)
-    if args.report_only:
-        r = json.loads((RESULTS / "annotation_rules.json").read_text())
-        (RESULTS / "annotation_rules.md").write_text(report(r))
+    if report_cli(__doc__, "annotation_rules", report, argv):
         return
     started = time.perf_counter()
     collection = load_corel5k()
@@ -111,9 +102,7 @@ def main(argv=None) -> None:
          "command": "python benchmarks/bench_annotation_rules.py " + " ".join(sys.argv[1:]),
          "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "minutes": round((time.perf_counter() - started) / 60, 1)}
-    (RESULTS / "annotation_rules.json").write_text(json.dumps(r, indent=1) + "\n")
-    (RESULTS / "annotation_rules.md").write_text(report(r))
-    print(report(r))
+    save_report("annotation_rules", r, report)
 
 
 def report(r: dict) -> str:

@@ -14,20 +14,16 @@ Writes benchmarks/results/cnn_plateau.json and cnn_plateau.md.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from bench_cnn import Corel
-from common import machine
+from common import machine, report_cli, save_report
 
 from pamir.selection import select
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NAME = "cnn+cnn-lite2+visterms"
 SEEDS = (0, 1, 2)
 #: (label, part weights, CNN settings, PAMIR parameters); the first is `pamir fit`'s choice.
@@ -74,12 +70,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--report-only", action="store_true")
-    args = ap.parse_args(argv)
-    if args.report_only:
-        r = json.loads((RESULTS / "cnn_plateau.json").read_text())
-        (RESULTS / "cnn_plateau.md").write_text(report(r))
+    if report_cli(__doc__, "cnn_plateau", report, argv):
         return
     started = time.perf_counter()
     corel = Corel()
@@ -92,9 +83,7 @@ def main(argv=None) -> None:
          "command": "python benchmarks/bench_cnn_plateau.py " + " ".join(sys.argv[1:]),
          "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "minutes": round((time.perf_counter() - started) / 60, 1)}
-    (RESULTS / "cnn_plateau.json").write_text(json.dumps(r, indent=1) + "\n")
-    (RESULTS / "cnn_plateau.md").write_text(report(r))
-    print(report(r))
+    save_report("cnn_plateau", r, report)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ benchmark adds the studies and timings the papers report around it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -301,6 +302,27 @@ def write_results(updates: dict, path: Path = SUMMARY) -> dict:
 def write_json(path: Path, value) -> None:
     """A benchmark's own results file (no other writer)."""
     path.write_text(json.dumps(plain(value), indent=1) + "\n")
+
+
+def report_cli(doc: str, stem: str, report, argv=None) -> bool:
+    """The command line of a benchmark that writes results/STEM.json and STEM.md:
+    True when it asked for --report-only, which rewrote STEM.md from STEM.json with
+    `report` (json -> markdown), so that the caller has nothing left to measure."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--report-only", action="store_true",
+                    help=f"rewrite results/{stem}.md from {stem}.json, measuring nothing")
+    if not ap.parse_args(argv).report_only:
+        return False
+    (RESULTS / f"{stem}.md").write_text(report(json.loads((RESULTS / f"{stem}.json")
+                                                          .read_text())))
+    return True
+
+
+def save_report(stem: str, r: dict, report) -> None:
+    """results/STEM.json and its report STEM.md; the report is printed too."""
+    write_json(RESULTS / f"{stem}.json", r)
+    (RESULTS / f"{stem}.md").write_text(report(r))
+    print(report(r))
 
 
 def read_summary() -> dict:
