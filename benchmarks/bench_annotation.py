@@ -17,8 +17,8 @@ validation F1 of (mean P, mean R):
 The chosen setting is then retrained on all 4,500 pictures for as many updates as early
 stopping kept (as `pamir fit --retrain` does) and test is read once per representation:
 visterms, the default CNN setting (lite0, 224 px), the two concatenated (visterm weight
-1) and those with the second CNN view cnn-lite2 (every part at weight 1): the
-representations `pamir fit` chooses among.
+1) and those with the other CNN views cnn-lite2, then cnn-lite1 and cnn-lite2 (every
+part at weight 1): the representations `pamir fit` chooses among.
 
 Writes benchmarks/results/annotation.md and annotation.json.
 """
@@ -113,7 +113,8 @@ def main(argv=None) -> None:
     protocol = Protocol(collection, vocabulary=vocabulary)
     rows = []
     for name, cnn in (("visterms", None), ("cnn", {}), ("cnn+visterms", {"visterm_weight": 1.0}),
-                      ("cnn+cnn-lite2+visterms", {"visterm_weight": 1.0})):
+                      ("cnn+cnn-lite2+visterms", {"visterm_weight": 1.0}),
+                      ("cnn+cnn-lite1+cnn-lite2+visterms", {"visterm_weight": 1.0})):
         rows.append(run(collection, protocol, name, cnn))
         print(json.dumps(rows[-1]), flush=True)
     result = {"rows": rows, "vocabulary": len(vocabulary),

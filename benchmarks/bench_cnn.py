@@ -9,8 +9,9 @@ be swapped for a pretrained network's features under the very same model and sel
    picture short side x 2x2 regions x flip averaging x power normalisation),
    pamir.selection chooses PAMIR's c on validation; the two best CNN settings are then also
    concatenated with the visterm bags at each of WEIGHTS (weight of the visterm part); the
-   best of them is joined by the second CNN view `cnn-lite2` (Lite2, 260 px, 2x2 regions:
-   the three-part representation pamir fit also tries); and an ensemble of SEEDS is tried
+   best of them is joined by the second CNN view `cnn-lite2` (Lite2, 260 px, 2x2 regions),
+   then by that and the third, `cnn-lite1` (Lite1, 240 px, 2x2 regions): the three- and
+   four-part representations pamir fit also tries; and an ensemble of SEEDS is tried
    on the chosen configuration (the text-space vectors of models trained with other seeds,
    averaged).
 2. Test is read once per reported configuration: the validation-best one is `pamir-cnn` in
@@ -150,13 +151,17 @@ def study(corel: Corel, settings: list[dict]) -> tuple[list[dict], dict]:
             record({"representation": f"cnn {label(setting)} + visterms x{w}", "cnn": setting,
                     "visterm_weight": w, "feature_seconds": round(seconds, 1)}, sel, F)
             paired.append((sel.valid_avgp, setting, w))
-    # the best pair joined by the second CNN view, every part at weight 1 (pamir fit's
-    # cnn+cnn-lite2+visterms)
+    # the best pair joined by the other CNN views, every part at weight 1 (pamir fit's
+    # cnn+cnn-lite2+visterms and cnn+cnn-lite1+cnn-lite2+visterms)
     _, setting, w = max(paired, key=lambda a: a[0])
-    F, seconds = corel.features("cnn+cnn-lite2+visterms", setting, weights=(1.0, 1.0, w))
-    record({"representation": f"cnn {label(setting)} + cnn-lite2 (lite2 260px +2x2) + "
-            f"visterms x{w}", "cnn": setting, "visterm_weight": w, "second_view": "cnn-lite2",
-            "feature_seconds": round(seconds, 1)}, corel.select(F), F)
+    for views, text in ((("cnn-lite2",), "cnn-lite2 (lite2 260px +2x2)"),
+                        (("cnn-lite1", "cnn-lite2"),
+                         "cnn-lite1 (lite1 240px +2x2) + cnn-lite2 (lite2 260px +2x2)")):
+        name = "+".join(("cnn",) + views + ("visterms",))
+        F, seconds = corel.features(name, setting, weights=(1.0,) * (len(views) + 1) + (w,))
+        record({"representation": f"cnn {label(setting)} + {text} + visterms x{w}",
+                "cnn": setting, "visterm_weight": w, "views": list(views),
+                "feature_seconds": round(seconds, 1)}, corel.select(F), F)
     return rows, best
 
 

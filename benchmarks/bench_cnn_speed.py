@@ -36,6 +36,7 @@ from pamir import config
 from pamir.data import load_collection
 from pamir.features import cnn
 from pamir.features.cnn import CNNRepresentation, CNNSettings
+from pamir.features.registry import CNN_PRESETS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHORT_SIDES = (128, 160, 224, 260)
@@ -213,6 +214,7 @@ def markdown(out: dict) -> str:
 
 def quality_of_cells(by: dict) -> list[str]:
     """Speed against validation AvgP, for the settings bench_cnn.py measured (cnn.json)."""
+    view_cells = {v: (p["short_side"], p["model"], "onnx") for v, p in CNN_PRESETS.items()}
     study = RESULTS / "cnn.json"
     if not study.is_file():
         return []
@@ -225,9 +227,12 @@ def quality_of_cells(by: dict) -> list[str]:
         c = r["cnn"]
         cell = by.get((c.get("short_side", 224), c.get("model", "lite0"), "onnx"))
         speed = cell["pictures_per_second"] if cell and not c.get("flip") else None
-        second = by.get((260, "lite2", "onnx")) if r.get("second_view") == "cnn-lite2" else None
-        if speed and second:  # both networks run on each picture (regions cost nothing)
-            speed = round(1 / (1 / speed + 1 / second["pictures_per_second"]), 1)
+        # every network runs on each picture (regions cost nothing); "second_view": cnn.json
+        # before the third view
+        views = r.get("views") or ([r["second_view"]] if r.get("second_view") else [])
+        others = [by.get(view_cells[v]) for v in views]
+        if speed and others and all(others):
+            speed = round(1 / (1 / speed + sum(1 / o["pictures_per_second"] for o in others)), 1)
         lines.append(f"| {r['representation']} | {speed or '-'} | {r['valid_avgp']:.2f} |")
     return lines
 

@@ -401,11 +401,13 @@ def save_keeping_previous(system: System, path) -> Path:
 #: The representations `pamir fit` chooses among on validation when none is named, in order
 #: (the first wins a tie); those the model cannot read are left out. A combination's second
 #: part is tried at each of COMBINATION_WEIGHTS.
-DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms")
+DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms",
+                           "cnn+cnn-lite1+cnn-lite2+visterms")
 COMBINATION_WEIGHTS = (0.5, 1.0)
 #: Combinations of three or more parts are tried at these weights only (each point costs a
-#: PAMIR fit on ~18,000 dimensions): on Corel 5k cnn+cnn-lite2+visterms gave validation
-#: AvgP 45.42 at (1, 1, 1) against 45.24 with cnn-lite2 at 0.7.
+#: PAMIR fit on 18,000 to 24,000 dimensions): on Corel 5k cnn+cnn-lite2+visterms gave
+#: validation AvgP 45.42 at (1, 1, 1) against 45.24 with cnn-lite2 at 0.7, and other
+#: weights move it by less than a seed does (benchmarks/results/cnn_plateau.md).
 WIDE_COMBINATION_WEIGHTS = (1.0,)
 
 #: A visterm codebook needs several training blocks per visterm; a small collection gets

@@ -293,6 +293,12 @@ def test_cnn_lite2_is_the_cnn_settings_with_a_larger_trunk_and_keeps_its_name():
     assert both.name == "cnn+cnn-lite2+visterms" and representation_name(lite2) == "cnn-lite2"
     # what names a saved representation is its settings: the same ones given as "cnn" too
     assert representation_name(CNNRepresentation(lite2.settings)) == "cnn-lite2"
+    three = make_representation("cnn+cnn-lite1+cnn-lite2+visterms", cnn_settings=SMALL,
+                                progress=False)
+    lite1 = three.parts[1]
+    assert lite1.settings == SMALL.replace(model="lite1", short_side=240, regions=2)
+    assert representation_name(lite1) == "cnn-lite1"
+    assert three.name == "cnn+cnn-lite1+cnn-lite2+visterms"
 
 def test_the_contract_attributes():
     r = CNNRepresentation()

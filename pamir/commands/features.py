@@ -22,7 +22,7 @@ app = typer.Typer(help="Visual features: blocks, LBP and colour histograms, vist
 console = Console(stderr=True)
 
 #: What `extract --representation` can extract and cache.
-REPRESENTATIONS = ("visterms", "cnn", "cnn-lite2")
+REPRESENTATIONS = ("visterms", "cnn", "cnn-lite1", "cnn-lite2")
 
 
 @app.callback()
@@ -37,7 +37,8 @@ def extract(
         "visterms", "--representation", "-r",
         help="visterms: block descriptors (LBP + colour histograms) the visterms are made "
              "of; cnn: pooled EfficientNet-Lite features (pamir.features.cnn defaults); "
-             "cnn-lite2: the larger Lite2 at 260 px with 2x2 regions"),
+             "cnn-lite1, cnn-lite2: the larger Lite1 at 240 px and Lite2 at 260 px, with "
+             "2x2 regions"),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1,
                                         help="only the first N pictures"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),

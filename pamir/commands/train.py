@@ -69,7 +69,8 @@ def fit_command(
                                  help="retrain the chosen settings on train + validation"),
     representation: list[str] = typer.Option(
         None, "--representation", "-r",
-        help="picture representation: visterms, cnn, cnn-lite2, blocks, sift, blobs, blobs-arff "
+        help="picture representation: visterms, cnn, cnn-lite1, cnn-lite2, blocks, sift, blobs, "
+             "blobs-arff "
              "(Corel 5k only) or a combination such as cnn+visterms or blobs+sift (repeatable: "
              "chosen on validation among those given; default: "
              f"{', '.join(DEFAULT_REPRESENTATIONS)}, those the model reads)"),

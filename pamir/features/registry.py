@@ -25,13 +25,15 @@ from .settings import FeatureSettings
 
 #: What each name is made of, and what it gives ("bags": non-negative visterm bags;
 #: "vectors": any picture matrix; "blocks": per-block descriptors).
-NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors", "cnn-lite2": "vectors",
-         "sift": "bags", "blobs": "bags", "blobs-arff": "bags"}
+NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors", "cnn-lite1": "vectors",
+         "cnn-lite2": "vectors", "sift": "bags", "blobs": "bags", "blobs-arff": "bags"}
 
 #: CNN representations with settings of their own: the CNNSettings given for "cnn" with
 #: these changed. Validation (PAMIR, Corel 5k, square-rooted features): cnn+visterms 43.90,
-#: cnn+cnn-lite2+visterms 45.42; cnn-lite2+visterms alone 43.27 (benchmarks/results/cnn.md).
-CNN_PRESETS = {"cnn-lite2": {"model": "lite2", "short_side": 260, "regions": 2}}
+#: cnn+cnn-lite2+visterms 45.42; cnn-lite2+visterms alone 43.27; the three networks with the
+#: visterms (cnn+cnn-lite1+cnn-lite2+visterms) 46.66 (benchmarks/results/cnn.md).
+CNN_PRESETS = {"cnn-lite1": {"model": "lite1", "short_side": 240, "regions": 2},
+               "cnn-lite2": {"model": "lite2", "short_side": 260, "regions": 2}}
 
 #: The user-facing name of each saved representation `kind`.
 KIND_NAMES = {"visual_pipeline": "visterms", "block_pipeline": "blocks",
