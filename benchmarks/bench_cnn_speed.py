@@ -231,8 +231,9 @@ def quality_of_cells(by: dict) -> list[str]:
         # before the third view
         views = r.get("views") or ([r["second_view"]] if r.get("second_view") else [])
         others = [by.get(view_cells[v]) for v in views]
-        if speed and others and all(others):
-            speed = round(1 / (1 / speed + sum(1 / o["pictures_per_second"] for o in others)), 1)
+        if speed and others:  # unknown where a view's size was not timed
+            speed = round(1 / (1 / speed + sum(1 / o["pictures_per_second"] for o in others)),
+                          1) if all(others) else None
         lines.append(f"| {r['representation']} | {speed or '-'} | {r['valid_avgp']:.2f} |")
     return lines
 

@@ -21,11 +21,12 @@
   the cache), and what mapping one unknown word adds to a query.
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_search.py [--measures ...] \
-        [--representation visterms|cnn+visterms|cnn+cnn-lite2+visterms]
+        [--representation visterms|cnn+visterms|cnn+cnn-lite2+visterms|...]
 
 Writes benchmarks/results/search.json and search.md (visterms), or
-search_cnn_visterms.json and .md, or search_cnn_cnn-lite2_visterms.json and .md (the
-representation `pamir fit corel5k` chooses today).
+search_cnn_visterms.json and .md, search_cnn_cnn-lite2_visterms.json and .md, or
+search_cnn_cnn-lite1_cnn-lite2_visterms.json and .md (the representation `pamir fit corel5k`
+chooses today).
 """
 
 from __future__ import annotations
@@ -88,10 +89,13 @@ def say(*a):
 # ------------------------------------------------------------------------------- the data
 
 #: Representations measured: the papers' visterms, CNN + visterms (what `pamir fit corel5k`
-#: chose before the cnn-lite2 preset), and what it chooses on validation today (the two
-#: networks and visterms, each weighted 1).
+#: chose before the cnn-lite2 preset), the two networks and the visterms (before cnn-lite1),
+#: and what it chooses on validation today (the three networks and the visterms), every part
+#: weighted 1.
 REPRESENTATIONS = {"visterms": ("visterms", None), "cnn+visterms": ("cnn+visterms", (1.0, 1.0)),
-                   "cnn+cnn-lite2+visterms": ("cnn+cnn-lite2+visterms", (1.0, 1.0, 1.0))}
+                   "cnn+cnn-lite2+visterms": ("cnn+cnn-lite2+visterms", (1.0, 1.0, 1.0)),
+                   "cnn+cnn-lite1+cnn-lite2+visterms": ("cnn+cnn-lite1+cnn-lite2+visterms",
+                                                        (1.0, 1.0, 1.0, 1.0))}
 
 
 class Data:
