@@ -63,7 +63,7 @@ def votes(similar: np.ndarray, Y_near: np.ndarray, k: int, sharpness: float) -> 
 
 
 def main(argv=None) -> None:
-    if report_cli(__doc__, "annotation_rules", report, argv):
+    if report_cli(__doc__, "annotation_rules", report, argv) is None:
         return
     started = time.perf_counter()
     collection = load_corel5k()

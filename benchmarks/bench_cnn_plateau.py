@@ -1,6 +1,6 @@
 """Is PAMIR on the three-part representation at a plateau? Seeds against settings (Corel 5k).
 
-    flock /tmp/pamir-heavy.lock python benchmarks/bench_cnn_plateau.py [--report-only]
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_cnn_plateau.py [--ensembles] [--report-only]
 
 `pamir fit corel5k` chose cnn+cnn-lite2+visterms (every part at weight 1, c = 1, 4M
 updates at most). Each VARIANT below changes one thing a user could tune (a part's weight,
@@ -9,19 +9,27 @@ with each of SEEDS; the validation AvgP of each seed is reported with the mean a
 spread over seeds, so that a variant's gain can be read against what a seed alone moves.
 Validation only: nothing here is a chosen configuration, so test is not read.
 
+Then how many seeds an ensemble needs (what `pamir fit --ensemble N` averages;
+bench_cnn.py's SEEDS): PAMIR on the four-part representation with each of ENSEMBLE_SEEDS,
+each seed alone and the average of the first k (PAMIR.average), on validation.
+`--ensembles` measures only that, added to the JSON the variants wrote.
+
 Writes benchmarks/results/cnn_plateau.json and cnn_plateau.md.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
 import numpy as np
 
 from bench_cnn import Corel
-from common import machine, report_cli, save_report
+from common import RESULTS, machine, report_cli, save_report
 
+from pamir.evaluation import evaluate_text_space
+from pamir.models.pamir import PAMIR
 from pamir.selection import select
 
 NAME = "cnn+cnn-lite2+visterms"
@@ -37,10 +45,12 @@ VARIANTS = [
      {}),
 ]
 C = 1.0  # what `pamir fit corel5k` chose for this representation (models/corel5k)
+FOUR_PART = "cnn+cnn-lite1+cnn-lite2+visterms"
+ENSEMBLE_SEEDS = tuple(range(6))
 
 
 def measure(corel: Corel, weights, cnn: dict, params: dict) -> list[float]:
-    name = NAME if len(weights) == 3 else "cnn+cnn-lite1+cnn-lite2+visterms"
+    name = NAME if len(weights) == 3 else FOUR_PART
     F, _ = corel.features(name, cnn, weights)
     F = F.tocsr()
     p = corel.protocol
@@ -52,6 +62,28 @@ def measure(corel: Corel, weights, cnn: dict, params: dict) -> list[float]:
         out.append(round(sel.valid_avgp, 2))
         print(f"  seed {seed}: valid AvgP {out[-1]}", flush=True)
     return out
+
+
+def ensembles(corel: Corel) -> dict:
+    """Each of ENSEMBLE_SEEDS alone and the average of the first k, validation AvgP (%)."""
+    F = corel.features(FOUR_PART, {}, (1.0,) * 4)[0].tocsr()
+    p = corel.protocol
+    vq = p.queries(corel.valid)
+    Qv = p.query_vectors(vq)
+    members, single, averaged = [], [], []
+    for seed in ENSEMBLE_SEEDS:
+        sel = select("pamir", F[corel.train], p.presence(corel.train), F[corel.valid],
+                     p.presence(corel.valid), params={"c": C, "random_state": seed},
+                     grid={}, log=None)
+        members.append(sel.model)
+        single.append(round(sel.valid_avgp, 2))
+        Z = PAMIR.average(members).transform(F[corel.valid])
+        averaged.append(round(100 * evaluate_text_space(Z, Qv, vq.relevance,
+                                                        curve=False).mean(), 2))
+        print(f"  seed {seed}: valid AvgP {single[-1]}, average of {len(members)}: "
+              f"{averaged[-1]}", flush=True)
+    return {"representation": FOUR_PART, "seeds": list(ENSEMBLE_SEEDS), "single": single,
+            "averaged": averaged}
 
 
 def report(r: dict) -> str:
@@ -71,23 +103,48 @@ def report(r: dict) -> str:
                      f"{np.mean(v) - np.mean(base):+.2f} |")
     lines += ["", "A seed alone moves validation AvgP by the first row's spread; a variant whose "
                   "mean moves by less than that is within the noise of validation."]
+    e = r.get("ensembles")
+    if e:
+        lines += ["", f"## Ensembles of seeds: PAMIR on {e['representation']}", "",
+                  f"`{e['command']}` on {e['machine']}, {e['date']} ({e['minutes']} min). "
+                  "Validation AvgP (%) of each seed alone, and of the average of it and the "
+                  "seeds before it (`PAMIR.average`, what `pamir fit --ensemble k` trains).", "",
+                  "| seeds k | " + " | ".join(str(k + 1) for k in range(len(e["seeds"]))) + " |",
+                  "|---|" + "---:|" * len(e["seeds"]),
+                  "| seed k - 1 alone | " + " | ".join(f"{v:.2f}" for v in e["single"]) + " |",
+                  "| average of seeds 0 to k - 1 | " + " | ".join(f"{v:.2f}" for v in
+                                                                 e["averaged"]) + " |", "",
+                  f"Single seeds: mean {np.mean(e['single']):.2f}, sd "
+                  f"{np.std(e['single'], ddof=1):.2f}."]
     return "\n".join(lines) + "\n"
 
 
+def stamp(command: str, started: float) -> dict:
+    return {"command": command, "machine": machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "minutes": round((time.perf_counter() - started) / 60, 1)}
+
+
 def main(argv=None) -> None:
-    if report_cli(__doc__, "cnn_plateau", report, argv):
+    args = report_cli(__doc__, "cnn_plateau", report, argv,
+                      {"--ensembles": "only the ensemble sizes, added to the variants' JSON"})
+    if args is None:
         return
     started = time.perf_counter()
     corel = Corel()
-    rows = []
-    for label, weights, cnn, params in VARIANTS:
-        print(label, flush=True)
-        rows.append({"variant": label, "weights": list(weights), "cnn": cnn, "params": params,
-                     "valid": measure(corel, weights, cnn, params)})
-    r = {"representation": NAME, "c": C, "seeds": list(SEEDS), "rows": rows,
-         "command": "python benchmarks/bench_cnn_plateau.py " + " ".join(sys.argv[1:]),
-         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "minutes": round((time.perf_counter() - started) / 60, 1)}
+    command = "python benchmarks/bench_cnn_plateau.py " + " ".join(sys.argv[1:])
+    if args.ensembles:
+        r = json.loads((RESULTS / "cnn_plateau.json").read_text())
+    else:
+        rows = []
+        for label, weights, cnn, params in VARIANTS:
+            print(label, flush=True)
+            rows.append({"variant": label, "weights": list(weights), "cnn": cnn,
+                         "params": params, "valid": measure(corel, weights, cnn, params)})
+        r = {"representation": NAME, "c": C, "seeds": list(SEEDS), "rows": rows,
+             **stamp(command, started)}
+    started = time.perf_counter()
+    r["ensembles"] = ensembles(corel) | stamp(command, started)
     save_report("cnn_plateau", r, report)
 
 

@@ -304,18 +304,22 @@ def write_json(path: Path, value) -> None:
     path.write_text(json.dumps(plain(value), indent=1) + "\n")
 
 
-def report_cli(doc: str, stem: str, report, argv=None) -> bool:
-    """The command line of a benchmark that writes results/STEM.json and STEM.md:
-    True when it asked for --report-only, which rewrote STEM.md from STEM.json with
-    `report` (json -> markdown), so that the caller has nothing left to measure."""
+def report_cli(doc: str, stem: str, report, argv=None, flags: dict | None = None):
+    """The command line of a benchmark that writes results/STEM.json and STEM.md, with
+    --report-only and the on/off `flags` ({name: help}). Returns the parsed arguments, or
+    None when --report-only rewrote STEM.md from STEM.json with `report` (json -> markdown),
+    so that the caller has nothing left to measure."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--report-only", action="store_true",
                     help=f"rewrite results/{stem}.md from {stem}.json, measuring nothing")
-    if not ap.parse_args(argv).report_only:
-        return False
+    for name, text in (flags or {}).items():
+        ap.add_argument(name, action="store_true", help=text)
+    args = ap.parse_args(argv)
+    if not args.report_only:
+        return args
     (RESULTS / f"{stem}.md").write_text(report(json.loads((RESULTS / f"{stem}.json")
                                                           .read_text())))
-    return True
+    return None
 
 
 def save_report(stem: str, r: dict, report) -> None:

@@ -35,9 +35,11 @@ from .features.registry import (Concatenation, make_representation, output_of, p
                                 representation_from_saved, representation_name, takes)
 from .features.representation import Extracted, take_rows
 from .models import model_class
-from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
+from .models.base import (TextSpaceModel, TrainingQueries, dense_float32, load_directory,
+                          save_directory)
 from .protocol import Protocol
-from .selection import check_points, grid_points, model_grid, progress_callback, select
+from .selection import (check_points, grid_points, model_grid, progress_callback, select,
+                        validation_avgp)
 from .text import idf as idf_weights
 from .text import query_vector, tokenize, top_words
 
@@ -512,7 +514,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                model_params: dict | None = None, progress: bool = True, *,
                representation=None, retrain: bool = False, grid: dict | list | None = None,
                protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
-               cache_dir=None, log=print) -> System:
+               ensemble: int = 1, cache_dir=None, log=print) -> System:
     """Train a whole system on a captioned collection.
 
     For each representation candidate (`representation`: a name or a list of names; None:
@@ -520,7 +522,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     and pamir.selection.select chooses the model's parameters on validation (`grid`: the
     model's own when None, {} for none; `seeds`: random_state values averaged). The
     representation and parameters with the best validation mean AvgP win. With `retrain`, the
-    winner's settings (plus where it stopped) are trained again on train + valid.
+    winner's settings (plus where it stopped) are trained again on train + valid. With
+    `ensemble` > 1 (PAMIR only), the winner is trained with that many seeds and the models are
+    averaged (PAMIR.average), on train and, with `retrain`, each again on train + valid.
     `inputs` = (F, ok, representation) reuses features already computed for this collection
     and protocol. `log` prints one line per step (None: silent).
     """
@@ -528,6 +532,10 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     protocol = protocol or Protocol(collection)
     model_params = dict(model_params or {})
     cls = model_class(model)
+    if ensemble < 1 or (ensemble > 1 and cls.kind != "pamir"):
+        raise ValueError(f"an ensemble of {ensemble} seeds: give a count of 1 or more, and more "
+                         "than 1 only with the pamir model (a linear model, whose models average "
+                         "into one)")
     check_points(cls, model_params, grid_points(model_grid(cls, model_params)
                                                 if grid is None else grid))
     _check_collection(collection, protocol)
@@ -562,25 +570,53 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         if len(candidates) > 1:
             say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}")
     sel, F, ok, rep, train, valid, name, winner = best
-    final, chosen, system_idf = sel.model, sel.params, protocol.idf
+    members, valid_avgp = [sel.model], sel.valid_avgp
+    if ensemble > 1:
+        members, valid_avgp = _seed_ensemble(sel, ensemble, take_rows(F, train),
+                                             protocol.presence(train), take_rows(F, valid),
+                                             protocol.presence(valid), progress, say)
+    chosen, system_idf = sel.params, protocol.idf
     if retrain:
         dev = np.sort(np.concatenate([train, valid]))
-        chosen = sel.refit_params()
-        say(f"retraining on train + valid ({len(dev)} pictures) with {chosen}")
+        refits = [{**m.get_params(), **getattr(m, "refit_params_", {})} for m in members]
+        chosen = refits[0]
+        say(f"retraining on train + valid ({len(dev)} pictures) with {chosen}"
+            + (f" and {len(refits) - 1} more seeds" if len(refits) > 1 else ""))
         Y_dev = protocol.presence(dev)
-        with progress_callback(f"{model} train+valid", progress) as callback:
-            final = cls(**chosen).fit(take_rows(F, dev), Y_dev, callback=callback)
+        members = []
+        for params in refits:
+            with progress_callback(f"{model} train+valid", progress) as callback:
+                members.append(cls(**params).fit(take_rows(F, dev), Y_dev, callback=callback))
         system_idf = idf_weights(Y_dev)
+    final = cls.average(members) if len(members) > 1 else members[0]
     info = {
         "data": collection.name, "model": model, "params": chosen,
         "representation": name, "representation_settings": rep.to_dict().get("settings"),
-        "valid_avgp": round(sel.valid_avgp, 3), "grid": winner["grid"],
+        "valid_avgp": round(valid_avgp, 3), "grid": winner["grid"],
+        "ensemble": [int(m.random_state) for m in members] if len(members) > 1 else None,
         "representations": [{k: v for k, v in r.items() if k != "grid"} for r in results],
         "retrained": retrain, "seed": protocol.seed, "vocabulary_size": protocol.T,
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     return System(rep, final, protocol.vocabulary, system_idf, info)
+
+
+def _seed_ensemble(sel, n: int, X_train, Y_train, X_valid, Y_valid, progress, say):
+    """The chosen PAMIR and n - 1 more trained with the next seeds, each early-stopped on
+    validation; returns (the models, the validation AvgP of their average, percent)."""
+    first, cls = int(sel.params.get("random_state", 0)), type(sel.model)
+    members = [sel.model]
+    for seed in range(first + 1, first + n):
+        with progress_callback(f"pamir seed {seed}", progress) as callback:
+            members.append(cls(**{**sel.params, "random_state": seed}).fit(
+                X_train, Y_train, validation=(X_valid, Y_valid), callback=callback))
+    queries = TrainingQueries(Y_valid, idf_weights=idf_weights(Y_train))
+    scores = [100 * validation_avgp(m, X_valid, queries) for m in members]
+    averaged = 100 * validation_avgp(cls.average(members), X_valid, queries)
+    say(f"ensemble of seeds {first}-{first + n - 1}: validation AvgP {averaged:.2f} (each "
+        f"{', '.join(f'{v:.2f}' for v in scores)})")
+    return members, averaged
 
 
 def evaluate_system(system: System, collection: Collection, split: str = "test", *,

@@ -119,6 +119,31 @@ def test_retrain_on_train_and_valid(folder, fitted):
     assert system.model.n_updates_ == system.info["params"]["n_updates"]
 
 
+def test_an_ensemble_of_seeds_is_one_averaged_model(folder, fitted):
+    collection, _, cache = fitted
+    kw = dict(progress=False, cache_dir=cache, log=None, grid={}, representation="visterms")
+    params = {"n_updates": 3_000, "eval_every": 500, "c": 0.1, "random_state": 4}
+    one = fit_system(collection, "pamir", SETTINGS, params, **kw)
+    three = fit_system(collection, "pamir", SETTINGS, params, ensemble=3, **kw)
+    assert three.info["ensemble"] == [4, 5, 6] and one.info["ensemble"] is None
+    F, ok, _ = one.features(collection.paths[:30])
+    seeds = [fit_system(collection, "pamir", SETTINGS, {**params, "random_state": s}, **kw)
+             for s in (5, 6)]
+    # seed 4 is the selected model itself; the average of three linear maps is one
+    expected = np.mean([m.model.transform(F) for m in [one] + seeds], axis=0)
+    assert np.allclose(three.model.transform(F), expected, atol=1e-5)
+    assert not np.allclose(three.model.transform(F), one.model.transform(F), atol=1e-3)
+
+    again = fit_system(collection, "pamir", SETTINGS, params, ensemble=2, retrain=True, **kw)
+    assert again.info["retrained"] and again.info["ensemble"] == [4, 5]
+    assert again.model.members_ == 2
+    with pytest.raises(ValueError, match="more than 1 only with the pamir model"):
+        fit_system(collection, "cmrm", SETTINGS, {}, ensemble=2, **kw)
+    with pytest.raises(ValueError, match="differ in shape"):
+        type(one.model).average([one.model, type(one.model)(c=0.1).fit(
+            F[:, :5], np.eye(30, 5)[np.arange(30) % 5])])
+
+
 def test_other_models_plug_in(folder, fitted):
     collection, _, cache = fitted
     system = fit_system(collection, "cmrm", SETTINGS, {"mode": "pacmrm"}, progress=False,
@@ -147,9 +172,10 @@ def test_fit_and_evaluate_commands(folder, tmp_path, monkeypatch):
     table, model = str(folder / "captions.tsv"), str(tmp_path / "model")
     r = runner.invoke(app, ["fit", table, "-o", model, "-p", "n_updates=2000",
                             "-p", "eval_every=500", "-p", "c=0.1", "--visterms", "24", "-q",
-                            "-r", "visterms"])
+                            "-r", "visterms", "--ensemble", "2"])
     assert r.exit_code == 0, r.output
     assert "validation AvgP" in r.output and "c=0.1" in r.output and "5 words" in r.output
+    assert "2 seeds averaged (0, 1)" in r.output
     run = tmp_path / "valid.trec"
     r = runner.invoke(app, ["evaluate", model, "--on", f"{table}:valid", "--json", "-q",
                             "--run", str(run)])
@@ -163,6 +189,8 @@ def test_fit_and_evaluate_commands(folder, tmp_path, monkeypatch):
     assert r.exit_code == 2 and "not a pamir model directory" in r.output
     r = runner.invoke(app, ["fit", table, "-o", model, "-p", "c"])
     assert r.exit_code == 2 and "NAME=VALUE" in r.output
+    r = runner.invoke(app, ["fit", table, "-o", model, "-m", "cmrm", "--ensemble", "2"])
+    assert r.exit_code == 2 and "only with the pamir model" in r.output
 
 
 def test_fit_refuses_early_what_would_fail_late(folder, tmp_path, monkeypatch):

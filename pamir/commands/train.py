@@ -67,6 +67,9 @@ def fit_command(
                                  help="train only the defaults (+ --param), no validation grid"),
     retrain: bool = typer.Option(False, "--retrain",
                                  help="retrain the chosen settings on train + validation"),
+    ensemble: int = typer.Option(1, "--ensemble", min=1,
+                                 help="train the chosen PAMIR with this many seeds and average "
+                                      "them into one model (searches cost the same)"),
     representation: list[str] = typer.Option(
         None, "--representation", "-r",
         help="picture representation: visterms, cnn, cnn-lite1, cnn-lite2, blocks, sift, blobs, "
@@ -107,7 +110,8 @@ def fit_command(
         with _cluster(workers, scheduler):
             system = fit_system(collection, model, settings, params, progress=not quiet,
                                 representation=representation or None, retrain=retrain,
-                                grid=grid, log=lambda line: console.print(line, markup=False))
+                                ensemble=ensemble, grid=grid,
+                                log=lambda line: console.print(line, markup=False))
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
     except (DataError, ValueError, OSError) as e:
@@ -151,6 +155,9 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
         table.add_row("grid", "; ".join(
             f"{', '.join(f'{k}={v}' for k, v in g['params'].items())}: {g['valid_avgp']:.2f}"
             for g in info["grid"]))
+    if info.get("ensemble"):
+        table.add_row("ensemble", f"{len(info['ensemble'])} seeds averaged "
+                      f"({', '.join(map(str, info['ensemble']))})")
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
     table.add_row("seconds", f"features and models {info['model_seconds']:.1f}, "
                   f"total {seconds:.1f}")

@@ -482,6 +482,23 @@ class PAMIR(TextSpaceModel):
         """The settings to retrain without validation data (train+valid): the kept point."""
         return {"n_updates": int(self.best_update_)}
 
+    @classmethod
+    def average(cls, models: list[PAMIR]) -> PAMIR:
+        """One PAMIR whose W is the mean of the models' W: their ensemble (the mean of their
+        text-space vectors), since X W^T is linear in W. So an ensemble of seeds ranks at
+        the cost of one model. The first model's settings and training record are kept;
+        `members_` counts the models averaged."""
+        if not models or any(not isinstance(m, cls) for m in models):
+            raise ValueError("PAMIR.average: give one or more fitted PAMIR models")
+        shapes = {m.W_.shape for m in models}
+        if len(shapes) > 1:
+            raise ValueError(f"PAMIR.average: the models' W differ in shape: {sorted(shapes)}")
+        out = cls(**models[0].get_params())
+        out.__dict__.update({k: v for k, v in vars(models[0]).items() if k.endswith("_")})
+        out.W_ = np.mean([m.W_ for m in models], axis=0, dtype=np.float64).astype(np.float32)
+        out.members_ = len(models)
+        return out
+
     # ----------------------------------------------------------------------------- using it
     def transform(self, X) -> np.ndarray:
         """(n x T) text-space vectors X W^T of the pictures X (n x V sparse bags)."""
