@@ -22,7 +22,11 @@ run benchmarks/bench_pamir.py                      # PAMIR: TPAMI Tables III, V,
 run benchmarks/bench_kernels.py                    # kernel PAMIR: Table IV
 run benchmarks/bench_cnn_speed.py                  # CNN extraction speed: model x size x engine
 run benchmarks/bench_cnn.py                        # PAMIR on CNN features (pamir-cnn, svm-cnn)
+run benchmarks/bench_cnn.py --quick                #   ... the short study (cnn_quick.md)
+run benchmarks/bench_cnn_plateau.py                # seeds against settings, then the seeds an
+                                                   #   ensemble needs (--ensembles alone)
 run benchmarks/bench_annotation.py                 # the standard Corel 5k annotation protocol
+run benchmarks/bench_annotation_rules.py           # other annotation rules, on validation
 run benchmarks/bench_resolution.py                 # PAMIR against picture size
 run benchmarks/bench_scaling.py                    # PAMIR against block histogram scaling
 run benchmarks/bench_scaling.py --significance     #   ... and whether validation can tell them apart
@@ -41,3 +45,10 @@ run benchmarks/bench_compare.py --features blobs
 run benchmarks/bench_ecml2006.py   # and ECML Table 6's PAMIR, our blobs, the explanations
 run benchmarks/bench_index.py --sizes 100000 1000000 10000000 --dir /work/bench-data  # index latency (23 GB at 10M)
 run benchmarks/bench_search.py                     # unseen words, feedback, learning, mapping latency
+for r in cnn+visterms cnn+cnn-lite2+visterms cnn+cnn-lite1+cnn-lite2+visterms; do
+    run benchmarks/bench_search.py --representation "$r" --measures unseen feedback learn
+done                                               #   ... on the CNN representations
+run benchmarks/bench_dask.py --rounds 2            # pamir index / fit on a Dask cluster
+run benchmarks/bench_dask.py --cnn-only            #   ... the CNN extraction of fit --workers
+run benchmarks/bench_scale_training.py             # PAMIR trained from 1M pictures on disk
+run benchmarks/bench_reliability.py                # load, kills, hostile input (15 min)
