@@ -291,3 +291,26 @@ def test_fit_index_search_annotate_explain(real_model, tmp_path):
         assert (ex["width"], ex["height"]) == (64, 48)
         p = client.get(f"/api/pictures/{hit['id']}").json()
         assert set(p["caption"]) == {"red", "stripes"}
+
+
+def test_an_index_refuses_a_model_of_another_representation(real_model, tmp_path):
+    """An index built with a visterms model is refused to a CNN model, with a message that
+    names both representations and the way out (--rebuild), and nothing indexed is lost."""
+    from pamir.data import load_collection
+    from pamir.features import FeatureSettings
+    from pamir.system import fit_system
+
+    pictures, ix = real_model / "pictures", tmp_path / "ix"
+    cnn_model = tmp_path / "cnn-model"
+    fit_system(load_collection(pictures / "captions.tsv"), "pamir", FeatureSettings(),
+               {"n_updates": 2_000, "eval_every": 1_000}, progress=False, representation="cnn",
+               cache_dir=real_model / "cache", log=None, grid={}).save(cnn_model)
+    run("index", real_model / "model", pictures, "--index", ix)
+    r = run("index", cnn_model, pictures, "--index", ix, ok=False)
+    message = " ".join(r.output.split())
+    assert r.exit_code == 2 and "--rebuild" in message
+    assert "reads pictures as visterms; this model reads them as cnn" in message
+    r = run("search", "red stripes", "--index", ix, "-k", "3", "-f")  # the index still answers
+    assert len(r.stdout.split()) == 3
+    r = run("index", cnn_model, pictures, "--index", ix, "--rebuild")
+    assert "60 pictures indexed" in r.output

@@ -193,11 +193,27 @@ def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: b
                           model_dir=model, fingerprint=fingerprint)
             return index
         index.close()
-        fail(f"{index_dir} was built with another model ({index.model_dir}); add --rebuild "
-             "to recompute it for this one, or choose another --index")
+        fail(f"{index_dir} was built with another model ({index.model_dir}"
+             + _representations_differ(index.model_dir, system)
+             + "); add --rebuild to recompute it for this one, or choose another --index")
     if index.model_dir != str(model.resolve()):
         index.set_model(model, fingerprint)  # same model, moved
     return index
+
+
+def _representations_differ(built_with: str, system) -> str:
+    """", which reads pictures as X; MODEL reads them as Y" when the index's model folder
+    still records another picture representation than `system` (the usual reason an index
+    cannot take a model's scores), else ""."""
+    try:
+        head = json.loads((Path(built_with) / "model.json").read_text(encoding="utf-8"))
+        old = head["info"]["representation"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""  # moved, deleted or not a system: the folder is all there is to name
+    new = getattr(system, "info", {}).get("representation")
+    if not new or old == new:
+        return ""
+    return f", which reads pictures as {old}; this model reads them as {new}"
 
 
 def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
