@@ -202,7 +202,7 @@ def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: b
 
 
 def _representations_differ(built_with: str, system) -> str:
-    """", which reads pictures as X; MODEL reads them as Y" when the index's model folder
+    """", which reads pictures as X; this model reads them as Y" when the index's model folder
     still records another picture representation than `system` (the usual reason an index
     cannot take a model's scores), else ""."""
     try:
