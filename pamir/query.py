@@ -29,8 +29,9 @@ import numpy as np
 
 from .text import STOP_WORDS, tokenize
 
-if TYPE_CHECKING:  # annotations only: the bridge loads lazily
+if TYPE_CHECKING:  # annotations only: the bridges load lazily
     from .bridge import Bridge
+    from .zeroshot import ClassWords
 
 #: Options of the grammar (key:value); other "x:y" tokens are words.
 SORTS = {"score": "score", "date": "newest", "newest": "newest", "oldest": "oldest"}
@@ -85,7 +86,8 @@ class Match:
     how: str
     words: list[tuple[str, float]]  # (vocabulary word, similarity or 1.0)
     note: str = ""                  # why an unknown word found nothing
-    classes: list[tuple[str, float]] = field(default_factory=list)  # ImageNet classes matched
+    #: ImageNet table words (1.0) or classes (similarity) the term's class part reads
+    classes: list[tuple[str, float]] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"term": self.term, "weight": self.weight, "how": self.how,
@@ -109,7 +111,7 @@ class Match:
         out = f"{head} -> " + ", ".join(f"{w} {s:.2f}" for w, s in self.words)
         if self.classes:
             out += ("; " if self.words else "") + "ImageNet: " + ", ".join(
-                f"{c} {s:.2f}" for c, s in self.classes)
+                c if s == 1.0 else f"{c} {s:.2f}" for c, s in self.classes)  # 1.0: a word
         return out
 
 
@@ -125,14 +127,15 @@ class Query:
     floor: float | None = None
     sort: str = "score"
     folders: list[str] = field(default_factory=list)
-    #: (C,) the ImageNet classes' weights (unit length) where the class bridge matched a
-    #: term, and how much of their standardised scores is mixed in; None: no class part
-    class_vector: np.ndarray | None = None
+    #: (weight, (C,) class weights) of each term that the classes matched (pamir.zeroshot):
+    #: the term scores log(eps + its classes' probability mass) times its weight; and how
+    #: much of the class part's standardised score is mixed with the words'
+    class_terms: list[tuple[float, np.ndarray]] = field(default_factory=list)
     class_mix: float = 0.0
 
     @property
     def searchable(self) -> bool:
-        return bool(self.words) or self.class_vector is not None
+        return bool(self.words) or bool(self.class_terms)
 
     @property
     def mapped(self) -> list[Match]:
@@ -210,30 +213,32 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
 
 def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None,
-            classes: "Bridge | None" = None, class_mix: float = 0.0) -> Query:
+            classes: "ClassWords | None" = None, class_mix: float = 0.0) -> Query:
     """The Query of a parsed query over a vocabulary (with idf weights). Terms not in the
     vocabulary go through `bridge` (inflections, then the embedding model) when one is given;
-    without it they are unknown. `classes`: the ImageNet class bridge of a CNN
-    representation, which also matches those terms (not the vocabulary's own words or
-    their inflections) to class names; `class_mix` of its standardised scores is mixed in."""
+    without it they are unknown. `classes`: the ImageNet classes of a CNN representation
+    (pamir.zeroshot), which also match those terms (not the vocabulary's own words or their
+    inflections); `class_mix` of their standardised scores is mixed in. An index with no
+    vocabulary (no captions at all) answers with the classes alone."""
     word_index = word_index if word_index is not None else {w: t for t, w in
                                                             enumerate(vocabulary)}
     idf = np.asarray(idf, dtype=np.float64)
     v = np.zeros(len(vocabulary), dtype=np.float64)
-    matches, used, unknown = [], [], []
-    c = np.zeros(len(classes.vocabulary)) if classes is not None and class_mix > 0 else None
+    matches, used, unknown, class_terms = [], [], [], []
     share = [0.0, 0.0]  # the weights of the terms with classes, of all terms searched
     for term in parsed.terms:
-        match = _match(term, word_index, bridge)
+        match = _match(term, word_index, bridge if vocabulary else None)
         matches.append(match)
-        if c is not None and match.how in ("embedding", "unknown"):
-            near, _ = classes.nearest(term.text)
-            for k, s in near:
-                c[k] += term.weight * s
-            match.classes = [(classes.vocabulary[k], s) for k, s in near]
-            if near and match.how == "unknown":
-                match.how, match.note = "classes", ""
-            share[0] += abs(term.weight) if near else 0.0
+        if classes is not None and match.how in ("embedding", "unknown"):
+            found = classes.match(term.text, term.words)
+            if found.vector is not None:
+                class_terms.append((term.weight, found.vector))
+                match.classes = found.words
+                if match.how == "unknown":
+                    match.how, match.note = "classes", ""
+                share[0] += abs(term.weight)
+            elif match.how == "unknown" and not vocabulary:
+                match.note = found.note
         share[1] += abs(term.weight) if match.how != "unknown" else 0.0
         if match.how in ("unknown", "classes"):
             if match.how == "unknown":
@@ -246,14 +251,11 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
                 used.append(w)
     norm = np.linalg.norm(v)
     vector = (v / norm if norm > 0 else v).astype(np.float32)
-    class_vector = None
-    if c is not None and np.linalg.norm(c) > 0:
-        class_vector = (c / np.linalg.norm(c)).astype(np.float32)
     # the class scores take the mix only of the share of the query their terms carry: for
     # "lion cub", cub's classes weigh half what they would for "cub" alone
-    mix = class_mix * share[0] / share[1] if class_vector is not None and share[1] else 0.0
+    mix = class_mix * share[0] / share[1] if class_terms and share[1] else 0.0
     return Query(parsed.text, vector, used, unknown, matches, parsed.floor, parsed.sort,
-                 list(parsed.folders), class_vector, mix)
+                 list(parsed.folders), class_terms, mix)
 
 
 def _match(term: Term, word_index: dict[str, int], bridge) -> Match:

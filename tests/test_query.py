@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from pamir import zeroshot
 from pamir.bridge import CLASS_MIX
 from pamir.index import Index, QueryError
 from pamir.query import QuerySyntaxError, parse, resolve
@@ -196,14 +197,16 @@ def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
         def std(x):
             return (x - x.mean()) / x.std()
 
+        # the class part: log(eps + the term's classes' probability mass)
+        (w, v), = q.class_terms
         expected = (1 - q.class_mix) * std(Z @ q.vector) + q.class_mix * std(
-            Zc[:, 5:] @ q.class_vector)
+            w * np.log(zeroshot.EPS + Zc[:, 5:] @ v))
         hits = ix.search(q, 20)
         assert [h.id for h in hits] == [ids[j] for j in np.argsort(-expected)]
         np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1],
                                    rtol=1e-4, atol=1e-5)
         assert ix.search("zebras", 1)[0].id == ids[3]
-        assert ix.parse_query("crimson").class_vector is None  # names no class
+        assert ix.parse_query("crimson").class_terms == []  # names no class
         assert ix.vector(ids[7]).shape == (5,) and ix.vector(ids[7], classes=True).shape == (7,)
         assert ix.similar(Z[7], 1, exclude=[ids[7]])[0].id != ids[7]
         # a learnt model's grown vocabulary keeps the class rows after the words

@@ -35,9 +35,10 @@ from typing import IO
 
 import numpy as np
 
-from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable, class_bridge,
+from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable,
                       class_probabilities, imagenet_class_names)
 from ..query import Query, QuerySyntaxError, parse, resolve
+from ..zeroshot import ClassWords, log_mass
 from ..storage import fsync_dir, pid_alive
 from ..text import STOP_WORDS
 from .catalog import CATALOG, SCHEMA_VERSION, Catalog, IndexDirError, Picture, catalog_files
@@ -190,7 +191,8 @@ class Index:
             raise IndexDirError(f"{directory}: an index already exists there; open it, or delete "
                                 "the folder to start afresh")
         idf = np.asarray(idf, dtype=np.float64)
-        if len(vocabulary) == 0 or idf.shape != (len(vocabulary),):
+        # no words at all is the zero-caption system's index: its classes are what it scores
+        if (len(vocabulary) == 0 and not classes) or idf.shape != (len(vocabulary),):
             raise IndexDirError(f"vocabulary of {len(vocabulary)} words with idf of shape "
                                 f"{idf.shape}: both must have one entry per word")
         directory.parent.mkdir(parents=True, exist_ok=True)
@@ -326,10 +328,10 @@ class Index:
         self._mean = None  # the pictures' mean text-space vector, for `similar`
         self.classes: list[str] = meta("classes") or []
         self._moves = meta("moves") or 0  # compactions that moved pictures, as of this state
-        self._class_bridge = None
+        self._class_words = None
         self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
                                    int(meta("generation") or 0), self._writable,
-                                   words=self.T)
+                                   words=self.T or self.rows)  # zero-caption: the classes
         cols_ids = np.array(self._catalog.live_columns(), dtype=np.int64).reshape(-1, 2)
         self._matrix.assign(cols_ids[:, 0], cols_ids[:, 1])
 
@@ -388,7 +390,9 @@ class Index:
         use_model = embeddings_enabled() if mapping is None else mapping
         if bridge.use_model != use_model:
             bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
-        classes = self.class_bridge if use_model and self.classes else None
+        classes = self.class_words if self.classes else None
+        if classes is not None and classes.use_model != use_model:
+            classes = ClassWords(self.classes, cache_dir=self.directory, use_model=use_model)
         query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
                         classes=classes, class_mix=CLASS_MIX)
         if not query.searchable:
@@ -396,14 +400,13 @@ class Index:
         return query
 
     @property
-    def class_bridge(self) -> Bridge | None:
-        """The ImageNet class bridge of an index with class scores (pamir.bridge)."""
+    def class_words(self) -> ClassWords | None:
+        """The words of an index with class scores (pamir.zeroshot): the ImageNet word table,
+        then the embedding bridge over the classes' descriptions, cached in the folder."""
         with self._lock:
-            if self._class_bridge is None and self.classes:
-                self._class_bridge = class_bridge(cache_dir=self.directory)
-                if self._class_bridge.vocabulary != self.classes:  # another class list
-                    self._class_bridge = Bridge(self.classes, cache_dir=self.directory)
-            return self._class_bridge
+            if self._class_words is None and self.classes:
+                self._class_words = ClassWords(self.classes, cache_dir=self.directory)
+            return self._class_words
 
     def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
         if not parsed.terms:
@@ -435,17 +438,21 @@ class Index:
         return out
 
     def _query_scores(self, q) -> np.ndarray:
-        """Scores of every column for a Query or a (T,) vector: z . q, or, where the class
-        bridge matched, (1 - mix) x the standardised z . q + mix x the standardised class
-        score (a standard score: how many standard deviations over the pictures' mean)."""
+        """Scores of every column for a Query or a (T,) vector: z . q; where the classes
+        matched terms, their part (each term's weight x log(eps + its classes' probability
+        mass), summed), alone when the query has no vocabulary word, else mixed: (1 - mix) x
+        the standardised z . q + mix x the standardised class part (a standard score: how
+        many standard deviations over the pictures' mean)."""
         if not isinstance(q, Query):
             return self._matrix.scores(self._padded(q))
+        if not q.class_terms or not self.classes:
+            return self._matrix.scores(self._padded(q.vector))
+        c = sum(w * log_mass(self._matrix.scores(self._padded(v, start=self.T)))
+                for w, v in q.class_terms)
+        if not q.words:
+            return c.astype(np.float32)
         s = self._matrix.scores(self._padded(q.vector))
-        if q.class_vector is None or not self.classes or q.class_mix <= 0:
-            return s
-        c = self._matrix.scores(self._padded(q.class_vector, start=self.T))
-        mix = q.class_mix if q.words else 1.0
-        return (1 - mix) * _standard(s) + mix * _standard(c)
+        return (1 - q.class_mix) * _standard(s) + q.class_mix * _standard(c)
 
     def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
                sort: str | None = None, folders: Sequence[str] | None = None,
@@ -474,8 +481,7 @@ class Index:
             raise ValueError(f"method {method!r}: auto, brute, scan or ta")
         if sort not in ("score", "newest", "oldest"):
             raise QueryError(f"sort {sort!r}: by score, newest or oldest")
-        mixed = (isinstance(q, Query) and q.class_vector is not None and bool(self.classes)
-                 and q.class_mix > 0)
+        mixed = isinstance(q, Query) and bool(q.class_terms) and bool(self.classes)
 
         def answer(last: bool) -> list[Hit]:
             if method == "brute" or mixed or (sort != "score" and floor is not None):

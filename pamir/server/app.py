@@ -331,7 +331,7 @@ class _State:
             t0 = time.perf_counter()
             why = self.index.bridge.warm()
             if not why and self.index.classes:  # a CNN index: its class names' embeddings
-                why = self.index.class_bridge.warm()
+                why = self.index.class_words.warm()
             self._mapping = ({"state": "unavailable", "reason": why} if why else
                              {"state": "loaded", "seconds": round(time.perf_counter() - t0, 2)})
 
