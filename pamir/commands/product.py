@@ -23,10 +23,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .. import config
 from ..data import DataError, load_captions_table
-from ..index import (Index, IndexDirError, QueryError, class_names_of, index_transform,
-                     model_fingerprint)
+from ..index import (Index, IndexDirError, QueryError, class_names_of, embeddings_enabled,
+                     index_transform, model_fingerprint)
 from ..storage import atomic_write_bytes
 from ..text import top_words
+from ..zeroshot import ZeroCaptionSystem, is_zero_caption
+from ..zeroshot import annotate as zeroshot_annotate
 from .common import console, fail
 
 #: How many unreadable files `pamir index` lists before summarising the rest.
@@ -74,8 +76,12 @@ def text_side(system) -> tuple[list[str], np.ndarray]:
 
 # ------------------------------------------------------------------------------- index
 def index_command(
-    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`)"),
-    folders: list[Path] = typer.Argument(..., help="folders of pictures, searched recursively"),
+    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`); leave it out "
+                                            "to search with no captions (ImageNet's words) or "
+                                            "with the model the index already has",
+                                 metavar="[MODEL]"),
+    folders: list[Path] = typer.Argument(None, help="folders of pictures, searched "
+                                                    "recursively"),
     index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
     captions: Path = typer.Option(None, help="a captions table whose captions are shown "
                                               "beside the pictures (.tsv/.csv/.jsonl)"),
@@ -98,11 +104,21 @@ def index_command(
     files are reported and skipped.
     """
     index_dir = index_dir or default_index_dir()
+    model, folders = _model_and_folders(model, list(folders or []), index_dir)
     for f in folders:
         if not f.is_dir():
             fail(f"{f}: not a folder; give folders of pictures to index")
-    system = load_system(model)
-    fingerprint = model_fingerprint(model)
+    if model is None:
+        if workers or scheduler:
+            fail("--workers and --scheduler run a fitted model's batches; the zero-caption "
+                 "system runs in this process (leave them out, or give a MODEL)")
+        system = ZeroCaptionSystem(config.default_cache_dir())
+        fingerprint = system.fingerprint
+        console.print("no model: searching by ImageNet's words (no captions needed); "
+                      "`pamir fit` on captioned pictures learns your own words")
+    else:
+        system = load_system(model)
+        fingerprint = model_fingerprint(model)
     caption_map = _caption_map(captions) if captions else None
     try:
         report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
@@ -127,6 +143,34 @@ def index_command(
         f"unreadable {len(report.failed)})")
 
 
+def _is_model(path: Path) -> bool:
+    return (path / "model.json").is_file()
+
+
+def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
+                       ) -> tuple[Path | None, list[Path]]:
+    """`pamir index [MODEL] FOLDER...`: (the model, or None for the zero-caption system; the
+    folders). With no MODEL, an index that was built with a model keeps it."""
+    if _is_model(first):
+        if not rest:
+            fail(f"give the folders of pictures to index after the model {first}")
+        return first, rest
+    folders = [first, *rest]
+    if Index.exists(index_dir):
+        try:
+            with Index.open(index_dir) as index:
+                built_with = index.model_dir
+        except IndexDirError:
+            built_with = ""  # damaged: `_open_for` says so
+        if built_with:
+            if not _is_model(Path(built_with)):
+                fail(f"{index_dir} was built with the model {built_with}, which is no longer "
+                     "there; give the model first (pamir index MODEL FOLDER), or --rebuild "
+                     "to search with no captions")
+            return Path(built_with), folders
+    return None, folders
+
+
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
            workers, scheduler, compact):
     """index_command's work: (report, status)."""
@@ -149,7 +193,22 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
             raise typer.Exit(130) from None
         if compact:
             index.compact()
+        _prepare_class_words(index)
         return report, index.status()
+
+
+def _prepare_class_words(index: Index) -> None:
+    """Embed the ImageNet classes' descriptions into the index folder once, here rather than
+    in the first search that needs them (tens of seconds on 2 cores)."""
+    words = index.class_words
+    if words is None or not embeddings_enabled() or words.bridge.cache_file is None \
+            or words.bridge.cache_file.exists():
+        return
+    with console.status("preparing ImageNet's words for search (once per index)"):
+        why = words.warm()
+    if why:
+        console.print(f"[yellow]words outside ImageNet's table will not be searchable:"
+                      f"[/yellow] {escape(why)}", markup=True)
 
 
 @contextlib.contextmanager
@@ -170,8 +229,10 @@ def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, cla
             fail(str(e))
 
 
-def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: bool) -> Index:
-    """The index at index_dir for this model: created, reopened, or rebuilt."""
+def _open_for(index_dir: Path, model: Path | None, system, fingerprint: str,
+              rebuild: bool) -> Index:
+    """The index at index_dir for this model (None: the zero-caption system): created,
+    reopened, or rebuilt."""
     vocabulary, idf = text_side(system)
     new = {"model_dir": model, "fingerprint": fingerprint, "classes": class_names_of(system)}
     try:
@@ -180,10 +241,17 @@ def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: b
         if not Index.exists(index_dir):
             return Index.create(index_dir, vocabulary, idf, **new)
         index = Index.open(index_dir, writable=True)
+        if index.model_fingerprint != fingerprint and is_zero_caption(index.model_fingerprint):
+            # a first model after searching with none: nothing of a person's is lost, and
+            # the classifier's pooled vectors are in the feature cache
+            index.close()
+            console.print(f"{index_dir} answered with no captions so far: rebuilding it for "
+                          f"{model or 'the new zero-caption system'}")
+            return Index.rebuild(index_dir, vocabulary, idf, **new)
     except IndexDirError as e:
         fail(str(e))
     if index.model_fingerprint != fingerprint:
-        if (index.model_dir == str(model.resolve())
+        if (model is not None and index.model_dir == str(model.resolve())
                 and list(vocabulary[: index.T]) == index.vocabulary):
             # the same model folder has learnt since (`pamir learn`, feedback kept): bring
             # every picture's scores up to date, features from the cache
@@ -196,7 +264,7 @@ def _open_for(index_dir: Path, model: Path, system, fingerprint: str, rebuild: b
         fail(f"{index_dir} was built with another model ({index.model_dir}"
              + _representations_differ(index.model_dir, system)
              + "); add --rebuild to recompute it for this one, or choose another --index")
-    if index.model_dir != str(model.resolve()):
+    if model is not None and index.model_dir != str(model.resolve()):
         index.set_model(model, fingerprint)  # same model, moved
     return index
 
@@ -332,22 +400,27 @@ def _search_like(index: Index, like: Path, model: Path | None, query: str, k: in
     hits = index.similar(z, k, exclude=[picture_id] if picture_id is not None else [],
                          floor=floor, sort=_sort_name(sort) or "score", folders=folder or ())
     if not as_json and not files_only:
-        console.print(f"pictures like {like} ({source}), by cosine similarity in the model's "
-                      "text space")
+        space = "the model's text space" if index.T else "ImageNet's class probabilities"
+        console.print(f"pictures like {like} ({source}), by cosine similarity in {space}")
     _print_hits(hits, as_json, files_only, {"like": str(like), "source": source,
                                             "space": "text", "id": picture_id})
 
 
 # ------------------------------------------------------------------------------- annotate
 def annotate_command(
-    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`)"),
-    pictures: list[Path] = typer.Argument(..., help="picture files"),
+    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`); leave it out "
+                                            "to annotate with ImageNet's words alone",
+                                 metavar="[MODEL]"),
+    pictures: list[Path] = typer.Argument(None, help="picture files"),
     k: int = typer.Option(config.ANNOTATION_WORDS, "-k", "--top", min=1, help="words each"),
     sidecar: bool = typer.Option(False, help="write PICTURE.txt beside each picture (never "
                                              "over a file pamir did not write)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines"),
 ):
-    """The words that best describe each picture, with their scores."""
+    """The words that best describe each picture, with their scores; beside them, ImageNet's
+    words (marked) whose classes hold a good share of the classifier's probability."""
+    if not _is_model(model):
+        model, pictures = None, [model, *(pictures or [])]
     missing = [p for p in pictures if not p.is_file()]
     for p in missing:
         why = "a folder; give picture files" if p.is_dir() else "file not found"
@@ -355,17 +428,21 @@ def annotate_command(
     pictures = [p for p in pictures if p.is_file()]
     if not pictures:
         fail("no picture to annotate")
-    system = load_system(model)
-    Z, ok, reasons = system.transform_paths([str(p) for p in pictures])
-    keywords = top_words(Z, text_side(system)[0], k)
+    paths = [str(p) for p in pictures]
+    system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else load_system(model)
+    Z, ok, reasons = system.transform_paths(paths)
+    keywords = top_words(Z, text_side(system)[0], k) if system.vocabulary else [[]] * len(paths)
+    imagenet, ok = _imagenet_words(system, paths, k, ok)
     failed = len(missing)
-    for path, good, reason, best in zip(pictures, np.asarray(ok, dtype=bool), reasons, keywords):
+    for path, good, reason, best, more in zip(pictures, ok, reasons, keywords, imagenet):
         if not good:
             failed += 1
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
         words = [{"word": w, "score": s} for w, s in best]
+        words += [{"word": w, "probability": round(p, 4), "source": "imagenet"}
+                  for w, p in more if w not in {x for x, _ in best}]
         note = ""
         if sidecar:
             written, why = write_sidecar(path, [w["word"] for w in words])
@@ -374,12 +451,35 @@ def annotate_command(
             print(json.dumps({"path": str(path), "keywords": words,
                               **({"sidecar": note} if sidecar else {})}))
         else:
-            line = "  ".join(f"{w['word']} {w['score']:.3f}" for w in words)
-            print(f"{path}\t{line}")
+            print(f"{path}\t{_annotation_line(words)}")
             if note and not note.startswith("wrote"):
                 console.print(f"[yellow]{note}[/yellow]", markup=True)
     if failed:
         raise typer.Exit(1)
+
+
+def _imagenet_words(system, paths: list[str], k: int, ok) -> tuple[list, np.ndarray]:
+    """(each picture's ImageNet words (pamir.zeroshot.annotate), which pictures were read)
+    for a system with an ImageNet CNN view; ([] each, ok) for any other."""
+    from ..bridge import class_probabilities  # noqa: PLC0415
+    from ..index import cnn_part  # noqa: PLC0415
+
+    ok = np.asarray(ok, dtype=bool)
+    part = cnn_part(system.pipeline)
+    if part is None:
+        return [[]] * len(paths), ok
+    logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
+    return zeroshot_annotate(class_probabilities(logits), k), ok & np.asarray(class_ok, bool)
+
+
+def _annotation_line(words: list[dict]) -> str:
+    """"blue 0.812  sea 0.640  [ImageNet] pelican 0.93  bird 0.98": the model's words with
+    their scores, then ImageNet's with their probability mass."""
+    own = "  ".join(f"{w['word']} {w['score']:.3f}" for w in words if "score" in w)
+    more = "  ".join(f"{w['word']} {w['probability']:.2f}" for w in words
+                     if "probability" in w)
+    return "  ".join(x for x in (own, f"[ImageNet] {more}" if more else "") if x) or \
+        "(no word: the classifier is unsure of this picture)"
 
 
 #: Sidecars pamir wrote in a folder, with a hash of what it wrote: a sidecar is replaced only

@@ -362,6 +362,12 @@ class Index:
         """Rows of the score matrix: the T words, then the C class probabilities if any."""
         return len(self.vocabulary) + len(self.classes)
 
+    @property
+    def space(self) -> int:
+        """The rows pictures are compared on (`similar`, `vector`): the T words, or for an
+        index with no vocabulary (the zero-caption system) the C class probabilities."""
+        return self.T or self.rows
+
     def __len__(self) -> int:
         return len(self._matrix)
 
@@ -413,10 +419,16 @@ class Index:
             if parsed.stop_only:
                 return QueryError(f"query {text!r} has only stop words; use content words")
             return QueryError(f"query {text!r} has no words to search for")
-        common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
         notes = sorted({m.note for m in query.matches if m.note and m.note !=
                         "not in the vocabulary"})
         why = f" ({'; '.join(notes)})" if notes else ""
+        if not self.vocabulary:  # the zero-caption system's index
+            return QueryError(
+                f"no word of the query names an ImageNet class: {', '.join(query.unknown)}"
+                f"{why}; with no captions pamir knows ImageNet's words (dog, bird, car, "
+                "flower, boat, ...), and `pamir fit` on captioned pictures teaches it yours",
+                query.unknown)
+        common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
         return QueryError(
             f"no word of the query is in the vocabulary: {', '.join(query.unknown)}{why}; it "
             f"has {len(self.vocabulary)} words, e.g. {', '.join(common)}", query.unknown)
@@ -575,9 +587,9 @@ class Index:
         similarity, both centred on the pictures' mean vector, so the words every picture
         scores high on do not make everything alike), best first; `exclude`: ids left out
         (the picture itself)."""
-        z = np.asarray(z, dtype=np.float32).ravel()[: self.T]  # the text space only
-        if z.shape != (self.T,):
-            raise ValueError(f"a vector of {z.size} scores; the vocabulary has {self.T} words")
+        z = np.asarray(z, dtype=np.float32).ravel()[: self.space]  # the text space only
+        if z.shape != (self.space,):
+            raise ValueError(f"a vector of {z.size} scores; pictures here have {self.space}")
         exclude = [int(i) for i in exclude]
 
         def answer(last: bool) -> list[Hit]:
@@ -591,10 +603,10 @@ class Index:
         return self._consistent(answer)
 
     def mean_vector(self) -> np.ndarray:
-        """The pictures' mean text-space vector (T,): the centre of `similar`'s cosine."""
+        """The pictures' mean vector (`space`,): the centre of `similar`'s cosine."""
         with self._lock:
             if self._mean is None:
-                self._mean = self._matrix.mean(self.T)
+                self._mean = self._matrix.mean(self.space)
             return self._mean
 
     def id_of_path(self, path: str | Path) -> int | None:
@@ -625,7 +637,7 @@ class Index:
             if p is None or p.col is None:
                 raise KeyError(picture_id)
             column = self._matrix.column(p.col)
-            return column if classes else column[: self.T]
+            return column if classes else column[: self.space]
 
     def same_bytes(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with this content hash at another path, if any."""

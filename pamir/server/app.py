@@ -25,6 +25,8 @@ from .. import config
 from ..index import Index, IndexDirError, QueryError, embeddings_enabled, index_transform
 from ..storage import atomic_write_bytes
 from ..text import top_words
+from ..zeroshot import ZeroCaptionSystem, is_zero_caption
+from ..zeroshot import annotate as zeroshot_annotate
 from .explain import explanation
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -165,7 +167,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     def picture(picture_id: int, k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
         p = _picture(index, picture_id)
         return {**_hit_json(p.id, p.path, None), "caption": list(p.caption or ()),
-                "keywords": _keywords(index.vector(p.id), index, k)}
+                "keywords": _keywords(index.vector(p.id, classes=True), index, k)}
 
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
              response_class=Response,
@@ -273,9 +275,19 @@ def _picture(index: Index, picture_id: int):
 
 
 def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
-    """The k best words of a text-space vector, as the API gives them: [{word, score}]."""
-    [best] = top_words(z, index.vocabulary, k)
-    return [{"word": w, "score": s} for w, s in best]
+    """A picture's keywords as the API gives them, from its stored column (text-space vector,
+    then class probabilities): the k best words [{word, score}], then ImageNet's words
+    [{word, probability, source: "imagenet"}] where the index has classes."""
+    out = []
+    if index.T:
+        [best] = top_words(z[: index.T], index.vocabulary, k)
+        out = [{"word": w, "score": s} for w, s in best]
+    if index.classes and len(z) == index.rows:
+        [more] = zeroshot_annotate(z[index.T:][None, :], k)
+        own = {w["word"] for w in out}
+        out += [{"word": w, "probability": round(p, 4), "source": "imagenet"}
+                for w, p in more if w not in own]
+    return out
 
 
 def _shown(path: str) -> str:
@@ -346,6 +358,8 @@ class _State:
 
     def require_system(self):
         with self._lock:
+            if self.system is None and is_zero_caption(self.index.model_fingerprint):
+                self.system = ZeroCaptionSystem(config.default_cache_dir())
             if self.system is None:
                 if not self.model_available():
                     raise HTTPException(
@@ -441,7 +455,9 @@ class _State:
         with tempfile.NamedTemporaryFile(suffix=".upload") as f:
             f.write(data)
             f.flush()
-            Z, ok, reasons = system.transform_paths([f.name])
+            # what the index stores for a picture: its text-space vector, then its class
+            # probabilities where the index has classes
+            Z, ok, reasons = index_transform(system, bool(self.index.classes))([f.name])
         if not np.asarray(ok)[0]:
             why = f" ({reasons[0]})" if reasons[0] else ""
             raise HTTPException(422, f"the upload could not be decoded as a picture{why}")

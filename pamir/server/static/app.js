@@ -299,7 +299,10 @@ function keywordItems(keywords) {
     const li = document.createElement("li");
     li.innerHTML = `<span class="kw"></span><span class="kw-score"></span>`;
     li.querySelector(".kw").textContent = k.word;
-    li.querySelector(".kw-score").textContent = fmt(k.score);
+    // ImageNet's words (no captions needed) carry their classes' probability, not a score
+    li.querySelector(".kw-score").textContent = k.source === "imagenet"
+      ? `ImageNet ${Math.round(100 * k.probability)} %` : fmt(k.score);
+    if (k.source === "imagenet") li.className = "imagenet";
     return li;
   });
 }
