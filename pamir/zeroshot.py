@@ -7,9 +7,9 @@ ImageNet-1k's classes are WordNet noun synsets, so every word on the path from a
 with their classes (derived once from WordNet 3.0 by scripts/imagenet_words.py; its licence is in the header).
 
 A picture's score for such a word is the log of its classes' probability mass under the first
-CNN view's classifier (the network every CNN representation runs anyway): log(eps + sum of
-p(class)). The log makes a query of several words an AND ("tiger grass": both), and keeps one
-confident class from swamping the other terms of a query. A word outside the table reaches it
+CNN view's classifier (the network every CNN representation runs anyway), log(eps + sum of
+p(class)), rescaled to [0, 1] (`mass_score`). The log makes a query of several words an AND
+("tiger grass": both); the bounds keep one confident class from swamping a model's words. A word outside the table reaches it
 through the same two bridges as a model's vocabulary (pamir.bridge): its inflections
 (birds -> bird), then the sentence embedding's nearest table words (puppy -> dog 0.80).
 """
@@ -30,7 +30,8 @@ from .bridge import Bridge, EmbeddingUnavailable, class_probabilities, imagenet_
 TABLE = "imagenet_words.tsv"
 N_CLASSES = 1000
 #: Probability mass added before the log: a picture with none of a word's classes scores
-#: log(EPS), so that one absent word of a query lowers a picture by a bounded amount.
+#: log(EPS) (0 once rescaled), so that one absent word of a query lowers a picture by a
+#: bounded amount.
 EPS = 1e-3
 #: The embedding bridge for a word outside the table, chosen on Corel 5k validation queries
 #: (benchmarks/bench_zero_caption.py): the word is embedded beside each class's name and
@@ -185,9 +186,12 @@ class ClassWords:
         return ClassMatch("embedding", [(self.names[t], float(s[t])) for t in shown], c)
 
 
-def log_mass(mass: np.ndarray) -> np.ndarray:
-    """A term's score from its classes' probability mass (see EPS)."""
-    return np.log(EPS + np.maximum(np.asarray(mass, dtype=np.float64), 0.0))
+def mass_score(mass: np.ndarray) -> np.ndarray:
+    """A term's score from its classes' probability mass m: log(EPS + m) rescaled to [0, 1]
+    (0: none of the classes, 1: certainly one of them). The log is what makes a query's terms
+    an AND, and the bounds what lets it mix with a model's scores (pamir.index)."""
+    m = np.clip(np.asarray(mass, dtype=np.float64), 0.0, 1.0)
+    return np.log1p(m / EPS) / np.log1p(1.0 / EPS)
 
 
 def annotate(P: np.ndarray, k: int = 5, min_mass: float = MIN_MASS
@@ -221,7 +225,7 @@ def _annotates(t: Words, i: int) -> bool:
 
 __all__ = ["ANNOTATE_MAX_CLASSES", "ClassMatch", "ClassWords", "EPS", "FLOOR", "MIN_MASS",
            "NEIGHBOURS", "TEMPERATURE", "Words", "ZeroCaptionSystem", "annotate",
-           "imagenet_texts", "is_zero_caption", "log_mass", "table"]
+           "imagenet_texts", "is_zero_caption", "mass_score", "table"]
 
 
 # ----------------------------------------------------------------------- the built-in system

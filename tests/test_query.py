@@ -10,7 +10,7 @@ import pytest
 
 from pamir import zeroshot
 from pamir.bridge import CLASS_MIX
-from pamir.index import Index, QueryError
+from pamir.index import CLASS_SCALE, Index, QueryError
 from pamir.query import QuerySyntaxError, parse, resolve
 from pamir.text import query_vector
 
@@ -159,12 +159,13 @@ def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
 
     use_fake_embedder(monkeypatch)
     vocab = ["red", "green", "blue", "sky", "stripes"]
-    classes = FakeEmbedder.CLASSES
+    # as with ImageNet's 1,000 classes, most of a picture's probability is on other classes
+    classes = FakeEmbedder.CLASSES + ["anything else"]
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(20, 5)).astype(np.float32)
-    P = np.full((20, 2), 0.01, np.float32)
-    P[7, 0] = 0.9  # picture 7: a fire engine, says the classifier
-    P[3, 1] = 0.8  # picture 3: a zebra
+    P = np.tile(np.float32([0.01, 0.01, 0.98]), (20, 1))
+    P[7] = [0.9, 0.01, 0.09]  # picture 7: a fire engine, says the classifier
+    P[3] = [0.01, 0.8, 0.19]  # picture 3: a zebra
 
     class CNN:
         def class_scores(self, paths):
@@ -179,7 +180,7 @@ def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
 
     transform = index_transform(System(), classes=True)
     Zc, ok, _ = transform([str(i) for i in range(20)])
-    assert Zc.shape == (20, 7) and ok.all()
+    assert Zc.shape == (20, 8) and ok.all()
     np.testing.assert_allclose(Zc[:, 5:].sum(axis=1), 1, rtol=1e-5)  # probabilities
     with Index.create(tmp_path / "ix", vocab, np.ones(5), classes=classes) as ix:
         ids = ix.add([{"path": f"/p/{i}", "size": 1, "mtime_ns": 1, "hash": f"h{i}"}
@@ -197,21 +198,21 @@ def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
         def std(x):
             return (x - x.mean()) / x.std()
 
-        # the class part: log(eps + the term's classes' probability mass)
+        # the class part: the term's mass score, in [0, 1], CLASS_SCALE deviations at most
         (w, v), = q.class_terms
-        expected = (1 - q.class_mix) * std(Z @ q.vector) + q.class_mix * std(
-            w * np.log(zeroshot.EPS + Zc[:, 5:] @ v))
+        expected = (1 - q.class_mix) * std(Z @ q.vector) + q.class_mix * CLASS_SCALE * (
+            w * zeroshot.mass_score(Zc[:, 5:] @ v))
         hits = ix.search(q, 20)
         assert [h.id for h in hits] == [ids[j] for j in np.argsort(-expected)]
         np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1],
                                    rtol=1e-4, atol=1e-5)
         assert ix.search("zebras", 1)[0].id == ids[3]
         assert ix.parse_query("crimson").class_terms == []  # names no class
-        assert ix.vector(ids[7]).shape == (5,) and ix.vector(ids[7], classes=True).shape == (7,)
+        assert ix.vector(ids[7]).shape == (5,) and ix.vector(ids[7], classes=True).shape == (8,)
         assert ix.similar(Z[7], 1, exclude=[ids[7]])[0].id != ids[7]
         # a learnt model's grown vocabulary keeps the class rows after the words
         ix.rescore(vocab + ["zebra"], np.ones(6), lambda paths: (
             np.hstack([Z[[int(p[3:]) for p in paths]], np.zeros((len(paths), 1)),
                        P[[int(p[3:]) for p in paths]]]), np.ones(len(paths), bool),
             [None] * len(paths)))
-        assert ix.rows == 8 and ix.search("firetruck", 1)[0].id == ids[7]
+        assert ix.rows == 9 and ix.search("firetruck", 1)[0].id == ids[7]

@@ -1,0 +1,263 @@
+"""Search with no captions at all, and what each caption adds (Corel 5k).
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_zero_caption.py [--report-only]
+
+1. Zero captions. No Corel caption is learnt from: every picture gets EfficientNet-Lite0's
+   1,000 ImageNet class probabilities (pamir.zeroshot.ZeroCaptionSystem), and a query word its
+   classes through ImageNet's WordNet table, or through the embedding bridge over the classes'
+   descriptions (pamir.zeroshot.ClassWords). The bridge's settings (how many classes, the
+   softmax temperature, the similarity floor) are chosen on the 2,028 validation queries: the
+   captions of the 500 validation pictures judge the settings, as the protocol's validation
+   does for every model, and nothing is trained on them. The test figures are then measured
+   through a real index of the 499 test pictures (`pamir index FOLDER` with no model builds
+   the same), beside a random ranking and the supervised model of the README.
+2. From zero to captioned. The same test queries when only n of the 4,000 training pictures
+   carry their captions (n = 50, 200, 1,000, 4,000, drawn with the protocol's seed):
+   `pamir fit` on them (representation cnn, Lite0: the zero-caption system's own network,
+   PAMIR's parameters chosen on a tenth of the n), then an index of the test pictures with
+   the model's words and the classes, searched as `pamir search` does (words outside the
+   model's vocabulary reach the classes: one index, one search).
+
+Writes benchmarks/results/zero_caption.json and zero_caption.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from common import RESULTS, Run, SUMMARY, report_cli, report_head, save_report
+
+from pamir import config, zeroshot
+from pamir.bridge import imagenet_class_names
+from pamir.data import load_corel5k
+from pamir.evaluation.metrics import ranking_metrics
+from pamir.index import Index, QueryError, index_transform
+from pamir.protocol import Protocol
+from pamir.system import fit_system
+
+#: The validation grid of the embedding bridge (chosen values in pamir.zeroshot).
+NEIGHBOURS = (5, 10, 20, 50)
+TEMPERATURES = (0.02, 0.05, 1.0)
+FLOORS = (0.0, 0.35, 0.4)
+#: How many training pictures carry their captions, for the curve.
+CAPTIONED = (50, 200, 1000, 4000)
+RANDOM_SEEDS = 20
+
+
+def metrics(S: np.ndarray, qs) -> dict:
+    """AvgP and P10 (%) over all queries and the single-word ones."""
+    m = ranking_metrics(S, qs.relevance)
+    one = qs.n_words == 1
+    return {"all": {"avgp": round(100 * m["avgp"].mean(), 2),
+                    "p10": round(100 * m["p10"].mean(), 2)},
+            "single-word": {"avgp": round(100 * m["avgp"][one].mean(), 2),
+                            "p10": round(100 * m["p10"][one].mean(), 2)}}
+
+
+def word_scores(P: np.ndarray, words: zeroshot.ClassWords, vocabulary) -> dict:
+    """{word: (its mass scores over P's pictures or None, the match)}."""
+    out = {}
+    for w in vocabulary:
+        match = words.match(w)
+        out[w] = (None if match.vector is None else zeroshot.mass_score(P @ match.vector),
+                  match)
+    return out
+
+
+def query_matrix(scores: dict, qs, n: int) -> np.ndarray:
+    """The queries' scores: the sum of their words' (as the index sums a query's terms)."""
+    zero = np.zeros(n)
+    return np.stack([sum(scores[qs.vocabulary[t]][0] if scores[qs.vocabulary[t]][0]
+                         is not None else zero for t in q) for q in qs.terms])
+
+
+def choose(P, prot, cache) -> tuple[list[dict], dict]:
+    """The validation grid of the embedding bridge, and its best point."""
+    qs, idx = prot.queries("valid"), prot.split("valid")
+    rows = []
+    for k in NEIGHBOURS:
+        for temp in TEMPERATURES:
+            for floor in FLOORS:
+                words = zeroshot.ClassWords(imagenet_class_names(), cache_dir=cache,
+                                            floor=floor, neighbours=k, temperature=temp)
+                scores = word_scores(P[idx], words, prot.vocabulary)
+                m = metrics(query_matrix(scores, qs, len(idx)), qs)
+                rows.append({"neighbours": k, "temperature": temp, "floor": floor,
+                             "unknown_words": sum(s is None for s, _ in scores.values()),
+                             **{f"valid_{s}": m[s]["avgp"] for s in m}})
+                print(rows[-1], flush=True)
+    return rows, max(rows, key=lambda r: r["valid_all"])
+
+
+def test_through_index(Z: np.ndarray, prot, vocabulary, idf, classes, folder: Path) -> dict:
+    """The test queries searched through a real index of the test pictures (columns Z), as
+    `pamir search` does: per query, every picture's score, then AvgP / P10; queries with no
+    searchable word score every picture alike (the worst ties)."""
+    qs, idx = prot.queries("test"), prot.split("test")
+    paths = [str(prot.collection.paths[i]) for i in idx]
+    with Index.create(folder, vocabulary, idf, classes=classes) as ix:
+        ix.add([{"path": p, "size": 1, "mtime_ns": 1, "hash": f"h{j}"}
+                for j, p in enumerate(paths)], Z)
+        position = {p: j for j, p in enumerate(paths)}
+        S = np.zeros((len(qs), len(idx)))
+        unanswered = 0
+        for i, words in enumerate(qs.words):
+            try:
+                hits = ix.search(" ".join(words), len(idx))
+            except QueryError:
+                unanswered += 1
+                continue
+            for h in hits:
+                S[i, position[h.path]] = h.score
+    return {**metrics(S, qs), "unanswered_queries": unanswered}
+
+
+def zero_captions(prot, P, cache, run_dir: Path) -> dict:
+    grid, best = choose(P, prot, cache)
+    chosen = {"neighbours": zeroshot.NEIGHBOURS, "temperature": zeroshot.TEMPERATURE,
+              "floor": zeroshot.FLOOR}
+    words = zeroshot.ClassWords(imagenet_class_names(), cache_dir=cache)
+    idx = prot.split("test")
+    test = test_through_index(P[idx].astype(np.float32), prot, [], np.zeros(0),
+                              imagenet_class_names(), run_dir / "zero")
+    scores = word_scores(P[idx], words, prot.vocabulary)
+    qs = prot.queries("test")
+    one = [(q[0], i) for i, q in enumerate(qs.terms) if len(q) == 1]
+    per_query = ranking_metrics(query_matrix(scores, qs, len(idx)), qs.relevance)["avgp"]
+    per_word = []
+    for t, i in one:
+        w = qs.vocabulary[t]
+        s, match = scores[w]
+        per_word.append({"word": w, "avgp": round(100 * float(per_query[i]), 1),
+                         "how": match.how, "classes": [c for c, _ in match.words[:3]],
+                         "note": match.note})
+    rng = np.random.default_rng(config.SEED)
+    random = [metrics(rng.random((len(qs), len(idx))), qs) for _ in range(RANDOM_SEEDS)]
+    random_mean = {s: {m: round(float(np.mean([r[s][m] for r in random])), 2)
+                       for m in ("avgp", "p10")} for s in ("all", "single-word")}
+    return {"grid": grid, "best_on_validation": best, "chosen": chosen, "test": test,
+            "random": random_mean, "per_word": per_word}
+
+
+def captioned_curve(prot, cache, run_dir: Path) -> list[dict]:
+    coll = prot.collection
+    order = np.random.default_rng(config.SEED).permutation(prot.train)
+    out = []
+    for n in CAPTIONED:
+        keep = set(order[:n].tolist())
+        captions = [c if (s == "test" or i in keep) else None
+                    for i, (c, s) in enumerate(zip(coll.captions, coll.splits))]
+        part = replace(coll, captions=captions)
+        t0 = time.perf_counter()
+        protocol = Protocol(part)
+        system = fit_system(part, "pamir", representation="cnn", protocol=protocol,
+                            cache_dir=cache, progress=False, log=None)
+        fit_seconds = time.perf_counter() - t0
+        idx = prot.split("test")
+        Z, ok, _ = index_transform(system, classes=True)([str(coll.paths[i]) for i in idx])
+        test = test_through_index(np.asarray(Z, np.float32), prot, system.vocabulary,
+                                  system.idf, imagenet_class_names(), run_dir / f"n{n}")
+        out.append({"captioned": n, "vocabulary": len(system.vocabulary),
+                    "validation_pictures": len(protocol.valid),
+                    "fit_seconds": round(fit_seconds, 1), **test})
+        print(out[-1], flush=True)
+    return out
+
+
+def main(argv=None) -> None:
+    if report_cli(__doc__, "zero_caption", report, argv) is None:
+        return
+    run = Run("bench_zero_caption.py", argv, torch=True)
+    cache = config.default_cache_dir()
+    coll = load_corel5k()
+    prot = Protocol(coll)
+    t0 = time.perf_counter()
+    P, ok, _ = zeroshot.ZeroCaptionSystem(cache).class_probabilities(coll.paths)
+    class_seconds = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        r = {**run.info(), "class_seconds": round(class_seconds, 1),
+             "pictures": int(ok.sum()), "zero": zero_captions(prot, P, cache, Path(tmp))}
+        r["curve"] = captioned_curve(prot, cache, Path(tmp))
+    summary = json.loads(SUMMARY.read_text())
+    readme = summary.get("pamir-cnn-retrained", {})
+    r["supervised"] = {"name": "pamir-cnn-retrained (the README's model)",
+                       "all": readme.get("subsets", {}).get("all"),
+                       "single-word": readme.get("subsets", {}).get("single-word")}
+    r["minutes"] = run.minutes()
+    save_report("zero_caption", r, report)
+
+
+def report(r: dict) -> str:
+    z = r["zero"]
+    lines = report_head("Search with no captions, and what captions add (Corel 5k)", r)
+    lines += ["", "## Zero captions", "",
+              "Test AvgP / P10 (%), 179 single-word and all 2,241 queries; the zero-caption "
+              "system through a real index of the 499 test pictures.", "",
+              "| | single-word AvgP | single-word P10 | all AvgP | all P10 |",
+              "|---|---:|---:|---:|---:|"]
+
+    def row(name, m):
+        return (f"| {name} | {m['single-word']['avgp']} | {m['single-word']['p10']} | "
+                f"{m['all']['avgp']} | {m['all']['p10']} |")
+
+    sup = r["supervised"]
+    lines += [row("random ranking (mean of 20)", z["random"]),
+              row("**zero captions**", z["test"])]
+    if sup.get("all"):
+        lines.append(f"| {sup['name']} | {sup['single-word']['avgp']} | "
+                     f"{sup['single-word']['p10']} | {sup['all']['avgp']} | "
+                     f"{sup['all']['p10']} |")
+    words = z["per_word"]
+    by_how = {}
+    for w in words:
+        by_how.setdefault(w["how"], []).append(w)
+    lines += ["", "How the 179 test words reach the classes:", ""]
+    for how, ws in sorted(by_how.items()):
+        lines.append(f"- {how}: {len(ws)} words, mean AvgP "
+                     f"{np.mean([w['avgp'] for w in ws]):.1f}")
+    c, b = z["chosen"], z["best_on_validation"]
+    lines += ["", f"The embedding bridge: {c['neighbours']} classes, temperature "
+                  f"{c['temperature']}, floor {c['floor']} (validation: the best point of the "
+                  f"grid is {b['neighbours']} / {b['temperature']} / {b['floor']} with "
+                  f"all-query AvgP {b['valid_all']}).", "",
+              "| classes | temperature | floor | words unknown | valid single-word | "
+              "valid all |", "|---:|---:|---:|---:|---:|---:|"]
+    for g in sorted(z["grid"], key=lambda g: -g["valid_all"]):
+        lines.append(f"| {g['neighbours']} | {g['temperature']} | {g['floor']} | "
+                     f"{g['unknown_words']} | {g['valid_single-word']} | {g['valid_all']} |")
+    unknown = [w for w in words if w["how"] == "unknown"]
+    lines += ["", f"### The words it cannot serve ({len(unknown)} unknown, "
+                  f"{sum(w['avgp'] < 5 and w['how'] != 'unknown' for w in words)} served "
+                  "with AvgP under 5)", "",
+              "Unknown (no class description close enough): " +
+              ", ".join(f"{w['word']}" for w in unknown) + ".", "",
+              "Served but not found (AvgP < 5; the classes they reached):", ""]
+    for w in sorted(words, key=lambda w: w["avgp"]):
+        if w["how"] != "unknown" and w["avgp"] < 5:
+            lines.append(f"- {w['word']} {w['avgp']}: {w['how']} -> "
+                         f"{', '.join(w['classes'])}")
+    lines += ["", "## From zero to captioned", "",
+              "Test AvgP / P10 (%) when n training pictures carry their captions, the rest "
+              "none (representation cnn: Lite0, the zero-caption system's network).", "",
+              "| captioned pictures | vocabulary | single-word AvgP | all AvgP | all P10 | "
+              "fit (s) |", "|---:|---:|---:|---:|---:|---:|",
+              f"| 0 | 0 | {z['test']['single-word']['avgp']} | {z['test']['all']['avgp']} | "
+              f"{z['test']['all']['p10']} | - |"]
+    for p in r.get("curve", []):
+        lines.append(f"| {p['captioned']:,} | {p['vocabulary']} | "
+                     f"{p['single-word']['avgp']} | {p['all']['avgp']} | {p['all']['p10']} | "
+                     f"{p['fit_seconds']} |")
+    lines += ["", f"Class probabilities of the {r['pictures']:,} pictures: {r['class_seconds']} s "
+                  f"(from the feature cache when warm). Whole run: {r['minutes']} min.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

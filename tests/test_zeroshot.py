@@ -1,0 +1,168 @@
+"""Search with no captions (pamir.zeroshot): ImageNet's WordNet table, the bridge over the
+classes' descriptions, the mass scores, and `pamir index FOLDER` / `pamir annotate` with no
+model on real pictures through the real network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+import pamir.commands.product as product
+from pamir import zeroshot
+from pamir.bridge import imagenet_class_names
+from pamir.cli import app
+from pamir.index import Index
+from test_server import FakeEmbedder, FakeSystem, make_pictures, use_fake_embedder
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    """The table and inflections only, unless a test maps words (test_bridge runs the real
+    model; embedding 1,000 class descriptions would take a test half a minute)."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
+def run(*args, ok=True):
+    r = runner.invoke(app, [str(a) for a in args])
+    if ok:
+        assert r.exit_code == 0, r.output + repr(r.exception)
+    return r
+
+
+def test_the_table_is_wordnet_over_imagenet():
+    t = zeroshot.table()
+    names = imagenet_class_names()
+    assert len(t.synsets) == 1860 and len(t) == 3253
+    # the first lines are the classes' own synsets, in the classifier's order
+    assert all(list(t.synset_classes[k]) == [k] for k in range(1000))
+    assert t.synsets[292][0] == "tiger" and names[292] == "tiger"
+    assert len(t.classes["bird"]) == 59 and len(t.classes["dog"]) == 118
+    assert set(t.classes["tiger"]) <= set(t.classes["feline"]) <= set(t.classes["animal"])
+    assert len(t.classes["entity"]) == 1000
+
+
+def test_words_reach_the_classes_by_table_compound_and_inflection():
+    words = zeroshot.ClassWords(imagenet_class_names(), use_model=False)
+    m = words.match("birds")
+    assert m.how == "inflection" and m.words == [("bird", 1.0)]
+    assert m.vector.sum() == 59 and set(np.flatnonzero(m.vector)) == set(
+        zeroshot.table().classes["bird"])
+    assert words.match("polar bear", ["polar", "bear"]).words == [("polar_bear", 1.0)]
+    assert words.match("bear").how == "table"
+    gone = words.match("democracy")
+    assert gone.how == "unknown" and gone.vector is None
+
+
+def test_the_embedding_bridge_weighs_the_nearest_classes(monkeypatch):
+    use_fake_embedder(monkeypatch)
+    names = FakeEmbedder.CLASSES + ["anything else"]
+    words = zeroshot.ClassWords(names)  # not ImageNet's list: the names are the texts
+    m = words.match("firetruck")
+    assert m.how == "embedding" and m.words[0] == ("fire engine", pytest.approx(0.9, abs=1e-6))
+    assert m.vector.sum() == pytest.approx(1) and m.vector.argmax() == 0
+    assert m.vector[0] > 0.99  # a softmax at TEMPERATURE: the others weigh next to nothing
+    far = words.match("crimson")  # near "red" only: no class
+    assert far.how == "unknown" and "under the floor" in far.note
+
+
+def test_mass_scores_are_bounded_and_monotone():
+    m = np.array([0.0, 1e-4, 0.01, 0.3, 0.9, 1.0])
+    s = zeroshot.mass_score(m)
+    assert s[0] == 0 and s[-1] == pytest.approx(1) and np.all(np.diff(s) > 0)
+
+
+def spread(P: np.ndarray, classes, mass: float) -> None:
+    """Put `mass` of each row of P evenly on `classes`, the rest evenly elsewhere."""
+    others = np.setdiff1d(np.arange(P.shape[1]), classes)
+    P[:, :] = 0
+    P[:, classes] = mass / len(classes)
+    P[:, others] = (1 - mass) / len(others)
+
+
+def test_a_hypernym_finds_the_pictures_its_classes_hold(tmp_path):
+    """"bird" is no class: the picture whose probability lies on many bird classes, none of
+    them high, comes first; a query's terms are an AND."""
+    t = zeroshot.table()
+    birds, tiger = t.classes["bird"], t.classes["tiger"]
+    P = np.zeros((4, 1000), np.float32)
+    spread(P[0:1], birds[:12], 0.6)              # 0.05 on each of 12 birds
+    spread(P[1:2], np.array([281]), 0.3)         # a tabby cat at 0.3
+    spread(P[2:3], np.concatenate([birds[:2], tiger]), 0.9)  # a tiger and birds
+    P[3] = 1 / 1000                              # unsure
+    with Index.create(tmp_path / "ix", [], np.zeros(0), classes=imagenet_class_names()) as ix:
+        ids = ix.add([{"path": f"/p/{i}", "size": 1, "mtime_ns": 1, "hash": f"h{i}"}
+                      for i in range(4)], P)
+        hits = ix.search("bird", 4)
+        assert [h.id for h in hits][:2] == [ids[0], ids[2]]
+        assert all(0 <= h.score <= 1 for h in hits)
+        assert hits[0].score == pytest.approx(zeroshot.mass_score(P[0, birds].sum()), abs=1e-5)
+        assert ix.search("tiger birds", 1)[0].id == ids[2]  # both words: only picture 2
+        assert ix.parse_query("birds").matches[0].describe() == "birds -> ImageNet: bird"
+
+
+@pytest.fixture
+def packaged(tmp_path):
+    """Pictures that scikit-image ships: a cat (chelsea), a cup of coffee, a rocket."""
+    import skimage.data
+
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    for name in ("chelsea", "coffee", "rocket"):
+        Image.fromarray(getattr(skimage.data, name)()).save(folder / f"{name}.png")
+    return folder
+
+
+def test_a_bare_folder_is_searched_and_annotated_with_no_model(packaged, tmp_path):
+    ix = tmp_path / "ix"
+    r = run("index", packaged, "--index", ix)
+    assert "no model" in r.output and "3 pictures indexed" in r.output
+    r = run("index", packaged, "--index", ix, "--json")  # again: the same zero-caption index
+    assert json.loads(r.stdout)["unchanged"] == 3
+    with Index.open(ix) as index:
+        assert index.T == 0 and len(index.classes) == 1000
+    # hypernyms only: no ImageNet class is called "feline" or "beverage"
+    for word, first in (("feline", "chelsea.png"), ("beverage", "coffee.png")):
+        assert word not in imagenet_class_names()
+        body = json.loads(run("search", word, "--index", ix, "--json").stdout)
+        assert Path(body["hits"][0]["path"]).name == first
+        assert body["mapping"][0]["how"] == "classes"
+    # the order is the classes' probability mass, through the real network
+    system = zeroshot.ZeroCaptionSystem(tmp_path / "cache")
+    paths = sorted(str(p) for p in packaged.iterdir())
+    P, ok, _ = system.class_probabilities(paths)
+    mass = P[:, zeroshot.table().classes["feline"]].sum(axis=1)
+    body = json.loads(run("search", "feline", "--index", ix, "--json", "-k", "3").stdout)
+    assert [h["path"] for h in body["hits"]] == [paths[j] for j in np.argsort(-mass)]
+    np.testing.assert_allclose([h["score"] for h in body["hits"]],
+                               np.sort(zeroshot.mass_score(mass))[::-1], rtol=1e-4)
+    r = run("search", "democracy", "--index", ix, ok=False)
+    assert r.exit_code == 2 and "ImageNet" in r.output
+    r = run("annotate", packaged / "chelsea.png", "--json")
+    words = json.loads(r.stdout)["keywords"]
+    assert {"cat", "feline"} <= {w["word"] for w in words}
+    assert all(w["source"] == "imagenet" and 0 < w["probability"] <= 1 for w in words)
+
+
+def test_a_first_model_rebuilds_a_zero_caption_index(packaged, tmp_path, monkeypatch):
+    ix = tmp_path / "ix"
+    run("index", packaged, "--index", ix)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.json").write_text('{"fake": 1}')
+    monkeypatch.setattr(product, "load_system", lambda path: FakeSystem())
+    pictures = tmp_path / "pictures"
+    make_pictures(pictures)
+    r = run("index", model, pictures, "--index", ix)
+    assert "answered with no captions so far: rebuilding" in r.output
+    with Index.open(ix) as index:
+        assert index.T == len(FakeSystem().vocabulary) and index.model_dir
+    # with no MODEL, the index keeps the model it has
+    r = run("index", pictures, "--index", ix, "--json")
+    assert json.loads(r.stdout)["unchanged"] == 9
