@@ -148,6 +148,27 @@ def test_a_bare_folder_is_searched_and_annotated_with_no_model(packaged, tmp_pat
     words = json.loads(r.stdout)["keywords"]
     assert {"cat", "feline"} <= {w["word"] for w in words}
     assert all(w["source"] == "imagenet" and 0 < w["probability"] <= 1 for w in words)
+    check_the_server(ix, packaged / "chelsea.png", words)
+
+
+def check_the_server(ix: Path, cat: Path, words: list[dict]) -> None:
+    """`pamir serve` on a zero-caption index: search, a picture's and an upload's ImageNet
+    keywords; feedback and explanations say that they need a model."""
+    from fastapi.testclient import TestClient
+
+    from pamir.server.app import create_app
+
+    with TestClient(create_app(ix)) as client:
+        hit = client.get("/api/search", params={"q": "feline"}).json()["hits"][0]
+        assert hit["name"] == "chelsea.png"
+        assert client.get(f"/api/pictures/{hit['id']}").json()["keywords"] == words
+        r = client.post("/api/annotate", content=cat.read_bytes(),
+                        headers={"content-type": "image/png"})
+        assert r.status_code == 200 and r.json()["keywords"] == words
+        r = client.get(f"/api/pictures/{hit['id']}/explain", params={"q": "feline"})
+        assert r.status_code == 409 and "no model" in r.json()["detail"]
+        r = client.post("/api/feedback", json={"q": "feline", "right": [hit["id"]]})
+        assert r.status_code == 409
 
 
 def test_a_first_model_rebuilds_a_zero_caption_index(packaged, tmp_path, monkeypatch):

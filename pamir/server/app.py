@@ -182,7 +182,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     def explain(picture_id: int, q: str = Query(...)):
         p = _picture(index, picture_id)
         query = _parse(index, q)
-        system = state.require_system()
+        system = _fitted(state.require_system())
         try:
             out = explanation(system, p.path, query.vector)
         except FileNotFoundError:
@@ -225,6 +225,15 @@ def create_app(index_dir, model_dir=None, *, system=None,
         return JSONResponse({"detail": str(e), "unknown": e.unknown}, status_code=400)
 
     return app
+
+
+def _fitted(system):
+    """The system, if a model was fitted (not the zero-caption system's); else 409."""
+    if isinstance(system, ZeroCaptionSystem):
+        raise HTTPException(409, "no model has been fitted to this index: feedback and "
+                                 "explanations need one (`pamir fit` on captioned pictures, "
+                                 "then `pamir index MODEL FOLDER`)")
+    return system
 
 
 def _parse(index: Index, q: str):
@@ -388,7 +397,7 @@ class _State:
         from ..features.representation import take_rows  # noqa: PLC0415
         from ..system import feedback_delta, feedback_scores, neighbour_scores  # noqa: PLC0415
 
-        system = self.require_system()
+        system = _fitted(self.require_system())
         right = list(dict.fromkeys(int(i) for i in body.right))
         wrong = [i for i in dict.fromkeys(int(i) for i in body.wrong) if i not in right]
         if not right and not wrong:
