@@ -213,13 +213,16 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
 
 def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None,
-            classes: "ClassWords | None" = None, class_mix: float = 0.0) -> Query:
+            classes: "ClassWords | None" = None, class_mix: float = 0.0,
+            table_words: bool = False) -> Query:
     """The Query of a parsed query over a vocabulary (with idf weights). Terms not in the
     vocabulary go through `bridge` (inflections, then the embedding model) when one is given;
     without it they are unknown. `classes`: the ImageNet classes of a CNN representation
     (pamir.zeroshot), which also match those terms (not the vocabulary's own words or their
-    inflections); `class_mix` of their standardised scores is mixed in. An index with no
-    vocabulary (no captions at all) answers with the classes alone."""
+    inflections); `class_mix` of their standardised scores is mixed in. With `table_words`,
+    vocabulary words that name ImageNet classes (the WordNet table, or an inflection) reach
+    their classes too. An index with no vocabulary (no captions at all) answers with the
+    classes alone."""
     word_index = word_index if word_index is not None else {w: t for t, w in
                                                             enumerate(vocabulary)}
     idf = np.asarray(idf, dtype=np.float64)
@@ -229,8 +232,13 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     for term in parsed.terms:
         match = _match(term, word_index, bridge if vocabulary else None)
         matches.append(match)
-        if classes is not None and match.how in ("embedding", "unknown"):
-            found = classes.match(term.text, term.words)
+        found = None
+        if classes is not None:
+            if match.how in ("embedding", "unknown"):
+                found = classes.match(term.text, term.words)
+            elif table_words and classes.lookup(term.words) is not None:
+                found = classes.match(term.text, term.words)  # the table's: no embedding
+        if found is not None:
             if found.vector is not None:
                 class_terms.append((term.weight, found.vector))
                 match.classes = found.words

@@ -60,6 +60,9 @@ _SEARCH_TRIES = 20
 #: let one confident picture among pictures with none score sqrt(n) deviations and swamp
 #: every word of the query (a standard score of 15 against 3 for the next picture).
 CLASS_SCALE = 3.0
+#: Whether the model's own words that name ImageNet classes reach them too (mixed as a word
+#: outside the vocabulary is): chosen on validation by benchmarks/bench_zero_caption.py.
+TABLE_WORDS = False
 #: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
 EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
 
@@ -405,7 +408,7 @@ class Index:
         if classes is not None and classes.use_model != use_model:
             classes = ClassWords(self.classes, cache_dir=self.directory, use_model=use_model)
         query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
-                        classes=classes, class_mix=CLASS_MIX)
+                        classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS)
         if not query.searchable:
             raise self._nothing_searchable(text, parsed, query)
         return query
