@@ -297,7 +297,10 @@ def _sort_name(sort: str | None) -> str | None:
 
 def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
     if as_json:
-        print(json.dumps({**head, "hits": [h.__dict__ for h in hits]}))
+        from ..storage import shown_path  # noqa: PLC0415 - a non-UTF-8 name as the API gives it
+
+        print(json.dumps({**head, "hits": [{**h.__dict__, "path": shown_path(h.path)}
+                                           for h in hits]}))
     elif files_only:
         for h in hits:
             print(h.path)
@@ -461,7 +464,10 @@ def learn_command(
         report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=updates)
     except (ValueError, NotImplementedError) as e:
         fail(str(e))
-    save_keeping_previous(system, model)
+    try:
+        save_keeping_previous(system, model)
+    except OSError as e:  # a full or failing disk: the previous model stays, whole
+        fail(str(e))
     report["model"] = str(model)
     report["previous"] = str(model.resolve().with_name(model.resolve().name + ".previous"))
     report["indexes"] = _update_indexes(model, system, index_dirs)
@@ -478,6 +484,8 @@ def learn_command(
                       "without it, so that pamir learns what it is not", markup=True)
     for ix in report["indexes"]:
         console.print(f"index {ix['index']}: {ix['status']}")
+    if any(ix["status"].startswith("not updated,") for ix in report["indexes"]):
+        fail(f"{model}: learnt and saved, but an index could not be updated (above)")
 
 
 def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
@@ -509,6 +517,12 @@ def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
                                   model_dir=model, fingerprint=fingerprint)
             except IndexDirError as e:
                 out.append({"index": str(d), "status": f"needs a rebuild: {e}"})
+                continue
+            except (OSError, sqlite3.OperationalError) as e:
+                # a full or failing disk: the rescoring's one transaction did not commit
+                out.append({"index": str(d), "status": f"not updated, its previous scores "
+                            f"kept: cannot write the index ({e}); free some space (or check "
+                            f"the disk) and run `pamir index {model} FOLDER --index {d}`"})
                 continue
             kept = f", {len(r['kept'])} unreadable kept their old scores" if r["kept"] else ""
             out.append({"index": str(d), "status": f"rescored {r['rescored']:,} pictures "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import sqlite3
 import tempfile
 import threading
 from pathlib import Path
@@ -23,7 +24,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
 from ..index import Index, IndexDirError, QueryError, embeddings_enabled, index_transform
-from ..storage import atomic_write_bytes
+from ..storage import atomic_write_bytes, shown_path
 from ..text import top_words
 from .explain import explanation
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
@@ -59,6 +60,8 @@ ERROR_RESPONSES = {400: {**_ERROR, "description": "a bad query, picture or reque
                    409: {**_ERROR, "description": "the model cannot do this"},
                    410: {**_ERROR, "description": "the picture's file is gone"},
                    413: {**_ERROR, "description": "an upload over the size limit"},
+                   507: {**_ERROR, "description": "Keep: the disk is full or failing; what "
+                                                  "was not saved is said"},
                    429: {**_ERROR, "description": "too many wrong tokens or uploads from this "
                                                   "client this minute"},
                    503: {**_ERROR, "description": "no model to annotate or explain with"}}
@@ -369,15 +372,8 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
     return [{"word": w, "score": s} for w, s in best]
 
 
-def _shown(path: str) -> str:
-    """A path as JSON can carry it: a name that is not UTF-8 comes from os.fsdecode with lone
-    surrogates, which no encoder takes; its bytes are shown escaped (b'\\xff' -> '\\xff'). The
-    picture itself is reached by its id, never by this text."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
 def _hit_json(pid: int, path: str, score: float | None) -> dict:
-    path = _shown(path)
+    path = shown_path(path)
     d = {"id": pid, "name": os.path.basename(path), "path": path,
          "thumbnail": f"/api/pictures/{pid}/thumbnail"}
     if score is not None:
@@ -511,7 +507,7 @@ class _State:
 
     def _keep(self, system, rows, delta) -> dict:
         from ..index import model_fingerprint  # noqa: PLC0415
-        from ..system import apply_delta, save_keeping_previous  # noqa: PLC0415
+        from ..system import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
 
         if not self.model_dir:
             raise HTTPException(503, "no model folder to save to: start the server with "
@@ -521,12 +517,27 @@ class _State:
         except IndexDirError as e:
             raise HTTPException(409, f"not kept: {e}") from None
         with writer:
+            W = linear_map(system)
+            rows = np.asarray(rows, dtype=np.int64)
+            before, info = W[rows].copy(), dict(system.info)
             apply_delta(system, rows, delta)
-            save_keeping_previous(system, self.model_dir)
-            report = writer.rescore(system.vocabulary, system.idf,
-                                    index_transform(system, bool(writer.classes)),
-                                    model_dir=self.model_dir,
-                                    fingerprint=model_fingerprint(self.model_dir))
+            try:
+                save_keeping_previous(system, self.model_dir)
+            except OSError as e:  # a full or failing disk: the model in memory as on disk
+                W[rows], system.info = before, info
+                raise HTTPException(507, f"not kept: {e}") from None
+            try:
+                report = writer.rescore(system.vocabulary, system.idf,
+                                        index_transform(system, bool(writer.classes)),
+                                        model_dir=self.model_dir,
+                                        fingerprint=model_fingerprint(self.model_dir))
+            except (OSError, sqlite3.OperationalError) as e:
+                # the model is saved; the rescoring's one transaction did not commit, so the
+                # index keeps its previous scores, whole
+                raise HTTPException(507, f"the model was saved in {self.model_dir}, but the "
+                                         f"index could not be rescored ({e}); free some space "
+                                         f"(or check the disk) and run `pamir index "
+                                         f"{self.model_dir} FOLDER`") from None
         self.index.refresh()
         return {"model": str(self.model_dir), "previous": str(self.model_dir).rstrip("/")
                 + ".previous", "rescored": report["rescored"]}
