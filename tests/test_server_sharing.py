@@ -367,3 +367,54 @@ def test_schemathesis_for_each_role(fuzzed, role):
 
     record(f"schemathesis_{role}", {"calls": calls, "failures": len(bad)})
     assert calls > 0 and not bad, bad[:5]
+
+
+# ------------------------------------------------------------------------------- TLS
+def test_certfile_and_keyfile_serve_https_with_a_secure_cookie(tmp_path, index_and_model):
+    """`--certfile/--keyfile` are passed to uvicorn: the server speaks HTTPS, and the page's
+    cookie is then marked Secure. One without the other is a clear error."""
+    import shutil
+    import signal
+    import subprocess
+
+    from conftest import pamir_command
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl absent: cannot make a test certificate")
+    index_dir = index_and_model[0]
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", f"/CN={HOST}", "-addext", f"subjectAltName=IP:{HOST}",
+                    "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    r = subprocess.run([*_pamir(), "serve", "--index", str(index_dir), "--certfile", str(cert)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--keyfile" in r.stdout + r.stderr
+    token_file = tmp_path / "tokens.json"
+    tokens, _ = load_or_create_tokens(token_file)
+    port = _free_port()
+    proc = pamir_command("serve", "--index", index_dir, "--host", HOST, "--port", port,
+                         "--token-file", token_file, "--certfile", cert, "--keyfile", key,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base, deadline = f"https://{HOST}:{port}", time.monotonic() + 60
+        with httpx.Client(base_url=base, verify=str(cert), timeout=30) as c:
+            while True:
+                assert proc.poll() is None
+                try:
+                    r = c.get("/", params={"token": tokens["viewer"]})
+                    break
+                except httpx.ConnectError as e:  # not listening yet; a TLS error fails
+                    assert "SSL" not in str(e) and time.monotonic() < deadline, e
+                    time.sleep(0.1)
+            assert r.status_code == 303 and "Secure" in r.headers["set-cookie"]
+            assert c.get("/api/search", params={"q": "red"}).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+
+
+def _pamir() -> list[str]:
+    import sys
+
+    return [sys.executable, "-c", "from pamir.cli import main; main()"]
