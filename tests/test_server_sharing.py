@@ -375,6 +375,7 @@ def test_certfile_and_keyfile_serve_https_with_a_secure_cookie(tmp_path, index_a
     cookie is then marked Secure. One without the other is a clear error."""
     import shutil
     import signal
+    import ssl
     import subprocess
 
     from conftest import pamir_command
@@ -398,7 +399,8 @@ def test_certfile_and_keyfile_serve_https_with_a_secure_cookie(tmp_path, index_a
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base, deadline = f"https://{HOST}:{port}", time.monotonic() + 60
-        with httpx.Client(base_url=base, verify=str(cert), timeout=30) as c:
+        with httpx.Client(base_url=base, timeout=30,
+                          verify=ssl.create_default_context(cafile=str(cert))) as c:
             while True:
                 assert proc.poll() is None
                 try:
