@@ -123,6 +123,10 @@ def markdown(d: dict) -> str:
            f"Command: `{d['command']}`  ",
            f"Machine: {d['machine']}. {d['note']}. Load average (1/5/15 min) at start "
            f"{_la(d['load_average']['start'])}, at end {_la(d['load_average']['end'])}.", "",
+           *([f"Issue 28's parts: load average at start "
+              f"{_la(d['load_average_issue28']['start'])}, at end "
+              f"{_la(d['load_average_issue28']['end'])}.", ""]
+             if "load_average_issue28" in d else []),
            "Knobs: " + ", ".join(f"`{k}={v}`" for k, v in sorted(d["knobs"].items())), "",
            "## Parts", "", "| part | seconds | pytest summary |", "|---|---|---|"]
     for name, r in d["runs"].items():
