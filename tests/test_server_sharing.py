@@ -21,6 +21,7 @@ import uvicorn
 from PIL import Image
 
 from pamir.server import create_app
+from pamir.server.app import MAX_PIXELS
 from pamir.server.sharing import Sharing, TokenFileError, load_or_create_tokens
 from test_server import FakeSystem, build_index
 
@@ -110,6 +111,7 @@ def shared(index_and_model, clock):
     app = create_app(index_dir, model_dir, system=system, sharing=sharing,
                      max_upload_bytes=20_000, max_pixels=100_000)
     yield from serve(app)
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS  # Pillow's limit is the process's: as it was
 
 
 def client(base: str, source: str = "127.0.0.3", token: str | None = None) -> httpx.Client:
