@@ -1,4 +1,5 @@
-"""The reliability tests of issue 15, run longer: more kills, longer load, more fuzzing.
+"""The reliability tests of issues 15 and 28, run longer: more kills, longer load (on loopback
+and off it with tokens), more fuzzing, 1,000 wrong tokens, more write-fault levels.
 
 Runs tests/test_reliability_*.py with larger knobs (the environment variables they read),
 collects what they record into benchmarks/results/reliability.json, with the command and the
@@ -33,8 +34,13 @@ KNOBS = {
     "PAMIR_RELIABILITY_LOAD_RSS_TOLERANCE": "0.10", "PAMIR_RELIABILITY_LOAD_CAP_SECONDS": "300",
     # full disk: every 4 KB of free space from 0 to 128 KB (the update needs ~116 KB)
     "PAMIR_RELIABILITY_DISK_LEVELS": ",".join(str(k) for k in range(0, 132, 4)),
+    # issue 28: a client trying 1,000 wrong tokens; EIO / ENOSPC after every 3,000 bytes
+    # written from 0 to 42,000 (learn's save, then its index's rescoring, meet it there)
+    "PAMIR_RELIABILITY_WRONG_TOKENS": "1000",
+    "PAMIR_RELIABILITY_FAULT_LEVELS": ",".join(str(k) for k in range(0, 42_001, 3000)),
 }
-FILES = ["load", "disk", "crash", "stored", "concurrency", "hostile"]
+#: test files: tests/test_reliability_NAME.py, and test_server_sharing.py for "sharing"
+FILES = ["load", "disk", "crash", "stored", "concurrency", "hostile", "faults", "sharing"]
 #: A part that runs longer than this is stopped and reported as such.
 PART_TIMEOUT = 300
 
@@ -70,7 +76,9 @@ def main() -> None:
     for name in parts:
         t0 = time.perf_counter()
         # (pyproject's addopts already say -q: a second one would drop the summary line)
-        cmd = [sys.executable, "-m", "pytest", f"tests/test_reliability_{name}.py", "-rxs",
+        test_file = ("tests/test_server_sharing.py" if name == "sharing"
+                     else f"tests/test_reliability_{name}.py")
+        cmd = [sys.executable, "-m", "pytest", test_file, "-rxs",
                "-p", "no:cacheprovider"]
         try:
             r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
@@ -111,18 +119,25 @@ def rewrite_markdown() -> None:
 
 
 def markdown(d: dict) -> str:
-    out = ["# Reliability benchmark (issue 15)", "",
+    out = ["# Reliability benchmark (issues 15 and 28)", "",
            f"Command: `{d['command']}`  ",
            f"Machine: {d['machine']}. {d['note']}. Load average (1/5/15 min) at start "
            f"{_la(d['load_average']['start'])}, at end {_la(d['load_average']['end'])}.", "",
+           *([f"Issue 28's parts: load average at start "
+              f"{_la(d['load_average_issue28']['start'])}, at end "
+              f"{_la(d['load_average_issue28']['end'])}.", ""]
+             if "load_average_issue28" in d else []),
            "Knobs: " + ", ".join(f"`{k}={v}`" for k, v in sorted(d["knobs"].items())), "",
            "## Parts", "", "| part | seconds | pytest summary |", "|---|---|---|"]
     for name, r in d["runs"].items():
         out.append(f"| {name} | {r['seconds']} | {r['summary']} |")
     out.append("")
-    if "load" in d:
-        L = d["load"]
-        out += ["## Load", "",
+    for key, title in [("load", "Load (127.0.0.1, no token)"),
+                       ("load_tokens", "Load with tokens (127.0.0.2, editor's bearer token)")]:
+        if key not in d:
+            continue
+        L = d[key]
+        out += [f"## {title}", "",
                 f"{L['clients']} clients, {L['seconds']} s, {L['requests']:,} requests "
                 f"({L['requests_per_second']}/s), **{L['errors']} errors**; "
                 f"p50 {L['p50_ms']} ms, p99 {L['p99_ms']} ms.", "",
@@ -136,7 +151,9 @@ def markdown(d: dict) -> str:
                        ("disk_fit", "Full disk: `pamir fit -o`")]:
         if key in d:
             out += [f"## {title}", "", "```", json.dumps(d[key], indent=1)[:6000], "```", ""]
-    for key in ["index_kills", "fit_kills", "learn_kills", "concurrency", "schemathesis"]:
+    for key in ["index_kills", "fit_kills", "learn_kills", "concurrency", "schemathesis",
+                "schemathesis_none", "schemathesis_viewer", "schemathesis_editor",
+                "wrong_tokens", "eio_index", "eio_fit", "eio_learn", "enospc_learn"]:
         if key in d:
             out += [f"## {key}", "", "```", json.dumps(d[key], indent=1), "```", ""]
     out += [f"Hypothesis examples per fuzz test: {d['hypothesis_examples_per_fuzz_test']}; "

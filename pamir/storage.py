@@ -138,3 +138,11 @@ def locked_json_update(path: str | Path, updates: dict) -> dict:
 
 __all__ = ["TEMP_PREFIX", "atomic_write", "atomic_write_bytes", "fsync_dir", "locked_json_update",
            "pid_alive", "remove_stale_temporaries"]
+
+
+def shown_path(path: str) -> str:
+    """A path as JSON can carry it (the API and `pamir search --json` alike): a name that is
+    not UTF-8 comes from os.fsdecode with lone surrogates, which no strict encoder takes; its
+    bytes are shown escaped (b'\\xff' -> '\\xff'). A picture is reached by its id or its
+    real path, never by this text."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")

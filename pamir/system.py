@@ -392,7 +392,15 @@ def save_keeping_previous(system: System, path) -> Path:
         previous = path.with_name(path.name + ".previous")
         tmp = path.with_name(f".{path.name}.previous-tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(path, tmp)
+        try:  # file by file (a model folder holds files only): an error names its errno
+            tmp.mkdir()
+            for f in path.iterdir():
+                shutil.copy2(f, tmp / f.name)
+        except OSError as e:  # a full or failing disk: nothing half-copied is left
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise OSError(e.errno, f"{path}: cannot save the model (copying the previous one "
+                                   f"aside: {e.strerror or e}); the previous model is "
+                                   "unchanged") from None
         shutil.rmtree(previous, ignore_errors=True)
         tmp.rename(previous)
     return system.save(path)

@@ -62,27 +62,37 @@ def _rss(pid: int) -> int:
     return psutil.Process(pid).memory_info().rss
 
 
-@pytest.fixture(scope="module")
-def server(tiny_system, fork_server, tmp_path_factory):
-    """A `pamir serve` child process over an index of the tiny system's 60 pictures:
-    (port, pid, log file)."""
+@pytest.fixture(scope="module", params=["loopback", "tokens"])
+def server(request, tiny_system, fork_server, tmp_path_factory):
+    """A `pamir serve` child process over an index of the tiny system's 60 pictures: on
+    127.0.0.1 as before, or (issue 28) off loopback on 127.0.0.2 with tokens, every client
+    sending the editor's (the clients are one address: its upload limit is lifted).
+    (host, port, pid, log file, headers)."""
     _, model, pictures, _ = tiny_system
     root = tmp_path_factory.mktemp("load")
     ix = root / "ix"
     status, log = fork_server.run(["index", model, pictures, "--index", ix])
     assert status == 0, log
+    host, options, headers = "127.0.0.1", [], {}
+    if request.param == "tokens":
+        from pamir.server.sharing import load_or_create_tokens
+
+        host, token_file = "127.0.0.2", root / "tokens.json"
+        tokens, _ = load_or_create_tokens(token_file)
+        options = ["--host", host, "--token-file", token_file, "--uploads-per-minute", "0"]
+        headers = {"authorization": f"Bearer {tokens['editor']}"}
     port = _free_port()
     log_path = root / "serve.log"
     with open(log_path, "wb") as log_file:
         proc = pamir_command("serve", "--index", ix, "--model", model, "--port", port,
-                             stdout=log_file, stderr=log_file)
+                             *options, stdout=log_file, stderr=log_file)
     try:
         deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, log_path.read_text(errors="replace")
             try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/api/status")
+                c = http.client.HTTPConnection(host, port, timeout=5)
+                c.request("GET", "/api/status", headers=headers)
                 if c.getresponse().status == 200:
                     c.close()
                     break
@@ -90,7 +100,7 @@ def server(tiny_system, fork_server, tmp_path_factory):
                 pass
             assert time.monotonic() < deadline, "pamir serve did not answer in 120 s"
             time.sleep(0.2)
-        yield port, proc.pid, log_path
+        yield host, port, proc.pid, log_path, headers
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -101,18 +111,20 @@ def server(tiny_system, fork_server, tmp_path_factory):
 
 
 class Client:
-    """One keep-alive HTTP connection; a request's (status, body, seconds)."""
+    """One keep-alive HTTP connection; a request's (status, body, seconds). `server` is the
+    fixture's (host, port, ...); its headers go with every request."""
 
-    def __init__(self, port: int):
-        self.port = port
+    def __init__(self, server):
+        self.host, self.port, *_, self.headers = server
         self.conn = None
 
     def request(self, method, path, body=None, headers=None):
         if self.conn is None:
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         t0 = time.perf_counter()
         try:
-            self.conn.request(method, path, body=body, headers=headers or {})
+            self.conn.request(method, path, body=body, headers={**self.headers,
+                                                                **(headers or {})})
             r = self.conn.getresponse()
             data = r.read()
         except (OSError, http.client.HTTPException):
@@ -122,20 +134,20 @@ class Client:
         return r.status, data, time.perf_counter() - t0
 
 
-def _get_json(port, path):
-    status, data, _ = Client(port).request("GET", path)
+def _get_json(server, path):
+    status, data, _ = Client(server).request("GET", path)
     assert status == 200, (path, status, data[:300])
     return json.loads(data)
 
 
 def test_concurrent_clients_get_no_errors_and_memory_stays_flat(server):
-    port, pid, log_path = server
-    words = _get_json(port, "/api/vocabulary")["words"]
-    ids = [h["id"] for h in _get_json(port, "/api/search?" + urlencode(
+    _, _, pid, log_path, _ = server
+    words = _get_json(server, "/api/vocabulary")["words"]
+    ids = [h["id"] for h in _get_json(server, "/api/search?" + urlencode(
         {"q": " ".join(words), "k": 1000}))["hits"]]
     assert len(ids) == 60 and len(words) >= 4
     uploads = [_png(s) for s in range(16)]
-    warm = Client(port)  # the model is loaded on the first upload or explanation
+    warm = Client(server)  # the model is loaded on the first upload or explanation
     for method, path, body in [("POST", "/api/annotate", uploads[0]),
                                ("GET", f"/api/pictures/{ids[0]}/explain?q={words[0]}", None)]:
         status, data, _ = warm.request(method, path, body,
@@ -153,7 +165,7 @@ def test_concurrent_clients_get_no_errors_and_memory_stays_flat(server):
 
     def client(seed: int):
         rng = random.Random(seed)
-        c = Client(port)
+        c = Client(server)
         kinds, weights = zip(*MIX)
         while not stop.is_set():
             kind = rng.choices(kinds, weights)[0]
@@ -208,7 +220,8 @@ def test_concurrent_clients_get_no_errors_and_memory_stays_flat(server):
     def pct(v, p):
         return round(1000 * float(np.percentile(v, p)), 1) if v else None
 
-    result = {"clients": CLIENTS, "seconds": round(elapsed, 1), "requests": done[0],
+    result = {"server": "127.0.0.2 with tokens" if server[4] else "127.0.0.1",
+              "clients": CLIENTS, "seconds": round(elapsed, 1), "requests": done[0],
               "requests_per_second": round(done[0] / elapsed, 1), "errors": len(errors),
               "p50_ms": pct(every, 50), "p99_ms": pct(every, 99),
               "per_kind": {k: {"requests": len(v), "p50_ms": pct(v, 50), "p99_ms": pct(v, 99)}
@@ -220,7 +233,7 @@ def test_concurrent_clients_get_no_errors_and_memory_stays_flat(server):
     print("\nload:", json.dumps(result, indent=1))
     from test_reliability_crash import record
 
-    record("load", result)
+    record("load" if not server[4] else "load_tokens", result)
     log = log_path.read_text(errors="replace")
     assert not errors, f"{len(errors)} of {done[0]} requests failed: {errors[:5]}"
     assert "Traceback" not in log and "Exception" not in log, log[-3000:]
@@ -235,8 +248,8 @@ def test_concurrent_clients_get_no_errors_and_memory_stays_flat(server):
 def test_picture_ids_beyond_64_bits_are_404(server):
     """Found by the benchmark's longer schemathesis run: an id over SQLite's 64-bit integers
     was an OverflowError in the catalogue, a 500."""
-    port, _, log_path = server
-    c = Client(port)
+    log_path = server[3]
+    c = Client(server)
     for pid in (2**63, -(2**63) - 1, 10**30):
         for path in (f"/api/pictures/{pid}", f"/api/pictures/{pid}/similar",
                      f"/api/pictures/{pid}/thumbnail", f"/api/pictures/{pid}/explain?q=red"):

@@ -365,7 +365,10 @@ def _sort_name(sort: str | None) -> str | None:
 
 def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
     if as_json:
-        print(json.dumps({**head, "hits": [h.__dict__ for h in hits]}))
+        from ..storage import shown_path  # noqa: PLC0415 - a non-UTF-8 name as the API gives it
+
+        print(json.dumps({**head, "hits": [{**h.__dict__, "path": shown_path(h.path)}
+                                           for h in hits]}))
     elif files_only:
         for h in hits:
             print(h.path)
@@ -561,7 +564,10 @@ def learn_command(
         report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=updates)
     except (ValueError, NotImplementedError) as e:
         fail(str(e))
-    save_keeping_previous(system, model)
+    try:
+        save_keeping_previous(system, model)
+    except OSError as e:  # a full or failing disk: the previous model stays, whole
+        fail(str(e))
     report["model"] = str(model)
     report["previous"] = str(model.resolve().with_name(model.resolve().name + ".previous"))
     report["indexes"] = _update_indexes(model, system, index_dirs)
@@ -578,6 +584,8 @@ def learn_command(
                       "without it, so that pamir learns what it is not", markup=True)
     for ix in report["indexes"]:
         console.print(f"index {ix['index']}: {ix['status']}")
+    if any(ix["status"].startswith("not updated,") for ix in report["indexes"]):
+        fail(f"{model}: learnt and saved, but an index could not be updated (above)")
 
 
 def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
@@ -610,6 +618,12 @@ def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
             except IndexDirError as e:
                 out.append({"index": str(d), "status": f"needs a rebuild: {e}"})
                 continue
+            except (OSError, sqlite3.OperationalError) as e:
+                # a full or failing disk: the rescoring's one transaction did not commit
+                out.append({"index": str(d), "status": f"not updated, its previous scores "
+                            f"kept: cannot write the index ({e}); free some space (or check "
+                            f"the disk) and run `pamir index {model} FOLDER --index {d}`"})
+                continue
             kept = f", {len(r['kept'])} unreadable kept their old scores" if r["kept"] else ""
             out.append({"index": str(d), "status": f"rescored {r['rescored']:,} pictures "
                         f"for {len(vocabulary)} words{kept}", **r})
@@ -621,28 +635,91 @@ def serve_command(
     index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
     model: Path = typer.Option(None, help="the trained system for uploads and explanations "
                                           "(default: the one the index was built with)"),
-    host: str = typer.Option("127.0.0.1", help="address to bind; 127.0.0.1 keeps it private"),
+    host: str = typer.Option("127.0.0.1", help="address to bind; 127.0.0.1 keeps it private, "
+                                               "any other needs a token"),
     port: int = typer.Option(8000, min=1, max=65535),
+    token_file: Path = typer.Option(None, help="the viewer and editor tokens (JSON, made there "
+                                               "if absent); given, tokens are needed even on "
+                                               "loopback (behind a reverse proxy). Default off "
+                                               "loopback: ~/.config/pamir/serve-tokens.json"),
+    read_only: bool = typer.Option(False, "--read-only", help="nothing is kept: the feedback "
+                                                              "loop's Keep is refused"),
+    max_upload_mb: float = typer.Option(32.0, min=0.01, help="uploads over this are refused "
+                                                              "(413)"),
+    uploads_per_minute: int = typer.Option(
+        None, min=0, help="uploads a client may send a minute (429 over it; 0: no limit; "
+                          "default 60 with tokens, else no limit)"),
+    max_pixels: int = typer.Option(None, min=1, help="pictures declaring more pixels are "
+                                                     "refused as decompression bombs "
+                                                     "(default 89,478,485, Pillow's)"),
+    allowed_host: list[str] = typer.Option(None, help="a host name the server answers to "
+                                                      "(repeatable; e.g. the reverse proxy's "
+                                                      "public name)"),
+    certfile: Path = typer.Option(None, help="TLS certificate (PEM), with --keyfile: HTTPS"),
+    keyfile: Path = typer.Option(None, help="TLS private key (PEM)"),
+    forwarded_allow_ips: str = typer.Option(
+        None, help="addresses of reverse proxies whose X-Forwarded-For/-Proto are trusted "
+                   "(uvicorn's; default 127.0.0.1)"),
 ):
     """Serve the web page and the HTTP API (OpenAPI schema at /docs)."""
     # Heavy (the web stack, and the models behind the server): only `pamir serve` needs them.
     import uvicorn  # noqa: PLC0415
 
     from ..server import create_app  # noqa: PLC0415
+    from ..server.sharing import Sharing  # noqa: PLC0415
 
     index_dir = index_dir or default_index_dir()
     own_the_reports()
+    if (certfile is None) != (keyfile is None):
+        fail("--certfile and --keyfile go together: give both for HTTPS")
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    tokens = _serve_tokens(token_file, loopback)
     # bound to this machine only: answer only to its own names (no DNS rebinding)
     hosts = LOOPBACK_NAMES if host in LOOPBACK_NAMES else None
+    if allowed_host:
+        hosts = [*(hosts or []), *allowed_host]
+    if uploads_per_minute is None:
+        uploads_per_minute = 60 if tokens else 0
+    sharing = Sharing(tokens, read_only=read_only, uploads_per_minute=uploads_per_minute)
     try:
-        app = create_app(index_dir, model, allowed_hosts=hosts)
+        app = create_app(index_dir, model, allowed_hosts=hosts, sharing=sharing,
+                         max_upload_bytes=int(max_upload_mb * 2**20), max_pixels=max_pixels)
     except IndexDirError as e:
         fail(str(e))
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        console.print(f"[yellow]warning:[/yellow] binding {host}: every machine that can reach "
-                      "it can search and view the indexed pictures", markup=True)
-    console.print(f"serving {index_dir} on http://{host}:{port}/  (Ctrl-C stops)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    scheme = "https" if certfile else "http"
+    console.print(f"serving {index_dir} on {scheme}://{host}:{port}/  (Ctrl-C stops)"
+                  + ("; read-only" if read_only else ""))
+    if tokens:  # printed once, here; never logged (uvicorn's access log is off)
+        import socket  # noqa: PLC0415
+
+        name = socket.gethostname() if host in ("0.0.0.0", "::") else host
+        name = f"[{name}]" if ":" in name else name
+        for role in ("viewer", "editor"):
+            console.print(f"  {role}: {scheme}://{name}:{port}/?token={tokens[role]}",
+                          markup=False, soft_wrap=True)
+    extra = {"forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips else {}
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                ssl_certfile=str(certfile) if certfile else None,
+                ssl_keyfile=str(keyfile) if keyfile else None, **extra)
+
+
+def _serve_tokens(token_file: Path | None, loopback: bool) -> dict | None:
+    """The viewer and editor tokens: needed off loopback (made in the default file if it has
+    none) or wherever --token-file is given; None on loopback without it."""
+    from ..server.sharing import TokenFileError, load_or_create_tokens  # noqa: PLC0415
+
+    if token_file is None and loopback:
+        return None
+    if token_file is None:
+        config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        token_file = config_home / "pamir" / "serve-tokens.json"
+    try:
+        tokens, made = load_or_create_tokens(token_file)
+    except (TokenFileError, OSError) as e:
+        fail(str(e))
+    console.print(f"tokens {'made in' if made else 'read from'} {token_file} (owner-only); "
+                  "a viewer searches and annotates, an editor also teaches the model")
+    return tokens
 
 
 def register(app: typer.Typer) -> None:

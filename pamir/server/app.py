@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import sqlite3
 import tempfile
 import threading
 from pathlib import Path
@@ -23,17 +24,23 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
 from ..index import Index, IndexDirError, QueryError, embeddings_enabled, index_transform
-from ..storage import atomic_write_bytes
+from ..storage import atomic_write_bytes, shown_path
 from ..text import top_words
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from ..zeroshot import annotate as zeroshot_annotate
 from .explain import explanation
+from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Uploads bigger than this are refused (413).
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 THUMBNAIL_SIZES = (128, 256, 512)
 MAX_K = 1000
+#: Longer queries are refused (400): a household's queries are a few words and folders.
+MAX_QUERY_CHARS = 2000
+#: Pictures declaring more pixels are refused as decompression bombs (400): Pillow's own
+#: default, set explicitly so that no library changes it under us (`--max-pixels`).
+MAX_PIXELS = 89_478_485
 #: A feedback round re-ranks this many of the query's best pictures (and the judged ones).
 FEEDBACK_CANDIDATES = 200
 
@@ -48,11 +55,17 @@ class ApiError(BaseModel):
 _ERROR = {"model": ApiError}
 #: The error answers of every route, so that the OpenAPI schema says what a client may get.
 ERROR_RESPONSES = {400: {**_ERROR, "description": "a bad query, picture or request"},
-                   403: {**_ERROR, "description": "a cross-origin request"},
+                   401: {**_ERROR, "description": "no token, or a wrong one (off loopback)"},
+                   403: {**_ERROR, "description": "a cross-origin request, a viewer's token "
+                                                  "on an editor's route, a read-only server"},
                    404: {**_ERROR, "description": "no such picture"},
                    409: {**_ERROR, "description": "the model cannot do this"},
                    410: {**_ERROR, "description": "the picture's file is gone"},
                    413: {**_ERROR, "description": "an upload over the size limit"},
+                   507: {**_ERROR, "description": "Keep: the disk is full or failing; what "
+                                                  "was not saved is said"},
+                   429: {**_ERROR, "description": "too many wrong tokens or uploads from this "
+                                                  "client this minute"},
                    503: {**_ERROR, "description": "no model to annotate or explain with"}}
 
 
@@ -66,8 +79,9 @@ class Feedback(BaseModel):
 
 
 def create_app(index_dir, model_dir=None, *, system=None,
-               allowed_hosts: list[str] | None = None, warm_mapping: bool | None = None
-               ) -> FastAPI:
+               allowed_hosts: list[str] | None = None, warm_mapping: bool | None = None,
+               sharing: Sharing | None = None, max_upload_bytes: int | None = None,
+               max_pixels: int | None = None) -> FastAPI:
     """The server of the index in `index_dir`.
 
     model_dir: the trained system for uploads and explanations (default: the model the index
@@ -76,10 +90,16 @@ def create_app(index_dir, model_dir=None, *, system=None,
     a web page elsewhere cannot reach it through a DNS name that points at 127.0.0.1.
     warm_mapping: load the word-embedding model and the vocabulary's embeddings in the
     background at start (default: unless $PAMIR_EMBEDDINGS is 0), so that no query waits for
-    them.
+    them. sharing: the tokens, roles and per-client limits (pamir.server.sharing; default: no
+    token, no per-client limit). max_upload_bytes, max_pixels: the upload limits
+    (default MAX_UPLOAD_BYTES, MAX_PIXELS).
     """
+    # Pillow's decompression-bomb limit, explicit: a header over it is refused before decoding
+    Image.MAX_IMAGE_PIXELS = max_pixels or MAX_PIXELS
     index = Index.open(index_dir)
     state = _State(index, model_dir or index.model_dir or None, system)
+    state.max_upload_bytes = max_upload_bytes
+    sharing = sharing or Sharing(uploads_per_minute=0)  # loopback, as before: no limits
     if embeddings_enabled() if warm_mapping is None else warm_mapping:
         state.warm_mapping()
     app = FastAPI(
@@ -108,6 +128,17 @@ def create_app(index_dir, model_dir=None, *, system=None,
     async def refresh_index(request: Request, call_next):
         # A concurrent `pamir index` may have committed pictures since the last request.
         index.refresh()
+        return await call_next(request)
+
+    @app.middleware("http")
+    async def access(request: Request, call_next):
+        # Outermost: no route runs (the page and /docs included) before this says who asks.
+        refused = _refusal(sharing, request)
+        if refused is not None:
+            return refused
+        if sharing.tokens and request.url.path == "/" and request.query_params.get("token"):
+            # the page's first visit (a right token): keep it in a cookie, out of the URL
+            return _keep_token_in_cookie(request)
         return await call_next(request)
 
     @app.get("/api/status", summary="What the index holds")
@@ -157,7 +188,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
               openapi_extra={"requestBody": {"required": True, "content": {
                   "image/*": {"schema": {"type": "string", "format": "binary"}}}}})
     async def similar_upload(request: Request, k: int = Query(24, ge=1, le=MAX_K)):
-        data = await _read_upload(request)
+        data = await _read_upload(request, state.max_upload_bytes)
         z = state.annotate_bytes(data)
         hits = index.similar(z, k)
         return {"space": "text", "pictures": len(index),
@@ -210,7 +241,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                   "image/*": {"schema": {"type": "string", "format": "binary"}}}}})
     async def annotate(request: Request,
                        k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
-        data = await _read_upload(request)
+        data = await _read_upload(request, state.max_upload_bytes)
         z = state.annotate_bytes(data)
         return {"keywords": _keywords(z, index, k)}
 
@@ -237,7 +268,70 @@ def _fitted(system):
 
 
 def _parse(index: Index, q: str):
+    if len(q) > MAX_QUERY_CHARS:
+        raise HTTPException(400, f"query of {len(q):,} characters refused: the limit is "
+                                 f"{MAX_QUERY_CHARS:,}")
     return index.parse_query(q)  # QueryError -> 400 {"detail": why, "unknown": [words]}
+
+
+NO_TOKEN_PAGE = """<!doctype html><meta charset="utf-8"><title>pamir: a token is needed</title>
+<h1>This pamir server needs a token</h1>
+<p>Open the link that <code>pamir serve</code> printed when it started (it ends in
+<code>?token=...</code>), or ask the person who runs it for one. The page remembers it.</p>
+"""
+
+
+def _refusal(sharing: Sharing, request: Request) -> Response | None:
+    """The answer that refuses this request (401, 403, 429), or None to let it through."""
+    path = request.url.path
+    client = request.client.host if request.client else "?"
+    if sharing.tokens:
+        if sharing.failures.over(client):
+            return _refuse(429, "too many wrong tokens from this client: wait a minute",
+                           {"retry-after": str(sharing.failures.retry_after(client))})
+        token = (bearer(request.headers.get("authorization"))
+                 or (request.query_params.get("token") if path == "/" else None)
+                 or request.cookies.get(COOKIE))
+        role = sharing.role_of(token)
+        if role is None:
+            if token:  # a wrong token, never repeated in the answer nor logged
+                sharing.failures.add(client)
+            why = "a wrong token" if token else "no token"
+            if path == "/":
+                return Response(NO_TOKEN_PAGE, 401, media_type="text/html",
+                                headers={"www-authenticate": "Bearer"})
+            return _refuse(401, f"{why}: send `Authorization: Bearer TOKEN` (the token "
+                                "`pamir serve` printed)", {"www-authenticate": "Bearer"})
+        if path in EDITOR_ROUTES and role != "editor":
+            return _refuse(403, "a viewer's token: marking pictures and keeping what they "
+                                "teach need an editor's token")
+    if path in WRITE_ROUTES and sharing.read_only:
+        return _refuse(403, "this server is read-only (`pamir serve --read-only`): nothing "
+                            "is kept")
+    if path in UPLOAD_ROUTES and not sharing.uploads.add(client):
+        return _refuse(429, f"over {sharing.uploads_per_minute} uploads a minute from this "
+                            "client: wait a minute",
+                       {"retry-after": str(sharing.uploads.retry_after(client))})
+    return None
+
+
+def _refuse(status: int, detail: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+def _keep_token_in_cookie(request: Request) -> Response:
+    """303 to the same page without the token in its URL (not in the history, nor sent on
+    as a Referer), the token in an HttpOnly, SameSite=Strict cookie (no script, no other
+    site's request carries it)."""
+    from urllib.parse import urlencode  # noqa: PLC0415
+
+    rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+    response = Response(status_code=303,
+                        headers={"location": "/" + (f"?{urlencode(rest)}" if rest else "")})
+    response.set_cookie(COOKIE, request.query_params["token"], max_age=400 * 24 * 3600,
+                        httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+    return response
 
 
 def _same_origin(origin: str, host: str) -> bool:
@@ -299,15 +393,8 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
     return out
 
 
-def _shown(path: str) -> str:
-    """A path as JSON can carry it: a name that is not UTF-8 comes from os.fsdecode with lone
-    surrogates, which no encoder takes; its bytes are shown escaped (b'\\xff' -> '\\xff'). The
-    picture itself is reached by its id, never by this text."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
 def _hit_json(pid: int, path: str, score: float | None) -> dict:
-    path = _shown(path)
+    path = shown_path(path)
     d = {"id": pid, "name": os.path.basename(path), "path": path,
          "thumbnail": f"/api/pictures/{pid}/thumbnail"}
     if score is not None:
@@ -315,15 +402,18 @@ def _hit_json(pid: int, path: str, score: float | None) -> dict:
     return d
 
 
-async def _read_upload(request: Request) -> bytes:
+async def _read_upload(request: Request, limit: int | None = None) -> bytes:
+    limit = limit or MAX_UPLOAD_BYTES
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
-        raise HTTPException(413, f"picture of {declared} bytes; the limit is {MAX_UPLOAD_BYTES}")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"picture of {declared} bytes; the limit is {limit:,} bytes "
+                                 "(`pamir serve --max-upload-mb`)")
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
-        if len(data) > MAX_UPLOAD_BYTES:
-            raise HTTPException(413, f"picture over the limit of {MAX_UPLOAD_BYTES} bytes")
+        if len(data) > limit:
+            raise HTTPException(413, f"picture over the limit of {limit:,} bytes "
+                                     "(`pamir serve --max-upload-mb`)")
     if not data:
         raise HTTPException(400, "empty body: send the picture file as the request body")
     _check_picture_size(bytes(data))
@@ -340,6 +430,7 @@ class _State:
         self._lock = threading.Lock()
         self.thumbnails = _thumbnail_dir(index)
         self._mapping: dict = {"state": "not loaded"}
+        self.max_upload_bytes: int | None = None
 
     def warm_mapping(self) -> None:
         """Load the word-embedding model and the vocabulary's embeddings in a background
@@ -439,7 +530,7 @@ class _State:
 
     def _keep(self, system, rows, delta) -> dict:
         from ..index import model_fingerprint  # noqa: PLC0415
-        from ..system import apply_delta, save_keeping_previous  # noqa: PLC0415
+        from ..system import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
 
         if not self.model_dir:
             raise HTTPException(503, "no model folder to save to: start the server with "
@@ -449,12 +540,27 @@ class _State:
         except IndexDirError as e:
             raise HTTPException(409, f"not kept: {e}") from None
         with writer:
+            W = linear_map(system)
+            rows = np.asarray(rows, dtype=np.int64)
+            before, info = W[rows].copy(), dict(system.info)
             apply_delta(system, rows, delta)
-            save_keeping_previous(system, self.model_dir)
-            report = writer.rescore(system.vocabulary, system.idf,
-                                    index_transform(system, bool(writer.classes)),
-                                    model_dir=self.model_dir,
-                                    fingerprint=model_fingerprint(self.model_dir))
+            try:
+                save_keeping_previous(system, self.model_dir)
+            except OSError as e:  # a full or failing disk: the model in memory as on disk
+                W[rows], system.info = before, info
+                raise HTTPException(507, f"not kept: {e}") from None
+            try:
+                report = writer.rescore(system.vocabulary, system.idf,
+                                        index_transform(system, bool(writer.classes)),
+                                        model_dir=self.model_dir,
+                                        fingerprint=model_fingerprint(self.model_dir))
+            except (OSError, sqlite3.OperationalError) as e:
+                # the model is saved; the rescoring's one transaction did not commit, so the
+                # index keeps its previous scores, whole
+                raise HTTPException(507, f"the model was saved in {self.model_dir}, but the "
+                                         f"index could not be rescored ({e}); free some space "
+                                         f"(or check the disk) and run `pamir index "
+                                         f"{self.model_dir} FOLDER`") from None
         self.index.refresh()
         return {"model": str(self.model_dir), "previous": str(self.model_dir).rstrip("/")
                 + ".previous", "rescored": report["rescored"]}
@@ -486,7 +592,7 @@ class _State:
         except FileNotFoundError:
             raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` "
                                      "again") from None
-        except (UnidentifiedImageError, OSError) as e:
+        except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
             raise HTTPException(422, f"picture {p.id} cannot be decoded ({e})") from None
         atomic_write_bytes(out, buf.getvalue())  # a reader never sees half a thumbnail
         return out
