@@ -4,14 +4,16 @@ hypernyms, scored by the classifier's probability mass.
 ImageNet-1k's classes are WordNet noun synsets, so every word on the path from a class up to
 "entity" names a set of classes: "bird" the 59 bird classes, "dog" the 118 breeds, "vehicle",
 "fruit", "insect" theirs. `pamir/imagenet_words.tsv` lists those 1,860 synsets (3,253 words)
-with their classes (derived once from WordNet 3.0 by scripts/imagenet_words.py; its licence is in the header).
+with their classes (derived once from WordNet 3.0 by scripts/imagenet_words.py; its licence
+is in the header).
 
 A picture's score for such a word is the log of its classes' probability mass under the first
 CNN view's classifier (the network every CNN representation runs anyway), log(eps + sum of
 p(class)), rescaled to [0, 1] (`mass_score`). The log makes a query of several words an AND
-("tiger grass": both); the bounds keep one confident class from swamping a model's words. A word outside the table reaches it
-through the same two bridges as a model's vocabulary (pamir.bridge): its inflections
-(birds -> bird), then the sentence embedding's nearest table words (puppy -> dog 0.80).
+("tiger grass": both); the bounds keep one confident class from swamping a model's words.
+A word outside the table reaches the classes through the same two bridges as a model's
+vocabulary (pamir.bridge): its inflections (birds -> bird), then the sentence embedding, here
+of each class's name and description ("sky" -> the classes whose descriptions speak of it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .bridge import Bridge, EmbeddingUnavailable, class_probabilities, imagenet_class_names, lemmas
+from .bridge import (Bridge, EmbeddingUnavailable, class_probabilities, imagenet_class_names,
+                     lemmas)
 
 #: The table shipped with the package; its first N_CLASSES lines are the classes' own synsets.
 TABLE = "imagenet_words.tsv"
