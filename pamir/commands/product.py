@@ -198,13 +198,13 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
 
 
 def _prepare_class_words(index: Index) -> None:
-    """Embed the ImageNet classes' descriptions into the index folder once, here rather than
-    in the first search that needs them (tens of seconds on 2 cores)."""
+    """Embed the ImageNet classes' descriptions once per machine (into the feature cache),
+    here rather than in the first search that needs them (tens of seconds on 2 cores)."""
     words = index.class_words
     if words is None or not embeddings_enabled() or words.bridge.cache_file is None \
             or words.bridge.cache_file.exists():
         return
-    with console.status("preparing ImageNet's words for search (once per index)"):
+    with console.status("preparing ImageNet's words for search (once per machine)"):
         why = words.warm()
     if why:
         console.print(f"[yellow]words outside ImageNet's table will not be searchable:"

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable,
                       class_probabilities, imagenet_class_names)
+from ..config import default_cache_dir
 from ..query import Query, QuerySyntaxError, parse, resolve
 from ..zeroshot import ClassWords, mass_score
 from ..storage import fsync_dir, pid_alive
@@ -406,7 +407,7 @@ class Index:
             bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
         classes = self.class_words if self.classes else None
         if classes is not None and classes.use_model != use_model:
-            classes = ClassWords(self.classes, cache_dir=self.directory, use_model=use_model)
+            classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
         query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
                         classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS)
         if not query.searchable:
@@ -416,10 +417,11 @@ class Index:
     @property
     def class_words(self) -> ClassWords | None:
         """The words of an index with class scores (pamir.zeroshot): the ImageNet word table,
-        then the embedding bridge over the classes' descriptions, cached in the folder."""
+        then the embedding bridge over the classes' descriptions, whose embeddings are the
+        same for every index: cached once per machine, in the feature cache."""
         with self._lock:
             if self._class_words is None and self.classes:
-                self._class_words = ClassWords(self.classes, cache_dir=self.directory)
+                self._class_words = ClassWords(self.classes, cache_dir=_class_cache())
             return self._class_words
 
     def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
@@ -844,6 +846,10 @@ class Index:
                              batch_size=batch_size, progress=progress)
         self.seal()
         return report
+
+
+def _class_cache() -> Path:
+    return default_cache_dir() / "class-words"
 
 
 def _standard(s: np.ndarray) -> np.ndarray:
