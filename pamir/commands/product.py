@@ -149,7 +149,35 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
             raise typer.Exit(130) from None
         if compact:
             index.compact()
+        bar.stop()
+        _prepare_word_mapping(index)
         return report, index.status()
+
+
+def _prepare_word_mapping(index: Index) -> None:
+    """Make now, not on a query's path, what `pamir search` maps words outside the
+    vocabulary with: this machine's lexicon of word embeddings (pamir.lexicon; once per
+    machine, about a minute) and the embeddings of this index's vocabulary and ImageNet class
+    names (once per vocabulary, cached in the index folder). Nothing when the lexicon or the
+    mapping is turned off, or the model is not installed (queries then work as before)."""
+    from .. import lexicon  # noqa: PLC0415
+    from ..bridge import EmbeddingUnavailable, model_installed  # noqa: PLC0415
+    from ..index import embeddings_enabled  # noqa: PLC0415
+
+    if not embeddings_enabled() or lexicon.lexicon_size() == 0 or not model_installed()[0]:
+        return
+    try:
+        if lexicon.missing():
+            console.print(f"building the lexicon of word embeddings for this machine, once "
+                          f"({lexicon.lexicon_size():,} words, about a minute): "
+                          f"{lexicon.lexicon_dir()}")
+            lexicon.build()
+        index.bridge.vocabulary_embeddings()
+        if index.class_bridge is not None:
+            index.class_bridge.vocabulary_embeddings()
+    except EmbeddingUnavailable as e:
+        console.print(f"[yellow]words outside the vocabulary cannot be mapped:[/yellow] "
+                      f"{escape(str(e))}", markup=True)
 
 
 @contextlib.contextmanager
@@ -230,6 +258,13 @@ QUERY_HELP = ('words, e.g. "tiger grass"; -word excludes, word^2 or 2:word weigh
               'in:FOLDER keeps pictures under a folder (docs/usage.md, "Queries")')
 
 
+#: `pamir search` answers one query and exits. Scoring every picture with numpy (about 3 ms a
+#: query word at 1,000,000 pictures, benchmarks/results/index.md) costs far less than
+#: importing and loading the exact top-k kernels (numba: 0.4 s and more), up to indexes of
+#: this size; `pamir serve`, which answers many queries, keeps the kernels. Same answers.
+NUMPY_SEARCH_UP_TO = 10_000_000
+
+
 def search_command(
     query: str = typer.Argument("", help=QUERY_HELP, show_default=False),
     index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
@@ -264,7 +299,8 @@ def search_command(
         try:
             q = index.parse_query(query, mapping=mapping)
             hits = index.search(q, k, floor=floor, sort=_sort_name(sort),
-                                folders=(q.folders + list(folder)) if folder else None)
+                                folders=(q.folders + list(folder)) if folder else None,
+                                method="brute" if len(index) <= NUMPY_SEARCH_UP_TO else "auto")
         except QueryError as e:
             if as_json:
                 print(json.dumps({"query": query, "error": str(e), "unknown": e.unknown}))
