@@ -304,6 +304,7 @@ class Bridge:
         if not self.use_model:
             return None
         try:
+            _lexicon.lexicon()  # read once, out of a query's path too
             self.vocabulary_embeddings()
             embedder().encode(["warm"])
         except EmbeddingUnavailable as e:

@@ -70,25 +70,34 @@ def lexicon_texts(size: int) -> list[str]:
 
 
 class Lexicon:
-    """Texts and their embeddings, read from a lexicon's two files (the matrix memory-mapped:
-    a lookup reads one row)."""
+    """Texts and their embeddings, read from a lexicon's two files. Nothing is built on
+    opening (a dict of 50,000 words costs more than the few lookups a query makes): a text's
+    row is found in the words file's bytes, the matrix is memory-mapped (a lookup reads one
+    row)."""
 
     def __init__(self, words_file: Path, vectors_file: Path):
-        texts = words_file.read_text(encoding="utf-8").split("\n")
+        self._text = b"\n" + words_file.read_bytes() + b"\n"
         self.E = np.load(vectors_file, mmap_mode="r", allow_pickle=False)
-        if self.E.ndim != 2 or self.E.shape[0] != len(texts):
-            raise ValueError(f"{vectors_file}: {self.E.shape} rows for {len(texts)} texts")
-        self.row = {t: i for i, t in enumerate(texts)}
+        self._n = self._text.count(b"\n") - 1
+        if self.E.ndim != 2 or self.E.shape[0] != self._n:
+            raise ValueError(f"{vectors_file}: {self.E.shape} rows for {self._n} texts")
 
     def __len__(self) -> int:
-        return len(self.row)
+        return self._n
+
+    def row(self, text: str) -> int | None:
+        """The text's row, or None: the line holding exactly it (a text has no newline)."""
+        if not text or "\n" in text:
+            return None
+        at = self._text.find(b"\n" + text.encode("utf-8") + b"\n")
+        return None if at < 0 else self._text.count(b"\n", 0, at)
 
     def __contains__(self, text: str) -> bool:
-        return text in self.row
+        return self.row(text) is not None
 
     def get(self, text: str) -> np.ndarray | None:
         """The text's embedding (float32), or None if the lexicon does not hold it."""
-        i = self.row.get(text)
+        i = self.row(text)
         return None if i is None else np.asarray(self.E[i], dtype=np.float32)
 
 
