@@ -14,10 +14,14 @@ A model knows only the T words it was trained on. A query word w outside them go
    weighted by its similarity ('bird -> parrot 0.71, eagle 0.66'). A word with none above the
    floor stays unknown, and is reported as such.
 
-The model is loaded once per process (`embedder()`), the vocabulary's embeddings once per
-vocabulary: they are cached in a folder (an index's or a model's) under a name keyed by a hash
-of the model and the vocabulary, written atomically. If the model cannot be loaded (the
-packages are not installed), unknown words are refused with the reason, never a crash.
+A text's embedding is looked up first in the lexicon of precomputed embeddings of frequent
+English words and ImageNet class names (pamir.lexicon, built once per machine by `pamir index`;
+`embed`): the model is loaded only for a text outside it, so that most searches import neither
+torch nor sentence-transformers. The model is loaded once per process (`embedder()`), the
+vocabulary's embeddings once per vocabulary: they are cached in a folder (an index's or a
+model's) under a name keyed by a hash of the model and the vocabulary, written atomically. If
+the model cannot be loaded (the packages are not installed), unknown words are refused with the
+reason, never a crash.
 """
 
 from __future__ import annotations
@@ -401,7 +405,7 @@ def class_probability_scores(logits: np.ndarray, classes: Sequence[tuple[int, fl
     return out
 
 
-__all__ = ["Bridge", "EmbeddingUnavailable", "Embedder", "FLOOR", "embed", "Inflections", "NEIGHBOURS",
+__all__ = ["Bridge", "EmbeddingUnavailable", "Embedder", "FLOOR", "Inflections", "NEIGHBOURS",
            "CLASS_FLOOR", "CLASS_MIX", "class_bridge", "class_probabilities",
-           "class_probability_scores", "embedder", "imagenet_class_names",
+           "class_probability_scores", "embed", "embedder", "imagenet_class_names",
            "lemmas", "model_installed", "vocabulary_hash"]

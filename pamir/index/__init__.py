@@ -330,7 +330,7 @@ class Index:
         self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
                                    int(meta("generation") or 0), self._writable,
                                    words=self.T)
-        cols_ids = np.array(self._catalog.live_columns(), dtype=np.int64).reshape(-1, 2)
+        cols_ids = self._catalog.live_columns()
         self._matrix.assign(cols_ids[:, 0], cols_ids[:, 1])
 
     def _shards_meta(self) -> list[dict]:
