@@ -103,9 +103,10 @@ def env_for(tree: Path, extra: dict | None = None) -> dict:
 
 
 def wall(argv: list[str], env: dict) -> float:
+    # run from the tree itself: `python -c` puts the working folder first on sys.path
     t0 = time.perf_counter()
     r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True)
+                       text=True, cwd=env["PYTHONPATH"])
     took = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr[-800:]}")
@@ -149,7 +150,7 @@ def serve_latency(index: Path, tree: Path, n: int, env_extra: dict) -> dict:
     proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--index", str(index),
                              "--port", str(port)], env=env_for(tree, env_extra),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, cwd=tree)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 180
@@ -203,7 +204,7 @@ def index_one_new(index: Path, model: Path, trees: dict[str, Path], runs: int,
     base = work / "index"
     args = lambda ix: ["index", str(model), str(folder), "--index", str(ix)]  # noqa: E731
     subprocess.run([sys.executable, "-c", CLI, *args(base)], env=env_for(ROOT, env_extra),
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     new = folder / "new" / "mirrored.jpeg"
     new.parent.mkdir()
     Image.open(paths[0]).transpose(Image.FLIP_LEFT_RIGHT).save(new, quality=90)
@@ -225,14 +226,17 @@ def index_one_new(index: Path, model: Path, trees: dict[str, Path], runs: int,
 def write_report(results: dict) -> None:
     info = results["run"]
     lines = ["# Search latency: what a person waits (issue 25)\n",
-             f"Command: `{info['command']}`  ",
-             f"Machine: {info['machine']}; {info['date']}; load average "
-             f"{info['load_average']['start']} at start, {info['load_average']['end']} at end "
-             "(2 cores shared with other engineers: timings are upper bounds).  ",
-             f"Old: {results['old']}; new: {results['new']}.  ",
-             "Each figure: the whole process (`python -c \"from pamir.cli import main; "
-             "main()\" ARGS`, what the `pamir` script runs), wall time, warm OS cache, median "
-             f"of {results['runs']} runs, old and new alternating in each round.\n"]
+             f"Machine: {info['machine']} (2 cores shared with other engineers' jobs: "
+             "timings are upper bounds; the load averages below say how busy it was).  "]
+    for part, r in results.get("runs_of_parts", {}).items():
+        lines.append(f"Part `{part}`: `{r['command']}`, {r['date']}, "
+                     f"load average {r['load_average']['start']} at start, "
+                     f"{r['load_average']['end']} at end.  ")
+    lines += [f"Old: the tree of `{results['old']}` (main before this change); new: "
+              f"`{results['new']}`.  ",
+              "Each figure: the whole process (`python -c \"from pamir.cli import main; "
+              "main()\" ARGS`, what the `pamir` script runs), wall time, warm OS cache, median "
+              f"of {results['runs']} runs, old and new alternating in each round.\n"]
     for name, block in results["cli"].items():
         lines += [f"## {name}\n", f"`python -c \"import numpy\"` in the same rounds: "
                   f"{block.pop('numpy_s')} s.\n",
@@ -277,13 +281,14 @@ def main() -> None:
     run = Run("bench_search_latency.py")
     trees = {"old": args.old.resolve(), "new": ROOT}
     extra = {"PAMIR_EMBEDDINGS": "1"}
-    results = {"run": run.info(), "runs": args.runs, "old": str(trees["old"]),
-               "new": str(ROOT), "cli": {}}
+    # the parts not run this time are kept from the last run (each part's figures say when)
+    results = json.loads(JSON.read_text()) if JSON.exists() else {}
+    results.update({"runs": args.runs, "old": str(trees["old"]), "new": str(ROOT)})
+    results.setdefault("cli", {})
+    results.setdefault("runs_of_parts", {})
     if not (args.big / "catalog.sqlite").exists():
         results["big"] = build_big(args.index, args.big, args.big_size)
         print("big index", results["big"], flush=True)
-    elif JSON.exists():
-        results["big"] = json.loads(JSON.read_text()).get("big", {})
     if "cli" in args.parts:
         for ix_name, ix in (("Corel 5k index (5,000 pictures)", args.index),
                             (f"{args.big_size:,} pictures (synthetic)", args.big)):
@@ -313,6 +318,11 @@ def main() -> None:
                                              extra)
         print("index", json.dumps(results["index_one"]), flush=True)
     results["run"] = run.info()
+    for part in args.parts:  # PAMIR_CACHE: where the lexicon is (config.default_cache_dir())
+        cache = os.environ.get("PAMIR_CACHE")
+        results["runs_of_parts"][part] = {
+            **run.info(), "command": (f"PAMIR_CACHE={cache} " if cache else "") +
+            run.info()["command"]}
     JSON.write_text(json.dumps(results, indent=2) + "\n")
     write_report(json.loads(JSON.read_text()))
 
