@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import config
 from ..data import DataError, load_captions_table
@@ -130,6 +129,9 @@ def index_command(
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
            workers, scheduler, compact):
     """index_command's work: (report, status)."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
+                               TextColumn, TimeElapsedColumn)
+
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
     with index, _batch_runner(workers, scheduler, model, fingerprint, system,
                               bool(index.classes)) as (transform, default_batch), \
