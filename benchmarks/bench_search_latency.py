@@ -223,6 +223,10 @@ def index_one_new(index: Path, model: Path, trees: dict[str, Path], runs: int,
 
 
 # ------------------------------------------------------------------------ report
+def cell(d: dict) -> str:
+    return f"{d['median_s']:.2f} ({min(d['runs_s']):.2f} - {max(d['runs_s']):.2f})"
+
+
 def write_report(results: dict) -> None:
     info = results["run"]
     lines = ["# Search latency: what a person waits (issue 25)\n",
@@ -232,18 +236,18 @@ def write_report(results: dict) -> None:
         lines.append(f"Part `{part}`: `{r['command']}`, {r['date']}, "
                      f"load average {r['load_average']['start']} at start, "
                      f"{r['load_average']['end']} at end.  ")
-    lines += [f"Old: the tree of `{results['old']}` (main before this change); new: "
-              f"`{results['new']}`.  ",
+    lines += [f"Old: the tree of `{results['old']}` ({results.get('old_label') or 'the old code'})"
+              f"; new: `{results['new']}`.  ",
               "Each figure: the whole process (`python -c \"from pamir.cli import main; "
               "main()\" ARGS`, what the `pamir` script runs), wall time, warm OS cache, median "
               f"of {results['runs']} runs, old and new alternating in each round.\n"]
     for name, block in results["cli"].items():
         lines += [f"## {name}\n", f"`python -c \"import numpy\"` in the same rounds: "
                   f"{block.pop('numpy_s')} s.\n",
-                  "| command | old (s) | new (s) | target |", "|---|---|---|---|"]
+                  "| command | old (s): median (fastest - slowest) | new (s) | target |",
+                  "|---|---|---|---|"]
         for c, d in block.items():
-            lines.append(f"| `{c}` | {d['old']['median_s']:.2f} | {d['new']['median_s']:.2f} "
-                         f"| {d['target']} |")
+            lines.append(f"| `{c}` | {cell(d['old'])} | {cell(d['new'])} | {d['target']} |")
         lines.append("")
     if "serve" in results:
         lines += ["## `pamir serve`: queries through the HTTP API (new code)\n",
@@ -258,8 +262,8 @@ def write_report(results: dict) -> None:
         d = results["index_one"]
         lines += ["## `pamir index` of one new picture (Corel 5k index, incremental)\n",
                   "| | old (s) | new (s) | target |", "|---|---|---|---|",
-                  f"| `pamir index MODEL FOLDER` | {d['old']['median_s']:.2f} | "
-                  f"{d['new']['median_s']:.2f} | <= 2 s |", ""]
+                  f"| `pamir index MODEL FOLDER` | {cell(d['old'])} | {cell(d['new'])} | "
+                  "<= 2 s |", ""]
     if "big" in results:
         lines += [f"The 1,000,000-picture index: built in {results['big']['build_s']} s, "
                   f"{results['big']['size_mb']:,} MB.\n"]
@@ -274,6 +278,7 @@ def main() -> None:
     ap.add_argument("--big", type=Path, required=True, help="the 1,000,000-picture index "
                                                             "(built there if missing)")
     ap.add_argument("--big-size", type=int, default=1_000_000)
+    ap.add_argument("--old-label", default="", help="what the old tree is, for the report")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--parts", nargs="+", default=["cli", "serve", "index"])
@@ -284,6 +289,8 @@ def main() -> None:
     # the parts not run this time are kept from the last run (each part's figures say when)
     results = json.loads(JSON.read_text()) if JSON.exists() else {}
     results.update({"runs": args.runs, "old": str(trees["old"]), "new": str(ROOT)})
+    if args.old_label:
+        results["old_label"] = args.old_label
     results.setdefault("cli", {})
     results.setdefault("runs_of_parts", {})
     if not (args.big / "catalog.sqlite").exists():

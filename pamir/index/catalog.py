@@ -163,9 +163,13 @@ class Catalog:
 
     @contextmanager
     def transaction(self):
-        """Commit what is done inside, or roll all of it back."""
+        """Commit what is done inside, or roll all of it back. Every commit is counted in
+        meta `commits`: a number that names one committed state, under which readers may keep
+        a copy of what they read of it (Index's columns file)."""
         with self._conn:
             yield
+            self._conn.execute("INSERT INTO meta VALUES ('commits', '1') ON CONFLICT (key) DO "
+                               "UPDATE SET value = CAST(value AS INTEGER) + 1")
 
     @contextmanager
     def snapshot(self):
@@ -215,6 +219,11 @@ class Catalog:
         if not text:
             return np.zeros((0, 2), dtype=np.int64)
         return np.fromstring(text, dtype=np.int64, sep=" ").reshape(-1, 2)
+
+    def column_extent(self) -> tuple[int, int]:
+        """(pictures with scores, their largest column; -1 if none), from the column index."""
+        n, last = self._conn.execute("SELECT count(col), max(col) FROM pictures").fetchone()
+        return int(n), -1 if last is None else int(last)
 
     def hits_of(self, ids: Iterable[int]) -> dict[int, tuple[str, int | None, int]]:
         """{id: (path, col, mtime_ns)} of these pictures, read in one statement (so from one
