@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -284,6 +285,7 @@ def main() -> None:
     ap.add_argument("--parts", nargs="+", default=["cli", "serve", "index"])
     args = ap.parse_args()
     run = Run("bench_search_latency.py")
+    run.command = "python benchmarks/bench_search_latency.py " + shlex.join(sys.argv[1:])
     trees = {"old": args.old.resolve(), "new": ROOT}
     extra = {"PAMIR_EMBEDDINGS": "1"}
     # the parts not run this time are kept from the last run (each part's figures say when)
