@@ -14,10 +14,14 @@ A model knows only the T words it was trained on. A query word w outside them go
    weighted by its similarity ('bird -> parrot 0.71, eagle 0.66'). A word with none above the
    floor stays unknown, and is reported as such.
 
-The model is loaded once per process (`embedder()`), the vocabulary's embeddings once per
-vocabulary: they are cached in a folder (an index's or a model's) under a name keyed by a hash
-of the model and the vocabulary, written atomically. If the model cannot be loaded (the
-packages are not installed), unknown words are refused with the reason, never a crash.
+A text's embedding is looked up first in the lexicon of precomputed embeddings of frequent
+English words and ImageNet class names (pamir.lexicon, built once per machine by `pamir index`;
+`embed`): the model is loaded only for a text outside it, so that most searches import neither
+torch nor sentence-transformers. The model is loaded once per process (`embedder()`), the
+vocabulary's embeddings once per vocabulary: they are cached in a folder (an index's or a
+model's) under a name keyed by a hash of the model and the vocabulary, written atomically. If
+the model cannot be loaded (the packages are not installed), unknown words are refused with the
+reason, never a crash.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import lexicon as _lexicon
 from .storage import atomic_write
 
 #: The packaged model and the library that runs it.
@@ -217,6 +222,21 @@ def embedder() -> Embedder:
         return _embedder
 
 
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """(n, dim) unit rows of texts: looked up in the lexicon of precomputed embeddings
+    (pamir.lexicon) where it holds them, the model loaded and run only for the others."""
+    texts = [str(t) for t in texts]
+    lex = _lexicon.lexicon()
+    rows = [lex.get(t) if lex is not None else None for t in texts]
+    todo = [t for t, r in zip(texts, rows) if r is None]
+    if todo or not texts:
+        computed = iter(embedder().encode(todo))
+        rows = [r if r is not None else next(computed) for r in rows]
+    if not texts:
+        return embedder().encode([])
+    return np.stack(rows)
+
+
 def vocabulary_hash(vocabulary: Sequence[str]) -> str:
     h = hashlib.blake2b(digest_size=8)
     h.update(MODEL_NAME.encode())
@@ -271,7 +291,7 @@ class Bridge:
                         return self._E
                 except (OSError, ValueError):
                     pass  # a damaged cache is recomputed
-            E = embedder().encode([display_text(w) for w in self.vocabulary])
+            E = embed([display_text(w) for w in self.vocabulary])
             if path is not None:
                 buf = io.BytesIO()
                 np.save(buf, E, allow_pickle=False)
@@ -288,6 +308,7 @@ class Bridge:
         if not self.use_model:
             return None
         try:
+            _lexicon.lexicon()  # read once, out of a query's path too
             self.vocabulary_embeddings()
             embedder().encode(["warm"])
         except EmbeddingUnavailable as e:
@@ -297,7 +318,7 @@ class Bridge:
     def similarities(self, texts: Sequence[str]) -> np.ndarray:
         """(n, T) cosine similarities of texts to the vocabulary words."""
         E = self.vocabulary_embeddings()
-        return embedder().encode(list(texts)) @ E.T
+        return embed(texts) @ E.T
 
     def nearest(self, text: str) -> tuple[list[tuple[int, float]], str]:
         """([(vocabulary index, similarity)], note): `neighbours` by position (a name list
@@ -386,5 +407,5 @@ def class_probability_scores(logits: np.ndarray, classes: Sequence[tuple[int, fl
 
 __all__ = ["Bridge", "EmbeddingUnavailable", "Embedder", "FLOOR", "Inflections", "NEIGHBOURS",
            "CLASS_FLOOR", "CLASS_MIX", "class_bridge", "class_probabilities",
-           "class_probability_scores", "embedder", "imagenet_class_names",
+           "class_probability_scores", "embed", "embedder", "imagenet_class_names",
            "lemmas", "model_installed", "vocabulary_hash"]

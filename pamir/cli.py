@@ -7,12 +7,14 @@ import json
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from . import config
-from .data import DataError, load_collection
 from .commands.common import fail
-from .protocol import Protocol
+
+# Every command line imports this module and mounts every command (for the help and the
+# dispatch), so what it and the command modules import at the top is paid by all of them,
+# `pamir search` and `pamir --help` included: the heavy parts (scipy, scikit-learn, numba,
+# torch, the models) are imported inside the commands that use them.
 
 app = typer.Typer(help="Retrieve pictures from text queries (PAMIR).", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -36,6 +38,11 @@ def dataset_stats(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """The protocol statistics of train / valid / test, as TPAMI Table I."""
+    from rich.table import Table  # noqa: PLC0415
+
+    from .data import DataError, load_collection  # noqa: PLC0415
+    from .protocol import Protocol  # noqa: PLC0415
+
     try:
         stats = Protocol(load_collection(data), seed=seed).stats()
     except (DataError, ValueError) as e:

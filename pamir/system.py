@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import config
+from .config import DEFAULT_REPRESENTATIONS
 from .data import Collection
 from .evaluation import evaluate_model, evaluate_text_space, query_scores
 from .features import FeatureSettings, collection_features
@@ -408,11 +409,7 @@ def save_keeping_previous(system: System, path) -> Path:
 
 # ------------------------------------------------------------------------------ training
 
-#: The representations `pamir fit` chooses among on validation when none is named, in order
-#: (the first wins a tie); those the model cannot read are left out. A combination's second
-#: part is tried at each of COMBINATION_WEIGHTS.
-DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms",
-                           "cnn+cnn-lite1+cnn-lite2+visterms")
+# DEFAULT_REPRESENTATIONS (pamir.config): the representations `pamir fit` chooses among.
 COMBINATION_WEIGHTS = (0.5, 1.0)
 #: Combinations of three or more parts are tried at these weights only (each point costs a
 #: PAMIR fit on 18,000 to 24,000 dimensions): on Corel 5k cnn+cnn-lite2+visterms gave

@@ -10,8 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # scipy is imported by the functions that build matrices: a query needs none
+    import scipy.sparse as sp
 
 #: A short English stop-word list for free-text captions; keywords columns are not filtered.
 STOP_WORDS = frozenset(
@@ -36,6 +40,8 @@ def split_keywords(text: str) -> list[str]:
 
 def idf(Y: sp.spmatrix) -> np.ndarray:
     """idf_i = -log(r_i) from an (n x T) presence matrix; words never seen get the largest idf."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
     Y = sp.csr_matrix(Y)
     n = max(Y.shape[0], 1)
     df = np.asarray((Y > 0).sum(axis=0)).ravel().astype(np.float64)
@@ -44,6 +50,8 @@ def idf(Y: sp.spmatrix) -> np.ndarray:
 
 def text_vectors(B: sp.spmatrix, idf_weights: np.ndarray, tf: bool = False) -> sp.csr_matrix:
     """L2-normalised (binary or tf) x idf rows of an (n x T) word-count matrix, float32 CSR."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
     B = sp.csr_matrix(B, dtype=np.float64)
     if not tf:
         B.data = np.ones_like(B.data)
@@ -55,6 +63,8 @@ def text_vectors(B: sp.spmatrix, idf_weights: np.ndarray, tf: bool = False) -> s
 
 def bag_of_words(docs: Sequence[Sequence[str]], word_index: dict[str, int]) -> sp.csr_matrix:
     """(n x T) counts of the in-vocabulary words of each document; other words are ignored."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
     rows, cols = [], []
     for i, doc in enumerate(docs):
         for w in doc or ():
@@ -72,6 +82,8 @@ def query_vector(word_ids: Iterable[int], idf_weights: np.ndarray) -> np.ndarray
     """The (T,) float32 query vector of a bag of vocabulary word ids: presence x idf, L2
     normalised (TPAMI §III-A); all zeros for an empty bag. The one home of query vectors:
     the System, the index and the evaluation build theirs here or with text_vectors."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
     ids = sorted(set(int(t) for t in word_ids))
     B = sp.csr_matrix((np.ones(len(ids)), (np.zeros(len(ids), int), ids)),
                       shape=(1, len(idf_weights)))

@@ -13,6 +13,10 @@ def feature_cache_of_the_session(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     if "PAMIR_CACHE" not in os.environ:
         mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("feature-cache")))
+    # No lexicon of word embeddings (pamir.lexicon): `pamir index` would embed 50,000 words in
+    # each session's fresh cache. Words are mapped by the model, as without one;
+    # tests/test_lexicon.py builds small lexicons of its own.
+    mp.setenv("PAMIR_LEXICON_WORDS", "0")
     yield
     mp.undo()
 

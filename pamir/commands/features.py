@@ -12,10 +12,7 @@ from rich.console import Console
 
 from .. import config
 from ..data import DataError, load_collection
-from ..features import FeatureSettings, iter_blocks
-from ..features.registry import make_representation
-from ..features.collection import colour_codebook_for, training_pictures
-from ..features.settings import JOBS
+from ..features.settings import JOBS, FeatureSettings
 
 app = typer.Typer(help="Visual features: blocks, LBP and colour histograms, visterms, CNN.",
                   no_args_is_help=True)
@@ -82,6 +79,8 @@ def extract(
 
 
 def _extract_cnn(paths, name: str, jobs: int, cache_dir, as_json: bool) -> dict:
+    from ..features.registry import make_representation  # noqa: PLC0415 - see cli.py
+
     from ..features.cnn import CNNSettings  # torch, onnxruntime: on demand
 
     rep = make_representation(name, cnn_settings=CNNSettings(n_jobs=jobs), cache_dir=cache_dir,
@@ -97,6 +96,9 @@ def _extract_cnn(paths, name: str, jobs: int, cache_dir, as_json: bool) -> dict:
 
 
 def _extract_blocks(collection, paths, jobs: int, cache_dir, as_json: bool) -> dict:
+    from ..features import iter_blocks  # noqa: PLC0415 - see cli.py
+    from ..features.collection import colour_codebook_for, training_pictures  # noqa: PLC0415
+
     settings = FeatureSettings()
     t0 = time.perf_counter()
     codebook = colour_codebook_for(collection, training_pictures(collection), settings,

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import config
 from ..data import DataError, load_captions_table
@@ -174,6 +173,9 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
            workers, scheduler, compact):
     """index_command's work: (report, status)."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
+                               TextColumn, TimeElapsedColumn)
+
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
     with index, _batch_runner(workers, scheduler, model, fingerprint, system,
                               bool(index.classes)) as (transform, default_batch), \
@@ -193,22 +195,38 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
             raise typer.Exit(130) from None
         if compact:
             index.compact()
-        _prepare_class_words(index)
+        bar.stop()
+        _prepare_word_mapping(index)
         return report, index.status()
 
 
-def _prepare_class_words(index: Index) -> None:
-    """Embed the ImageNet classes' descriptions once per machine (into the feature cache),
-    here rather than in the first search that needs them (tens of seconds on 2 cores)."""
-    words = index.class_words
-    if words is None or not embeddings_enabled() or words.bridge.cache_file is None \
-            or words.bridge.cache_file.exists():
+def _prepare_word_mapping(index: Index) -> None:
+    """Make now, not on a query's path, what `pamir search` maps words outside the
+    vocabulary with: this machine's lexicon of word embeddings (pamir.lexicon; once per
+    machine, about a minute), the embeddings of this index's vocabulary (once per vocabulary,
+    cached in the index folder) and of the ImageNet classes' descriptions (pamir.zeroshot;
+    once per machine, in the feature cache, about 40 s). Nothing when the lexicon or the
+    mapping is turned off, or the model is not installed (queries then work as before)."""
+    from .. import lexicon  # noqa: PLC0415
+    from ..bridge import EmbeddingUnavailable, model_installed  # noqa: PLC0415
+    from ..index import embeddings_enabled  # noqa: PLC0415
+
+    if not embeddings_enabled() or lexicon.lexicon_size() == 0 or not model_installed()[0]:
         return
-    with console.status("preparing ImageNet's words for search (once per machine)"):
-        why = words.warm()
-    if why:
-        console.print(f"[yellow]words outside ImageNet's table will not be searchable:"
-                      f"[/yellow] {escape(why)}", markup=True)
+    try:
+        if lexicon.missing():
+            console.print(f"building the lexicon of word embeddings for this machine, once "
+                          f"({lexicon.lexicon_size():,} words, about a minute): "
+                          f"{lexicon.lexicon_dir()}")
+            lexicon.build()
+        if index.vocabulary:  # the zero-caption system's index has none
+            index.bridge.vocabulary_embeddings()
+        if index.class_words is not None and not index.class_words.bridge.cache_file.exists():
+            with console.status("embedding ImageNet's class descriptions, once per machine"):
+                index.class_words.bridge.vocabulary_embeddings()
+    except EmbeddingUnavailable as e:
+        console.print(f"[yellow]words outside the vocabulary cannot be mapped:[/yellow] "
+                      f"{escape(str(e))}", markup=True)
 
 
 @contextlib.contextmanager
@@ -298,6 +316,13 @@ QUERY_HELP = ('words, e.g. "tiger grass"; -word excludes, word^2 or 2:word weigh
               'in:FOLDER keeps pictures under a folder (docs/usage.md, "Queries")')
 
 
+#: `pamir search` answers one query and exits. Scoring every picture with numpy (about 3 ms a
+#: query word at 1,000,000 pictures, benchmarks/results/index.md) costs far less than
+#: importing and loading the exact top-k kernels (numba: 0.4 s and more), up to indexes of
+#: this size; `pamir serve`, which answers many queries, keeps the kernels. Same answers.
+NUMPY_SEARCH_UP_TO = 10_000_000
+
+
 def search_command(
     query: str = typer.Argument("", help=QUERY_HELP, show_default=False),
     index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
@@ -332,7 +357,8 @@ def search_command(
         try:
             q = index.parse_query(query, mapping=mapping)
             hits = index.search(q, k, floor=floor, sort=_sort_name(sort),
-                                folders=(q.folders + list(folder)) if folder else None)
+                                folders=(q.folders + list(folder)) if folder else None,
+                                method="brute" if len(index) <= NUMPY_SEARCH_UP_TO else "auto")
         except QueryError as e:
             if as_json:
                 print(json.dumps({"query": query, "error": str(e), "unknown": e.unknown}))

@@ -16,18 +16,15 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from .. import config
+from ..config import DEFAULT_REPRESENTATIONS
 from ..data import DataError, load_collection
-from ..evaluation.trec import write_qrels, write_run
-from ..features import FeatureSettings
-from ..features.registry import parse_name
-from ..models import MODELS, model_class
-from ..models.base import check_replaceable
-from ..selection import grid_points, model_grid
-from ..system import DEFAULT_REPRESENTATIONS, System, evaluate_system, fit_system
+from ..features.settings import FeatureSettings
 from .common import console, fail
+
+# The models, features and evaluation (scipy, scikit-learn, numba, torch) are imported by the
+# commands that use them, not here: every `pamir` command line mounts this module (cli.py).
 
 SPLITS = ("test", "valid", "train", "development")
 METRICS = (("avgp", "AvgP"), ("bep", "BEP"), ("p10", "P10"))
@@ -90,6 +87,12 @@ def fit_command(
 ):
     """Train a system: features on the training pictures, the representation and the model's
     parameters chosen on validation."""
+    from ..features.registry import parse_name  # noqa: PLC0415
+    from ..models import MODELS  # noqa: PLC0415
+    from ..models.base import check_replaceable  # noqa: PLC0415
+    from ..selection import model_grid  # noqa: PLC0415
+    from ..system import fit_system  # noqa: PLC0415
+
     if model not in MODELS:
         fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     params = parse_params(param)
@@ -134,6 +137,8 @@ def _cluster(workers, scheduler):
 
 
 def print_fit_summary(system, output: Path, seconds: float) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
     info = system.info
     table = Table(title=f"{output}: {info['model']} on {info['data']}")
     table.add_column("")
@@ -176,6 +181,11 @@ def evaluate_command(
 ):
     """AvgP, BEP and P10 of a trained system on a split's queries, overall and per subset
     (single/multi-word, easy/difficult, unseen: TPAMI Tables IX-XII)."""
+    from rich.table import Table  # noqa: PLC0415
+
+    from ..evaluation.trec import write_qrels, write_run  # noqa: PLC0415
+    from ..system import System, evaluate_system  # noqa: PLC0415
+
     data, split = parse_on(on)
     try:
         # the block cache makes a second evaluation of the same pictures cheap
@@ -211,6 +221,9 @@ def evaluate_command(
 def models_description() -> dict:
     """{kind: {"input", "params": {name: default}, "grid": {name: values} or a list of
     sub-grids, "points": grid points}} of every model kind."""
+    from ..models import MODELS, model_class  # noqa: PLC0415
+    from ..selection import grid_points, model_grid  # noqa: PLC0415
+
     out = {}
     for kind in MODELS:
         cls = model_class(kind)
@@ -227,6 +240,8 @@ def models_description() -> dict:
 def models_command(as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Every model kind: what it reads, its parameters with their defaults, and the
     validation grid `pamir fit` searches (fix a parameter with --param to drop it)."""
+    from rich.table import Table  # noqa: PLC0415
+
     described = models_description()
     if as_json:
         print(json.dumps(described, indent=2, default=list))

@@ -4,7 +4,17 @@ from .metrics import (annotation_metrics, average_precision, interpolated_precis
                       precision_at, r_precision, ranking_metrics)
 from .retrieval import (Evaluation, evaluate_model, evaluate_text_space,
                         mean_average_precision, query_scores)
-from .significance import wilcoxon
+
+
+def __getattr__(name: str):
+    # the significance tests import scipy.stats (about a second): only when asked for, so
+    # that `pamir index` (through pamir.system and pamir.selection) does not pay for it
+    if name == "wilcoxon":
+        from .significance import wilcoxon  # noqa: PLC0415
+
+        return wilcoxon
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "annotation_metrics", "average_precision", "interpolated_precision", "precision_at",

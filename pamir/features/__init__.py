@@ -7,14 +7,27 @@ Pictures -> (images) RGB -> (blocks) 77 blocks x (59 LBP + 50 colour counts) -> 
 scaled, nearest of K codewords -> tf-idf bag, L2-normalised (scipy.sparse CSR).
 """
 
-from .blobs import load_blobs
-from .blocks import block_grid, block_histograms
-from .collection import collection_features, corel5k_features
-from .colour import ColourCodebook
-from .extract import BlockSet, extract_blocks, iter_blocks
-from .images import ImageError, decode_rgb, load_rgb
-from .pipeline import PictureVisterms, VisualPipeline
-from .settings import SCALINGS, FeatureSettings
+import importlib
+
+#: Where each name lives: imported on first use (PEP 562), so that `pamir.features.settings`
+#: and the `pamir` command's help do not pay for numba, scipy and OpenCV.
+_HOMES = {
+    "load_blobs": "blobs", "block_grid": "blocks", "block_histograms": "blocks",
+    "collection_features": "collection", "corel5k_features": "collection",
+    "ColourCodebook": "colour", "BlockSet": "extract", "extract_blocks": "extract",
+    "iter_blocks": "extract", "ImageError": "images", "decode_rgb": "images",
+    "load_rgb": "images", "PictureVisterms": "pipeline", "VisualPipeline": "pipeline",
+    "SCALINGS": "settings", "FeatureSettings": "settings",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BlockSet", "ColourCodebook", "FeatureSettings", "ImageError", "PictureVisterms", "SCALINGS",

@@ -353,6 +353,27 @@ def onnx_path(model: str) -> Path:
     return config.default_cache_dir() / "onnx" / name
 
 
+def classifier(model: str) -> tuple[np.ndarray, np.ndarray]:
+    """The ImageNet classifier of `model`: W (1,280 x 1,000) and b, float32. Read from the
+    .pth with torch once, then from its copy beside the exported trunk (importing torch
+    costs about 1.5 s of a `pamir index` that finds one new picture)."""
+    path = onnx_path(model).with_name(f"efficientnet-{model}-{weights_digest(model)[:16]}"
+                                      "-classifier.npz")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            weight, bias = z["weight"], z["bias"]
+    except (OSError, ValueError, KeyError):  # not copied yet (or damaged): from the .pth
+        state = _load_state(model)
+        weight, bias = state["_fc.weight"].numpy(), state["_fc.bias"].numpy()
+        buffer = io.BytesIO()
+        np.savez(buffer, weight=weight, bias=bias)
+        try:
+            atomic_write(path, lambda f: f.write(buffer.getvalue()))
+        except OSError as e:  # a read-only cache: read the .pth each time
+            log.warning("could not cache %s (%s)", path, e)
+    return weight.T.astype(np.float32), bias.astype(np.float32)
+
+
 def export_onnx(model: str) -> bytes:
     """The trunk (with its pooling) as an ONNX graph with dynamic batch, height and width."""
     import torch
@@ -813,9 +834,7 @@ class CNNRepresentation:
         (with `flip`, the logits of picture and mirror averaged)."""
         P, ok, reasons = self.pooled(paths)
         if self._fc is None:
-            state = _load_state(self.settings.model)
-            self._fc = (state["_fc.weight"].numpy().T.astype(np.float32),
-                        state["_fc.bias"].numpy().astype(np.float32))
+            self._fc = classifier(self.settings.model)
         W, b = self._fc
         logits = P[:, :CHANNELS] @ W + b
         logits[~ok] = 0.0

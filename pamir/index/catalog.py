@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 #: 2: the score matrix in shards with sorted lists (`meta.shards`); 1: one matrix file
 #: (`meta.matrix`, `meta.capacity`), still read, and upgraded when opened for writing.
 SCHEMA_VERSION = 2
@@ -161,9 +163,13 @@ class Catalog:
 
     @contextmanager
     def transaction(self):
-        """Commit what is done inside, or roll all of it back."""
+        """Commit what is done inside, or roll all of it back. Every commit is counted in
+        meta `commits`: a number that names one committed state, under which readers may keep
+        a copy of what they read of it (Index's columns file)."""
         with self._conn:
             yield
+            self._conn.execute("INSERT INTO meta VALUES ('commits', '1') ON CONFLICT (key) DO "
+                               "UPDATE SET value = CAST(value AS INTEGER) + 1")
 
     @contextmanager
     def snapshot(self):
@@ -203,9 +209,24 @@ class Catalog:
             sql, args = sql + " WHERE state = ?", (state,)
         return [_picture(r) for r in self._conn.execute(sql + " ORDER BY id", args)]
 
-    def live_columns(self) -> list[tuple[int, int]]:
-        """(column, id) of every picture with scores."""
-        return self._conn.execute("SELECT col, id FROM pictures WHERE state = 'ok'").fetchall()
+    def live_columns(self) -> np.ndarray:
+        """(n, 2) int64: (column, id) of every picture with scores. Every reader (each
+        `pamir search`) reads them all: SQLite joins them into one string that numpy parses,
+        from the column index alone (a picture has a column exactly when its state is 'ok'),
+        about a quarter of the time of fetching 1,000,000 rows as Python tuples."""
+        (text,) = self._conn.execute("SELECT group_concat(col || ' ' || id, ' ') FROM pictures "
+                                     "WHERE col IS NOT NULL").fetchone()
+        if not text:
+            return np.zeros((0, 2), dtype=np.int64)
+        return np.fromstring(text, dtype=np.int64, sep=" ").reshape(-1, 2)
+
+    def column_extent(self) -> tuple[int, int]:
+        """(pictures with scores, their largest column; -1 if none), from the column index."""
+        # two statements: together, SQLite reads every entry for max() too (3x slower)
+        (n,) = self._conn.execute("SELECT count(*) FROM pictures WHERE col IS NOT NULL"
+                                  ).fetchone()
+        (last,) = self._conn.execute("SELECT max(col) FROM pictures").fetchone()
+        return int(n), -1 if last is None else int(last)
 
     def hits_of(self, ids: Iterable[int]) -> dict[int, tuple[str, int | None, int]]:
         """{id: (path, col, mtime_ns)} of these pictures, read in one statement (so from one

@@ -43,7 +43,6 @@ from pathlib import Path
 import numpy as np
 
 from ..storage import fsync_dir
-from . import topk
 
 #: The smallest matrix, in columns: growing by doubling from here keeps copies rare.
 MIN_CAPACITY = 1024
@@ -333,6 +332,8 @@ class ScoreMatrix:
         score, brute force on tails and on segments without bounds; "scan": the fused
         brute-force scan everywhere; "ta": the threshold algorithm without giving up (for
         tests)."""
+        from . import topk  # noqa: PLC0415 - numba: imported by the first query that needs it
+
         q = np.asarray(q, dtype=np.float32).ravel()
         if q.shape != (self.T,):
             raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
