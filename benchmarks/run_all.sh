@@ -52,3 +52,4 @@ run benchmarks/bench_dask.py --rounds 2            # pamir index / fit on a Dask
 run benchmarks/bench_dask.py --cnn-only            #   ... the CNN extraction of fit --workers
 run benchmarks/bench_scale_training.py             # PAMIR trained from 1M pictures on disk
 run benchmarks/bench_reliability.py                # load, kills, hostile input (15 min)
+run benchmarks/bench_zero_caption.py                # search with no captions, and what captions add
