@@ -6,7 +6,6 @@ a viewer's marks are refused by the server, saying an editor's token is needed.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -19,21 +18,12 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from pamir.server import create_app  # noqa: E402
 from pamir.server.sharing import Sharing  # noqa: E402
 from test_browser import browser, wait  # noqa: E402, F401 - the module's Chromium fixture
-from test_server_sharing import TOKENS, serve  # noqa: E402
+from test_server_sharing import TOKENS, indexed_with_model, serve  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    from pamir.index import Index
-    from test_server import FakeSystem, build_index
-
-    os.environ["PAMIR_EMBEDDINGS"] = "0"
-    system = FakeSystem()
-    root = tmp_path_factory.mktemp("browser-sharing")
-    index_dir = build_index(root, system)
-    model_dir = system.save(root / "model")
-    with Index.open(index_dir, writable=True) as ix:
-        ix.set_model(model_dir, "fake")
+    index_dir, model_dir, system = indexed_with_model(tmp_path_factory.mktemp("browser-sharing"))
     app = create_app(index_dir, model_dir, system=system, sharing=Sharing(dict(TOKENS)),
                      warm_mapping=False)
     yield from serve(app)

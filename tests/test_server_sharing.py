@@ -83,18 +83,23 @@ def serve(app):
         thread.join(10)
 
 
-@pytest.fixture(scope="module")
-def index_and_model(tmp_path_factory):
+def indexed_with_model(root):
+    """(index folder, model folder, system): the stand-in system saved, and an index of the
+    generated pictures that names it as its model."""
     from pamir.index import Index
 
     os.environ["PAMIR_EMBEDDINGS"] = "0"
     system = FakeSystem()
-    root = tmp_path_factory.mktemp("sharing")
     index_dir = build_index(root, system)
     model_dir = system.save(root / "model")
     with Index.open(index_dir, writable=True) as ix:
         ix.set_model(model_dir, "fake")
     return index_dir, model_dir, system
+
+
+@pytest.fixture(scope="module")
+def index_and_model(tmp_path_factory):
+    return indexed_with_model(tmp_path_factory.mktemp("sharing"))
 
 
 @pytest.fixture(scope="module")

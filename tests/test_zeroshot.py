@@ -10,30 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from typer.testing import CliRunner
 
 import pamir.commands.product as product
 from pamir import zeroshot
 from pamir.bridge import imagenet_class_names
-from pamir.cli import app
 from pamir.index import Index
+from test_product import run
 from test_server import FakeEmbedder, FakeSystem, make_pictures, use_fake_embedder
-
-runner = CliRunner()
-
 
 @pytest.fixture(autouse=True)
 def no_embedding_model(monkeypatch):
     """The table and inflections only, unless a test maps words (test_bridge runs the real
     model; embedding 1,000 class descriptions would take a test half a minute)."""
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
-
-
-def run(*args, ok=True):
-    r = runner.invoke(app, [str(a) for a in args])
-    if ok:
-        assert r.exit_code == 0, r.output + repr(r.exception)
-    return r
 
 
 def test_the_table_is_wordnet_over_imagenet():
