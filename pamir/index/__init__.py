@@ -219,7 +219,8 @@ class Index:
         Catalog.create(tmp, {
             "vocabulary": list(vocabulary),
             "idf": idf.tolist(),
-            "stop_words": sorted(stop_words),
+            # a stop word that is a vocabulary word is searchable ("detail" in Corel 5k)
+            "stop_words": sorted(set(stop_words) - set(vocabulary)),
             "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
             "model_fingerprint": fingerprint,
             "classes": list(classes),

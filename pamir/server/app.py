@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
+from ..features.images import ImageError, open_image
 from ..index import Index, IndexDirError, QueryError, embeddings_enabled, index_transform
 from ..storage import atomic_write_bytes
 from ..text import top_words
@@ -248,7 +249,7 @@ def _check_picture_size(data: bytes) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as im:
+            with open_image(data) as im:  # HEIC, AVIF, RAW too
                 w, h = im.size
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise HTTPException(400, f"picture refused: {e}") from None
@@ -453,7 +454,7 @@ class _State:
         if out.is_file():
             return out
         try:
-            with Image.open(p.path) as im:
+            with open_image(Path(p.path).read_bytes()) as im:  # HEIC, AVIF, RAW too
                 im = ImageOps.exif_transpose(im)
                 im.thumbnail((size, size))
                 buf = io.BytesIO()
@@ -461,7 +462,7 @@ class _State:
         except FileNotFoundError:
             raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` "
                                      "again") from None
-        except (UnidentifiedImageError, OSError) as e:
+        except (UnidentifiedImageError, OSError, ImageError) as e:
             raise HTTPException(422, f"picture {p.id} cannot be decoded ({e})") from None
         atomic_write_bytes(out, buf.getvalue())  # a reader never sees half a thumbnail
         return out

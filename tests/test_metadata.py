@@ -1,0 +1,166 @@
+"""Keywords, captions and dates read from the pictures' own files (pamir.metadata), written
+into real JPEG, PNG and HEIC files by a real writer: exiftool, as people's tools do."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pamir.data import caption_sources, load_collection, load_folder
+from pamir.metadata import MAX_XMP_BYTES, read_metadata
+
+pytestmark = pytest.mark.skipif(shutil.which("exiftool") is None,
+                                reason="exiftool not installed (.ci/run installs it)")
+
+
+def picture(path: Path, colour=(200, 40, 40), size=(24, 32)) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    a = np.zeros((*size, 3), np.uint8)
+    a[:] = colour
+    if path.suffix.lower() == ".heic":
+        import pillow_heif
+
+        pillow_heif.register_heif_opener()
+    Image.fromarray(a).save(path)
+    return path
+
+
+def exiftool(path: Path, *tags: str) -> Path:
+    subprocess.run(["exiftool", "-q", "-q", "-overwrite_original", *tags, str(path)],
+                   check=True)
+    return path
+
+
+@pytest.mark.parametrize("tags, words, source", [
+    (["-IPTC:Keywords=tiger", "-IPTC:Keywords=tall grass"], ("tiger", "tall", "grass"),
+     "IPTC Keywords"),
+    (["-XMP-dc:Subject=tiger", "-XMP-dc:Subject=water"], ("tiger", "water"), "XMP dc:subject"),
+    (["-XMP-lr:HierarchicalSubject=Animals|Birds|Peacock"], ("animals", "birds", "peacock"),
+     "XMP lr:hierarchicalSubject"),
+    (["-XMP-digiKam:TagsList=Places/Paris"], ("places", "paris"), "XMP digiKam:TagsList"),
+    (["-XPKeywords=sun;blue sky"], ("sun", "blue", "sky"), "EXIF XPKeywords"),
+    (["-ImageDescription=A frog, called Bob."], ("frog", "bob"), "EXIF ImageDescription"),
+    (["-XMP-dc:Description=An albino peahen."], ("albino", "peahen"), "XMP dc:description"),
+    (["-IPTC:Caption-Abstract=Brown horses."], ("brown", "horses"), "IPTC Caption-Abstract"),
+])
+def test_each_embedded_field_of_a_jpeg(tmp_path, tags, words, source):
+    p = exiftool(picture(tmp_path / "a.jpg"), *tags)
+    meta = read_metadata(p)
+    assert meta.caption == words and meta.source == source and not meta.notes
+
+
+def test_png_and_heic_carry_xmp_and_exif(tmp_path):
+    png = exiftool(picture(tmp_path / "b.png"), "-XMP-dc:Subject=rose",
+                   "-XMP-photoshop:DateCreated=2018-05-01T09:00:00")
+    heic = exiftool(picture(tmp_path / "c.heic"), "-XMP-dc:Subject=snow",
+                    "-DateTimeOriginal=2017:01:02 03:04:05")
+    assert read_metadata(png).caption == ("rose",)
+    assert read_metadata(png).taken == "2018-05-01T09:00:00"
+    assert read_metadata(png).taken_from == "XMP photoshop:DateCreated"
+    m = read_metadata(heic)
+    assert (m.caption, m.taken, m.taken_from) == (("snow",), "2017-01-02T03:04:05",
+                                                  "EXIF DateTimeOriginal")
+
+
+def test_dates_exif_with_offset_then_xmp_then_file_date(tmp_path):
+    p = exiftool(picture(tmp_path / "a.jpg"), "-DateTimeOriginal=2019:07:14 10:31:00",
+                 "-OffsetTimeOriginal=+02:00", "-XMP-photoshop:DateCreated=2001-01-01")
+    assert read_metadata(p).taken == "2019-07-14T10:31:00+02:00"
+    q = picture(tmp_path / "b.jpg")
+    import os
+
+    os.utime(q, (1_500_000_000, 1_500_000_000))
+    m = read_metadata(q)
+    assert m.taken_from == "file date" and m.taken.startswith("2017-07-1")
+
+
+def test_sidecars_win_over_embedded_fields_and_come_in_order(tmp_path):
+    p = exiftool(picture(tmp_path / "a.jpg"), "-IPTC:Keywords=embedded")
+    assert read_metadata(p).source == "IPTC Keywords"
+    google = tmp_path / "a.jpg.json"
+    google.write_text('{"title": "a.jpg", "description": "A red kite."}')
+    assert read_metadata(p).caption == ("red", "kite")
+    assert read_metadata(p).source == "sidecar NAME.EXT.json"
+    subprocess.run(["exiftool", "-q", "-q", "-XMP-dc:Subject=lightroom", "-o",
+                    str(tmp_path / "a.xmp"), str(p)], check=True)
+    assert read_metadata(p).caption == ("lightroom",)
+    assert read_metadata(p).source == "sidecar NAME.xmp"
+    darktable = tmp_path / "a.jpg.xmp"
+    subprocess.run(["exiftool", "-q", "-q", "-XMP-dc:Subject=darktable", "-o", str(darktable),
+                    str(p)], check=True)
+    assert read_metadata(p).caption == ("darktable",)
+    assert read_metadata(p).source == "sidecar NAME.EXT.xmp"
+    before = read_metadata(p).sidecars
+    darktable.write_text(darktable.read_text().replace("darktable", "edited"))
+    assert read_metadata(p).caption == ("edited",) and read_metadata(p).sidecars != before
+
+
+def test_a_table_wins_over_sidecars_and_unlisted_pictures_stay_uncaptioned(tmp_path):
+    p = exiftool(picture(tmp_path / "a.jpg"), "-IPTC:Keywords=embedded")
+    exiftool(picture(tmp_path / "b.jpg"), "-IPTC:Keywords=bee")
+    (tmp_path / "t.tsv").write_text("path\tkeywords\na.jpg\ttable\n")
+    coll = load_collection(tmp_path / "t.tsv")
+    assert dict(zip(coll.ids, coll.captions)) == {"a.jpg": ("table",), "b.jpg": None}
+    assert read_metadata(p).caption == ("embedded",)
+
+
+def write_packet(path: Path, packet: bytes) -> Path:
+    """A PNG whose XMP is exactly `packet` (an iTXt chunk, as exiftool writes it)."""
+    from PIL import PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", packet.decode("latin-1"))
+    Image.new("RGB", (8, 8)).save(path, pnginfo=info)
+    return path
+
+
+BOMB = b"""<?xml version="1.0"?>
+<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">
+<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;"><!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">
+<!ENTITY e "&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;"><!ENTITY f "&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;">
+<!ENTITY g "&f;&f;&f;&f;&f;&f;&f;&f;&f;&f;"><!ENTITY h "&g;&g;&g;&g;&g;&g;&g;&g;&g;&g;">]>
+<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF
+ xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description
+ xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:subject><rdf:Bag><rdf:li>&h;</rdf:li>
+</rdf:Bag></dc:subject></rdf:Description></rdf:RDF></x:xmpmeta>"""
+
+
+def test_hostile_xmp_is_uncaptioned_with_a_note(tmp_path):
+    # exiftool itself refuses to write these: the packets are put there by hand
+    bomb = write_packet(tmp_path / "bomb.png", BOMB)
+    broken = write_packet(tmp_path / "broken.png", b"<x:xmpmeta><rdf:RDF>\xff\xfe not xml")
+    for p in (bomb, broken):
+        m = read_metadata(p)
+        assert m.caption is None and m.notes and "XMP not readable" in m.notes[0]
+    assert "EntitiesForbidden" in read_metadata(bomb).notes[0]
+    # a 100 MB sidecar (sparse: no time spent writing it) is not even read
+    ok = exiftool(picture(tmp_path / "ok.jpg"), "-IPTC:Keywords=kept")
+    huge = tmp_path / "ok.jpg.xmp"
+    with open(huge, "wb") as f:
+        f.write(b"<x:xmpmeta>")
+        f.truncate(100 << 20)
+    m = read_metadata(ok)
+    assert m.caption == ("kept",) and f"over the {MAX_XMP_BYTES:,}" in m.notes[0]
+    # a bomb in a sidecar: the embedded keywords still count
+    huge.write_bytes(BOMB)
+    assert read_metadata(ok).caption == ("kept",)
+
+
+def test_a_folder_without_a_table(tmp_path):
+    exiftool(picture(tmp_path / "pics" / "2019" / "a.jpg"), "-IPTC:Keywords=tiger")
+    exiftool(picture(tmp_path / "pics" / "b.png"), "-XMP-dc:Subject=rose")
+    picture(tmp_path / "pics" / "c.jpg")
+    write_packet(tmp_path / "pics" / "d.png", BOMB)
+    coll = load_folder(tmp_path / "pics")
+    assert dict(zip(coll.ids, coll.captions)) == {
+        "2019/a.jpg": ("tiger",), "b.png": ("rose",), "c.jpg": None, "d.png": None}
+    assert caption_sources(coll) == ("2 of 4 pictures captioned: 1 IPTC Keywords, "
+                                     "1 XMP dc:subject")
+    assert any("d.png" in w for w in coll.warnings)
+    words = load_folder(tmp_path / "pics", folder_words=True)
+    assert words.captions[words.ids.index("2019/a.jpg")] == ("tiger", "2019")
