@@ -164,3 +164,96 @@ def test_a_folder_without_a_table(tmp_path):
     assert any("d.png" in w for w in coll.warnings)
     words = load_folder(tmp_path / "pics", folder_words=True)
     assert words.captions[words.ids.index("2019/a.jpg")] == ("tiger", "2019")
+
+
+# ------------------------------------------------------------------------- the index
+def dated_pictures(root: Path) -> dict[str, Path]:
+    """Red JPEGs taken on different days (EXIF), their files' dates all equal."""
+    import os
+
+    out = {}
+    for name, when, tags in (("a", "2019:07:14 10:31:00", ["-IPTC:Keywords=tiger"]),
+                             ("b", "2019:06:01 08:00:00", ["-XMP-dc:Subject=grass"]),
+                             ("c", "2018:12:31 23:59:59", []),
+                             ("d", "2019:08:31 20:00:00", ["-IPTC:Keywords=water"])):
+        p = exiftool(picture(root / f"{name}.jpg"), f"-DateTimeOriginal={when}", *tags)
+        os.utime(p, ns=(1_600_000_000 * 10**9, 1_600_000_000 * 10**9))
+        out[name] = p
+    return out
+
+
+def test_index_keeps_captions_and_dates_and_sees_sidecar_changes(tmp_path):
+    from pamir.index import Index
+    from test_server import FakeSystem
+
+    system = FakeSystem()
+    pics = dated_pictures(tmp_path / "pics")
+    with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
+        report = ix.update([tmp_path / "pics"], system.transform_paths)
+        assert report.added == 4 and report.captioned == 3
+        by_name = {Path(p.path).name: p for p in ix.pictures()}
+        assert by_name["a.jpg"].caption == ("tiger",)
+        assert by_name["a.jpg"].source == "IPTC Keywords"
+        assert by_name["b.jpg"].taken == "2019-06-01T08:00:00"
+        assert by_name["c.jpg"].caption is None
+
+        def names(query, **kw):
+            return [Path(h.path).name for h in ix.search(query, 10, **kw)]
+
+        # every picture is red: equal scores, so the order is the dates' (mtimes are equal)
+        assert names("red sort:oldest") == ["c.jpg", "b.jpg", "a.jpg", "d.jpg"]
+        assert names("red sort:date") == ["d.jpg", "a.jpg", "b.jpg", "c.jpg"]
+        assert sorted(names("red date:2019")) == ["a.jpg", "b.jpg", "d.jpg"]
+        assert names("red date:2019-07") == ["a.jpg"]
+        assert names("red date:2019-06..2019-07 sort:oldest") == ["b.jpg", "a.jpg"]
+        assert names("red date:2019-06-02..2019-08-31 -sky sort:date floor:-5") == [
+            "d.jpg", "a.jpg"]
+        assert names("red date:2019-06-02.. in:nowhere") == []
+        hit = ix.search("red date:2019-07", 1)[0]
+        assert (hit.taken, hit.caption) == ("2019-07-14T10:31:00", ["tiger"])
+
+        # a sidecar written beside a: its caption wins, its vector is kept (not recomputed)
+        subprocess.run(["exiftool", "-q", "-q", "-XMP-dc:Subject=cat", "-o",
+                        str(pics["a"]) + ".xmp", str(pics["a"])], check=True)
+        report = ix.update([tmp_path / "pics"], system.transform_paths)
+        assert (report.recaptioned, report.changed, report.added) == (1, 0, 0)
+        a = [p for p in ix.pictures() if p.path.endswith("a.jpg")][0]
+        assert (a.caption, a.source) == (("cat",), "sidecar NAME.EXT.xmp")
+        assert ix.update([tmp_path / "pics"], system.transform_paths).recaptioned == 0
+        Path(str(pics["a"]) + ".xmp").unlink()
+        assert ix.update([tmp_path / "pics"], system.transform_paths).recaptioned == 1
+        a = [p for p in ix.pictures() if p.path.endswith("a.jpg")][0]
+        assert a.caption == ("tiger",)
+
+
+def test_search_shows_dates_and_captions_cli_and_api(tmp_path, monkeypatch):
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    import pamir.commands.product as product
+    from pamir.cli import app
+    from pamir.server import create_app
+    from test_server import FakeSystem
+
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+    system = FakeSystem()
+    monkeypatch.setattr(product, "load_system", lambda path: system)
+    (tmp_path / "model").mkdir()
+    dated_pictures(tmp_path / "pics")
+    runner = CliRunner()
+    r = runner.invoke(app, ["index", str(tmp_path / "model"), str(tmp_path / "pics"),
+                            "--index", str(tmp_path / "ix")])
+    assert r.exit_code == 0 and "captions: 3 of the pictures read" in r.output, r.output
+    r = runner.invoke(app, ["search", "red date:2019-07", "--index", str(tmp_path / "ix")])
+    assert r.exit_code == 0 and r.stdout.split("  ")[-2:] == [
+        "2019-07-14", f"{tmp_path / 'pics' / 'a.jpg'}\ttiger\n"], r.stdout
+    r = runner.invoke(app, ["search", "red date:2019-13", "--index", str(tmp_path / "ix")])
+    assert r.exit_code != 0 and "no such date" in r.output
+    with TestClient(create_app(tmp_path / "ix", system=system)) as c:
+        body = c.get("/api/search", params={"q": "red sort:oldest date:2019"}).json()
+        assert [(h["name"], h["taken"][:10], h["caption"]) for h in body["hits"]] == [
+            ("b.jpg", "2019-06-01", ["grass"]), ("a.jpg", "2019-07-14", ["tiger"]),
+            ("d.jpg", "2019-08-31", ["water"])]
+        assert body["options"]["dates"] == [["2019-01-01", "2019-12-31"]]
+        one = c.get(f"/api/pictures/{body['hits'][0]['id']}").json()
+        assert one["caption_source"] == "XMP dc:subject" and one["taken"].startswith("2019-06")

@@ -1,5 +1,9 @@
 """Folder synchronisation: bring an index in line with the pictures under some folders.
 
+Each new or changed file's caption and date are read from its own files (pamir.metadata:
+sidecars, IPTC/XMP/EXIF), a captions table's caption winning; an unchanged file whose sidecars
+changed (or whose metadata was never read) has them read again, its vector kept.
+
 Unchanged files (same size and mtime) are skipped; files whose bytes are already indexed
 (renamed, copied, touched) reuse their vector; the others go through the system's transform in
 batches, each committed, so an interrupted update resumes where it stopped. Pictures that
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data import IMAGE_SUFFIXES
+from ..metadata import read_metadata, sidecar_signature
 from .catalog import IndexDirError, Picture
 
 if TYPE_CHECKING:  # annotations only: the facade imports this module
@@ -52,6 +57,9 @@ class UpdateReport:
     removed: int = 0
     unchanged: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    recaptioned: int = 0  # unchanged pictures whose caption or date was read again
+    captioned: int = 0    # pictures added or read again that have a caption
+    notes: list[str] = field(default_factory=list)  # metadata that could not be read
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -155,9 +163,11 @@ class _Sync:
                 self.report.unchanged += 1
                 if old.state == "failed":
                     self.report.failed.append((path, old.reason or UNKNOWN_REASON))
+                self.refresh_metadata(old, captions)
                 continue
             entry = {"path": path, "size": size, "mtime_ns": mtime_ns, "hash": None,
-                     "caption": captions.get(path), "changed": old is not None}
+                     "changed": old is not None}
+            self.fill_metadata(entry, captions)
             if size in known_sizes:
                 if not self.fill_hash(entry):
                     continue
@@ -190,6 +200,28 @@ class _Sync:
             else:
                 rest.append(e)
         return rest
+
+    def fill_metadata(self, entry: dict, captions: dict[str, Sequence[str]]) -> None:
+        """The entry's caption (a table's, else its files'), source, date and sidecars."""
+        meta = read_metadata(entry["path"])
+        table = captions.get(entry["path"])
+        entry.update(caption=tuple(table) if table else meta.caption,
+                     source="captions table" if table else meta.source,
+                     taken=meta.taken, sidecars=meta.sidecars)
+        self.report.notes += meta.notes
+        self.report.captioned += bool(entry["caption"])
+
+    def refresh_metadata(self, old: Picture, captions: dict[str, Sequence[str]]) -> None:
+        """Read an unchanged picture's metadata again when a sidecar changed, appeared or
+        went, when a table gives it another caption, or when it was never read."""
+        table = captions.get(old.path)
+        if (old.sidecars is not None and old.sidecars == sidecar_signature(old.path)
+                and (table is None or tuple(table) == old.caption)):
+            return
+        entry = {"path": old.path}
+        self.fill_metadata(entry, captions)
+        self.index.set_metadata(old.id, entry)
+        self.report.recaptioned += 1
 
     def fill_hash(self, entry: dict) -> bool:
         """Fill entry["hash"]; a file that cannot be read is recorded and reported (False)."""

@@ -123,7 +123,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
 
     @app.get("/api/search", summary="Pictures ranked for a text query")
     def search(q: str = Query(..., description="a query: words, -word, word^2, \"a phrase\", "
-                                                "floor:X, sort:date, in:FOLDER"),
+                                                "floor:X, sort:date, in:FOLDER, date:2019-07"),
                k: int = Query(24, ge=1, le=MAX_K, description="how many pictures"),
                floor: float | None = Query(None, description="leave out scores under this"),
                sort: str | None = Query(None, pattern="^(score|date|newest|oldest)$"),
@@ -139,7 +139,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                             **({"sort": _sort(sort)} if sort else {}),
                             "folders": query.folders + folder},
                 "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}/similar",
              summary="More like this: the pictures nearest to an indexed picture")
@@ -149,7 +149,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
         hits = index.similar(index.vector(p.id), k, exclude=[p.id], folders=folder)
         return {"like": _hit_json(p.id, p.path, None), "space": "text",
                 "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
 
     @app.post("/api/similar", summary="More like this for an uploaded picture (the raw file "
                                       "as body), through the model",
@@ -160,12 +160,13 @@ def create_app(index_dir, model_dir=None, *, system=None,
         z = state.annotate_bytes(data)
         hits = index.similar(z, k)
         return {"space": "text", "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}", summary="A picture of the index and its keywords")
     def picture(picture_id: int, k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
         p = _picture(index, picture_id)
-        return {**_hit_json(p.id, p.path, None), "caption": list(p.caption or ()),
+        return {**_hit_json(p.id, p.path, None, p.taken, p.caption),
+                "caption_source": p.source,
                 "keywords": _keywords(index.vector(p.id), index, k)}
 
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
@@ -286,12 +287,16 @@ def _shown(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def _hit_json(pid: int, path: str, score: float | None) -> dict:
+def _hit_json(pid: int, path: str, score: float | None, taken: str | None = None,
+              caption=None) -> dict:
     path = _shown(path)
     d = {"id": pid, "name": os.path.basename(path), "path": path,
          "thumbnail": f"/api/pictures/{pid}/thumbnail"}
     if score is not None:
         d["score"] = score
+    # the date taken (pamir.metadata) and the caption from a table or the picture's files
+    d["taken"] = taken
+    d["caption"] = list(caption or ())
     return d
 
 
