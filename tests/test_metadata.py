@@ -257,3 +257,47 @@ def test_search_shows_dates_and_captions_cli_and_api(tmp_path, monkeypatch):
         assert body["options"]["dates"] == [["2019-01-01", "2019-12-31"]]
         one = c.get(f"/api/pictures/{body['hits'][0]['id']}").json()
         assert one["caption_source"] == "XMP dc:subject" and one["taken"].startswith("2019-06")
+
+
+def test_free_text_captions_lose_stop_words_and_single_letters(tmp_path):
+    from pamir.index import Index
+
+    for name, text in (("frog", "A frog."),
+                       ("peahen", "An albino peahen (a female peafowl, or peacock)."),
+                       ("kite", "A kite is called a bird; the word means you used it. X")):
+        exiftool(picture(tmp_path / "pics" / f"{name}.jpg"), f"-ImageDescription={text}")
+    coll = load_folder(tmp_path / "pics")
+    words = {w for c in coll.captions for w in c}
+    assert words == {"frog", "albino", "peahen", "female", "peafowl", "peacock", "kite", "bird",
+                     "word"}
+    # a stop word that is a vocabulary word (Corel 5k's "detail") stays searchable
+    with Index.create(tmp_path / "ix", ["detail", "frog"], np.ones(2)) as ix:
+        assert ix.parse_query("the detail").words == ["detail"]
+
+
+def test_an_index_from_before_dates_is_read_then_upgraded(tmp_path):
+    import sqlite3
+
+    from pamir.index import Index
+    from test_server import FakeSystem
+
+    system = FakeSystem()
+    dated_pictures(tmp_path / "pics")
+    with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
+        ix.update([tmp_path / "pics"], system.transform_paths)
+    conn = sqlite3.connect(tmp_path / "ix" / "catalog.sqlite")
+    with conn:  # what schema 2 wrote: no metadata columns, no captions read from files
+        for c in ("taken", "source", "sidecars"):
+            conn.execute(f"ALTER TABLE pictures DROP COLUMN {c}")
+        conn.execute("UPDATE pictures SET caption = NULL")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.close()
+    with Index.open(tmp_path / "ix") as old:
+        hits = old.search("red sort:oldest", 4)
+        assert len(hits) == 4 and all(h.taken is None for h in hits)
+        assert old.search("red date:2019", 4) == []  # no dates read yet
+    with Index.open(tmp_path / "ix", writable=True) as ix:
+        report = ix.update([tmp_path / "pics"], system.transform_paths)
+        assert (report.recaptioned, report.changed, report.added) == (4, 0, 0)
+        assert [h.path[-5:] for h in ix.search("red sort:oldest", 4)] == [
+            "c.jpg", "b.jpg", "a.jpg", "d.jpg"]
