@@ -301,3 +301,30 @@ def test_an_index_from_before_dates_is_read_then_upgraded(tmp_path):
         assert (report.recaptioned, report.changed, report.added) == (4, 0, 0)
         assert [h.path[-5:] for h in ix.search("red sort:oldest", 4)] == [
             "c.jpg", "b.jpg", "a.jpg", "d.jpg"]
+
+
+def test_pamir_fit_folder_learns_what_pamir_fit_table_does(tmp_path):
+    """The same pictures and words, once in a table and once in the pictures themselves
+    (XMP dc:subject, written by exiftool into the PNGs): the same model, array for array."""
+    from typer.testing import CliRunner
+
+    from conftest import fit_argv, model_arrays, reliability_pictures
+    from pamir.cli import app
+
+    table = reliability_pictures(tmp_path / "pics", n=24, seed=5, size=(32, 40))
+    rows = [line.split("\t") for line in table.read_text().splitlines()[1:]]
+    args = []
+    for name, words in rows:
+        args += [*(f"-XMP-dc:Subject={w}" for w in words.split()), "-q", "-q",
+                 "-overwrite_original", str(tmp_path / "pics" / name), "-execute"]
+    (tmp_path / "args").write_text("\n".join(args) + "\n")
+    subprocess.run(["exiftool", "-q", "-q", "-@", str(tmp_path / "args")], check=True)
+    runner = CliRunner()
+    r = runner.invoke(app, list(map(str, fit_argv(table, tmp_path / "m-table"))))
+    assert r.exit_code == 0, r.output
+    table.rename(tmp_path / "captions.tsv")  # a folder with no table
+    r = runner.invoke(app, list(map(str, fit_argv(tmp_path / "pics", tmp_path / "m-folder"))))
+    assert r.exit_code == 0, r.output
+    assert "24 of 24 pictures captioned: 24 XMP dc:subject" in r.output
+    a, b = model_arrays(tmp_path / "m-table"), model_arrays(tmp_path / "m-folder")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
