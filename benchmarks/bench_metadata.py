@@ -15,7 +15,7 @@ minutes of both cores. Features are cached by picture content: the second fit re
 first's.
 
 Index: `pamir index MODEL FOLDER --rebuild` with this checkout (metadata read) and with the
-commit before it (`--old`, a `git archive` of it under /tmp), alternated, three rounds each,
+commit before it (`--old`, a `git archive` of it under /tmp), alternated, five rounds each,
 on the same warm feature cache: the cost that remains is hashing, scoring, the catalogue,
 and, new, the metadata read. Also the metadata read alone, per picture, and exiftool's
 (the alternative reader) over the same folder.
@@ -148,7 +148,7 @@ def old_checkout(commit: str) -> Path:
     return target
 
 
-def index_rounds(model: Path, old: Path, rounds: int = 3) -> dict:
+def index_rounds(model: Path, old: Path, rounds: int = 5) -> dict:
     times = {"old": [], "new": []}
     pamir(["index", model, WORK / "pictures", "--index", WORK / "ix-warm", "--rebuild"])
     for _ in range(rounds):

@@ -28,13 +28,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from defusedxml import ElementTree as SafeET
-from PIL import Image, IptcImagePlugin
+from PIL import Image, IptcImagePlugin, UnidentifiedImageError
 
 from .text import STOP_WORDS, split_keywords, tokenize
 
@@ -110,52 +111,53 @@ class _Fields:
         return None, None
 
 
-def sidecar_paths(path: str | Path) -> list[Path]:
-    """The sidecars a picture may have, most specific first, those that exist."""
-    p = Path(path)
-    candidates = [p.with_name(p.name + ".xmp"), p.with_name(p.name + ".XMP"),
-                  p.with_suffix(".xmp"), p.with_suffix(".XMP"),
-                  p.with_name(p.name + ".json"),
-                  p.with_name(p.name + ".supplemental-metadata.json")]
-    seen, found = set(), []
-    for c in candidates:
+def _sidecar_stats(path: str) -> list[tuple[str, os.stat_result]]:
+    """The sidecars a picture has, most specific first, with their stat: one stat call per
+    candidate name, plain strings (this runs for every picture of every `pamir index`)."""
+    base = os.path.splitext(path)[0]
+    found, seen = [], set()
+    for c in (path + ".xmp", path + ".XMP", base + ".xmp", base + ".XMP", path + ".json",
+              path + ".supplemental-metadata.json"):
         try:
-            st = c.stat()
-        except OSError:
+            st = os.stat(c)
+        except (OSError, ValueError):
             continue
         key = (st.st_dev, st.st_ino)  # NAME.xmp and NAME.XMP on a case-insensitive disk
-        if key not in seen and c.is_file():
+        if stat.S_ISREG(st.st_mode) and key not in seen:
             seen.add(key)
-            found.append(c)
+            found.append((c, st))
     return found
+
+
+def sidecar_paths(path: str | Path) -> list[Path]:
+    """The sidecars a picture has, most specific first."""
+    return [Path(c) for c, _ in _sidecar_stats(os.fspath(path))]
+
+
+def _signature(stats: list[tuple[str, os.stat_result]]) -> str:
+    return "|".join(f"{os.path.basename(c)}:{st.st_size}:{st.st_mtime_ns}" for c, st in stats)
 
 
 def sidecar_signature(path: str | Path) -> str:
     """Names, sizes and mtimes of the picture's sidecars: changes when one is written,
     added or removed."""
-    parts = []
-    for s in sidecar_paths(path):
-        try:
-            st = s.stat()
-        except OSError:
-            continue
-        parts.append(f"{s.name}:{st.st_size}:{st.st_mtime_ns}")
-    return "|".join(parts)
+    return _signature(_sidecar_stats(os.fspath(path)))
 
 
 def read_metadata(path: str | Path, stop_words=STOP_WORDS) -> PictureMetadata:
     """The caption, its source and the date taken of one picture (see the module's doc).
     Never raises for what a file holds: problems become notes."""
     path = Path(path)
-    out = PictureMetadata(sidecars=sidecar_signature(path))
+    stats = _sidecar_stats(os.fspath(path))
+    out = PictureMetadata(sidecars=_signature(stats))
     sidecars = []
-    for s in sidecar_paths(path):
-        fields = _read_sidecar(s, out.notes)
+    for s, st in stats:
+        fields = _read_sidecar(Path(s), st.st_size, out.notes)
         sidecars.append(fields)
         if out.caption is None:
             caption, source = fields.caption(stop_words)
             if caption:
-                out.caption, out.source = caption, f"sidecar {_sidecar_kind(path, s)}"
+                out.caption, out.source = caption, f"sidecar {_sidecar_kind(path, Path(s))}"
     embedded = _read_embedded(path, out.notes)
     if out.caption is None:
         out.caption, out.source = embedded.caption(stop_words)
@@ -180,9 +182,9 @@ def _sidecar_kind(picture: Path, sidecar: Path) -> str:
 
 
 # ------------------------------------------------------------------------------- sidecars
-def _read_capped(path: Path, limit: int, notes: list[str]) -> bytes | None:
+def _read_capped(path: Path, size: int, limit: int, notes: list[str]) -> bytes | None:
+    """The file's bytes, unless its size (from the stat already made) is over the limit."""
     try:
-        size = path.stat().st_size
         if size > limit:
             notes.append(f"{path}: {size:,} bytes, over the {limit:,} read for metadata; "
                          "ignored")
@@ -194,10 +196,10 @@ def _read_capped(path: Path, limit: int, notes: list[str]) -> bytes | None:
         return None
 
 
-def _read_sidecar(path: Path, notes: list[str]) -> _Fields:
+def _read_sidecar(path: Path, size: int, notes: list[str]) -> _Fields:
     fields = _Fields()
     if path.suffix.lower() == ".json":
-        data = _read_capped(path, MAX_JSON_BYTES, notes)
+        data = _read_capped(path, size, MAX_JSON_BYTES, notes)
         if data is None:
             return fields
         try:
@@ -208,7 +210,7 @@ def _read_sidecar(path: Path, notes: list[str]) -> _Fields:
         if isinstance(rec, dict) and isinstance(rec.get("description"), str):
             fields.texts.append(("Google Takeout description", rec["description"]))
         return fields
-    data = _read_capped(path, MAX_XMP_BYTES, notes)
+    data = _read_capped(path, size, MAX_XMP_BYTES, notes)
     if data is not None:
         _parse_xmp(data, str(path), fields, notes)
     return fields
@@ -281,6 +283,9 @@ def _read_embedded(path: Path, notes: list[str]) -> _Fields:
                     xmp = xmp.encode("utf-8", "surrogatepass")
                 if xmp:
                     _parse_xmp(xmp, f"{path} (embedded XMP)", fields, notes)
+    except UnidentifiedImageError:
+        pass  # a RAW Pillow does not know (RAF, ORF): no embedded fields read, sidecars are;
+        # a file that is no picture at all is reported by the decoder, once
     except Exception as e:  # noqa: BLE001 - an unreadable header: no metadata, a note
         notes.append(f"{path}: metadata not readable ({type(e).__name__}: {e})")
     return fields
