@@ -1,8 +1,10 @@
 """Folder synchronisation: bring an index in line with the pictures under some folders.
 
 Each new or changed file's caption and date are read from its own files (pamir.metadata:
-sidecars, IPTC/XMP/EXIF), a captions table's caption winning; an unchanged file whose sidecars
-changed (or whose metadata was never read) has them read again, its vector kept.
+sidecars, IPTC/XMP/EXIF), a captions table's caption winning, in a thread while the model
+computes the batch (the model's work is mostly numpy, hashing and file reads, which let the
+thread run); an unchanged file whose sidecars changed (or whose metadata was never read) has
+them read again, its vector kept.
 
 Unchanged files (same size and mtime) are skipped; files whose bytes are already indexed
 (renamed, copied, touched) reuse their vector; the others go through the system's transform in
@@ -25,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,8 +117,8 @@ def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
     captions = {str(Path(k).resolve()): v for k, v in (captions or {}).items()}
     known = {p.path: p for p in index.pictures()}
 
-    sync = _Sync(index)
-    todo = sync.changed_files(on_disk, known, captions)
+    sync = _Sync(index, captions)
+    todo = sync.changed_files(on_disk, known)
     vanished = {p.path: p for p in known.values()
                 if p.path not in on_disk and _under(p.path, folders)}
     todo = sync.reuse_vectors(todo, vanished)
@@ -124,13 +127,15 @@ def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
     batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
     map_batches = getattr(transform, "map_batches", None)
     if map_batches is None:
-        for k, batch in enumerate(batches):
-            sync.compute(batch, transform)
-            if progress:
-                progress(min((k + 1) * batch_size, len(todo)), len(todo))
+        with ThreadPoolExecutor(1, thread_name_prefix="pamir-metadata") as reader:
+            for k, batch in enumerate(batches):
+                sync.compute(batch, transform, reader.submit(sync.read_batch_metadata, batch))
+                if progress:
+                    progress(min((k + 1) * batch_size, len(todo)), len(todo))
         return sync.report
     done = 0
     for k, result in map_batches([[e["path"] for e in b] for b in batches]):
+        sync.read_batch_metadata(batches[k])  # the workers compute; this process waits anyway
         sync.commit(batches[k], result)
         done += len(batches[k])
         if progress:
@@ -145,12 +150,13 @@ def _under(path: str, folders: Sequence[Path]) -> bool:
 class _Sync:
     """One update's steps, sharing the index and the report."""
 
-    def __init__(self, index: Index):
+    def __init__(self, index: Index, captions: dict[str, Sequence[str]]):
         self.index = index
+        self.captions = captions  # {resolved path: a table's caption}
         self.report = UpdateReport()
 
-    def changed_files(self, on_disk: dict[str, tuple[int, int]], known: dict[str, Picture],
-                      captions: dict[str, Sequence[str]]) -> list[dict]:
+    def changed_files(self, on_disk: dict[str, tuple[int, int]], known: dict[str, Picture]
+                      ) -> list[dict]:
         """Entries (path, stat, hash if known yet, caption) of the files that need work."""
         # Only a file with the size of an indexed picture can hold the same bytes: hash those
         # now (rename, copy, touch); the others are hashed with their batch, just before the
@@ -163,15 +169,15 @@ class _Sync:
                 self.report.unchanged += 1
                 if old.state == "failed":
                     self.report.failed.append((path, old.reason or UNKNOWN_REASON))
-                self.refresh_metadata(old, captions)
+                self.refresh_metadata(old)
                 continue
             entry = {"path": path, "size": size, "mtime_ns": mtime_ns, "hash": None,
                      "changed": old is not None}
-            self.fill_metadata(entry, captions)
             if size in known_sizes:
                 if not self.fill_hash(entry):
                     continue
                 if old is not None and old.hash == entry["hash"] and old.state == "ok":
+                    self.fill_metadata(entry)
                     self.index.touch(old.id, entry)  # same bytes, new mtime
                     self.report.unchanged += 1
                     continue
@@ -192,34 +198,40 @@ class _Sync:
             elif vanished_by_hash.get(e["hash"]):
                 twin = vanished_by_hash[e["hash"]].pop()
                 del vanished[twin.path]
+                self.fill_metadata(e)
                 self.index.move(twin.id, e)
                 self.report.renamed += 1
             elif (same := self.index.same_bytes(e["hash"], e["path"])) is not None:
+                self.fill_metadata(e)
                 self.index.add([e], self.index.vector(same, classes=True)[None, :])
                 self.report.copied += 1
             else:
                 rest.append(e)
         return rest
 
-    def fill_metadata(self, entry: dict, captions: dict[str, Sequence[str]]) -> None:
+    def read_batch_metadata(self, batch: list[dict]) -> None:
+        for entry in batch:
+            self.fill_metadata(entry)
+
+    def fill_metadata(self, entry: dict) -> None:
         """The entry's caption (a table's, else its files'), source, date and sidecars."""
         meta = read_metadata(entry["path"])
-        table = captions.get(entry["path"])
+        table = self.captions.get(entry["path"])
         entry.update(caption=tuple(table) if table else meta.caption,
                      source="captions table" if table else meta.source,
                      taken=meta.taken, sidecars=meta.sidecars)
         self.report.notes += meta.notes
         self.report.captioned += bool(entry["caption"])
 
-    def refresh_metadata(self, old: Picture, captions: dict[str, Sequence[str]]) -> None:
+    def refresh_metadata(self, old: Picture) -> None:
         """Read an unchanged picture's metadata again when a sidecar changed, appeared or
         went, when a table gives it another caption, or when it was never read."""
-        table = captions.get(old.path)
+        table = self.captions.get(old.path)
         if (old.sidecars is not None and old.sidecars == sidecar_signature(old.path)
                 and (table is None or tuple(table) == old.caption)):
             return
         entry = {"path": old.path}
-        self.fill_metadata(entry, captions)
+        self.fill_metadata(entry)
         self.index.set_metadata(old.id, entry)
         self.report.recaptioned += 1
 
@@ -237,13 +249,15 @@ class _Sync:
         self.index.add_failed(entry, reason)
         self.report.failed.append((entry["path"], reason))
 
-    def compute(self, batch: list[dict], transform: Transform) -> None:
-        """Run the model on a batch and commit it: the good pictures with their vectors, the
-        others with the transform's reason (no second decode to find out why)."""
-        batch = [e for e in batch if e["hash"] is not None or self.fill_hash(e)]
-        if not batch:
-            return
-        self.commit(batch, transform([e["path"] for e in batch]))
+    def compute(self, batch: list[dict], transform: Transform, metadata: Future) -> None:
+        """Run the model on a batch and commit it, once `metadata` (the batch's metadata,
+        read meanwhile) is done: the good pictures with their vectors, the others with the
+        transform's reason (no second decode to find out why)."""
+        readable = [e for e in batch if e["hash"] is not None or self.fill_hash(e)]
+        result = transform([e["path"] for e in readable]) if readable else None
+        metadata.result()
+        if readable:
+            self.commit(readable, result)
 
     def commit(self, batch: list[dict], result: tuple) -> None:
         """Commit a batch's (Z, ok, reasons[, hashes]): hashes, computed where the batch ran
