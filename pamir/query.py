@@ -235,9 +235,10 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
         weight = min(weight, MAX_WEIGHT)
         if m.group("sign") == "-":
             weight = -weight
-        words = tokenize(raw, stop)
+        # one-letter words are kept: a vocabulary may hold them, else they are reported unknown
+        words = tokenize(raw, stop, min_length=1)
         if not words:
-            out.stop_only += tokenize(raw, ())
+            out.stop_only += tokenize(raw, (), min_length=1)
             continue
         if weight == 0:
             continue

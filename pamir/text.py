@@ -43,12 +43,14 @@ STOP_WORDS = _english_stop_words() | frozenset(
 _TOKEN = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
 
 
-def tokenize(text: str, stop_words: Iterable[str] | None = STOP_WORDS) -> list[str]:
-    """Lower-case words of `text`, punctuation split off, stop words and one-character
-    tokens ("a", the "s" of "peacock's" typed with another apostrophe) removed, order kept."""
+def tokenize(text: str, stop_words: Iterable[str] | None = STOP_WORDS,
+             min_length: int = 2) -> list[str]:
+    """Lower-case words of `text`, punctuation split off, stop words and tokens shorter than
+    min_length (captions: one-character tokens, "a" or the "s" of "peacock's" typed with
+    another apostrophe) removed, order kept."""
     stop = frozenset(stop_words or ())
     return [w for w in (m.group(0).lower() for m in _TOKEN.finditer(text))
-            if len(w) > 1 and w not in stop]
+            if len(w) >= min_length and w not in stop]
 
 
 def split_keywords(text: str) -> list[str]:

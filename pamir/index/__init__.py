@@ -853,13 +853,14 @@ class Index:
         return report
 
 
-def _date_key(row: tuple) -> str:
-    """A hit's date as sortable text: the wall-clock time it was taken (offsets left out:
-    the clock of the place it was taken), else its file's date."""
+def _date_key(row: tuple) -> tuple[str, int]:
+    """A hit's date, sortable: the wall-clock time it was taken (offsets left out: the clock
+    of the place it was taken), else its file's date; then the file's mtime in ns (within a
+    second, and for files with no date read)."""
     path, col, mtime_ns, taken, caption = row
     if taken:
-        return taken[:19]
-    return datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%dT%H:%M:%S")
+        return taken[:19], mtime_ns
+    return datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%dT%H:%M:%S"), mtime_ns
 
 
 def _standard(s: np.ndarray) -> np.ndarray:
