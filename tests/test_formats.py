@@ -15,6 +15,13 @@ from pamir.features.images import ImageError, decode_rgb, displayed_size, regist
 RED = (220, 30, 30)
 
 
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    """The server would load the real word-embedding model in the background otherwise, and
+    could set it while a later test stands in a fake one."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
 def heic_bytes(size=(48, 32)) -> bytes:
     register_formats()
     buf = io.BytesIO()

@@ -18,6 +18,12 @@ pytestmark = pytest.mark.skipif(shutil.which("exiftool") is None,
                                 reason="exiftool not installed (.ci/run installs it)")
 
 
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    """Words outside the vocabulary stay unknown; the server loads no embedding model."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
 def picture(path: Path, colour=(200, 40, 40), size=(24, 32)) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     a = np.zeros((*size, 3), np.uint8)
