@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = frozenset(
     ".jpg .jpeg .png .gif .bmp .tif .tiff .webp .ppm .pgm .pbm".split()
+    # HEIC/HEIF/AVIF (pillow-heif) and camera RAW (rawpy): pamir.features.images
+    + ".heic .heif .avif .dng .cr2 .nef .arw .raf .orf".split()
 )
 PATH_COLUMNS = ("path", "file", "filename", "image", "picture")
 KEYWORD_COLUMNS = ("keywords", "tags", "labels", "words")
@@ -48,6 +50,9 @@ class Collection:
     splits: list[str]
     #: Problems that did not stop loading (empty captions...), one "file:line: what" each.
     warnings: list[str] = field(default_factory=list)
+    #: Where each caption came from, for a folder read without a table ("IPTC Keywords",
+    #: "sidecar NAME.xmp"...; None: uncaptioned); empty for tables and Corel 5k.
+    sources: list[str | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -324,9 +329,58 @@ def _add_unlisted_pictures(coll: Collection, base: Path) -> None:
                 coll.splits.append("")
 
 
-def load_collection(spec: str | Path, **kwargs) -> Collection:
-    """A data set by name ("corel5k", "corel5k:/path/to/folder") or a captions table path."""
+# --------------------------------------------------------------------- folders, no table
+def load_folder(folder: str | Path, *, folder_words: bool = False,
+                stop_words=STOP_WORDS) -> Collection:
+    """Every picture under `folder`, captioned by what its files say (pamir.metadata:
+    sidecars, then IPTC/XMP/EXIF keywords, then free-text descriptions); pictures with none
+    are uncaptioned. folder_words: the names of the folders between `folder` and the
+    picture are caption words too (off by default: "DCIM", "100CANON", "2019-07" or
+    "export" say nothing of what a picture shows, and every picture of a folder would share
+    them, so the model would learn folders, not content)."""
+    from .metadata import read_metadata  # noqa: PLC0415
+
+    root = Path(folder).resolve()
+    if not root.is_dir():
+        raise DataError(f"{folder}: not a folder; give a folder of pictures or a captions table")
+    coll = Collection(root.name, root, [], [], [], [])
+    for path in sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES
+                       and not any(part.startswith(".") for part in
+                                   p.relative_to(root).parts) and p.is_file()):
+        meta = read_metadata(path, stop_words)
+        coll.warnings += meta.notes
+        caption, source = meta.caption, meta.source
+        if folder_words:
+            extra = split_keywords(" ".join(path.relative_to(root).parts[:-1]))
+            if extra:
+                caption = tuple(dict.fromkeys((caption or ()) + tuple(extra)))
+                source = f"{source} + folder names" if source else "folder names"
+        coll.ids.append(str(path.relative_to(root)))
+        coll.paths.append(path)
+        coll.captions.append(caption)
+        coll.splits.append("")
+        coll.sources.append(source if caption else None)
+    if not coll.ids:
+        raise DataError(f"{folder}: no pictures found (looked for "
+                        f"{', '.join(sorted(IMAGE_SUFFIXES))})")
+    return coll  # the notes are in coll.warnings: `pamir fit` prints them
+
+
+def caption_sources(coll: Collection) -> str:
+    """"812 of 1,000 pictures captioned: 700 IPTC Keywords, 112 sidecar NAME.xmp" (a
+    picture whose keywords sit in several fields counts under each)."""
+    counts = Counter(part for s in coll.sources if s for part in s.split(" + "))
+    parts = ", ".join(f"{n:,} {s}" for s, n in counts.most_common())
+    return (f"{sum(1 for s in coll.sources if s):,} of {len(coll):,} pictures captioned"
+            + (f": {parts}" if parts else " (no keywords in their files or sidecars)"))
+
+
+def load_collection(spec: str | Path, *, folder_words: bool = False, **kwargs) -> Collection:
+    """A data set by name ("corel5k", "corel5k:/path/to/folder"), a captions table path, or
+    a folder of pictures whose files carry their keywords (`load_folder`)."""
     spec = str(spec)
     if spec == "corel5k" or spec.startswith("corel5k:"):
         return load_corel5k(spec.partition(":")[2] or None)
+    if Path(spec).is_dir():
+        return load_folder(spec, folder_words=folder_words, **kwargs)
     return load_captions_table(spec, **kwargs)

@@ -6,7 +6,9 @@
     "polar bear"                a phrase: one concept, mapped as a whole when not all of
                                 its words are in the vocabulary
     floor:0.5                   drop pictures scoring under 0.5 (an empty answer is allowed)
-    sort:date  sort:oldest      order the hits by file date, newest (or oldest) first
+    sort:date  sort:oldest      order the hits by the date taken, newest (or oldest) first
+    date:2019  date:2019-07     only pictures taken that year, month or day (2019-07-14);
+    date:2019-06..2019-08       a closed range of them (either end may be left open)
     in:holidays  in:/abs/path   only pictures under a folder (a path component, or a prefix)
 
 `parse(text)` gives a ParsedQuery (terms and options); `resolve(parsed, vocabulary, idf,
@@ -21,8 +23,10 @@ with a negative weight, and the index scores z . q exactly, negative entries inc
 
 from __future__ import annotations
 
+import calendar
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -43,7 +47,7 @@ MAX_WEIGHT = 100.0
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _TOKEN = re.compile(
     r'\s*(?:'
-    r'(?P<opt>(?:floor|min|sort|in|folder)):(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
+    r'(?P<opt>(?:floor|min|sort|in|folder|date)):(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
     r'|(?P<sign>[-+])?(?:(?P<pre>' + _NUMBER + r'):)?'
     r'(?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"^]+))'
     r'(?:\^(?P<post>' + _NUMBER + r'))?'
@@ -73,6 +77,7 @@ class ParsedQuery:
     sort: str = "score"       # "score", "newest" or "oldest"
     folders: list[str] = field(default_factory=list)
     stop_only: list[str] = field(default_factory=list)  # words dropped as stop words
+    dates: list[tuple[str, str]] = field(default_factory=list)  # closed ("YYYY-MM-DD", ...)
 
 
 @dataclass
@@ -132,6 +137,8 @@ class Query:
     #: much of the class part's standardised score is mixed with the words'
     class_terms: list[tuple[float, np.ndarray]] = field(default_factory=list)
     class_mix: float = 0.0
+    #: date: filters, closed ranges of days ("2019-06-01", "2019-08-31"); any of them
+    dates: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def searchable(self) -> bool:
@@ -147,7 +154,8 @@ class Query:
         return [m.as_dict() for m in self.matches]
 
     def options_json(self) -> dict:
-        return {"floor": self.floor, "sort": self.sort, "folders": self.folders}
+        return {"floor": self.floor, "sort": self.sort, "folders": self.folders,
+                "dates": [list(d) for d in self.dates]}
 
 
 def _number(text: str, what: str) -> float:
@@ -158,6 +166,43 @@ def _number(text: str, what: str) -> float:
     if not np.isfinite(x):
         raise QuerySyntaxError(f"{what}: {text!r} is not a finite number")
     return x
+
+
+_DAY = re.compile(r"(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
+
+
+def _day(text: str, end: bool) -> str:
+    """"2019" / "2019-07" / "2019-07-14" -> its first (or, end, its last) day."""
+    m = _DAY.match(text.strip())
+    if not m:
+        raise QuerySyntaxError(f"date:{text}: write a year, a month or a day: 2019, 2019-07, "
+                               "2019-07-14, or a range 2019-06..2019-08")
+    y, mo, d = int(m.group(1)), m.group(2), m.group(3)
+    try:
+        if mo is None:
+            day = date(y, 12, 31) if end else date(y, 1, 1)
+        elif d is None:
+            day = date(y, int(mo), calendar.monthrange(y, int(mo))[1] if end else 1)
+        else:
+            day = date(y, int(mo), int(d))
+    except ValueError:
+        raise QuerySyntaxError(f"date:{text}: no such date") from None
+    return day.isoformat()
+
+
+def date_range(value: str) -> tuple[str, str]:
+    """A date: value as a closed range of days: "2019-07" -> ("2019-07-01", "2019-07-31");
+    "2019-06..2019-08" -> ("2019-06-01", "2019-08-31"); "2019.." and "..2019" are open."""
+    lo, dots, hi = value.partition("..")
+    if not dots:
+        return _day(value, False), _day(value, True)
+    if not lo.strip() and not hi.strip():
+        raise QuerySyntaxError(f"date:{value}: give at least one end of the range")
+    first = _day(lo, False) if lo.strip() else "0001-01-01"
+    last = _day(hi, True) if hi.strip() else "9999-12-31"
+    if first > last:
+        raise QuerySyntaxError(f"date:{value}: the range ends before it starts")
+    return first, last
 
 
 def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> ParsedQuery:
@@ -174,6 +219,8 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
             value = m.group("optq") if m.group("optq") is not None else m.group("optv")
             if key in FLOOR_KEYS:
                 out.floor = _number(value, key)
+            elif key == "date":
+                out.dates.append(date_range(value))
             elif key == "sort":
                 if value.lower() not in SORTS:
                     raise QuerySyntaxError(f"sort:{value}: sort by one of "
@@ -191,9 +238,10 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
         weight = min(weight, MAX_WEIGHT)
         if m.group("sign") == "-":
             weight = -weight
-        words = tokenize(raw, stop)
+        # one-letter words are kept: a vocabulary may hold them, else they are reported unknown
+        words = tokenize(raw, stop, min_length=1)
         if not words:
-            out.stop_only += tokenize(raw, ())
+            out.stop_only += tokenize(raw, (), min_length=1)
             continue
         if weight == 0:
             continue
@@ -263,7 +311,7 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     # "lion cub", cub's classes weigh half what they would for "cub" alone
     mix = class_mix * share[0] / share[1] if class_terms and share[1] else 0.0
     return Query(parsed.text, vector, used, unknown, matches, parsed.floor, parsed.sort,
-                 list(parsed.folders), class_terms, mix)
+                 list(parsed.folders), class_terms, mix, list(parsed.dates))
 
 
 def _match(term: Term, word_index: dict[str, int], bridge) -> Match:

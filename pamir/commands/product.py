@@ -130,6 +130,11 @@ def index_command(
     if as_json:
         print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
         return
+    for note in report.notes[:MAX_LISTED_FAILURES]:  # those pictures are uncaptioned
+        console.print(f"[yellow]note:[/yellow] {escape(note)}", markup=True)
+    if len(report.notes) > MAX_LISTED_FAILURES:
+        console.print(f"... and {len(report.notes) - MAX_LISTED_FAILURES} more metadata notes "
+                      "(--json lists them all)")
     for path, reason in report.failed[:MAX_LISTED_FAILURES]:
         console.print(f"[yellow]skipped[/yellow] {path}: {reason}", markup=True)
     if len(report.failed) > MAX_LISTED_FAILURES:
@@ -139,7 +144,8 @@ def index_command(
         f"{index_dir}: {status['pictures']:,} pictures indexed "
         f"(added {report.added}, changed {report.changed}, renamed {report.renamed}, "
         f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
-        f"unreadable {len(report.failed)})")
+        f"unreadable {len(report.failed)}); captions: {report.captioned} of the pictures read, "
+        f"{report.recaptioned} read again (sidecar changed)")
 
 
 def _is_model(path: Path) -> bool:
@@ -312,8 +318,9 @@ def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
 
 # ------------------------------------------------------------------------------- search
 QUERY_HELP = ('words, e.g. "tiger grass"; -word excludes, word^2 or 2:word weighs, "a phrase" '
-              'is one concept, floor:0.5 keeps scores >= 0.5, sort:date orders by file date, '
-              'in:FOLDER keeps pictures under a folder (docs/usage.md, "Queries")')
+              'is one concept, floor:0.5 keeps scores >= 0.5, sort:date orders by the date '
+              'taken, date:2019-07 (or 2019-06..2019-08) keeps pictures taken then, in:FOLDER '
+              'keeps pictures under a folder (docs/usage.md, "Queries", "Dates")')
 
 
 #: `pamir search` answers one query and exits. Scoring every picture with numpy (about 3 ms a
@@ -400,7 +407,9 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             print(h.path)
     else:
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
-            print(f"{rank:>3}  {h.score:8.4f}  {h.path}")
+            when = f"{h.taken[:10]}  " if getattr(h, "taken", None) else ""
+            caption = f"\t{' '.join(h.caption)}" if getattr(h, "caption", None) else ""
+            print(f"{rank:>3}  {h.score:8.4f}  {when}{h.path}{caption}")
 
 
 def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,

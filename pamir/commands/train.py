@@ -16,10 +16,11 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .. import config
 from ..config import DEFAULT_REPRESENTATIONS
-from ..data import DataError, load_collection
+from ..data import DataError, caption_sources, load_collection
 from ..features.settings import FeatureSettings
 from .common import console, fail
 
@@ -55,7 +56,9 @@ def parse_on(spec: str) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------------- fit
 def fit_command(
-    data: str = typer.Argument(..., help="corel5k, or a captions table (.tsv/.csv/.jsonl)"),
+    data: str = typer.Argument(..., help="corel5k, a captions table (.tsv/.csv/.jsonl), or a "
+                                         "folder whose pictures carry keywords (IPTC/XMP/EXIF, "
+                                         "sidecars)"),
     output: Path = typer.Option(..., "--output", "-o", help="directory to write the system to"),
     model: str = typer.Option("pamir", "--model", "-m", help="model kind (pamir, cmrm, ...)"),
     param: list[str] = typer.Option(None, "--param", "-p",
@@ -84,6 +87,9 @@ def fit_command(
                                                   "many worker processes"),
     scheduler: str = typer.Option(None, help="the same on the cluster of this Dask scheduler "
                                              "(tcp://HOST:8786; docs/scale.md)"),
+    folder_words: bool = typer.Option(False, "--folder-words",
+                                      help="DATA a folder: its subfolders' names are caption "
+                                           "words too (off: 'DCIM' or '2019' are no content)"),
 ):
     """Train a system: features on the training pictures, the representation and the model's
     parameters chosen on validation."""
@@ -105,7 +111,10 @@ def fit_command(
     try:
         settings = FeatureSettings(block_fraction=block_fraction, n_visterms=visterms,
                                    scaling=scaling)
-        collection = load_collection(data)
+        collection = load_collection(data, folder_words=folder_words)
+        if collection.sources:  # a folder read without a table: say what its files gave
+            console.print(f"{data}: {caption_sources(collection)}", markup=False)
+            _print_notes(collection.warnings)
         grid = [{}] if no_grid else model_grid(model, params)
         console.print(f"{data}: {len(collection):,} pictures; model {model}; grid "
                       f"{json.dumps(grid) if grid != [{}] else 'none'}; seed {config.SEED}")
@@ -120,6 +129,14 @@ def fit_command(
     except (DataError, ValueError, OSError) as e:
         fail(str(e))
     print_fit_summary(system, output, time.perf_counter() - started)
+
+
+def _print_notes(notes: list[str], shown: int = 10) -> None:
+    """The metadata that could not be read (those pictures are uncaptioned), the first few."""
+    for n in notes[:shown]:
+        console.print(f"[yellow]note:[/yellow] {escape(n)}", markup=True)
+    if len(notes) > shown:
+        console.print(f"... and {len(notes) - shown} more such notes")
 
 
 @contextlib.contextmanager

@@ -17,6 +17,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+#: Camera RAW files, decoded by rawpy (LibRaw): the embedded preview, else a demosaic.
+RAW_SUFFIXES = frozenset(".dng .cr2 .nef .arw .raf .orf".split())
+#: HEIC/HEIF read by Pillow once pillow-heif registers them; AVIF by Pillow itself.
+HEIF_SUFFIXES = frozenset(".heic .heif .avif".split())
+#: A RAW's embedded preview smaller than this (short side) is a thumbnail: demosaic instead.
+MIN_PREVIEW_SIDE = 256
+
 #: Pictures with more pixels than this are refused as decompression bombs (Pillow's limit;
 #: Pillow itself only warns below twice that).
 MAX_PIXELS: int = Image.MAX_IMAGE_PIXELS or 89_478_485
@@ -27,6 +34,64 @@ BACKGROUND = (255, 255, 255)
 
 class ImageError(Exception):
     """A picture that cannot be used; str(e) is a one-line reason."""
+
+
+_registered = False
+
+
+def register_formats() -> None:
+    """Teach Pillow HEIC/HEIF (pillow-heif), once per process: every Image.open of pamir
+    (features, thumbnails, uploads, metadata) then reads them as it reads a JPEG. AVIF is
+    Pillow's own (since 11.3; pillow-heif 1.x leaves it to Pillow)."""
+    global _registered
+    if not _registered:
+        import pillow_heif  # noqa: PLC0415 - only when a picture is opened
+
+        pillow_heif.register_heif_opener()
+        _registered = True
+
+
+def looks_raw(data: bytes) -> bool:
+    """Whether the bytes may be a camera RAW: Fuji's and Olympus's own headers, or TIFF's
+    (DNG, CR2, NEF, ARW are TIFF files; LibRaw refuses a plain TIFF at once, which then goes
+    to Pillow)."""
+    return data[:4] in (b"II*\x00", b"MM\x00*", b"IIRO", b"IIRS", b"MMOR") or \
+        data.startswith(b"FUJIFILMCCD-RAW")
+
+
+def raw_image(data: bytes) -> Image.Image | None:
+    """A RAW file as a Pillow image: its embedded preview when it is big enough (a JPEG the
+    camera made, fast), else LibRaw's demosaic at half size; None if LibRaw cannot read it."""
+    import rawpy  # noqa: PLC0415
+
+    try:
+        with rawpy.imread(io.BytesIO(data)) as raw:
+            try:
+                thumb = raw.extract_thumb()
+            except (rawpy.LibRawNoThumbnailError, rawpy.LibRawUnsupportedThumbnailError):
+                thumb = None
+            if thumb is not None and thumb.format == rawpy.ThumbFormat.JPEG:
+                im = Image.open(io.BytesIO(thumb.data))
+                if min(im.size) >= MIN_PREVIEW_SIDE:
+                    return im
+            elif thumb is not None and min(thumb.data.shape[:2]) >= MIN_PREVIEW_SIDE:
+                return Image.fromarray(thumb.data)
+            return Image.fromarray(raw.postprocess(use_camera_wb=True, half_size=True,
+                                                   output_bps=8))
+    except rawpy.LibRawFileUnsupportedError:
+        return None
+    except rawpy.LibRawError as e:
+        raise ImageError(f"corrupt RAW file ({e})") from None
+
+
+def open_image(data: bytes) -> Image.Image:
+    """Pillow's lazy image of encoded bytes, any format pamir reads (RAW through rawpy)."""
+    register_formats()
+    if looks_raw(data):
+        im = raw_image(data)
+        if im is not None:
+            return im
+    return Image.open(io.BytesIO(data))
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -59,7 +124,7 @@ def decode_rgb(data: bytes, short_side: int | None = None) -> np.ndarray:
         with warnings.catch_warnings():
             # Between MAX_PIXELS and twice that Pillow only warns: make it an error too.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as im:
+            with open_image(data) as im:
                 w, h = im.size
                 if w * h > MAX_PIXELS:
                     raise ImageError(
@@ -91,7 +156,7 @@ def decode_rgb(data: bytes, short_side: int | None = None) -> np.ndarray:
 def displayed_size(data: bytes) -> tuple[int, int]:
     """(width, height) of the picture as shown, EXIF orientation applied, without decoding."""
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with open_image(data) as im:
             w, h = im.size
             # EXIF orientations 5-8 are rotations by 90 degrees: width and height swap.
             return (h, w) if im.getexif().get(0x0112, 1) in (5, 6, 7, 8) else (w, h)

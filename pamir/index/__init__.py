@@ -31,6 +31,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
@@ -101,6 +102,8 @@ class Hit:
     id: int
     path: str
     score: float
+    taken: str | None = None  # ISO date-time taken (pamir.metadata; None: not read yet)
+    caption: list[str] | None = None  # the caption's words, from a table or the files
 
 
 def model_fingerprint(model_dir: str | Path) -> str:
@@ -242,7 +245,8 @@ class Index:
         Catalog.create(tmp, {
             "vocabulary": list(vocabulary),
             "idf": idf.tolist(),
-            "stop_words": sorted(stop_words),
+            # a stop word that is a vocabulary word is searchable ("detail" in Corel 5k)
+            "stop_words": sorted(set(stop_words) - set(vocabulary)),
             "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
             "model_fingerprint": fingerprint,
             "classes": list(classes),
@@ -266,8 +270,9 @@ class Index:
         if writable:
             index._matrix.remove_orphans()
             _sweep_dead_creates(directory)
-            if catalog.meta("schema_version") != SCHEMA_VERSION:  # version 1: one file
+            if catalog.meta("schema_version") != SCHEMA_VERSION:  # 1: one file; 2: no dates
                 with catalog.transaction():
+                    catalog.upgrade()
                     catalog.set_meta(schema_version=SCHEMA_VERSION,
                                      **index._matrix.layout())
         return index
@@ -521,13 +526,15 @@ class Index:
 
     def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
                sort: str | None = None, folders: Sequence[str] | None = None,
-               method: str = "auto") -> list[Hit]:
+               method: str = "auto", dates: Sequence[tuple[str, str]] | None = None
+               ) -> list[Hit]:
         """The k best pictures for a query (text, a parsed Query or a (T,) vector), best
         first; equal scores by id. floor: leave out pictures scoring under it (the answer may
-        be empty); sort: "score", or "newest" / "oldest" (by file date) for the k best, or
+        be empty); sort: "score", or "newest" / "oldest" (by date taken) for the k best, or
         for all those over the floor when there is one; folders: only pictures under one of
-        them (a path prefix, or a run of path components). A Query's own options apply
-        unless given here.
+        them (a path prefix, or a run of path components); dates: only pictures taken on a
+        day within one of these closed ranges ("YYYY-MM-DD", "YYYY-MM-DD"). A Query's own
+        options apply unless given here.
 
         method: "auto" (the default) takes the exact top-k from the sorted lists where it
         can (`ScoreMatrix.top`: threshold algorithm or fused scan); "brute" scores every
@@ -539,6 +546,7 @@ class Index:
             floor = q.floor if floor is None else floor
             sort = sort or q.sort
             folders = q.folders if folders is None else folders
+            dates = q.dates if dates is None else dates
         sort = sort or "score"
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
@@ -551,9 +559,9 @@ class Index:
         def answer(last: bool) -> list[Hit]:
             if method == "brute" or mixed or (sort != "score" and floor is not None):
                 s = self._query_scores(q)
-                return self._ranked(s, int(k), floor, sort, folders or (), last)
+                return self._ranked(s, int(k), floor, sort, folders or (), last, dates or ())
             vector = self._padded(q.vector if isinstance(q, Query) else q)
-            keep = self._folder_mask(folders) if folders else None
+            keep = self._filter_mask(folders or (), dates or ())
             best = self._matrix.top(vector, int(k), keep=keep, floor=floor, method=method)
             return self._hits(best, int(k), sort, last)
 
@@ -609,6 +617,22 @@ class Index:
         keep[cols[cols < width]] = True
         return keep
 
+    def _date_mask(self, dates: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(width,) whether each column's picture was taken within one of the ranges."""
+        width = len(self._matrix.live_mask())
+        keep = np.zeros(width, dtype=bool)
+        cols = np.asarray(self._catalog.columns_taken(dates), np.int64)
+        keep[cols[cols < width]] = True
+        return keep
+
+    def _filter_mask(self, folders: Sequence[str], dates: Sequence[tuple[str, str]]
+                     ) -> np.ndarray | None:
+        """The columns in:/folders and date: keep (both must), None when neither is set."""
+        keep = self._folder_mask(folders) if folders else None
+        if dates:
+            keep = self._date_mask(dates) if keep is None else keep & self._date_mask(dates)
+        return keep
+
     def _hits(self, best: list[tuple[int, float]], k: int, sort: str,
               last: bool = False) -> list[Hit]:
         """Hits from (id, score) pairs best first, re-sorted by date if asked; their paths
@@ -626,17 +650,21 @@ class Index:
                     raise _Stale
                 best = [b for b, f in zip(best, fresh) if f]
         if sort != "score" and best:
-            sign = -1 if sort == "newest" else 1
-            best = sorted(best, key=lambda b: (sign * rows[b[0]][2], -b[1], b[0]))[:k]
-        return [Hit(i, rows[i][0], score) for i, score in best]
+            # by date taken (the file's date when none was read), ties by score then id;
+            # Python's sort is stable in reverse too
+            best = sorted(best, key=lambda b: (-b[1], b[0]))
+            best = sorted(best, key=lambda b: _date_key(rows[b[0]]),
+                          reverse=sort == "newest")[:k]
+        return [Hit(i, rows[i][0], score, rows[i][3], list(rows[i][4]) if rows[i][4] else None)
+                for i, score in best]
 
     def _ranked(self, s: np.ndarray, k: int, floor, sort: str, folders,
-                last: bool = False) -> list[Hit]:
-        """Hits from per-column scores (-inf: left out), after the floor, folders and sort."""
-        if folders:
-            keep = np.zeros(len(s), dtype=bool)
-            cols = self._columns_under(folders)
-            keep[cols[cols < len(s)]] = True
+                last: bool = False, dates: Sequence[tuple[str, str]] = ()) -> list[Hit]:
+        """Hits from per-column scores (-inf: left out), after the floor, folders, dates and
+        sort."""
+        keep = self._filter_mask(folders, dates)
+        if keep is not None:
+            keep = np.concatenate([keep, np.zeros(max(0, len(s) - len(keep)), bool)])[:len(s)]
             s = np.where(keep, s, -np.inf)
         if floor is not None:
             s = np.where(s >= float(floor), s, -np.inf)
@@ -828,6 +856,12 @@ class Index:
                 self._catalog.set_meta(model_dir=model_dir, model_fingerprint=fingerprint)
             self.model_dir, self.model_fingerprint = model_dir, fingerprint
 
+    def set_metadata(self, picture_id: int, entry: dict) -> None:
+        """A picture's caption, date taken, source and sidecars' stat, read again."""
+        self._require_writable()
+        with self._lock, self._catalog.transaction():
+            self._catalog.set_metadata(picture_id, entry)
+
     def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
         self._require_writable()
         with self._lock, self._catalog.transaction():
@@ -904,6 +938,16 @@ class Index:
 
 def _class_cache() -> Path:
     return default_cache_dir() / "class-words"
+
+
+def _date_key(row: tuple) -> tuple[str, int]:
+    """A hit's date, sortable: the wall-clock time it was taken (offsets left out: the clock
+    of the place it was taken), else its file's date; then the file's mtime in ns (within a
+    second, and for files with no date read)."""
+    path, col, mtime_ns, taken, caption = row
+    if taken:
+        return taken[:19], mtime_ns
+    return datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%dT%H:%M:%S"), mtime_ns
 
 
 def _standard(s: np.ndarray) -> np.ndarray:

@@ -3,7 +3,9 @@
 It holds `meta` (the schema version, the vocabulary and idf queries are built with, the model
 the scores come from, and which score-matrix file is current) and one `pictures` row per
 picture: id, path, size, mtime, content hash, caption if any, state ('ok' or 'failed' with the
-reason), and its column in the score matrix. It changes only by SQLite transactions.
+reason), its column in the score matrix, and what pamir.metadata read from its files: the
+date taken (ISO, wall clock), where the caption came from, and its sidecars' stat (NULL: not
+read yet, as in an index built before these columns). It changes only by SQLite transactions.
 
 This module knows SQL and nothing of the score matrix or of folders; `Catalog` methods that
 write do so inside the caller's `transaction()`, so the facade decides what commits together.
@@ -23,10 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-#: 2: the score matrix in shards with sorted lists (`meta.shards`); 1: one matrix file
-#: (`meta.matrix`, `meta.capacity`), still read, and upgraded when opened for writing.
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: 3: the pictures' metadata columns (taken, source, sidecars); 2: the score matrix in shards
+#: with sorted lists (`meta.shards`); 1: one matrix file (`meta.matrix`, `meta.capacity`).
+#: Older ones are still read (no dates), and upgraded when opened for writing.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 #: The catalogue's file in an index folder (SQLite adds -wal and -shm beside it).
 CATALOG = "catalog.sqlite"
 
@@ -42,10 +45,16 @@ CREATE TABLE pictures (
     state TEXT NOT NULL CHECK (state IN ('ok', 'failed')),
     reason TEXT,
     col INTEGER UNIQUE,
+    taken TEXT,
+    source TEXT,
+    sidecars TEXT,
     CHECK ((state = 'ok') = (col IS NOT NULL))
 );
 CREATE INDEX pictures_hash ON pictures (hash);
 """
+#: The metadata columns of schema 3 (added to an older catalogue by `upgrade`).
+METADATA_COLUMNS = ("taken", "source", "sidecars")
+_BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
 
 
 class IndexDirError(ValueError):
@@ -63,6 +72,9 @@ class Picture:
     state: str
     reason: str | None = None
     col: int | None = None
+    taken: str | None = None     # ISO date-time the picture was taken (pamir.metadata)
+    source: str | None = None    # where its caption came from
+    sidecars: str | None = None  # its sidecars' stat when read; None: metadata never read
 
 
 def catalog_files(directory: Path) -> list[Path]:
@@ -75,6 +87,26 @@ class Catalog:
 
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
+        self._columns: str | None = None
+
+    @property
+    def columns(self) -> str:
+        """The pictures columns read: a catalogue older than schema 3, opened read-only,
+        reads NULL for the metadata it does not have."""
+        if self._columns is None:
+            have = {r[1] for r in self._conn.execute("PRAGMA table_info(pictures)")}
+            self._columns = _BASE_COLUMNS + "".join(
+                f", {c}" if c in have else f", NULL AS {c}" for c in METADATA_COLUMNS)
+        return self._columns
+
+    def upgrade(self) -> None:
+        """Add the metadata columns an older catalogue lacks (inside the caller's
+        transaction); its pictures' metadata is read at the next update."""
+        have = {r[1] for r in self._conn.execute("PRAGMA table_info(pictures)")}
+        for c in METADATA_COLUMNS:
+            if c not in have:
+                self._conn.execute(f"ALTER TABLE pictures ADD COLUMN {c} TEXT")
+        self._columns = None
 
     # ------------------------------------------------------------------ creating and opening
     @staticmethod
@@ -199,12 +231,12 @@ class Catalog:
 
     # ------------------------------------------------------------------ reading pictures
     def picture(self, picture_id: int) -> Picture | None:
-        row = self._conn.execute("SELECT * FROM pictures WHERE id = ?",
+        row = self._conn.execute(f"SELECT {self.columns} FROM pictures WHERE id = ?",
                                  (int(picture_id),)).fetchone()
         return None if row is None else _picture(row)
 
     def pictures(self, state: str | None = None) -> list[Picture]:
-        sql, args = "SELECT * FROM pictures", ()
+        sql, args = f"SELECT {self.columns} FROM pictures", ()
         if state:
             sql, args = sql + " WHERE state = ?", (state,)
         return [_picture(r) for r in self._conn.execute(sql + " ORDER BY id", args)]
@@ -228,16 +260,30 @@ class Catalog:
         (last,) = self._conn.execute("SELECT max(col) FROM pictures").fetchone()
         return int(n), -1 if last is None else int(last)
 
-    def hits_of(self, ids: Iterable[int]) -> dict[int, tuple[str, int | None, int]]:
-        """{id: (path, col, mtime_ns)} of these pictures, read in one statement (so from one
-        committed state); ids no longer in the catalogue are missing."""
+    def hits_of(self, ids: Iterable[int]) -> dict[int, tuple]:
+        """{id: (path, col, mtime_ns, taken, caption)} of these pictures, read in one
+        statement (so from one committed state); ids no longer in the catalogue are
+        missing."""
         ids = [int(i) for i in ids]
         if not ids:
             return {}
+        taken = "taken" if "NULL AS taken" not in self.columns else "NULL"
         rows = self._conn.execute(
-            "SELECT id, path, col, mtime_ns FROM pictures WHERE id IN "
+            f"SELECT id, path, col, mtime_ns, {taken}, caption FROM pictures WHERE id IN "
             f"({','.join('?' * len(ids))})", ids)
-        return {i: (_path(p), c, m) for i, p, c, m in rows.fetchall()}
+        return {i: (_path(p), c, m, t, tuple(cap.split()) if cap else None)
+                for i, p, c, m, t, cap in rows.fetchall()}
+
+    def columns_taken(self, ranges: Sequence[tuple[str, str]]) -> list[int]:
+        """Columns of the 'ok' pictures taken on a day within one of the closed ranges
+        ("YYYY-MM-DD", "YYYY-MM-DD")."""
+        if not ranges or "NULL AS taken" in self.columns:
+            return []
+        where = " OR ".join("substr(taken, 1, 10) BETWEEN ? AND ?" for _ in ranges)
+        rows = self._conn.execute(
+            f"SELECT col FROM pictures WHERE state = 'ok' AND ({where})",
+            [d for r in ranges for d in r])
+        return [r[0] for r in rows.fetchall()]
 
     def paths_of(self, ids: Iterable[int]) -> dict[int, str]:
         ids = [int(i) for i in ids]
@@ -284,10 +330,10 @@ class Catalog:
     def insert(self, entry: dict, state: str, reason: str | None, col: int | None) -> int:
         caption = entry.get("caption")
         cur = self._conn.execute(
-            "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
+            "taken, source, sidecars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (_stored(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
-             _caption_text(caption), state, _text(reason), col))
+             _caption_text(caption), state, _text(reason), col, *_metadata_of(entry)))
         return int(cur.lastrowid)
 
     def insert_ok(self, entries: Sequence[dict], cols: Sequence[int]) -> list[int]:
@@ -295,10 +341,11 @@ class Catalog:
         ids in the entries' order (found by column, which is unique)."""
         cols = [int(c) for c in cols]
         self._conn.executemany(
-            "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col) "
-            "VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?)",
+            "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
+            "taken, source, sidecars) VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?, ?, ?, ?)",
             [(_stored(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
-              _caption_text(e.get("caption")), c) for e, c in zip(entries, cols)])
+              _caption_text(e.get("caption")), c, *_metadata_of(e))
+             for e, c in zip(entries, cols)])
         if not cols:
             return []
         rows = self._conn.execute("SELECT col, id FROM pictures WHERE col BETWEEN ? AND ?",
@@ -351,10 +398,19 @@ class Catalog:
             "UPDATE pictures SET path = ?, size = ?, mtime_ns = ? WHERE id = ?",
             (_stored(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]),
              int(picture_id)))
+        if entry.get("sidecars") is not None:  # read for the new path: its sidecars, its date
+            self.set_metadata(picture_id, entry)
 
     def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
         self._conn.execute("UPDATE pictures SET caption = ? WHERE id = ?",
                            (_caption_text(caption), int(picture_id)))
+
+    def set_metadata(self, picture_id: int, entry: dict) -> None:
+        """The caption, date taken, source and sidecars' stat read again (a sidecar
+        changed; an index built before these columns)."""
+        self._conn.execute(
+            "UPDATE pictures SET caption = ?, taken = ?, source = ?, sidecars = ? WHERE id = ?",
+            (_caption_text(entry.get("caption")), *_metadata_of(entry), int(picture_id)))
 
 
 def _cannot_open(e: BaseException | None) -> bool:
@@ -427,7 +483,14 @@ def _caption_text(caption: Sequence[str] | None) -> str | None:
     return _text(" ".join(caption)) if caption else None
 
 
+def _metadata_of(entry: dict) -> tuple:
+    """(taken, source, sidecars) of an entry; sidecars None when its metadata was not read
+    (an entry made without pamir.metadata: the next update reads it)."""
+    return (entry.get("taken"), _text(entry.get("source")),
+            _text(entry["sidecars"]) if entry.get("sidecars") is not None else None)
+
+
 def _picture(row) -> Picture:
-    pid, path, size, mtime_ns, digest, caption, state, reason, col = row
+    pid, path, size, mtime_ns, digest, caption, state, reason, col, *meta = row
     return Picture(pid, _path(path), size, mtime_ns, digest,
-                   tuple(caption.split()) if caption else None, state, reason, col)
+                   tuple(caption.split()) if caption else None, state, reason, col, *meta)

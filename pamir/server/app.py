@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
+from ..features.images import ImageError, open_image
 from ..index import Index, IndexDirError, QueryError, embeddings_enabled, index_transform
 from ..storage import atomic_write_bytes, shown_path
 from ..text import top_words
@@ -155,7 +156,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
 
     @app.get("/api/search", summary="Pictures ranked for a text query")
     def search(q: str = Query(..., description="a query: words, -word, word^2, \"a phrase\", "
-                                                "floor:X, sort:date, in:FOLDER"),
+                                                "floor:X, sort:date, in:FOLDER, date:2019-07"),
                k: int = Query(24, ge=1, le=MAX_K, description="how many pictures"),
                floor: float | None = Query(None, description="leave out scores under this"),
                sort: str | None = Query(None, pattern="^(score|date|newest|oldest)$"),
@@ -171,7 +172,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                             **({"sort": _sort(sort)} if sort else {}),
                             "folders": query.folders + folder},
                 "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}/similar",
              summary="More like this: the pictures nearest to an indexed picture")
@@ -181,7 +182,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
         hits = index.similar(index.vector(p.id), k, exclude=[p.id], folders=folder)
         return {"like": _hit_json(p.id, p.path, None), "space": "text",
                 "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
 
     @app.post("/api/similar", summary="More like this for an uploaded picture (the raw file "
                                       "as body), through the model",
@@ -192,12 +193,13 @@ def create_app(index_dir, model_dir=None, *, system=None,
         z = state.annotate_bytes(data)
         hits = index.similar(z, k)
         return {"space": "text", "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in hits]}
+                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}", summary="A picture of the index and its keywords")
     def picture(picture_id: int, k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
         p = _picture(index, picture_id)
-        return {**_hit_json(p.id, p.path, None), "caption": list(p.caption or ()),
+        return {**_hit_json(p.id, p.path, None, p.taken, p.caption),
+                "caption_source": p.source,
                 "keywords": _keywords(index.vector(p.id, classes=True), index, k)}
 
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
@@ -353,7 +355,7 @@ def _check_picture_size(data: bytes) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as im:
+            with open_image(data) as im:  # HEIC, AVIF, RAW too
                 w, h = im.size
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise HTTPException(400, f"picture refused: {e}") from None
@@ -393,12 +395,16 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
     return out
 
 
-def _hit_json(pid: int, path: str, score: float | None) -> dict:
+def _hit_json(pid: int, path: str, score: float | None, taken: str | None = None,
+              caption=None) -> dict:
     path = shown_path(path)
     d = {"id": pid, "name": os.path.basename(path), "path": path,
          "thumbnail": f"/api/pictures/{pid}/thumbnail"}
     if score is not None:
         d["score"] = score
+    # the date taken (pamir.metadata) and the caption from a table or the picture's files
+    d["taken"] = taken
+    d["caption"] = list(caption or ())
     return d
 
 
@@ -584,7 +590,7 @@ class _State:
         if out.is_file():
             return out
         try:
-            with Image.open(p.path) as im:
+            with open_image(Path(p.path).read_bytes()) as im:  # HEIC, AVIF, RAW too
                 im = ImageOps.exif_transpose(im)
                 im.thumbnail((size, size))
                 buf = io.BytesIO()
@@ -592,7 +598,7 @@ class _State:
         except FileNotFoundError:
             raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` "
                                      "again") from None
-        except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
+        except (UnidentifiedImageError, OSError, ImageError, Image.DecompressionBombError) as e:
             raise HTTPException(422, f"picture {p.id} cannot be decoded ({e})") from None
         atomic_write_bytes(out, buf.getvalue())  # a reader never sees half a thumbnail
         return out

@@ -110,6 +110,13 @@ function hitCard(hit) {
   meta.innerHTML = `<span class="name"></span><span class="score"></span>`;
   meta.querySelector(".name").textContent = hit.name;
   meta.querySelector(".score").textContent = fmt(hit.score);
+  if (hit.taken) {  // the date taken, from the picture's EXIF/XMP (else its file date)
+    const when = document.createElement("span");
+    when.className = "taken";
+    when.textContent = hit.taken.slice(0, 10);
+    meta.append(when);
+  }
+  if (hit.caption && hit.caption.length) b.title = `${hit.path}\n${hit.caption.join(", ")}`;
   b.append(img, meta);
   b.addEventListener("click", () => openDetail(hit.id));
   card.append(b);
@@ -224,7 +231,9 @@ async function openDetail(id, push = true) {
     $("detail-path").textContent = p.path;
     $("keywords").replaceChildren(...keywordItems(p.keywords));
     $("caption-box").hidden = !p.caption.length;
-    $("caption").textContent = p.caption.join(", ");
+    $("caption").textContent = p.caption.join(", ") +
+      (p.caption_source ? ` (from ${p.caption_source})` : "");
+    $("detail-taken").textContent = p.taken ? `taken ${p.taken.replace("T", " ")}` : "";
   } catch (e) {
     $("detail-name").textContent = e.message;
     return;

@@ -1,0 +1,382 @@
+"""What a picture's files already say about it: keywords, a free-text caption, the date taken.
+
+The one home for reading them. `read_metadata(path)` looks, in this order of precedence, at
+
+1. sidecars beside the picture: `NAME.EXT.xmp` (darktable, digiKam), `NAME.xmp` (Lightroom),
+   Google Takeout's `NAME.EXT.json` (its "description");
+2. fields embedded in the picture: IPTC Keywords, XMP dc:subject, lr:hierarchicalSubject
+   (the leaf and each level), digiKam TagsList, Microsoft XPKeywords; else free text:
+   EXIF ImageDescription, XMP dc:description, IPTC Caption-Abstract.
+
+The first of these that holds words is the caption; a captions table, when given, wins over
+all of them (the caller decides that). Keywords become words as a table's `keywords` column
+does (`split_keywords`), free text as its `caption` column does (`tokenize`).
+
+The date taken: EXIF DateTimeOriginal (with OffsetTimeOriginal when present), else XMP
+photoshop:DateCreated (sidecar, then embedded), else the file's mtime. It is kept as the
+wall-clock time written in the picture, ISO 8601 ("2019-07-14T10:31:00", "+02:00" added when
+the offset is known): `date:2019-07` means the July of the place the picture was taken.
+
+The reader is Pillow, already a dependency: opening a picture reads its header (EXIF, IPTC
+and the XMP packet) and decodes no pixels. XMP is parsed with defusedxml (no DTDs, no
+entities), after a size cap; anything broken or hostile gives no caption and a note, never an
+exception (docs/usage.md, "Keywords your tools already wrote", says why this reader).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from defusedxml import ElementTree as SafeET
+from PIL import Image, IptcImagePlugin, UnidentifiedImageError
+
+from .text import STOP_WORDS, split_keywords, tokenize
+
+#: XMP packets and sidecars larger than this are not parsed (a real one is a few kB; XMP
+#: embedded in a JPEG is at most 64 kB).
+MAX_XMP_BYTES = 1 << 20
+#: Google Takeout's JSON sidecars are under a kilobyte or two.
+MAX_JSON_BYTES = 1 << 20
+
+_RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
+_DC = "{http://purl.org/dc/elements/1.1/}"
+_LR = "{http://ns.adobe.com/lightroom/1.0/}"
+_DIGIKAM = "{http://www.digikam.org/ns/1.0/}"
+_PHOTOSHOP = "{http://ns.adobe.com/photoshop/1.0/}"
+
+#: XMP properties read: (element, name in reports, kind): kind "keywords", "levels"
+#: (a hierarchy: each level is a word) or "text".
+_XMP_FIELDS = (
+    (_DC + "subject", "XMP dc:subject", "keywords"),
+    (_LR + "hierarchicalSubject", "XMP lr:hierarchicalSubject", "levels"),
+    (_DIGIKAM + "TagsList", "XMP digiKam:TagsList", "levels"),
+    (_DC + "description", "XMP dc:description", "text"),
+)
+
+_EXIF_IFD = 0x8769
+_IMAGE_DESCRIPTION = 0x010E
+_XP_KEYWORDS = 0x9C9E
+_DATE_TIME_ORIGINAL = 0x9003
+_OFFSET_TIME_ORIGINAL = 0x9011
+_IPTC_KEYWORDS = (2, 25)
+_IPTC_CAPTION = (2, 120)
+
+
+@dataclass
+class PictureMetadata:
+    """What `read_metadata` found. caption: the caption's words (None: uncaptioned);
+    source: where they came from ("sidecar NAME.xmp", "IPTC Keywords", ...); taken: ISO
+    date-time; taken_from: "EXIF DateTimeOriginal", "XMP photoshop:DateCreated" or "file
+    date"; sidecars: the sidecars' names, sizes and mtimes (a change means reading again);
+    notes: what could not be read, one line each."""
+
+    caption: tuple[str, ...] | None = None
+    source: str | None = None
+    taken: str | None = None
+    taken_from: str | None = None
+    sidecars: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Fields:
+    """The fields one place (a sidecar, the picture itself) holds."""
+
+    keywords: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, keywords)
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (source, free text)
+    exif_taken: str | None = None  # EXIF DateTimeOriginal, ISO
+    xmp_taken: str | None = None  # XMP photoshop:DateCreated, ISO
+
+    def caption(self, stop_words) -> tuple[tuple[str, ...] | None, str | None]:
+        """Keywords if any (every keyword field together), else the first free text."""
+        sources, words = [], []
+        for source, kws in self.keywords:
+            got = split_keywords(", ".join(kws))
+            if got:
+                sources.append(source)
+                words += got
+        if words:
+            return tuple(dict.fromkeys(words)), " + ".join(dict.fromkeys(sources))
+        for source, text in self.texts:
+            got = tokenize(text, stop_words)
+            if got:
+                return tuple(dict.fromkeys(got)), source
+        return None, None
+
+
+def _sidecar_stats(path: str) -> list[tuple[str, os.stat_result]]:
+    """The sidecars a picture has, most specific first, with their stat: one stat call per
+    candidate name, plain strings (this runs for every picture of every `pamir index`)."""
+    base = os.path.splitext(path)[0]
+    found, seen = [], set()
+    for c in (path + ".xmp", path + ".XMP", base + ".xmp", base + ".XMP", path + ".json",
+              path + ".supplemental-metadata.json"):
+        try:
+            st = os.stat(c)
+        except (OSError, ValueError):
+            continue
+        key = (st.st_dev, st.st_ino)  # NAME.xmp and NAME.XMP on a case-insensitive disk
+        if stat.S_ISREG(st.st_mode) and key not in seen:
+            seen.add(key)
+            found.append((c, st))
+    return found
+
+
+def sidecar_paths(path: str | Path) -> list[Path]:
+    """The sidecars a picture has, most specific first."""
+    return [Path(c) for c, _ in _sidecar_stats(os.fspath(path))]
+
+
+def _signature(stats: list[tuple[str, os.stat_result]]) -> str:
+    return "|".join(f"{os.path.basename(c)}:{st.st_size}:{st.st_mtime_ns}" for c, st in stats)
+
+
+def sidecar_signature(path: str | Path) -> str:
+    """Names, sizes and mtimes of the picture's sidecars: changes when one is written,
+    added or removed."""
+    return _signature(_sidecar_stats(os.fspath(path)))
+
+
+def read_metadata(path: str | Path, stop_words=STOP_WORDS) -> PictureMetadata:
+    """The caption, its source and the date taken of one picture (see the module's doc).
+    Never raises for what a file holds: problems become notes."""
+    path = Path(path)
+    stats = _sidecar_stats(os.fspath(path))
+    out = PictureMetadata(sidecars=_signature(stats))
+    sidecars = []
+    for s, st in stats:
+        fields = _read_sidecar(Path(s), st.st_size, out.notes)
+        sidecars.append(fields)
+        if out.caption is None:
+            caption, source = fields.caption(stop_words)
+            if caption:
+                out.caption, out.source = caption, f"sidecar {_sidecar_kind(path, Path(s))}"
+    embedded = _read_embedded(path, out.notes)
+    if out.caption is None:
+        out.caption, out.source = embedded.caption(stop_words)
+    xmp_dates = [f.xmp_taken for f in sidecars + [embedded] if f.xmp_taken]
+    taken = ((embedded.exif_taken, "EXIF DateTimeOriginal") if embedded.exif_taken else
+             (xmp_dates[0], "XMP photoshop:DateCreated") if xmp_dates else None)
+    if taken is None:
+        try:
+            taken = (_iso(datetime.fromtimestamp(path.stat().st_mtime)), "file date")
+        except (OSError, ValueError, OverflowError):
+            taken = None
+    if taken:
+        out.taken, out.taken_from = taken
+    return out
+
+
+def _sidecar_kind(picture: Path, sidecar: Path) -> str:
+    """"NAME.EXT.xmp", "NAME.xmp" or "NAME.EXT.json": how the sidecar is named."""
+    if sidecar.name.lower().startswith(picture.name.lower() + "."):
+        return "NAME.EXT" + sidecar.name[len(picture.name):].lower()
+    return "NAME" + sidecar.suffix.lower()
+
+
+# ------------------------------------------------------------------------------- sidecars
+def _read_capped(path: Path, size: int, limit: int, notes: list[str]) -> bytes | None:
+    """The file's bytes, unless its size (from the stat already made) is over the limit."""
+    try:
+        if size > limit:
+            notes.append(f"{path}: {size:,} bytes, over the {limit:,} read for metadata; "
+                         "ignored")
+            return None
+        with open(path, "rb") as f:
+            return f.read(limit + 1)[:limit]
+    except OSError as e:
+        notes.append(f"{path}: unreadable ({e.strerror or e}); ignored")
+        return None
+
+
+def _read_sidecar(path: Path, size: int, notes: list[str]) -> _Fields:
+    fields = _Fields()
+    if path.suffix.lower() == ".json":
+        data = _read_capped(path, size, MAX_JSON_BYTES, notes)
+        if data is None:
+            return fields
+        try:
+            rec = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            notes.append(f"{path}: not valid JSON ({e}); ignored")
+            return fields
+        if isinstance(rec, dict) and isinstance(rec.get("description"), str):
+            fields.texts.append(("Google Takeout description", rec["description"]))
+        return fields
+    data = _read_capped(path, size, MAX_XMP_BYTES, notes)
+    if data is not None:
+        _parse_xmp(data, str(path), fields, notes)
+    return fields
+
+
+# ------------------------------------------------------------------------------- XMP
+def _parse_xmp(data: bytes, where: str, fields: _Fields, notes: list[str]) -> None:
+    """Add an XMP packet's keywords, description and photoshop:DateCreated to `fields`."""
+    if len(data) > MAX_XMP_BYTES:
+        notes.append(f"{where}: XMP packet of {len(data):,} bytes, over the "
+                     f"{MAX_XMP_BYTES:,} read; ignored")
+        return
+    try:
+        # defusedxml refuses DTDs, entity declarations and external references: an entity
+        # bomb or an XXE packet raises here instead of expanding
+        root = SafeET.fromstring(data.strip(b"\x00 \t\r\n"))
+    except Exception as e:  # noqa: BLE001 - any parse failure: the packet is ignored
+        notes.append(f"{where}: XMP not readable ({type(e).__name__}: {e}); ignored")
+        return
+    for tag, source, kind in _XMP_FIELDS:
+        values = _xmp_values(root, tag)
+        if not values:
+            continue
+        if kind == "text":
+            fields.texts.append((source, " ".join(values)))
+        elif kind == "levels":
+            fields.keywords.append((source, [w for v in values for w in _levels(v)]))
+        else:
+            fields.keywords.append((source, values))
+    dates = _xmp_values(root, _PHOTOSHOP + "DateCreated")
+    if dates and (iso := _iso_text(dates[0])):
+        fields.xmp_taken = iso
+
+
+def _xmp_values(root, tag: str) -> list[str]:
+    """The texts of a property, written as an element (with rdf:li items or text) or as an
+    attribute of rdf:Description."""
+    out = []
+    for el in root.iter(tag):
+        items = [li.text.strip() for li in el.iter(_RDF + "li") if li.text and li.text.strip()]
+        if items:
+            out += items
+        elif el.text and el.text.strip():
+            out.append(el.text.strip())
+    for desc in root.iter(_RDF + "Description"):
+        value = desc.get(tag)
+        if value and value.strip():
+            out.append(value.strip())
+    return out
+
+
+def _levels(value: str) -> list[str]:
+    """"Animals|Birds|Peacock" (Lightroom) or "Animals/Birds/Peacock" (digiKam): each level
+    (the leaf among them) is a keyword."""
+    return [v for v in re.split(r"[|/]", value) if v.strip()]
+
+
+# ------------------------------------------------------------------------------- embedded
+def _read_embedded(path: Path, notes: list[str]) -> _Fields:
+    """EXIF, IPTC and XMP from the picture's header (no pixels decoded)."""
+    fields = _Fields()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Pillow warns on odd EXIF; notes say enough
+            with open_picture(path) as im:
+                _exif_fields(im, fields)
+                _iptc_fields(im, fields)
+                xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
+                if isinstance(xmp, str):
+                    xmp = xmp.encode("utf-8", "surrogatepass")
+                if xmp:
+                    _parse_xmp(xmp, f"{path} (embedded XMP)", fields, notes)
+    except UnidentifiedImageError:
+        pass  # a RAW Pillow does not know (RAF, ORF): no embedded fields read, sidecars are;
+        # a file that is no picture at all is reported by the decoder, once
+    except Exception as e:  # noqa: BLE001 - an unreadable header: no metadata, a note
+        notes.append(f"{path}: metadata not readable ({type(e).__name__}: {e})")
+    return fields
+
+
+def open_picture(path: str | Path):
+    """Pillow's lazy open (formats registered by pamir.features.images), header only."""
+    from .features.images import register_formats  # noqa: PLC0415
+
+    register_formats()
+    return Image.open(path)
+
+
+def _exif_fields(im, fields: _Fields) -> None:
+    exif = im.getexif()
+    xp = exif.get(_XP_KEYWORDS)
+    if xp:
+        raw = bytes(xp) if not isinstance(xp, bytes) else xp
+        text = raw.decode("utf-16-le", "replace").rstrip("\x00")
+        fields.keywords.append(("EXIF XPKeywords", [k for k in text.split(";") if k.strip()]))
+    desc = exif.get(_IMAGE_DESCRIPTION)
+    if isinstance(desc, bytes):
+        desc = desc.decode("utf-8", "replace")
+    if isinstance(desc, str) and desc.strip(" \x00"):
+        fields.texts.append(("EXIF ImageDescription", desc.strip(" \x00")))
+    sub = exif.get_ifd(_EXIF_IFD)
+    when = sub.get(_DATE_TIME_ORIGINAL)
+    if isinstance(when, str):
+        fields.exif_taken = _exif_date(when, sub.get(_OFFSET_TIME_ORIGINAL))
+
+
+def _iptc_fields(im, fields: _Fields) -> None:
+    if im.format not in ("JPEG", "TIFF"):
+        return
+    info = IptcImagePlugin.getiptcinfo(im) or {}
+    kws = info.get(_IPTC_KEYWORDS)
+    if kws:
+        kws = kws if isinstance(kws, list) else [kws]
+        fields.keywords.insert(0, ("IPTC Keywords", [_iptc_text(k) for k in kws]))
+    cap = info.get(_IPTC_CAPTION)
+    if cap:
+        cap = cap[0] if isinstance(cap, list) else cap
+        fields.texts.append(("IPTC Caption-Abstract", _iptc_text(cap)))
+
+
+def _iptc_text(value: bytes) -> str:
+    # IPTC says its coded character set in record 1; every current writer uses UTF-8
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+# ------------------------------------------------------------------------------- dates
+_EXIF_DATE = re.compile(r"(\d{4}):(\d\d):(\d\d)[ T](\d\d):(\d\d):(\d\d)")
+_OFFSET = re.compile(r"[+-]\d\d:\d\d")
+_ISO_DATE = re.compile(r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d):(\d\d)(?::(\d\d))?(?:\.\d+)?"
+                       r"(Z|[+-]\d\d:\d\d)?)?)?)?$")
+
+
+def _exif_date(text: str, offset) -> str | None:
+    """"2019:07:14 10:31:00" (+ "+02:00") -> "2019-07-14T10:31:00+02:00"; None when blank
+    ("0000:00:00 00:00:00", as cameras without a clock write) or not a date."""
+    m = _EXIF_DATE.match(text.strip())
+    if not m:
+        return None
+    try:
+        dt = datetime(*map(int, m.groups()))
+    except ValueError:
+        return None
+    suffix = offset.strip() if isinstance(offset, str) and _OFFSET.fullmatch(offset.strip()) \
+        else ""
+    return _iso(dt) + suffix
+
+
+def _iso_text(text: str) -> str | None:
+    """An XMP date ("2019", "2019-07", "2019-07-14T10:31+02:00") as a full ISO date-time."""
+    m = _ISO_DATE.match(text.strip())
+    if not m:
+        return None
+    y, mo, d, h, mi, s, tz = m.groups()
+    try:
+        dt = datetime(int(y), int(mo or 1), int(d or 1), int(h or 0), int(mi or 0), int(s or 0))
+    except ValueError:
+        return None
+    return _iso(dt) + ("+00:00" if tz == "Z" else tz or "")
+
+
+def _iso(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+__all__ = ["MAX_XMP_BYTES", "PictureMetadata", "read_metadata", "sidecar_paths",
+           "sidecar_signature"]
