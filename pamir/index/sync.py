@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data import IMAGE_SUFFIXES
-from ..metadata import read_metadata, sidecar_signature
 from .catalog import IndexDirError, Picture
 
 if TYPE_CHECKING:  # annotations only: the facade imports this module
@@ -213,6 +212,8 @@ class _Sync:
 
     def fill_metadata(self, entry: dict) -> None:
         """The entry's caption (a table's, else its files'), source, date and sidecars."""
+        from ..metadata import read_metadata  # noqa: PLC0415 - Pillow: not on a search's path
+
         meta = read_metadata(entry["path"])
         table = self.captions.get(entry["path"])
         entry.update(caption=tuple(table) if table else meta.caption,
@@ -224,6 +225,8 @@ class _Sync:
     def refresh_metadata(self, old: Picture) -> None:
         """Read an unchanged picture's metadata again when a sidecar changed, appeared or
         went, when a table gives it another caption, or when it was never read."""
+        from ..metadata import sidecar_signature  # noqa: PLC0415
+
         table = self.captions.get(old.path)
         if (old.sidecars is not None and old.sidecars == sidecar_signature(old.path)
                 and (table is None or tuple(table) == old.caption)):
