@@ -338,3 +338,13 @@ def test_json_of_pamir_search_escapes_non_utf8_paths_as_the_api_does(tmp_path):
     data = json.loads(out)
     hits = data["hits"] if isinstance(data, dict) else data
     assert [h["path"] for h in hits] == api and "\\xff" in api[0], (hits, api)
+    # the plain listing shows it the same way, and -f gives the name's own bytes for a pipe
+    for flags in ([], ["-f"]):
+        r = subprocess.run([*_pamir(), "search", "red", *flags, "--index", str(tmp_path / "ix")],
+                           capture_output=True, env={**os.environ, "PAMIR_EMBEDDINGS": "0"})
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        if flags:
+            listed = {Path(os.fsdecode(line)) for line in r.stdout.splitlines()}
+            assert listed and listed <= {p.resolve() for p in folder.iterdir()}
+        else:
+            assert api[0] in r.stdout.decode("utf-8")

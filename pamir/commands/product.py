@@ -403,13 +403,18 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
         print(json.dumps({**head, "hits": [{**h.__dict__, "path": shown_path(h.path)}
                                            for h in hits]}))
     elif files_only:
+        # the name's own bytes, so that `| xargs` opens a file whose name is not UTF-8
+        sys.stdout.flush()
         for h in hits:
-            print(h.path)
+            sys.stdout.buffer.write(os.fsencode(h.path) + b"\n")
+        sys.stdout.buffer.flush()
     else:
+        from ..storage import shown_path  # noqa: PLC0415
+
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
             when = f"{h.taken[:10]}  " if getattr(h, "taken", None) else ""
             caption = f"\t{' '.join(h.caption)}" if getattr(h, "caption", None) else ""
-            print(f"{rank:>3}  {h.score:8.4f}  {when}{h.path}{caption}")
+            print(f"{rank:>3}  {h.score:8.4f}  {when}{shown_path(h.path)}{caption}")
 
 
 def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,
