@@ -48,8 +48,23 @@ class TrainingQueries:
         self.vectors = text_vectors(self.queries.presence(), self.idf)
         self.relevance = self.queries.relevance
 
+        self.total = len(self.queries)  # before any `sample`
+
     def __len__(self) -> int:
-        return len(self.queries)
+        return self.vectors.shape[0]
+
+    def sample(self, most: int | None = config.VALID_MAX_QUERIES,
+               seed: int = config.VALID_QUERY_SEED) -> "TrainingQueries":
+        """At most `most` of the queries (all when None or fewer), a seeded uniform sample
+        kept in their order: vectors and relevance only (validation's criterion), `total`
+        still counting them all."""
+        if most is None or len(self) <= int(most):
+            return self
+        keep = np.sort(np.random.default_rng(seed).choice(len(self), int(most), replace=False))
+        out = object.__new__(TrainingQueries)
+        out.__dict__.update(self.__dict__, queries=None, vectors=self.vectors[keep],
+                            relevance=sp.csr_matrix(self.relevance)[keep])
+        return out
 
 
 class TextSpaceModel:
