@@ -580,9 +580,14 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                           seeds=seeds, log=log, progress=progress, grid=sub_grid,
                           executor=pool, label=label if len(prepared) > 1 else "")
 
+        # the costliest candidates' fits are queued first (longest processing time first):
+        # the widest fits, last in the candidate order, would otherwise end the phase alone
+        # on one core. The order changes when a fit runs, never what it computes.
+        costly_first = sorted(range(len(prepared)), key=lambda i: -_stored_per_row(prepared[i][3]))
         with fit_pool(len(prepared) if workers > 1 else 1) as candidates_pool:
-            selections = [candidates_pool.submit(run, p, g) for p, g in zip(prepared, sub_grids)]
-            selections = [f.result() for f in selections]  # in candidate order
+            futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i])
+                       for i in costly_first}
+            selections = [futures[i].result() for i in range(len(prepared))]  # candidate order
         timing["selection"] = round(time.perf_counter() - started, 2)
         results, best = [], None
         for p, sel in zip(prepared, selections):
@@ -640,6 +645,13 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     return System(rep, final, protocol.vocabulary, system_idf, info)
+
+
+def _stored_per_row(F) -> float:
+    """Numbers stored per picture: what one PA update of a representation costs, roughly."""
+    if sp.issparse(F):
+        return F.nnz / max(F.shape[0], 1)
+    return float(np.prod(F.shape[1:])) if hasattr(F, "shape") else 0.0
 
 
 def _seed_ensemble(sel, n: int, X_train, Y_train, X_valid, Y_valid, progress, say, pool):
