@@ -249,6 +249,8 @@ def stopping(model) -> dict:
     for key in ("best_update_", "n_updates_", "triplets_", "best_valid_avgp_"):
         if getattr(model, key, None) is not None:
             out[key.rstrip("_")] = getattr(model, key)
+    if getattr(model, "out_of_time_", False):  # cut short by the time budget
+        out["out_of_time"] = True
     return out
 
 

@@ -35,6 +35,7 @@ from .features.registry import (Concatenation, make_representation, output_of, p
                                 representation_from_saved, representation_name, takes)
 from .features.representation import Extracted, take_rows
 from .models import model_class
+from .models.pa import deadline, out_of_time
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
 from .selection import (FitDisplay, check_points, fit_pool, fit_workers, grid_points,
@@ -514,7 +515,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                model_params: dict | None = None, progress: bool = True, *,
                representation=None, retrain: bool = False, grid: dict | list | None = None,
                protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
-               ensemble: int = 1, cache_dir=None, log=print) -> System:
+               ensemble: int = 1, cache_dir=None, log=print,
+               time_budget: float | None = None) -> System:
     """Train a whole system on a captioned collection.
 
     For each representation candidate (`representation`: a name or a list of names; None:
@@ -527,6 +529,12 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     averaged (PAMIR.average), on train and, with `retrain`, each again on train + valid.
     `inputs` = (F, ok, representation) reuses features already computed for this collection
     and protocol. `log` prints one line per step (None: silent).
+
+    Fits run concurrently (pamir.selection.fit_workers) and give the same system whatever
+    the number of threads. `time_budget` (seconds, from the call): fits still running when it
+    is spent stop at their next validation, keeping their best weights, and the ensemble and
+    the retraining are left out if there is no time left for them; info["budget"] says what
+    was cut (the result then depends on the machine's speed).
     """
     say = log or (lambda *a: None)
     protocol = protocol or Protocol(collection)
@@ -542,10 +550,11 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     candidates = ([(None, None)] if inputs is not None
                   else representation_candidates(model, representation, model_params))
     t0 = time.perf_counter()
-    timing = {}
+    timing, skipped = {}, []
     workers = fit_workers(cls)
     seeds_per_point = 1 if seeds is None else len(list(seeds))
-    with FitDisplay(progress, log) as display, fit_pool(workers) as pool:
+    with FitDisplay(progress, log) as display, fit_pool(workers) as pool, \
+            deadline(time_budget):
         # 1. every candidate's features, one after another (extraction uses the cores itself)
         prepared = []
         for name, weights in candidates:
@@ -603,15 +612,24 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         del prepared, selections  # the losers' features
         sel, F, ok, rep, train, valid, name, winner = best
         members, valid_avgp = [sel.model], sel.valid_avgp
-        if ensemble > 1:
+        if ensemble > 1 and out_of_time():
+            skipped.append("ensemble")
+        elif ensemble > 1:
             started = time.perf_counter()
             display.phase("ensemble", fits=ensemble - 1, workers=min(workers, ensemble - 1))
-            members, valid_avgp = _seed_ensemble(sel, ensemble, take_rows(F, train),
-                                                 protocol.presence(train), take_rows(F, valid),
-                                                 protocol.presence(valid), progress, say, pool)
+            grown, grown_avgp = _seed_ensemble(sel, ensemble, take_rows(F, train),
+                                               protocol.presence(train), take_rows(F, valid),
+                                               protocol.presence(valid), progress, say, pool)
+            if any(getattr(m, "out_of_time_", False) for m in grown):
+                skipped.append("ensemble")  # a member cut short: the chosen model alone
+                say("time budget spent during the ensemble: keeping the chosen model alone")
+            else:
+                members, valid_avgp = grown, grown_avgp
             timing["ensemble"] = round(time.perf_counter() - started, 2)
         chosen, system_idf = sel.params, protocol.idf
-        if retrain:
+        if retrain and out_of_time():
+            skipped.append("retrain")
+        elif retrain:
             started = time.perf_counter()
             dev = np.sort(np.concatenate([train, valid]))
             refits = [{**m.get_params(), **getattr(m, "refit_params_", {})} for m in members]
@@ -626,8 +644,14 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                 with progress_callback(f"{model} train+valid {seed}", progress) as callback:
                     return cls(**params).fit(X_dev, Y_dev, callback=callback)
 
-            members = [f.result() for f in [pool.submit(refit, p) for p in refits]]
-            system_idf = idf_weights(Y_dev)
+            refitted = [f.result() for f in [pool.submit(refit, p) for p in refits]]
+            if any(getattr(m, "out_of_time_", False) for m in refitted):
+                skipped.append("retrain")  # cut short: the models trained on train stay
+                chosen = sel.params
+                say("time budget spent during the retraining: keeping the models trained on "
+                    "train")
+            else:
+                members, system_idf = refitted, idf_weights(Y_dev)
             timing["retrain"] = round(time.perf_counter() - started, 2)
     final = cls.average(members) if len(members) > 1 else members[0]
     scored = getattr(sel.model, "valid_queries_", None)
@@ -637,11 +661,17 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "valid_avgp": round(valid_avgp, 3), "grid": winner["grid"],
         "ensemble": [int(m.random_state) for m in members] if len(members) > 1 else None,
         "representations": [{k: v for k, v in r.items() if k != "grid"} for r in results],
-        "retrained": retrain, "seed": protocol.seed, "vocabulary_size": protocol.T,
+        "retrained": retrain and "retrain" not in skipped, "seed": protocol.seed,
+        "vocabulary_size": protocol.T,
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
         "valid_queries": None if scored is None else {
             "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED},
         "fit_workers": workers, "timing": timing,
+        "budget": None if time_budget is None else {
+            "seconds": float(time_budget), "skipped": skipped,
+            "fits_stopped": sum(bool(t.get("out_of_time")) for r in results for t in r["grid"]),
+            "reached": bool(skipped) or any(t.get("out_of_time") for r in results
+                                            for t in r["grid"])},
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     return System(rep, final, protocol.vocabulary, system_idf, info)

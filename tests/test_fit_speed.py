@@ -139,3 +139,22 @@ def test_the_fast_avgp_is_the_metrics_avgp():
         R = sp.csr_matrix(rng.random((m, n)) < 0.2)
         assert np.allclose(average_precision_pessimistic(S, R),
                            average_precision(S, R, ties="pessimistic"))
+
+
+def test_a_spent_time_budget_keeps_the_best_model_found_and_says_so(folder, tmp_path):
+    kw = dict(progress=False, cache_dir=tmp_path / "cache", log=None, representation="visterms")
+    params = {"n_updates": 50_000, "eval_every": 500}
+    # a budget spent before the first fit: each fit stops after its first evaluation, and
+    # neither the ensemble nor the retraining runs
+    system = fit_system(folder, "pamir", SETTINGS, params, ensemble=2, retrain=True,
+                        time_budget=0.0, **kw)
+    budget = system.info["budget"]
+    assert budget["reached"] and budget["skipped"] == ["ensemble", "retrain"]
+    assert budget["fits_stopped"] == 3
+    assert all(t["n_updates"] == 500 and t["out_of_time"] for t in system.info["grid"])
+    assert not system.info["retrained"] and system.info["ensemble"] is None
+    roomy = fit_system(folder, "pamir", SETTINGS, {"n_updates": 1_000, "eval_every": 500},
+                       grid={}, time_budget=600.0, **kw)
+    assert roomy.info["budget"] == {"seconds": 600.0, "skipped": [], "fits_stopped": 0,
+                                    "reached": False}
+    assert "out_of_time" not in roomy.info["grid"][0]
