@@ -80,6 +80,31 @@ def model_record(model: Path) -> dict:
     out = {k: info[k] for k in keep if k in info}
     out["grid"] = [{k: t.get(k) for k in ("params", "valid_avgp", "seconds")}
                    for t in info.get("grid", [])]
+    out["race"] = race_study(info.get("representations", []))
+    return out
+
+
+def race_study(representations: list, rungs=(200_000, 500_000, 1_000_000, 2_000_000)) -> dict:
+    """From the grid's validation curves (AvgP after each evaluation) of every candidate:
+    had the fits been raced, ranked by their best AvgP so far after `rung` updates, where
+    would the final winner have stood, and how many fits would a halving keep."""
+    fits = [(f"{r['representation']} {r['weights']} c={c['params'].get('c')}", c["valid_avgp"],
+             c["curve"]) for r in representations for c in r.get("curves", []) if c["curve"]]
+    if not fits:
+        return {}
+    final = [v for _, v, _ in fits]
+    winner = int(np.argmax(final))
+    out = {"fits": len(fits), "winner": fits[winner][0], "rungs": {}}
+    for rung in rungs:
+        early = [max([a for u, a in curve if u <= rung] or [0.0]) for _, _, curve in fits]
+        order = np.argsort(-np.asarray(early), kind="stable")
+        place = int(np.flatnonzero(order == winner)[0]) + 1
+        ranks_e = np.argsort(np.argsort(-np.asarray(early)))
+        ranks_f = np.argsort(np.argsort(-np.asarray(final)))
+        rho = float(np.corrcoef(ranks_e, ranks_f)[0, 1])
+        out["rungs"][rung] = {"winner_place": place, "spearman": round(rho, 3),
+                              "leader": fits[int(order[0])][0],
+                              "gap_to_leader": round(early[int(order[0])] - early[winner], 2)}
     return out
 
 
@@ -220,6 +245,17 @@ def report(r: dict) -> str:
             lines.append(f"{name}: features " + ", ".join(
                 f"{p['representation']} {p.get('feature_seconds', 0):.0f} s" for p in reps)
                 + (f"; phases {x['model']['timing']}" if x["model"].get("timing") else "") + ".  ")
+        lines.append("")
+    race = (m or {}).get("after", {}).get("model", {}).get("race")
+    if race:
+        lines += ["## Could the candidates be raced? (the new main job's grid curves)\n",
+                  f"{race['fits']} fits; the winner after all updates: {race['winner']}. Ranked "
+                  "by their best validation AvgP so far after N updates:\n",
+                  "| N | winner's place | Spearman with the final ranking | leader then | "
+                  "winner's gap |", "|---:|---:|---:|---|---:|"]
+        for n, v in race["rungs"].items():
+            lines.append(f"| {int(n):,} | {v['winner_place']} | {v['spearman']:.2f} | "
+                         f"{v['leader']} | {v['gap_to_leader']:.2f} |")
         lines.append("")
     w = r.get("warm")
     if w:

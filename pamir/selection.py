@@ -249,6 +249,10 @@ def stopping(model) -> dict:
     for key in ("best_update_", "n_updates_", "triplets_", "best_valid_avgp_"):
         if getattr(model, key, None) is not None:
             out[key.rstrip("_")] = getattr(model, key)
+    history = getattr(model, "history_", None)
+    if history and isinstance(history[0], (list, tuple)) and history[0][1] is not None:
+        # the PA models' validation AvgP after each evaluation
+        out["curve"] = [[int(h[0]), round(100 * h[1], 2)] for h in history if h[1] is not None]
     if getattr(model, "out_of_time_", False):  # cut short by the time budget
         out["out_of_time"] = True
     return out

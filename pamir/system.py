@@ -660,7 +660,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "representation": name, "representation_settings": rep.to_dict().get("settings"),
         "valid_avgp": round(valid_avgp, 3), "grid": winner["grid"],
         "ensemble": [int(m.random_state) for m in members] if len(members) > 1 else None,
-        "representations": [{k: v for k, v in r.items() if k != "grid"} for r in results],
+        "representations": [{k: v for k, v in r.items() if k != "grid"}
+                            | {"curves": [_curve(t) for t in r["grid"]]} for r in results],
         "retrained": retrain and "retrain" not in skipped, "seed": protocol.seed,
         "vocabulary_size": protocol.T,
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
@@ -675,6 +676,13 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     return System(rep, final, protocol.vocabulary, system_idf, info)
+
+
+def _curve(trial: dict) -> dict:
+    """A grid point's validation AvgP after each evaluation (percent), to study how early a
+    race between candidates could be decided (benchmarks/bench_fit_speed.py)."""
+    return {"params": trial["params"], "valid_avgp": trial["valid_avgp"],
+            "curve": trial.get("curve", [])}
 
 
 def _stored_per_row(F) -> float:
