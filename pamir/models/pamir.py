@@ -309,6 +309,23 @@ def _dense_and_sparse(X) -> tuple:
 
 
 
+def projector(X, dtype=np.float64):
+    """W -> X W^T for the pictures X, with X's leading dense block (as `_dense_and_sparse`
+    finds it) multiplied as a dense matrix. A CSR product walks every stored number through
+    its index: for [cnn, cnn-lite1, cnn-lite2, visterms] (14,720 dense columns) scoring the
+    500 validation pictures took 17x longer that way than dense + sparse (measured 5.1 s
+    against 0.29 s, float64), and early stopping scores them 40 times a fit."""
+    if _is_dense(X) or X.shape[0] == 0:
+        return lambda W: np.asarray(X, dtype) @ W.T
+    stored = np.bincount(X.indices, minlength=X.shape[1]) >= X.shape[0] / 2
+    width = int(np.argmin(np.append(stored, False)))
+    if width < MIN_DENSE_BLOCK:
+        return lambda W: X @ W.T
+    block = np.ascontiguousarray(X[:, :width].toarray(), dtype=dtype)
+    rest = sp.csr_matrix(X[:, width:])
+    return lambda W: block @ W[:, :width].T + rest @ W[:, width:].T
+
+
 class PAMIR(TextSpaceModel):
     """Linear PAMIR trained with PA-I updates, early-stopped on validation AvgP.
 
@@ -446,8 +463,13 @@ class PAMIR(TextSpaceModel):
         return used
 
     def _run(self, steps, W, A, valid, callback) -> None:
-        score = None if valid is None else (
-            lambda weights: mean_average_precision(valid[0] @ weights.T, valid[1], valid[2]))
+        if valid is None:
+            score = None
+        else:
+            project = projector(valid[0])
+
+            def score(weights):
+                return mean_average_precision(project(weights), valid[1], valid[2])
         run = train_pa(steps, lambda done: self._current(W, A, done), score,
                        n_updates=self.n_updates, eval_every=self.eval_every,
                        patience=self.patience, callback=callback)
@@ -531,7 +553,7 @@ class PAMIR(TextSpaceModel):
             raise ValueError(f"PAMIR: pictures have {X.shape[1]} visterms but the model was "
                              f"trained on {self.W_.shape[1]}; use the same visual pipeline")
         X = np.asarray(X, np.float32) if _is_dense(X) else sp.csr_matrix(X, dtype=np.float32)
-        return np.ascontiguousarray(X @ self.W_.T, dtype=np.float32)
+        return np.ascontiguousarray(projector(X, np.float32)(self.W_), dtype=np.float32)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "W_"):
