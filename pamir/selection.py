@@ -44,7 +44,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
 from . import config
 from .evaluation import evaluate_model
 from .models import model_class
-from .models.base import TextSpaceModel, TrainingQueries
+from .models.base import TextSpaceModel, TrainingQueries, training_queries
 from .text import idf as idf_weights
 
 
@@ -167,7 +167,7 @@ def fit_pool(workers: int):
 def validation_queries(Y_valid, Y_train, most=config.VALID_MAX_QUERIES) -> TrainingQueries:
     """The validation queries a fit is scored on: every subset of a validation caption,
     weighted with the training idf, at most `most` of them (seeded sample)."""
-    queries = TrainingQueries(Y_valid, idf_weights=idf_weights(Y_train))
+    queries = training_queries(Y_valid, idf_weights=idf_weights(Y_train))
     return queries.sample(most, config.VALID_QUERY_SEED)
 
 

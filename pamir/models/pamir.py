@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from .. import config
 from ..evaluation import mean_average_precision
 from ..text import text_vectors
-from .base import TextSpaceModel, TrainingQueries
+from .base import TextSpaceModel, TrainingQueries, training_queries
 from .pa import check_pa_params, pa1_tau, train_pa
 
 MARGINS = ("constant", "text")
@@ -395,7 +395,7 @@ class PAMIR(TextSpaceModel):
         Y = sp.csr_matrix(Y)
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"PAMIR: X has {X.shape[0]} pictures but Y has {Y.shape[0]} captions")
-        queries = TrainingQueries(Y)
+        queries = training_queries(Y)
         self.idf_ = queries.idf
         self.V_, self.T_ = X.shape[1], Y.shape[1]
         valid = None
@@ -457,7 +457,7 @@ class PAMIR(TextSpaceModel):
     def _validation_queries(self, Y_valid) -> TrainingQueries:
         """The validation queries early stopping scores (capped: max_valid_queries), and
         how many there were, recorded in valid_queries_ = [scored, all]."""
-        vq = TrainingQueries(Y_valid, idf_weights=self.idf_)
+        vq = training_queries(Y_valid, idf_weights=self.idf_)
         used = vq.sample(self.max_valid_queries, config.VALID_QUERY_SEED)
         self.valid_queries_ = [len(used), vq.total]
         return used
