@@ -70,7 +70,7 @@ class TrainingQueries:
 
 
 _QUERY_MEMO: dict = {}
-_QUERY_MEMO_LOCK = threading.Lock()
+_QUERY_MEMO_LOCK = threading.RLock()
 #: Query sets kept by `training_queries` (the last ones asked for).
 QUERY_MEMO_SIZE = 4
 
@@ -87,12 +87,12 @@ def training_queries(Y, idf_weights: np.ndarray | None = None) -> TrainingQuerie
               np.asarray([-1 if config.MAX_QUERY_WORDS is None else config.MAX_QUERY_WORDS])):
         digest.update(np.ascontiguousarray(a).tobytes())
     key = digest.hexdigest()
+    # built under the lock: threads that start together wait for one set, not build two
     with _QUERY_MEMO_LOCK:
         if key in _QUERY_MEMO:
             _QUERY_MEMO[key] = _QUERY_MEMO.pop(key)  # most recent last
             return _QUERY_MEMO[key]
-    queries = TrainingQueries(Y, idf_weights=idf_weights)
-    with _QUERY_MEMO_LOCK:
+        queries = TrainingQueries(Y, idf_weights=idf_weights)
         _QUERY_MEMO[key] = queries
         while len(_QUERY_MEMO) > QUERY_MEMO_SIZE:
             _QUERY_MEMO.pop(next(iter(_QUERY_MEMO)))
