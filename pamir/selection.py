@@ -285,14 +285,12 @@ class FitDisplay:
         self.started = time.perf_counter()
 
     def __enter__(self) -> "FitDisplay":
-        if self.bar is not None:
-            self.bar.start()
         FitDisplay._active = self
         return self
 
     def __exit__(self, *exc) -> None:
         FitDisplay._active = None
-        if self.bar is not None:
+        if self.bar is not None and self.bar.live.is_started:
             self.bar.stop()
 
     def phase(self, name: str, fits: int, workers: int = 1) -> None:
@@ -300,6 +298,10 @@ class FitDisplay:
             self.total, self.done, self.workers = int(fits), 0, int(workers)
             self.started = time.perf_counter()
             if self.bar is not None:
+                # started at the first phase, not before: feature extraction draws its own
+                # bars first, and a terminal holds one live display at a time
+                if not self.bar.live.is_started:
+                    self.bar.start()
                 if self.task is not None:
                     self.bar.remove_task(self.task)
                 self.task = self.bar.add_task(f"[bold]{name}", total=fits)
