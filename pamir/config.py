@@ -27,6 +27,18 @@ MIN_WORD_PICTURES = 2
 #: Queries are subsets of a caption's words; this caps their size (None: every subset).
 MAX_QUERY_WORDS: int | None = None
 
+#: The most validation queries a fit scores (issue 24): a seeded sample (VALID_QUERY_SEED)
+#: beyond. Every subset of a caption is a query, so long captions make hundreds of thousands
+#: (272,585 for 129 pictures captioned with 5-15 words), and early stopping scores them all
+#: every `eval_every` updates. Corel 5k's 2,028 are all kept; what a smaller sample costs in
+#: selection accuracy is measured in benchmarks/results/fit_speed.md.
+VALID_MAX_QUERIES: int | None = 4000
+VALID_QUERY_SEED = 0
+
+#: Fits `pamir fit` runs at once (grid points, candidates, seeds, retraining), threads of one
+#: process: PAMIR's update loop releases the GIL. None: one per core.
+FIT_WORKERS: int | None = None
+
 #: Queries with at least this many relevant pictures are "easy", the others "difficult"
 #: (TPAMI Table X).
 EASY_MIN_RELEVANT = 3

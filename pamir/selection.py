@@ -17,21 +17,34 @@ has one per kernel). Parameters the caller fixes drop out of it, and sub-grids t
 values for them are left out. `selection_params` of a model class apply while selecting only
 (BBNN trains fewer triplets per point) unless the caller fixes them; the chosen point is then
 fitted with its full settings.
+
+Grid points (and seeds) are fitted concurrently, in threads (`fit_workers`, config.FIT_WORKERS:
+one per core) for models whose training releases the GIL (`fits_in_threads`: PAMIR's numba
+loop); every fit has its own seeded generator, so the results, and the choice, do not depend
+on the number of threads. The validation queries a point is scored on are capped at
+config.VALID_MAX_QUERIES (a sample seeded by config.VALID_QUERY_SEED), as PAMIR's early
+stopping caps them.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-from rich.progress import Progress
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
+from . import config
 from .evaluation import evaluate_model
 from .models import model_class
-from .models.base import TextSpaceModel, TrainingQueries
+from .models.base import TextSpaceModel, TrainingQueries, training_queries
 from .text import idf as idf_weights
 
 
@@ -121,14 +134,53 @@ def validation_avgp(model, X, queries: TrainingQueries) -> float:
     return evaluate_model(model, X, queries.vectors, queries.relevance, curve=False).mean("avgp")
 
 
+def fit_workers(model=None) -> int:
+    """How many fits run at once: config.FIT_WORKERS (None: one per core), 1 for a model
+    whose training holds the GIL (threads would only take turns)."""
+    if model is not None and not getattr(as_class(model), "fits_in_threads", False):
+        return 1
+    return max(1, int(config.FIT_WORKERS or os.cpu_count() or 1))
+
+
+class _Inline:
+    """An executor that runs each job at once, in the caller's thread (one worker)."""
+
+    def submit(self, fn, *args, **kw) -> Future:
+        f = Future()
+        try:
+            f.set_result(fn(*args, **kw))
+        except BaseException as e:  # noqa: BLE001 - handed back through the future
+            f.set_exception(e)
+        return f
+
+
+@contextmanager
+def fit_pool(workers: int):
+    """An executor for `workers` concurrent fits (in the caller's thread when 1)."""
+    if workers <= 1:
+        yield _Inline()
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="pamir-fit") as pool:
+        yield pool
+
+
+def validation_queries(Y_valid, Y_train, most=config.VALID_MAX_QUERIES) -> TrainingQueries:
+    """The validation queries a fit is scored on: every subset of a validation caption,
+    weighted with the training idf, at most `most` of them (seeded sample)."""
+    queries = training_queries(Y_valid, idf_weights=idf_weights(Y_train))
+    return queries.sample(most, config.VALID_QUERY_SEED)
+
+
 def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = None,
            grid: dict | list | None = None, seeds=None, log=print,
-           progress: bool = False) -> Selection:
+           progress: bool = False, executor=None, label: str = "") -> Selection:
     """Choose a model's parameters on validation (module docstring).
 
     params: fixed parameters (they drop out of the grid). grid: the grid to search instead of
     the model's own ({} : none, the defaults alone). seeds: random_state values; each point's
-    score is the mean over them. log: one line per point (None: silent).
+    score is the mean over them. log: one line per point (None: silent). executor: where the
+    fits run (pamir.system shares one among candidates; default: fit_workers threads).
+    label: what the log lines and progress bars name the data by (a representation).
     """
     cls = as_class(model)
     params = dict(params or {})
@@ -137,38 +189,52 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     check_points(cls, params, points)
     say = log or (lambda *a: None)
     seeds = [None] if seeds is None else list(seeds)
-    queries = TrainingQueries(Y_valid, idf_weights=idf_weights(Y_train))
+    most = params.get("max_valid_queries", config.VALID_MAX_QUERIES)
+    queries = validation_queries(Y_valid, Y_train, most)
     during = {k: v for k, v in getattr(cls, "selection_params", {}).items() if k not in params}
+    prefix = f"{label}: " if label else ""
+
+    def fit_point(k, point, seed):
+        started = time.perf_counter()
+        settings = {**during, **params, **point}  # what the caller fixed wins
+        if seed is not None:
+            settings["random_state"] = seed
+        text = f"{prefix}{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"
+        m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), text, progress)
+        return m, 100 * validation_avgp(m, X_valid, queries), time.perf_counter() - started
+
     trials, fitted = [], []
-    for k, point in enumerate(points, 1):
-        started, scores, first = time.perf_counter(), [], None
-        for seed in seeds:
-            settings = {**during, **params, **point}  # what the caller fixed wins
-            if seed is not None:
-                settings["random_state"] = seed
-            label = f"{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"
-            m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), label, progress)
-            scores.append(100 * validation_avgp(m, X_valid, queries))
-            if first is None:
-                first = m
-        trial = Trial(point, float(np.mean(scores)), scores, time.perf_counter() - started,
-                      stopping(first))
-        trials.append(trial)
-        fitted.append(first)
-        say(f"{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP {trial.valid_avgp:.2f}"
-            + (f" (seeds {', '.join(f'{s:.2f}' for s in scores)})" if len(scores) > 1 else "")
-            + f" ({trial.seconds:.1f} s)")
+    with (fit_pool(fit_workers(cls)) if executor is None else _given(executor)) as pool:
+        futures = [[pool.submit(fit_point, k, point, seed) for seed in seeds]
+                   for k, point in enumerate(points, 1)]
+        for point, runs in zip(points, futures):  # in grid order, whatever finished first
+            done = [f.result() for f in runs]
+            scores = [score for _, score, _ in done]
+            trial = Trial(point, float(np.mean(scores)), scores,
+                          sum(seconds for _, _, seconds in done), stopping(done[0][0]))
+            trials.append(trial)
+            fitted.append(done[0][0])
+            say(f"{prefix}{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP "
+                f"{trial.valid_avgp:.2f}"
+                + (f" (seeds {', '.join(f'{s:.2f}' for s in scores)})" if len(scores) > 1
+                   else "")
+                + f" ({trial.seconds:.1f} s){FitDisplay.eta_text()}")
     best = int(np.argmax([t.valid_avgp for t in trials]))  # first of equals
     winner, score = fitted[best], trials[best].valid_avgp
     if during:  # the chosen point again, with the training it was shortened from
         settings = {**params, **points[best]}
         if seeds[0] is not None:
             settings["random_state"] = seeds[0]
-        say(f"{cls.kind}: fitting the chosen point with its full settings")
+        say(f"{prefix}{cls.kind}: fitting the chosen point with its full settings")
         winner = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid),
-                      f"{cls.kind} chosen", progress)
+                      f"{prefix}{cls.kind} chosen", progress)
         score = 100 * validation_avgp(winner, X_valid, queries)
     return Selection(winner, winner.get_params(), score, trials)
+
+
+@contextmanager
+def _given(executor):
+    yield executor
 
 
 def _fit(cls, settings, X, Y, validation, label, progress):
@@ -183,13 +249,106 @@ def stopping(model) -> dict:
     for key in ("best_update_", "n_updates_", "triplets_", "best_valid_avgp_"):
         if getattr(model, key, None) is not None:
             out[key.rstrip("_")] = getattr(model, key)
+    history = getattr(model, "history_", None)
+    if history and isinstance(history[0], (list, tuple)) and history[0][1] is not None:
+        # the PA models' validation AvgP after each evaluation
+        out["curve"] = [[int(h[0]), round(100 * h[1], 2)] for h in history if h[1] is not None]
+    if getattr(model, "out_of_time_", False):  # cut short by the time budget
+        out["out_of_time"] = True
     return out
+
+
+class FitDisplay:
+    """One progress display for a whole `pamir fit`: the phase, a bar per running fit, and
+    the ETA of the phase (from the fits finished so far and the threads). In a terminal it
+    is a live rich display; elsewhere (a log, a pipe) the log lines carry the same: each
+    phase's start and each finished point with `[fits k/n, ETA]`.
+
+        with FitDisplay(progress, log) as display:
+            display.phase("selection", fits=18, workers=2)
+            ...   # progress_callback bars join this display
+    """
+
+    _active: "FitDisplay | None" = None
+
+    def __init__(self, enabled: bool, log=print):
+        console = Console(stderr=True)
+        self.live = enabled and console.is_terminal
+        self.bar = (Progress(TextColumn("{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                             console=console, transient=True) if self.live else None)
+        self.say = log or (lambda *a: None)
+        self.lock = threading.Lock()
+        self.task = None
+        self.total = self.done = 0
+        self.workers = 1
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> "FitDisplay":
+        FitDisplay._active = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        FitDisplay._active = None
+        if self.bar is not None and self.bar.live.is_started:
+            self.bar.stop()
+
+    def phase(self, name: str, fits: int, workers: int = 1) -> None:
+        with self.lock:
+            self.total, self.done, self.workers = int(fits), 0, int(workers)
+            self.started = time.perf_counter()
+            if self.bar is not None:
+                # started at the first phase, not before: feature extraction draws its own
+                # bars first, and a terminal holds one live display at a time
+                if not self.bar.live.is_started:
+                    self.bar.start()
+                if self.task is not None:
+                    self.bar.remove_task(self.task)
+                self.task = self.bar.add_task(f"[bold]{name}", total=fits)
+        self.say(f"{name}: {fits} fit{'s' * (fits != 1)} on {workers} thread"
+                 f"{'s' * (workers != 1)}")
+
+    def finished_fit(self) -> None:
+        with self.lock:
+            self.done += 1
+            if self.bar is not None and self.task is not None:
+                self.bar.update(self.task, completed=self.done)
+
+    def eta(self) -> float | None:
+        """Seconds left in the phase, from the fits finished so far (None before the first)."""
+        if self.done == 0:
+            return None
+        return (time.perf_counter() - self.started) / self.done * (self.total - self.done)
+
+    @classmethod
+    def eta_text(cls) -> str:
+        d = cls._active
+        if d is None or d.total == 0:
+            return ""
+        eta = d.eta()
+        return f" [fits {d.done}/{d.total}" + ("" if eta is None else f", ETA {eta:.0f} s") + "]"
 
 
 @contextmanager
 def progress_callback(label: str, enabled: bool):
-    """A callback(done, total, valid_avgp) drawing a transient progress bar (None if not
-    enabled)."""
+    """A callback(done, total, valid_avgp) drawing a progress bar (None if not enabled): a
+    bar of the active FitDisplay when there is one (several fits may run at once), else a
+    transient bar of its own. A fit that ends counts towards the display's phase."""
+    display = FitDisplay._active
+    if display is not None:
+        task = display.bar.add_task(label, total=None) if (enabled and display.bar) else None
+
+        def update(done, total, score):
+            extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
+            display.bar.update(task, total=total, completed=done, description=f"{label}{extra}")
+
+        try:
+            yield update if task is not None else None
+        finally:
+            if task is not None:
+                display.bar.remove_task(task)
+            display.finished_fit()
+        return
     if not enabled:
         yield None
         return
@@ -207,5 +366,6 @@ def _fmt(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-__all__ = ["Selection", "Trial", "check_points", "grid_points", "model_grid",
-           "progress_callback", "select", "validation_avgp"]
+__all__ = ["FitDisplay", "Selection", "Trial", "check_points", "fit_pool", "fit_workers",
+           "grid_points", "model_grid", "progress_callback", "select", "validation_avgp",
+           "validation_queries"]

@@ -36,11 +36,12 @@ from .features.registry import (Concatenation, make_representation, output_of, p
                                 representation_from_saved, representation_name, takes)
 from .features.representation import Extracted, take_rows
 from .models import model_class
-from .models.base import (TextSpaceModel, TrainingQueries, dense_float32, load_directory,
-                          save_directory)
+from .models.pa import deadline, out_of_time
+from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
-from .selection import (check_points, grid_points, model_grid, progress_callback, select,
-                        validation_avgp)
+from .selection import (FitDisplay, check_points, fit_pool, fit_workers, grid_points,
+                        model_grid, progress_callback, select, validation_avgp,
+                        validation_queries)
 from .text import idf as idf_weights
 from .text import query_vector, tokenize, top_words
 
@@ -519,7 +520,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                model_params: dict | None = None, progress: bool = True, *,
                representation=None, retrain: bool = False, grid: dict | list | None = None,
                protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
-               ensemble: int = 1, cache_dir=None, log=print) -> System:
+               ensemble: int = 1, cache_dir=None, log=print,
+               time_budget: float | None = None) -> System:
     """Train a whole system on a captioned collection.
 
     For each representation candidate (`representation`: a name or a list of names; None:
@@ -532,6 +534,12 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     averaged (PAMIR.average), on train and, with `retrain`, each again on train + valid.
     `inputs` = (F, ok, representation) reuses features already computed for this collection
     and protocol. `log` prints one line per step (None: silent).
+
+    Fits run concurrently (pamir.selection.fit_workers) and give the same system whatever
+    the number of threads. `time_budget` (seconds, from the call): fits still running when it
+    is spent stop at their next validation, keeping their best weights, and the ensemble and
+    the retraining are left out if there is no time left for them; info["budget"] says what
+    was cut (the result then depends on the machine's speed).
     """
     say = log or (lambda *a: None)
     protocol = protocol or Protocol(collection)
@@ -546,77 +554,164 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     _check_collection(collection, protocol)
     candidates = ([(None, None)] if inputs is not None
                   else representation_candidates(model, representation, model_params))
-    results, best = [], None
     t0 = time.perf_counter()
-    for name, weights in candidates:
+    timing, skipped = {}, []
+    workers = fit_workers(cls)
+    seeds_per_point = 1 if seeds is None else len(list(seeds))
+    with FitDisplay(progress, log) as display, fit_pool(workers) as pool, \
+            deadline(time_budget):
+        # 1. every candidate's features, one after another (extraction uses the cores itself)
+        prepared = []
+        for name, weights in candidates:
+            started = time.perf_counter()
+            F, ok, rep = inputs if inputs is not None else collection_inputs(
+                collection, protocol, name, feature_settings, weights=weights,
+                cnn_settings=cnn_settings, cache_dir=cache_dir, progress=progress, log=log)
+            name = representation_name(rep) if name is None else name
+            feature_seconds = time.perf_counter() - started
+            train, valid = protocol.train[ok[protocol.train]], protocol.valid[ok[protocol.valid]]
+            for split, idx, full in (("train", train, protocol.train),
+                                     ("valid", valid, protocol.valid)):
+                if len(idx) < len(full):
+                    say(f"{len(full) - len(idx)} {split} pictures could not be read and are "
+                        "left out")
+            label = name + (f" (weights {', '.join(map(str, weights))})"
+                            if weights and len(weights) > 1 else "")
+            say(f"representation {label}: {feature_seconds:.1f} s of features")
+            prepared.append((name, weights, label, F, ok, rep, train, valid, feature_seconds))
+        timing["features"] = round(time.perf_counter() - t0, 2)
+
+        # 2. every candidate's grid on validation, all the fits sharing the threads
         started = time.perf_counter()
-        F, ok, rep = inputs if inputs is not None else collection_inputs(
-            collection, protocol, name, feature_settings, weights=weights,
-            cnn_settings=cnn_settings, cache_dir=cache_dir, progress=progress, log=log)
-        name = representation_name(rep) if name is None else name
-        feature_seconds = time.perf_counter() - started
-        train, valid = protocol.train[ok[protocol.train]], protocol.valid[ok[protocol.valid]]
-        for split, idx, full in (("train", train, protocol.train),
-                                 ("valid", valid, protocol.valid)):
-            if len(idx) < len(full):
-                say(f"{len(full) - len(idx)} {split} pictures could not be read and are left out")
-        label = name + (f" (weights {', '.join(map(str, weights))})"
-                        if weights and len(weights) > 1 else "")
-        say(f"representation {label}: {feature_seconds:.1f} s of features")
-        sel = select(cls, take_rows(F, train), protocol.presence(train), take_rows(F, valid),
-                     protocol.presence(valid), params=model_params, seeds=seeds, log=log,
-                     progress=progress, grid=grid_reading(cls, model_params, grid, name))
-        results.append({"representation": name, "weights": list(weights or [1.0]),
-                        "valid_avgp": round(sel.valid_avgp, 3),
-                        "feature_seconds": round(feature_seconds, 2),
-                        "grid": [t.as_dict() for t in sel.trials]})
-        if best is None or sel.valid_avgp > best[0].valid_avgp:
-            best = (sel, F, ok, rep, train, valid, name, results[-1])
-        if len(candidates) > 1:
-            say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}")
-    sel, F, ok, rep, train, valid, name, winner = best
-    members, valid_avgp = [sel.model], sel.valid_avgp
-    if ensemble > 1:
-        members, valid_avgp = _seed_ensemble(sel, ensemble, take_rows(F, train),
-                                             protocol.presence(train), take_rows(F, valid),
-                                             protocol.presence(valid), progress, say)
-    chosen, system_idf = sel.params, protocol.idf
-    if retrain:
-        dev = np.sort(np.concatenate([train, valid]))
-        refits = [{**m.get_params(), **getattr(m, "refit_params_", {})} for m in members]
-        chosen = refits[0]
-        say(f"retraining on train + valid ({len(dev)} pictures) with {chosen}"
-            + (f" and {len(refits) - 1} more seeds" if len(refits) > 1 else ""))
-        Y_dev = protocol.presence(dev)
-        members = []
-        for params in refits:
-            with progress_callback(f"{model} train+valid", progress) as callback:
-                members.append(cls(**params).fit(take_rows(F, dev), Y_dev, callback=callback))
-        system_idf = idf_weights(Y_dev)
+        sub_grids = [grid_reading(cls, model_params, grid, p[0]) for p in prepared]
+        display.phase("selection", workers=workers,
+                      fits=seeds_per_point * sum(len(grid_points(g)) for g in sub_grids))
+
+        def run(p, sub_grid):
+            name, weights, label, F, ok, rep, train, valid, _ = p
+            return select(cls, take_rows(F, train), protocol.presence(train),
+                          take_rows(F, valid), protocol.presence(valid), params=model_params,
+                          seeds=seeds, log=log, progress=progress, grid=sub_grid,
+                          executor=pool, label=label if len(prepared) > 1 else "")
+
+        # the costliest candidates' fits are queued first (longest processing time first):
+        # the widest fits, last in the candidate order, would otherwise end the phase alone
+        # on one core. The order changes when a fit runs, never what it computes.
+        costly_first = sorted(range(len(prepared)), key=lambda i: -_stored_per_row(prepared[i][3]))
+        with fit_pool(len(prepared) if workers > 1 else 1) as candidates_pool:
+            futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i])
+                       for i in costly_first}
+            selections = [futures[i].result() for i in range(len(prepared))]  # candidate order
+        timing["selection"] = round(time.perf_counter() - started, 2)
+        results, best = [], None
+        for p, sel in zip(prepared, selections):
+            name, weights, label, F, ok, rep, train, valid, feature_seconds = p
+            results.append({"representation": name, "weights": list(weights or [1.0]),
+                            "valid_avgp": round(sel.valid_avgp, 3),
+                            "feature_seconds": round(feature_seconds, 2),
+                            "grid": [t.as_dict() for t in sel.trials]})
+            if best is None or sel.valid_avgp > best[0].valid_avgp:  # the first of equals
+                best = (sel, F, ok, rep, train, valid, name, results[-1])
+            if len(candidates) > 1:
+                say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}")
+        del prepared, selections  # the losers' features
+        sel, F, ok, rep, train, valid, name, winner = best
+        members, valid_avgp = [sel.model], sel.valid_avgp
+        if ensemble > 1 and out_of_time():
+            skipped.append("ensemble")
+        elif ensemble > 1:
+            started = time.perf_counter()
+            display.phase("ensemble", fits=ensemble - 1, workers=min(workers, ensemble - 1))
+            grown, grown_avgp = _seed_ensemble(sel, ensemble, take_rows(F, train),
+                                               protocol.presence(train), take_rows(F, valid),
+                                               protocol.presence(valid), progress, say, pool)
+            if any(getattr(m, "out_of_time_", False) for m in grown):
+                skipped.append("ensemble")  # a member cut short: the chosen model alone
+                say("time budget spent during the ensemble: keeping the chosen model alone")
+            else:
+                members, valid_avgp = grown, grown_avgp
+            timing["ensemble"] = round(time.perf_counter() - started, 2)
+        chosen, system_idf = sel.params, protocol.idf
+        if retrain and out_of_time():
+            skipped.append("retrain")
+        elif retrain:
+            started = time.perf_counter()
+            dev = np.sort(np.concatenate([train, valid]))
+            refits = [{**m.get_params(), **getattr(m, "refit_params_", {})} for m in members]
+            chosen = refits[0]
+            say(f"retraining on train + valid ({len(dev)} pictures) with {chosen}"
+                + (f" and {len(refits) - 1} more seeds" if len(refits) > 1 else ""))
+            display.phase("retraining", fits=len(refits), workers=min(workers, len(refits)))
+            X_dev, Y_dev = take_rows(F, dev), protocol.presence(dev)
+
+            def refit(params):
+                seed = params.get("random_state", "")
+                with progress_callback(f"{model} train+valid {seed}", progress) as callback:
+                    return cls(**params).fit(X_dev, Y_dev, callback=callback)
+
+            refitted = [f.result() for f in [pool.submit(refit, p) for p in refits]]
+            if any(getattr(m, "out_of_time_", False) for m in refitted):
+                skipped.append("retrain")  # cut short: the models trained on train stay
+                chosen = sel.params
+                say("time budget spent during the retraining: keeping the models trained on "
+                    "train")
+            else:
+                members, system_idf = refitted, idf_weights(Y_dev)
+            timing["retrain"] = round(time.perf_counter() - started, 2)
     final = cls.average(members) if len(members) > 1 else members[0]
+    scored = getattr(sel.model, "valid_queries_", None)
     info = {
         "data": collection.name, "model": model, "params": chosen,
         "representation": name, "representation_settings": rep.to_dict().get("settings"),
         "valid_avgp": round(valid_avgp, 3), "grid": winner["grid"],
         "ensemble": [int(m.random_state) for m in members] if len(members) > 1 else None,
-        "representations": [{k: v for k, v in r.items() if k != "grid"} for r in results],
-        "retrained": retrain, "seed": protocol.seed, "vocabulary_size": protocol.T,
+        "representations": [{k: v for k, v in r.items() if k != "grid"}
+                            | {"curves": [_curve(t) for t in r["grid"]]} for r in results],
+        "retrained": retrain and "retrain" not in skipped, "seed": protocol.seed,
+        "vocabulary_size": protocol.T,
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
+        "valid_queries": None if scored is None else {
+            "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED},
+        "fit_workers": workers, "timing": timing,
+        "budget": None if time_budget is None else {
+            "seconds": float(time_budget), "skipped": skipped,
+            "fits_stopped": sum(bool(t.get("out_of_time")) for r in results for t in r["grid"]),
+            "reached": bool(skipped) or any(t.get("out_of_time") for r in results
+                                            for t in r["grid"])},
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     return System(rep, final, protocol.vocabulary, system_idf, info)
 
 
-def _seed_ensemble(sel, n: int, X_train, Y_train, X_valid, Y_valid, progress, say):
-    """The chosen PAMIR and n - 1 more trained with the next seeds, each early-stopped on
-    validation; returns (the models, the validation AvgP of their average, percent)."""
+def _curve(trial: dict) -> dict:
+    """A grid point's validation AvgP after each evaluation (percent), to study how early a
+    race between candidates could be decided (benchmarks/bench_fit_speed.py)."""
+    return {"params": trial["params"], "valid_avgp": trial["valid_avgp"],
+            "curve": trial.get("curve", [])}
+
+
+def _stored_per_row(F) -> float:
+    """Numbers stored per picture: what one PA update of a representation costs, roughly."""
+    if sp.issparse(F):
+        return F.nnz / max(F.shape[0], 1)
+    return float(np.prod(F.shape[1:])) if hasattr(F, "shape") else 0.0
+
+
+def _seed_ensemble(sel, n: int, X_train, Y_train, X_valid, Y_valid, progress, say, pool):
+    """The chosen PAMIR and n - 1 more trained with the next seeds (concurrently, on `pool`),
+    each early-stopped on validation; returns (the models, the validation AvgP of their
+    average, percent)."""
     first, cls = int(sel.params.get("random_state", 0)), type(sel.model)
-    members = [sel.model]
-    for seed in range(first + 1, first + n):
+
+    def member(seed):
         with progress_callback(f"pamir seed {seed}", progress) as callback:
-            members.append(cls(**{**sel.params, "random_state": seed}).fit(
-                X_train, Y_train, validation=(X_valid, Y_valid), callback=callback))
-    queries = TrainingQueries(Y_valid, idf_weights=idf_weights(Y_train))
+            return cls(**{**sel.params, "random_state": seed}).fit(
+                X_train, Y_train, validation=(X_valid, Y_valid), callback=callback)
+
+    futures = [pool.submit(member, seed) for seed in range(first + 1, first + n)]
+    members = [sel.model] + [f.result() for f in futures]
+    queries = validation_queries(Y_valid, Y_train, sel.params.get("max_valid_queries",
+                                                                  config.VALID_MAX_QUERIES))
     scores = [100 * validation_avgp(m, X_valid, queries) for m in members]
     averaged = 100 * validation_avgp(cls.average(members), X_valid, queries)
     say(f"ensemble of seeds {first}-{first + n - 1}: validation AvgP {averaged:.2f} (each "

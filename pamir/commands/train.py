@@ -82,6 +82,11 @@ def fit_command(
     visterms: int = typer.Option(FeatureSettings.n_visterms, help="visterm codebook size"),
     scaling: str = typer.Option(FeatureSettings.scaling, help="block histogram scaling"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+    time_budget: float = typer.Option(
+        None, "--time-budget", min=0.1, metavar="MINUTES",
+        help="the best model found within this many minutes: fits still running then stop "
+             "at their next validation, and the ensemble or retraining is left out if there "
+             "is no time left (said in the summary)"),
     workers: int = typer.Option(None, min=1, help="extract features and assign visterms as "
                                                   "Dask tasks on a local cluster of this "
                                                   "many worker processes"),
@@ -123,7 +128,8 @@ def fit_command(
             system = fit_system(collection, model, settings, params, progress=not quiet,
                                 representation=representation or None, retrain=retrain,
                                 ensemble=ensemble, grid=grid,
-                                log=lambda line: console.print(line, markup=False))
+                                log=lambda line: console.print(line, markup=False),
+                                time_budget=None if time_budget is None else 60 * time_budget)
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
     except (DataError, ValueError, OSError) as e:
@@ -181,6 +187,17 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
         table.add_row("ensemble", f"{len(info['ensemble'])} seeds averaged "
                       f"({', '.join(map(str, info['ensemble']))})")
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
+    budget = info.get("budget")
+    if budget:
+        cut = ([f"{budget['fits_stopped']} fits stopped early"] if budget["fits_stopped"] else []
+               ) + [f"no {part}" for part in budget["skipped"]]
+        table.add_row("time budget", f"{budget['seconds'] / 60:g} min: "
+                      + ("reached (" + ", ".join(cut) + "): the best model found within it"
+                         if budget["reached"] else "not reached"))
+    if info.get("valid_queries"):
+        v = info["valid_queries"]
+        table.add_row("validation queries", f"{v['scored']:,} of {v['all']:,} scored"
+                      + (f" (sample seeded {v['seed']})" if v["scored"] < v["all"] else ""))
     table.add_row("seconds", f"features and models {info['model_seconds']:.1f}, "
                   f"total {seconds:.1f}")
     Console().print(table)

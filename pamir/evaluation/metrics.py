@@ -11,6 +11,7 @@ All ranking functions take `scores` (n_queries x n_pictures, dense) and `relevan
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -131,3 +132,52 @@ def annotation_metrics(word_scores, truth, n_words: int = config.ANNOTATION_WORD
         "per_word_precision": precision,
         "per_word_recall": recall,
     }
+
+
+@numba.njit(cache=True, nogil=True)
+def _avgp_pessimistic(S, indptr, indices, out):
+    """AvgP of each row of S (n_queries x n_pictures) with its relevant pictures given as CSR
+    (indptr, indices), ties pessimistic, without sorting a row: the k-th best relevant
+    picture (by score) sits at rank k + the number of non-relevant pictures scoring at least
+    as much, so AvgP = mean over k of k / that rank (tied relevant pictures take consecutive
+    ranks after the tied non-relevant ones, whatever their order: the sum is the same)."""
+    n = S.shape[1]
+    for q in range(S.shape[0]):
+        a, b = indptr[q], indptr[q + 1]
+        m = b - a
+        if m == 0:
+            out[q] = 0.0
+            continue
+        rel = np.empty(m)
+        for j in range(m):
+            rel[j] = S[q, indices[a + j]]
+        rel = np.sort(rel)[::-1]
+        is_rel = np.zeros(n, np.bool_)
+        for j in range(m):
+            is_rel[indices[a + j]] = True
+        total = 0.0
+        for k in range(m):
+            above = 0
+            for i in range(n):
+                if not is_rel[i] and S[q, i] >= rel[k]:
+                    above += 1
+            total += (k + 1) / (k + 1 + above)
+        out[q] = total / m
+
+
+def average_precision_pessimistic(scores, relevance) -> np.ndarray:
+    """average_precision(scores, relevance, ties="pessimistic"), the same numbers, in
+    O(relevant x pictures) per query instead of a sort of every row: the validation
+    criterion runs every `eval_every` updates of every fit, and on Corel 5k the sort cost
+    more than the projection it ranks (0.15 s an evaluation, 40 of them a fit)."""
+    S = np.ascontiguousarray(np.atleast_2d(scores), dtype=np.float64)
+    R = sp.csr_matrix(relevance)
+    R.eliminate_zeros()
+    R.sort_indices()
+    if S.shape != R.shape:
+        raise ValueError(f"scores {S.shape} and relevance {R.shape} differ in shape")
+    if np.isnan(S).any():
+        raise ValueError("scores contain NaN; a model produced invalid output")
+    out = np.empty(S.shape[0])
+    _avgp_pessimistic(S, R.indptr.astype(np.int64), R.indices.astype(np.int64), out)
+    return out

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import config
-from .metrics import interpolated_precision, ranking_metrics
+from .metrics import average_precision_pessimistic, interpolated_precision, ranking_metrics
 
 CHUNK = 2048  # queries scored at once: bounds memory to CHUNK x n_pictures floats
 
@@ -83,4 +83,14 @@ def evaluate_model(model, X, Q, relevance, subsets=None, **kw) -> Evaluation:
 
 def mean_average_precision(Z, Q, relevance) -> float:
     """Mean AvgP of text-space pictures Z: the validation criterion of every model."""
-    return evaluate_text_space(Z, Q, relevance, curve=False).mean("avgp")
+    if config.TIES != "pessimistic":
+        return evaluate_text_space(Z, Q, relevance, curve=False).mean("avgp")
+    Q, R = sp.csr_matrix(Q), sp.csr_matrix(relevance)
+    if Q.shape[0] == 0:
+        return float("nan")
+    total = 0.0
+    for start in range(0, Q.shape[0], CHUNK):  # CHUNK x n_pictures scores at a time
+        stop = min(start + CHUNK, Q.shape[0])
+        total += average_precision_pessimistic(query_scores(Z, Q[start:stop]),
+                                               R[start:stop]).sum()
+    return total / Q.shape[0]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import inspect
 import json
 import os
 import shutil
 import tempfile
+import threading
 import zipfile
 import zlib
 from pathlib import Path
@@ -48,8 +50,53 @@ class TrainingQueries:
         self.vectors = text_vectors(self.queries.presence(), self.idf)
         self.relevance = self.queries.relevance
 
+        self.total = len(self.queries)  # before any `sample`
+
     def __len__(self) -> int:
-        return len(self.queries)
+        return self.vectors.shape[0]
+
+    def sample(self, most: int | None = config.VALID_MAX_QUERIES,
+               seed: int = config.VALID_QUERY_SEED) -> "TrainingQueries":
+        """At most `most` of the queries (all when None or fewer), a seeded uniform sample
+        kept in their order: vectors and relevance only (validation's criterion), `total`
+        still counting them all."""
+        if most is None or len(self) <= int(most):
+            return self
+        keep = np.sort(np.random.default_rng(seed).choice(len(self), int(most), replace=False))
+        out = object.__new__(TrainingQueries)
+        out.__dict__.update(self.__dict__, queries=None, vectors=self.vectors[keep],
+                            relevance=sp.csr_matrix(self.relevance)[keep])
+        return out
+
+
+_QUERY_MEMO: dict = {}
+_QUERY_MEMO_LOCK = threading.RLock()
+#: Query sets kept by `training_queries` (the last ones asked for).
+QUERY_MEMO_SIZE = 4
+
+
+def training_queries(Y, idf_weights: np.ndarray | None = None) -> TrainingQueries:
+    """TrainingQueries(Y, idf_weights), computed once for the same captions and idf: the
+    18 fits of a `pamir fit` all train on the same captions, and for long captions building
+    the query set (every subset of every caption) is seconds of Python holding the GIL each
+    time (4.5 s for 730,000 queries). Treat the result as read-only."""
+    Y = sp.csr_matrix(Y)
+    digest = hashlib.blake2b(digest_size=16)
+    for a in (np.asarray(Y.shape), Y.indptr, Y.indices, Y.data,
+              np.zeros(0) if idf_weights is None else np.asarray(idf_weights, np.float64),
+              np.asarray([-1 if config.MAX_QUERY_WORDS is None else config.MAX_QUERY_WORDS])):
+        digest.update(np.ascontiguousarray(a).tobytes())
+    key = digest.hexdigest()
+    # built under the lock: threads that start together wait for one set, not build two
+    with _QUERY_MEMO_LOCK:
+        if key in _QUERY_MEMO:
+            _QUERY_MEMO[key] = _QUERY_MEMO.pop(key)  # most recent last
+            return _QUERY_MEMO[key]
+        queries = TrainingQueries(Y, idf_weights=idf_weights)
+        _QUERY_MEMO[key] = queries
+        while len(_QUERY_MEMO) > QUERY_MEMO_SIZE:
+            _QUERY_MEMO.pop(next(iter(_QUERY_MEMO)))
+    return queries
 
 
 class TextSpaceModel:

@@ -18,6 +18,7 @@ kept weights were), best_valid_avgp_ (None without validation data), history_ (r
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -43,6 +44,30 @@ class PARun:
     seconds: float = 0.0  # in the update steps only, validation excluded
     cpu_seconds: float = 0.0
     active: int = 0
+    out_of_time: bool = False  # stopped by the time budget (`deadline`)
+
+
+#: When every PA training in this process stops (time.monotonic()), None: never. Set by
+#: `deadline`, for `pamir fit --time-budget`; one value for all the fit threads.
+_DEADLINE: float | None = None
+
+
+@contextmanager
+def deadline(seconds: float | None):
+    """Within the block, a PA training stops at its next evaluation once `seconds` have
+    passed, keeping the best weights so far (its run says out_of_time). None: no limit."""
+    global _DEADLINE
+    before = _DEADLINE
+    _DEADLINE = None if seconds is None else time.monotonic() + float(seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE = before
+
+
+def out_of_time() -> bool:
+    """Whether the time budget of the enclosing `deadline` is spent."""
+    return _DEADLINE is not None and time.monotonic() > _DEADLINE
 
 
 def train_pa(steps: Callable[[int, int], tuple[int, float]], current: Callable[[int], np.ndarray],
@@ -83,6 +108,9 @@ def train_pa(steps: Callable[[int, int], tuple[int, float]], current: Callable[[
             callback(done, total, avgp)
         if patience is not None and waited >= int(patience):
             break
+        if out_of_time():
+            run.out_of_time = done < total
+            break
     if run.best is None:
         run.best, run.best_update = current(done), done
     run.n_updates = done
@@ -101,4 +129,4 @@ def check_pa_params(name: str, c, n_updates, eval_every, patience) -> None:
         raise ValueError(f"{name}: patience must be >= 1 or None, got {patience!r}")
 
 
-__all__ = ["PARun", "check_pa_params", "pa1_tau", "train_pa"]
+__all__ = ["PARun", "check_pa_params", "deadline", "out_of_time", "pa1_tau", "train_pa"]

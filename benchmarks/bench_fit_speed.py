@@ -1,0 +1,360 @@
+"""How long a person waits for `pamir fit`: today's path and the new one side by side, in one run.
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_fit_speed.py [--before COMMIT]
+
+Each path runs from its own pristine source tree (`git archive` of a commit: BEFORE, the
+branch point by default, and AFTER, this checkout's HEAD when its turn comes), as a fresh
+`python` process with an EMPTY feature cache (PAMIR_CACHE: a new folder) and numba compiling
+from nothing, exactly what a fresh clone does. What is timed is the whole command:
+
+1. main_job: the README's main command, `pamir fit corel5k -o M --ensemble 3 --retrain &&
+   pamir evaluate M --on corel5k:test --json`, BEFORE then AFTER; test AvgP / BEP / P10,
+   the chosen representation, its validation AvgP, and the model's own record of where the
+   time went (features per candidate, each grid point).
+2. warm: AFTER's plain `pamir fit corel5k` on the feature cache its main job filled.
+3. long_captions: 1,300 Corel pictures whose captions have 10 or more words (a picture's
+   keywords, then those of the next pictures of its CD, in id order, until 10 distinct words:
+   13 CDs drawn with a seeded generator), AFTER's `pamir fit TABLE` from an empty cache, with
+   its validation share; BEFORE too with --long-before (the issue measured a comparable set at
+   54 minutes).
+4. cap: on Corel 5k (cnn, the warm cache), how well the validation AvgP of a capped query
+   sample ranks the grid's models against all the validation queries (`--cap-study`, run
+   in AFTER's tree by step 2's cache).
+
+Writes benchmarks/results/fit_speed.json and fit_speed.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import HEAVY, RESULTS, load_average, machine, save_report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path
+COREL = Path(os.environ.get("PAMIR_COREL5K", ROOT.parent / "shared/data/corel5k")).resolve()
+LONG_PICTURES, LONG_MIN_WORDS, LONG_CDS = 1300, 10, 13
+
+
+def archive(commit: str, dest: Path) -> str:
+    """A pristine source tree of `commit` at dest; returns the full hash."""
+    dest.mkdir(parents=True)
+    full = subprocess.run(["git", "rev-parse", commit], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    tar = subprocess.run(["git", "archive", full], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
+    return full
+
+
+def pamir(src: Path, cache: Path, args: list[str], log: Path) -> float:
+    """Run `pamir ARGS` from the source tree src with feature cache `cache`; wall seconds.
+    stdout and stderr go to log (appended)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(cache),
+           "PAMIR_COREL5K": str(COREL)}
+    code = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
+    t0 = time.perf_counter()
+    with open(log, "a") as out:
+        out.write(f"\n$ pamir {' '.join(args)}\n")
+        out.flush()
+        subprocess.run([sys.executable, "-c", code, *args], cwd=src, env=env, check=True,
+                       stdout=out, stderr=subprocess.STDOUT)
+    return time.perf_counter() - t0
+
+
+def model_record(model: Path) -> dict:
+    """What the fitted system says about itself: choice, validation, where the time went."""
+    info = json.loads((model / "model.json").read_text())["info"]
+    keep = ("representation", "params", "valid_avgp", "ensemble", "model_seconds",
+            "representations", "timing", "budget", "valid_queries")
+    out = {k: info[k] for k in keep if k in info}
+    out["grid"] = [{k: t.get(k) for k in ("params", "valid_avgp", "seconds")}
+                   for t in info.get("grid", [])]
+    out["race"] = race_study(info.get("representations", []))
+    return out
+
+
+def race_study(representations: list, rungs=(200_000, 500_000, 1_000_000, 2_000_000)) -> dict:
+    """From the grid's validation curves (AvgP after each evaluation) of every candidate:
+    had the fits been raced, ranked by their best AvgP so far after `rung` updates, where
+    would the final winner have stood, and how many fits would a halving keep."""
+    fits = [(f"{r['representation']} {r['weights']} c={c['params'].get('c')}", c["valid_avgp"],
+             c["curve"]) for r in representations for c in r.get("curves", []) if c["curve"]]
+    if not fits:
+        return {}
+    final = [v for _, v, _ in fits]
+    winner = int(np.argmax(final))
+    out = {"fits": len(fits), "winner": fits[winner][0], "rungs": {}}
+    for rung in rungs:
+        early = [max([a for u, a in curve if u <= rung] or [0.0]) for _, _, curve in fits]
+        order = np.argsort(-np.asarray(early), kind="stable")
+        place = int(np.flatnonzero(order == winner)[0]) + 1
+        ranks_e = np.argsort(np.argsort(-np.asarray(early)))
+        ranks_f = np.argsort(np.argsort(-np.asarray(final)))
+        rho = float(np.corrcoef(ranks_e, ranks_f)[0, 1])
+        out["rungs"][rung] = {"winner_place": place, "spearman": round(rho, 3),
+                              "leader": fits[int(order[0])][0],
+                              "gap_to_leader": round(early[int(order[0])] - early[winner], 2)}
+    return out
+
+
+def test_scores(src: Path, cache: Path, model: Path, log: Path) -> tuple[dict, float]:
+    env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(cache),
+           "PAMIR_COREL5K": str(COREL)}
+    code = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, "evaluate", str(model), "--on",
+                          "corel5k:test", "--json", "--quiet"], cwd=src, env=env, check=True,
+                         capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    with open(log, "a") as f:
+        f.write(out.stdout + out.stderr)
+    return json.loads(out.stdout)["subsets"]["all"], seconds
+
+
+def main_job(src: Path, work: Path, name: str) -> dict:
+    """The README's main command from an empty cache, timed as a whole."""
+    cache, model, log = work / f"cache-{name}", work / f"model-{name}", work / f"{name}.log"
+    cache.mkdir()
+    load0 = load_average()
+    fit = pamir(src, cache, ["fit", "corel5k", "-o", str(model), "--ensemble", "3",
+                             "--retrain", "--quiet"], log)
+    scores, evaluate = test_scores(src, cache, model, log)
+    return {"seconds": round(fit + evaluate, 1), "fit_seconds": round(fit, 1),
+            "evaluate_seconds": round(evaluate, 1), "test": scores,
+            "load_average": {"start": load0, "end": load_average()},
+            "model": model_record(model), "cache": str(cache)}
+
+
+def long_caption_table(dest: Path) -> dict:
+    """1,300 Corel pictures with captions of 10 or more words (module docstring), copied with
+    captions.tsv into a temporary folder (outside the repository; pamir reads pictures that lie
+    in the table's folder, which a symbolic link to Corel's folder does not)."""
+    rows = [line.split("\t") for line in (COREL / "annotations.tsv").read_text().splitlines()[1:]]
+    by_cd: dict[str, list] = {}
+    for image_id, _split, path, words in rows:
+        by_cd.setdefault(path.split("/")[1], []).append((int(image_id), path, words.split()))
+    cds = sorted(by_cd)
+    chosen = sorted(np.random.default_rng(0).choice(len(cds), LONG_CDS, replace=False))
+    dest.mkdir(parents=True)
+    lines, lengths = ["path\tkeywords"], []
+    for k in chosen:
+        pics = sorted(by_cd[cds[k]])[:LONG_PICTURES // LONG_CDS]
+        for i, (image_id, path, words) in enumerate(pics):
+            caption = list(dict.fromkeys(words))
+            j = i
+            while len(caption) < LONG_MIN_WORDS:  # the next pictures of the same CD
+                j = (j + 1) % len(pics)
+                caption += [w for w in pics[j][2] if w not in caption]
+            link = dest / f"{image_id}.jpeg"
+            shutil.copyfile(COREL / path, link)  # a link would resolve outside the folder
+            lines.append(f"{link.name}\t{' '.join(caption)}")
+            lengths.append(len(caption))
+    (dest / "captions.tsv").write_text("\n".join(lines) + "\n")
+    return {"pictures": len(lengths), "cds": [cds[k] for k in chosen],
+            "words_per_caption": {"min": min(lengths), "mean": round(float(np.mean(lengths)), 2),
+                                  "max": max(lengths)}}
+
+
+def long_job(src: Path, work: Path, table: Path, name: str) -> dict:
+    cache, model, log = work / f"cache-long-{name}", work / f"model-long-{name}", \
+        work / f"long-{name}.log"
+    cache.mkdir()
+    seconds = pamir(src, cache, ["fit", str(table), "-o", str(model), "--quiet"], log)
+    return {"seconds": round(seconds, 1), "model": model_record(model)}
+
+
+def cap_study(out: Path, cap_sizes=(250, 500, 1000), draws: int = 200) -> None:
+    """In AFTER's tree, on the warm cache: PAMIR on cnn at each c of its grid, trained with
+    every validation query; then how often a seeded sample of `cap` validation queries ranks
+    the three models as all the queries do, and the spread of its AvgP."""
+    from pamir.data import load_collection  # noqa: PLC0415
+    from pamir.features.representation import take_rows  # noqa: PLC0415
+    from pamir.models.base import TrainingQueries  # noqa: PLC0415
+    from pamir.models.pamir import PAMIR  # noqa: PLC0415
+    from pamir.evaluation import evaluate_model  # noqa: PLC0415
+    from pamir.protocol import Protocol  # noqa: PLC0415
+    from pamir.system import collection_inputs  # noqa: PLC0415
+
+    col = load_collection("corel5k")
+    pr = Protocol(col)
+    F, _, _ = collection_inputs(col, pr, "cnn", progress=False, log=None)
+    Xt, Yt = take_rows(F, pr.train), pr.presence(pr.train)
+    Xv, Yv = take_rows(F, pr.valid), pr.presence(pr.valid)
+    vq = TrainingQueries(Yv, idf_weights=TrainingQueries(Yt).idf)
+    per_query = {}
+    for c in PAMIR.param_grid["c"]:
+        m = PAMIR(c=c, max_valid_queries=None).fit(Xt, Yt, validation=(Xv, Yv))
+        per_query[c] = evaluate_model(m, Xv, vq.vectors, vq.relevance,
+                                      curve=False).per_query["avgp"]
+    full = {c: 100 * float(v.mean()) for c, v in per_query.items()}
+    order = sorted(full, key=lambda c: -full[c])
+    rng = np.random.default_rng(0)
+    caps = {}
+    for cap in cap_sizes:
+        same_winner, same_order, spread = 0, 0, []
+        for _ in range(draws):
+            pick = rng.choice(len(vq), cap, replace=False)
+            est = {c: 100 * float(v[pick].mean()) for c, v in per_query.items()}
+            same_winner += max(est, key=est.get) == order[0]
+            same_order += sorted(est, key=lambda c: -est[c]) == order
+            spread.append(est[order[0]] - full[order[0]])
+        caps[cap] = {"same_winner": same_winner / draws, "same_order": same_order / draws,
+                     "avgp_sd": round(float(np.std(spread)), 3)}
+    out.write_text(json.dumps({"queries": len(vq), "full": {str(k): round(v, 3)
+                                                            for k, v in full.items()},
+                               "caps": caps, "draws": draws}, indent=1))
+
+
+def report(r: dict) -> str:
+    lines = [f"# Fit speed: today's path and the new one, side by side\n",
+             f"Command: `{HEAVY} {r['command']}`  ",
+             f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} "
+             f"at start, {r['load_average']['end']} at end (a shared machine: timings are upper "
+             "bounds).  ",
+             f"Before: `{r['before'][:10]}` (the branch point); after: `{r['after'][:10]}`. Each "
+             "ran from a pristine `git archive` with an empty feature cache.\n"]
+    m = r.get("main_job")
+    if m:
+        b, a = m["before"], m["after"]
+        lines += ["## The README's main command\n",
+                  "`pamir fit corel5k -o M --ensemble 3 --retrain && pamir evaluate M --on "
+                  "corel5k:test`, empty cache:\n",
+                  "| | wall | fit | evaluate | chosen | valid AvgP | test AvgP / BEP / P10 |",
+                  "|---|---:|---:|---:|---|---:|---|"]
+        for name, x in (("before", b), ("after", a)):
+            t = x["test"]
+            lines.append(f"| {name} | {x['seconds'] / 60:.1f} min ({x['seconds']:.0f} s) | "
+                         f"{x['fit_seconds']:.0f} s | {x['evaluate_seconds']:.0f} s | "
+                         f"{x['model'].get('representation')} {x['model'].get('params', {}).get('c')} | "
+                         f"{x['model'].get('valid_avgp')} | "
+                         f"{t['avgp']:.2f} / {t['bep']:.2f} / {t['p10']:.2f} |")
+        lines.append(f"\nSpeed-up: {m['seconds_before'] / m['seconds']:.2f}x.\n")
+        for name, x in (("before", b), ("after", a)):
+            reps = x["model"].get("representations", [])
+            lines.append(f"{name}: features " + ", ".join(
+                f"{p['representation']} {p.get('feature_seconds', 0):.0f} s" for p in reps)
+                + (f"; phases {x['model']['timing']}" if x["model"].get("timing") else "") + ".  ")
+        lines.append("")
+    race = (m or {}).get("after", {}).get("model", {}).get("race")
+    if race:
+        lines += ["## Could the candidates be raced? (the new main job's grid curves)\n",
+                  f"{race['fits']} fits; the winner after all updates: {race['winner']}. Ranked "
+                  "by their best validation AvgP so far after N updates:\n",
+                  "| N | winner's place | Spearman with the final ranking | leader then | "
+                  "winner's gap |", "|---:|---:|---:|---|---:|"]
+        for n, v in race["rungs"].items():
+            lines.append(f"| {int(n):,} | {v['winner_place']} | {v['spearman']:.2f} | "
+                         f"{v['leader']} | {v['gap_to_leader']:.2f} |")
+        lines.append("")
+    w = r.get("warm")
+    if w:
+        lines += ["## `pamir fit corel5k` on a warm feature cache\n",
+                  f"{w['seconds']:.0f} s; chose {w['model'].get('representation')} at "
+                  f"{w['model'].get('params', {}).get('c')}, validation AvgP "
+                  f"{w['model'].get('valid_avgp')}.\n"]
+    lg = r.get("long_captions")
+    if lg:
+        lines += ["## 1,300 pictures with captions of 10 or more words\n",
+                  f"Corel CDs {', '.join(lg['collection']['cds'])}; words per caption "
+                  f"{lg['collection']['words_per_caption']}.\n"]
+        for name in ("before", "after"):
+            if name in lg:
+                x = lg[name]
+                lines.append(f"- {name}: {x['seconds']:.0f} s from an empty cache; chose "
+                             f"{x['model'].get('representation')}, validation AvgP "
+                             f"{x['model'].get('valid_avgp')}"
+                             + (f"; {x['model']['timing']}" if x['model'].get('timing') else ""))
+        lines.append("")
+    cap = r.get("cap")
+    if cap:
+        lines += ["## What a validation cap costs (Corel 5k, cnn, the c grid)\n",
+                  f"Validation AvgP with all {cap['queries']:,} validation queries: "
+                  + ", ".join(f"c={k}: {v:.2f}" for k, v in cap["full"].items()) + ". For a "
+                  f"seeded sample of N queries ({cap['draws']} draws):\n",
+                  "| N | same winner | same order | sd of the winner's AvgP |",
+                  "|---:|---:|---:|---:|"]
+        for n, v in cap["caps"].items():
+            lines.append(f"| {n} | {100 * v['same_winner']:.0f} % | {100 * v['same_order']:.0f} % "
+                         f"| {v['avgp_sd']:.2f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", default=BRANCH_POINT)
+    ap.add_argument("--after", default="HEAD", help="read when the AFTER runs start")
+    ap.add_argument("--parts", nargs="+", default=["main", "warm", "long", "cap"])
+    ap.add_argument("--long-before", action="store_true",
+                    help="also time today's path on the long captions (about an hour)")
+    ap.add_argument("--work", type=Path, default=None, help="folder for trees, caches, models")
+    ap.add_argument("--cap-study", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.cap_study:
+        cap_study(args.cap_study)
+        return
+    work = args.work or Path(tempfile.mkdtemp(prefix="pamir-fit-speed-"))
+    r = {"command": "python benchmarks/bench_fit_speed.py " + " ".join(argv or sys.argv[1:]),
+         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+         "load_average": {"start": load_average()}, "work": str(work)}
+    try:
+        run_parts(args, work, r)
+    finally:  # what was measured is kept even if a later part fails
+        r["load_average"]["end"] = load_average()
+        save_report("fit_speed", r, report)
+
+
+def run_parts(args, work: Path, r: dict) -> None:
+    before_src = work / "before-src"
+    r["before"] = archive(args.before, before_src)
+    table = work / "long" / "captions.tsv"
+    if "long" in args.parts:
+        r["long_captions"] = {"collection": long_caption_table(table.parent)}
+    if "main" in args.parts:
+        print("main job, before ...", flush=True)
+        before = main_job(before_src, work, "before")
+        print(f"  {before['seconds']:.0f} s", flush=True)
+    if "long" in args.parts and args.long_before:
+        r["long_captions"]["before"] = long_job(before_src, work, table, "before")
+    after_src = work / "after-src"
+    r["after"] = archive(args.after, after_src)  # taken now: the code under test
+    if "main" in args.parts:
+        print("main job, after ...", flush=True)
+        after = main_job(after_src, work, "after")
+        print(f"  {after['seconds']:.0f} s", flush=True)
+        r["main_job"] = {"seconds": after["seconds"], "seconds_before": before["seconds"],
+                         "test_avgp": after["test"]["avgp"],
+                         "test_avgp_before": before["test"]["avgp"],
+                         "speedup": round(before["seconds"] / after["seconds"], 2),
+                         "before": before, "after": after}
+        warm_cache = Path(after["cache"])
+        if "warm" in args.parts:
+            log = work / "warm.log"
+            seconds = pamir(after_src, warm_cache, ["fit", "corel5k", "-o",
+                                                    str(work / "model-warm"), "--quiet"], log)
+            r["warm"] = {"seconds": round(seconds, 1),
+                         "model": model_record(work / "model-warm")}
+        if "cap" in args.parts:
+            env = {**os.environ, "PYTHONPATH": str(after_src), "PAMIR_CACHE": str(warm_cache),
+                   "PAMIR_COREL5K": str(COREL)}
+            subprocess.run([sys.executable, str(after_src / "benchmarks/bench_fit_speed.py"),
+                            "--cap-study", str(work / "cap.json")], cwd=after_src, env=env,
+                           check=True)
+            r["cap"] = json.loads((work / "cap.json").read_text())
+    if "long" in args.parts:
+        r["long_captions"]["after"] = long_job(after_src, work, table, "after")
+
+
+if __name__ == "__main__":
+    main()
