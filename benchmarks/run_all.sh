@@ -53,3 +53,14 @@ run benchmarks/bench_dask.py --cnn-only            #   ... the CNN extraction of
 run benchmarks/bench_scale_training.py             # PAMIR trained from 1M pictures on disk
 run benchmarks/bench_reliability.py                # load, kills, hostile input (15 min)
 run benchmarks/bench_zero_caption.py                # search with no captions, and what captions add
+run benchmarks/bench_metadata.py                   # keywords from the files: fit FOLDER = fit TABLE
+run benchmarks/bench_fit_speed.py                  # the README's main command, before and after issue 24
+# Search latency (issue 25): a cnn model, its Corel 5k index and the tree before issue 25; the
+# benchmark builds its 1,000,000-picture index beside them the first time (6.4 GB).
+L=/work/bench-data/latency
+flock /tmp/pamir-heavy.lock pamir fit corel5k -r cnn --no-grid -q -o "$L/model"
+flock /tmp/pamir-heavy.lock pamir index "$L/model" ../shared/data/corel5k/images --index "$L/idx" \
+    --captions ../shared/data/corel5k/annotations.tsv
+mkdir -p "$L/old" && git archive 574a405 | tar -x -C "$L/old"
+run benchmarks/bench_search_latency.py --index "$L/idx" --model "$L/model" --old "$L/old" \
+    --old-label "git archive 574a405, main before issue 25" --big "$L/big" --runs 5
