@@ -264,8 +264,9 @@ def report(r: dict) -> str:
               "a tenth of the n). Searched as `pamir search` does, through an index of the "
               "split's pictures: words outside the model's vocabulary reach ImageNet's "
               "classes; \"+ table words\": the model's own words that name classes reach "
-              "them too (`TABLE_WORDS`, chosen on the 500 validation pictures, none of them "
-              "among the n).", "",
+              "them too (`TABLE_WORDS`, measured on the 500 validation pictures, none of "
+              "them among the n; off in pamir.index: within the noise here, and it costs "
+              "those words the fast top-k).", "",
               "| captioned pictures | vocabulary | valid all AvgP | valid all, + table words | "
               "test single-word AvgP | test all AvgP | test all P10 | fit (s) |",
               "|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -179,8 +179,9 @@ def test_a_first_model_rebuilds_a_zero_caption_index(packaged, tmp_path, monkeyp
 
 
 def test_a_models_own_words_that_name_classes_reach_them(tmp_path, monkeypatch):
-    """TABLE_WORDS: a vocabulary word in ImageNet's table ("tiger") is scored by the model
-    and by its classes, mixed; a word outside the table ("sky") by the model alone."""
+    """TABLE_WORDS (off by default): a vocabulary word in ImageNet's table ("tiger") is
+    scored by the model and by its classes, mixed; a word outside the table ("sky") by the
+    model alone."""
     import pamir.index
 
     vocabulary = ["sky", "tiger"]
@@ -188,6 +189,7 @@ def test_a_models_own_words_that_name_classes_reach_them(tmp_path, monkeypatch):
     Z[:, :2] = [[1.0, 0.2], [0.0, 0.4], [0.5, 0.3]]  # the model: picture 1 best for tiger
     Z[:, 2:] = 1 / 1000
     Z[2, 2 + zeroshot.table().classes["tiger"]] = 0.9  # the classifier: picture 2 a tiger
+    monkeypatch.setattr(pamir.index, "TABLE_WORDS", True)
     with Index.create(tmp_path / "ix", vocabulary, np.ones(2),
                       classes=imagenet_class_names()) as ix:
         ids = ix.add([{"path": f"/p/{i}", "size": 1, "mtime_ns": 1, "hash": f"h{i}"}

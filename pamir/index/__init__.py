@@ -72,11 +72,13 @@ _SEARCH_TRIES = 20
 #: every word of the query (a standard score of 15 against 3 for the next picture).
 CLASS_SCALE = 3.0
 #: Whether the model's own words that name ImageNet classes reach them too (mixed as a word
-#: outside the vocabulary is). Chosen on the Corel 5k validation pictures by
+#: outside the vocabulary is). Measured on the Corel 5k validation pictures by
 #: benchmarks/bench_zero_caption.py, for a model fitted on n captioned pictures: all-query
-#: AvgP +0.9, +0.8, +1.0 for n = 50, 200, 1,000 and -0.4 for 4,000 (each within the
-#: validation set's noise of about 1.5, but the same way wherever captions are few).
-TABLE_WORDS = True
+#: AvgP +0.9, +0.8, +1.0 for n = 50, 200, 1,000 and -0.4 for 4,000, each within the
+#: validation set's noise (about 1.5). Off: it takes every such word off the sorted lists'
+#: top-k onto a scan of every picture (a served query at 1,000,000 pictures: p50 34 ms
+#: against 3 ms, benchmarks/bench_search_latency.py), for a gain validation cannot confirm.
+TABLE_WORDS = False
 #: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
 EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
 
