@@ -5,16 +5,15 @@ is the metrics' AvgP."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from PIL import Image
 
 from pamir import config
-from pamir.data import load_collection
 from pamir.evaluation.metrics import average_precision, average_precision_pessimistic
 from pamir.features import FeatureSettings
 from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR
 from pamir.selection import select
 from pamir.system import System, fit_system
+from test_selection import striped_collection
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)
@@ -57,19 +56,7 @@ def test_concurrent_selection_picks_the_point_of_the_sequential_loop(data, monke
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pictures")
-    rng = np.random.default_rng(0)
-    words, lines = list(LOOKS), ["path\tkeywords"]
-    for i in range(90):
-        caption = [words[i % 4]] + (["stripes"] if i % 3 == 0 else [])
-        a = np.zeros((48, 72, 3)) + LOOKS[caption[0]]
-        if "stripes" in caption:
-            a[:, ::4] = 255
-        a += rng.normal(0, 12, a.shape)
-        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:03d}.png")
-        lines.append(f"p{i:03d}.png\t{' '.join(caption)}")
-    (root / "captions.tsv").write_text("\n".join(lines) + "\n")
-    return load_collection(root / "captions.tsv")
+    return striped_collection(tmp_path_factory.mktemp("pictures"), LOOKS, 90, (48, 72), 0, 3)
 
 
 def untimed(value):

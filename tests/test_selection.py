@@ -36,21 +36,27 @@ FAST = {
 }
 
 
-@pytest.fixture(scope="module")
-def collection(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pictures")
-    rng = np.random.default_rng(1)
-    words, lines = list(COLOURS), ["path\tkeywords"]
-    for i in range(80):
+def striped_collection(root, colours: dict, n: int, size: tuple, seed: int, digits: int):
+    """n generated pictures, a colour word each (round robin) and "stripes" on every third,
+    with noise, and the captions table that names them; the collection it loads."""
+    rng = np.random.default_rng(seed)
+    words, lines = list(colours), ["path\tkeywords"]
+    for i in range(n):
         caption = [words[i % 4]] + (["stripes"] if i % 3 == 0 else [])
-        a = np.zeros((48, 64, 3)) + COLOURS[caption[0]]
+        a = np.zeros((*size, 3)) + colours[caption[0]]
         if "stripes" in caption:
             a[:, ::4] = 255
         a += rng.normal(0, 12, a.shape)
-        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:02d}.png")
-        lines.append(f"p{i:02d}.png\t{' '.join(caption)}")
+        name = f"p{i:0{digits}d}.png"
+        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / name)
+        lines.append(f"{name}\t{' '.join(caption)}")
     (root / "captions.tsv").write_text("\n".join(lines) + "\n")
     return load_collection(root / "captions.tsv")
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    return striped_collection(tmp_path_factory.mktemp("pictures"), COLOURS, 80, (48, 64), 1, 2)
 
 
 def test_every_grid_key_is_a_parameter_and_models_lists_them():
