@@ -196,8 +196,10 @@ def test_a_view_with_no_place_is_counted_not_placed(tmp_path):
     assert np.sum(ex["heat"]["values"]) == pytest.approx(ex["views"][0]["score"], abs=1e-6)
 
 
-def test_the_route_explains_a_cnn_model(system, tmp_path):
+def test_the_route_explains_a_cnn_model(system, tmp_path, monkeypatch):
     from test_server import build_index
+
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")  # the query's words are the vocabulary's
 
     index_dir = build_index(tmp_path, system)
     with TestClient(create_app(index_dir, system=system)) as c:
