@@ -211,6 +211,10 @@ def test_the_route_explains_a_cnn_model(system, tmp_path, monkeypatch):
     assert ex["score"] == pytest.approx(ex["indexed_score"], abs=1e-4)
     assert ex["score"] == pytest.approx(hit["score"], abs=1e-4)
     assert ex["heat"]["cols"] == 64 and len(ex["heat"]["values"]) == ex["heat"]["rows"]
+    with TestClient(create_app(index_dir, system=system)) as c:
+        open(hit["path"], "wb").write(b"no longer a picture")
+        r = c.get(f"/api/pictures/{hit['id']}/explain", params={"q": "red"})
+        assert r.status_code == 422 and "cannot be decoded" in r.json()["detail"]
 
 
 def test_view_contributions_place_cells_on_the_displayed_picture(tmp_path):

@@ -221,6 +221,9 @@ def create_app(index_dir, model_dir=None, *, system=None,
             out = explanation(system, p.path, query.vector)
         except FileNotFoundError:
             raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` again")
+        except ImageError as e:  # changed since it was indexed
+            raise HTTPException(422, f"picture {p.id} cannot be decoded ({e}); run `pamir "
+                                     "index` again") from None
         except NotImplementedError as e:
             raise HTTPException(409, str(e))
         out["indexed_score"] = float(index.vector(p.id) @ query.vector)
