@@ -4,7 +4,8 @@
         --out docs/search.png [--detail docs/detail.png]
 
 Serves INDEX on a free 127.0.0.1 port in a thread, searches for the query, saves the results
-page, then (with --detail) opens the first picture and saves its keywords and block overlay.
+page, then (with --detail) opens the first picture and saves its keywords and the overlay of
+what drives its score.
 Needs Debian's chromium + chromium-driver and selenium (the dev extra).
 """
 
@@ -68,8 +69,8 @@ def main() -> None:
         print(f"wrote {args.out}")
         if args.detail:
             driver.find_elements(By.CSS_SELECTOR, "#results .hit")[args.pick].click()
-            wait.until(lambda d: "block contributions" in d.find_element(
-                By.ID, "explain-note").text or "No block" in d.find_element(
+            wait.until(lambda d: "contributions" in d.find_element(
+                By.ID, "explain-note").text or "No explanation" in d.find_element(
                 By.ID, "explain-note").text)
             time.sleep(0.3)  # the overlay is drawn once the large thumbnail has loaded
             driver.save_screenshot(str(args.detail))

@@ -59,6 +59,10 @@ def _serve(tmp_path_factory):
     port = free_port()
     # as `pamir serve` runs it: bound to 127.0.0.1, answering only to the loopback names
     app = create_app(index_dir, model_dir, system=system, allowed_hosts=LOOPBACK_NAMES)
+    yield from _run(app, port)
+
+
+def _run(app, port):
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -118,6 +122,48 @@ def test_type_a_query_and_see_thumbnails(server, browser):
         "const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
         "let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 0; return n;")
     assert painted > 0
+
+
+def painted_colours(browser) -> tuple[int, int]:
+    """(reddish, bluish) painted pixels of the overlay canvas."""
+    return tuple(browser.execute_script(
+        "const c = document.getElementById('detail-canvas');"
+        "const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        "let r = 0, b = 0; for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0) "
+        "{ if (d[i] > d[i + 2]) r++; else b++; } return [r, b];"))
+
+
+@pytest.fixture(scope="module")
+def cnn_server(tmp_path_factory):
+    """A model of the default shape (cnn+cnn-lite1+cnn-lite2+visterms, test_explain)."""
+    from test_explain import default_system
+
+    with pytest.MonkeyPatch.context() as mp:
+        use_fake_embedder(mp)  # as `server`: both may be up at once
+        root = tmp_path_factory.mktemp("browser-cnn")
+        system = default_system(root)
+        app = create_app(build_index(root, system), system=system,
+                         allowed_hosts=LOOPBACK_NAMES)
+        yield from _run(app, free_port())
+
+
+def test_overlay_on_the_default_model(cnn_server, browser):
+    """The page explains a CNN model too: each view's part of the score and one heat map of
+    its cells and blocks over the picture."""
+    browser.get(cnn_server + "/?q=red+stripes")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) > 0)
+    browser.find_elements(By.CSS_SELECTOR, "#results .hit")[0].click()
+    wait(browser).until(EC.visibility_of_element_located((By.ID, "detail")))
+    wait(browser, 60).until(lambda d: "contributions" in d.find_element(
+        By.ID, "explain-note").text)
+    note = browser.find_element(By.ID, "explain-note")
+    assert "cnn-lite2" in note.text and "cell and" in note.text and "block" in note.text
+    assert "first-order" in note.get_attribute("title")
+    wait(browser).until(lambda d: sum(painted_colours(d)) > 0)
+    reddish, bluish = painted_colours(browser)
+    assert reddish > 0 and bluish > 0  # a random W: some places raise it, some lower it
+    browser.find_element(By.ID, "show-blocks").click()  # the toggle hides the overlay
+    assert painted_colours(browser) == (0, 0)
 
 
 def test_query_in_url_and_unknown_words(server, browser):

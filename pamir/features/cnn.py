@@ -569,6 +569,30 @@ def prepare_picture(data: bytes, short_side: int) -> np.ndarray:
     return resize_short_side(np.ascontiguousarray(rgb), short_side)
 
 
+@lru_cache(maxsize=None)
+def _eager_network(model: str):
+    """One eval-mode network per model and process, for `feature_map` (explanations)."""
+    return build_network(model)
+
+
+def feature_map(pixels: np.ndarray, settings: CNNSettings) -> np.ndarray:
+    """(1280, h, w) float32: the head's map before pooling, h = ceil(H / 32), w = ceil(W / 32),
+    for one picture as `prepare_picture` gives it ((H, W, 3) uint8). With `flip`, the average
+    of its map and the mirrored picture's map mirrored back: pooling that average is what
+    `pooled` averages. Pooled as `build_trunk` pools, it gives the pooled vector (run by eager
+    torch, the reference engine: within ~1e-4 of ONNX Runtime's). For explanations
+    (pamir.features.cnn_maps); extraction never needs the map."""
+    import torch
+    net = _eager_network(settings.model)
+    x = torch.from_numpy(np.array(pixels, np.float32)).permute(2, 0, 1)[None]
+    x = (x - PIXEL_MEAN) / PIXEL_STD
+    with torch.inference_mode():
+        f = net.feature_map(x)
+        if settings.flip:
+            f = (f + net.feature_map(x.flip(3)).flip(3)) / 2
+    return f[0].numpy()
+
+
 def _swap_left_right(pooled: np.ndarray) -> np.ndarray:
     """Pooled vectors of mirrored pictures in the original's cell order (TL<->TR, BL<->BR)."""
     if pooled.shape[1] == CHANNELS:
@@ -909,5 +933,5 @@ def _report(line: str, console) -> None:
 
 
 __all__ = ["CNNRepresentation", "CNNSettings", "MAX_ASPECT", "MODELS", "build_network",
-           "build_trunk", "export_onnx", "make_engine", "onnx_path", "prepare_picture",
-           "weights_digest"]
+           "build_trunk", "export_onnx", "feature_map", "make_engine", "onnx_path",
+           "prepare_picture", "weights_digest"]

@@ -211,7 +211,8 @@ def create_app(index_dir, model_dir=None, *, system=None,
                             headers={"Cache-Control": "max-age=3600"})
 
     @app.get("/api/pictures/{picture_id}/explain",
-             summary="Each block's exact contribution to the picture's score for a query")
+             summary="Where the picture's score for a query comes from: each CNN cell's and "
+                     "visterm block's share, merged into a heat map; they add up to the score")
     def explain(picture_id: int, q: str = Query(...)):
         p = _picture(index, picture_id)
         query = _parse(index, q)
@@ -220,6 +221,9 @@ def create_app(index_dir, model_dir=None, *, system=None,
             out = explanation(system, p.path, query.vector)
         except FileNotFoundError:
             raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` again")
+        except ImageError as e:  # changed since it was indexed
+            raise HTTPException(422, f"picture {p.id} cannot be decoded ({e}); run `pamir "
+                                     "index` again") from None
         except NotImplementedError as e:
             raise HTTPException(409, str(e))
         out["indexed_score"] = float(index.vector(p.id) @ query.vector)

@@ -247,12 +247,27 @@ async function explain(id) {
   try {
     const ex = await api(`/api/pictures/${id}/explain?q=${encodeURIComponent(state.q)}`);
     state.explanation = ex;
-    note.textContent = `score ${fmt(ex.score)} for “${ex.words.join(" ")}” = the sum of ` +
-      `${ex.blocks.length} block contributions`;
+    note.textContent = explainText(ex);
+    note.title = ex.exact;
     drawBlocks();
   } catch (e) {
-    note.textContent = `No block explanation: ${e.message}`;
+    note.textContent = `No explanation: ${e.message}`;
   }
+}
+
+// "score 0.84 for “tiger” = cnn 0.41 + … + visterms 0.06, the sum of 290 cell and 77 block
+// contributions": each view's part of the score, then how many places share it.
+function explainText(ex) {
+  const count = (kind) => ex.views.reduce((n, v) =>
+    n + (v.placed !== kind ? 0 : kind === "cells" ? v.cells.length : v.blocks), 0);
+  const cells = count("cells"), blocks = count("blocks");
+  const places = [cells && `${cells} cell`, blocks && `${blocks} block`].filter(Boolean)
+    .join(" and ");
+  const parts = ex.views.length > 1 ?
+    ex.views.map((v) => `${v.name} ${fmt(v.score)}`).join(" + ") + ", " : "";
+  const unplaced = ex.unplaced ? `; ${fmt(ex.unplaced)} of it has no place on the picture` : "";
+  return `score ${fmt(ex.score)} for “${ex.words.join(" ")}” = ${parts}the sum of ` +
+    `${places} contributions${unplaced}`;
 }
 
 function clearCanvas() {
@@ -261,6 +276,9 @@ function clearCanvas() {
   c.getContext("2d").clearRect(0, 0, c.width, c.height);
 }
 
+// The server's heat map (score per cell of a grid over the picture, CNN cells and visterm
+// blocks merged) drawn as a smoothed overlay: red raises the score, blue lowers it, the
+// strongest cell at 60 % opacity.
 function drawBlocks() {
   const ex = state.explanation, img = $("detail-img"), c = $("detail-canvas");
   if (!ex || !img.complete || !img.naturalWidth) return;
@@ -268,29 +286,20 @@ function drawBlocks() {
   const ctx = c.getContext("2d");
   ctx.clearRect(0, 0, c.width, c.height);
   if (!$("show-blocks").checked) return;
-  const sx = c.width / ex.width, sy = c.height / ex.height;
-  // Blocks overlap (a block every half block), so the map shows, for each cell between
-  // block edges, the mean contribution of the blocks covering it (the border is covered by
-  // fewer blocks than the middle: a sum would mostly show coverage).
-  const xs = [...new Set(ex.blocks.flatMap((b) => [b[0], b[0] + b[2]]))].sort((a, b) => a - b);
-  const ys = [...new Set(ex.blocks.flatMap((b) => [b[1], b[1] + b[3]]))].sort((a, b) => a - b);
-  const heat = [];
-  for (let i = 0; i + 1 < ys.length; i++) {
-    for (let j = 0; j + 1 < xs.length; j++) {
-      const cx = (xs[j] + xs[j + 1]) / 2, cy = (ys[i] + ys[i + 1]) / 2;
-      let h = 0, n = 0;
-      for (const [x, y, w, bh, v] of ex.blocks) {
-        if (cx >= x && cx < x + w && cy >= y && cy < y + bh) { h += v; n += 1; }
-      }
-      if (n) heat.push([xs[j], ys[i], xs[j + 1] - xs[j], ys[i + 1] - ys[i], h / n]);
-    }
-  }
-  const top = Math.max(1e-12, ...heat.map((h) => Math.abs(h[4])));
-  for (const [x, y, w, h, v] of heat) {
-    const a = 0.6 * Math.abs(v) / top;
-    ctx.fillStyle = v >= 0 ? `rgba(230, 25, 25, ${a})` : `rgba(25, 80, 230, ${a})`;
-    ctx.fillRect(x * sx, y * sy, w * sx, h * sy);
-  }
+  const { rows, cols, values } = ex.heat;
+  const flat = values.flat();
+  const top = flat.reduce((m, v) => Math.max(m, Math.abs(v)), 1e-12);
+  const small = document.createElement("canvas");
+  small.width = cols; small.height = rows;
+  const pixels = small.getContext("2d").createImageData(cols, rows);
+  flat.forEach((v, i) => {
+    pixels.data.set(v >= 0 ? [230, 25, 25] : [25, 80, 230], 4 * i);
+    pixels.data[4 * i + 3] = Math.round(255 * 0.6 * Math.abs(v) / top);
+  });
+  small.getContext("2d").putImageData(pixels, 0, 0);
+  ctx.imageSmoothingEnabled = true;
+  ctx.imageSmoothingQuality = "high";
+  ctx.drawImage(small, 0, 0, c.width, c.height);
 }
 
 function closeDetail(push = true) {
