@@ -20,6 +20,7 @@ settings are retrained on train + validation.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Sequence
@@ -47,6 +48,9 @@ from .text import query_vector, tokenize, top_words
 
 KIND = "system"
 FORMAT_VERSION = 1
+#: Where fitting reports its steps unless given `log` (quiet unless logging is configured;
+#: the CLI passes its own printer).
+logger = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------ feature pipelines
@@ -130,7 +134,10 @@ class System:
         return save_directory(path, head, arrays)
 
     @classmethod
-    def load(cls, path, *, cache_dir=None, progress: bool = True) -> "System":
+    def load(cls, path, *, cache_dir=None, progress: bool = False) -> "System":
+        """cache_dir: where features are cached, None for config.default_cache_dir() (as in
+        fit_system)."""
+        cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
         head, arrays = load_directory(path)
         if head.get("kind") != KIND:
             raise ValueError(f"{path}: holds a {head.get('kind')!r} model, not a whole system; "
@@ -450,7 +457,7 @@ def representation_candidates(model: str, names=None, model_params: dict | None 
 
 def collection_inputs(collection: Collection, protocol: Protocol, representation: str = "visterms",
                       feature_settings=None, *, weights=None, cnn_settings=None,
-                      cache_dir=None, progress: bool = True, log=print):
+                      cache_dir=None, progress: bool = True, log=logger.info):
     """(F, ok, representation): the features of every picture of `collection`, the
     representation fitted on protocol.train only. Everything is cached under cache_dir
     (visterm bags and pipelines by pamir.features.collection, CNN features per picture)."""
@@ -477,7 +484,7 @@ def collection_inputs(collection: Collection, protocol: Protocol, representation
     return F, np.asarray(ok, bool), rep
 
 
-def supported_codebook(settings, n_train: int, log=print):
+def supported_codebook(settings, n_train: int, log=logger.info):
     """The settings with a visterm codebook the training pictures can support (see
     MIN_BLOCKS_PER_VISTERM), said when it is smaller than asked."""
     blocks = n_train * settings.blocks_per_picture_estimate
@@ -517,10 +524,10 @@ def _check_collection(collection, protocol) -> None:
 
 
 def fit_system(collection: Collection, model: str = "pamir", feature_settings=None,
-               model_params: dict | None = None, progress: bool = True, *,
+               model_params: dict | None = None, progress: bool = False, *,
                representation=None, retrain: bool = False, grid: dict | list | None = None,
                protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
-               ensemble: int = 1, cache_dir=None, log=print,
+               ensemble: int = 1, cache_dir=None, log=logger.info,
                time_budget: float | None = None) -> System:
     """Train a whole system on a captioned collection.
 
@@ -533,7 +540,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     `ensemble` > 1 (PAMIR only), the winner is trained with that many seeds and the models are
     averaged (PAMIR.average), on train and, with `retrain`, each again on train + valid.
     `inputs` = (F, ok, representation) reuses features already computed for this collection
-    and protocol. `log` prints one line per step (None: silent).
+    and protocol. `log` takes one line per step (default: the pamir.system logger; None:
+    silent); `progress` shows live progress bars on a terminal. cache_dir: where features
+    are cached, None for config.default_cache_dir().
 
     Fits run concurrently (pamir.selection.fit_workers) and give the same system whatever
     the number of threads. `time_budget` (seconds, from the call): fits still running when it
