@@ -113,9 +113,18 @@ def caption_matrix(Y, who: str = "the model") -> sp.csr_matrix:
     if not sp.issparse(Y):
         Y = np.asarray(Y)
         if Y.ndim == 1:
-            labels, codes = np.unique(Y, return_inverse=True)
+            try:
+                labels, codes = np.unique(Y, return_inverse=True)
+            except TypeError:  # labels that cannot be ordered (numbers mixed with text)
+                raise ValueError(f"Unknown label type: {who} takes y as labels of one kind "
+                                 "(numbers or words), or as a presence matrix") from None
             return sp.csr_matrix((np.ones(len(codes)), (np.arange(len(codes)), codes)),
                                  shape=(len(codes), len(labels)))
+        try:
+            Y = Y.astype(np.float64)  # numbers held as objects are numbers
+        except (TypeError, ValueError):
+            raise ValueError(f"Unknown label type: {who} takes Y as an (n x T) presence "
+                             "matrix of numbers") from None
     return sp.csr_matrix(Y)
 
 
