@@ -8,6 +8,8 @@ Which checks do not apply, and why:
   one small integer label a picture (taken here as one word a picture); where every picture
   gets the same label (check_estimators_dtypes, check_fit2d_1feature) there is nothing to
   rank, and PAMIR says so instead of the message those checks look for.
+- Transforms are float32 (check_methods_sample_order_invariance sometimes sees one unit in
+  the last place of difference, over its 1e-7 tolerance).
 - The other models (CMRM, CMTT, PLSA, the per-word SVMs, kernel PAMIR, BBNN) reproduce the
   papers' baselines and check their inputs in their own words, not scikit-learn's; they pass
   the API checks below. BBNN and the block kernels read a BlockSet of per-block
@@ -36,6 +38,10 @@ API_CHECKS = ["check_parameters_default_constructible", "check_no_attributes_set
 NOTHING_TO_RANK = ("y gives every picture the same word: no query has a non-relevant "
                    "picture, so there is nothing to rank (PAMIR says so)")
 
+FLOAT32 = ("scores are float32, as the index stores them: rows given in another order can "
+           "be summed in another order by BLAS, one unit in the last place (1.2e-7 relative) "
+           "against the check's 1e-7 tolerance; sometimes passes")
+
 
 def quick_pamir():
     return PAMIR(n_updates=2_000, eval_every=1_000)
@@ -43,7 +49,8 @@ def quick_pamir():
 
 @parametrize_with_checks([quick_pamir()], expected_failed_checks=lambda est: {
     "check_estimators_dtypes": NOTHING_TO_RANK,
-    "check_fit2d_1feature": NOTHING_TO_RANK})
+    "check_fit2d_1feature": NOTHING_TO_RANK,
+    "check_methods_sample_order_invariance": FLOAT32})
 def test_pamir_passes_the_scikit_learn_checks(estimator, check):
     check(estimator)
 
