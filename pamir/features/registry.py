@@ -33,6 +33,7 @@ class Entry:
     the words, pamir.zeroshot; "": nothing more than the words). settings: the keyword of
     make_representation that configures it. preset: CNN settings changed from the given ones.
     extract: whether `pamir features extract` extracts and caches it. about: a line of help.
+    extra: the optional install it needs (pamir.extras), None for the base install.
     """
 
     home: str
@@ -43,10 +44,15 @@ class Entry:
     about: str
     preset: dict = field(default_factory=dict)
     extract: bool = False
+    extra: str | None = None
 
     def load(self):
+        """The class (a missing optional package: MissingExtra, naming the extra)."""
+        from ..extras import optional  # noqa: PLC0415
+
         module, _, name = self.home.partition(":")
-        return getattr(importlib.import_module(module), name)
+        with optional():
+            return getattr(importlib.import_module(module), name)
 
 
 #: What a representation gives its model: "bags" (CSR, non-negative visterm bags, rows
@@ -76,15 +82,15 @@ REPRESENTATIONS: dict[str, Entry] = {
                     "feature_settings", "per-block descriptors, for BBNN and the block kernels"),
     "cnn": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
                  "cnn_settings", "pooled ImageNet EfficientNet-Lite0 features at a 224-px "
-                 "short side", extract=True),
+                 "short side", extract=True, extra="cnn"),
     "cnn-lite1": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
                        "cnn_settings", "EfficientNet-Lite1 at 240 px with its 2x2 regions",
                        preset={"model": "lite1", "short_side": 240, "regions": 2},
-                       extract=True),
+                       extract=True, extra="cnn"),
     "cnn-lite2": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
                        "cnn_settings", "EfficientNet-Lite2 at 260 px with its 2x2 regions",
                        preset={"model": "lite2", "short_side": 260, "regions": 2},
-                       extract=True),
+                       extract=True, extra="cnn"),
     "sift": Entry("pamir.features.sift:SiftVisterms", "sift_visterms", "bags", "",
                   "sift_visterms", "the 2006 papers' bags of DoG/SIFT visterms"),
     "blobs": Entry("pamir.features.blobs:SegmentedBlobs", "blobs", "bags", "",
@@ -147,6 +153,10 @@ def make_representation(name: str, *, feature_settings=None, cnn_settings=None, 
     parts = []
     for part in parse_name(name):
         entry = REPRESENTATIONS[part]
+        if entry.extra:
+            from ..extras import require  # noqa: PLC0415
+
+            require(entry.extra)  # said now, not after minutes of other work
         cls = entry.load()
         if entry.settings == "sift_visterms":
             from .sift import SIFT_VISTERMS  # noqa: PLC0415
