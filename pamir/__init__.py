@@ -30,6 +30,7 @@ _EXPORTS = {
     "Index": "pamir.index", "Hit": "pamir.index",
     "open_index": "pamir.workflow", "index_folders": "pamir.workflow",
     "learn_captions": "pamir.workflow", "keep_feedback": "pamir.workflow",
+    "feedback_round": "pamir.workflow",
     # the models: scikit-learn style estimators
     "PAMIR": "pamir.models.pamir", "MODELS": "pamir.models", "model_class": "pamir.models",
     "load_model": "pamir.models",

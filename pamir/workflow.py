@@ -221,6 +221,43 @@ def learn_captions(model_dir, captions, *, index_dirs=None, n_updates: int | Non
                           n_updates=n_updates)
 
 
+# ------------------------------------------------------------------------- feedback, keep
+def marks(right, wrong) -> tuple[list[int], list[int]]:
+    """A round's marks as the server reads them: each id once, a picture marked both ways
+    counted right."""
+    right = list(dict.fromkeys(int(i) for i in right))
+    return right, [i for i in dict.fromkeys(int(i) for i in wrong) if i not in right]
+
+
+def feedback_round(model_dir, index_dir, query: str, right, wrong, *, keep: bool = True,
+                   system=None) -> dict:
+    """A round of relevance feedback from a script, as the web page's Keep does it: the
+    pictures `right` and `wrong` (index ids) judged for `query`, PA-I updates on every (query,
+    right, wrong) triplet (PAMIR.feedback_delta), and with keep the change folded into the
+    model in model_dir, saved, and the index rescored (keep_feedback). Returns {"rows":
+    the changed words, "kept": keep_feedback's report or None}."""
+    from .features.representation import take_rows  # noqa: PLC0415
+    from .system import feedback_delta  # noqa: PLC0415
+
+    right, wrong = marks(right, wrong)
+    if not right or not wrong:
+        raise WorkflowError("mark at least one picture right and one wrong: PAMIR learns from "
+                            "a right picture ranked above a wrong one")
+    system = system or load_system(model_dir)
+    with Index.open(index_dir) as index:
+        q = index.parse_query(query).vector
+        pictures = [index.picture(i) for i in right + wrong]
+    missing = [i for i, p in zip(right + wrong, pictures) if p is None or p.state != "ok"]
+    if missing:
+        raise WorkflowError(f"no picture {missing[0]} in the index {index_dir}")
+    F = system.features([p.path for p in pictures])[0]
+    n = len(right)
+    rows, delta = feedback_delta(system, q, take_rows(F, np.arange(n)),
+                                 take_rows(F, np.arange(n, n + len(wrong))))
+    kept = keep_feedback(system, model_dir, index_dir, rows, delta) if keep else None
+    return {"rows": [system.vocabulary[t] for t in rows], "kept": kept}
+
+
 # -------------------------------------------------------------------------------- keep
 class NotKept(Exception):
     """A kept feedback round that did not reach the disk: status is what the server answers
@@ -266,6 +303,7 @@ def keep_feedback(system, model_dir, index_dir, rows, delta) -> dict:
             "rescored": report["rescored"]}
 
 
-__all__ = ["NotKept", "WorkflowError", "default_index_dir", "index_folders", "keep_feedback",
+__all__ = ["NotKept", "WorkflowError", "default_index_dir", "feedback_round", "index_folders",
+           "keep_feedback", "marks",
            "learn_captions", "learn_pictures", "load_system", "open_index", "text_side",
            "update_indexes"]

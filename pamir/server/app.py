@@ -492,10 +492,10 @@ class _State:
         index rescored."""
         from ..features.representation import take_rows  # noqa: PLC0415
         from ..system import feedback_delta, feedback_scores, neighbour_scores  # noqa: PLC0415
+        from ..workflow import marks  # noqa: PLC0415
 
         system = _fitted(self.require_system())
-        right = list(dict.fromkeys(int(i) for i in body.right))
-        wrong = [i for i in dict.fromkeys(int(i) for i in body.wrong) if i not in right]
+        right, wrong = marks(body.right, body.wrong)
         if not right and not wrong:
             raise HTTPException(400, "mark at least one picture right or wrong")
         learns = bool(right and wrong)
