@@ -38,6 +38,7 @@ from .features.registry import (Concatenation, make_representation, output_of, p
 from .features.representation import Extracted, take_rows
 from .models import model_class
 from .models.pa import deadline, out_of_time
+from .models.pamir import FEEDBACK_EPOCHS, LEARN_MAX_UPDATES, LEARN_UPDATES_PER_PICTURE  # noqa: F401
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
 from .selection import (FitDisplay, check_points, fit_pool, fit_workers, grid_points,
@@ -162,9 +163,9 @@ class System:
 # new words included. These functions extend System without changing its API above; they
 # need a model that is linear in the picture vector (PAMIR's W_, T x V).
 
-# PA-I passes over a feedback round's triplets, and the updates `learn` draws: PAMIR's
-# (pamir.models.pamir), which does the learning (partial_fit, feedback_delta).
-from .models.pamir import FEEDBACK_EPOCHS, LEARN_MAX_UPDATES, LEARN_UPDATES_PER_PICTURE  # noqa: E402,F401
+# FEEDBACK_EPOCHS (PA-I passes over a feedback round's triplets) and LEARN_UPDATES_PER_PICTURE,
+# LEARN_MAX_UPDATES (the updates `learn` draws) are PAMIR's (pamir.models.pamir), which does
+# the learning: partial_fit, feedback_delta.
 #: Feedback's neighbour term (`neighbour_scores`), chosen on the Corel 5k validation
 #: queries by benchmarks/bench_search.py (its "feedback" grid): how sharply similarity
 #: decays, and how far a right (wrong) picture's near pictures move, in standard deviations
