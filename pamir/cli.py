@@ -81,4 +81,15 @@ _mount_commands()
 
 
 def main() -> None:
-    app()
+    from .extras import MissingExtra, optional  # noqa: PLC0415
+
+    try:
+        with optional():
+            app()
+    except MissingExtra as e:  # an optional package missing: say which extra installs it
+        from rich.markup import escape  # noqa: PLC0415
+
+        from .commands.common import console as errors  # noqa: PLC0415  (stderr)
+
+        errors.print(f"[red]error:[/red] {escape(str(e))}", markup=True)
+        raise SystemExit(2) from None

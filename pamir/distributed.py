@@ -66,7 +66,10 @@ class BatchesFailed(RuntimeError):
 def dask_client(workers: int | None = None, scheduler: str | None = None):
     """A dask.distributed Client: to the scheduler at `scheduler`, or to a LocalCluster of
     `workers` single-threaded worker processes (closed on exit)."""
-    from distributed import Client, LocalCluster  # noqa: PLC0415  (heavy, optional path)
+    from .extras import optional  # noqa: PLC0415
+
+    with optional():  # the [dask] extra
+        from distributed import Client, LocalCluster  # noqa: PLC0415  (heavy, optional path)
 
     if scheduler:
         client = Client(scheduler)

@@ -20,6 +20,7 @@ settings are retrained on train + validation.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Sequence
@@ -37,6 +38,7 @@ from .features.registry import (Concatenation, make_representation, output_of, p
 from .features.representation import Extracted, take_rows
 from .models import model_class
 from .models.pa import deadline, out_of_time
+from .models.pamir import FEEDBACK_EPOCHS, LEARN_MAX_UPDATES, LEARN_UPDATES_PER_PICTURE  # noqa: F401
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
 from .selection import (FitDisplay, check_points, fit_pool, fit_workers, grid_points,
@@ -47,6 +49,9 @@ from .text import query_vector, tokenize, top_words
 
 KIND = "system"
 FORMAT_VERSION = 1
+#: Where fitting reports its steps unless given `log` (quiet unless logging is configured;
+#: the CLI passes its own printer).
+logger = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------ feature pipelines
@@ -130,7 +135,10 @@ class System:
         return save_directory(path, head, arrays)
 
     @classmethod
-    def load(cls, path, *, cache_dir=None, progress: bool = True) -> "System":
+    def load(cls, path, *, cache_dir=None, progress: bool = False) -> "System":
+        """cache_dir: where features are cached, None for config.default_cache_dir() (as in
+        fit_system)."""
+        cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
         head, arrays = load_directory(path)
         if head.get("kind") != KIND:
             raise ValueError(f"{path}: holds a {head.get('kind')!r} model, not a whole system; "
@@ -155,8 +163,9 @@ class System:
 # new words included. These functions extend System without changing its API above; they
 # need a model that is linear in the picture vector (PAMIR's W_, T x V).
 
-#: PA-I passes over a feedback round's triplets (each stops early once none has a loss).
-FEEDBACK_EPOCHS = 10
+# FEEDBACK_EPOCHS (PA-I passes over a feedback round's triplets) and LEARN_UPDATES_PER_PICTURE,
+# LEARN_MAX_UPDATES (the updates `learn` draws) are PAMIR's (pamir.models.pamir), which does
+# the learning: partial_fit, feedback_delta.
 #: Feedback's neighbour term (`neighbour_scores`), chosen on the Corel 5k validation
 #: queries by benchmarks/bench_search.py (its "feedback" grid): how sharply similarity
 #: decays, and how far a right (wrong) picture's near pictures move, in standard deviations
@@ -164,9 +173,6 @@ FEEDBACK_EPOCHS = 10
 FEEDBACK_SHARPNESS = 8.0
 FEEDBACK_RIGHT_WEIGHT = 2.0
 FEEDBACK_WRONG_WEIGHT = 1.0
-#: Updates `learn` draws per captioned picture, and the most it draws.
-LEARN_UPDATES_PER_PICTURE = 200
-LEARN_MAX_UPDATES = 200_000
 
 
 def linear_map(system: System) -> np.ndarray:
@@ -179,45 +185,15 @@ def linear_map(system: System) -> np.ndarray:
     return W
 
 
-def _stack_rows(parts) -> sp.csr_matrix:
-    """One CSR matrix of picture rows (sparse bags or dense vectors)."""
-    mats = [sp.csr_matrix(p, dtype=np.float32) for p in parts if p is not None and p.shape[0]]
-    return sp.vstack(mats, format="csr") if mats else sp.csr_matrix((0, 0), dtype=np.float32)
-
-
 def feedback_delta(system: System, q: np.ndarray, positives, negatives, *, c: float | None = None,
                    epochs: int = FEEDBACK_EPOCHS, margin: float | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """One round of relevance feedback for the query vector q: PA-I updates (TPAMI eq. 10) on
-    every (q, right picture, wrong picture) triplet, `epochs` passes, with the model's
-    aggressiveness c. positives, negatives: the pictures' model inputs (rows).
-
-    Returns (rows, delta): the words the update touched (q's non-zero words: a PA step
-    changes no other row of W) and the change of those rows (len(rows) x V), to re-rank with
-    `feedback_scores` and to fold into the model with `apply_delta`. Nothing is changed."""
-    from .models.pamir import pa_updates  # noqa: PLC0415
-
-    W = linear_map(system)
-    q = np.asarray(q, dtype=np.float64).ravel()
-    rows = np.flatnonzero(q)
-    n_pos, n_neg = positives.shape[0], negatives.shape[0]
-    if len(rows) == 0 or n_pos == 0 or n_neg == 0:
-        return rows, np.zeros((len(rows), W.shape[1]), np.float32)
-    X = _stack_rows([positives, negatives])
-    Ws = np.array(W[rows], dtype=np.float32)
-    before = Ws.copy()
-    Q = sp.csr_matrix(q[rows][None, :].astype(np.float32))
-    pairs = np.array([(0, i, n_pos + j) for i in range(n_pos) for j in range(n_neg)],
-                     dtype=np.int64)
-    c = float(getattr(system.model, "c", 0.1) if c is None else c)
-    margin = float(getattr(system.model, "epsilon", 1.0) if margin is None else margin)
-    rng = np.random.default_rng(0)
-    for _ in range(int(epochs)):
-        losses = pa_updates(Ws, X, Q, pairs[rng.permutation(len(pairs))], c,
-                            margins=np.full(len(pairs), margin))
-        if not (losses > 0).any():
-            break
-    return rows, Ws - before
+    """One round of relevance feedback for the query vector q: (rows, delta), the model's
+    PAMIR.feedback_delta (PA-I on every (q, right, wrong) triplet). Nothing is changed;
+    `apply_delta` keeps the round."""
+    linear_map(system)
+    return system.model.feedback_delta(q, positives, negatives, c=c, epochs=epochs,
+                                       margin=margin)
 
 
 def feedback_scores(system: System, q: np.ndarray, rows: np.ndarray, delta: np.ndarray,
@@ -264,8 +240,8 @@ def neighbour_scores(Z: np.ndarray, right: np.ndarray, wrong: np.ndarray, mean: 
 
 def apply_delta(system: System, rows: np.ndarray, delta: np.ndarray) -> None:
     """Fold a feedback round's change into the model's W (in memory; save to keep it)."""
-    W = linear_map(system)
-    W[np.asarray(rows, dtype=np.int64)] += np.asarray(delta, dtype=W.dtype)
+    linear_map(system)
+    system.model.apply_feedback(rows, delta)
     system.info.setdefault("feedback_rounds", 0)
     system.info["feedback_rounds"] += 1
 
@@ -273,19 +249,14 @@ def apply_delta(system: System, rows: np.ndarray, delta: np.ndarray) -> None:
 def add_words(system: System, words, idf_new: np.ndarray) -> list[str]:
     """Grow the vocabulary by `words` (new ones only, in order): W gains zero rows, the idf
     takes `idf_new` (the whole new vocabulary's). Returns the words added."""
-    W = linear_map(system)
+    linear_map(system)
     added = [w for w in dict.fromkeys(words) if w not in system.word_index]
     T = len(system.vocabulary) + len(added)
     idf_new = np.asarray(idf_new, dtype=np.float64)
     if idf_new.shape != (T,):
         raise ValueError(f"idf for {idf_new.shape} words; the grown vocabulary has {T}")
     if added:
-        system.model.W_ = np.ascontiguousarray(
-            np.vstack([W, np.zeros((len(added), W.shape[1]), W.dtype)]))
-        system.model.T_ = T
-        model_idf = getattr(system.model, "idf_", None)
-        if model_idf is not None and len(model_idf) == len(system.vocabulary):
-            system.model.idf_ = np.concatenate([model_idf, idf_new[len(model_idf):]])
+        system.model.grow_vocabulary(idf_new)
         system.vocabulary = system.vocabulary + added
         system.word_index = {w: k for k, w in enumerate(system.vocabulary)}
     system.idf = idf_new
@@ -308,9 +279,6 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
     10 pictures; benchmarks/results/search*.md).
     average: keep the average of W over the updates (as PAMIR's training does), which
     steadies what a few pictures teach. Returns a report."""
-    from .models.base import TrainingQueries  # noqa: PLC0415
-    from .models.pamir import pa_updates  # noqa: PLC0415
-
     linear_map(system)
     captions = [tuple(dict.fromkeys(c or ())) for c in captions]
     keep = [i for i, c in enumerate(captions) if c]
@@ -336,51 +304,30 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
             df[index[w]] += 1
     n = n_old + len(captions)
     idf_new = -np.log(np.maximum(df, 0.5) / n)
-    add_words(system, new_words, idf_new)
-    W = system.model.W_
-    started_from = {}
+    starts, started_from = {}, {}
     for w, near in (init or {}).items():
-        near = [(system.word_index[v], float(s)) for v, s in near
+        near = [(index[v], float(s)) for v, s in near
                 if v in system.word_index and v not in new_words]
         if w in new_words and near:
-            weights = np.array([s for _, s in near]) / sum(s for _, s in near)
-            W[system.word_index[w]] = weights @ W[[t for t, _ in near]]
-            started_from[w] = [system.vocabulary[t] for t, _ in near]
-
+            starts[index[w]] = near
+            started_from[w] = [vocab[t] for t, _ in near]
     rows, cols = zip(*[(i, index[w]) for i, cap in enumerate(captions) for w in cap])
     Y = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(captions), len(vocab)))
-    tq = TrainingQueries(Y, idf_weights=system.idf)
-    R = sp.csr_matrix(tq.relevance)
-    rel = [R.indices[R.indptr[k]:R.indptr[k + 1]] for k in range(R.shape[0])]
-    usable = [k for k, r in enumerate(rel) if 0 < len(r) < len(captions)]
+    # the model learns (PAMIR.partial_fit: new rows of W, PA updates); the system keeps the
+    # vocabulary, the idf and the record
+    system.model.partial_fit(F, Y, idf=idf_new, init=starts, n_updates=n_updates,
+                             random_state=seed, c=c, average=average)
+    add_words(system, new_words, idf_new)
     lonely = sorted({w for cap in captions for w in cap
                      if all(w in other for other in captions)})
+    done = system.model.last_update_
     report = {"pictures": len(captions), "new_words": new_words, "vocabulary": len(vocab),
-              "queries": len(usable), "updates": 0, "active": 0,
-              "words_without_negatives": lonely, "started_from": started_from}
-    total = int(n_updates if n_updates is not None
-                else min(LEARN_UPDATES_PER_PICTURE * len(captions), LEARN_MAX_UPDATES))
-    if not usable or total <= 0:
-        return report
-    rng = np.random.default_rng(seed)
-    qs = rng.choice(usable, total)
-    triplets = np.empty((total, 3), dtype=np.int64)
-    everyone = np.arange(len(captions))
-    for k, qk in enumerate(qs):
-        pos = rel[qk]
-        neg = np.setdiff1d(everyone, pos, assume_unique=True)
-        triplets[k] = (qk, rng.choice(pos), rng.choice(neg))
-    X = _stack_rows([F]) if not sp.issparse(F) else sp.csr_matrix(F, dtype=np.float32)
-    c = float(getattr(system.model, "c", 0.1) if c is None else c)
-    margin = float(getattr(system.model, "epsilon", 1.0))
-    W0 = W.astype(np.float64) if average else None
-    A = np.zeros(W.shape) if average else None
-    losses = pa_updates(W, X, tq.vectors, triplets, c, margins=np.full(total, margin), A=A)
-    if average:  # the mean of W over the updates: ((n + 1) W_n - A) / n - W_0 / n
-        W[:] = (((total + 1) * W.astype(np.float64) - A - W0) / total).astype(W.dtype)
-    report.update(updates=total, active=int((losses > 0).sum()))
-    system.info.setdefault("learned", []).append(
-        {"pictures": len(captions), "new_words": new_words, "updates": total})
+              "queries": done["queries"], "updates": done["updates"],
+              "active": done["active"], "words_without_negatives": lonely,
+              "started_from": started_from}
+    if done["updates"]:
+        system.info.setdefault("learned", []).append(
+            {"pictures": len(captions), "new_words": new_words, "updates": done["updates"]})
     return report
 
 
@@ -450,7 +397,7 @@ def representation_candidates(model: str, names=None, model_params: dict | None 
 
 def collection_inputs(collection: Collection, protocol: Protocol, representation: str = "visterms",
                       feature_settings=None, *, weights=None, cnn_settings=None,
-                      cache_dir=None, progress: bool = True, log=print):
+                      cache_dir=None, progress: bool = True, log=logger.info):
     """(F, ok, representation): the features of every picture of `collection`, the
     representation fitted on protocol.train only. Everything is cached under cache_dir
     (visterm bags and pipelines by pamir.features.collection, CNN features per picture)."""
@@ -477,7 +424,7 @@ def collection_inputs(collection: Collection, protocol: Protocol, representation
     return F, np.asarray(ok, bool), rep
 
 
-def supported_codebook(settings, n_train: int, log=print):
+def supported_codebook(settings, n_train: int, log=logger.info):
     """The settings with a visterm codebook the training pictures can support (see
     MIN_BLOCKS_PER_VISTERM), said when it is smaller than asked."""
     blocks = n_train * settings.blocks_per_picture_estimate
@@ -517,10 +464,10 @@ def _check_collection(collection, protocol) -> None:
 
 
 def fit_system(collection: Collection, model: str = "pamir", feature_settings=None,
-               model_params: dict | None = None, progress: bool = True, *,
+               model_params: dict | None = None, progress: bool = False, *,
                representation=None, retrain: bool = False, grid: dict | list | None = None,
                protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
-               ensemble: int = 1, cache_dir=None, log=print,
+               ensemble: int = 1, cache_dir=None, log=logger.info,
                time_budget: float | None = None) -> System:
     """Train a whole system on a captioned collection.
 
@@ -533,7 +480,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     `ensemble` > 1 (PAMIR only), the winner is trained with that many seeds and the models are
     averaged (PAMIR.average), on train and, with `retrain`, each again on train + valid.
     `inputs` = (F, ok, representation) reuses features already computed for this collection
-    and protocol. `log` prints one line per step (None: silent).
+    and protocol. `log` takes one line per step (default: the pamir.system logger; None:
+    silent); `progress` shows live progress bars on a terminal. cache_dir: where features
+    are cached, None for config.default_cache_dir().
 
     Fits run concurrently (pamir.selection.fit_workers) and give the same system whatever
     the number of threads. `time_budget` (seconds, from the call): fits still running when it

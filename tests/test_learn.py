@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from pamir.cli import app
 from pamir.index import Index, IndexDirError
+from pamir.models.pamir import PAMIR
 from pamir.system import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
                           neighbour_scores)
 from test_product import SHAPES, generated_collection
@@ -25,16 +26,14 @@ def quiet(monkeypatch):
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
 
 
-class Linear:
-    kind = "pamir"
-    input = "vectors"
-    c = 0.1
-    epsilon = 1.0
+class Linear(PAMIR):
+    """A PAMIR (c = 0.1, epsilon = 1) with a given W: the learning is the model's own."""
 
     def __init__(self, W):
+        super().__init__()
         self.W_ = W
         self.idf_ = np.ones(W.shape[0])
-        self.T_ = W.shape[0]
+        self.T_, self.V_ = W.shape
 
 
 class Tiny:

@@ -15,6 +15,7 @@ from pamir.features.pipeline import PictureVisterms
 from pamir.features.representation import Extracted
 from pamir.features.visterms import tfidf
 from pamir.index import Index
+from pamir.models.pamir import PAMIR
 from pamir.server import create_app
 from pamir.server.explain import block_contributions
 
@@ -74,10 +75,10 @@ class FakeSystem:
             W[t, t + 3] += 0.8
         W[4, 3:] += 1.0
         W[3, 2] += 0.5
-        self.model = type("Model", (), {"W_": W.astype(np.float32), "kind": "pamir",
-                                        "input": "bags"})()
-
-        self.model.c, self.model.epsilon = 0.1, 1.0
+        self.model = PAMIR(c=0.1, epsilon=1.0)  # learns by its own methods
+        self.model.W_, self.model.input = W.astype(np.float32), "bags"
+        self.model.T_, self.model.V_ = W.shape
+        self.model.idf_ = self.idf
         self.info = {}
 
     def features(self, paths):

@@ -12,14 +12,15 @@ from rich.console import Console
 
 from .. import config
 from ..data import DataError, load_collection
+from ..features.registry import EXTRACTABLE, REPRESENTATIONS as TABLE
 from ..features.settings import JOBS, FeatureSettings
 
 app = typer.Typer(help="Visual features: blocks, LBP and colour histograms, visterms, CNN.",
                   no_args_is_help=True)
 console = Console(stderr=True)
 
-#: What `extract --representation` can extract and cache.
-REPRESENTATIONS = ("visterms", "cnn", "cnn-lite1", "cnn-lite2")
+#: What `extract --representation` can extract and cache (the registry's table says).
+REPRESENTATIONS = EXTRACTABLE
 
 
 @app.callback()
@@ -33,9 +34,7 @@ def extract(
     representation: str = typer.Option(
         "visterms", "--representation", "-r",
         help="visterms: block descriptors (LBP + colour histograms) the visterms are made "
-             "of; cnn: pooled EfficientNet-Lite features (pamir.features.cnn defaults); "
-             "cnn-lite1, cnn-lite2: the larger Lite1 at 240 px and Lite2 at 260 px, with "
-             "2x2 regions"),
+             "of; " + "; ".join(f"{n}: {TABLE[n].about}" for n in EXTRACTABLE if n != "visterms")),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1,
                                         help="only the first N pictures"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),

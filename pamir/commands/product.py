@@ -22,23 +22,18 @@ from rich.markup import escape
 
 from .. import config
 from ..data import DataError, load_captions_table
-from ..index import (Index, IndexDirError, QueryError, class_names_of, embeddings_enabled,
-                     index_transform, model_fingerprint)
+from ..index import (Index, IndexDirError, QueryError, embeddings_enabled, index_transform,
+                     model_fingerprint)
 from ..storage import atomic_write_bytes
 from ..text import top_words
-from ..zeroshot import ZeroCaptionSystem, is_zero_caption
+from ..zeroshot import ZeroCaptionSystem
 from ..zeroshot import annotate as zeroshot_annotate
+from .. import workflow
+from ..workflow import default_index_dir, text_side
 from .common import console, fail
 
 #: How many unreadable files `pamir index` lists before summarising the rest.
 MAX_LISTED_FAILURES = 20
-
-
-def default_index_dir() -> Path:
-    if os.environ.get("PAMIR_INDEX"):
-        return Path(os.environ["PAMIR_INDEX"])
-    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return data / "pamir" / "index"
 
 
 #: Host names a server bound to 127.0.0.1 answers to (Starlette's host check cuts the port at
@@ -55,22 +50,12 @@ def own_the_reports() -> None:
 
 def load_system(model: Path):
     # Heavy (the models and torch, over a second): imported only by the commands that load
-    # a model, so that `pamir search` starts at once.
-    from ..system import System  # noqa: PLC0415
-
+    # a model, so that `pamir search` starts at once. Our own bar shows indexing progress.
     own_the_reports()
     try:
-        # Our own bar shows indexing progress; a second live bar would garble the terminal.
-        # The feature cache too: rescoring after `pamir learn` and re-indexing a moved folder
-        # then hash pictures instead of decoding them again.
-        return System.load(model, cache_dir=config.default_cache_dir(), progress=False)
+        return workflow.load_system(model)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
-
-
-def text_side(system) -> tuple[list[str], np.ndarray]:
-    """The vocabulary and idf that the system builds query vectors with."""
-    return list(system.vocabulary), np.asarray(system.idf, dtype=np.float64)
 
 
 # ------------------------------------------------------------------------------- index
@@ -255,57 +240,12 @@ def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, cla
 
 def _open_for(index_dir: Path, model: Path | None, system, fingerprint: str,
               rebuild: bool) -> Index:
-    """The index at index_dir for this model (None: the zero-caption system): created,
-    reopened, or rebuilt."""
-    vocabulary, idf = text_side(system)
-    new = {"model_dir": model, "fingerprint": fingerprint, "classes": class_names_of(system)}
+    """The index at index_dir for this model (pamir.workflow.open_index), its errors said."""
     try:
-        if rebuild:
-            return Index.rebuild(index_dir, vocabulary, idf, **new)
-        if not Index.exists(index_dir):
-            return Index.create(index_dir, vocabulary, idf, **new)
-        index = Index.open(index_dir, writable=True)
-        if index.model_fingerprint != fingerprint and is_zero_caption(index.model_fingerprint):
-            # a first model after searching with none: nothing of a person's is lost, and
-            # the classifier's pooled vectors are in the feature cache
-            index.close()
-            console.print(f"{index_dir} answered with no captions so far: rebuilding it for "
-                          f"{model or 'the new zero-caption system'}")
-            return Index.rebuild(index_dir, vocabulary, idf, **new)
-    except IndexDirError as e:
+        return workflow.open_index(index_dir, model, system, fingerprint, rebuild,
+                                   say=console.print)
+    except (IndexDirError, workflow.WorkflowError) as e:
         fail(str(e))
-    if index.model_fingerprint != fingerprint:
-        if (model is not None and index.model_dir == str(model.resolve())
-                and list(vocabulary[: index.T]) == index.vocabulary):
-            # the same model folder has learnt since (`pamir learn`, feedback kept): bring
-            # every picture's scores up to date, features from the cache
-            console.print(f"{model} has changed since {index_dir} was built (pamir learn, "
-                          "feedback kept): rescoring its pictures")
-            index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
-                          model_dir=model, fingerprint=fingerprint)
-            return index
-        index.close()
-        fail(f"{index_dir} was built with another model ({index.model_dir}"
-             + _representations_differ(index.model_dir, system)
-             + "); add --rebuild to recompute it for this one, or choose another --index")
-    if model is not None and index.model_dir != str(model.resolve()):
-        index.set_model(model, fingerprint)  # same model, moved
-    return index
-
-
-def _representations_differ(built_with: str, system) -> str:
-    """", which reads pictures as X; this model reads them as Y" when the index's model folder
-    still records another picture representation than `system` (the usual reason an index
-    cannot take a model's scores), else ""."""
-    try:
-        head = json.loads((Path(built_with) / "model.json").read_text(encoding="utf-8"))
-        old = head["info"]["representation"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""  # moved, deleted or not a system: the folder is all there is to name
-    new = getattr(system, "info", {}).get("representation")
-    if not new or old == new:
-        return ""
-    return f", which reads pictures as {old}; this model reads them as {new}"
 
 
 def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
@@ -582,9 +522,6 @@ def learn_command(
     the model are brought up to date (features come from the cache; pictures are not decoded
     again when cached).
     """
-    from ..system import learn, save_keeping_previous  # noqa: PLC0415
-    from ..features.representation import take_rows  # noqa: PLC0415
-
     system = load_system(model)
     try:
         coll = load_captions_table(captions, include_uncaptioned=False)
@@ -593,24 +530,14 @@ def learn_command(
     pairs = [(p, c) for p, c in zip(coll.paths, coll.captions) if c]
     if not pairs:
         fail(f"{captions}: no captioned picture to learn from")
-    F, ok, reasons = system.features([str(p) for p, _ in pairs])
-    ok = np.asarray(ok, dtype=bool)
-    for (path, _), good, why in zip(pairs, ok, reasons):
-        if not good:
-            console.print(f"[yellow]skipped[/yellow] {path}: {why or 'could not be read'}",
-                          markup=True)
-    kept = [c for (_, c), good in zip(pairs, ok) if good]
     try:
-        report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=updates)
-    except (ValueError, NotImplementedError) as e:
+        report = workflow.learn_pictures(model, system, pairs, index_dirs=index_dirs,
+                                         n_updates=updates)
+    except (ValueError, NotImplementedError, OSError) as e:
+        # OSError: a full or failing disk, the previous model stays, whole
         fail(str(e))
-    try:
-        save_keeping_previous(system, model)
-    except OSError as e:  # a full or failing disk: the previous model stays, whole
-        fail(str(e))
-    report["model"] = str(model)
-    report["previous"] = str(model.resolve().with_name(model.resolve().name + ".previous"))
-    report["indexes"] = _update_indexes(model, system, index_dirs)
+    for path, why in report.pop("skipped"):
+        console.print(f"[yellow]skipped[/yellow] {path}: {why}", markup=True)
     if as_json:
         print(json.dumps(report))
         return
@@ -626,48 +553,6 @@ def learn_command(
         console.print(f"index {ix['index']}: {ix['status']}")
     if any(ix["status"].startswith("not updated,") for ix in report["indexes"]):
         fail(f"{model}: learnt and saved, but an index could not be updated (above)")
-
-
-def _update_indexes(model: Path, system, index_dirs) -> list[dict]:
-    """Rescore the indexes built with `model` (the given ones, else the default one if it
-    was built with it) for the model as it is now."""
-    explicit = bool(index_dirs)
-    dirs = list(index_dirs or [default_index_dir()])
-    out = []
-    fingerprint = model_fingerprint(model)
-    vocabulary, idf = text_side(system)
-    for d in dirs:
-        if not Index.exists(d):
-            if explicit:
-                out.append({"index": str(d), "status": "no index there"})
-            continue
-        try:
-            index = Index.open(d, writable=True)
-        except IndexDirError as e:
-            out.append({"index": str(d), "status": f"not updated: {e}"})
-            continue
-        with index:
-            if index.model_dir != str(model.resolve()):
-                if explicit:
-                    out.append({"index": str(d), "status": "built with another model "
-                                f"({index.model_dir}): left alone"})
-                continue
-            try:
-                r = index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
-                                  model_dir=model, fingerprint=fingerprint)
-            except IndexDirError as e:
-                out.append({"index": str(d), "status": f"needs a rebuild: {e}"})
-                continue
-            except (OSError, sqlite3.OperationalError) as e:
-                # a full or failing disk: the rescoring's one transaction did not commit
-                out.append({"index": str(d), "status": f"not updated, its previous scores "
-                            f"kept: cannot write the index ({e}); free some space (or check "
-                            f"the disk) and run `pamir index {model} FOLDER --index {d}`"})
-                continue
-            kept = f", {len(r['kept'])} unreadable kept their old scores" if r["kept"] else ""
-            out.append({"index": str(d), "status": f"rescored {r['rescored']:,} pictures "
-                        f"for {len(vocabulary)} words{kept}", **r})
-    return out
 
 
 # ------------------------------------------------------------------------------- serve

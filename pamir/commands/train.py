@@ -21,6 +21,7 @@ from rich.markup import escape
 from .. import config
 from ..config import DEFAULT_REPRESENTATIONS
 from ..data import DataError, caption_sources, load_collection
+from ..features.registry import names_help
 from ..features.settings import FeatureSettings
 from .common import console, fail
 
@@ -72,9 +73,8 @@ def fit_command(
                                       "them into one model (searches cost the same)"),
     representation: list[str] = typer.Option(
         None, "--representation", "-r",
-        help="picture representation: visterms, cnn, cnn-lite1, cnn-lite2, blocks, sift, blobs, "
-             "blobs-arff "
-             "(Corel 5k only) or a combination such as cnn+visterms or blobs+sift (repeatable: "
+        help=f"picture representation: {names_help()} "
+             "or a combination such as cnn+visterms or blobs+sift (repeatable: "
              "chosen on validation among those given; default: "
              f"{', '.join(DEFAULT_REPRESENTATIONS)}, those the model reads)"),
     block_fraction: float = typer.Option(FeatureSettings.block_fraction,

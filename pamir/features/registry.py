@@ -3,41 +3,120 @@
     rep = make_representation("cnn+visterms", weights=(1.0, 0.5))
     rep = representation_from_saved(d, arrays)        # d, arrays from rep.to_dict/to_arrays
 
-Names a user gives (`pamir fit --representation`): "visterms" (the papers' bags of visterms),
-"blocks" (per-block descriptors, for BBNN and the block kernels), "cnn" (EfficientNet-Lite
-features, pamir.features.cnn; lite0 at a 224-px short side by default), "cnn-lite2" (the
-larger EfficientNet-Lite2 at 260 px with its 2x2 regions: a second view that pamir fit
-concatenates with "cnn" and the visterms), the 2006 papers' "sift" (bags of DoG/SIFT visterms,
-pamir.features.sift), "blobs" (Duygulu et al.'s Blobs made here for any picture) and
-"blobs-arff" (Duygulu's own blobs, Corel 5k only; pamir.features.blobs), and
-concatenations such as "cnn+visterms" or "blobs+sift". docs/representations.md describes
-each with its costs and measured figures.
+The names a user gives (`pamir fit --representation`, `pamir features extract`) are the
+keys of REPRESENTATIONS, the one table of them: the class, what it gives a model and what the
+product can explain with it. Names combine with "+" ("cnn+visterms", "blobs+sift": a
+Concatenation). docs/representations.md describes each with its costs and measured figures.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass, field
+
 import numpy as np
-import scipy.sparse as sp
 
-from .pipeline import BlockPipeline, VisualPipeline
 from .representation import Extracted
-from .settings import FeatureSettings
 
-#: What each name is made of, and what it gives ("bags": non-negative visterm bags;
-#: "vectors": any picture matrix; "blocks": per-block descriptors).
-NAMES = {"visterms": "bags", "blocks": "blocks", "cnn": "vectors", "cnn-lite1": "vectors",
-         "cnn-lite2": "vectors", "sift": "bags", "blobs": "bags", "blobs-arff": "bags"}
+# scipy and the representations' modules are imported where used: the CLI reads this table
+# for its help, and every `pamir` command line pays what it imports (pamir/cli.py).
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One representation a user can name.
+
+    home: "module:Class", imported when one is made (torch only for the CNN). kind: the
+    class's saved `kind`. output: what it gives a model, one of OUTPUTS. explains: what the
+    product can explain with it ("blocks": each block's contribution to a word's score, the
+    web page's overlay, pamir.server.explain; "classes": ImageNet class probabilities beside
+    the words, pamir.zeroshot; "": nothing more than the words). settings: the keyword of
+    make_representation that configures it. preset: CNN settings changed from the given ones.
+    extract: whether `pamir features extract` extracts and caches it. about: a line of help.
+    extra: the optional install it needs (pamir.extras), None for the base install.
+    """
+
+    home: str
+    kind: str
+    output: str
+    explains: str
+    settings: str | None
+    about: str
+    preset: dict = field(default_factory=dict)
+    extract: bool = False
+    extra: str | None = None
+
+    def load(self):
+        """The class (a missing optional package: MissingExtra, naming the extra)."""
+        from ..extras import optional  # noqa: PLC0415
+
+        module, _, name = self.home.partition(":")
+        with optional():
+            return getattr(importlib.import_module(module), name)
+
+
+#: What a representation gives its model: "bags" (CSR, non-negative visterm bags, rows
+#: L2-normalised), "vectors" (any picture matrix, dense or sparse: CNN features and
+#: concatenations) or "blocks" (a BlockSet of per-block descriptors).
+OUTPUTS = ("bags", "vectors", "blocks")
+#: The CNN class still calls its output "dense" (tests/test_cnn.py asserts the attribute, and
+#: issue 27 keeps every assertion): the same kind as "vectors", and read as it here.
+OUTPUT_ALIASES = {"dense": "vectors"}
+
+
+def output_kind(rep) -> str:
+    """What a representation gives, as one of OUTPUTS."""
+    return OUTPUT_ALIASES.get(rep.output, rep.output)
+
+#: Every representation a user can name (`pamir fit --representation`, `pamir features
+#: extract`), in the order the help lists them. The one table: the names, classes, outputs
+#: and what each can explain are read from here and nowhere else. Validation (PAMIR, Corel
+#: 5k, square-rooted CNN features) for the presets: cnn+visterms 43.90, cnn+cnn-lite2+visterms
+#: 45.42; cnn-lite2+visterms alone 43.27; cnn+cnn-lite1+cnn-lite2+visterms 46.66
+#: (benchmarks/results/cnn.md).
+REPRESENTATIONS: dict[str, Entry] = {
+    "visterms": Entry("pamir.features.pipeline:VisualPipeline", "visual_pipeline", "bags",
+                      "blocks", "feature_settings", "the papers' bags of visterms (uniform LBP "
+                      "+ colour histograms of blocks, k-means codebook, tf-idf)", extract=True),
+    "blocks": Entry("pamir.features.pipeline:BlockPipeline", "block_pipeline", "blocks", "",
+                    "feature_settings", "per-block descriptors, for BBNN and the block kernels"),
+    "cnn": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
+                 "cnn_settings", "pooled ImageNet EfficientNet-Lite0 features at a 224-px "
+                 "short side", extract=True, extra="cnn"),
+    "cnn-lite1": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
+                       "cnn_settings", "EfficientNet-Lite1 at 240 px with its 2x2 regions",
+                       preset={"model": "lite1", "short_side": 240, "regions": 2},
+                       extract=True, extra="cnn"),
+    "cnn-lite2": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
+                       "cnn_settings", "EfficientNet-Lite2 at 260 px with its 2x2 regions",
+                       preset={"model": "lite2", "short_side": 260, "regions": 2},
+                       extract=True, extra="cnn"),
+    "sift": Entry("pamir.features.sift:SiftVisterms", "sift_visterms", "bags", "",
+                  "sift_visterms", "the 2006 papers' bags of DoG/SIFT visterms"),
+    "blobs": Entry("pamir.features.blobs:SegmentedBlobs", "blobs", "bags", "",
+                   "blob_settings", "Duygulu et al.'s Blobs, made here for any picture"),
+    "blobs-arff": Entry("pamir.features.blobs:ArffBlobs", "blobs_arff", "bags", "", None,
+                        "Duygulu's own blobs (Corel 5k only)"),
+}
+
+#: What each name gives (derived from the table).
+NAMES = {name: e.output for name, e in REPRESENTATIONS.items()}
 
 #: CNN representations with settings of their own: the CNNSettings given for "cnn" with
-#: these changed. Validation (PAMIR, Corel 5k, square-rooted features): cnn+visterms 43.90,
-#: cnn+cnn-lite2+visterms 45.42; cnn-lite2+visterms alone 43.27; the three networks with the
-#: visterms (cnn+cnn-lite1+cnn-lite2+visterms) 46.66 (benchmarks/results/cnn.md).
-CNN_PRESETS = {"cnn-lite1": {"model": "lite1", "short_side": 240, "regions": 2},
-               "cnn-lite2": {"model": "lite2", "short_side": 260, "regions": 2}}
+#: these changed (derived from the table).
+CNN_PRESETS = {name: e.preset for name, e in REPRESENTATIONS.items() if e.preset}
 
-#: The user-facing name of each saved representation `kind`.
-KIND_NAMES = {"visual_pipeline": "visterms", "block_pipeline": "blocks",
-              "sift_visterms": "sift", "blobs_arff": "blobs-arff"}
+#: The user-facing name of each saved representation `kind` (derived from the table).
+KIND_NAMES = {e.kind: name for name, e in REPRESENTATIONS.items() if not e.preset}
+
+#: The names `pamir features extract` takes.
+EXTRACTABLE = tuple(name for name, e in REPRESENTATIONS.items() if e.extract)
+
+
+def names_help() -> str:
+    """"visterms, blocks, cnn, ..., blobs-arff (Corel 5k only)": the names, for CLI help."""
+    return ", ".join(name + (" (Corel 5k only)" if name == "blobs-arff" else "")
+                     for name in REPRESENTATIONS)
 
 
 def parse_name(name: str) -> list[str]:
@@ -63,40 +142,36 @@ def takes(model_input: str, name: str) -> bool:
     return out == model_input or (model_input == "vectors" and out == "bags")
 
 
-def make_representation(name: str, *, feature_settings: FeatureSettings | None = None,
-                        cnn_settings=None, weights=None, cache_dir=None, progress=True,
-                        sift_visterms: int | None = None, blob_settings=None):
+def make_representation(name: str, *, feature_settings=None, cnn_settings=None, weights=None,
+                        cache_dir=None, progress=True, sift_visterms: int | None = None,
+                        blob_settings=None):
     """An unfitted representation of that name (weights: one per part of a combination;
-    sift_visterms: the SIFT codebook size, SIFT_VISTERMS by default; blob_settings: a
-    pamir.features.blobs.BlobSettings)."""
+    feature_settings: a FeatureSettings; sift_visterms: the SIFT codebook size,
+    SIFT_VISTERMS by default; blob_settings: a pamir.features.blobs.BlobSettings)."""
+    given = {"feature_settings": feature_settings, "cnn_settings": cnn_settings,
+             "blob_settings": blob_settings}
     parts = []
     for part in parse_name(name):
-        if part == "sift":
-            from .sift import SIFT_VISTERMS, SiftVisterms  # noqa: PLC0415
+        entry = REPRESENTATIONS[part]
+        if entry.extra:
+            from ..extras import require  # noqa: PLC0415
 
-            parts.append(SiftVisterms(sift_visterms or SIFT_VISTERMS, cache_dir=cache_dir,
-                                      progress=progress))
-        elif part == "blobs":
-            from .blobs import SegmentedBlobs  # noqa: PLC0415
+            require(entry.extra)  # said now, not after minutes of other work
+        cls = entry.load()
+        if entry.settings == "sift_visterms":
+            from .sift import SIFT_VISTERMS  # noqa: PLC0415
 
-            parts.append(SegmentedBlobs(blob_settings, cache_dir=cache_dir, progress=progress))
-        elif part == "blobs-arff":
-            from .blobs import ArffBlobs  # noqa: PLC0415
-
-            parts.append(ArffBlobs(cache_dir=cache_dir, progress=progress))
-        elif part == "visterms":
-            parts.append(VisualPipeline(feature_settings, cache_dir=cache_dir,
-                                        progress=progress))
-        elif part == "blocks":
-            parts.append(BlockPipeline(feature_settings, cache_dir=cache_dir,
-                                       progress=progress))
-        else:
-            from .cnn import CNNRepresentation, CNNSettings  # heavy: torch, onnxruntime
+            first = (sift_visterms or SIFT_VISTERMS,)
+        elif entry.settings == "cnn_settings":
+            from .cnn import CNNSettings  # noqa: PLC0415  heavy: torch, onnxruntime
 
             settings = cnn_settings or CNNSettings()
-            if part in CNN_PRESETS:
-                settings = settings.replace(**CNN_PRESETS[part])
-            parts.append(CNNRepresentation(settings, cache_dir=cache_dir, progress=progress))
+            first = (settings.replace(**entry.preset) if entry.preset else settings,)
+        elif entry.settings:
+            first = (given[entry.settings],)
+        else:
+            first = ()
+        parts.append(cls(*first, cache_dir=cache_dir, progress=progress))
     if len(parts) == 1:
         return parts[0]
     return Concatenation(parts, weights or [1.0] * len(parts))
@@ -126,7 +201,9 @@ class Concatenation:
     def name(self) -> str:
         return "+".join(representation_name(p) for p in self.parts)
 
-    def combine(self, matrices) -> sp.csr_matrix:
+    def combine(self, matrices):
+        import scipy.sparse as sp  # noqa: PLC0415
+
         return sp.hstack([sp.csr_matrix(M, dtype=np.float32) * w
                           for M, w in zip(matrices, self.weights)]).tocsr()
 
@@ -161,22 +238,16 @@ class Concatenation:
 
 
 def representation_class(kind: str):
-    """The class of a saved representation's `kind`. The CNN is imported only when asked
-    for: torch and onnxruntime are heavy optional dependencies of the picture side."""
-    if kind == "cnn":
-        from .cnn import CNNRepresentation  # heavy optional dependency: torch, onnxruntime
-
-        return CNNRepresentation
-    from .blobs import ArffBlobs, SegmentedBlobs  # noqa: PLC0415
-    from .sift import SiftVisterms  # noqa: PLC0415
-
-    classes = {VisualPipeline.kind: VisualPipeline, BlockPipeline.kind: BlockPipeline,
-               Concatenation.kind: Concatenation, SiftVisterms.kind: SiftVisterms,
-               SegmentedBlobs.kind: SegmentedBlobs, ArffBlobs.kind: ArffBlobs}
-    if kind not in classes:
-        raise ValueError(f"unknown representation kind {kind!r}; this pamir knows "
-                         f"{', '.join([*classes, 'cnn'])}: was the model made by a newer one?")
-    return classes[kind]
+    """The class of a saved representation's `kind`, imported on demand (torch and
+    onnxruntime only for the CNN)."""
+    if kind == Concatenation.kind:
+        return Concatenation
+    for entry in REPRESENTATIONS.values():
+        if entry.kind == kind:
+            return entry.load()
+    kinds = [Concatenation.kind, *dict.fromkeys(e.kind for e in REPRESENTATIONS.values())]
+    raise ValueError(f"unknown representation kind {kind!r}; this pamir knows "
+                     f"{', '.join(kinds)}: was the model made by a newer one?")
 
 
 def representation_from_saved(d: dict, arrays: dict, **kwargs):
@@ -193,6 +264,7 @@ def representation_name(rep) -> str:
     return KIND_NAMES.get(rep.kind, rep.kind)
 
 
-__all__ = ["CNN_PRESETS", "Concatenation", "KIND_NAMES", "NAMES", "make_representation",
-           "output_of", "parse_name",
+__all__ = ["CNN_PRESETS", "Concatenation", "EXTRACTABLE", "Entry", "KIND_NAMES", "NAMES",
+           "OUTPUTS", "OUTPUT_ALIASES", "output_kind", "REPRESENTATIONS", "make_representation", "names_help", "output_of",
+           "parse_name",
            "representation_class", "representation_from_saved", "representation_name", "takes"]

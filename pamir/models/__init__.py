@@ -21,8 +21,11 @@ MODELS = {
 def model_class(kind: str) -> type[TextSpaceModel]:
     if kind not in MODELS:
         raise ValueError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
+    from ..extras import optional  # noqa: PLC0415
+
     module, _, name = MODELS[kind].partition(":")
-    return getattr(importlib.import_module(module), name)
+    with optional():  # BBNN needs torch: the [cnn] extra
+        return getattr(importlib.import_module(module), name)
 
 
 def load_model(path) -> TextSpaceModel:

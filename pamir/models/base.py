@@ -99,6 +99,55 @@ def training_queries(Y, idf_weights: np.ndarray | None = None) -> TrainingQuerie
     return queries
 
 
+class NotFittedError(RuntimeError, ValueError, AttributeError):
+    """A model used before it was fitted: a RuntimeError as pamir has always raised, and the
+    ValueError / AttributeError that scikit-learn's NotFittedError is."""
+
+
+def caption_matrix(Y, who: str = "the model") -> sp.csr_matrix:
+    """Y as (n x T) CSR caption presence. A 2-D matrix is taken as it is; a 1-D vector of
+    labels (scikit-learn's y) is one word a picture, the sorted distinct labels the words."""
+    if Y is None:
+        raise ValueError(f"{who} requires y to be passed, but the target y is None: give the "
+                         "pictures' captions, an (n x T) presence matrix")
+    if not sp.issparse(Y):
+        Y = np.asarray(Y)
+        if Y.ndim == 1:
+            try:
+                labels, codes = np.unique(Y, return_inverse=True)
+            except TypeError:  # labels that cannot be ordered (numbers mixed with text)
+                raise ValueError(f"Unknown label type: {who} takes y as labels of one kind "
+                                 "(numbers or words), or as a presence matrix") from None
+            return sp.csr_matrix((np.ones(len(codes)), (np.arange(len(codes)), codes)),
+                                 shape=(len(codes), len(labels)))
+        try:
+            Y = Y.astype(np.float64)  # numbers held as objects are numbers
+        except (TypeError, ValueError):
+            raise ValueError(f"Unknown label type: {who} takes Y as an (n x T) presence "
+                             "matrix of numbers") from None
+    return sp.csr_matrix(Y)
+
+
+def check_pictures(X, who: str, name: str = "X"):
+    """What every picture matrix must be, said before any numbers are read: 2-D, real,
+    with at least one picture and one dimension."""
+    if not sp.issparse(X):
+        X = np.asarray(X)
+    shape = X.shape
+    if np.iscomplexobj(X):  # reads the dtype, sparse or dense
+        raise ValueError(f"{who}: {name} holds complex numbers; Complex data not supported")
+    if len(shape) != 2:
+        raise ValueError(f"{who}: {name} has shape {shape}; Reshape your data: one row of "
+                         "numbers a picture (n x d)")
+    if shape[0] == 0:
+        raise ValueError(f"{who}: {name} has 0 sample(s) (shape={shape}) while a minimum of "
+                         "1 is required: give at least one picture")
+    if shape[1] == 0:
+        raise ValueError(f"{who}: {name} has 0 feature(s) (shape={shape}) while a minimum of "
+                         "1 is required: give at least one number a picture")
+    return X
+
+
 class TextSpaceModel:
     """Base of every model, in the manner of scikit-learn estimators.
 
@@ -127,8 +176,34 @@ class TextSpaceModel:
         return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
                 if name != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
 
-    def get_params(self) -> dict:
+    def get_params(self, deep: bool = True) -> dict:
+        """The hyper-parameters as given to `__init__` (scikit-learn's contract, so that
+        `sklearn.base.clone` and `GridSearchCV` drive the models). deep: scikit-learn's
+        flag for estimators nested in parameters; no model here holds one, so deep and
+        shallow are the same."""
         return {name: getattr(self, name) for name in self.default_params()}
+
+    def __repr__(self) -> str:
+        """PAMIR(c=1.0): the parameters that differ from the defaults, as scikit-learn does."""
+        defaults = self.default_params()
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items()
+                   if not _same(v, defaults.get(k))]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def __sklearn_tags__(self):
+        """What scikit-learn's estimator checks may assume (sklearn.utils.Tags; imported here
+        only: sklearn.base takes about a second to import). A model is fitted on pictures X
+        and their caption presence Y (n x T, several words a picture: a 2-D target) and
+        transforms pictures into T float32 scores; the bag models (CMRM, CMTT, PLSA) count
+        visterms, so they take non-negative X only."""
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags  # noqa: PLC0415
+
+        return Tags(estimator_type=None,
+                    target_tags=TargetTags(required=True, two_d_labels=True, multi_output=True,
+                                           single_output=False),
+                    transformer_tags=TransformerTags(preserves_dtype=["float32"]),
+                    input_tags=InputTags(sparse=self.input != "blocks",
+                                         positive_only=self.input == "bags"))
 
     def set_params(self, **params) -> "TextSpaceModel":
         unknown = set(params) - set(self.default_params())
@@ -141,6 +216,10 @@ class TextSpaceModel:
 
     def fit(self, X, Y, *, validation=None, callback=None):
         raise NotImplementedError
+
+    def fit_transform(self, X, Y=None, **fit_params) -> np.ndarray:
+        """fit(X, Y, **fit_params), then the (n x T) text-space vectors of X."""
+        return self.fit(X, Y, **fit_params).transform(X)
 
     def transform(self, X) -> np.ndarray:
         raise NotImplementedError
@@ -163,9 +242,20 @@ class TextSpaceModel:
         head, arrays = load_directory(path)
         if head.get("kind") != cls.kind:
             raise ValueError(f"{path}: holds a {head.get('kind')!r} model, not {cls.kind!r}")
-        model = cls(**head["params"])
+        defaults = cls.default_params()
+        # JSON has no tuples: a tuple parameter (WordSVM's Cs) comes back as one
+        params = {k: tuple(v) if isinstance(defaults.get(k), tuple) and isinstance(v, list)
+                  else v for k, v in head["params"].items()}
+        model = cls(**params)
         model._set_state(head.get("state", {}), arrays)
         return model
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays: compared element-wise
+        return a is b
 
 
 def save_directory(path, meta: dict, arrays: dict[str, np.ndarray]) -> Path:

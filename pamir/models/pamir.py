@@ -35,10 +35,16 @@ import scipy.sparse as sp
 from .. import config
 from ..evaluation import mean_average_precision
 from ..text import text_vectors
-from .base import TextSpaceModel, TrainingQueries, training_queries
+from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matrix,
+                   check_pictures, training_queries)
 from .pa import check_pa_params, pa1_tau, train_pa
 
 MARGINS = ("constant", "text")
+#: PA-I passes over a feedback round's triplets (each stops early once none has a loss).
+FEEDBACK_EPOCHS = 10
+#: Updates `partial_fit` draws per captioned picture, and the most it draws.
+LEARN_UPDATES_PER_PICTURE = 200
+LEARN_MAX_UPDATES = 200_000
 
 
 # ------------------------------------------------------------------------ the numba core
@@ -382,8 +388,9 @@ class PAMIR(TextSpaceModel):
                              f"{self.max_valid_queries!r}")
 
     # ---------------------------------------------------------------------------- training
-    def fit(self, X, Y, *, validation=None, callback=None):
-        """Train on pictures X (n x V bags, sparse or dense) captioned by Y (n x T presence).
+    def fit(self, X, Y=None, *, validation=None, callback=None, y=None):
+        """Train on pictures X (n x V bags, sparse or dense) captioned by Y (n x T presence;
+        `y`, scikit-learn's name, is the same; a 1-D y of labels is one word a picture).
 
         validation=(X_valid, Y_valid): the validation queries (every subset of a validation
         caption, training idf) measure mean AvgP every `eval_every` updates and the best W is
@@ -391,13 +398,18 @@ class PAMIR(TextSpaceModel):
         """
         self._check_params()
         self.valid_queries_ = None
+        X = check_pictures(X, "PAMIR")
         X = _dense(X, "X") if _is_dense(X) else _csr(X, name="X")
-        Y = sp.csr_matrix(Y)
+        Y = caption_matrix(y if Y is None else Y, "PAMIR")
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"PAMIR: X has {X.shape[0]} pictures but Y has {Y.shape[0]} captions")
+        if X.shape[0] < 2:
+            raise ValueError("PAMIR: n_samples = 1; ranking needs a relevant and a non-relevant "
+                             "picture, so at least two")
         queries = training_queries(Y)
         self.idf_ = queries.idf
         self.V_, self.T_ = X.shape[1], Y.shape[1]
+        self.n_features_in_ = self.V_
         valid = None
         if validation is not None:
             X_valid, Y_valid = validation
@@ -545,19 +557,156 @@ class PAMIR(TextSpaceModel):
         out.members_ = len(models)
         return out
 
+    # ------------------------------------------------------------- learning after training
+    # PA is an online algorithm (issue 13), so a trained PAMIR keeps learning: from new
+    # captioned pictures, new words included (partial_fit), and from a person's right / wrong
+    # marks on a query's results (feedback_delta, then apply_feedback to keep them).
+
+    def grow_vocabulary(self, idf) -> "PAMIR":
+        """Words past the T_ the model knows, in order: W_ gains a zero row each and idf_
+        the new words' weights from `idf` (the whole grown vocabulary's; the known words keep
+        theirs). Nothing changes when `idf` has no more words than T_."""
+        self._check_fitted()
+        idf = np.asarray(idf, dtype=np.float64)
+        if idf.ndim != 1 or len(idf) < self.T_:
+            raise ValueError(f"PAMIR: idf for {idf.shape} words; the model has {self.T_}")
+        extra = len(idf) - self.T_
+        if extra:
+            self.W_ = np.ascontiguousarray(
+                np.vstack([self.W_, np.zeros((extra, self.W_.shape[1]), self.W_.dtype)]))
+            self.idf_ = np.concatenate([self.idf_, idf[self.T_:]])
+            self.T_ = len(idf)
+        return self
+
+    def partial_fit(self, X, Y=None, *, idf=None, init=None, n_updates: int | None = None,
+                    random_state: int = 0, c: float | None = None, average: bool = True,
+                    y=None) -> "PAMIR":
+        """Learn from new captioned pictures without refitting: PA-I updates on triplets
+        (q, p+, p-) drawn from them as in training (q: a word or a subset of a caption, p+ a
+        picture with all of q's words, p- one without), the model's c and epsilon.
+
+        Y (n x T', T' >= T_): the new pictures' captions; columns past T_ are new words, for
+        which W_ gains rows (grow_vocabulary). Rows with no word are left out. idf (T',):
+        the query weights (default: idf_, the new words' from Y). init: {new word's column:
+        [(column, weight)]}: its row starts as the weighted mean of those rows instead of
+        zero (measured worse on Corel 5k: pamir.system.learn). n_updates: default
+        LEARN_UPDATES_PER_PICTURE a picture, at most LEARN_MAX_UPDATES. average: keep the
+        average of W over these updates, as training does. A model not fitted yet starts
+        from W = 0. What the call did is in `last_update_` (queries, updates, active)."""
+        from ..text import idf as idf_of  # noqa: PLC0415
+
+        X = check_pictures(X, "PAMIR")
+        Y = caption_matrix(y if Y is None else Y, "PAMIR")
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(f"PAMIR: X has {X.shape[0]} pictures but Y has {Y.shape[0]} captions")
+        if not hasattr(self, "W_"):
+            self._check_params()
+            self.W_ = np.zeros((0, X.shape[1]), np.float32)
+            self.V_, self.T_, self.idf_ = X.shape[1], 0, np.zeros(0)
+            self.n_features_in_ = self.V_
+        if X.shape[1] != self.V_:
+            raise ValueError(f"PAMIR: X has {X.shape[1]} features, but PAMIR is expecting "
+                             f"{self.V_} features as input")
+        if Y.shape[1] < self.T_:
+            raise ValueError(f"PAMIR: Y has {Y.shape[1]} words; the model has {self.T_} (new "
+                             "words go after them)")
+        captioned = np.flatnonzero(np.diff(Y.indptr) > 0)
+        X, Y = X[captioned], Y[captioned]
+        if idf is None:
+            idf = np.concatenate([self.idf_, idf_of(Y)[self.T_:]])
+        idf = np.asarray(idf, dtype=np.float64)
+        if idf.shape != (Y.shape[1],):
+            raise ValueError(f"PAMIR: idf for {idf.shape} words; Y has {Y.shape[1]}")
+        self.grow_vocabulary(idf)
+        W = self.W_
+        for t, near in (init or {}).items():
+            weights = np.array([w for _, w in near], dtype=np.float64)
+            W[t] = (weights / weights.sum()) @ W[[k for k, _ in near]]
+        n = Y.shape[0]
+        total = int(n_updates if n_updates is not None
+                    else min(LEARN_UPDATES_PER_PICTURE * n, LEARN_MAX_UPDATES))
+        tq = TrainingQueries(Y, idf_weights=idf)
+        R = sp.csr_matrix(tq.relevance)
+        rel = [R.indices[R.indptr[k]:R.indptr[k + 1]] for k in range(R.shape[0])]
+        usable = [k for k, r in enumerate(rel) if 0 < len(r) < n]
+        self.last_update_ = {"queries": len(usable), "updates": 0, "active": 0}
+        if not usable or total <= 0:
+            return self
+        rng = np.random.default_rng(random_state)
+        qs = rng.choice(usable, total)
+        triplets = np.empty((total, 3), dtype=np.int64)
+        everyone = np.arange(n)
+        for k, qk in enumerate(qs):
+            pos = rel[qk]
+            neg = np.setdiff1d(everyone, pos, assume_unique=True)
+            triplets[k] = (qk, rng.choice(pos), rng.choice(neg))
+        c = float(self.c if c is None else c)
+        W0 = W.astype(np.float64) if average else None
+        A = np.zeros(W.shape) if average else None
+        losses = pa_updates(W, sp.csr_matrix(X, dtype=np.float32), tq.vectors, triplets, c,
+                            margins=np.full(total, float(self.epsilon)), A=A)
+        if average:  # the mean of W over the updates: ((n + 1) W_n - A) / n - W_0 / n
+            W[:] = (((total + 1) * W.astype(np.float64) - A - W0) / total).astype(W.dtype)
+        self.last_update_.update(updates=total, active=int((losses > 0).sum()))
+        return self
+
+    def feedback_delta(self, q, positives, negatives, *, c: float | None = None,
+                       epochs: int = FEEDBACK_EPOCHS, margin: float | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """One round of relevance feedback for the query vector q (T,): PA-I updates (TPAMI
+        eq. 10) on every (q, right picture, wrong picture) triplet, `epochs` passes (each
+        stops early once none has a loss), with the model's c and epsilon unless given.
+        positives, negatives: the pictures' rows (sparse or dense).
+
+        Returns (rows, delta): the words the update touched (q's non-zero words: a PA step
+        changes no other row of W) and the change of those rows (len(rows) x V). The model
+        is not changed: apply_feedback(rows, delta) keeps the round."""
+        self._check_fitted()
+        q = np.asarray(q, dtype=np.float64).ravel()
+        rows = np.flatnonzero(q)
+        n_pos, n_neg = positives.shape[0], negatives.shape[0]
+        if len(rows) == 0 or n_pos == 0 or n_neg == 0:
+            return rows, np.zeros((len(rows), self.W_.shape[1]), np.float32)
+        X = sp.vstack([sp.csr_matrix(p, dtype=np.float32) for p in (positives, negatives)],
+                      format="csr")
+        Ws = np.array(self.W_[rows], dtype=np.float32)
+        before = Ws.copy()
+        Q = sp.csr_matrix(q[rows][None, :].astype(np.float32))
+        pairs = np.array([(0, i, n_pos + j) for i in range(n_pos) for j in range(n_neg)],
+                         dtype=np.int64)
+        c = float(self.c if c is None else c)
+        margin = float(self.epsilon if margin is None else margin)
+        rng = np.random.default_rng(0)
+        for _ in range(int(epochs)):
+            losses = pa_updates(Ws, X, Q, pairs[rng.permutation(len(pairs))], c,
+                                margins=np.full(len(pairs), margin))
+            if not (losses > 0).any():
+                break
+        return rows, Ws - before
+
+    def apply_feedback(self, rows, delta) -> "PAMIR":
+        """Fold a feedback round's change (from feedback_delta) into W_."""
+        self._check_fitted()
+        self.W_[np.asarray(rows, dtype=np.int64)] += np.asarray(delta, dtype=self.W_.dtype)
+        return self
+
     # ----------------------------------------------------------------------------- using it
     def transform(self, X) -> np.ndarray:
         """(n x T) text-space vectors X W^T of the pictures X (n x V sparse bags)."""
         self._check_fitted()
+        X = check_pictures(X, "PAMIR")
         if X.shape[1] != self.W_.shape[1]:
-            raise ValueError(f"PAMIR: pictures have {X.shape[1]} visterms but the model was "
-                             f"trained on {self.W_.shape[1]}; use the same visual pipeline")
+            raise ValueError(f"PAMIR: X has {X.shape[1]} features, but PAMIR is expecting "
+                             f"{self.W_.shape[1]} features as input (visterms or other "
+                             "dimensions a picture); use the same representation")
         X = np.asarray(X, np.float32) if _is_dense(X) else sp.csr_matrix(X, dtype=np.float32)
+        if not np.isfinite(X.data if sp.issparse(X) else X).all():
+            raise ValueError("PAMIR: X contains NaN or infinite values")
         return np.ascontiguousarray(projector(X, np.float32)(self.W_), dtype=np.float32)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "W_"):
-            raise RuntimeError("PAMIR: not fitted yet; call fit() or load a trained model")
+            raise NotFittedError("PAMIR: not fitted yet; call fit() or load a trained model")
 
     def _state(self):
         self._check_fitted()
@@ -574,6 +723,7 @@ class PAMIR(TextSpaceModel):
         self.W_ = np.ascontiguousarray(arrays["W"], dtype=np.float32)
         self.idf_ = arrays["idf"]
         self.T_, self.V_ = self.W_.shape
+        self.n_features_in_ = self.V_
 
 
 # ------------------------------------------------------------- training from disk, in chunks

@@ -84,9 +84,6 @@ class WordSVM(TextSpaceModel):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def get_params(self) -> dict:
-        return {**super().get_params(), "Cs": [float(c) for c in self.Cs]}  # JSON-able
-
     def _check_params(self):
         if not len(self.Cs) or min(self.Cs) <= 0:
             raise ValueError(f"Cs={self.Cs}: give one or more positive C values")

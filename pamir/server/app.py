@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import sqlite3
 import tempfile
 import threading
 from pathlib import Path
@@ -24,7 +23,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
 from ..features.images import ImageError, open_image
-from ..index import Index, IndexDirError, QueryError, embeddings_enabled, index_transform
+from ..index import Index, QueryError, embeddings_enabled, index_transform
 from ..storage import atomic_write_bytes, shown_path
 from ..text import top_words
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
@@ -497,10 +496,10 @@ class _State:
         index rescored."""
         from ..features.representation import take_rows  # noqa: PLC0415
         from ..system import feedback_delta, feedback_scores, neighbour_scores  # noqa: PLC0415
+        from ..workflow import marks  # noqa: PLC0415
 
         system = _fitted(self.require_system())
-        right = list(dict.fromkeys(int(i) for i in body.right))
-        wrong = [i for i in dict.fromkeys(int(i) for i in body.wrong) if i not in right]
+        right, wrong = marks(body.right, body.wrong)
         if not right and not wrong:
             raise HTTPException(400, "mark at least one picture right or wrong")
         learns = bool(right and wrong)
@@ -539,41 +538,17 @@ class _State:
         return out
 
     def _keep(self, system, rows, delta) -> dict:
-        from ..index import model_fingerprint  # noqa: PLC0415
-        from ..system import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
+        from ..workflow import NotKept, keep_feedback  # noqa: PLC0415
 
         if not self.model_dir:
             raise HTTPException(503, "no model folder to save to: start the server with "
                                      "--model MODEL")
         try:
-            writer = Index.open(self.index.directory, writable=True)
-        except IndexDirError as e:
-            raise HTTPException(409, f"not kept: {e}") from None
-        with writer:
-            W = linear_map(system)
-            rows = np.asarray(rows, dtype=np.int64)
-            before, info = W[rows].copy(), dict(system.info)
-            apply_delta(system, rows, delta)
-            try:
-                save_keeping_previous(system, self.model_dir)
-            except OSError as e:  # a full or failing disk: the model in memory as on disk
-                W[rows], system.info = before, info
-                raise HTTPException(507, f"not kept: {e}") from None
-            try:
-                report = writer.rescore(system.vocabulary, system.idf,
-                                        index_transform(system, bool(writer.classes)),
-                                        model_dir=self.model_dir,
-                                        fingerprint=model_fingerprint(self.model_dir))
-            except (OSError, sqlite3.OperationalError) as e:
-                # the model is saved; the rescoring's one transaction did not commit, so the
-                # index keeps its previous scores, whole
-                raise HTTPException(507, f"the model was saved in {self.model_dir}, but the "
-                                         f"index could not be rescored ({e}); free some space "
-                                         f"(or check the disk) and run `pamir index "
-                                         f"{self.model_dir} FOLDER`") from None
+            kept = keep_feedback(system, self.model_dir, self.index.directory, rows, delta)
+        except NotKept as e:
+            raise HTTPException(e.status, str(e)) from None
         self.index.refresh()
-        return {"model": str(self.model_dir), "previous": str(self.model_dir).rstrip("/")
-                + ".previous", "rescored": report["rescored"]}
+        return kept
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
         system = self.require_system()

@@ -1,0 +1,309 @@
+"""The index workflow, one home for the CLI, the server and a script: open an index for a
+model (create, reopen, rebuild or rescore it), index folders, learn new captioned pictures,
+and keep a feedback round. The CLI parses and prints around these; the server speaks HTTP.
+
+    import pamir
+    report = pamir.index_folders("models/mine", ["~/Pictures"], index="my-index")
+    report = pamir.learn_captions("models/mine", "new.tsv", index_dirs=["my-index"])
+
+Errors are exceptions with a message for a person (IndexDirError, WorkflowError, OSError);
+notes along the way go to `say` (default: this module's logger).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from . import config
+from .index import Index, IndexDirError, class_names_of, index_transform, model_fingerprint
+from .zeroshot import is_zero_caption
+
+logger = logging.getLogger(__name__)
+
+
+class WorkflowError(ValueError):
+    """What a person must change before the step can run (the message says what)."""
+
+
+def default_index_dir() -> Path:
+    """--index, else $PAMIR_INDEX, else $XDG_DATA_HOME/pamir/index (~/.local/share/...)."""
+    if os.environ.get("PAMIR_INDEX"):
+        return Path(os.environ["PAMIR_INDEX"])
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data / "pamir" / "index"
+
+
+def load_system(model_dir):
+    """The trained system in model_dir, features cached in the default cache (rescoring after
+    `pamir learn` and re-indexing a moved folder then hash pictures instead of decoding them
+    again), no progress bars of its own."""
+    from .system import System  # noqa: PLC0415  heavy: the models and torch
+
+    return System.load(model_dir, cache_dir=config.default_cache_dir(), progress=False)
+
+
+def text_side(system) -> tuple[list[str], np.ndarray]:
+    """The vocabulary and idf that the system builds query vectors with."""
+    return list(system.vocabulary), np.asarray(system.idf, dtype=np.float64)
+
+
+# ------------------------------------------------------------------------------ open
+def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = False, *,
+               say=logger.info) -> Index:
+    """The index at index_dir for this model (model_dir None: the zero-caption system),
+    writable: created, reopened, or rebuilt. An index built with no captions is rebuilt for
+    a first model; one whose model folder has learnt since (same vocabulary up front) is
+    rescored; one built with another model is a WorkflowError (rebuild=True recomputes it).
+    """
+    index_dir = Path(index_dir)
+    model = None if model_dir is None else Path(model_dir)
+    vocabulary, idf = text_side(system)
+    new = {"model_dir": model, "fingerprint": fingerprint, "classes": class_names_of(system)}
+    if rebuild:
+        return Index.rebuild(index_dir, vocabulary, idf, **new)
+    if not Index.exists(index_dir):
+        return Index.create(index_dir, vocabulary, idf, **new)
+    index = Index.open(index_dir, writable=True)
+    if index.model_fingerprint != fingerprint and is_zero_caption(index.model_fingerprint):
+        # a first model after searching with none: nothing of a person's is lost, and
+        # the classifier's pooled vectors are in the feature cache
+        index.close()
+        say(f"{index_dir} answered with no captions so far: rebuilding it for "
+            f"{model or 'the new zero-caption system'}")
+        return Index.rebuild(index_dir, vocabulary, idf, **new)
+    if index.model_fingerprint != fingerprint:
+        if (model is not None and index.model_dir == str(model.resolve())
+                and list(vocabulary[: index.T]) == index.vocabulary):
+            # the same model folder has learnt since (`pamir learn`, feedback kept): bring
+            # every picture's scores up to date, features from the cache
+            say(f"{model} has changed since {index_dir} was built (pamir learn, feedback "
+                "kept): rescoring its pictures")
+            index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
+                          model_dir=model, fingerprint=fingerprint)
+            return index
+        index.close()
+        raise WorkflowError(f"{index_dir} was built with another model ({index.model_dir}"
+                            + _representations_differ(index.model_dir, system)
+                            + "); add --rebuild to recompute it for this one, or choose "
+                            "another --index")
+    if model is not None and index.model_dir != str(model.resolve()):
+        index.set_model(model, fingerprint)  # same model, moved
+    return index
+
+
+def _representations_differ(built_with: str, system) -> str:
+    """", which reads pictures as X; this model reads them as Y" when the index's model folder
+    still records another picture representation than `system` (the usual reason an index
+    cannot take a model's scores), else ""."""
+    try:
+        head = json.loads((Path(built_with) / "model.json").read_text(encoding="utf-8"))
+        old = head["info"]["representation"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""  # moved, deleted or not a system: the folder is all there is to name
+    new = getattr(system, "info", {}).get("representation")
+    if not new or old == new:
+        return ""
+    return f", which reads pictures as {old}; this model reads them as {new}"
+
+
+def index_folders(model_dir, folders, *, index=None, captions: dict | None = None,
+                  rebuild: bool = False, batch_size: int = 256, progress=None,
+                  say=logger.info):
+    """Index the pictures under `folders` with the trained system in model_dir (None: the
+    zero-caption system, ImageNet's words), incrementally, into the index folder `index`
+    (default: default_index_dir()). captions: {path: words} shown beside the pictures.
+    progress(done, total) follows the batches. Returns the UpdateReport."""
+    from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415
+
+    index_dir = Path(index) if index is not None else default_index_dir()
+    folders = [Path(f).expanduser() for f in folders]
+    for f in folders:
+        if not f.is_dir():
+            raise WorkflowError(f"{f}: not a folder; give folders of pictures to index")
+    if model_dir is None:
+        system = ZeroCaptionSystem(config.default_cache_dir())
+        fingerprint = system.fingerprint
+    else:
+        model_dir = Path(model_dir).expanduser()
+        system, fingerprint = load_system(model_dir), model_fingerprint(model_dir)
+    with open_index(index_dir, model_dir, system, fingerprint, rebuild, say=say) as ix:
+        return ix.update(folders, index_transform(system, bool(ix.classes)),
+                         captions=captions, batch_size=batch_size, progress=progress)
+
+
+# ------------------------------------------------------------------------ rescore, learn
+def update_indexes(model: Path, system, index_dirs) -> list[dict]:
+    """Rescore the indexes built with `model` (the given ones, else the default one if it
+    was built with it) for the model as it is now: one {"index", "status", ...} each."""
+    model = Path(model)
+    explicit = bool(index_dirs)
+    dirs = list(index_dirs or [default_index_dir()])
+    out = []
+    fingerprint = model_fingerprint(model)
+    vocabulary, idf = text_side(system)
+    for d in dirs:
+        if not Index.exists(d):
+            if explicit:
+                out.append({"index": str(d), "status": "no index there"})
+            continue
+        try:
+            index = Index.open(d, writable=True)
+        except IndexDirError as e:
+            out.append({"index": str(d), "status": f"not updated: {e}"})
+            continue
+        with index:
+            if index.model_dir != str(model.resolve()):
+                if explicit:
+                    out.append({"index": str(d), "status": "built with another model "
+                                f"({index.model_dir}): left alone"})
+                continue
+            try:
+                r = index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
+                                  model_dir=model, fingerprint=fingerprint)
+            except IndexDirError as e:
+                out.append({"index": str(d), "status": f"needs a rebuild: {e}"})
+                continue
+            except (OSError, sqlite3.OperationalError) as e:
+                # a full or failing disk: the rescoring's one transaction did not commit
+                out.append({"index": str(d), "status": f"not updated, its previous scores "
+                            f"kept: cannot write the index ({e}); free some space (or check "
+                            f"the disk) and run `pamir index {model} FOLDER --index {d}`"})
+                continue
+            kept = f", {len(r['kept'])} unreadable kept their old scores" if r["kept"] else ""
+            out.append({"index": str(d), "status": f"rescored {r['rescored']:,} pictures "
+                        f"for {len(vocabulary)} words{kept}", **r})
+    return out
+
+
+def learn_pictures(model, system, pairs, *, index_dirs=None, n_updates: int | None = None
+                   ) -> dict:
+    """Teach the system new captioned pictures, pairs of (path, words): PA updates
+    (pamir.system.learn), the model saved over `model` (the previous one kept as
+    MODEL.previous), then the indexes built with it rescored (update_indexes). Returns
+    learn's report with "skipped" [(path, reason)], "model", "previous" and "indexes"."""
+    from .features.representation import take_rows  # noqa: PLC0415
+    from .system import learn, save_keeping_previous  # noqa: PLC0415
+
+    model = Path(model)
+    if not pairs:
+        raise WorkflowError("no captioned picture to learn from")
+    F, ok, reasons = system.features([str(p) for p, _ in pairs])
+    ok = np.asarray(ok, dtype=bool)
+    skipped = [(str(p), why or "could not be read")
+               for (p, _), good, why in zip(pairs, ok, reasons) if not good]
+    kept = [c for (_, c), good in zip(pairs, ok) if good]
+    report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=n_updates)
+    save_keeping_previous(system, model)
+    report["skipped"] = skipped
+    report["model"] = str(model)
+    report["previous"] = str(model.resolve().with_name(model.resolve().name + ".previous"))
+    report["indexes"] = update_indexes(model, system, index_dirs)
+    return report
+
+
+def learn_captions(model_dir, captions, *, index_dirs=None, n_updates: int | None = None
+                   ) -> dict:
+    """`pamir learn` as a call: the captioned pictures of the table `captions` taught to
+    the system in model_dir (see learn_pictures)."""
+    from .data import load_captions_table  # noqa: PLC0415
+
+    coll = load_captions_table(captions, include_uncaptioned=False)
+    pairs = [(p, c) for p, c in zip(coll.paths, coll.captions) if c]
+    if not pairs:
+        raise WorkflowError(f"{captions}: no captioned picture to learn from")
+    return learn_pictures(model_dir, load_system(model_dir), pairs, index_dirs=index_dirs,
+                          n_updates=n_updates)
+
+
+# ------------------------------------------------------------------------- feedback, keep
+def marks(right, wrong) -> tuple[list[int], list[int]]:
+    """A round's marks as the server reads them: each id once, a picture marked both ways
+    counted right."""
+    right = list(dict.fromkeys(int(i) for i in right))
+    return right, [i for i in dict.fromkeys(int(i) for i in wrong) if i not in right]
+
+
+def feedback_round(model_dir, index_dir, query: str, right, wrong, *, keep: bool = True,
+                   system=None) -> dict:
+    """A round of relevance feedback from a script, as the web page's Keep does it: the
+    pictures `right` and `wrong` (index ids) judged for `query`, PA-I updates on every (query,
+    right, wrong) triplet (PAMIR.feedback_delta), and with keep the change folded into the
+    model in model_dir, saved, and the index rescored (keep_feedback). Returns {"rows":
+    the changed words, "kept": keep_feedback's report or None}."""
+    from .features.representation import take_rows  # noqa: PLC0415
+    from .system import feedback_delta  # noqa: PLC0415
+
+    right, wrong = marks(right, wrong)
+    if not right or not wrong:
+        raise WorkflowError("mark at least one picture right and one wrong: PAMIR learns from "
+                            "a right picture ranked above a wrong one")
+    system = system or load_system(model_dir)
+    with Index.open(index_dir) as index:
+        q = index.parse_query(query).vector
+        pictures = [index.picture(i) for i in right + wrong]
+    missing = [i for i, p in zip(right + wrong, pictures) if p is None or p.state != "ok"]
+    if missing:
+        raise WorkflowError(f"no picture {missing[0]} in the index {index_dir}")
+    F = system.features([p.path for p in pictures])[0]
+    n = len(right)
+    rows, delta = feedback_delta(system, q, take_rows(F, np.arange(n)),
+                                 take_rows(F, np.arange(n, n + len(wrong))))
+    kept = keep_feedback(system, model_dir, index_dir, rows, delta) if keep else None
+    return {"rows": [system.vocabulary[t] for t in rows], "kept": kept}
+
+
+# -------------------------------------------------------------------------------- keep
+class NotKept(Exception):
+    """A kept feedback round that did not reach the disk: status is what the server answers
+    (409: the index is busy or damaged, 507: the disk refused), message why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def keep_feedback(system, model_dir, index_dir, rows, delta) -> dict:
+    """Fold a feedback round (rows, delta from pamir.system.feedback_delta) into the system's
+    model, save it over model_dir (the previous one kept as MODEL.previous) and rescore the
+    index at index_dir. If the save fails the model in memory is put back as it was."""
+    from .system import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
+
+    try:
+        writer = Index.open(index_dir, writable=True)
+    except IndexDirError as e:
+        raise NotKept(409, f"not kept: {e}") from None
+    with writer:
+        W = linear_map(system)
+        rows = np.asarray(rows, dtype=np.int64)
+        before, info = W[rows].copy(), dict(system.info)
+        apply_delta(system, rows, delta)
+        try:
+            save_keeping_previous(system, model_dir)
+        except OSError as e:  # a full or failing disk: the model in memory as on disk
+            W[rows], system.info = before, info
+            raise NotKept(507, f"not kept: {e}") from None
+        try:
+            report = writer.rescore(system.vocabulary, system.idf,
+                                    index_transform(system, bool(writer.classes)),
+                                    model_dir=model_dir,
+                                    fingerprint=model_fingerprint(model_dir))
+        except (OSError, sqlite3.OperationalError) as e:
+            # the model is saved; the rescoring's one transaction did not commit, so the
+            # index keeps its previous scores, whole
+            raise NotKept(507, f"the model was saved in {model_dir}, but the index could "
+                               f"not be rescored ({e}); free some space (or check the "
+                               f"disk) and run `pamir index {model_dir} FOLDER`") from None
+    return {"model": str(model_dir), "previous": str(model_dir).rstrip("/") + ".previous",
+            "rescored": report["rescored"]}
+
+
+__all__ = ["NotKept", "WorkflowError", "default_index_dir", "feedback_round", "index_folders",
+           "keep_feedback", "marks",
+           "learn_captions", "learn_pictures", "load_system", "open_index", "text_side",
+           "update_indexes"]

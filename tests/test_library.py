@@ -1,0 +1,90 @@
+"""pamir as a library: `import pamir` stays light, its names resolve, and the README's "Use
+from Python" example runs as written on generated pictures."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import pamir
+
+ROOT = Path(__file__).resolve().parents[1]
+COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210)}
+
+
+def test_import_pamir_loads_nothing_heavy():
+    """What keeps `python -c "import pamir"` under 0.3 s: no numpy, numba, torch or scipy
+    until a name is used (timed in the report, not here)."""
+    code = ("import sys, pamir; print(sorted(m for m in ('numpy', 'scipy', 'numba', 'torch', "
+            "'sklearn', 'pamir.system', 'pamir.index') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_every_exported_name_resolves():
+    for name in pamir.__all__:
+        assert getattr(pamir, name) is not None, name
+    assert pamir.PAMIR.__module__ == "pamir.models.pamir"
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        pamir.nothing  # noqa: B018
+
+
+def readme_example() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use from Python", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def photos(folder: Path, n: int = 36, seed: int = 3) -> None:
+    """Pictures whose captions are in their sidecars (Google Takeout's NAME.EXT.json), as a
+    folder of a person's own pictures carries them."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    for i in range(n):
+        colour = list(COLOURS)[i % len(COLOURS)]
+        striped = (i // len(COLOURS)) % 2 == 0
+        a = np.empty((40, 48, 3), np.float32)
+        a[:] = COLOURS[colour]
+        a += rng.normal(0, 12, a.shape)
+        if striped:
+            a[:, (np.arange(48) // 4) % 2 == 0] = 250
+        name = f"p{i:03d}.png"
+        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(folder / name)
+        words = f"{colour} {'stripes' if striped else 'plain'}"
+        (folder / f"{name}.json").write_text(json.dumps({"description": words}))
+
+
+def test_the_readme_example_runs(tmp_path, monkeypatch, capsys):
+    """The example as written, in a folder holding `photos/` and `new.jpg`. Two changes only:
+    the query names the generated pictures' words, and fit_system gets small settings (the
+    defaults fit three CNN views and a 15-point grid: minutes, not a test's seconds)."""
+    from pamir.features import FeatureSettings
+
+    photos(tmp_path / "photos")
+    Image.open(tmp_path / "photos" / "p000.png").convert("RGB").save(tmp_path / "new.jpg")
+    monkeypatch.chdir(tmp_path)
+    fit = pamir.fit_system
+    quick = {"representation": "visterms", "grid": {},
+             "feature_settings": FeatureSettings(short_side=40, n_visterms=16, n_colours=8,
+                                                 kmeans_iterations=4, colour_max_pictures=36),
+             "model_params": {"n_updates": 3_000, "eval_every": 1_000}}
+    monkeypatch.setattr(pamir, "fit_system", lambda c, **kw: fit(c, **{**quick, **kw}))
+    code = readme_example().replace('"sea sky"', '"red stripes"')
+    assert code.count("\n") <= 12  # the example stays short
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out.strip().splitlines()
+    # quiet: nothing but the example's own five hits and one annotation
+    assert len(out) == 6, out
+    hits = [line.split(" ", 1) for line in out[:5]]
+    assert all(Path(path).parent == (tmp_path / "photos").resolve() for _, path in hits)
+    # p000 is red and striped: the best words for it are those
+    words = [w for w, _ in eval(out[5])[0]]  # noqa: S307  the printed list of tuples
+    assert set(words[:2]) == {"red", "stripes"}
+    first = [int(Path(p).stem[1:]) for _, p in hits]
+    assert all(i % 3 == 0 and (i // 3) % 2 == 0 for i in first[:3])  # red and striped first
