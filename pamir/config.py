@@ -39,6 +39,16 @@ VALID_QUERY_SEED = 0
 #: process: PAMIR's update loop releases the GIL. None: one per core.
 FIT_WORKERS: int | None = None
 
+#: Racing the grid (successive halving, pamir.selection.Race): at these fractions of a fit's
+#: n_updates, the fits still in the race are ranked by their best validation AvgP so far and
+#: the better half goes on; the last RACE_FINALISTS always run to their end. On Corel 5k's
+#: 18 fits the final winner led at 300,000 updates and every rung kept it (the stored
+#: curves, benchmarks/results/fit_speed.md), for a quarter of the updates. False: the full
+#: loop, every point to its end.
+RACE: bool = True
+RACE_RUNGS = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
+RACE_FINALISTS = 2
+
 #: Queries with at least this many relevant pictures are "easy", the others "difficult"
 #: (TPAMI Table X).
 EASY_MIN_RELEVANT = 3

@@ -68,7 +68,9 @@ class Trial:
 @dataclass
 class Selection:
     """The winner of a selection: `model` fitted on train (the first seed), `params` all its
-    parameters, `valid_avgp` (percent), and every trial."""
+    parameters, `valid_avgp` (percent), and every trial. `model` is None when every point
+    lost in a race shared with other selections (pamir.system's candidates): `valid_avgp`
+    is then the best any reached before it lost."""
 
     model: TextSpaceModel
     params: dict
@@ -173,7 +175,8 @@ def validation_queries(Y_valid, Y_train, most=config.VALID_MAX_QUERIES) -> Train
 
 def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = None,
            grid: dict | list | None = None, seeds=None, log=print,
-           progress: bool = False, executor=None, label: str = "") -> Selection:
+           progress: bool = False, executor=None, label: str = "",
+           race: "Race | bool | None" = None, race_lane: int = 0) -> Selection:
     """Choose a model's parameters on validation (module docstring).
 
     params: fixed parameters (they drop out of the grid). grid: the grid to search instead of
@@ -181,6 +184,9 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     score is the mean over them. log: one line per point (None: silent). executor: where the
     fits run (pamir.system shares one among candidates; default: fit_workers threads).
     label: what the log lines and progress bars name the data by (a representation).
+    race: race the points (`Race`, module docstring): None: config.RACE decides, for a model
+    that fits in threads and one seed; False: every point to its end; a Race: join that race
+    (shared with other calls; `race_lane` orders this call's fits among theirs for ties).
     """
     cls = as_class(model)
     params = dict(params or {})
@@ -194,32 +200,74 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     during = {k: v for k, v in getattr(cls, "selection_params", {}).items() if k not in params}
     prefix = f"{label}: " if label else ""
 
-    def fit_point(k, point, seed):
+    if race is None:
+        race = config.RACE and len(seeds) == 1 and getattr(cls, "fits_in_threads", False)
+    if race is True:
+        race = Race(len(points) * len(seeds), fit_workers(cls))
+    keys = [(race_lane, k, s) for k in range(len(points)) for s in range(len(seeds))]
+    if race:
+        race.join(keys)
+
+    def fit_point(k, point, j, seed):
         started = time.perf_counter()
         settings = {**during, **params, **point}  # what the caller fixed wins
         if seed is not None:
             settings["random_state"] = seed
         text = f"{prefix}{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"
-        m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), text, progress)
+        if not race:
+            m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), text, progress)
+            return m, 100 * validation_avgp(m, X_valid, queries), time.perf_counter() - started
+        key = (race_lane, k - 1, j)
+        full = {**cls.default_params(), **settings}
+        try:
+            m = race.run(key, lambda check: _fit(cls, settings, X_train, Y_train,
+                                                 (X_valid, Y_valid), text, progress, check),
+                         full["n_updates"], full["eval_every"])
+        except Eliminated:  # lost at a rung: its best validation AvgP so far, no model
+            e = race.entries[key]
+            return None, e.best, time.perf_counter() - started, {
+                "raced_out": e.out_at, "curve": e.curve}
         return m, 100 * validation_avgp(m, X_valid, queries), time.perf_counter() - started
 
     trials, fitted = [], []
-    with (fit_pool(fit_workers(cls)) if executor is None else _given(executor)) as pool:
-        futures = [[pool.submit(fit_point, k, point, seed) for seed in seeds]
-                   for k, point in enumerate(points, 1)]
-        for point, runs in zip(points, futures):  # in grid order, whatever finished first
-            done = [f.result() for f in runs]
-            scores = [score for _, score, _ in done]
-            trial = Trial(point, float(np.mean(scores)), scores,
-                          sum(seconds for _, _, seconds in done), stopping(done[0][0]))
-            trials.append(trial)
-            fitted.append(done[0][0])
-            say(f"{prefix}{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP "
-                f"{trial.valid_avgp:.2f}"
-                + (f" (seeds {', '.join(f'{s:.2f}' for s in scores)})" if len(scores) > 1
-                   else "")
-                + f" ({trial.seconds:.1f} s){FitDisplay.eta_text()}")
-    best = int(np.argmax([t.valid_avgp for t in trials]))  # first of equals
+    try:
+        pool_cm = (_threads(len(keys)) if race else
+                   fit_pool(fit_workers(cls)) if executor is None else _given(executor))
+        with pool_cm as pool:
+            futures = [[pool.submit(fit_point, k, point, j, seed)
+                        for j, seed in enumerate(seeds)] for k, point in enumerate(points, 1)]
+            for point, runs in zip(points, futures):  # in grid order, whatever finished first
+                try:
+                    done = [f.result() for f in runs]
+                except BaseException:
+                    if race:  # fits that will not run must not hold up the others' rungs
+                        race.withdraw(keys)
+                    raise
+                scores = [run[1] for run in done]
+                first = done[0]
+                trial = Trial(point, float(np.mean(scores)), scores,
+                              sum(run[2] for run in done),
+                              first[3] if first[0] is None else stopping(first[0]))
+                trials.append(trial)
+                fitted.append(first[0])
+                say(f"{prefix}{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP "
+                    f"{trial.valid_avgp:.2f}"
+                    + (f" (seeds {', '.join(f'{s:.2f}' for s in scores)})" if len(scores) > 1
+                       else "")
+                    + (f" (raced out at {trial.stopping['raced_out']:,} updates)"
+                       if "raced_out" in trial.stopping else "")
+                    + f" ({trial.seconds:.1f} s){FitDisplay.eta_text()}")
+    except BaseException:
+        if race:
+            race.withdraw(keys)
+        raise
+    # the best of the fits that ran to their end (a raced-out fit was beaten at its rung by
+    # fits whose best can only have grown since); the first of equals
+    finished = [i for i, m in enumerate(fitted) if m is not None]
+    if not finished:  # every point lost in a race shared with other selections
+        best = max(range(len(trials)), key=lambda i: (trials[i].valid_avgp, -i))
+        return Selection(None, {**params, **points[best]}, trials[best].valid_avgp, trials)
+    best = max(finished, key=lambda i: (trials[i].valid_avgp, -i))
     winner, score = fitted[best], trials[best].valid_avgp
     if during:  # the chosen point again, with the training it was shortened from
         settings = {**params, **points[best]}
@@ -232,15 +280,168 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     return Selection(winner, winner.get_params(), score, trials)
 
 
+class Eliminated(Exception):
+    """Raised in a raced fit's thread when it loses at a rung: the fit ends there."""
+
+
+@dataclass
+class _Entry:
+    key: tuple
+    level: int = 0  # rungs passed
+    best: float = -np.inf  # best validation AvgP so far (percent)
+    state: str = "running"  # running, waiting (at a rung), kept, done, out
+    holding: bool = False  # holds a compute token
+    out_at: int | None = None  # updates when it lost
+    curve: list = field(default_factory=list)
+
+
+class Race:
+    """Successive halving among fits that run in threads (one thread per fit, at most
+    `workers` computing at once: a fit holds a token while it trains, and gives it back
+    while it waits at a rung).
+
+    At each rung (config.RACE_RUNGS: fractions of a fit's n_updates, rounded up to its
+    evaluations) a fit waits until every fit still in the race has reached that rung or
+    ended; they are then ranked by their best validation AvgP so far (an ended fit by its
+    final one; ties to the earlier key) and the better half goes on, never fewer than
+    config.RACE_FINALISTS; the others stop there (`Eliminated`). The rankings depend only
+    on the validation scores at the rungs, never on which thread ran first: the choice is
+    deterministic for a seed, whatever the number of threads.
+
+    `entrants`: how many fits will join (a rung is decided only once all have joined).
+    One race may span several `select` calls (pamir.system races every representation's grid
+    together): `keys` order the fits for ties.
+    """
+
+    def __init__(self, entrants: int, workers: int, rungs=None, finalists=None):
+        self.entrants = int(entrants)
+        self.rungs = tuple(config.RACE_RUNGS if rungs is None else rungs)
+        self.finalists = max(1, int(config.RACE_FINALISTS if finalists is None else finalists))
+        self.tokens = threading.Semaphore(max(1, int(workers)))
+        self.cond = threading.Condition()
+        self.entries: dict[tuple, _Entry] = {}
+
+    def join(self, keys) -> None:
+        """Register fits before they start (so that no rung is decided without them)."""
+        with self.cond:
+            for key in keys:
+                self.entries.setdefault(tuple(key), _Entry(tuple(key)))
+            self.cond.notify_all()
+
+    def withdraw(self, keys) -> None:
+        """Fits that will never run (their selection failed before them): out of the race."""
+        with self.cond:
+            for key in keys:
+                e = self.entries.setdefault(tuple(key), _Entry(tuple(key)))
+                if e.state in ("running", "waiting", "kept"):
+                    e.state = "out"
+            self.entrants = max(self.entrants, len(self.entries))
+            self._decide()
+            self.cond.notify_all()
+
+    def rung_updates(self, level: int, n_updates: int, eval_every: int) -> int:
+        every = max(1, int(eval_every))
+        return -(-int(np.ceil(self.rungs[level] * int(n_updates))) // every) * every
+
+    def run(self, key, fit, n_updates: int, eval_every: int):
+        """fit(callback) under the race: callback(done, total, avgp) is to be called at each
+        evaluation (a PA model's fit does); returns fit's result, or raises Eliminated."""
+        key = tuple(key)
+        self.join([key])
+        e = self.entries[key]
+        self.tokens.acquire()
+        e.holding = True
+
+        def checkpoint(done, total, avgp):
+            if avgp is not None:
+                e.best = max(e.best, 100 * avgp)
+                e.curve.append([int(done), round(100 * avgp, 2)])
+            if e.level < len(self.rungs) and done >= self.rung_updates(e.level, n_updates,
+                                                                        eval_every):
+                self._wait_at_rung(e, done)
+
+        try:
+            return fit(checkpoint)
+        finally:
+            with self.cond:
+                if e.state != "out":
+                    e.state = "done"
+                self._decide()
+            if e.holding:
+                e.holding = False
+                self.tokens.release()
+
+    def _wait_at_rung(self, e: _Entry, done: int) -> None:
+        e.holding = False
+        self.tokens.release()
+        with self.cond:
+            if e.state != "out":  # out already: its selection was withdrawn
+                e.state = "waiting"
+                self._decide()
+            while e.state == "waiting":
+                self.cond.wait()
+            lost = e.state == "out"
+            if lost:
+                e.out_at = int(done)
+            else:
+                e.state = "running"
+        if lost:
+            raise Eliminated(f"raced out after {done} updates")
+        self.tokens.acquire()
+        e.holding = True
+
+    def _decide(self) -> None:
+        """Decide every rung that can be (the lock held): its field is every fit still in
+        the race at that level, and it is decided once they have all reached it or ended."""
+        if len(self.entries) < self.entrants:
+            return
+        while True:
+            alive = [e for e in self.entries.values() if e.state != "out"]
+            levels = [e.level for e in alive if e.level < len(self.rungs)]
+            if not levels:
+                return
+            level = min(levels)
+            field_ = [e for e in alive if e.level == level]
+            if any(e.state in ("running", "kept") for e in field_):
+                return  # some fit is still on its way to the rung
+            ranked = sorted(field_, key=lambda e: (-e.best, e.key))
+            keep = max(-(-len(field_) // 2), min(self.finalists, len(field_)))
+            for rank, e in enumerate(ranked):
+                e.level = level + 1 if rank < keep else e.level
+                if rank >= keep:
+                    e.state = "out" if e.state == "waiting" else "done-out"
+                elif e.state == "waiting":
+                    e.state = "kept"
+            # ended fits that lost stay ended (their model exists), out of later rungs
+            for e in field_:
+                if e.state == "done-out":
+                    e.state = "out"
+            self.cond.notify_all()
+
+
 @contextmanager
 def _given(executor):
     yield executor
 
 
-def _fit(cls, settings, X, Y, validation, label, progress):
+def _fit(cls, settings, X, Y, validation, label, progress, check=None):
+    """Fit one model; check(done, total, avgp): the race's checkpoint, after the bar's."""
     m = cls(**settings)
-    with progress_callback(label, progress) as callback:
+    with progress_callback(label, progress) as bar:
+        callback = bar
+        if check is not None:
+            def callback(done, total, avgp):
+                if bar is not None:
+                    bar(done, total, avgp)
+                check(done, total, avgp)
         return m.fit(X, Y, validation=validation, callback=callback)
+
+
+@contextmanager
+def _threads(n: int):
+    """One thread per raced fit (the race's tokens bound how many compute at once)."""
+    with ThreadPoolExecutor(max(1, n), thread_name_prefix="pamir-race") as pool:
+        yield pool
 
 
 def stopping(model) -> dict:
@@ -366,6 +567,6 @@ def _fmt(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-__all__ = ["FitDisplay", "Selection", "Trial", "check_points", "fit_pool", "fit_workers",
+__all__ = ["Eliminated", "FitDisplay", "Race", "Selection", "Trial", "check_points", "fit_pool", "fit_workers",
            "grid_points", "model_grid", "progress_callback", "select", "validation_avgp",
            "validation_queries"]

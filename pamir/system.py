@@ -39,7 +39,7 @@ from .models import model_class
 from .models.pa import deadline, out_of_time
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
-from .selection import (FitDisplay, check_points, fit_pool, fit_workers, grid_points,
+from .selection import (FitDisplay, Race, check_points, fit_pool, fit_workers, grid_points,
                         model_grid, progress_callback, select, validation_avgp,
                         validation_queries)
 from .text import idf as idf_weights
@@ -584,22 +584,28 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         # 2. every candidate's grid on validation, all the fits sharing the threads
         started = time.perf_counter()
         sub_grids = [grid_reading(cls, model_params, grid, p[0]) for p in prepared]
-        display.phase("selection", workers=workers,
-                      fits=seeds_per_point * sum(len(grid_points(g)) for g in sub_grids))
+        n_fits = seeds_per_point * sum(len(grid_points(g)) for g in sub_grids)
+        display.phase("selection", workers=workers, fits=n_fits)
+        # every candidate's grid in one race (pamir.selection.Race), one seed per point
+        racing = config.RACE and seeds_per_point == 1 and getattr(cls, "fits_in_threads", False)
+        race = Race(n_fits, workers) if racing else False
 
-        def run(p, sub_grid):
+        def run(p, sub_grid, lane):
             name, weights, label, F, ok, rep, train, valid, _ = p
             return select(cls, take_rows(F, train), protocol.presence(train),
                           take_rows(F, valid), protocol.presence(valid), params=model_params,
                           seeds=seeds, log=log, progress=progress, grid=sub_grid,
-                          executor=pool, label=label if len(prepared) > 1 else "")
+                          executor=pool, label=label if len(prepared) > 1 else "",
+                          race=race, race_lane=lane)
 
         # the costliest candidates' fits are queued first (longest processing time first):
         # the widest fits, last in the candidate order, would otherwise end the phase alone
         # on one core. The order changes when a fit runs, never what it computes.
         costly_first = sorted(range(len(prepared)), key=lambda i: -_stored_per_row(prepared[i][3]))
-        with fit_pool(len(prepared) if workers > 1 else 1) as candidates_pool:
-            futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i])
+        # (raced, every candidate's selection must run at once: its fits wait at the rungs
+        # for the others')
+        with fit_pool(len(prepared) if workers > 1 or race else 1) as candidates_pool:
+            futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i], i)
                        for i in costly_first}
             selections = [futures[i].result() for i in range(len(prepared))]  # candidate order
         timing["selection"] = round(time.perf_counter() - started, 2)
@@ -610,10 +616,12 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                             "valid_avgp": round(sel.valid_avgp, 3),
                             "feature_seconds": round(feature_seconds, 2),
                             "grid": [t.as_dict() for t in sel.trials]})
-            if best is None or sel.valid_avgp > best[0].valid_avgp:  # the first of equals
+            # (no model: every point was raced out by other candidates' fits)
+            if sel.model is not None and (best is None or sel.valid_avgp > best[0].valid_avgp):
                 best = (sel, F, ok, rep, train, valid, name, results[-1])
             if len(candidates) > 1:
-                say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}")
+                say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}"
+                    + (" (raced out)" if sel.model is None else ""))
         del prepared, selections  # the losers' features
         sel, F, ok, rep, train, valid, name, winner = best
         members, valid_avgp = [sel.model], sel.valid_avgp
