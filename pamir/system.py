@@ -694,8 +694,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
 def _curve(trial: dict) -> dict:
     """A grid point's validation AvgP after each evaluation (percent), to study how early a
     race between candidates could be decided (benchmarks/bench_fit_speed.py)."""
-    return {"params": trial["params"], "valid_avgp": trial["valid_avgp"],
-            "curve": trial.get("curve", [])}
+    return ({"params": trial["params"], "valid_avgp": trial["valid_avgp"],
+             "curve": trial.get("curve", [])}
+            | ({"raced_out": trial["raced_out"]} if trial.get("raced_out") else {}))
 
 
 def _stored_per_row(F) -> float:
