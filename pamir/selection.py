@@ -58,6 +58,8 @@ class Trial:
     per_seed: list[float]
     seconds: float
     stopping: dict = field(default_factory=dict)
+    #: AvgP (fraction) per validation query of the first seed's model (None: raced out)
+    per_query: np.ndarray | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         return {"params": self.params, "valid_avgp": round(self.valid_avgp, 3),
@@ -76,6 +78,8 @@ class Selection:
     params: dict
     valid_avgp: float
     trials: list[Trial]
+    #: every trial's fitted model (the first seed's), None where it was raced out
+    models: list = field(default_factory=list, repr=False)
 
     @property
     def chosen(self) -> dict:
@@ -133,7 +137,45 @@ def check_points(model, params: dict, points: list[dict]) -> None:
 
 def validation_avgp(model, X, queries: TrainingQueries) -> float:
     """Mean AvgP (fraction) of a fitted model on pictures X, ranked as at test time."""
-    return evaluate_model(model, X, queries.vectors, queries.relevance, curve=False).mean("avgp")
+    return float(validation_per_query(model, X, queries).mean())
+
+
+def validation_per_query(model, X, queries: TrainingQueries) -> np.ndarray:
+    """AvgP (fraction) of each validation query, ranked as at test time."""
+    return evaluate_model(model, X, queries.vectors, queries.relevance,
+                          curve=False).per_query["avgp"]
+
+
+def default_point(points: list[tuple], model) -> int | None:
+    """Which of `points` ((representation, weights, params) in candidate order) is the
+    default: the last representation candidate (the richest of pamir.config's list) with
+    the model's own default parameters; None when no point has them (a grid without them
+    has no default to keep)."""
+    defaults = as_class(model).default_params()
+    last = [k for k, p in enumerate(points) if (p[0], tuple(p[1])) == (points[-1][0],
+                                                                        tuple(points[-1][1]))]
+    same = [k for k in last if all(defaults.get(n) == v for n, v in points[k][2].items())]
+    return same[0] if same else None
+
+
+def guarded_choice(per_query: list, default: int, alpha: float = config.GUARD_ALPHA) -> int:
+    """The point to keep when validation is small (config.SMALL_VALIDATION): `default`,
+    unless other points beat it on the validation queries in a one-sided paired Wilcoxon
+    signed-rank test at `alpha`; then the best mean among those. per_query: each point's
+    AvgP per validation query (the same queries; None: a point that did not finish)."""
+    from scipy.stats import wilcoxon  # noqa: PLC0415
+
+    base = np.asarray(per_query[default], float)
+    winners = []
+    for k, v in enumerate(per_query):
+        if k == default or v is None:
+            continue
+        v = np.asarray(v, float)
+        if v.mean() > base.mean() and np.any(v != base):
+            p = wilcoxon(v, base, zero_method="wilcox", alternative="greater").pvalue
+            if p < alpha:
+                winners.append(k)
+    return max(winners, key=lambda k: (np.mean(per_query[k]), -k)) if winners else default
 
 
 def fit_workers(model=None) -> int:
@@ -176,7 +218,8 @@ def validation_queries(Y_valid, Y_train, most=config.VALID_MAX_QUERIES) -> Train
 def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = None,
            grid: dict | list | None = None, seeds=None, log=print,
            progress: bool = False, executor=None, label: str = "",
-           race: "Race | bool | None" = None, race_lane: int = 0) -> Selection:
+           race: "Race | bool | None" = None, race_lane: int = 0,
+           guard: bool | None = None) -> Selection:
     """Choose a model's parameters on validation (module docstring).
 
     params: fixed parameters (they drop out of the grid). grid: the grid to search instead of
@@ -187,6 +230,9 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     race: race the points (`Race`, module docstring): None: config.RACE decides, for a model
     that fits in threads and one seed; False: every point to its end; a Race: join that race
     (shared with other calls; `race_lane` orders this call's fits among theirs for ties).
+    guard: keep the default point unless another beats it beyond the noise
+    (`guarded_choice`); None: when there are fewer than config.SMALL_VALIDATION validation
+    pictures (pamir.system guards across representations itself, and passes False).
     """
     cls = as_class(model)
     params = dict(params or {})
@@ -202,8 +248,13 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
 
     if race is None:
         race = config.RACE and len(seeds) == 1 and getattr(cls, "fits_in_threads", False)
-    if race is True:
-        race = Race(len(points) * len(seeds), fit_workers(cls))
+    default = default_point([("", (), p) for p in points], cls)
+    if guard is None:
+        guard = Y_valid.shape[0] < config.SMALL_VALIDATION
+    guard = guard and default is not None
+    if race is True:  # the default point is never raced out when the guard compares with it
+        race = Race(len(points) * len(seeds), fit_workers(cls),
+                    protect=[(race_lane, default, 0)] if guard else ())
     keys = [(race_lane, k, s) for k in range(len(points)) for s in range(len(seeds))]
     if race:
         race.join(keys)
@@ -216,7 +267,7 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
         text = f"{prefix}{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"
         if not race:
             m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), text, progress)
-            return m, 100 * validation_avgp(m, X_valid, queries), time.perf_counter() - started
+            return scored(m, started)
         key = (race_lane, k - 1, j)
         full = {**cls.default_params(), **settings}
         try:
@@ -225,9 +276,14 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
                          full["n_updates"], full["eval_every"])
         except Eliminated:  # lost at a rung: its best validation AvgP so far, no model
             e = race.entries[key]
-            return None, e.best, time.perf_counter() - started, {
-                "raced_out": e.out_at, "curve": e.curve}
-        return m, 100 * validation_avgp(m, X_valid, queries), time.perf_counter() - started
+            return (None, None, e.best, time.perf_counter() - started,
+                    {"raced_out": e.out_at, "curve": e.curve})
+        return scored(m, started)
+
+    def scored(m, started):
+        per_query = validation_per_query(m, X_valid, queries)
+        return (m, per_query, 100 * float(per_query.mean()), time.perf_counter() - started,
+                stopping(m))
 
     trials, fitted = [], []
     try:
@@ -243,11 +299,10 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
                     if race:  # fits that will not run must not hold up the others' rungs
                         race.withdraw(keys)
                     raise
-                scores = [run[1] for run in done]
+                scores = [run[2] for run in done]
                 first = done[0]
                 trial = Trial(point, float(np.mean(scores)), scores,
-                              sum(run[2] for run in done),
-                              first[3] if first[0] is None else stopping(first[0]))
+                              sum(run[3] for run in done), first[4], first[1])
                 trials.append(trial)
                 fitted.append(first[0])
                 say(f"{prefix}{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP "
@@ -266,8 +321,15 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     finished = [i for i, m in enumerate(fitted) if m is not None]
     if not finished:  # every point lost in a race shared with other selections
         best = max(range(len(trials)), key=lambda i: (trials[i].valid_avgp, -i))
-        return Selection(None, {**params, **points[best]}, trials[best].valid_avgp, trials)
+        return Selection(None, {**params, **points[best]}, trials[best].valid_avgp, trials,
+                         fitted)
     best = max(finished, key=lambda i: (trials[i].valid_avgp, -i))
+    if guard and fitted[default] is not None:
+        best = guarded_choice([t.per_query if m is not None else None
+                               for t, m in zip(trials, fitted)], default)
+        say(f"{prefix}{cls.kind}: {Y_valid.shape[0]} validation pictures: "
+            f"{_fmt(points[default]) or 'the defaults'} kept unless another point beats it "
+            f"beyond the noise: chose {_fmt(points[best]) or 'the defaults'}")
     winner, score = fitted[best], trials[best].valid_avgp
     if during:  # the chosen point again, with the training it was shortened from
         settings = {**params, **points[best]}
@@ -277,7 +339,8 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
         winner = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid),
                       f"{prefix}{cls.kind} chosen", progress)
         score = 100 * validation_avgp(winner, X_valid, queries)
-    return Selection(winner, winner.get_params(), score, trials)
+        fitted = [winner if i == best else None for i in range(len(fitted))]
+    return Selection(winner, winner.get_params(), score, trials, fitted)
 
 
 class Eliminated(Exception):
@@ -310,11 +373,13 @@ class Race:
 
     `entrants`: how many fits will join (a rung is decided only once all have joined).
     One race may span several `select` calls (pamir.system races every representation's grid
-    together): `keys` order the fits for ties.
+    together): `keys` order the fits for ties. `protect`: keys never raced out (the default
+    point, which a small collection's guarded choice compares the others with).
     """
 
-    def __init__(self, entrants: int, workers: int, rungs=None, finalists=None):
+    def __init__(self, entrants: int, workers: int, rungs=None, finalists=None, protect=()):
         self.entrants = int(entrants)
+        self.protect = {tuple(k) for k in protect}
         self.rungs = tuple(config.RACE_RUNGS if rungs is None else rungs)
         self.finalists = max(1, int(config.RACE_FINALISTS if finalists is None else finalists))
         self.tokens = threading.Semaphore(max(1, int(workers)))
@@ -407,8 +472,9 @@ class Race:
             ranked = sorted(field_, key=lambda e: (-e.best, e.key))
             keep = max(-(-len(field_) // 2), min(self.finalists, len(field_)))
             for rank, e in enumerate(ranked):
-                e.level = level + 1 if rank < keep else e.level
-                if rank >= keep:
+                kept = rank < keep or e.key in self.protect
+                e.level = level + 1 if kept else e.level
+                if not kept:
                     e.state = "out" if e.state == "waiting" else "done-out"
                 elif e.state == "waiting":
                     e.state = "kept"
@@ -567,6 +633,6 @@ def _fmt(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-__all__ = ["Eliminated", "FitDisplay", "Race", "Selection", "Trial", "check_points", "fit_pool", "fit_workers",
-           "grid_points", "model_grid", "progress_callback", "select", "validation_avgp",
-           "validation_queries"]
+__all__ = ["Eliminated", "FitDisplay", "Race", "Selection", "Trial", "check_points",
+           "default_point", "fit_pool", "fit_workers", "grid_points", "guarded_choice", "model_grid", "progress_callback",
+           "select", "validation_avgp", "validation_per_query", "validation_queries"]

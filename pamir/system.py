@@ -39,9 +39,9 @@ from .models import model_class
 from .models.pa import deadline, out_of_time
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
-from .selection import (FitDisplay, Race, check_points, fit_pool, fit_workers, grid_points,
-                        model_grid, progress_callback, select, validation_avgp,
-                        validation_queries)
+from .selection import (FitDisplay, Race, Selection, check_points, default_point, fit_pool,
+                        fit_workers, grid_points, guarded_choice, model_grid, progress_callback,
+                        select, validation_avgp, validation_queries)
 from .text import idf as idf_weights
 from .text import query_vector, tokenize, top_words
 
@@ -588,7 +588,15 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         display.phase("selection", workers=workers, fits=n_fits)
         # every candidate's grid in one race (pamir.selection.Race), one seed per point
         racing = config.RACE and seeds_per_point == 1 and getattr(cls, "fits_in_threads", False)
-        race = Race(n_fits, workers) if racing else False
+        # a small validation split: the default point stays unless another beats it beyond
+        # the noise (pamir.selection.guarded_choice), so it is never raced out
+        flat = [(i, k) for i, g in enumerate(sub_grids) for k in range(len(grid_points(g)))]
+        default = default_point([(prepared[i][0], prepared[i][1] or (1.0,),
+                                  grid_points(sub_grids[i])[k]) for i, k in flat], cls)
+        guard = len(protocol.valid) < config.SMALL_VALIDATION and default is not None
+        default = flat[default] if guard else None
+        race = Race(n_fits, workers, protect=[(*default, 0)] if guard else ()) if racing \
+            else False
 
         def run(p, sub_grid, lane):
             name, weights, label, F, ok, rep, train, valid, _ = p
@@ -596,7 +604,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                           take_rows(F, valid), protocol.presence(valid), params=model_params,
                           seeds=seeds, log=log, progress=progress, grid=sub_grid,
                           executor=pool, label=label if len(prepared) > 1 else "",
-                          race=race, race_lane=lane)
+                          race=race, race_lane=lane, guard=False)
 
         # the costliest candidates' fits are queued first (longest processing time first):
         # the widest fits, last in the candidate order, would otherwise end the phase alone
@@ -622,6 +630,10 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             if len(candidates) > 1:
                 say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}"
                     + (" (raced out)" if sel.model is None else ""))
+        if guard:
+            default_name = prepared[default[0]][0]
+            default_params = selections[default[0]].trials[default[1]].params
+            best = _guarded(prepared, selections, results, flat, default, say) or best
         del prepared, selections  # the losers' features
         sel, F, ok, rep, train, valid, name, winner = best
         members, valid_avgp = [sel.model], sel.valid_avgp
@@ -681,6 +693,11 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "valid_queries": None if scored is None else {
             "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED},
         "fit_workers": workers, "timing": timing,
+        "selection_rule": ({"rule": "guarded", "alpha": config.GUARD_ALPHA,
+                            "default": {"representation": default_name,
+                                        "params": default_params}}
+                           if guard else {"rule": "best validation mean"}),
+        "raced": bool(race),
         "budget": None if time_budget is None else {
             "seconds": float(time_budget), "skipped": skipped,
             "fits_stopped": sum(bool(t.get("out_of_time")) for r in results for t in r["grid"]),
@@ -689,6 +706,28 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     return System(rep, final, protocol.vocabulary, system_idf, info)
+
+
+def _guarded(prepared, selections, results, flat, default, say):
+    """The `best` of fit_system under the small-validation guard (config.SMALL_VALIDATION):
+    the default point unless another beats it beyond the noise; None if the fitted models
+    needed are not there (a model refitted after a shortened selection)."""
+    per_query = [selections[i].trials[k].per_query if selections[i].models[k] is not None
+                 else None for i, k in flat]
+    d = flat.index(default)
+    if per_query[d] is None:
+        return None
+    i, k = flat[guarded_choice(per_query, d)]
+    sel, trial = selections[i], selections[i].trials[k]
+    name, weights, label, F, ok, rep, train, valid, _ = prepared[i]
+    di, dk = default
+    say(f"{len(valid)} validation pictures: the default point ({prepared[di][2]}, "
+        f"{selections[di].trials[dk].params}) is kept unless another beats it beyond the noise "
+        f"(paired Wilcoxon, alpha {config.GUARD_ALPHA}): chose {label}, {trial.params}, "
+        f"validation AvgP {trial.valid_avgp:.2f}")
+    model = sel.models[k]
+    chosen = Selection(model, model.get_params(), trial.valid_avgp, sel.trials, sel.models)
+    return (chosen, F, ok, rep, train, valid, name, results[i])
 
 
 def _curve(trial: dict) -> dict:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pamir import config
-from pamir.selection import Eliminated, Race, select
+from pamir.selection import Eliminated, Race, default_point, guarded_choice, select
 from test_fit_speed import vectors
 
 
@@ -22,11 +22,12 @@ def data():
     return Xt, Yt, Xv, Yv
 
 
-def fake_race(curves, workers, finalists=2, jitter=0):
+def fake_race(curves, workers, finalists=2, jitter=0, protect=()):
     """Run fake fits under a Race with rungs after 200 and 300 of 400 updates: fit i reports
     curves[i][j] at update 100 (j + 1); returns {i: 'done' or the update it was raced out
     at}, and the largest number of fits that computed at once."""
-    race = Race(len(curves), workers, (0.5, 0.75), finalists)
+    race = Race(len(curves), workers, (0.5, 0.75), finalists,
+                protect=[(0, i, 0) for i in protect])
     busy, most, lock = [0], [0], threading.Lock()
     rng = random.Random(jitter)
     pauses = [[rng.random() * 0.002 * jitter for _ in c] for c in curves]
@@ -73,6 +74,42 @@ def test_a_fit_that_ended_early_but_leads_stays_in_and_the_finalists_run_to_the_
     curves = [[0.9], [0.1, 0.2, 0.3, 0.4], [0.2, 0.3, 0.4, 0.5]]
     assert fake_race(curves, 2)[0] == {0: "done", 1: 200, 2: "done"}
     assert fake_race(curves, 2, finalists=1)[0] == {0: "done", 1: 200, 2: 300}
+    # a protected fit (the default point, which the guard compares with) is never out
+    assert fake_race(curves, 2, finalists=1, protect=[1])[0] == {0: "done", 1: "done",
+                                                                 2: "done"}
+
+
+def test_the_guard_keeps_the_default_unless_another_wins_beyond_the_noise():
+    rng = np.random.default_rng(0)
+    base = rng.random(60)
+    noisy = base + rng.normal(0, 0.2, 60) + 0.01   # a higher mean, by chance
+    better = np.minimum(base + 0.15 + rng.normal(0, 0.02, 60), 1.0)
+    best = np.minimum(base + 0.3 + rng.normal(0, 0.02, 60), 1.0)
+    assert noisy.mean() > base.mean()
+    assert guarded_choice([noisy, base], 1) == 1          # its gain is noise: the default
+    assert guarded_choice([noisy, base, better], 1) == 2  # a real gain
+    assert guarded_choice([best, base, better], 1) == 0   # the best mean of the real gains
+    assert guarded_choice([None, base, better], 1) == 2   # a raced-out point is no candidate
+    # the default: the last representation's point with the model's own parameters
+    points = [("cnn", (1.0,), {"c": 0.1}), ("a+b", (1.0, 1.0), {"c": 0.01}),
+              ("a+b", (1.0, 1.0), {"c": 0.1}), ("a+b", (1.0, 1.0), {"c": 1.0})]
+    assert default_point(points, "pamir") == 2
+    assert default_point(points[:2], "pamir") is None  # no point has the defaults
+
+
+def test_a_small_validation_split_keeps_the_default_point(data):
+    # 80 validation pictures (< config.SMALL_VALIDATION): c = 0.1 (PAMIR's default) stays
+    # unless c = 1.0 beats it beyond the noise; raced or not, the same choice
+    params = {"n_updates": 4_000, "eval_every": 250, "patience": None}
+    grid = {"c": [1e-5, 0.1, 1.0]}
+    plain = select("pamir", *data, params=params, grid=grid, log=None, race=False,
+                   guard=False)
+    guarded = [select("pamir", *data, params=params, grid=grid, log=None, race=race)
+               for race in (False, None)]
+    assert guarded[0].chosen == guarded[1].chosen
+    assert guarded[1].trials[1].per_query is not None  # the default was not raced out
+    chosen = guarded[0].chosen["c"]
+    assert chosen == 0.1 or plain.chosen["c"] == chosen
 
 
 def test_raced_selection_picks_the_point_of_the_full_loop(data, monkeypatch):
