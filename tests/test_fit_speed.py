@@ -82,6 +82,11 @@ def test_a_fit_is_deterministic_whatever_the_concurrency(folder, tmp_path, monke
         for key in ("representation", "params", "valid_avgp", "grid", "representations"):
             assert untimed(first.info[key]) == untimed(other.info[key]), key
     assert systems[1].info["fit_workers"] == 2 and first.info["fit_workers"] == 1
+    # raced, and guarded (a small validation split): the default point's record
+    assert first.info["raced"] is True
+    assert first.info["selection_rule"] == {
+        "rule": "guarded", "alpha": config.GUARD_ALPHA,
+        "default": {"representation": "visterms+visterms", "params": {"c": 0.1}}}
     assert set(first.info["timing"]) == {"features", "selection", "ensemble", "retrain"}
 
 
