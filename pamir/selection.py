@@ -24,6 +24,19 @@ loop); every fit has its own seeded generator, so the results, and the choice, d
 on the number of threads. The validation queries a point is scored on are capped at
 config.VALID_MAX_QUERIES (a sample seeded by config.VALID_QUERY_SEED), as PAMIR's early
 stopping caps them.
+
+Racing (config.RACE, issue 24): such fits are raced by successive halving (`Race`): at
+config.RACE_RUNGS (1/16, 1/8, 1/4, 1/2 of a fit's updates) the fits still running are ranked
+by their best validation AvgP so far and the better half goes on; the last
+config.RACE_FINALISTS run to their end, so the winner is the model the full loop would have
+trained, at a fraction of the updates. A raced-out point's trial keeps its AvgP so far and
+`raced_out` (updates). `pamir.system` races every representation's grid in one race.
+
+Small validation splits (issue 26): with fewer than config.SMALL_VALIDATION validation
+pictures, the best mean chases noise; the default point (`default_point`: the model's own
+parameters, on the richest representation) is kept unless another point beats it in a
+one-sided paired Wilcoxon test over the validation queries (`guarded_choice`), and the race
+never drops it.
 """
 
 from __future__ import annotations
