@@ -22,8 +22,13 @@ and standard queries, to report only. The rules then choose from validation alon
 The features are the cached default representations of `pamir fit corel5k` (codebook and
 standardisation fitted on Corel's 4,000 training pictures: unsupervised, no caption of the
 test pictures is read); only the subsample's captions train PAMIR. Run it after that fit
-has filled PAMIR_CACHE. Results: results/small_selection.json and .md (written after each
-seed, so a run stopped early keeps what it measured; `--seeds` continues it).
+has filled PAMIR_CACHE. Results: results/small_selection.json and .md.
+
+The fits can run on another machine: `--export FILE` writes what they need (the four
+parts' features of the pictures used, float16 for the dense CNN parts to fit in 64 MB;
+captions; the test queries), `--from FILE --out JSON` fits from it (pamir importable, no
+feature code), and `--report JSON` writes the results here. With `--pool N` every seed
+draws its pictures from the same N development pictures (a smaller export).
 """
 
 from __future__ import annotations
@@ -31,14 +36,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, RESULTS, load_average, machine, save_report  # noqa: E402
+# benchmarks/common.py is imported where results are written, not by --from (which runs
+# where only the model code need import: no feature code, no faiss)
+HEAVY = "flock /tmp/pamir-heavy.lock"
 
 from pamir import config  # noqa: E402
 from pamir.data import load_collection  # noqa: E402
@@ -48,28 +57,95 @@ from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
 from pamir.selection import (default_point, fit_workers, guarded_choice,  # noqa: E402
                              validation_queries)
-from pamir.system import collection_inputs, representation_candidates  # noqa: E402
 from pamir.text import idf as idf_weights  # noqa: E402
+from pamir.text import text_vectors  # noqa: E402
 
 PICTURES = 700
 RULES = ("argmax", "default", "guarded")
+PARTS = ("cnn", "cnn-lite1", "cnn-lite2", "visterms")
+#: the candidates of `pamir fit` (pamir.system.representation_candidates("pamir")), spelt
+#: out so that --from needs no feature code
+CANDIDATES = (("visterms", (1.0,)), ("cnn", (1.0,)), ("cnn+visterms", (1.0, 0.5)),
+              ("cnn+visterms", (1.0, 1.0)), ("cnn+cnn-lite2+visterms", (1.0, 1.0, 1.0)),
+              ("cnn+cnn-lite1+cnn-lite2+visterms", (1.0, 1.0, 1.0, 1.0)))
 
 
-def subsample(protocol: Protocol, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, valid) rows: n development pictures, a tenth of them validation."""
+def subsample(development: np.ndarray, seed: int, n: int, pool: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(train, valid) rows: n development pictures (of the first `pool` of a seeded
+    shuffle, when given), a tenth of them validation."""
+    if pool:
+        development = np.sort(np.random.default_rng(12345).permutation(development)[:pool])
     rng = np.random.default_rng(seed)
-    pick = rng.choice(protocol.development, n, replace=False)
+    pick = rng.choice(development, n, replace=False)
     valid_size = n // 10  # pamir.protocol's rule for a collection this small
     return np.sort(pick[valid_size:]), np.sort(pick[:valid_size])
 
 
-def one_seed(col, protocol, features, seed: int, n: int, log=print) -> dict:
-    train, valid = subsample(protocol, seed, n)
-    Yt, Yv = protocol.presence(train), protocol.presence(valid)
-    vq = validation_queries(Yv, Yt)
+def export(path: Path, seeds, n: int, pool: int | None) -> None:
+    """What the fits need, for the pictures they use (module docstring)."""
+    from pamir.system import collection_inputs  # noqa: PLC0415
+
+    col = load_collection("corel5k")
+    protocol = Protocol(col)
+    splits = {s: subsample(protocol.development, s, n, pool) for s in seeds}
     test = protocol.split("test")
+    rows = np.unique(np.concatenate([*(np.concatenate(v) for v in splits.values()), test]))
+    where = {int(r): k for k, r in enumerate(rows)}
+    arrays = {"rows": rows, "T": np.int64(protocol.T)}
+    for part in PARTS:
+        F, _, _ = collection_inputs(col, protocol, part, progress=False, log=None)
+        F = take_rows(F, rows)
+        if part == "visterms":
+            F = F.tocsr()
+            arrays |= {"visterms/data": F.data, "visterms/indices": F.indices,
+                       "visterms/indptr": F.indptr, "visterms/shape": np.array(F.shape)}
+        else:
+            arrays[part] = np.asarray(F, np.float16)
+    Y = protocol.presence(rows).tocsr()
+    arrays |= {"Y/data": Y.data, "Y/indices": Y.indices, "Y/indptr": Y.indptr,
+               "Y/shape": np.array(Y.shape)}
     tq = protocol.queries(test)
-    Qt = tq.vectors(idf_weights(Yt))  # query weights from the folder's own training captions
+    for name, M in (("tq_presence", tq.presence()), ("tq_relevance", tq.relevance)):
+        M = sp.csr_matrix(M)
+        arrays |= {f"{name}/data": M.data, f"{name}/indices": M.indices,
+                   f"{name}/indptr": M.indptr, f"{name}/shape": np.array(M.shape)}
+    arrays["test"] = np.array([where[int(r)] for r in test])
+    for s, (tr, va) in splits.items():
+        arrays[f"seed{s}/train"] = np.array([where[int(r)] for r in tr])
+        arrays[f"seed{s}/valid"] = np.array([where[int(r)] for r in va])
+    np.savez(path, **arrays)
+
+
+def _csr(a, name) -> sp.csr_matrix:
+    return sp.csr_matrix((a[f"{name}/data"], a[f"{name}/indices"], a[f"{name}/indptr"]),
+                         shape=tuple(a[f"{name}/shape"]))
+
+
+def load_export(path: Path) -> dict:
+    a = np.load(path, allow_pickle=False)
+    parts = {p: np.asarray(a[p], np.float32) for p in PARTS if p != "visterms"}
+    parts["visterms"] = _csr(a, "visterms")
+    features = {}
+    for name, weights in CANDIDATES:
+        mats = [parts[p] for p in name.split("+")]
+        features[(name, weights)] = (sp.hstack([sp.csr_matrix(M, dtype=np.float32) * w
+                                                for M, w in zip(mats, weights)]).tocsr()
+                                     if len(mats) > 1 else mats[0])
+    seeds = sorted(int(k[4:].split("/")[0]) for k in a.files if k.endswith("/train"))
+    return {"features": features, "Y": _csr(a, "Y"), "test": a["test"],
+            "tq_presence": _csr(a, "tq_presence"), "tq_relevance": _csr(a, "tq_relevance"),
+            "splits": {s: (a[f"seed{s}/train"], a[f"seed{s}/valid"]) for s in seeds}}
+
+
+def one_seed(data: dict, seed: int, log=print) -> dict:
+    train, valid = data["splits"][seed]
+    test, features, Y = data["test"], data["features"], data["Y"]
+    Yt, Yv = Y[train], Y[valid]
+    vq = validation_queries(Yv, Yt)
+    # query weights from the folder's own training captions
+    Qt = text_vectors(data["tq_presence"], idf_weights(Yt))
+    relevance = data["tq_relevance"]
     points = [(name, weights, c) for name, weights in features for c in PAMIR.param_grid["c"]]
 
     def run(point):
@@ -79,7 +155,7 @@ def one_seed(col, protocol, features, seed: int, n: int, log=print) -> dict:
         m = PAMIR(c=c).fit(take_rows(F, train), Yt, validation=(take_rows(F, valid), Yv))
         per_query = evaluate_model(m, take_rows(F, valid), vq.vectors, vq.relevance,
                                    curve=False).per_query["avgp"]
-        t = evaluate_model(m, take_rows(F, test), Qt, tq.relevance, curve=False)
+        t = evaluate_model(m, take_rows(F, test), Qt, relevance, curve=False)
         out = {"representation": name, "weights": list(weights), "c": c,
                "valid_avgp": round(100 * float(per_query.mean()), 3),
                "valid_per_query": [round(float(v), 5) for v in per_query],
@@ -92,7 +168,7 @@ def one_seed(col, protocol, features, seed: int, n: int, log=print) -> dict:
     with ThreadPoolExecutor(fit_workers(PAMIR)) as pool:
         fits = list(pool.map(run, points))
     return {"seed": seed, "train": len(train), "valid": len(valid),
-            "valid_queries": len(vq), "test_queries": len(tq), "points": fits}
+            "valid_queries": len(vq), "test_queries": int(relevance.shape[0]), "points": fits}
 
 
 def choices(result: dict) -> dict:
@@ -172,29 +248,56 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--pictures", type=int, default=PICTURES)
+    ap.add_argument("--pool", type=int, default=None)
+    ap.add_argument("--export", type=Path, help="write the fits' inputs here and stop")
+    ap.add_argument("--from", dest="source", type=Path, help="fit from an --export file")
+    ap.add_argument("--out", type=Path, help="with --from: the per-seed results (JSON)")
+    ap.add_argument("--report", type=Path, help="write the results of a --from run")
     args = ap.parse_args(argv)
-    col = load_collection("corel5k")
-    protocol = Protocol(col)
-    features = {}
-    for name, weights in representation_candidates("pamir"):
-        F, _, _ = collection_inputs(col, protocol, name, weights=weights, progress=False, log=None)
-        features[(name, tuple(weights))] = F
-    path = RESULTS / "small_selection.json"
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    done = {x["seed"]: x for x in old.get("seeds", []) if old.get("pictures") == args.pictures}
-    r = {"command": "python benchmarks/bench_small_selection.py " + " ".join(argv or sys.argv[1:]),
-         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "load_average": load_average(), "pictures": args.pictures,
-         "seeds": list(done.values())}
-    for seed in args.seeds:
-        if seed in done:
-            continue
-        print(f"seed {seed} ...", flush=True)
-        r["seeds"].append(one_seed(col, protocol, features, seed, args.pictures))
-        r["seeds"].sort(key=lambda x: x["seed"])
+    command = "python benchmarks/bench_small_selection.py " + " ".join(argv or sys.argv[1:])
+    if not args.source:
+        from common import load_average, machine, save_report  # noqa: PLC0415
+    else:
+        import os  # noqa: PLC0415
+        import platform  # noqa: PLC0415
+
+        def machine():
+            return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
+                   f"Python {platform.python_version()}"
+
+        def load_average():
+            return ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    if args.export:
+        export(args.export, args.seeds, args.pictures, args.pool)
+        return
+    if args.report:
+        r = json.loads(args.report.read_text())
+        r["summary"] = summary(r["seeds"])
+        save_report("small_selection", r, report)
+        return
+    source = args.source
+    if source is None:
+        source = Path(tempfile.mkdtemp()) / "inputs.npz"
+        export(source, args.seeds, args.pictures, args.pool)
+    data = load_export(source)
+    r = {"command": command, "machine": machine(),
+         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+         "load_average": load_average(), "pictures": args.pictures, "pool": args.pool,
+         "seeds": []}
+    def finished(result):
+        r["seeds"] = sorted(r["seeds"] + [result], key=lambda x: x["seed"])
         r["summary"] = summary(r["seeds"])
         r["load_average"] = load_average()
-        save_report("small_selection", r, report)
+        if args.out:  # after each seed: a run cut short keeps what it measured
+            args.out.write_text(json.dumps(r))
+        else:
+            save_report("small_selection", r, report)
+
+    # the seeds at once (each fits its points on fit_workers threads): on a many-core
+    # machine the slowest fits of one seed no longer leave the others idle
+    with ThreadPoolExecutor(len(data["splits"]) if args.source else 1) as pool:
+        for result in pool.map(lambda seed: one_seed(data, seed), sorted(data["splits"])):
+            finished(result)
 
 
 if __name__ == "__main__":
