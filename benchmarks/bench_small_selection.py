@@ -210,7 +210,7 @@ def report(r: dict) -> str:
     s = r.get("summary", {})
     lines = ["# Selection on small collections: Corel 5k subsamples of "
              f"{r['pictures']} pictures\n",
-             f"Command: `{HEAVY} {r['command']}`  ",
+             f"Command: `{r['command'] if 'device' in r['command'] else HEAVY + ' ' + r['command']}`  ",
              f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']}.  ",
              f"Seeds: {[x['seed'] for x in r['seeds']]}; each: {r['seeds'][0]['train']} "
              f"training, {r['seeds'][0]['valid']} validation pictures (about "
@@ -218,7 +218,10 @@ def report(r: dict) -> str:
              f"18 points (6 representation settings x c in {PAMIR.param_grid['c']}); test: "
              "Corel's 500 test pictures, read to report, never to choose. The guard: "
              f"one-sided paired Wilcoxon over the validation queries, alpha "
-             f"{config.GUARD_ALPHA}.\n" if r["seeds"] else "",
+             f"{config.GUARD_ALPHA}."
+             + (f" Every seed drew its pictures from the same {r['pool']} development pictures "
+                "(a smaller export); the CNN parts travelled as float16." if r.get("pool") else "")
+             + "\n" if r["seeds"] else "",
              "| rule | mean test AvgP | sd over seeds | per seed | chosen |",
              "|---|---:|---:|---|---|"]
     for rule in (*RULES, "oracle"):
@@ -234,6 +237,11 @@ def report(r: dict) -> str:
                      f"{d['wins']} better, {d['losses']} worse). The argmax choice's validation "
                      f"AvgP overstates its test AvgP by {s['argmax_valid_minus_test']:.1f} points "
                      "on average.\n")
+    o = s.get("oracle")
+    if o and s.get("argmax"):
+        lines.append(f"The best any rule could do (the test-best point of each seed) is "
+                     f"{o['test_avgp_mean'] - s['argmax']['test_avgp_mean']:+.2f} over today's "
+                     "choice.\n")
     lines.append("Per point (mean over seeds): validation / test AvgP.\n")
     lines += ["| representation | c | valid | test |", "|---|---:|---:|---:|"]
     if r["seeds"]:

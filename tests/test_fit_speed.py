@@ -69,6 +69,7 @@ def untimed(value):
 
 
 def test_a_fit_is_deterministic_whatever_the_concurrency(folder, tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "SMALL_VALIDATION", 200)  # the guard on, raced with the rest
     kw = dict(progress=False, cache_dir=tmp_path / "cache", log=None, ensemble=2, retrain=True,
               representation=["visterms", "visterms+visterms"])
     params = {"n_updates": 2_000, "eval_every": 500}
