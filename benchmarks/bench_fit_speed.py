@@ -20,8 +20,13 @@ from nothing, exactly what a fresh clone does. What is timed is the whole comman
 4. cap: on Corel 5k (cnn, the warm cache), how well the validation AvgP of a capped query
    sample ranks the grid's models against all the validation queries (`--cap-study`, run
    in AFTER's tree by step 2's cache).
+5. warm_sxs (`--parts warm_sxs --warm-cache DIR`): BEFORE then AFTER, `pamir fit corel5k`
+   on a feature cache that is already full (DIR), then `pamir evaluate` on test: what
+   racing the grid saves, side by side, without the hour of features (run
+   `--before 51034fd`, the main this round began from, for the previous round's path).
 
-Writes benchmarks/results/fit_speed.json and fit_speed.md.
+Writes benchmarks/results/fit_speed.json and fit_speed.md; parts not run this time are kept
+from the file as they were (with the run they came from).
 """
 
 from __future__ import annotations
@@ -216,6 +221,56 @@ def cap_study(out: Path, cap_sizes=(250, 500, 1000), draws: int = 200) -> None:
                                "caps": caps, "draws": draws}, indent=1))
 
 
+def warm_job(src: Path, cache: Path, work: Path, name: str) -> dict:
+    """`pamir fit corel5k` (the train-only default) on a full feature cache, then test."""
+    model, log = work / f"model-warm-{name}", work / f"warm-{name}.log"
+    load0 = load_average()
+    fit = pamir(src, cache, ["fit", "corel5k", "-o", str(model), "--quiet"], log)
+    scores, evaluate = test_scores(src, cache, model, log)
+    return {"seconds": round(fit, 1), "evaluate_seconds": round(evaluate, 1), "test": scores,
+            "load_average": {"start": load0, "end": load_average()},
+            "model": model_record(model)}
+
+
+def warm_report(w: dict) -> list[str]:
+    lines = ["## Racing the grid: `pamir fit corel5k` on a full feature cache, side by side\n",
+             f"Run {w['date']} on {w['machine']}; before `{w['before_commit'][:10]}`, after "
+             f"`{w['after_commit'][:10]}`; cache `{w['cache']}` (every default representation's "
+             "features already there).\n",
+             f"Command: `{w['command']}`\n",
+             "| | fit | selection phase | updates drawn | chosen | valid AvgP | test AvgP / BEP "
+             "/ P10 |", "|---|---:|---:|---:|---|---:|---|"]
+    for name in ("before", "after"):
+        x = w[name]
+        m, t = x["model"], x["test"]
+        lines.append(f"| {name} | {x['seconds']:.0f} s | "
+                     f"{m.get('timing', {}).get('selection', float('nan')):.0f} s | "
+                     f"{x.get('updates', 0) / 1e6:.1f} M | {m.get('representation')} "
+                     f"{m.get('params', {}).get('c')} | {m.get('valid_avgp')} | "
+                     f"{t['avgp']:.2f} / {t['bep']:.2f} / {t['p10']:.2f} |")
+    lines.append(f"\nSpeed-up of the fit: {w['speedup']:.2f}x; of the selection phase: "
+                 f"{w['selection_speedup']:.2f}x.\n")
+    raced = w["after"].get("raced_out", [])
+    if raced:
+        lines.append("Raced out (representation, c, after how many updates): "
+                     + "; ".join(f"{a} c={b} at {c:,}" for a, b, c in raced) + ".\n")
+    return lines
+
+
+def grid_updates(model: dict) -> tuple[int, list]:
+    """Updates drawn by all the grid's fits (each curve's last evaluation), and the fits the
+    race stopped: (representation, c, updates)."""
+    total, raced = 0, []
+    for r in model.get("representations", []):
+        for c in r.get("curves", []):
+            if c["curve"]:
+                total += c["curve"][-1][0]
+            if c.get("raced_out"):
+                raced.append((f"{r['representation']} {r['weights']}", c["params"].get("c"),
+                              c["raced_out"]))
+    return total, raced
+
+
 def report(r: dict) -> str:
     lines = [f"# Fit speed: today's path and the new one, side by side\n",
              f"Command: `{HEAVY} {r['command']}`  ",
@@ -276,6 +331,8 @@ def report(r: dict) -> str:
                              f"{x['model'].get('valid_avgp')}"
                              + (f"; {x['model']['timing']}" if x['model'].get('timing') else ""))
         lines.append("")
+    if r.get("warm_sxs"):
+        lines += warm_report(r["warm_sxs"])
     cap = r.get("cap")
     if cap:
         lines += ["## What a validation cap costs (Corel 5k, cnn, the c grid)\n",
@@ -300,6 +357,8 @@ def main(argv=None) -> None:
                     help="also time today's path on the long captions (about an hour)")
     ap.add_argument("--work", type=Path, default=None, help="folder for trees, caches, models")
     ap.add_argument("--cap-study", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--warm-cache", type=Path, default=Path("/work/cache"),
+                    help="a full feature cache, for --parts warm_sxs")
     args = ap.parse_args(argv)
     if args.cap_study:
         cap_study(args.cap_study)
@@ -312,12 +371,45 @@ def main(argv=None) -> None:
         run_parts(args, work, r)
     finally:  # what was measured is kept even if a later part fails
         r["load_average"]["end"] = load_average()
-        save_report("fit_speed", r, report)
+        save_report("fit_speed", kept_parts(r), report)
+
+
+def kept_parts(r: dict) -> dict:
+    """This run's results over the file's: parts not run this time stay, and the file
+    says which run they came from."""
+    path = RESULTS / "fit_speed.json"
+    if not path.is_file():
+        return r
+    old = json.loads(path.read_text())
+    parts = ("main_job", "warm", "long_captions", "cap", "warm_sxs")
+    if not any(k in r for k in parts if k != "warm_sxs"):
+        head = {k: old[k] for k in ("command", "machine", "date", "load_average", "work",
+                                     "before", "after") if k in old}
+        out = {**old, **{k: v for k, v in r.items() if k in parts}}
+        out.update(head)
+        return out
+    return {**{k: v for k, v in old.items() if k in parts}, **r}
 
 
 def run_parts(args, work: Path, r: dict) -> None:
     before_src = work / "before-src"
-    r["before"] = archive(args.before, before_src)
+    before_commit = archive(args.before, before_src)
+    if args.parts == ["warm_sxs"]:
+        after_src = work / "after-src"
+        w = {"command": f"{HEAVY} {r['command']}", "date": r["date"],
+             "machine": r["machine"], "cache": str(args.warm_cache),
+             "before_commit": before_commit, "after_commit": archive(args.after, after_src)}
+        for name, src in (("before", before_src), ("after", after_src)):
+            print(f"warm fit, {name} ...", flush=True)
+            w[name] = warm_job(src, args.warm_cache, work, name)
+            w[name]["updates"], w[name]["raced_out"] = grid_updates(w[name]["model"])
+            print(f"  {w[name]['seconds']:.0f} s", flush=True)
+        w["speedup"] = round(w["before"]["seconds"] / w["after"]["seconds"], 2)
+        sel = [w[n]["model"].get("timing", {}).get("selection") for n in ("before", "after")]
+        w["selection_speedup"] = round(sel[0] / sel[1], 2) if all(sel) else None
+        r["warm_sxs"] = w
+        return
+    r["before"] = before_commit
     table = work / "long" / "captions.tsv"
     if "long" in args.parts:
         r["long_captions"] = {"collection": long_caption_table(table.parent)}

@@ -24,6 +24,19 @@ loop); every fit has its own seeded generator, so the results, and the choice, d
 on the number of threads. The validation queries a point is scored on are capped at
 config.VALID_MAX_QUERIES (a sample seeded by config.VALID_QUERY_SEED), as PAMIR's early
 stopping caps them.
+
+Racing (config.RACE, issue 24): such fits are raced by successive halving (`Race`): at
+config.RACE_RUNGS (1/16, 1/8, 1/4, 1/2 of a fit's updates) the fits still running are ranked
+by their best validation AvgP so far and the better half goes on; the last
+config.RACE_FINALISTS run to their end, so the winner is the model the full loop would have
+trained, at a fraction of the updates. A raced-out point's trial keeps its AvgP so far and
+`raced_out` (updates). `pamir.system` races every representation's grid in one race.
+
+Small validation splits (issue 26): with fewer than config.SMALL_VALIDATION validation
+pictures, the best mean chases noise; the default point (`default_point`: the model's own
+parameters, on the richest representation) is kept unless another point beats it in a
+one-sided paired Wilcoxon test over the validation queries (`guarded_choice`), and the race
+never drops it.
 """
 
 from __future__ import annotations
@@ -58,6 +71,8 @@ class Trial:
     per_seed: list[float]
     seconds: float
     stopping: dict = field(default_factory=dict)
+    #: AvgP (fraction) per validation query of the first seed's model (None: raced out)
+    per_query: np.ndarray | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         return {"params": self.params, "valid_avgp": round(self.valid_avgp, 3),
@@ -68,12 +83,16 @@ class Trial:
 @dataclass
 class Selection:
     """The winner of a selection: `model` fitted on train (the first seed), `params` all its
-    parameters, `valid_avgp` (percent), and every trial."""
+    parameters, `valid_avgp` (percent), and every trial. `model` is None when every point
+    lost in a race shared with other selections (pamir.system's candidates): `valid_avgp`
+    is then the best any reached before it lost."""
 
     model: TextSpaceModel
     params: dict
     valid_avgp: float
     trials: list[Trial]
+    #: every trial's fitted model (the first seed's), None where it was raced out
+    models: list = field(default_factory=list, repr=False)
 
     @property
     def chosen(self) -> dict:
@@ -131,7 +150,45 @@ def check_points(model, params: dict, points: list[dict]) -> None:
 
 def validation_avgp(model, X, queries: TrainingQueries) -> float:
     """Mean AvgP (fraction) of a fitted model on pictures X, ranked as at test time."""
-    return evaluate_model(model, X, queries.vectors, queries.relevance, curve=False).mean("avgp")
+    return float(validation_per_query(model, X, queries).mean())
+
+
+def validation_per_query(model, X, queries: TrainingQueries) -> np.ndarray:
+    """AvgP (fraction) of each validation query, ranked as at test time."""
+    return evaluate_model(model, X, queries.vectors, queries.relevance,
+                          curve=False).per_query["avgp"]
+
+
+def default_point(points: list[tuple], model) -> int | None:
+    """Which of `points` ((representation, weights, params) in candidate order) is the
+    default: the last representation candidate (the richest of pamir.config's list) with
+    the model's own default parameters; None when no point has them (a grid without them
+    has no default to keep)."""
+    defaults = as_class(model).default_params()
+    last = [k for k, p in enumerate(points) if (p[0], tuple(p[1])) == (points[-1][0],
+                                                                        tuple(points[-1][1]))]
+    same = [k for k in last if all(defaults.get(n) == v for n, v in points[k][2].items())]
+    return same[0] if same else None
+
+
+def guarded_choice(per_query: list, default: int, alpha: float = config.GUARD_ALPHA) -> int:
+    """The point to keep when validation is small (config.SMALL_VALIDATION): `default`,
+    unless other points beat it on the validation queries in a one-sided paired Wilcoxon
+    signed-rank test at `alpha`; then the best mean among those. per_query: each point's
+    AvgP per validation query (the same queries; None: a point that did not finish)."""
+    from scipy.stats import wilcoxon  # noqa: PLC0415
+
+    base = np.asarray(per_query[default], float)
+    winners = []
+    for k, v in enumerate(per_query):
+        if k == default or v is None:
+            continue
+        v = np.asarray(v, float)
+        if v.mean() > base.mean() and np.any(v != base):
+            p = wilcoxon(v, base, zero_method="wilcox", alternative="greater").pvalue
+            if p < alpha:
+                winners.append(k)
+    return max(winners, key=lambda k: (np.mean(per_query[k]), -k)) if winners else default
 
 
 def fit_workers(model=None) -> int:
@@ -173,7 +230,9 @@ def validation_queries(Y_valid, Y_train, most=config.VALID_MAX_QUERIES) -> Train
 
 def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = None,
            grid: dict | list | None = None, seeds=None, log=print,
-           progress: bool = False, executor=None, label: str = "") -> Selection:
+           progress: bool = False, executor=None, label: str = "",
+           race: "Race | bool | None" = None, race_lane: int = 0,
+           guard: bool | None = None) -> Selection:
     """Choose a model's parameters on validation (module docstring).
 
     params: fixed parameters (they drop out of the grid). grid: the grid to search instead of
@@ -181,6 +240,12 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     score is the mean over them. log: one line per point (None: silent). executor: where the
     fits run (pamir.system shares one among candidates; default: fit_workers threads).
     label: what the log lines and progress bars name the data by (a representation).
+    race: race the points (`Race`, module docstring): None: config.RACE decides, for a model
+    that fits in threads and one seed; False: every point to its end; a Race: join that race
+    (shared with other calls; `race_lane` orders this call's fits among theirs for ties).
+    guard: keep the default point unless another beats it beyond the noise
+    (`guarded_choice`); None: when there are fewer than config.SMALL_VALIDATION validation
+    pictures (pamir.system guards across representations itself, and passes False).
     """
     cls = as_class(model)
     params = dict(params or {})
@@ -194,32 +259,90 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     during = {k: v for k, v in getattr(cls, "selection_params", {}).items() if k not in params}
     prefix = f"{label}: " if label else ""
 
-    def fit_point(k, point, seed):
+    if race is None:
+        race = config.RACE and len(seeds) == 1 and getattr(cls, "fits_in_threads", False)
+    default = default_point([("", (), p) for p in points], cls)
+    if guard is None:
+        guard = Y_valid.shape[0] < config.SMALL_VALIDATION
+    guard = guard and default is not None
+    if race is True:  # the default point is never raced out when the guard compares with it
+        race = Race(len(points) * len(seeds), fit_workers(cls),
+                    protect=[(race_lane, default, 0)] if guard else ())
+    keys = [(race_lane, k, s) for k in range(len(points)) for s in range(len(seeds))]
+    if race:
+        race.join(keys)
+
+    def fit_point(k, point, j, seed):
         started = time.perf_counter()
         settings = {**during, **params, **point}  # what the caller fixed wins
         if seed is not None:
             settings["random_state"] = seed
         text = f"{prefix}{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"
-        m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), text, progress)
-        return m, 100 * validation_avgp(m, X_valid, queries), time.perf_counter() - started
+        if not race:
+            m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), text, progress)
+            return scored(m, started)
+        key = (race_lane, k - 1, j)
+        full = {**cls.default_params(), **settings}
+        try:
+            m = race.run(key, lambda check: _fit(cls, settings, X_train, Y_train,
+                                                 (X_valid, Y_valid), text, progress, check),
+                         full["n_updates"], full["eval_every"])
+        except Eliminated:  # lost at a rung: its best validation AvgP so far, no model
+            e = race.entries[key]
+            return (None, None, e.best, time.perf_counter() - started,
+                    {"raced_out": e.out_at, "curve": e.curve})
+        return scored(m, started)
+
+    def scored(m, started):
+        per_query = validation_per_query(m, X_valid, queries)
+        return (m, per_query, 100 * float(per_query.mean()), time.perf_counter() - started,
+                stopping(m))
 
     trials, fitted = [], []
-    with (fit_pool(fit_workers(cls)) if executor is None else _given(executor)) as pool:
-        futures = [[pool.submit(fit_point, k, point, seed) for seed in seeds]
-                   for k, point in enumerate(points, 1)]
-        for point, runs in zip(points, futures):  # in grid order, whatever finished first
-            done = [f.result() for f in runs]
-            scores = [score for _, score, _ in done]
-            trial = Trial(point, float(np.mean(scores)), scores,
-                          sum(seconds for _, _, seconds in done), stopping(done[0][0]))
-            trials.append(trial)
-            fitted.append(done[0][0])
-            say(f"{prefix}{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP "
-                f"{trial.valid_avgp:.2f}"
-                + (f" (seeds {', '.join(f'{s:.2f}' for s in scores)})" if len(scores) > 1
-                   else "")
-                + f" ({trial.seconds:.1f} s){FitDisplay.eta_text()}")
-    best = int(np.argmax([t.valid_avgp for t in trials]))  # first of equals
+    try:
+        pool_cm = (_threads(len(keys)) if race else
+                   fit_pool(fit_workers(cls)) if executor is None else _given(executor))
+        with pool_cm as pool:
+            futures = [[pool.submit(fit_point, k, point, j, seed)
+                        for j, seed in enumerate(seeds)] for k, point in enumerate(points, 1)]
+            for point, runs in zip(points, futures):  # in grid order, whatever finished first
+                try:
+                    done = [f.result() for f in runs]
+                except BaseException:
+                    if race:  # fits that will not run must not hold up the others' rungs
+                        race.withdraw(keys)
+                    raise
+                scores = [run[2] for run in done]
+                first = done[0]
+                trial = Trial(point, float(np.mean(scores)), scores,
+                              sum(run[3] for run in done), first[4], first[1])
+                trials.append(trial)
+                fitted.append(first[0])
+                say(f"{prefix}{cls.kind} {_fmt(point) or 'defaults'}: validation AvgP "
+                    f"{trial.valid_avgp:.2f}"
+                    + (f" (seeds {', '.join(f'{s:.2f}' for s in scores)})" if len(scores) > 1
+                       else "")
+                    + (f" (raced out at {trial.stopping['raced_out']:,} updates)"
+                       if "raced_out" in trial.stopping else "")
+                    + f" ({trial.seconds:.1f} s){FitDisplay.eta_text()}")
+    except BaseException:
+        if race:
+            race.withdraw(keys)
+        raise
+    # the best of the fits that ran to their end (a raced-out fit was beaten at its rung by
+    # fits whose best can only have grown since); the first of equals
+    finished = [i for i, m in enumerate(fitted) if m is not None]
+    if not finished:  # every point lost in a race shared with other selections
+        best = max(range(len(trials)), key=lambda i: (trials[i].valid_avgp, -i))
+        return Selection(None, {**params, **points[best]}, trials[best].valid_avgp, trials,
+                         fitted)
+    best = max(finished, key=lambda i: (trials[i].valid_avgp, -i))
+    if guard and fitted[default] is not None:
+        best = guarded_choice([t.per_query if m is not None else None
+                               for t, m in zip(trials, fitted)], default)
+        say(f"{prefix}{cls.kind}: {Y_valid.shape[0]} validation pictures: "
+            f"{_fmt(points[default]) or 'the defaults'} kept unless another point beats it "
+            f"beyond the noise: chose {_fmt(points[best]) or 'the defaults'}")
     winner, score = fitted[best], trials[best].valid_avgp
     if during:  # the chosen point again, with the training it was shortened from
         settings = {**params, **points[best]}
@@ -229,7 +352,150 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
         winner = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid),
                       f"{prefix}{cls.kind} chosen", progress)
         score = 100 * validation_avgp(winner, X_valid, queries)
-    return Selection(winner, winner.get_params(), score, trials)
+        fitted = [winner if i == best else None for i in range(len(fitted))]
+    return Selection(winner, winner.get_params(), score, trials, fitted)
+
+
+class Eliminated(Exception):
+    """Raised in a raced fit's thread when it loses at a rung: the fit ends there."""
+
+
+@dataclass
+class _Entry:
+    key: tuple
+    level: int = 0  # rungs passed
+    best: float = -np.inf  # best validation AvgP so far (percent)
+    state: str = "running"  # running, waiting (at a rung), kept, done, out
+    holding: bool = False  # holds a compute token
+    out_at: int | None = None  # updates when it lost
+    curve: list = field(default_factory=list)
+
+
+class Race:
+    """Successive halving among fits that run in threads (one thread per fit, at most
+    `workers` computing at once: a fit holds a token while it trains, and gives it back
+    while it waits at a rung).
+
+    At each rung (config.RACE_RUNGS: fractions of a fit's n_updates, rounded up to its
+    evaluations) a fit waits until every fit still in the race has reached that rung or
+    ended; they are then ranked by their best validation AvgP so far (an ended fit by its
+    final one; ties to the earlier key) and the better half goes on, never fewer than
+    config.RACE_FINALISTS; the others stop there (`Eliminated`). The rankings depend only
+    on the validation scores at the rungs, never on which thread ran first: the choice is
+    deterministic for a seed, whatever the number of threads.
+
+    `entrants`: how many fits will join (a rung is decided only once all have joined).
+    One race may span several `select` calls (pamir.system races every representation's grid
+    together): `keys` order the fits for ties. `protect`: keys never raced out (the default
+    point, which a small collection's guarded choice compares the others with).
+    """
+
+    def __init__(self, entrants: int, workers: int, rungs=None, finalists=None, protect=()):
+        self.entrants = int(entrants)
+        self.protect = {tuple(k) for k in protect}
+        self.rungs = tuple(config.RACE_RUNGS if rungs is None else rungs)
+        self.finalists = max(1, int(config.RACE_FINALISTS if finalists is None else finalists))
+        self.tokens = threading.Semaphore(max(1, int(workers)))
+        self.cond = threading.Condition()
+        self.entries: dict[tuple, _Entry] = {}
+
+    def join(self, keys) -> None:
+        """Register fits before they start (so that no rung is decided without them)."""
+        with self.cond:
+            for key in keys:
+                self.entries.setdefault(tuple(key), _Entry(tuple(key)))
+            self.cond.notify_all()
+
+    def withdraw(self, keys) -> None:
+        """Fits that will never run (their selection failed before them): out of the race."""
+        with self.cond:
+            for key in keys:
+                e = self.entries.setdefault(tuple(key), _Entry(tuple(key)))
+                if e.state in ("running", "waiting", "kept"):
+                    e.state = "out"
+            self.entrants = max(self.entrants, len(self.entries))
+            self._decide()
+            self.cond.notify_all()
+
+    def rung_updates(self, level: int, n_updates: int, eval_every: int) -> int:
+        every = max(1, int(eval_every))
+        return -(-int(np.ceil(self.rungs[level] * int(n_updates))) // every) * every
+
+    def run(self, key, fit, n_updates: int, eval_every: int):
+        """fit(callback) under the race: callback(done, total, avgp) is to be called at each
+        evaluation (a PA model's fit does); returns fit's result, or raises Eliminated."""
+        key = tuple(key)
+        self.join([key])
+        e = self.entries[key]
+        self.tokens.acquire()
+        e.holding = True
+
+        def checkpoint(done, total, avgp):
+            if avgp is not None:
+                e.best = max(e.best, 100 * avgp)
+                e.curve.append([int(done), round(100 * avgp, 2)])
+            if e.level < len(self.rungs) and done >= self.rung_updates(e.level, n_updates,
+                                                                        eval_every):
+                self._wait_at_rung(e, done)
+
+        try:
+            return fit(checkpoint)
+        finally:
+            with self.cond:
+                if e.state != "out":
+                    e.state = "done"
+                self._decide()
+            if e.holding:
+                e.holding = False
+                self.tokens.release()
+
+    def _wait_at_rung(self, e: _Entry, done: int) -> None:
+        e.holding = False
+        self.tokens.release()
+        with self.cond:
+            if e.state != "out":  # out already: its selection was withdrawn
+                e.state = "waiting"
+                self._decide()
+            while e.state == "waiting":
+                self.cond.wait()
+            lost = e.state == "out"
+            if lost:
+                e.out_at = int(done)
+            else:
+                e.state = "running"
+        if lost:
+            raise Eliminated(f"raced out after {done} updates")
+        self.tokens.acquire()
+        e.holding = True
+
+    def _decide(self) -> None:
+        """Decide every rung that can be (the lock held): its field is every fit still in
+        the race at that level, and it is decided once they have all reached it or ended."""
+        if len(self.entries) < self.entrants:
+            return
+        while True:
+            alive = [e for e in self.entries.values() if e.state != "out"]
+            levels = [e.level for e in alive if e.level < len(self.rungs)]
+            if not levels:
+                return
+            level = min(levels)
+            field_ = [e for e in alive if e.level == level]
+            if any(e.state in ("running", "kept") for e in field_):
+                return  # some fit is still on its way to the rung
+            ranked = sorted(field_, key=lambda e: (-e.best, e.key))
+            keep = max(-(-len(field_) // 2), min(self.finalists, len(field_)))
+            for rank, e in enumerate(ranked):
+                kept = rank < keep or e.key in self.protect
+                e.level = level + 1 if kept else e.level
+                if not kept:
+                    e.state = "out" if e.state == "waiting" else "done-out"
+                elif e.state == "waiting":
+                    e.state = "kept"
+            # ended fits that lost stay ended (their model exists), out of later rungs
+            for e in field_:
+                if e.state == "done-out":
+                    e.state = "out"
+            self.cond.notify_all()
 
 
 @contextmanager
@@ -237,10 +503,24 @@ def _given(executor):
     yield executor
 
 
-def _fit(cls, settings, X, Y, validation, label, progress):
+def _fit(cls, settings, X, Y, validation, label, progress, check=None):
+    """Fit one model; check(done, total, avgp): the race's checkpoint, after the bar's."""
     m = cls(**settings)
-    with progress_callback(label, progress) as callback:
+    with progress_callback(label, progress) as bar:
+        callback = bar
+        if check is not None:
+            def callback(done, total, avgp):
+                if bar is not None:
+                    bar(done, total, avgp)
+                check(done, total, avgp)
         return m.fit(X, Y, validation=validation, callback=callback)
+
+
+@contextmanager
+def _threads(n: int):
+    """One thread per raced fit (the race's tokens bound how many compute at once)."""
+    with ThreadPoolExecutor(max(1, n), thread_name_prefix="pamir-race") as pool:
+        yield pool
 
 
 def stopping(model) -> dict:
@@ -366,6 +646,6 @@ def _fmt(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-__all__ = ["FitDisplay", "Selection", "Trial", "check_points", "fit_pool", "fit_workers",
-           "grid_points", "model_grid", "progress_callback", "select", "validation_avgp",
-           "validation_queries"]
+__all__ = ["Eliminated", "FitDisplay", "Race", "Selection", "Trial", "check_points",
+           "default_point", "fit_pool", "fit_workers", "grid_points", "guarded_choice", "model_grid", "progress_callback",
+           "select", "validation_avgp", "validation_per_query", "validation_queries"]

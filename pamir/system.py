@@ -41,9 +41,9 @@ from .models.pa import deadline, out_of_time
 from .models.pamir import FEEDBACK_EPOCHS, LEARN_MAX_UPDATES, LEARN_UPDATES_PER_PICTURE  # noqa: F401
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .protocol import Protocol
-from .selection import (FitDisplay, check_points, fit_pool, fit_workers, grid_points,
-                        model_grid, progress_callback, select, validation_avgp,
-                        validation_queries)
+from .selection import (FitDisplay, Race, Selection, check_points, default_point, fit_pool,
+                        fit_workers, grid_points, guarded_choice, model_grid, progress_callback,
+                        select, validation_avgp, validation_queries)
 from .text import idf as idf_weights
 from .text import query_vector, tokenize, top_words
 
@@ -533,22 +533,36 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         # 2. every candidate's grid on validation, all the fits sharing the threads
         started = time.perf_counter()
         sub_grids = [grid_reading(cls, model_params, grid, p[0]) for p in prepared]
-        display.phase("selection", workers=workers,
-                      fits=seeds_per_point * sum(len(grid_points(g)) for g in sub_grids))
+        n_fits = seeds_per_point * sum(len(grid_points(g)) for g in sub_grids)
+        display.phase("selection", workers=workers, fits=n_fits)
+        # every candidate's grid in one race (pamir.selection.Race), one seed per point
+        racing = config.RACE and seeds_per_point == 1 and getattr(cls, "fits_in_threads", False)
+        # a small validation split: the default point stays unless another beats it beyond
+        # the noise (pamir.selection.guarded_choice), so it is never raced out
+        flat = [(i, k) for i, g in enumerate(sub_grids) for k in range(len(grid_points(g)))]
+        default = default_point([(prepared[i][0], prepared[i][1] or (1.0,),
+                                  grid_points(sub_grids[i])[k]) for i, k in flat], cls)
+        guard = len(protocol.valid) < config.SMALL_VALIDATION and default is not None
+        default = flat[default] if guard else None
+        race = Race(n_fits, workers, protect=[(*default, 0)] if guard else ()) if racing \
+            else False
 
-        def run(p, sub_grid):
+        def run(p, sub_grid, lane):
             name, weights, label, F, ok, rep, train, valid, _ = p
             return select(cls, take_rows(F, train), protocol.presence(train),
                           take_rows(F, valid), protocol.presence(valid), params=model_params,
                           seeds=seeds, log=log, progress=progress, grid=sub_grid,
-                          executor=pool, label=label if len(prepared) > 1 else "")
+                          executor=pool, label=label if len(prepared) > 1 else "",
+                          race=race, race_lane=lane, guard=False)
 
         # the costliest candidates' fits are queued first (longest processing time first):
         # the widest fits, last in the candidate order, would otherwise end the phase alone
         # on one core. The order changes when a fit runs, never what it computes.
         costly_first = sorted(range(len(prepared)), key=lambda i: -_stored_per_row(prepared[i][3]))
-        with fit_pool(len(prepared) if workers > 1 else 1) as candidates_pool:
-            futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i])
+        # (raced, every candidate's selection must run at once: its fits wait at the rungs
+        # for the others')
+        with fit_pool(len(prepared) if workers > 1 or race else 1) as candidates_pool:
+            futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i], i)
                        for i in costly_first}
             selections = [futures[i].result() for i in range(len(prepared))]  # candidate order
         timing["selection"] = round(time.perf_counter() - started, 2)
@@ -559,10 +573,16 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                             "valid_avgp": round(sel.valid_avgp, 3),
                             "feature_seconds": round(feature_seconds, 2),
                             "grid": [t.as_dict() for t in sel.trials]})
-            if best is None or sel.valid_avgp > best[0].valid_avgp:  # the first of equals
+            # (no model: every point was raced out by other candidates' fits)
+            if sel.model is not None and (best is None or sel.valid_avgp > best[0].valid_avgp):
                 best = (sel, F, ok, rep, train, valid, name, results[-1])
             if len(candidates) > 1:
-                say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}")
+                say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}"
+                    + (" (raced out)" if sel.model is None else ""))
+        if guard:
+            default_name = prepared[default[0]][0]
+            default_params = selections[default[0]].trials[default[1]].params
+            best = _guarded(prepared, selections, results, flat, default, say) or best
         del prepared, selections  # the losers' features
         sel, F, ok, rep, train, valid, name, winner = best
         members, valid_avgp = [sel.model], sel.valid_avgp
@@ -622,6 +642,11 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "valid_queries": None if scored is None else {
             "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED},
         "fit_workers": workers, "timing": timing,
+        "selection_rule": ({"rule": "guarded", "alpha": config.GUARD_ALPHA,
+                            "default": {"representation": default_name,
+                                        "params": default_params}}
+                           if guard else {"rule": "best validation mean"}),
+        "raced": bool(race),
         "budget": None if time_budget is None else {
             "seconds": float(time_budget), "skipped": skipped,
             "fits_stopped": sum(bool(t.get("out_of_time")) for r in results for t in r["grid"]),
@@ -632,11 +657,34 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     return System(rep, final, protocol.vocabulary, system_idf, info)
 
 
+def _guarded(prepared, selections, results, flat, default, say):
+    """The `best` of fit_system under the small-validation guard (config.SMALL_VALIDATION):
+    the default point unless another beats it beyond the noise; None if the fitted models
+    needed are not there (a model refitted after a shortened selection)."""
+    per_query = [selections[i].trials[k].per_query if selections[i].models[k] is not None
+                 else None for i, k in flat]
+    d = flat.index(default)
+    if per_query[d] is None:
+        return None
+    i, k = flat[guarded_choice(per_query, d)]
+    sel, trial = selections[i], selections[i].trials[k]
+    name, weights, label, F, ok, rep, train, valid, _ = prepared[i]
+    di, dk = default
+    say(f"{len(valid)} validation pictures: the default point ({prepared[di][2]}, "
+        f"{selections[di].trials[dk].params}) is kept unless another beats it beyond the noise "
+        f"(paired Wilcoxon, alpha {config.GUARD_ALPHA}): chose {label}, {trial.params}, "
+        f"validation AvgP {trial.valid_avgp:.2f}")
+    model = sel.models[k]
+    chosen = Selection(model, model.get_params(), trial.valid_avgp, sel.trials, sel.models)
+    return (chosen, F, ok, rep, train, valid, name, results[i])
+
+
 def _curve(trial: dict) -> dict:
     """A grid point's validation AvgP after each evaluation (percent), to study how early a
     race between candidates could be decided (benchmarks/bench_fit_speed.py)."""
-    return {"params": trial["params"], "valid_avgp": trial["valid_avgp"],
-            "curve": trial.get("curve", [])}
+    return ({"params": trial["params"], "valid_avgp": trial["valid_avgp"],
+             "curve": trial.get("curve", [])}
+            | ({"raced_out": trial["raced_out"]} if trial.get("raced_out") else {}))
 
 
 def _stored_per_row(F) -> float:

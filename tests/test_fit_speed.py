@@ -69,6 +69,7 @@ def untimed(value):
 
 
 def test_a_fit_is_deterministic_whatever_the_concurrency(folder, tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "SMALL_VALIDATION", 200)  # the guard on, raced with the rest
     kw = dict(progress=False, cache_dir=tmp_path / "cache", log=None, ensemble=2, retrain=True,
               representation=["visterms", "visterms+visterms"])
     params = {"n_updates": 2_000, "eval_every": 500}
@@ -82,6 +83,11 @@ def test_a_fit_is_deterministic_whatever_the_concurrency(folder, tmp_path, monke
         for key in ("representation", "params", "valid_avgp", "grid", "representations"):
             assert untimed(first.info[key]) == untimed(other.info[key]), key
     assert systems[1].info["fit_workers"] == 2 and first.info["fit_workers"] == 1
+    # raced, and guarded (a small validation split): the default point's record
+    assert first.info["raced"] is True
+    assert first.info["selection_rule"] == {
+        "rule": "guarded", "alpha": config.GUARD_ALPHA,
+        "default": {"representation": "visterms+visterms", "params": {"c": 0.1}}}
     assert set(first.info["timing"]) == {"features", "selection", "ensemble", "retrain"}
 
 
