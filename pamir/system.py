@@ -807,13 +807,13 @@ def choose_neighbours(model, F, protocol: Protocol, train: np.ndarray, valid: np
             for alpha in grid["alpha"]:
                 value = alone if alpha == 0 else avgp(mixed(P, L, alpha, stats))
                 trials.append({"k": k, "temperature": temperature, "alpha": alpha,
-                               "valid_avgp": round(value, 3)})
+                               "valid_avgp": round(float(value), 3)})
                 if best is None or value > best[0]:
                     best = (value, k, temperature, alpha, stats)
     value, k, temperature, alpha, stats = best
     transfer.set_params(k=k, temperature=temperature)
     info = {"k": k, "temperature": temperature, "alpha": alpha, "floor": transfer.floor,
-            "valid_avgp": round(value, 3), "model_valid_avgp": round(alone, 3),
+            "valid_avgp": round(float(value), 3), "model_valid_avgp": round(float(alone), 3),
             "views": [list(v) for v in views], "stats": stats, "grid": trials}
     return (Neighbours(transfer, views, alpha, stats) if alpha > 0 else None), info
 

@@ -529,12 +529,13 @@ class _State:
                    "changed_words": [self.index.vocabulary[t] for t in rows],
                    "candidates": len(ids)}
             if keep:
-                out["kept"] = self._keep(system, rows, delta)
+                right_pictures = (take_rows(F, at_right), [pictures[n].path for n in at_right])
+                out["kept"] = self._keep(system, rows, delta, right_pictures)
         order = sorted(range(len(ids)), key=lambda n: (-scores[n], ids[n]))[: body.k]
         out["hits"] = [_hit_json(ids[n], pictures[n].path, float(scores[n])) for n in order]
         return out
 
-    def _keep(self, system, rows, delta) -> dict:
+    def _keep(self, system, rows, delta, right=(None, None)) -> dict:
         from ..index import model_fingerprint  # noqa: PLC0415
         from ..system import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
 
@@ -549,7 +550,7 @@ class _State:
             W = linear_map(system)
             rows = np.asarray(rows, dtype=np.int64)
             before, info = W[rows].copy(), dict(system.info)
-            apply_delta(system, rows, delta)
+            apply_delta(system, rows, delta, right=right[0], paths=right[1])  # they vote too
             try:
                 save_keeping_previous(system, self.model_dir)
             except OSError as e:  # a full or failing disk: the model in memory as on disk
