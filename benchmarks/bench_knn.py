@@ -36,7 +36,8 @@ from common import PERQUERY, RESULTS, SUMMARY, Corel, Run, report_head
 from pamir import config
 from pamir.evaluation import evaluate_text_space, wilcoxon
 from pamir.evaluation.retrieval import mean_average_precision
-from pamir.models.neighbours import LabelTransfer, Neighbours, mix_stats, mixed, view_of
+from pamir.models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats,
+                                     mixed, view_of)
 from pamir.selection import validation_queries
 from pamir.storage import locked_json_update
 from pamir.system import System, fit_system, neighbour_views
@@ -50,6 +51,7 @@ SPEED_ROWS = 100_000
 SPEED_CHUNK = 2_000
 #: Study variants beside the defaults (config.NEIGHBOUR_FLOOR, global views, one scale).
 FLOORS = (1e-4, 1e-3, 1e-2)
+DIMS = (None, 128, 256, 512)
 
 
 def figures(ev) -> dict:
@@ -79,10 +81,16 @@ def test_entry(corel: Corel, Z, alone_Z, run_info: dict, system: System, label: 
     return entry, ev
 
 
-def fit(corel: Corel, **kw) -> System:
+#: --quick: a smoke test of the script (short fits, few synthetic rows; writes knn_quick.*).
+QUICK_PARAMS = {"n_updates": 100_000, "eval_every": 50_000}
+
+
+def fit(corel: Corel, quick: bool = False, **kw) -> System:
     F, rep = corel.F, corel.rep
     return fit_system(corel.collection, "pamir", inputs=(F, np.ones(F.shape[0], bool), rep),
-                      protocol=corel.protocol, progress=sys.stderr.isatty(), **kw)
+                      protocol=corel.protocol, progress=sys.stderr.isatty(),
+                      model_params=QUICK_PARAMS if quick else None,
+                      grid={} if quick else None, **kw)
 
 
 def per_word_mixed(P, L, alpha, Pv, Lv):
@@ -102,14 +110,19 @@ def study(corel: Corel, system: System) -> list[dict]:
 
     full = [(a, a + p.dim) for (a, _), p in zip(neighbour_views(corel.rep), corel.rep.parts)]
     rows = []
-    variants = ([("global", f, "all words") for f in FLOORS]
-                + [("global", config.NEIGHBOUR_FLOOR, "per word"), ("full", 1e-3, "all words")])
-    for views_name, floor, scale in variants:
+    floor, dims = config.NEIGHBOUR_FLOOR, config.NEIGHBOUR_DIMS
+    variants = ([("global", floor, "all words", d) for d in DIMS]
+                + [("global", f, "all words", dims) for f in FLOORS if f != floor]
+                + [("global", floor, "per word", dims), ("full", floor, "all words", None)])
+    for views_name, floor, scale, dims in variants:
         views = neighbour_views(corel.rep) if views_name == "global" else full
         started = time.perf_counter()
-        lt = LabelTransfer(k=max(config.NEIGHBOUR_K), floor=floor).fit(view_of(tr.X, views),
+        V_train = view_of(tr.X, views)
+        part = Neighbours(LabelTransfer(), views, 0.0, {},
+                          fit_projection(V_train, dims) if dims else None)
+        lt = LabelTransfer(k=max(config.NEIGHBOUR_K), floor=floor).fit(part.project(V_train),
                                                                        tr.Y)
-        sims, nbrs = lt.search(view_of(v.X, views))
+        sims, nbrs = lt.search(part.view(v.X))
         search_s = time.perf_counter() - started
         best, alone_vote = None, None
         for k in config.NEIGHBOUR_K:
@@ -125,7 +138,7 @@ def study(corel: Corel, system: System) -> list[dict]:
                         alone_vote = (value, k, temperature)
                     if best is None or value > best[0]:
                         best = (value, k, temperature, alpha)
-        row = {"views": views_name, "dims": int(sum(b - a for a, b in views)), "floor": floor,
+        row = {"views": views_name, "dims": int(lt.vectors_.shape[1]), "floor": floor,
                "scale": scale, "valid_avgp": round(best[0], 2), "k": best[1],
                "temperature": best[2], "alpha": best[3],
                "vote_alone_valid_avgp": round(alone_vote[0], 2),
@@ -179,6 +192,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--speed-rows", type=int, default=SPEED_ROWS,
                     help="synthetic pictures transformed for the cost measurement")
+    ap.add_argument("--quick", action="store_true", help="a smoke test: knn_quick.* only")
     ap.add_argument("--no-retrain", action="store_true",
                     help="leave out the README's command (--ensemble 3 --retrain)")
     args = ap.parse_args(argv)
@@ -188,37 +202,43 @@ def main(argv=None) -> None:
     result = {"representation": REPRESENTATION, "config": {
         "k": config.NEIGHBOUR_K, "temperature": config.NEIGHBOUR_TEMPERATURE,
         "alpha": config.NEIGHBOUR_ALPHA, "floor": config.NEIGHBOUR_FLOOR,
-        "global_views": config.NEIGHBOUR_GLOBAL_VIEWS}}
+        "global_views": config.NEIGHBOUR_GLOBAL_VIEWS, "dims": config.NEIGHBOUR_DIMS}}
     updates = {}
-    trained = fit(corel)
+    trained = fit(corel, args.quick)
     t = corel.test
     Z = trained.transform_features(t.X)
     alone = trained.model.transform(t.X)
     entry, ev = test_entry(corel, Z, alone, run.info(), trained, "with neighbours (train only)")
     updates["pamir-cnn-knn"] = entry
-    np.savez(PERQUERY / "pamir-cnn-knn.npz", **{m: ev.per_query[m] for m in METRICS})
+    if not args.quick:
+        np.savez(PERQUERY / "pamir-cnn-knn.npz", **{m: ev.per_query[m] for m in METRICS})
     print(f"pamir-cnn-knn test {entry['test']} (alone {entry['model_alone']['test']})",
           flush=True)
     result["grid"] = trained.info["neighbours"]["grid"]
     print("study on validation:", flush=True)
     result["study"] = study(corel, trained)
-    result["speed"] = speed(corel, trained, args.speed_rows)
+    result["speed"] = speed(corel, trained, min(args.speed_rows, 4_000) if args.quick
+                            else args.speed_rows)
     print(f"speed {result['speed']}", flush=True)
     if not args.no_retrain:
-        retrained = fit(corel, ensemble=ENSEMBLE, retrain=True)
+        retrained = fit(corel, args.quick, ensemble=2 if args.quick else ENSEMBLE,
+                        retrain=True)
         Z = retrained.transform_features(t.X)
         entry, ev = test_entry(corel, Z, retrained.model.transform(t.X), run.info(), retrained,
                                f"with neighbours (ensemble of {ENSEMBLE} seeds, retrained on "
                                "train + valid)")
         updates["pamir-cnn-knn-retrained"] = entry
-        np.savez(PERQUERY / "pamir-cnn-knn-retrained.npz",
-                 **{m: ev.per_query[m] for m in METRICS})
+        if not args.quick:
+            np.savez(PERQUERY / "pamir-cnn-knn-retrained.npz",
+                     **{m: ev.per_query[m] for m in METRICS})
         print(f"pamir-cnn-knn-retrained test {entry['test']} (alone "
               f"{entry['model_alone']['test']})", flush=True)
-    locked_json_update(SUMMARY, updates)
+    if not args.quick:  # a smoke test writes knn_quick.* only
+        locked_json_update(SUMMARY, updates)
     result |= {"entries": updates, "minutes": run.minutes()} | run.info()
-    (RESULTS / "knn.json").write_text(json.dumps(result, indent=1, default=float))
-    (RESULTS / "knn.md").write_text(report(result))
+    name = "knn_quick" if args.quick else "knn"
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, default=float))
+    (RESULTS / f"{name}.md").write_text(report(result))
     print(report(result))
 
 

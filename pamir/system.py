@@ -38,7 +38,8 @@ from .features.representation import Extracted, take_rows
 from .models import model_class
 from .models.pa import deadline, out_of_time
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
-from .models.neighbours import LabelTransfer, Neighbours, mix_stats, mixed, view_of
+from .models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats, mixed,
+                                view_of)
 from .protocol import Protocol
 from .selection import (FitDisplay, check_points, fit_pool, fit_workers, grid_points,
                         model_grid, progress_callback, select, validation_avgp,
@@ -729,7 +730,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             else:
                 members, system_idf = refitted, idf_weights(Y_dev)
                 if part is not None:  # the choices made on validation stay
-                    part.transfer.fit(view_of(X_dev, part.views), Y_dev,
+                    part.transfer.fit(part.view(X_dev), Y_dev,
                                       [collection.ids[i] for i in dev],
                                       [str(collection.paths[i]) for i in dev])
             timing["retrain"] = round(time.perf_counter() - started, 2)
@@ -794,9 +795,13 @@ def choose_neighbours(model, F, protocol: Protocol, train: np.ndarray, valid: np
     def avgp(Z):
         return 100 * mean_average_precision(Z, queries.vectors, queries.relevance)
 
+    V_train = view_of(take_rows(F, train), views)
+    projection = (fit_projection(V_train, config.NEIGHBOUR_DIMS, config.SEED)
+                  if config.NEIGHBOUR_DIMS else None)
+    shape = Neighbours(LabelTransfer(), views, 0.0, {}, projection)  # the views it compares
     transfer = LabelTransfer(k=max(grid["k"]), floor=config.NEIGHBOUR_FLOOR).fit(
-        view_of(take_rows(F, train), views), Y_train, ids, paths)
-    sims, nbrs = transfer.search(view_of(X_valid, views))
+        shape.project(V_train), Y_train, ids, paths)
+    sims, nbrs = transfer.search(shape.view(X_valid))
     alone = avgp(P)
     trials, best = [], None
     for k in grid["k"]:
@@ -814,8 +819,9 @@ def choose_neighbours(model, F, protocol: Protocol, train: np.ndarray, valid: np
     transfer.set_params(k=k, temperature=temperature)
     info = {"k": k, "temperature": temperature, "alpha": alpha, "floor": transfer.floor,
             "valid_avgp": round(float(value), 3), "model_valid_avgp": round(float(alone), 3),
-            "views": [list(v) for v in views], "stats": stats, "grid": trials}
-    return (Neighbours(transfer, views, alpha, stats) if alpha > 0 else None), info
+            "views": [list(v) for v in views], "dims": int(transfer.vectors_.shape[1]),
+            "stats": stats, "grid": trials}
+    return (Neighbours(transfer, views, alpha, stats, projection) if alpha > 0 else None), info
 
 
 def _curve(trial: dict) -> dict:

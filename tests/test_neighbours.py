@@ -96,6 +96,14 @@ def test_views_are_unit_cnn_columns_side_by_side():
     assert V.shape == (2, 5)
     np.testing.assert_allclose(np.linalg.norm(V, axis=1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(V[0, :3], 1 / np.sqrt(3) / np.sqrt(2), rtol=1e-6)
+    # a CSR concatenation read from its data, rows with a dropped zero included
+    rng = np.random.default_rng(4)
+    dense = rng.normal(size=(6, 9)).astype(np.float32)
+    dense[2, 1] = 0.0  # not stored in CSR: that row goes the slow way
+    dense[:, 7:] *= rng.random((6, 2)) < 0.5  # a sparse part after the views
+    M = sp.csr_matrix(dense)
+    for views in ([(0, 3), (4, 6)], [(2, 7)]):
+        np.testing.assert_allclose(view_of(M, views), view_of(dense, views), rtol=1e-6)
 
 
 class FakeCNN:
