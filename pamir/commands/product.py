@@ -601,7 +601,8 @@ def learn_command(
                           markup=True)
     kept = [c for (_, c), good in zip(pairs, ok) if good]
     try:
-        report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=updates)
+        report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=updates,
+                       paths=[str(p) for (p, _), good in zip(pairs, ok) if good])
     except (ValueError, NotImplementedError) as e:
         fail(str(e))
     try:
