@@ -85,12 +85,12 @@ def test_entry(corel: Corel, Z, alone_Z, run_info: dict, system: System, label: 
 QUICK_PARAMS = {"n_updates": 100_000, "eval_every": 50_000}
 
 
-def fit(corel: Corel, quick: bool = False, **kw) -> System:
+def fit(corel: Corel, quick: bool = False, chosen_c: float | None = None, **kw) -> System:
     F, rep = corel.F, corel.rep
+    grid = {} if quick else (None if chosen_c is None else {"c": [chosen_c]})
     return fit_system(corel.collection, "pamir", inputs=(F, np.ones(F.shape[0], bool), rep),
                       protocol=corel.protocol, progress=sys.stderr.isatty(),
-                      model_params=QUICK_PARAMS if quick else None,
-                      grid={} if quick else None, **kw)
+                      model_params=QUICK_PARAMS if quick else None, grid=grid, **kw)
 
 
 def per_word_mixed(P, L, alpha, Pv, Lv):
@@ -221,8 +221,9 @@ def main(argv=None) -> None:
                             else args.speed_rows)
     print(f"speed {result['speed']}", flush=True)
     if not args.no_retrain:
+        # the c the train-only run chose on validation (the same fits would choose it again)
         retrained = fit(corel, args.quick, ensemble=2 if args.quick else ENSEMBLE,
-                        retrain=True)
+                        retrain=True, chosen_c=trained.info["params"]["c"])
         Z = retrained.transform_features(t.X)
         entry, ev = test_entry(corel, Z, retrained.model.transform(t.X), run.info(), retrained,
                                f"with neighbours (ensemble of {ENSEMBLE} seeds, retrained on "
