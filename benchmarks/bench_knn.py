@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import PERQUERY, RESULTS, SUMMARY, Corel, Run, report_head
+from common import HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, report_head
 
 from pamir import config
 from pamir.evaluation import evaluate_text_space, wilcoxon
@@ -40,11 +40,13 @@ from pamir.models.neighbours import (LabelTransfer, Neighbours, fit_projection, 
                                      mixed, view_of)
 from pamir.selection import validation_queries
 from pamir.storage import locked_json_update
-from pamir.system import System, fit_system, neighbour_views
+from pamir.system import System, choose_neighbours, fit_system, neighbour_views
 
 REPRESENTATION = "cnn+cnn-lite1+cnn-lite2+visterms"
 METRICS = ("avgp", "bep", "p10")
 ENSEMBLE = 3
+#: What a run can do beside the train-only entry.
+PARTS = ("study", "speed", "retrained")
 #: Synthetic pictures transformed for the cost measurement.
 SPEED_ROWS = 100_000
 #: Pictures transformed at a time (the dense CNN part of 2,000 rows is ~200 MB as CSR).
@@ -195,32 +197,45 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="a smoke test: knn_quick.* only")
     ap.add_argument("--no-retrain", action="store_true",
                     help="leave out the README's command (--ensemble 3 --retrain)")
+    ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS,
+                    help="what to run beside the train-only entry; the others are kept from "
+                    "knn.json as they were")
+    ap.add_argument("--base", type=Path, help="a saved train-only `pamir fit corel5k` of this "
+                    "representation (without neighbours): its PAMIR is used instead of fitting "
+                    "one again (the same fits give the same model)")
     args = ap.parse_args(argv)
+    parts = [p for p in args.parts if not (args.no_retrain and p == "retrained")]
     run = Run("bench_knn.py", argv)
     corel = Corel(representation=REPRESENTATION)
-    print(f"features {corel.feature_seconds:.0f} s; fitting train-only", flush=True)
+    print(f"features {corel.feature_seconds:.0f} s; train-only", flush=True)
+    name = "knn_quick" if args.quick else "knn"
+    old = (json.loads((RESULTS / f"{name}.json").read_text())
+           if (RESULTS / f"{name}.json").is_file() else {})
     result = {"representation": REPRESENTATION, "config": {
         "k": config.NEIGHBOUR_K, "temperature": config.NEIGHBOUR_TEMPERATURE,
         "alpha": config.NEIGHBOUR_ALPHA, "floor": config.NEIGHBOUR_FLOOR,
         "global_views": config.NEIGHBOUR_GLOBAL_VIEWS, "dims": config.NEIGHBOUR_DIMS}}
     updates = {}
-    trained = fit(corel, args.quick)
+    trained = from_base(corel, args.base) if args.base else fit(corel, args.quick)
     t = corel.test
     Z = trained.transform_features(t.X)
     alone = trained.model.transform(t.X)
     entry, ev = test_entry(corel, Z, alone, run.info(), trained, "with neighbours (train only)")
+    entry["base"] = str(args.base) if args.base else None
     updates["pamir-cnn-knn"] = entry
     if not args.quick:
         np.savez(PERQUERY / "pamir-cnn-knn.npz", **{m: ev.per_query[m] for m in METRICS})
     print(f"pamir-cnn-knn test {entry['test']} (alone {entry['model_alone']['test']})",
           flush=True)
     result["grid"] = trained.info["neighbours"]["grid"]
-    print("study on validation:", flush=True)
-    result["study"] = study(corel, trained)
-    result["speed"] = speed(corel, trained, min(args.speed_rows, 4_000) if args.quick
-                            else args.speed_rows)
-    print(f"speed {result['speed']}", flush=True)
-    if not args.no_retrain:
+    if "study" in parts:
+        print("study on validation:", flush=True)
+        result["study"] = study(corel, trained)
+    if "speed" in parts:
+        result["speed"] = speed(corel, trained, min(args.speed_rows, 4_000) if args.quick
+                                else args.speed_rows)
+        print(f"speed {result['speed']}", flush=True)
+    if "retrained" in parts:
         # the c the train-only run chose on validation (the same fits would choose it again)
         retrained = fit(corel, args.quick, ensemble=2 if args.quick else ENSEMBLE,
                         retrain=True, chosen_c=trained.info["params"]["c"])
@@ -236,11 +251,34 @@ def main(argv=None) -> None:
               f"{entry['model_alone']['test']})", flush=True)
     if not args.quick:  # a smoke test writes knn_quick.* only
         locked_json_update(SUMMARY, updates)
-    result |= {"entries": updates, "minutes": run.minutes()} | run.info()
-    name = "knn_quick" if args.quick else "knn"
+    for part in ("study", "speed"):  # parts not run this time: as they were
+        if part not in result and part in old:
+            result[part] = old[part]
+    entries = dict(old.get("entries", {})) | updates
+    result |= {"entries": entries, "minutes": run.minutes(), "parts": parts} | run.info()
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, default=float))
     (RESULTS / f"{name}.md").write_text(report(result))
     print(report(result))
+
+
+def from_base(corel: Corel, path: Path) -> System:
+    """A saved train-only system with the neighbour part fit_system would give it (the
+    same pamir.system.choose_neighbours on the same validation pictures)."""
+    base = System.load(path, progress=False)
+    info = base.info
+    if (info.get("representation") != REPRESENTATION or info.get("retrained")
+            or info.get("ensemble") or info.get("seed") != config.SEED):
+        raise SystemExit(f"{path}: not a train-only, one-seed `pamir fit corel5k` on "
+                         f"{REPRESENTATION}")
+    p = corel.protocol
+    part, knn = choose_neighbours(base.model, corel.F, p, p.train, p.valid,
+                                  neighbour_views(corel.rep),
+                                  ids=[corel.collection.ids[i] for i in p.train],
+                                  paths=[str(corel.collection.paths[i]) for i in p.train])
+    info = dict(info, neighbours=knn)
+    if part is not None:
+        info["valid_avgp"] = knn["valid_avgp"]
+    return System(base.pipeline, base.model, base.vocabulary, base.idf, info, part)
 
 
 def _fig(t: dict) -> str:
@@ -262,6 +300,10 @@ def report(r: dict) -> str:
         L.append(f"| `{key}` (k {n['k']}, temperature {n['temperature']}, weight {n['alpha']}) "
                  f"| {valid} | **{_fig(e['test'])}** | {a['valid_avgp']:.2f}; {_fig(a['test'])} "
                  f"| p = {w['pvalue']:.2g} ({w['n']} queries differ) |")
+    L += ["", "Each row's run: " + "; ".join(
+        f"`{k}`: `{HEAVY} {e['command']}` ({e['date']}, load average {e['load_average']['start']}"
+        f")" for k, e in r["entries"].items()) + ". `--base` reads the PAMIR of a saved "
+        "train-only `pamir fit corel5k` instead of fitting the same one again."]
     if "pamir-cnn-knn-retrained" in r["entries"]:
         L += ["", "The retrained row: the mix chosen on validation with the 3-seed ensemble "
               "trained on train, then PAMIR retrained on train + valid and the neighbours made "
@@ -272,11 +314,13 @@ def report(r: dict) -> str:
           "NEIGHBOUR_TEMPERATURE and NEIGHBOUR_ALPHA.", "",
           "| views compared | dims | floor | mix statistics | valid AvgP | k | temperature | "
           "weight | the vote alone (valid) |", "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for s in r["study"]:
+    for s in r.get("study", []):
         L.append(f"| {s['views']} | {s['dims']:,} | {s['floor']:g} | {s['scale']} | "
                  f"{s['valid_avgp']:.2f} | {s['k']} | {s['temperature']} | {s['alpha']} | "
                  f"{s['vote_alone_valid_avgp']:.2f} |")
-    sp_ = r["speed"]
+    sp_ = r.get("speed")
+    if not sp_:
+        return "\n".join(L + ["", "(The cost was not measured yet.)", ""])
     L += ["", "## Cost", "",
           f"`System.transform_features` on {sp_['rows']:,} synthetic pictures (Corel rows "
           f"resampled, {sp_['view_dims']:,}-dim view, {sp_['neighbours']:,} neighbours, faiss "
