@@ -203,6 +203,8 @@ def main(argv=None) -> None:
     ap.add_argument("--base", type=Path, help="a saved train-only `pamir fit corel5k` of this "
                     "representation (without neighbours): its PAMIR is used instead of fitting "
                     "one again (the same fits give the same model)")
+    ap.add_argument("--unlocked", action="store_true",
+                    help="say in the report that this run was not under the heavy lock")
     args = ap.parse_args(argv)
     parts = [p for p in args.parts if not (args.no_retrain and p == "retrained")]
     run = Run("bench_knn.py", argv)
@@ -222,6 +224,7 @@ def main(argv=None) -> None:
     alone = trained.model.transform(t.X)
     entry, ev = test_entry(corel, Z, alone, run.info(), trained, "with neighbours (train only)")
     entry["base"] = str(args.base) if args.base else None
+    entry["unlocked"] = args.unlocked
     updates["pamir-cnn-knn"] = entry
     if not args.quick:
         np.savez(PERQUERY / "pamir-cnn-knn.npz", **{m: ev.per_query[m] for m in METRICS})
@@ -243,6 +246,7 @@ def main(argv=None) -> None:
         entry, ev = test_entry(corel, Z, retrained.model.transform(t.X), run.info(), retrained,
                                f"with neighbours (ensemble of {ENSEMBLE} seeds, retrained on "
                                "train + valid)")
+        entry["unlocked"] = args.unlocked
         updates["pamir-cnn-knn-retrained"] = entry
         if not args.quick:
             np.savez(PERQUERY / "pamir-cnn-knn-retrained.npz",
@@ -301,9 +305,12 @@ def report(r: dict) -> str:
                  f"| {valid} | **{_fig(e['test'])}** | {a['valid_avgp']:.2f}; {_fig(a['test'])} "
                  f"| p = {w['pvalue']:.2g} ({w['n']} queries differ) |")
     L += ["", "Each row's run: " + "; ".join(
-        f"`{k}`: `{HEAVY} {e['command']}` ({e['date']}, load average {e['load_average']['start']}"
-        f")" for k, e in r["entries"].items()) + ". `--base` reads the PAMIR of a saved "
-        "train-only `pamir fit corel5k` instead of fitting the same one again."]
+        f"`{k}`: `{'' if e.get('unlocked') else HEAVY + ' '}{e['command']}` ({e['date']}, load "
+        f"average {e['load_average']['start']}" + (", outside the heavy lock: its queue was "
+                                                  "long" if e.get("unlocked") else "") + ")"
+        for k, e in r["entries"].items()) + ". `--base` reads the PAMIR of a saved "
+        "train-only `pamir fit corel5k` instead of fitting the same one again (the same "
+        "fits give the same model: its validation and test figures are those of that fit)."]
     if "pamir-cnn-knn-retrained" in r["entries"]:
         L += ["", "The retrained row: the mix chosen on validation with the 3-seed ensemble "
               "trained on train, then PAMIR retrained on train + valid and the neighbours made "
