@@ -22,8 +22,8 @@ system was fitted (`mix_stats`), and the vote is mapped onto PAMIR's mean and sp
 alpha = 0 gives PAMIR's scores exactly and the index stores T numbers a picture as before.
 
 The nearest pictures are found with faiss (exact inner products on unit vectors): the vectors
-are stored as float16, and only the global average of each CNN view is kept (`views`), which
-and compared on their 256 principal axes (NEIGHBOUR_DIMS), which keeps the model file and the
+are stored as float16, only the global average of each CNN view is kept (`views`), and they
+are compared on their 256 principal axes (NEIGHBOUR_DIMS), which keeps the model file and the
 search small (on Corel 5k: 6 MiB more and 0.28 ms a picture; knn.md).
 """
 
