@@ -55,6 +55,7 @@ run benchmarks/bench_reliability.py                # load, kills, hostile input 
 run benchmarks/bench_zero_caption.py                # search with no captions, and what captions add
 run benchmarks/bench_metadata.py                   # keywords from the files: fit FOLDER = fit TABLE
 run benchmarks/bench_fit_speed.py                  # the README's main command, before and after issue 24
+run benchmarks/bench_knn.py                        # neighbours beside PAMIR: train only, README command, cost
 # Search latency (issue 25): a cnn model, its Corel 5k index and the tree before issue 25; the
 # benchmark builds its 1,000,000-picture index beside them the first time (6.4 GB).
 L=/work/bench-data/latency

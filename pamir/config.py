@@ -107,3 +107,24 @@ def corel5k_candidates() -> list[Path]:
 #: so that `pamir fit --help` shows them without importing the models.)
 DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms",
                            "cnn+cnn-lite1+cnn-lite2+visterms")
+
+# ------------------------------------------------------------------------------- neighbours
+#: Issue 26: a PAMIR system on a representation with CNN views mixes its scores with a
+#: label-transfer vote of the nearest captioned pictures (pamir.models.neighbours). False:
+#: PAMIR alone, as before.
+NEIGHBOURS = True
+#: What `pamir fit` tries on validation, after PAMIR is trained (PAMIR is fitted once; each
+#: point costs a vote and an AvgP on the validation pictures): neighbours asked, softmax
+#: temperature over their cosines, and the weight of the vote in the mix (0: PAMIR alone).
+#: The grid and why are in benchmarks/results/knn.md.
+NEIGHBOUR_K = (20, 40, 80, 160, 320)
+NEIGHBOUR_TEMPERATURE = (0.03, 0.05, 0.1, 0.2)
+NEIGHBOUR_ALPHA = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: Added to a vote before its logarithm: a word no neighbour carries scores log(floor).
+NEIGHBOUR_FLOOR = 1e-3
+#: Only the global average of each CNN view is kept for the neighbours (not its 2x2 region
+#: cells): a model file 3.7x smaller and a search as much faster (knn.md measures the cost).
+NEIGHBOUR_GLOBAL_VIEWS = True
+#: The views are compared on this many principal axes of the training pictures' (None: all
+#: of them): the stored vectors and the search shrink by as much (knn.md).
+NEIGHBOUR_DIMS: int | None = 256

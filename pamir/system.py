@@ -40,6 +40,8 @@ from .models import model_class
 from .models.pa import deadline, out_of_time
 from .models.pamir import FEEDBACK_EPOCHS, LEARN_MAX_UPDATES, LEARN_UPDATES_PER_PICTURE  # noqa: F401
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
+from .models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats, mixed,
+                                view_of)
 from .protocol import Protocol
 from .selection import (FitDisplay, Race, Selection, check_points, default_point, fit_pool,
                         fit_workers, grid_points, guarded_choice, model_grid, progress_callback,
@@ -64,12 +66,15 @@ class System:
     vocabulary: the T words of the text space, in the order of the model's outputs.
     idf: (T,) the training idf of those words, for query vectors (TPAMI §IV-A).
     info: how it was made (data, chosen parameters, validation AvgP, seeds, seconds).
+    neighbours: the label-transfer part mixed with the model's scores (issue 26;
+    pamir.models.neighbours), or None: the model's scores alone.
     """
 
     def __init__(self, pipeline, model: TextSpaceModel, vocabulary: Sequence[str],
-                 idf: np.ndarray, info: dict | None = None):
+                 idf: np.ndarray, info: dict | None = None, neighbours: Neighbours | None = None):
         self.pipeline = pipeline
         self.model = model
+        self.neighbours = neighbours
         self.vocabulary = list(vocabulary)
         self.word_index = {w: k for k, w in enumerate(self.vocabulary)}
         self.idf = np.asarray(idf, dtype=np.float64)
@@ -98,8 +103,26 @@ class System:
         Z = np.zeros((n, self.T), dtype=np.float32)
         if ok.any():
             keep = np.flatnonzero(ok)
-            Z[keep] = dense_float32(self.model.transform(take_rows(F, keep) if not ok.all() else F))
+            F = take_rows(F, keep) if not ok.all() else F
+            Zk = dense_float32(self.model.transform(F))
+            Z[keep] = self.neighbours.mix(Zk, F) if self.neighbours is not None else Zk
         return Z
+
+    def voters(self, F, words: Sequence[str] | None = None, top: int = 5) -> list[list[dict]]:
+        """Who voted for each picture of F (the model's inputs): its `top` heaviest
+        captioned neighbours carrying any of `words` (None: any), heaviest first, each {"id",
+        "path", "weight" (its share of the picture's vote), "similarity" (cosine), "words"}.
+        Empty lists for a system without neighbours."""
+        n = F.shape[0] if hasattr(F, "shape") else len(F)
+        if self.neighbours is None:
+            return [[] for _ in range(n)]
+        wanted = None if words is None else [self.word_index[w] for w in words
+                                             if w in self.word_index]
+        found = self.neighbours.transfer.voters(self.neighbours.view(F), wanted, top)
+        for row in found:
+            for v in row:
+                v["words"] = [self.vocabulary[t] for t in v["words"] if t < self.T]
+        return found
 
     def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
         """(Z, ok, reasons): pictures as (n x T) float32 text-space vectors; unreadable ones
@@ -132,6 +155,9 @@ class System:
         arrays = {"idf": self.idf}
         arrays |= {f"pipeline/{k}": v for k, v in self.pipeline.to_arrays().items()}
         arrays |= {f"model/{k}": v for k, v in model_arrays.items()}
+        if self.neighbours is not None:  # absent from older models: they load as before
+            head["neighbours"], part = self.neighbours.to_dict()
+            arrays |= {f"neighbours/{k}": v for k, v in part.items()}
         return save_directory(path, head, arrays)
 
     @classmethod
@@ -154,7 +180,13 @@ class System:
         model._set_state(m.get("state", {}),
                          {k.partition("/")[2]: v for k, v in arrays.items()
                           if k.startswith("model/")})
-        return cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}))
+        neighbours = None
+        if head.get("neighbours"):
+            neighbours = Neighbours.from_saved(
+                head["neighbours"], {k.partition("/")[2]: v for k, v in arrays.items()
+                                     if k.startswith("neighbours/")})
+        return cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}),
+                   neighbours)
 
 
 # ---------------------------------------------------------------- learning after training
@@ -238,10 +270,21 @@ def neighbour_scores(Z: np.ndarray, right: np.ndarray, wrong: np.ndarray, mean: 
     return out
 
 
-def apply_delta(system: System, rows: np.ndarray, delta: np.ndarray) -> None:
-    """Fold a feedback round's change into the model's W (in memory; save to keep it)."""
+def apply_delta(system: System, rows: np.ndarray, delta: np.ndarray, *, right=None,
+                paths: Sequence | None = None) -> None:
+    """Fold a feedback round's change into the model's W (in memory; save to keep it).
+
+    right: the model inputs of the pictures marked right (rows), which join the neighbours
+    at once, captioned with the query's words (`rows`), and `paths` them (for `voters`)."""
     linear_map(system)
     system.model.apply_feedback(rows, delta)
+    part = getattr(system, "neighbours", None)
+    if part is not None and right is not None and right.shape[0] and len(rows):
+        Y = sp.csr_matrix((np.ones(right.shape[0] * len(rows), np.float32),
+                           (np.repeat(np.arange(right.shape[0]), len(rows)),
+                            np.tile(np.asarray(rows, np.int64), right.shape[0]))),
+                          shape=(right.shape[0], system.T))
+        part.transfer.add(part.view(right), Y, paths=paths)
     system.info.setdefault("feedback_rounds", 0)
     system.info["feedback_rounds"] += 1
 
@@ -259,12 +302,15 @@ def add_words(system: System, words, idf_new: np.ndarray) -> list[str]:
         system.model.grow_vocabulary(idf_new)
         system.vocabulary = system.vocabulary + added
         system.word_index = {w: k for k, w in enumerate(system.vocabulary)}
+        if getattr(system, "neighbours", None) is not None:
+            system.neighbours.transfer.grow_words(T)
     system.idf = idf_new
     return added
 
 
 def learn(system: System, F, captions, *, n_updates: int | None = None, seed: int = 0,
-          c: float | None = None, init: dict | None = None, average: bool = True) -> dict:
+          c: float | None = None, init: dict | None = None, average: bool = True,
+          paths: Sequence | None = None) -> dict:
     """Learn from new captioned pictures without refitting: new words join the vocabulary
     (W gains rows), the idf is updated with the new captions' counts, and PA-I updates run on
     triplets (q, p+, p-) drawn from the new pictures as in training (q: a word or a subset of
@@ -278,7 +324,9 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
     started from zebra keeps ranking zebras: test AvgP 15 against 86 from zero, Corel 5k,
     10 pictures; benchmarks/results/search*.md).
     average: keep the average of W over the updates (as PAMIR's training does), which
-    steadies what a few pictures teach. Returns a report."""
+    steadies what a few pictures teach. paths: the pictures' (for `System.voters`).
+    A system with neighbours (pamir.models.neighbours) adds the pictures to them: they vote
+    from the next picture transformed on. Returns a report."""
     linear_map(system)
     captions = [tuple(dict.fromkeys(c or ())) for c in captions]
     keep = [i for i, c in enumerate(captions) if c]
@@ -286,6 +334,7 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
         raise ValueError("no captioned picture to learn from")
     F = take_rows(F, np.asarray(keep)) if len(keep) < F.shape[0] else F
     captions = [captions[i] for i in keep]
+    paths = None if paths is None else [str(paths[i]) for i in keep]
     new_words = list(dict.fromkeys(w for c in captions for w in c
                                    if w not in system.word_index))
     # idf over the training pictures and the new ones: the training counts are recovered
@@ -318,6 +367,8 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
     system.model.partial_fit(F, Y, idf=idf_new, init=starts, n_updates=n_updates,
                              random_state=seed, c=c, average=average)
     add_words(system, new_words, idf_new)
+    if getattr(system, "neighbours", None) is not None:  # they vote from now on
+        system.neighbours.transfer.add(system.neighbours.view(F), Y, paths=paths)
     lonely = sorted({w for cap in captions for w in cap
                      if all(w in other for other in captions)})
     done = system.model.last_update_
@@ -468,7 +519,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                representation=None, retrain: bool = False, grid: dict | list | None = None,
                protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
                ensemble: int = 1, cache_dir=None, log=logger.info,
-               time_budget: float | None = None) -> System:
+               time_budget: float | None = None, neighbours: bool | None = None) -> System:
     """Train a whole system on a captioned collection.
 
     For each representation candidate (`representation`: a name or a list of names; None:
@@ -489,6 +540,11 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     is spent stop at their next validation, keeping their best weights, and the ensemble and
     the retraining are left out if there is no time left for them; info["budget"] says what
     was cut (the result then depends on the machine's speed).
+
+    `neighbours` (None: config.NEIGHBOURS): a PAMIR system on a representation with CNN
+    views gets a label-transfer part (pamir.models.neighbours), its k, temperature and mix
+    weight chosen on validation once PAMIR is trained (`choose_neighbours`); with `retrain`
+    its neighbours are then the train + valid pictures, the choices kept.
     """
     say = log or (lambda *a: None)
     protocol = protocol or Protocol(collection)
@@ -601,6 +657,22 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                 members, valid_avgp = grown, grown_avgp
             timing["ensemble"] = round(time.perf_counter() - started, 2)
         chosen, system_idf = sel.params, protocol.idf
+        use_neighbours = config.NEIGHBOURS if neighbours is None else neighbours
+        views = neighbour_views(rep) if use_neighbours and cls.kind == "pamir" else []
+        part, knn_info = None, None
+        if views:
+            started = time.perf_counter()
+            part, knn_info = choose_neighbours(
+                cls.average(members) if len(members) > 1 else members[0], F, protocol, train,
+                valid, views, ids=[collection.ids[i] for i in train],
+                paths=[str(collection.paths[i]) for i in train])
+            timing["neighbours"] = round(time.perf_counter() - started, 2)
+            say(f"neighbours: k {knn_info['k']}, temperature {knn_info['temperature']}, "
+                f"weight {knn_info['alpha']}: validation AvgP {knn_info['valid_avgp']:.2f} "
+                f"(the model alone {knn_info['model_valid_avgp']:.2f})"
+                + ("" if part is not None else ": left out"))
+            if part is not None:
+                valid_avgp = knn_info["valid_avgp"]
         if retrain and out_of_time():
             skipped.append("retrain")
         elif retrain:
@@ -626,6 +698,10 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                     "train")
             else:
                 members, system_idf = refitted, idf_weights(Y_dev)
+                if part is not None:  # the choices made on validation stay
+                    part.transfer.fit(part.view(X_dev), Y_dev,
+                                      [collection.ids[i] for i in dev],
+                                      [str(collection.paths[i]) for i in dev])
             timing["retrain"] = round(time.perf_counter() - started, 2)
     final = cls.average(members) if len(members) > 1 else members[0]
     scored = getattr(sel.model, "valid_queries_", None)
@@ -641,7 +717,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
         "valid_queries": None if scored is None else {
             "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED},
-        "fit_workers": workers, "timing": timing,
+        "fit_workers": workers, "timing": timing, "neighbours": knn_info,
         "selection_rule": ({"rule": "guarded", "alpha": config.GUARD_ALPHA,
                             "default": {"representation": default_name,
                                         "params": default_params}}
@@ -654,7 +730,72 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                                             for t in r["grid"])},
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
-    return System(rep, final, protocol.vocabulary, system_idf, info)
+    return System(rep, final, protocol.vocabulary, system_idf, info, part)
+
+
+def neighbour_views(rep) -> list[tuple[int, int]]:
+    """[start, stop) column ranges of the CNN views in the model's input, for the
+    neighbours: the global average of each (config.NEIGHBOUR_GLOBAL_VIEWS) or all of it. Only
+    the CNN parts before any other part are used (their widths are known without reading
+    the pictures); [] when the representation starts with none."""
+    parts = rep.parts if isinstance(rep, Concatenation) else [rep]
+    views, at = [], 0
+    for p in parts:
+        if getattr(p, "kind", None) != "cnn":
+            break
+        width = p.dim // (1 + p.settings.regions ** 2) if config.NEIGHBOUR_GLOBAL_VIEWS else p.dim
+        views.append((at, at + width))
+        at += p.dim
+    return views
+
+
+def choose_neighbours(model, F, protocol: Protocol, train: np.ndarray, valid: np.ndarray,
+                      views, *, ids=None, paths=None, grid: dict | None = None
+                      ) -> tuple[Neighbours | None, dict]:
+    """The neighbour part for a fitted model: the training pictures vote, and k, the
+    temperature and the mix weight alpha are chosen on the validation pictures' AvgP (grid:
+    {"k", "temperature", "alpha"} lists, config.NEIGHBOUR_* by default; the first best
+    wins). The mix's statistics are measured on the validation pictures too. Returns (the
+    part, or None where alpha = 0 wins; what was tried)."""
+    from .evaluation.retrieval import mean_average_precision  # noqa: PLC0415
+
+    grid = {"k": config.NEIGHBOUR_K, "temperature": config.NEIGHBOUR_TEMPERATURE,
+            "alpha": config.NEIGHBOUR_ALPHA} | dict(grid or {})
+    Y_train, Y_valid = protocol.presence(train), protocol.presence(valid)
+    X_valid = take_rows(F, valid)
+    queries = validation_queries(Y_valid, Y_train)
+    P = dense_float32(model.transform(X_valid))
+
+    def avgp(Z):
+        return 100 * mean_average_precision(Z, queries.vectors, queries.relevance)
+
+    V_train = view_of(take_rows(F, train), views)
+    projection = (fit_projection(V_train, config.NEIGHBOUR_DIMS, config.SEED)
+                  if config.NEIGHBOUR_DIMS else None)
+    shape = Neighbours(LabelTransfer(), views, 0.0, {}, projection)  # the views it compares
+    transfer = LabelTransfer(k=max(grid["k"]), floor=config.NEIGHBOUR_FLOOR).fit(
+        shape.project(V_train), Y_train, ids, paths)
+    sims, nbrs = transfer.search(shape.view(X_valid))
+    alone = avgp(P)
+    trials, best = [], None
+    for k in grid["k"]:
+        for temperature in grid["temperature"]:
+            transfer.set_params(k=k, temperature=temperature)
+            L = transfer.log_vote(transfer.vote_of(sims, nbrs))
+            stats = mix_stats(P, L)
+            for alpha in grid["alpha"]:
+                value = alone if alpha == 0 else avgp(mixed(P, L, alpha, stats))
+                trials.append({"k": k, "temperature": temperature, "alpha": alpha,
+                               "valid_avgp": round(float(value), 3)})
+                if best is None or value > best[0]:
+                    best = (value, k, temperature, alpha, stats)
+    value, k, temperature, alpha, stats = best
+    transfer.set_params(k=k, temperature=temperature)
+    info = {"k": k, "temperature": temperature, "alpha": alpha, "floor": transfer.floor,
+            "valid_avgp": round(float(value), 3), "model_valid_avgp": round(float(alone), 3),
+            "views": [list(v) for v in views], "dims": int(transfer.vectors_.shape[1]),
+            "stats": stats, "grid": trials}
+    return (Neighbours(transfer, views, alpha, stats, projection) if alpha > 0 else None), info
 
 
 def _guarded(prepared, selections, results, flat, default, say):

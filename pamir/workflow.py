@@ -198,7 +198,8 @@ def learn_pictures(model, system, pairs, *, index_dirs=None, n_updates: int | No
     skipped = [(str(p), why or "could not be read")
                for (p, _), good, why in zip(pairs, ok, reasons) if not good]
     kept = [c for (_, c), good in zip(pairs, ok) if good]
-    report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=n_updates)
+    report = learn(system, take_rows(F, np.flatnonzero(ok)), kept, n_updates=n_updates,
+                   paths=[str(p) for (p, _), good in zip(pairs, ok) if good])
     save_keeping_previous(system, model)
     report["skipped"] = skipped
     report["model"] = str(model)
@@ -254,7 +255,9 @@ def feedback_round(model_dir, index_dir, query: str, right, wrong, *, keep: bool
     n = len(right)
     rows, delta = feedback_delta(system, q, take_rows(F, np.arange(n)),
                                  take_rows(F, np.arange(n, n + len(wrong))))
-    kept = keep_feedback(system, model_dir, index_dir, rows, delta) if keep else None
+    right_pictures = (take_rows(F, np.arange(n)), [p.path for p in pictures[:n]])
+    kept = (keep_feedback(system, model_dir, index_dir, rows, delta, right=right_pictures)
+            if keep else None)
     return {"rows": [system.vocabulary[t] for t in rows], "kept": kept}
 
 
@@ -268,10 +271,12 @@ class NotKept(Exception):
         self.status = status
 
 
-def keep_feedback(system, model_dir, index_dir, rows, delta) -> dict:
+def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None)) -> dict:
     """Fold a feedback round (rows, delta from pamir.system.feedback_delta) into the system's
     model, save it over model_dir (the previous one kept as MODEL.previous) and rescore the
-    index at index_dir. If the save fails the model in memory is put back as it was."""
+    index at index_dir. If the save fails the model in memory is put back as it was.
+    right: (model inputs, paths) of the pictures marked right, which join the neighbours of a
+    system that has them (pamir.system.apply_delta)."""
     from .system import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
 
     try:
@@ -282,7 +287,7 @@ def keep_feedback(system, model_dir, index_dir, rows, delta) -> dict:
         W = linear_map(system)
         rows = np.asarray(rows, dtype=np.int64)
         before, info = W[rows].copy(), dict(system.info)
-        apply_delta(system, rows, delta)
+        apply_delta(system, rows, delta, right=right[0], paths=right[1])  # they vote too
         try:
             save_keeping_previous(system, model_dir)
         except OSError as e:  # a full or failing disk: the model in memory as on disk

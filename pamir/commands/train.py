@@ -186,6 +186,11 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
     if info.get("ensemble"):
         table.add_row("ensemble", f"{len(info['ensemble'])} seeds averaged "
                       f"({', '.join(map(str, info['ensemble']))})")
+    knn = info.get("neighbours")
+    if knn:  # issue 26: the label-transfer part mixed with the model (pamir.models.neighbours)
+        table.add_row("neighbours", f"k {knn['k']}, temperature {knn['temperature']}, weight "
+                      f"{knn['alpha']}: validation AvgP {knn['valid_avgp']:.2f} (the model alone "
+                      f"{knn['model_valid_avgp']:.2f})" + ("" if knn["alpha"] else ": left out"))
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
     budget = info.get("budget")
     if budget:

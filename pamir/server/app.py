@@ -532,19 +532,21 @@ class _State:
                    "changed_words": [self.index.vocabulary[t] for t in rows],
                    "candidates": len(ids)}
             if keep:
-                out["kept"] = self._keep(system, rows, delta)
+                right_pictures = (take_rows(F, at_right), [pictures[n].path for n in at_right])
+                out["kept"] = self._keep(system, rows, delta, right_pictures)
         order = sorted(range(len(ids)), key=lambda n: (-scores[n], ids[n]))[: body.k]
         out["hits"] = [_hit_json(ids[n], pictures[n].path, float(scores[n])) for n in order]
         return out
 
-    def _keep(self, system, rows, delta) -> dict:
+    def _keep(self, system, rows, delta, right=(None, None)) -> dict:
         from ..workflow import NotKept, keep_feedback  # noqa: PLC0415
 
         if not self.model_dir:
             raise HTTPException(503, "no model folder to save to: start the server with "
                                      "--model MODEL")
         try:
-            kept = keep_feedback(system, self.model_dir, self.index.directory, rows, delta)
+            kept = keep_feedback(system, self.model_dir, self.index.directory, rows, delta,
+                                 right=right)
         except NotKept as e:
             raise HTTPException(e.status, str(e)) from None
         self.index.refresh()
