@@ -287,11 +287,15 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
         W = linear_map(system)
         rows = np.asarray(rows, dtype=np.int64)
         before, info = W[rows].copy(), dict(system.info)
+        part = getattr(system, "neighbours", None)
+        voters = len(part.transfer) if part is not None else 0
         apply_delta(system, rows, delta, right=right[0], paths=right[1])  # they vote too
         try:
             save_keeping_previous(system, model_dir)
         except OSError as e:  # a full or failing disk: the model in memory as on disk
             W[rows], system.info = before, info
+            if part is not None:
+                part.transfer.keep_first(voters)
             raise NotKept(507, f"not kept: {e}") from None
         try:
             report = writer.rescore(system.vocabulary, system.idf,

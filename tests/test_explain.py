@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from fastapi.testclient import TestClient
 from PIL import Image
 
@@ -225,3 +226,35 @@ def test_view_contributions_place_cells_on_the_displayed_picture(tmp_path):
     assert (v["width"], v["height"]) == (100, 20)
     assert v["boxes"][:, 0].min() == pytest.approx(20) and \
         (v["boxes"][:, 0] + v["boxes"][:, 2]).max() == pytest.approx(80)
+
+
+def test_a_mixed_model_explains_its_neighbour_part_by_the_voters(system, tmp_path, monkeypatch):
+    """Issue 26: the map explains the linear part; the captioned pictures that voted for the
+    query's words explain the neighbour part, with their page ids where the index holds them."""
+    from test_server import build_index
+
+    from pamir.models.neighbours import LabelTransfer, Neighbours, mix_stats, view_of
+
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+    index_dir = build_index(tmp_path, system)
+    paths = sorted((tmp_path / "pictures").iterdir())
+    F, ok, _ = system.features(paths)
+    captions = [("red",) if i % 2 else ("green", "sky") for i in range(len(paths))]
+    Y = sp.csr_matrix(np.array([[w in c for w in VOCAB] for c in captions], np.float32))
+    views = [(0, 64)]
+    lt = LabelTransfer(k=4).fit(view_of(F, views), Y, ids=list(range(len(paths))),
+                                paths=[str(p) for p in paths])
+    part = Neighbours(lt, views, 0.4, mix_stats(system.transform_features(F, ok),
+                                                 lt.transform(view_of(F, views))))
+    mixed_system = System(system.pipeline, system.model, system.vocabulary, system.idf,
+                          system.info, part)
+    ex = explanation(mixed_system, str(paths[0]), np.array([0.0, 1.0, 0.0, 0.0, 0.0]))
+    assert ex["neighbour_weight"] == pytest.approx(0.4)
+    assert 0 < len(ex["voters"]) <= 4
+    assert all("green" in v["words"] for v in ex["voters"])  # they carry the query's word
+    weights = [v["weight"] for v in ex["voters"]]
+    assert weights == sorted(weights, reverse=True)
+    with TestClient(create_app(index_dir, system=mixed_system)) as c:
+        hit = c.get("/api/search", params={"q": "green", "k": 1}).json()["hits"][0]
+        got = c.get(f"/api/pictures/{hit['id']}/explain", params={"q": "green"}).json()
+    assert got["voters"] and all(isinstance(v["picture"], int) for v in got["voters"])

@@ -194,6 +194,10 @@ def test_learn_and_kept_feedback_add_voters_at_once(xor_system):
                 right=new[3:], paths=["/right.jpg"] * 3)
     vote = system.neighbours.transfer.vote(system.neighbours.view(probe))[0]
     assert vote[sea] > 0.3 and len(system.neighbours.transfer) == before + 6
+    # a Keep that could not be saved forgets its voters: the vote is the learnt one again
+    system.neighbours.transfer.keep_first(before + 3)
+    again = system.neighbours.transfer.vote(system.neighbours.view(probe))[0]
+    assert len(system.neighbours.transfer) == before + 3 and again[sea] < 0.01
 
 
 def test_save_and_load_keep_the_neighbours(fitted, tmp_path):  # noqa: F811

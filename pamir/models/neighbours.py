@@ -107,6 +107,14 @@ class LabelTransfer:
         if self._index is not None:
             self._index.add(V.astype(np.float32))
 
+    def keep_first(self, n: int) -> None:
+        """Forget the pictures added after the first n (a kept feedback that could not be
+        saved: the model in memory stays as on disk)."""
+        if n < len(self):
+            self.vectors_, self.presence_ = self.vectors_[:n], self.presence_[:n]
+            self.ids_, self.paths_ = self.ids_[:n], self.paths_[:n]
+            self._index = None  # the faiss index is built again on the next search
+
     def grow_words(self, T: int) -> None:
         """New words (pamir learn): the captioned pictures carry none of them yet."""
         if T > self.T:

@@ -226,6 +226,8 @@ def create_app(index_dir, model_dir=None, *, system=None,
         except NotImplementedError as e:
             raise HTTPException(409, str(e))
         out["indexed_score"] = float(index.vector(p.id) @ query.vector)
+        for v in out["voters"]:  # the voters the index holds get their page id (thumbnails)
+            v["picture"] = index.id_of_path(v["path"])
         out.update(query=q, words=query.words, unknown=query.unknown, id=p.id)
         return out
 

@@ -180,7 +180,8 @@ def explanation(system, path, q: np.ndarray) -> dict:
     null); blocks: the visterm blocks' boxes and contributions; heat: the merged map (rows x
     cols cells over the displayed width x height), adding up to score - unplaced; exact:
     what is exact and what is first-order; voters: the captioned pictures whose vote the model
-    mixes into its vector (none for PAMIR alone), for the page to show beside the map.
+    mixes into its vector with neighbour_weight (none, 0, for PAMIR alone), for the page to
+    show beside the map: the map explains the linear part, the voters the rest.
     """
     W = np.asarray(linear_map(system))
     q = np.asarray(q, np.float64).ravel()
@@ -218,4 +219,21 @@ def explanation(system, path, q: np.ndarray) -> dict:
             "views": out, "blocks": blocks,
             "heat": {"rows": heat.shape[0], "cols": heat.shape[1],
                      "values": heat.tolist()},
-            "exact": EXACTNESS, "voters": []}
+            "exact": EXACTNESS, **_neighbour_part(system, path, q)}
+
+
+#: Captioned pictures shown as the neighbour part's explanation.
+VOTERS = 6
+
+
+def _neighbour_part(system, path, q: np.ndarray) -> dict:
+    """The other part of a mixed model's score (pamir.models.neighbours): its weight in the mix
+    and the captioned pictures that voted for the query's words, heaviest first (none for
+    PAMIR alone)."""
+    part = getattr(system, "neighbours", None)
+    if part is None:
+        return {"voters": [], "neighbour_weight": 0.0}
+    F, ok, _ = system.features([path])
+    words = [system.vocabulary[t] for t in np.flatnonzero(q) if t < system.T]
+    found = system.voters(F, words, VOTERS)[0] if ok[0] else []
+    return {"voters": found, "neighbour_weight": part.alpha}

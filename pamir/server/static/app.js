@@ -222,6 +222,7 @@ async function openDetail(id, push = true) {
   state.detailId = id;
   $("keywords").replaceChildren();
   $("explain-note").textContent = "";
+  $("explain-voters").replaceChildren();
   clearCanvas();
   const img = $("detail-img");
   img.src = `/api/pictures/${id}/thumbnail?size=512`;
@@ -249,6 +250,7 @@ async function explain(id) {
     state.explanation = ex;
     note.textContent = explainText(ex);
     note.title = ex.exact;
+    showVoters(ex);
     drawBlocks();
   } catch (e) {
     note.textContent = `No explanation: ${e.message}`;
@@ -268,6 +270,33 @@ function explainText(ex) {
   const unplaced = ex.unplaced ? `; ${fmt(ex.unplaced)} of it has no place on the picture` : "";
   return `score ${fmt(ex.score)} for “${ex.words.join(" ")}” = ${parts}the sum of ` +
     `${places} contributions${unplaced}`;
+}
+
+// The neighbour part of a mixed model: the captioned pictures that voted for the query's
+// words, with their share of the vote (thumbnails for those the index holds).
+function showVoters(ex) {
+  const box = $("explain-voters");
+  box.replaceChildren();
+  if (!ex.voters || !ex.voters.length) return;
+  const head = document.createElement("p");
+  head.className = "muted";
+  head.textContent = `The map explains the linear part (weight ${(1 - ex.neighbour_weight).toFixed(1)}); ` +
+    `the neighbour vote (weight ${ex.neighbour_weight.toFixed(1)}) came from these captioned pictures:`;
+  box.append(head);
+  for (const v of ex.voters) {
+    const fig = document.createElement("figure");
+    if (v.picture != null) {
+      const img = document.createElement("img");
+      img.src = `/api/pictures/${v.picture}/thumbnail?size=96`;
+      img.alt = v.path;
+      fig.append(img);
+    }
+    const cap = document.createElement("figcaption");
+    cap.textContent = `${Math.round(100 * v.weight)}% · ${v.words.join(" ")}`;
+    cap.title = v.path;
+    fig.append(cap);
+    box.append(fig);
+  }
 }
 
 function clearCanvas() {
