@@ -69,6 +69,7 @@ class System:
         self.word_index = {w: k for k, w in enumerate(self.vocabulary)}
         self.idf = np.asarray(idf, dtype=np.float64)
         self.info = dict(info or {})
+        self.calibration = None  # pamir.calibration.Calibration: probabilities of relevance
         if len(self.idf) != len(self.vocabulary):
             raise ValueError(f"idf has {len(self.idf)} weights for {len(self.vocabulary)} words")
 
@@ -127,6 +128,9 @@ class System:
         arrays = {"idf": self.idf}
         arrays |= {f"pipeline/{k}": v for k, v in self.pipeline.to_arrays().items()}
         arrays |= {f"model/{k}": v for k, v in model_arrays.items()}
+        if self.calibration is not None:
+            head["calibration"], cal_arrays = self.calibration.to_saved()
+            arrays |= {f"calibration/{k}": v for k, v in cal_arrays.items()}
         return save_directory(path, head, arrays)
 
     @classmethod
@@ -146,7 +150,14 @@ class System:
         model._set_state(m.get("state", {}),
                          {k.partition("/")[2]: v for k, v in arrays.items()
                           if k.startswith("model/")})
-        return cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}))
+        system = cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}))
+        if head.get("calibration"):  # models saved before calibration load without one
+            from .calibration import Calibration  # noqa: PLC0415
+
+            system.calibration = Calibration.from_saved(
+                head["calibration"], {k.partition("/")[2]: v for k, v in arrays.items()
+                                      if k.startswith("calibration/")})
+        return system
 
 
 # ---------------------------------------------------------------- learning after training
@@ -632,6 +643,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                 members, valid_avgp = grown, grown_avgp
             timing["ensemble"] = round(time.perf_counter() - started, 2)
         chosen, system_idf = sel.params, protocol.idf
+        trained_on_train = members  # calibration: their validation scores are not in-sample
         if retrain and out_of_time():
             skipped.append("retrain")
         elif retrain:
@@ -680,7 +692,27 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                                             for t in r["grid"])},
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
-    return System(rep, final, protocol.vocabulary, system_idf, info)
+    system = System(rep, final, protocol.vocabulary, system_idf, info)
+    _calibrate(system, trained_on_train, cls, F, valid, train, protocol, say)
+    return system
+
+
+def _calibrate(system: System, trained_on_train, cls, F, valid, train, protocol, say) -> None:
+    """Issue 26: fit the system's calibrated probabilities of relevance on the validation
+    pictures, from the scores of the models trained on train only when the system was
+    retrained on train + validation (pamir.calibration)."""
+    from .calibration import calibrate_system  # noqa: PLC0415
+
+    scored = None
+    if system.info.get("retrained"):
+        scored = System(system.pipeline, cls.average(trained_on_train)
+                        if len(trained_on_train) > 1 else trained_on_train[0],
+                        system.vocabulary, system.idf, system.info)
+    system.calibration = calibrate_system(system, take_rows(F, valid),
+                                          protocol.presence(valid), protocol.presence(train),
+                                          scored=scored, log=say)
+    if system.calibration is not None:
+        system.info["calibration"] = system.calibration.info
 
 
 def _curve(trial: dict) -> dict:

@@ -1,0 +1,350 @@
+"""Calibrated relevance: the probability that a picture is relevant to a query.
+
+A model's scores z . q are in its own units: 0.3 may be the best of bad matches for one query
+and a poor one for another. The calibration turns a query's score into the probability that
+the picture is relevant as the protocol defines it (its caption has every query word), from
+three numbers a logistic reads:
+
+- the score's standard score over reference pictures, (s - mu_q) / sd_q, where mu_q = m . q
+  and sd_q = the standard deviation of Z_ref q (Z_ref: the text-space vectors of the
+  validation pictures, kept): how unusual the picture is for this query;
+- the log of the query's prior, the smoothed fraction of training pictures whose caption has
+  every query word (a rare word or an unusual pair is rarely right even when unusual);
+- the number of query words less one.
+
+One logistic is shared by every word and query (pooling: a word with 3 validation positives
+cannot fit its own curve), so a query's probability is monotone increasing in its score and
+lies in (0, 1), and a probability floor is a raw floor for that query (`score_floor`), which
+the index's top-k search takes as it is. It is fitted on every (validation query, validation
+picture) pair, the protocol's queries (every subset of a caption); how well it holds on test
+is in benchmarks/results/calibration.md.
+
+Saved inside the system's model.json (the coefficients) and arrays.npz (the reference
+vectors and the training captions' word lists), never pickled: `to_saved` / `from_saved`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+#: The most reference pictures kept (the validation pictures, a seeded sample beyond).
+MAX_REFERENCE = 1000
+#: A query's prior is (pictures with every word + PRIOR_PSEUDO) / (training pictures + 1).
+PRIOR_PSEUDO = 0.5
+#: The most (query, picture) pairs the logistic is fitted on (a seeded sample beyond).
+MAX_PAIRS = 2_000_000
+FEATURES = ("standard score", "log prior", "extra words")
+KEY = "calibration"
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
+
+
+class Calibration:
+    """P(relevant | score, query) for one system (see the module docstring).
+
+    coef: (3,) weights of FEATURES (the first is positive: monotone in the score);
+    intercept: the logistic's constant; reference: (n_ref x T) float32 text-space vectors;
+    word_pictures: for each of the T words, the sorted training pictures whose caption has it;
+    n_train: the number of training pictures. annotation: the annotation rule validation
+    preferred (pamir.evaluation.annotation: "top 5", "global threshold" or "per-word
+    thresholds") and thresholds, the (T,) probability each word needs (None for top 5).
+    """
+
+    def __init__(self, coef, intercept: float, reference: np.ndarray,
+                 word_pictures: Sequence[np.ndarray], n_train: int, info: dict | None = None):
+        self.coef = np.asarray(coef, dtype=np.float64)
+        self.intercept = float(intercept)
+        self.reference = np.asarray(reference, dtype=np.float32)
+        self.mean = self.reference.mean(axis=0, dtype=np.float64)
+        self.word_pictures = [np.asarray(p, dtype=np.int64) for p in word_pictures]
+        self.n_train = int(n_train)
+        self.info = dict(info or {})
+        self.annotation_rule = "top 5"
+        self.thresholds: np.ndarray | None = None
+        if self.coef.shape != (len(FEATURES),) or not self.coef[0] > 0:
+            raise ValueError(f"calibration coefficients {self.coef}: {len(FEATURES)} numbers, "
+                             "the score's positive")
+        if len(self.word_pictures) != self.T:
+            raise ValueError(f"calibration: {len(self.word_pictures)} word lists for "
+                             f"{self.T} words")
+
+    @property
+    def T(self) -> int:
+        return self.reference.shape[1]
+
+    # ------------------------------------------------------------------ one query
+    def covers(self, q: np.ndarray) -> bool:
+        """Whether q's words are all words the calibration knows (not words `pamir learn`
+        added since) and q spreads the reference pictures' scores at all."""
+        q = np.asarray(q, dtype=np.float64).ravel()
+        return not np.any(q[self.T:]) and self._spread(q[:self.T]) > 0
+
+    def _spread(self, q: np.ndarray) -> float:
+        nz = np.flatnonzero(q)
+        return float(np.std(self.reference[:, nz].astype(np.float64) @ q[nz])) if len(nz) else 0.0
+
+    def prior(self, words: Sequence[int]) -> float:
+        """The smoothed fraction of training pictures whose caption has every word."""
+        words = sorted({int(w) for w in words if 0 <= int(w) < self.T})
+        if not words:
+            return 1.0
+        common = self.word_pictures[words[0]]
+        for w in words[1:]:
+            common = np.intersect1d(common, self.word_pictures[w], assume_unique=True)
+        return (len(common) + PRIOR_PSEUDO) / (self.n_train + 1.0)
+
+    def logit_line(self, q: np.ndarray, words: Sequence[int]) -> tuple[float, float]:
+        """(a, b) with logit P(relevant | s) = a s + b for this query (a > 0)."""
+        q = np.asarray(q, dtype=np.float64).ravel()[:self.T]
+        mu, sd = float(self.mean @ q), self._spread(q)
+        if sd <= 0:
+            raise ValueError("the query's words score every reference picture alike: "
+                             "no calibrated probability")
+        n_words = len({int(w) for w in words})
+        rest = (self.coef[1] * np.log(self.prior(words)) + self.coef[2] * max(n_words - 1, 0)
+                + self.intercept)
+        a = self.coef[0] / sd
+        return a, rest - a * mu
+
+    def probability(self, scores, q: np.ndarray, words: Sequence[int]) -> np.ndarray:
+        """P(relevant) of pictures with these scores for the query (vector q, positive
+        vocabulary words `words`), in (0, 1), increasing in the score."""
+        a, b = self.logit_line(q, words)
+        return _sigmoid(a * np.asarray(scores, dtype=np.float64) + b)
+
+    def score_floor(self, p: float, q: np.ndarray, words: Sequence[int]) -> float:
+        """The score at which the query's probability reaches p: the raw floor of p."""
+        if not 0 < p < 1:
+            return -np.inf if p <= 0 else np.inf
+        a, b = self.logit_line(q, words)
+        return float((np.log(p / (1 - p)) - b) / a)
+
+    # ------------------------------------------------------------------ many queries
+    def features(self, Q: sp.spmatrix, terms: Sequence[Sequence[int]], S: np.ndarray
+                 ) -> np.ndarray:
+        """(n_queries x n_pictures x 3) features of the scores S (n_queries x n_pictures)
+        of the queries Q (n_queries x T vectors) with their words `terms`."""
+        Q = sp.csr_matrix(Q, dtype=np.float64)
+        R = np.asarray(Q @ self.reference.T.astype(np.float64))  # (n_queries x n_ref)
+        mu, sd = R.mean(axis=1), R.std(axis=1)
+        sd = np.where(sd > 0, sd, np.inf)  # a query scoring all alike: standard score 0
+        prior = np.log([self.prior(t) for t in terms])
+        extra = np.array([max(len(set(t)) - 1, 0) for t in terms], dtype=np.float64)
+        S = np.asarray(S, dtype=np.float64)
+        out = np.empty(S.shape + (3,))
+        out[..., 0] = (S - mu[:, None]) / sd[:, None]
+        out[..., 1] = prior[:, None]
+        out[..., 2] = extra[:, None]
+        return out
+
+    def probabilities(self, Q, terms, S) -> np.ndarray:
+        """P(relevant) for every (query, picture) score of S (n_queries x n_pictures)."""
+        return _sigmoid(self.features(Q, terms, S) @ self.coef + self.intercept)
+
+    def word_probabilities(self, Z: np.ndarray) -> np.ndarray:
+        """(n x T) P(the picture's caption has word t) for text-space rows Z (n x T'): each
+        word as a one-word query (whose score is z_t); words the calibration does not know
+        (learnt after it) get NaN. Annotation reads these."""
+        Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+        T = min(self.T, Z.shape[1])
+        sd = self.reference.std(axis=0, dtype=np.float64)[:T]
+        prior = np.log([self.prior([t]) for t in range(T)])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = (Z[:, :T] - self.mean[:T]) / np.where(sd > 0, sd, np.inf)
+        out = np.full(Z.shape, np.nan)
+        out[:, :T] = _sigmoid(self.coef[0] * x + self.coef[1] * prior + self.intercept)
+        return out
+
+    # ------------------------------------------------------------------ saving
+    def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """(JSON-able dict, arrays) to store beside a model; no pickle."""
+        lengths = np.array([len(p) for p in self.word_pictures], dtype=np.int64)
+        flat = (np.concatenate(self.word_pictures) if lengths.sum()
+                else np.zeros(0, np.int64))
+        meta = {"features": list(FEATURES), "coef": [float(c) for c in self.coef],
+                "intercept": self.intercept, "n_train": self.n_train, "info": self.info,
+                "annotation_rule": self.annotation_rule}
+        thresholds = {} if self.thresholds is None else {"thresholds": self.thresholds}
+        return meta, thresholds | {"reference": self.reference,
+                      "word_pictures_indptr": np.concatenate([[0], np.cumsum(lengths)]),
+                      "word_pictures": flat.astype(np.int64)}
+
+    @classmethod
+    def from_saved(cls, meta: dict, arrays: dict) -> "Calibration":
+        try:
+            if list(meta["features"]) != list(FEATURES):
+                raise ValueError(f"features {meta['features']}, not {list(FEATURES)}")
+            ptr, flat = arrays["word_pictures_indptr"], arrays["word_pictures"]
+            lists = [flat[ptr[t]:ptr[t + 1]] for t in range(len(ptr) - 1)]
+            cal = cls(meta["coef"], meta["intercept"], arrays["reference"], lists,
+                      meta["n_train"], meta.get("info"))
+            cal.annotation_rule = str(meta.get("annotation_rule", "top 5"))
+            if "thresholds" in arrays:
+                cal.thresholds = np.asarray(arrays["thresholds"], dtype=np.float64)
+            return cal
+        except (KeyError, TypeError, IndexError) as e:
+            raise ValueError(f"a damaged calibration ({type(e).__name__}: {e}); fit the "
+                             "model again") from None
+
+
+def word_pictures(Y: sp.spmatrix) -> list[np.ndarray]:
+    """For each word (column of the n x T presence matrix Y), the pictures that have it."""
+    C = sp.csc_matrix(Y)
+    C.eliminate_zeros()
+    C.sort_indices()
+    return [C.indices[C.indptr[t]:C.indptr[t + 1]].astype(np.int64) for t in range(C.shape[1])]
+
+
+def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Sequence[int]],
+                    relevance: sp.spmatrix, Y_train: sp.spmatrix, *, Z_scored=None,
+                    seed: int = 0, info: dict | None = None) -> Calibration:
+    """Fit the shared logistic on every (query, picture) pair of a query set.
+
+    Z_reference: (n x T) text-space vectors of the reference pictures (validation), which
+    also set each query's standard scores; Z_scored: the vectors whose scores the logistic
+    learns from (the same pictures, by default; a model trained on train only where the
+    served model has seen the reference pictures); Q (n_queries x T) query vectors with
+    their word indices `terms`; relevance: (n_queries x n) 0/1; Y_train: training captions
+    (n_train x T presence), for the priors."""
+    from sklearn.linear_model import LogisticRegression  # noqa: PLC0415: fitting only
+
+    Z_reference = np.asarray(Z_reference, dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    ref = Z_reference
+    if len(ref) > MAX_REFERENCE:
+        ref = ref[np.sort(rng.choice(len(ref), MAX_REFERENCE, replace=False))]
+    Y_train = sp.csr_matrix(Y_train)
+    unfitted = Calibration(np.array([1.0, 0.0, 0.0]), 0.0, ref, word_pictures(Y_train),
+                           Y_train.shape[0])
+    Zs = Z_reference if Z_scored is None else np.asarray(Z_scored, dtype=np.float32)
+    Q = sp.csr_matrix(Q, dtype=np.float64)
+    S = np.asarray(Q @ Zs.T.astype(np.float64))
+    if Z_scored is not None:  # standard scores from the scored model's own spread
+        scorer = Calibration(unfitted.coef, 0.0, Zs if len(Zs) <= MAX_REFERENCE else
+                             Zs[np.sort(rng.choice(len(Zs), MAX_REFERENCE, replace=False))],
+                             unfitted.word_pictures, unfitted.n_train)
+    else:
+        scorer = unfitted
+    X = scorer.features(Q, terms, S).reshape(-1, 3)
+    y = np.asarray(sp.csr_matrix(relevance).toarray(), dtype=bool).ravel()
+    if y.all() or not y.any():
+        raise ValueError("calibration: the validation queries need relevant and non-relevant "
+                         "pictures both")
+    if len(y) > MAX_PAIRS:
+        keep = rng.choice(len(y), MAX_PAIRS, replace=False)
+        X, y = X[keep], y[keep]
+    # C = 1: it shrinks the coefficients only where the pairs are few (a small collection)
+    lr = LogisticRegression(max_iter=1000).fit(X, y)
+    coef = lr.coef_.ravel()
+    if not coef[0] > 0:
+        raise ValueError("calibration: validation scores do not rise with relevance; the "
+                         "model ranks no better than chance")
+    return Calibration(coef, float(lr.intercept_[0]), ref, unfitted.word_pictures,
+                       unfitted.n_train, {"pairs": int(len(y)), "queries": int(Q.shape[0]),
+                                          "positives": int(y.sum()), **(info or {})})
+
+
+def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix, *,
+                     scored=None, log=None, max_queries: int = 4000, seed: int = 0
+                     ) -> Calibration | None:
+    """The calibration of a fitted system (pamir.system.System) on its validation pictures
+    (their model inputs F_valid and captions Y_valid over the system's vocabulary): the
+    protocol's validation queries (every subset of a caption, a seeded sample of
+    `max_queries` beyond), vectors with the system's idf. `scored`: the system trained on
+    train only, whose validation scores the logistic learns from when `system` was
+    retrained on train + validation (its own would be in-sample, and over-confident).
+    None, with a line logged, where validation cannot fit one (too few captions)."""
+    from .protocol import generate_queries  # noqa: PLC0415
+    from .text import text_vectors  # noqa: PLC0415
+
+    say = log or (lambda *a: None)
+    Y_valid = sp.csr_matrix(Y_valid)
+    caps = [Y_valid.indices[Y_valid.indptr[j]:Y_valid.indptr[j + 1]]
+            for j in range(Y_valid.shape[0])]
+    qs = generate_queries(caps, list(system.vocabulary), np.arange(len(caps)))
+    if len(qs) > max_queries:
+        qs = qs.subset(np.isin(np.arange(len(qs)), np.random.default_rng(seed).choice(
+            len(qs), max_queries, replace=False)))
+    Q = text_vectors(qs.presence(), system.idf)
+    Z = system.transform_features(F_valid)
+    try:
+        cal = fit_calibration(Z, Q, qs.terms, qs.relevance, Y_train, seed=seed,
+                              Z_scored=None if scored is None
+                              else scored.transform_features(F_valid),
+                              info={"scored_by": "train-only model" if scored is not None
+                                    else "the model itself"})
+    except ValueError as e:
+        say(f"no calibrated probabilities: {e}")
+        return None
+    choose_annotation_rule(cal, Z if scored is None else scored.transform_features(F_valid),
+                           Y_valid, seed=seed)
+    say(f"annotation rule on validation: {cal.annotation_rule} ("
+        + ", ".join(f"{r} F1 {100 * m:.1f}" for r, m in cal.info["annotation_f1"].items())
+        + ")")
+    say(f"calibration on {len(qs):,} validation queries x {Z.shape[0]} pictures: "
+        f"logit = {cal.coef[0]:.3f} standard score + {cal.coef[1]:.3f} log prior + "
+        f"{cal.coef[2]:.3f} extra words + {cal.intercept:.3f}")
+    return cal
+
+
+def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, seed: int = 0,
+                           n_words: int = 5) -> None:
+    """Set cal's annotation rule (and thresholds) to what the validation pictures prefer
+    (pamir.evaluation.annotation.choose_rule), their text-space vectors Z_valid scored by
+    the model trained without them; standard scores over those same pictures."""
+    from .evaluation.annotation import RULES, choose_rule, fit_thresholds  # noqa: PLC0415
+
+    own = Calibration(cal.coef, cal.intercept, Z_valid, cal.word_pictures, cal.n_train)
+    P = own.word_probabilities(Z_valid)
+    rule, metrics = choose_rule(P, Z_valid, Y_valid, n_words, seed)
+    cal.annotation_rule = rule
+    cal.thresholds = (None if rule == RULES[0] else
+                      fit_thresholds(P, Y_valid, per_word=rule == RULES[2]))
+    cal.info["annotation_f1"] = {r: round(m["f1"], 4) for r, m in metrics.items()}
+
+
+def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10
+                               ) -> tuple[float, list[dict]]:
+    """ECE over equal-width probability bins (the count-weighted mean |mean p - rate|), and
+    each bin's count, mean probability and relevant rate (the reliability diagram)."""
+    p, y = np.asarray(p, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    which = np.minimum((p * bins).astype(np.int64), bins - 1)
+    rows, total = [], 0.0
+    for b in range(bins):
+        m = which == b
+        if not m.any():
+            continue
+        gap = abs(p[m].mean() - y[m].mean())
+        total += m.sum() * gap
+        rows.append({"bin": [b / bins, (b + 1) / bins], "count": int(m.sum()),
+                     "mean_probability": float(p[m].mean()), "relevant_rate": float(y[m].mean())})
+    return total / max(len(p), 1), rows
+
+
+def load_calibration(model_dir) -> Calibration | None:
+    """The calibration stored with a system (`pamir fit`), without loading the rest of it
+    (a search reads only this); None for a model saved without one, or no model."""
+    path = Path(model_dir) if model_dir else None
+    if path is None or not (path / "model.json").is_file() or not (path / "arrays.npz").is_file():
+        return None
+    try:
+        meta = json.loads((path / "model.json").read_text(encoding="utf-8")).get(KEY)
+        if not meta:
+            return None
+        with np.load(path / "arrays.npz", allow_pickle=False) as npz:
+            arrays = {k.partition("/")[2]: npz[k] for k in npz.files
+                      if k.startswith(KEY + "/")}
+        return Calibration.from_saved(meta, arrays)
+    except (OSError, ValueError, AttributeError):
+        return None  # unreadable: searches go on with raw scores, as before calibration
+
+
+__all__ = ["Calibration", "calibrate_system", "expected_calibration_error", "fit_calibration", "load_calibration",
+           "word_pictures"]
