@@ -39,6 +39,8 @@ PRIOR_PSEUDO = 0.5
 #: The most (query, picture) pairs the logistic is fitted on (a seeded sample beyond).
 MAX_PAIRS = 2_000_000
 FEATURES = ("standard score", "log prior", "extra words")
+#: "Likely relevant" (the page's and the CLI's count): at least this probability.
+LIKELY = 0.5
 KEY = "calibration"
 
 
@@ -310,6 +312,30 @@ def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, se
     cal.info["annotation_f1"] = {r: round(m["f1"], 4) for r, m in metrics.items()}
 
 
+def annotate(cal: Calibration | None, Z: np.ndarray, vocabulary: Sequence[str],
+             k: int | None = None) -> list[list[tuple[str, float, float | None]]]:
+    """Each text-space row's words, best first, as (word, score, probability): by the rule
+    validation preferred (cal.annotation_rule): the k best (5 by default), or with per-word
+    thresholds every word whose probability reaches its threshold (at most k if given, so
+    none at all where no word is likely enough). Without a calibration: the k best words,
+    probability None."""
+    from .config import ANNOTATION_WORDS  # noqa: PLC0415
+
+    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))[:, :len(vocabulary)]
+    P = cal.word_probabilities(Z) if cal is not None else np.full(Z.shape, np.nan)
+    thresholds = None if cal is None or cal.thresholds is None else cal.thresholds
+    out = []
+    for z, p in zip(Z, P):
+        if thresholds is not None:
+            over = np.flatnonzero(np.nan_to_num(p[:len(thresholds)], nan=-1) >= thresholds)
+            chosen = over[np.argsort(-p[over], kind="stable")][:k]
+        else:
+            chosen = np.argsort(-z, kind="stable")[:k or ANNOTATION_WORDS]
+        out.append([(vocabulary[t], float(z[t]), None if np.isnan(p[t]) else float(p[t]))
+                    for t in chosen])
+    return out
+
+
 def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10
                                ) -> tuple[float, list[dict]]:
     """ECE over equal-width probability bins (the count-weighted mean |mean p - rate|), and
@@ -346,5 +372,5 @@ def load_calibration(model_dir) -> Calibration | None:
         return None  # unreadable: searches go on with raw scores, as before calibration
 
 
-__all__ = ["Calibration", "calibrate_system", "expected_calibration_error", "fit_calibration", "load_calibration",
+__all__ = ["LIKELY", "Calibration", "annotate", "calibrate_system", "expected_calibration_error", "fit_calibration", "load_calibration",
            "word_pictures"]

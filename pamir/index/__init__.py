@@ -646,13 +646,18 @@ class Index:
         raw = np.nextafter(np.float32(raw), np.float32(np.inf)) if np.isfinite(raw) else raw
         return float(raw if floor is None else max(raw, floor))
 
-    def count_over(self, q: Query, floor: float, folders: Sequence[str] = (),
-                   dates: Sequence[tuple[str, str]] = ()) -> int:
-        """How many pictures (under the folders and dates, if any) score at least `floor`:
-        the page's count of the pictures likely to be relevant."""
+    def count_likely(self, q: Query, p: float = 0.5, folders: Sequence[str] | None = None
+                     ) -> int | None:
+        """How many pictures (under the query's folders, or these, and its dates) have a
+        calibrated probability of at least p of being relevant: the page's count of the
+        likely relevant ones. None where the query has no calibrated probability."""
+        line = self.relevance_line(q)
+        if line is None:
+            return None
+        floor = self._probability_floor(q, p, line, None)
         with self._lock:
             s = self._query_scores(q)
-            keep = self._filter_mask(folders, dates)
+            keep = self._filter_mask(q.folders if folders is None else folders, q.dates)
             ok = np.isfinite(s) & (s >= floor)
             if keep is not None:
                 ok[:len(keep)] &= keep
