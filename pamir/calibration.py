@@ -27,10 +27,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+# scipy.sparse is imported where a calibration is fitted or read in bulk, never to search:
+# `pamir search` imports this module, and scipy.sparse costs it 0.3 s
 
 #: The most reference pictures kept (the validation pictures, a seeded sample beyond).
 MAX_REFERENCE = 1000
@@ -133,6 +138,7 @@ class Calibration:
                  ) -> np.ndarray:
         """(n_queries x n_pictures x 3) features of the scores S (n_queries x n_pictures)
         of the queries Q (n_queries x T vectors) with their words `terms`."""
+        import scipy.sparse as sp  # noqa: PLC0415
         Q = sp.csr_matrix(Q, dtype=np.float64)
         R = np.asarray(Q @ self.reference.T.astype(np.float64))  # (n_queries x n_ref)
         mu, sd = R.mean(axis=1), R.std(axis=1)
@@ -198,6 +204,7 @@ class Calibration:
 
 def word_pictures(Y: sp.spmatrix) -> list[np.ndarray]:
     """For each word (column of the n x T presence matrix Y), the pictures that have it."""
+    import scipy.sparse as sp  # noqa: PLC0415
     C = sp.csc_matrix(Y)
     C.eliminate_zeros()
     C.sort_indices()
@@ -215,6 +222,7 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     served model has seen the reference pictures); Q (n_queries x T) query vectors with
     their word indices `terms`; relevance: (n_queries x n) 0/1; Y_train: training captions
     (n_train x T presence), for the priors."""
+    import scipy.sparse as sp  # noqa: PLC0415
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415: fitting only
 
     Z_reference = np.asarray(Z_reference, dtype=np.float32)
@@ -263,6 +271,7 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
     train only, whose validation scores the logistic learns from when `system` was
     retrained on train + validation (its own would be in-sample, and over-confident).
     None, with a line logged, where validation cannot fit one (too few captions)."""
+    import scipy.sparse as sp  # noqa: PLC0415
     from .protocol import generate_queries  # noqa: PLC0415
     from .text import text_vectors  # noqa: PLC0415
 
