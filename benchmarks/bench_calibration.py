@@ -41,8 +41,8 @@ import scipy.sparse as sp
 from common import RESULTS, Run, report_head, save_report
 
 from pamir import config
-from pamir.calibration import (Calibration, calibrate_system, expected_calibration_error,
-                               fit_calibration)
+from pamir.calibration import (FEATURES, Calibration, calibrate_system,
+                               expected_calibration_error, fit_calibration)
 from pamir.data import load_corel5k
 from pamir.protocol import Protocol
 from pamir.system import System
@@ -50,8 +50,11 @@ from pamir.system import System
 MODEL = Path("/work/models/corel5k-train")
 P_FLOOR = 0.5
 TOP = 20
-FEATURE_SETS = {"standard score": [0], "standard score, log prior": [0, 1],
-                "standard score, log prior, extra words (used)": [0, 1, 2]}
+FEATURE_SETS = {"z (the standard score)": [0], "z, log prior, extra words": [0, 1, 2],
+                "z, log prior, extra words, z x log prior": [0, 1, 2, 3],
+                "z, log prior, extra words, z - best reference z": [0, 1, 2, 4],
+                "all five (pamir's)": [0, 1, 2, 3, 4]}
+P_FLOORS = np.round(np.arange(0.05, 0.96, 0.05), 2)
 
 
 def f1_of_sets(pred: np.ndarray, rel: np.ndarray) -> np.ndarray:
@@ -59,6 +62,12 @@ def f1_of_sets(pred: np.ndarray, rel: np.ndarray) -> np.ndarray:
     tp = (pred & rel).sum(axis=1)
     denom = pred.sum(axis=1) + rel.sum(axis=1)
     return np.divide(2 * tp, denom, out=np.zeros(len(tp)), where=denom > 0)
+
+
+def precision(pred, rel) -> float:
+    """The mean precision over the queries whose set is not empty."""
+    n = pred.sum(axis=1)
+    return float(((pred & rel).sum(axis=1)[n > 0] / n[n > 0]).mean()) if (n > 0).any() else 0.0
 
 
 def query_block(protocol, split: str, idf) -> tuple:
@@ -176,17 +185,28 @@ def main(argv=None) -> None:
     test = read_test(cal, Q_te, qs_te.terms, S_te, R_te)
     raw, raw_valid_f1 = best_raw_floor(S_va, R_va)
     raw_f1 = 100 * float(f1_of_sets(S_te >= raw, R_te).mean())
+    # the probability floor with the best validation F1, for the like-for-like comparison
+    P_va, P_te = cal.probabilities(Q_va, qs_va.terms, S_va), cal.probabilities(Q_te, qs_te.terms, S_te)
+    f1_va = [f1_of_sets(P_va >= f, R_va).mean() for f in P_FLOORS]
+    best_p = float(P_FLOORS[int(np.argmax(f1_va))])
     r = {**run.info(), "model": str(model_dir), "model_info": {
             k: system.info.get(k) for k in ("representation", "params", "retrained",
                                             "valid_avgp")},
-         "coef": dict(zip(("standard score", "log prior", "extra words"),
-                          map(float, cal.coef))), "intercept": cal.intercept,
+         "coef": dict(zip(FEATURES, map(float, cal.coef))), "intercept": cal.intercept,
          "fit_seconds": round(fit_seconds, 1), "calibration_info": cal.info,
          "queries": {"valid": len(qs_va), "test": len(qs_te)},
          "pictures": {"valid": int(len(p.valid)), "test": int(len(p.test))},
          **{k: v for k, v in test.items() if k != "bins"}, "bins": test["bins"],
          "raw_floor": raw, "raw_floor_valid_f1": round(raw_valid_f1, 2),
          "raw_floor_f1": round(raw_f1, 2), "p_floor": P_FLOOR,
+         "raw_floor_f1_single": round(100 * float(f1_of_sets(S_te >= raw, R_te)[
+             [len(t) == 1 for t in qs_te.terms]].mean()), 2),
+         "raw_floor_f1_multi": round(100 * float(f1_of_sets(S_te >= raw, R_te)[
+             [len(t) > 1 for t in qs_te.terms]].mean()), 2),
+         "best_p_floor": best_p, "best_p_floor_valid_f1": round(100 * max(f1_va), 2),
+         "best_p_floor_f1": round(100 * float(f1_of_sets(P_te >= best_p, R_te).mean()), 2),
+         "precision": {"p_floor": round(100 * precision(P_te >= P_FLOOR, R_te), 2),
+                       "raw_floor": round(100 * precision(S_te >= raw, R_te), 2)},
          "feature_choice": feature_choice(Z_va, Q_va, qs_va.terms, R_va, Y_tr)}
     diagram(test["bins"], RESULTS / "calibration.png",
             f"Corel 5k test, {len(qs_te):,} queries x {len(p.test)} pictures: ECE "
@@ -239,9 +259,8 @@ def report(r: dict) -> str:
           f"{r['queries']['valid']:,} validation queries x {r['pictures']['valid']} pictures "
           f"in {r['fit_seconds']} s, read on {r['queries']['test']:,} test queries x "
           f"{r['pictures']['test']} pictures. {r['minutes']} min in all.", "",
-          f"logit P(relevant) = {r['coef']['standard score']:.3f} x standard score + "
-          f"{r['coef']['log prior']:.3f} x log prior + {r['coef']['extra words']:.3f} x "
-          f"(words - 1) + {r['intercept']:.3f}", "",
+          "logit P(relevant) = " + " + ".join(f"{v:.3f} x {k}" for k, v in r["coef"].items()
+                                              if v) + f" + {r['intercept']:.3f}", "",
           "| target | measured | goal |", "|---|---:|---|",
           f"| expected calibration error, every test pair | {r['ece']:.4f} | <= 0.05 |",
           f"| ECE, each query's 20 best pictures | {r['ece_top20']:.4f} | |",
@@ -249,11 +268,17 @@ def report(r: dict) -> str:
           f"| mean F1 of the best raw floor on validation ({r['raw_floor']:.4f}; valid F1 "
           f"{r['raw_floor_valid_f1']:.2f}) | {r['raw_floor_f1']:.2f} | |",
           f"| relevant pictures removed: p:{r['p_floor']} returns nothing | "
-          f"{100 * r['empty_rate']:.1f} % | >= 80 % |", "",
+          f"{100 * r['empty_rate']:.1f} % | >= 80 % |",
+          f"| mean F1 of the best probability floor on validation (p:{r['best_p_floor']}; "
+          f"valid F1 {r['best_p_floor_valid_f1']:.2f}) | {r['best_p_floor_f1']:.2f} | |", "",
+          f"Mean precision of the non-empty sets: p:{r['p_floor']} "
+          f"{r['precision']['p_floor']:.2f}, the raw floor {r['precision']['raw_floor']:.2f}.",
+          "",
           f"p:{r['p_floor']} returns {r['floor_returned_mean']} pictures a query on average, "
           f"nothing for {100 * r['floor_empty']:.1f} % of the test queries (their relevant "
           f"pictures there); F1 {r['floor_f1_single']:.2f} on one-word queries, "
-          f"{r['floor_f1_multi']:.2f} on the others.", "",
+          f"{r['floor_f1_multi']:.2f} on the others (the raw floor: "
+          f"{r['raw_floor_f1_single']:.2f} and {r['raw_floor_f1_multi']:.2f}).", "",
           "Reliability (calibration.png):", "",
           "| bin | pairs | mean probability | share relevant |", "|---|---:|---:|---:|"]
     for b in r["bins"]:

@@ -3,19 +3,25 @@
 A model's scores z . q are in its own units: 0.3 may be the best of bad matches for one query
 and a poor one for another. The calibration turns a query's score into the probability that
 the picture is relevant as the protocol defines it (its caption has every query word), from
-three numbers a logistic reads:
+what a logistic reads (FEATURES):
 
-- the score's standard score over reference pictures, (s - mu_q) / sd_q, where mu_q = m . q
-  and sd_q = the standard deviation of Z_ref q (Z_ref: the text-space vectors of the
+- z, the score's standard score over reference pictures, (s - mu_q) / sd_q, where mu_q and
+  sd_q are the mean and standard deviation of Z_ref q (Z_ref: the text-space vectors of the
   validation pictures, kept): how unusual the picture is for this query;
 - the log of the query's prior, the smoothed fraction of training pictures whose caption has
   every query word (a rare word or an unusual pair is rarely right even when unusual);
-- the number of query words less one.
+- the number of query words less one;
+- z x the log prior: for a rare query, only a far outlier is relevant;
+- z - the best reference picture's z: how the picture compares with the best match among
+  pictures like the collection's (a query whose best match stands far out has a clear
+  answer).
 
 One logistic is shared by every word and query (pooling: a word with 3 validation positives
-cannot fit its own curve), so a query's probability is monotone increasing in its score and
-lies in (0, 1), and a probability floor is a raw floor for that query (`score_floor`), which
-the index's top-k search takes as it is. It is fitted on every (validation query, validation
+cannot fit its own curve). Its logit is linear in z for a given query, with a slope checked
+positive at every prior, so a query's probability rises with its score and lies in (0, 1),
+and a probability floor is a raw floor for that query (`score_floor`), which the index's
+top-k search takes as it is. Which features it reads was chosen on validation
+(benchmarks/results/calibration.md). It is fitted on every (validation query, validation
 picture) pair, the protocol's queries (every subset of a caption); how well it holds on test
 is in benchmarks/results/calibration.md.
 
@@ -43,7 +49,8 @@ MAX_REFERENCE = 1000
 PRIOR_PSEUDO = 0.5
 #: The most (query, picture) pairs the logistic is fitted on (a seeded sample beyond).
 MAX_PAIRS = 2_000_000
-FEATURES = ("standard score", "log prior", "extra words")
+FEATURES = ("standard score", "log prior", "extra words", "standard score x log prior",
+            "standard score over the best reference picture's")
 #: "Likely relevant" (the page's and the CLI's count): at least this probability.
 LIKELY = 0.5
 KEY = "calibration"
@@ -56,12 +63,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 class Calibration:
     """P(relevant | score, query) for one system (see the module docstring).
 
-    coef: (3,) weights of FEATURES (the first is positive: monotone in the score);
-    intercept: the logistic's constant; reference: (n_ref x T) float32 text-space vectors;
-    word_pictures: for each of the T words, the sorted training pictures whose caption has it;
-    n_train: the number of training pictures. annotation: the annotation rule validation
-    preferred (pamir.evaluation.annotation: "top 5", "global threshold" or "per-word
-    thresholds") and thresholds, the (T,) probability each word needs (None for top 5).
+    coef: (5,) weights of FEATURES; intercept: the logistic's constant; reference: (n_ref x
+    T) float32 text-space vectors; word_pictures: for each of the T words, the sorted
+    training pictures whose caption has it; n_train: the number of training pictures.
+    annotation_rule: the annotation rule validation preferred (pamir.evaluation.annotation:
+    "top 5", "global threshold" or "per-word thresholds") and thresholds, the (T,)
+    probability each word needs (None for top 5).
     """
 
     def __init__(self, coef, intercept: float, reference: np.ndarray,
@@ -75,9 +82,9 @@ class Calibration:
         self.info = dict(info or {})
         self.annotation_rule = "top 5"
         self.thresholds: np.ndarray | None = None
-        if self.coef.shape != (len(FEATURES),) or not self.coef[0] > 0:
-            raise ValueError(f"calibration coefficients {self.coef}: {len(FEATURES)} numbers, "
-                             "the score's positive")
+        if self.coef.shape != (len(FEATURES),) or not self._rising():
+            raise ValueError(f"calibration coefficients {self.coef}: {len(FEATURES)} numbers "
+                             "that make the probability rise with the score")
         if len(self.word_pictures) != self.T:
             raise ValueError(f"calibration: {len(self.word_pictures)} word lists for "
                              f"{self.T} words")
@@ -86,16 +93,27 @@ class Calibration:
     def T(self) -> int:
         return self.reference.shape[1]
 
+    def _rising(self) -> bool:
+        """Whether the slope on the standard score is positive at every prior (it is linear
+        in the log prior, which lies between that of no picture and 0)."""
+        lowest = np.log(PRIOR_PSEUDO / (self.n_train + 1.0))
+        return all(self._slope(lp) > 0 for lp in (lowest, 0.0))
+
+    def _slope(self, log_prior):
+        c = self.coef
+        return c[0] + c[3] * log_prior + c[4]
+
     # ------------------------------------------------------------------ one query
     def covers(self, q: np.ndarray) -> bool:
         """Whether q's words are all words the calibration knows (not words `pamir learn`
         added since) and q spreads the reference pictures' scores at all."""
         q = np.asarray(q, dtype=np.float64).ravel()
-        return not np.any(q[self.T:]) and self._spread(q[:self.T]) > 0
+        return not np.any(q[self.T:]) and self._reference_scores(q[:self.T]).std() > 0
 
-    def _spread(self, q: np.ndarray) -> float:
+    def _reference_scores(self, q: np.ndarray) -> np.ndarray:
         nz = np.flatnonzero(q)
-        return float(np.std(self.reference[:, nz].astype(np.float64) @ q[nz])) if len(nz) else 0.0
+        return (self.reference[:, nz].astype(np.float64) @ q[nz] if len(nz)
+                else np.zeros(len(self.reference)))
 
     def prior(self, words: Sequence[int]) -> float:
         """The smoothed fraction of training pictures whose caption has every word."""
@@ -107,18 +125,27 @@ class Calibration:
             common = np.intersect1d(common, self.word_pictures[w], assume_unique=True)
         return (len(common) + PRIOR_PSEUDO) / (self.n_train + 1.0)
 
+    def _lines(self, mu, sd, top, log_prior, extra) -> tuple[np.ndarray, np.ndarray]:
+        """(a, b) per query from its statistics: logit = a s + b. With z = (s - mu) / sd
+        the logistic reads z, the log prior, the extra words, z x log prior and z - top
+        (top: the best reference picture's standard score), so the logit is linear in z."""
+        c = self.coef
+        slope = self._slope(log_prior)
+        offset = c[1] * log_prior + c[2] * extra - c[4] * top + self.intercept
+        a = slope / sd
+        return a, offset - a * mu
+
     def logit_line(self, q: np.ndarray, words: Sequence[int]) -> tuple[float, float]:
         """(a, b) with logit P(relevant | s) = a s + b for this query (a > 0)."""
         q = np.asarray(q, dtype=np.float64).ravel()[:self.T]
-        mu, sd = float(self.mean @ q), self._spread(q)
+        r = self._reference_scores(q)
+        mu, sd = float(r.mean()), float(r.std())
         if sd <= 0:
             raise ValueError("the query's words score every reference picture alike: "
                              "no calibrated probability")
-        n_words = len({int(w) for w in words})
-        rest = (self.coef[1] * np.log(self.prior(words)) + self.coef[2] * max(n_words - 1, 0)
-                + self.intercept)
-        a = self.coef[0] / sd
-        return a, rest - a * mu
+        extra = max(len({int(w) for w in words}) - 1, 0)
+        a, b = self._lines(mu, sd, (r.max() - mu) / sd, np.log(self.prior(words)), extra)
+        return float(a), float(b)
 
     def probability(self, scores, q: np.ndarray, words: Sequence[int]) -> np.ndarray:
         """P(relevant) of pictures with these scores for the query (vector q, positive
@@ -136,21 +163,20 @@ class Calibration:
     # ------------------------------------------------------------------ many queries
     def features(self, Q: sp.spmatrix, terms: Sequence[Sequence[int]], S: np.ndarray
                  ) -> np.ndarray:
-        """(n_queries x n_pictures x 3) features of the scores S (n_queries x n_pictures)
+        """(n_queries x n_pictures x 5) FEATURES of the scores S (n_queries x n_pictures)
         of the queries Q (n_queries x T vectors) with their words `terms`."""
         import scipy.sparse as sp  # noqa: PLC0415
         Q = sp.csr_matrix(Q, dtype=np.float64)
         R = np.asarray(Q @ self.reference.T.astype(np.float64))  # (n_queries x n_ref)
         mu, sd = R.mean(axis=1), R.std(axis=1)
         sd = np.where(sd > 0, sd, np.inf)  # a query scoring all alike: standard score 0
-        prior = np.log([self.prior(t) for t in terms])
+        top = (R.max(axis=1) - mu) / sd
+        prior = np.log([self.prior(t) for t in terms])[:, None]
         extra = np.array([max(len(set(t)) - 1, 0) for t in terms], dtype=np.float64)
-        S = np.asarray(S, dtype=np.float64)
-        out = np.empty(S.shape + (3,))
-        out[..., 0] = (S - mu[:, None]) / sd[:, None]
-        out[..., 1] = prior[:, None]
-        out[..., 2] = extra[:, None]
-        return out
+        z = (np.asarray(S, dtype=np.float64) - mu[:, None]) / sd[:, None]
+        return np.stack([z, np.broadcast_to(prior, z.shape),
+                         np.broadcast_to(extra[:, None], z.shape), z * prior,
+                         z - top[:, None]], axis=-1)
 
     def probabilities(self, Q, terms, S) -> np.ndarray:
         """P(relevant) for every (query, picture) score of S (n_queries x n_pictures)."""
@@ -162,12 +188,13 @@ class Calibration:
         (learnt after it) get NaN. Annotation reads these."""
         Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
         T = min(self.T, Z.shape[1])
-        sd = self.reference.std(axis=0, dtype=np.float64)[:T]
-        prior = np.log([self.prior([t]) for t in range(T)])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = (Z[:, :T] - self.mean[:T]) / np.where(sd > 0, sd, np.inf)
+        ref = self.reference[:, :T].astype(np.float64)
+        mu, sd = ref.mean(axis=0), ref.std(axis=0)
+        sd = np.where(sd > 0, sd, np.inf)
+        a, b = self._lines(mu, sd, (ref.max(axis=0) - mu) / sd,
+                           np.log([self.prior([t]) for t in range(T)]), 0.0)
         out = np.full(Z.shape, np.nan)
-        out[:, :T] = _sigmoid(self.coef[0] * x + self.coef[1] * prior + self.intercept)
+        out[:, :T] = _sigmoid(a * Z[:, :T] + b)
         return out
 
     # ------------------------------------------------------------------ saving
@@ -213,7 +240,8 @@ def word_pictures(Y: sp.spmatrix) -> list[np.ndarray]:
 
 def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Sequence[int]],
                     relevance: sp.spmatrix, Y_train: sp.spmatrix, *, Z_scored=None,
-                    seed: int = 0, info: dict | None = None) -> Calibration:
+                    seed: int = 0, info: dict | None = None,
+                    features: Sequence[str] = FEATURES) -> Calibration:
     """Fit the shared logistic on every (query, picture) pair of a query set.
 
     Z_reference: (n x T) text-space vectors of the reference pictures (validation), which
@@ -221,7 +249,9 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     learns from (the same pictures, by default; a model trained on train only where the
     served model has seen the reference pictures); Q (n_queries x T) query vectors with
     their word indices `terms`; relevance: (n_queries x n) 0/1; Y_train: training captions
-    (n_train x T presence), for the priors."""
+    (n_train x T presence), for the priors. features: those of FEATURES the logistic
+    reads (the others weigh 0); without the interaction where it would make the slope
+    negative at some prior."""
     import scipy.sparse as sp  # noqa: PLC0415
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415: fitting only
 
@@ -231,7 +261,7 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     if len(ref) > MAX_REFERENCE:
         ref = ref[np.sort(rng.choice(len(ref), MAX_REFERENCE, replace=False))]
     Y_train = sp.csr_matrix(Y_train)
-    unfitted = Calibration(np.array([1.0, 0.0, 0.0]), 0.0, ref, word_pictures(Y_train),
+    unfitted = Calibration(np.eye(len(FEATURES))[0], 0.0, ref, word_pictures(Y_train),
                            Y_train.shape[0])
     Zs = Z_reference if Z_scored is None else np.asarray(Z_scored, dtype=np.float32)
     Q = sp.csr_matrix(Q, dtype=np.float64)
@@ -242,7 +272,7 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
                              unfitted.word_pictures, unfitted.n_train)
     else:
         scorer = unfitted
-    X = scorer.features(Q, terms, S).reshape(-1, 3)
+    X = scorer.features(Q, terms, S).reshape(-1, len(FEATURES))
     y = np.asarray(sp.csr_matrix(relevance).toarray(), dtype=bool).ravel()
     if y.all() or not y.any():
         raise ValueError("calibration: the validation queries need relevant and non-relevant "
@@ -250,15 +280,23 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     if len(y) > MAX_PAIRS:
         keep = rng.choice(len(y), MAX_PAIRS, replace=False)
         X, y = X[keep], y[keep]
-    # C = 1: it shrinks the coefficients only where the pairs are few (a small collection)
-    lr = LogisticRegression(max_iter=1000).fit(X, y)
-    coef = lr.coef_.ravel()
-    if not coef[0] > 0:
-        raise ValueError("calibration: validation scores do not rise with relevance; the "
-                         "model ranks no better than chance")
-    return Calibration(coef, float(lr.intercept_[0]), ref, unfitted.word_pictures,
-                       unfitted.n_train, {"pairs": int(len(y)), "queries": int(Q.shape[0]),
-                                          "positives": int(y.sum()), **(info or {})})
+    used = [FEATURES.index(f) for f in features]
+    for cols in (used, [c for c in used if c != 3]):
+        # C = 1: it shrinks the coefficients only where the pairs are few (a small collection)
+        lr = LogisticRegression(max_iter=1000).fit(X[:, cols], y)
+        coef = np.zeros(len(FEATURES))
+        coef[cols] = lr.coef_.ravel()
+        try:
+            return Calibration(coef, float(lr.intercept_[0]), ref, unfitted.word_pictures,
+                               unfitted.n_train, {"pairs": int(len(y)),
+                                                  "queries": int(Q.shape[0]),
+                                                  "positives": int(y.sum()),
+                                                  "features": [FEATURES[c] for c in cols],
+                                                  **(info or {})})
+        except ValueError:
+            continue  # the slope falls below 0 somewhere: without the interaction
+    raise ValueError("calibration: validation scores do not rise with relevance; the model "
+                     "ranks no better than chance")
 
 
 def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix, *,
@@ -299,9 +337,9 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
     say(f"annotation rule on validation: {cal.annotation_rule} ("
         + ", ".join(f"{r} F1 {100 * m:.1f}" for r, m in cal.info["annotation_f1"].items())
         + ")")
-    say(f"calibration on {len(qs):,} validation queries x {Z.shape[0]} pictures: "
-        f"logit = {cal.coef[0]:.3f} standard score + {cal.coef[1]:.3f} log prior + "
-        f"{cal.coef[2]:.3f} extra words + {cal.intercept:.3f}")
+    say(f"calibration on {len(qs):,} validation queries x {Z.shape[0]} pictures: logit = "
+        + " + ".join(f"{c:.3f} {f}" for c, f in zip(cal.coef, FEATURES) if c)
+        + f" + {cal.intercept:.3f}")
     return cal
 
 

@@ -88,7 +88,7 @@ def test_calibrated_on_held_out_pictures(fitted):
     S = np.asarray(Q @ Z.T.astype(np.float64))
     ece, bins = expected_calibration_error(cal.probabilities(Q, terms, S), R.toarray())
     assert ece < 0.03 and sum(b["count"] for b in bins) == R.shape[0] * R.shape[1]
-    flat = Calibration([1e-9, 0, 0], -3.0, cal.reference, cal.word_pictures, cal.n_train)
+    flat = Calibration([1e-9, 0, 0, 0, 0], -3.0, cal.reference, cal.word_pictures, cal.n_train)
     assert expected_calibration_error(flat.probabilities(Q, terms, S), R.toarray())[0] > ece
 
 
