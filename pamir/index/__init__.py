@@ -601,11 +601,11 @@ class Index:
             p_floor = q.p_floor if p_floor is None else p_floor
             line = self.relevance_line(q)
             floor = q.floor if floor is None else floor
-        if p_floor is not None:
-            floor = self._probability_floor(q, p_floor, line, floor)
             sort = sort or q.sort
             folders = q.folders if folders is None else folders
             dates = q.dates if dates is None else dates
+        if p_floor is not None:
+            floor = self._probability_floor(q, p_floor, line, floor)
         sort = sort or "score"
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
