@@ -60,6 +60,16 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
 
 
+def _best_of_others(R: np.ndarray) -> np.ndarray:
+    """(n_queries x n_ref) for each reference picture, the best score of the others."""
+    order = np.argsort(-R, axis=1)[:, :2]
+    first = np.take_along_axis(R, order[:, :1], axis=1)
+    second = np.take_along_axis(R, order[:, 1:2], axis=1) if R.shape[1] > 1 else first
+    out = np.repeat(first, R.shape[1], axis=1)
+    np.put_along_axis(out, order[:, :1], second, axis=1)
+    return out
+
+
 class Calibration:
     """P(relevant | score, query) for one system (see the module docstring).
 
@@ -161,37 +171,43 @@ class Calibration:
         return float((np.log(p / (1 - p)) - b) / a)
 
     # ------------------------------------------------------------------ many queries
-    def features(self, Q: sp.spmatrix, terms: Sequence[Sequence[int]], S: np.ndarray
-                 ) -> np.ndarray:
+    def features(self, Q: sp.spmatrix, terms: Sequence[Sequence[int]], S: np.ndarray,
+                 own: bool = False) -> np.ndarray:
         """(n_queries x n_pictures x 5) FEATURES of the scores S (n_queries x n_pictures)
-        of the queries Q (n_queries x T vectors) with their words `terms`."""
+        of the queries Q (n_queries x T vectors) with their words `terms`. own: S scores
+        the reference pictures themselves (fitting): each picture is compared with the
+        best of the others, as a new picture is with the best of the reference (with
+        itself among them, the best validation picture would never stand out, and the
+        logistic would not learn what standing out means)."""
         import scipy.sparse as sp  # noqa: PLC0415
         Q = sp.csr_matrix(Q, dtype=np.float64)
         R = np.asarray(Q @ self.reference.T.astype(np.float64))  # (n_queries x n_ref)
         mu, sd = R.mean(axis=1), R.std(axis=1)
         sd = np.where(sd > 0, sd, np.inf)  # a query scoring all alike: standard score 0
-        top = (R.max(axis=1) - mu) / sd
+        top = _best_of_others(R) if own else R.max(axis=1)[:, None]
         prior = np.log([self.prior(t) for t in terms])[:, None]
         extra = np.array([max(len(set(t)) - 1, 0) for t in terms], dtype=np.float64)
         z = (np.asarray(S, dtype=np.float64) - mu[:, None]) / sd[:, None]
         return np.stack([z, np.broadcast_to(prior, z.shape),
                          np.broadcast_to(extra[:, None], z.shape), z * prior,
-                         z - top[:, None]], axis=-1)
+                         z - (top - mu[:, None]) / sd[:, None]], axis=-1)
 
     def probabilities(self, Q, terms, S) -> np.ndarray:
         """P(relevant) for every (query, picture) score of S (n_queries x n_pictures)."""
         return _sigmoid(self.features(Q, terms, S) @ self.coef + self.intercept)
 
-    def word_probabilities(self, Z: np.ndarray) -> np.ndarray:
+    def word_probabilities(self, Z: np.ndarray, own: bool = False) -> np.ndarray:
         """(n x T) P(the picture's caption has word t) for text-space rows Z (n x T'): each
         word as a one-word query (whose score is z_t); words the calibration does not know
-        (learnt after it) get NaN. Annotation reads these."""
+        (learnt after it) get NaN. Annotation reads these. own: Z is the reference itself
+        (as in `features`)."""
         Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
         T = min(self.T, Z.shape[1])
         ref = self.reference[:, :T].astype(np.float64)
         mu, sd = ref.mean(axis=0), ref.std(axis=0)
         sd = np.where(sd > 0, sd, np.inf)
-        a, b = self._lines(mu, sd, (ref.max(axis=0) - mu) / sd,
+        top = _best_of_others(ref.T).T if own else ref.max(axis=0)
+        a, b = self._lines(mu, sd, (top - mu) / sd,
                            np.log([self.prior([t]) for t in range(T)]), 0.0)
         out = np.full(Z.shape, np.nan)
         out[:, :T] = _sigmoid(a * Z[:, :T] + b)
@@ -256,24 +272,19 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415: fitting only
 
     Z_reference = np.asarray(Z_reference, dtype=np.float32)
-    rng = np.random.default_rng(seed)
-    ref = Z_reference
-    if len(ref) > MAX_REFERENCE:
-        ref = ref[np.sort(rng.choice(len(ref), MAX_REFERENCE, replace=False))]
-    Y_train = sp.csr_matrix(Y_train)
-    unfitted = Calibration(np.eye(len(FEATURES))[0], 0.0, ref, word_pictures(Y_train),
-                           Y_train.shape[0])
     Zs = Z_reference if Z_scored is None else np.asarray(Z_scored, dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    rows = np.arange(len(Z_reference))  # the pictures kept as the reference, and scored
+    if len(rows) > MAX_REFERENCE:
+        rows = np.sort(rng.choice(len(rows), MAX_REFERENCE, replace=False))
+    Y_train = sp.csr_matrix(Y_train)
+    lists = word_pictures(Y_train)
+    # the scored model's standard scores come from its own spread over the same pictures
+    scorer = Calibration(np.eye(len(FEATURES))[0], 0.0, Zs[rows], lists, Y_train.shape[0])
     Q = sp.csr_matrix(Q, dtype=np.float64)
-    S = np.asarray(Q @ Zs.T.astype(np.float64))
-    if Z_scored is not None:  # standard scores from the scored model's own spread
-        scorer = Calibration(unfitted.coef, 0.0, Zs if len(Zs) <= MAX_REFERENCE else
-                             Zs[np.sort(rng.choice(len(Zs), MAX_REFERENCE, replace=False))],
-                             unfitted.word_pictures, unfitted.n_train)
-    else:
-        scorer = unfitted
-    X = scorer.features(Q, terms, S).reshape(-1, len(FEATURES))
-    y = np.asarray(sp.csr_matrix(relevance).toarray(), dtype=bool).ravel()
+    S = np.asarray(Q @ Zs[rows].T.astype(np.float64))
+    X = scorer.features(Q, terms, S, own=True).reshape(-1, len(FEATURES))
+    y = np.asarray(sp.csr_matrix(relevance)[:, rows].toarray(), dtype=bool).ravel()
     if y.all() or not y.any():
         raise ValueError("calibration: the validation queries need relevant and non-relevant "
                          "pictures both")
@@ -287,8 +298,8 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
         coef = np.zeros(len(FEATURES))
         coef[cols] = lr.coef_.ravel()
         try:
-            return Calibration(coef, float(lr.intercept_[0]), ref, unfitted.word_pictures,
-                               unfitted.n_train, {"pairs": int(len(y)),
+            return Calibration(coef, float(lr.intercept_[0]), Z_reference[rows], lists,
+                               Y_train.shape[0], {"pairs": int(len(y)),
                                                   "queries": int(Q.shape[0]),
                                                   "positives": int(y.sum()),
                                                   "features": [FEATURES[c] for c in cols],
@@ -351,7 +362,7 @@ def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, se
     from .evaluation.annotation import RULES, choose_rule, fit_thresholds  # noqa: PLC0415
 
     own = Calibration(cal.coef, cal.intercept, Z_valid, cal.word_pictures, cal.n_train)
-    P = own.word_probabilities(Z_valid)
+    P = own.word_probabilities(Z_valid, own=True)
     rule, metrics = choose_rule(P, Z_valid, Y_valid, n_words, seed)
     cal.annotation_rule = rule
     cal.thresholds = (None if rule == RULES[0] else
