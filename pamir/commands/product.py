@@ -390,7 +390,7 @@ def search_command(
         console.print(f"nothing is relevant with a probability of at least {used_p:g}")
     elif not hits and used_floor is not None:
         console.print(f"nothing scores at least {used_floor:g}: no picture is relevant enough")
-    if likely is not None and not as_json and not files_only:
+    if likely is not None and not as_json and not files_only and (hits or used_p is None):
         console.print(f"{likely:,} {'picture is' if likely == 1 else 'pictures are'} likely "
                       f"relevant (a calibrated probability of {LIKELY:g} or more)")
     _print_hits(hits, as_json, files_only, {
