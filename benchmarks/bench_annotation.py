@@ -154,8 +154,9 @@ def run_calibrated(collection, protocol, c: float | None = None) -> dict:
     Z_va = trained.transform_features(F[p.valid])
     Y_va = p.presence(p.valid)
     cal = trained.calibration
-    own = Calibration(cal.coef, cal.intercept, Z_va, cal.word_pictures, cal.n_train)
-    P_va = own.word_probabilities(Z_va)
+    own = Calibration(cal.coef, cal.intercept, Z_va, cal.word_pictures, cal.n_train,
+                      ceiling=cal.ceiling)
+    P_va = own.word_probabilities(Z_va, own=True)  # each picture against the others
     rule, valid = choose_rule(P_va, Z_va, Y_va)
     thresholds = {r: fit_thresholds(P_va, Y_va, per_word=r == RULES[2]) for r in RULES[1:]}
     final = fit_system(collection, "pamir", retrain=True,

@@ -41,8 +41,8 @@ import scipy.sparse as sp
 from common import RESULTS, Run, report_head, save_report
 
 from pamir import config
-from pamir.calibration import (FEATURES, Calibration, calibrate_system,
-                               expected_calibration_error, fit_calibration)
+from pamir.calibration import (FEATURES, Calibration, _fit_with_ceiling, _sigmoid,
+                               calibrate_system, expected_calibration_error, fit_calibration)
 from pamir.data import load_corel5k
 from pamir.protocol import Protocol
 from pamir.system import System
@@ -53,7 +53,8 @@ TOP = 20
 FEATURE_SETS = {"z (the standard score)": [0], "z, log prior, extra words": [0, 1, 2],
                 "z, log prior, extra words, z x log prior": [0, 1, 2, 3],
                 "z, log prior, extra words, z - best reference z": [0, 1, 2, 4],
-                "all five (pamir's)": [0, 1, 2, 3, 4]}
+                "all five": [0, 1, 2, 3, 4]}
+WITH_CEILING = "all five, with a ceiling (pamir's)"
 P_FLOORS = np.round(np.arange(0.05, 0.96, 0.05), 2)
 
 
@@ -114,16 +115,19 @@ def feature_choice(Z_valid, Q, terms, R, Y_train, seed: int = config.SEED) -> di
     from sklearn.linear_model import LogisticRegression
 
     base = fit_calibration(Z_valid, Q, terms, sp.csr_matrix(R), Y_train)
-    X = base.features(Q, terms, scores(Q, Z_valid))
+    X = base.features(Q, terms, scores(Q, Z_valid), own=True)
     half = np.random.default_rng(seed).permutation(Z_valid.shape[0]) < Z_valid.shape[0] // 2
     out = {}
-    for name, cols in FEATURE_SETS.items():
+    for name, cols in {**FEATURE_SETS, WITH_CEILING: [0, 1, 2, 3, 4]}.items():
         p = np.zeros(R.shape)
         for fit_on in (half, ~half):
-            lr = LogisticRegression(max_iter=1000).fit(X[:, fit_on][..., cols].reshape(-1, len(cols)),
-                                                        R[:, fit_on].ravel())
-            p[:, ~fit_on] = lr.predict_proba(
-                X[:, ~fit_on][..., cols].reshape(-1, len(cols)))[:, 1].reshape(R.shape[0], -1)
+            A, y = X[:, fit_on][..., cols].reshape(-1, len(cols)), R[:, fit_on].ravel()
+            lr = LogisticRegression(max_iter=1000).fit(A, y)
+            w, b, top = lr.coef_.ravel(), float(lr.intercept_[0]), 1.0
+            if name == WITH_CEILING:
+                w, b, top = _fit_with_ceiling(A, y, w, b)
+            B = X[:, ~fit_on][..., cols].reshape(-1, len(cols))
+            p[:, ~fit_on] = (top * _sigmoid(B @ w + b)).reshape(R.shape[0], -1)
         eps = 1e-12
         loss = -np.mean(R * np.log(p + eps) + (~R) * np.log(1 - p + eps))
         out[name] = {"log_loss": round(float(loss), 5),
@@ -193,6 +197,7 @@ def main(argv=None) -> None:
             k: system.info.get(k) for k in ("representation", "params", "retrained",
                                             "valid_avgp")},
          "coef": dict(zip(FEATURES, map(float, cal.coef))), "intercept": cal.intercept,
+         "ceiling": cal.ceiling,
          "fit_seconds": round(fit_seconds, 1), "calibration_info": cal.info,
          "queries": {"valid": len(qs_va), "test": len(qs_te)},
          "pictures": {"valid": int(len(p.valid)), "test": int(len(p.test))},
@@ -259,8 +264,9 @@ def report(r: dict) -> str:
           f"{r['queries']['valid']:,} validation queries x {r['pictures']['valid']} pictures "
           f"in {r['fit_seconds']} s, read on {r['queries']['test']:,} test queries x "
           f"{r['pictures']['test']} pictures. {r['minutes']} min in all.", "",
-          "logit P(relevant) = " + " + ".join(f"{v:.3f} x {k}" for k, v in r["coef"].items()
-                                              if v) + f" + {r['intercept']:.3f}", "",
+          f"P(relevant) = {r.get('ceiling', 1.0):.3f} x sigmoid(" + " + ".join(
+              f"{v:.3f} x {k}" for k, v in r["coef"].items() if v)
+          + f" + {r['intercept']:.3f})", "",
           "| target | measured | goal |", "|---|---:|---|",
           f"| expected calibration error, every test pair | {r['ece']:.4f} | <= 0.05 |",
           f"| ECE, each query's 20 best pictures | {r['ece_top20']:.4f} | |",

@@ -51,6 +51,9 @@ PRIOR_PSEUDO = 0.5
 MAX_PAIRS = 2_000_000
 FEATURES = ("standard score", "log prior", "extra words", "standard score x log prior",
             "standard score over the best reference picture's")
+#: Whether the logistic is fitted with a ceiling (Calibration.ceiling), chosen on validation
+#: (benchmarks/results/calibration.md).
+CEILING = True
 #: "Likely relevant" (the page's and the CLI's count): at least this probability.
 LIKELY = 0.5
 KEY = "calibration"
@@ -58,6 +61,41 @@ KEY = "calibration"
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
+
+
+def floor_of(p: float, a: float, b: float, ceiling: float = 1.0) -> float:
+    """The score s with ceiling x sigmoid(a s + b) = p (a > 0): -inf for p <= 0, +inf where
+    p reaches the ceiling."""
+    if p <= 0:
+        return -np.inf
+    if p >= ceiling:
+        return np.inf
+    r = p / ceiling
+    return float((np.log(r / (1 - r)) - b) / a)
+
+
+def _fit_with_ceiling(X: np.ndarray, y: np.ndarray, w: np.ndarray, b: float
+                      ) -> tuple[np.ndarray, float, float]:
+    """(w, b, ceiling) maximising the likelihood of P = ceiling x sigmoid(X w + b), from
+    a plain logistic's (w, b); the L2 penalty of sklearn's C = 1 on w."""
+    from scipy.optimize import minimize  # noqa: PLC0415
+
+    yf = y.astype(np.float64)
+
+    def loss(theta):
+        w_, b_, g = theta[:-2], theta[-2], theta[-1]
+        c = _sigmoid(g)
+        s = _sigmoid(X @ w_ + b_)
+        p = np.clip(c * s, 1e-12, 1 - 1e-12)
+        dp = -yf / p + (1 - yf) / (1 - p)  # d loss / d p
+        du = dp * c * s * (1 - s)
+        grad = np.concatenate([X.T @ du + w_, [du.sum(), (dp * s).sum() * c * (1 - c)]])
+        value = -(yf * np.log(p) + (1 - yf) * np.log(1 - p)).sum() + 0.5 * w_ @ w_
+        return value, grad
+
+    start = np.concatenate([w, [b, 4.0]])  # ceiling 0.98 to start
+    res = minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": 500})
+    return res.x[:-2], float(res.x[-2]), float(_sigmoid(res.x[-1]))
 
 
 def _best_of_others(R: np.ndarray) -> np.ndarray:
@@ -78,13 +116,20 @@ class Calibration:
     training pictures whose caption has it; n_train: the number of training pictures.
     annotation_rule: the annotation rule validation preferred (pamir.evaluation.annotation:
     "top 5", "global threshold" or "per-word thresholds") and thresholds, the (T,)
-    probability each word needs (None for top 5).
+    probability each word needs (None for top 5). ceiling: the highest probability any
+    picture reaches, P = ceiling x sigmoid(logit): captions are incomplete (a picture of a
+    tiger in grass captioned without "grass"), so even the surest match is relevant less
+    than always, and a plain logistic is over-confident at the top.
     """
 
     def __init__(self, coef, intercept: float, reference: np.ndarray,
-                 word_pictures: Sequence[np.ndarray], n_train: int, info: dict | None = None):
+                 word_pictures: Sequence[np.ndarray], n_train: int, info: dict | None = None,
+                 ceiling: float = 1.0):
         self.coef = np.asarray(coef, dtype=np.float64)
         self.intercept = float(intercept)
+        self.ceiling = float(ceiling)
+        if not 0 < self.ceiling <= 1:
+            raise ValueError(f"calibration ceiling {ceiling}: a probability in (0, 1]")
         self.reference = np.asarray(reference, dtype=np.float32)
         self.mean = self.reference.mean(axis=0, dtype=np.float64)
         self.word_pictures = [np.asarray(p, dtype=np.int64) for p in word_pictures]
@@ -159,16 +204,14 @@ class Calibration:
 
     def probability(self, scores, q: np.ndarray, words: Sequence[int]) -> np.ndarray:
         """P(relevant) of pictures with these scores for the query (vector q, positive
-        vocabulary words `words`), in (0, 1), increasing in the score."""
+        vocabulary words `words`), in (0, ceiling), increasing in the score."""
         a, b = self.logit_line(q, words)
-        return _sigmoid(a * np.asarray(scores, dtype=np.float64) + b)
+        return self.ceiling * _sigmoid(a * np.asarray(scores, dtype=np.float64) + b)
 
     def score_floor(self, p: float, q: np.ndarray, words: Sequence[int]) -> float:
-        """The score at which the query's probability reaches p: the raw floor of p."""
-        if not 0 < p < 1:
-            return -np.inf if p <= 0 else np.inf
-        a, b = self.logit_line(q, words)
-        return float((np.log(p / (1 - p)) - b) / a)
+        """The score at which the query's probability reaches p: the raw floor of p
+        (infinite where no score reaches it: p at or over the ceiling)."""
+        return floor_of(p, *self.logit_line(q, words), self.ceiling)
 
     # ------------------------------------------------------------------ many queries
     def features(self, Q: sp.spmatrix, terms: Sequence[Sequence[int]], S: np.ndarray,
@@ -194,7 +237,7 @@ class Calibration:
 
     def probabilities(self, Q, terms, S) -> np.ndarray:
         """P(relevant) for every (query, picture) score of S (n_queries x n_pictures)."""
-        return _sigmoid(self.features(Q, terms, S) @ self.coef + self.intercept)
+        return self.ceiling * _sigmoid(self.features(Q, terms, S) @ self.coef + self.intercept)
 
     def word_probabilities(self, Z: np.ndarray, own: bool = False) -> np.ndarray:
         """(n x T) P(the picture's caption has word t) for text-space rows Z (n x T'): each
@@ -210,7 +253,7 @@ class Calibration:
         a, b = self._lines(mu, sd, (top - mu) / sd,
                            np.log([self.prior([t]) for t in range(T)]), 0.0)
         out = np.full(Z.shape, np.nan)
-        out[:, :T] = _sigmoid(a * Z[:, :T] + b)
+        out[:, :T] = self.ceiling * _sigmoid(a * Z[:, :T] + b)
         return out
 
     # ------------------------------------------------------------------ saving
@@ -220,7 +263,8 @@ class Calibration:
         flat = (np.concatenate(self.word_pictures) if lengths.sum()
                 else np.zeros(0, np.int64))
         meta = {"features": list(FEATURES), "coef": [float(c) for c in self.coef],
-                "intercept": self.intercept, "n_train": self.n_train, "info": self.info,
+                "intercept": self.intercept, "ceiling": self.ceiling,
+                "n_train": self.n_train, "info": self.info,
                 "annotation_rule": self.annotation_rule}
         thresholds = {} if self.thresholds is None else {"thresholds": self.thresholds}
         return meta, thresholds | {"reference": self.reference,
@@ -235,7 +279,7 @@ class Calibration:
             ptr, flat = arrays["word_pictures_indptr"], arrays["word_pictures"]
             lists = [flat[ptr[t]:ptr[t + 1]] for t in range(len(ptr) - 1)]
             cal = cls(meta["coef"], meta["intercept"], arrays["reference"], lists,
-                      meta["n_train"], meta.get("info"))
+                      meta["n_train"], meta.get("info"), meta.get("ceiling", 1.0))
             cal.annotation_rule = str(meta.get("annotation_rule", "top 5"))
             if "thresholds" in arrays:
                 cal.thresholds = np.asarray(arrays["thresholds"], dtype=np.float64)
@@ -257,7 +301,8 @@ def word_pictures(Y: sp.spmatrix) -> list[np.ndarray]:
 def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Sequence[int]],
                     relevance: sp.spmatrix, Y_train: sp.spmatrix, *, Z_scored=None,
                     seed: int = 0, info: dict | None = None,
-                    features: Sequence[str] = FEATURES) -> Calibration:
+                    features: Sequence[str] = FEATURES, ceiling: bool = CEILING
+                    ) -> Calibration:
     """Fit the shared logistic on every (query, picture) pair of a query set.
 
     Z_reference: (n x T) text-space vectors of the reference pictures (validation), which
@@ -267,7 +312,7 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     their word indices `terms`; relevance: (n_queries x n) 0/1; Y_train: training captions
     (n_train x T presence), for the priors. features: those of FEATURES the logistic
     reads (the others weigh 0); without the interaction where it would make the slope
-    negative at some prior."""
+    negative at some prior. ceiling: fit the highest probability too (Calibration)."""
     import scipy.sparse as sp  # noqa: PLC0415
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415: fitting only
 
@@ -295,15 +340,17 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     for cols in (used, [c for c in used if c != 3]):
         # C = 1: it shrinks the coefficients only where the pairs are few (a small collection)
         lr = LogisticRegression(max_iter=1000).fit(X[:, cols], y)
+        w, b, top = lr.coef_.ravel(), float(lr.intercept_[0]), 1.0
+        if ceiling:
+            w, b, top = _fit_with_ceiling(X[:, cols], y, w, b)
         coef = np.zeros(len(FEATURES))
-        coef[cols] = lr.coef_.ravel()
+        coef[cols] = w
         try:
-            return Calibration(coef, float(lr.intercept_[0]), Z_reference[rows], lists,
-                               Y_train.shape[0], {"pairs": int(len(y)),
-                                                  "queries": int(Q.shape[0]),
-                                                  "positives": int(y.sum()),
-                                                  "features": [FEATURES[c] for c in cols],
-                                                  **(info or {})})
+            return Calibration(coef, b, Z_reference[rows], lists, Y_train.shape[0],
+                               {"pairs": int(len(y)), "queries": int(Q.shape[0]),
+                                "positives": int(y.sum()),
+                                "features": [FEATURES[c] for c in cols], **(info or {})},
+                               ceiling=top)
         except ValueError:
             continue  # the slope falls below 0 somewhere: without the interaction
     raise ValueError("calibration: validation scores do not rise with relevance; the model "
@@ -350,7 +397,7 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
         + ")")
     say(f"calibration on {len(qs):,} validation queries x {Z.shape[0]} pictures: logit = "
         + " + ".join(f"{c:.3f} {f}" for c, f in zip(cal.coef, FEATURES) if c)
-        + f" + {cal.intercept:.3f}")
+        + f" + {cal.intercept:.3f}; at most {cal.ceiling:.3f}")
     return cal
 
 
@@ -361,7 +408,8 @@ def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, se
     the model trained without them; standard scores over those same pictures."""
     from .evaluation.annotation import RULES, choose_rule, fit_thresholds  # noqa: PLC0415
 
-    own = Calibration(cal.coef, cal.intercept, Z_valid, cal.word_pictures, cal.n_train)
+    own = Calibration(cal.coef, cal.intercept, Z_valid, cal.word_pictures, cal.n_train,
+                      ceiling=cal.ceiling)
     P = own.word_probabilities(Z_valid, own=True)
     rule, metrics = choose_rule(P, Z_valid, Y_valid, n_words, seed)
     cal.annotation_rule = rule
@@ -430,5 +478,5 @@ def load_calibration(model_dir) -> Calibration | None:
         return None  # unreadable: searches go on with raw scores, as before calibration
 
 
-__all__ = ["LIKELY", "Calibration", "annotate", "calibrate_system", "expected_calibration_error", "fit_calibration", "load_calibration",
+__all__ = ["CEILING", "LIKELY", "Calibration", "floor_of", "annotate", "calibrate_system", "expected_calibration_error", "fit_calibration", "load_calibration",
            "word_pictures"]

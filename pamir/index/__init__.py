@@ -37,7 +37,7 @@ from typing import IO
 
 import numpy as np
 
-from ..calibration import Calibration, load_calibration
+from ..calibration import Calibration, floor_of, load_calibration
 from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable,
                       class_probabilities, imagenet_class_names)
 from ..config import default_cache_dir
@@ -627,8 +627,9 @@ class Index:
         hits = self._consistent(answer)
         if line is not None:
             a, b = line
+            top = self.calibration.ceiling
             for h in hits:
-                h.probability = float(0.5 * (1 + np.tanh(0.5 * (a * h.score + b))))
+                h.probability = float(top * 0.5 * (1 + np.tanh(0.5 * (a * h.score + b))))
         return hits
 
     def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
@@ -640,9 +641,7 @@ class Index:
             why = (self.uncalibrated(q) if isinstance(q, Query)
                    else "a query vector has no words to calibrate")
             raise QueryError(f"p:{p:g} needs a calibrated probability, and {why}")
-        a, b = line
-        raw = (-np.inf if p <= 0 else np.inf if p >= 1
-               else float((np.log(p / (1 - p)) - b) / a))
+        raw = floor_of(float(p), *line, self.calibration.ceiling)
         raw = np.nextafter(np.float32(raw), np.float32(np.inf)) if np.isfinite(raw) else raw
         return float(raw if floor is None else max(raw, floor))
 
