@@ -135,6 +135,11 @@ def feature_choice(Z_valid, Q, terms, R, Y_train, seed: int = config.SEED) -> di
     return out
 
 
+def diagram_title(r: dict) -> str:
+    return (f"Corel 5k test, {r['queries']['test']:,} queries x {r['pictures']['test']} "
+            f"pictures: ECE {r['ece']:.4f}")
+
+
 def diagram(bins: list[dict], path: Path, title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -166,8 +171,9 @@ def main(argv=None) -> None:
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)
     if args.report_only:
-        (RESULTS / "calibration.md").write_text(report(json.loads(
-            (RESULTS / "calibration.json").read_text())))
+        r = json.loads((RESULTS / "calibration.json").read_text())
+        (RESULTS / "calibration.md").write_text(report(r))
+        diagram(r["bins"], RESULTS / "calibration.png", diagram_title(r))
         return
     model_dir = args.model
     run = Run("bench_calibration.py", argv)
@@ -213,9 +219,7 @@ def main(argv=None) -> None:
          "precision": {"p_floor": round(100 * precision(P_te >= P_FLOOR, R_te), 2),
                        "raw_floor": round(100 * precision(S_te >= raw, R_te), 2)},
          "feature_choice": feature_choice(Z_va, Q_va, qs_va.terms, R_va, Y_tr)}
-    diagram(test["bins"], RESULTS / "calibration.png",
-            f"Corel 5k test, {len(qs_te):,} queries x {len(p.test)} pictures: ECE "
-            f"{test['ece']:.3f}")
+    diagram(test["bins"], RESULTS / "calibration.png", diagram_title(r))
     if args.retrain_study:
         r["retrain_study"] = retrain_study(system, collection, p, F_va, Z_va, Q_te, qs_te, R_te,
                                            Y_tr, paths)
