@@ -132,7 +132,7 @@ function hitCard(hit) {
   if (hit.probability !== undefined) {  // calibrated: the chance the picture is relevant
     const chance = document.createElement("span");
     chance.className = "probability" + (hit.likely ? " likely" : "");
-    chance.textContent = `${Math.round(100 * hit.probability)} %`;
+    chance.textContent = `${Math.round(100 * hit.probability)}%`;
     chance.title = "calibrated probability that the picture is relevant";
     meta.append(chance);
   }
