@@ -289,6 +289,15 @@ def report(r: dict) -> str:
           f"pictures there); F1 {r['floor_f1_single']:.2f} on one-word queries, "
           f"{r['floor_f1_multi']:.2f} on the others (the raw floor: "
           f"{r['raw_floor_f1_single']:.2f} and {r['raw_floor_f1_multi']:.2f}).", "",
+          f"Reading: p:{r['p_floor']} keeps what is more likely relevant than not, and its "
+          f"sets are {r['precision']['p_floor']:.0f} % precise against the raw floor's "
+          f"{r['precision']['raw_floor']:.0f} %. But most test queries are subsets of a "
+          "caption with one or two relevant pictures, for which no picture is more likely "
+          f"relevant than not, so it answers {100 * r['floor_empty']:.0f} % of them with "
+          "nothing, and F1 rewards returning the best guesses anyway: the probability floor "
+          f"that is best on validation (p:{r['best_p_floor']}) does, and beats the raw "
+          f"floor ({r['best_p_floor_f1']:.2f} against {r['raw_floor_f1']:.2f}), since it adapts "
+          "to each query where one raw floor cannot.", "",
           "Reliability (calibration.png):", "",
           "| bin | pairs | mean probability | share relevant |", "|---|---:|---:|---:|"]
     for b in r["bins"]:
