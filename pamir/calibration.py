@@ -54,6 +54,11 @@ FEATURES = ("standard score", "log prior", "extra words", "standard score x log 
 #: Whether the logistic is fitted with a ceiling (Calibration.ceiling), chosen on validation
 #: (benchmarks/results/calibration.md).
 CEILING = True
+#: Retrained on train + validation (`pamir fit --retrain`): the reference scores a query's
+#: standard scores are read against, the train-only model's on the validation pictures
+#: ("train-only") or the retrained model's own, in-sample ("retrained"). Measured on Corel
+#: 5k test (bench_calibration.py --retrain-study, bench_annotation.py --calibrated).
+RETRAINED_REFERENCE = "train-only"
 #: "Likely relevant" (the page's and the CLI's count): at least this probability.
 LIKELY = 0.5
 KEY = "calibration"
@@ -381,11 +386,17 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
             len(qs), max_queries, replace=False)))
     Q = text_vectors(qs.presence(), system.idf)
     Z = system.transform_features(F_valid)
+    Zs = None if scored is None else scored.transform_features(F_valid)
+    # retrained, the served model has seen the validation pictures and scores them higher
+    # than it will new ones: its probabilities are read against the train-only model's
+    # validation scores (RETRAINED_REFERENCE; measured in benchmarks/results/calibration.md)
+    reference = Zs if Zs is not None and RETRAINED_REFERENCE == "train-only" else Z
     try:
-        cal = fit_calibration(Z, Q, qs.terms, qs.relevance, Y_train, seed=seed,
-                              Z_scored=None if scored is None
-                              else scored.transform_features(F_valid),
+        cal = fit_calibration(reference, Q, qs.terms, qs.relevance, Y_train, seed=seed,
+                              Z_scored=Zs,
                               info={"scored_by": "train-only model" if scored is not None
+                                    else "the model itself",
+                                    "reference": "train-only model" if reference is Zs
                                     else "the model itself"})
     except ValueError as e:
         say(f"no calibrated probabilities: {e}")
