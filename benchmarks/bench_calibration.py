@@ -247,10 +247,10 @@ def retrain_study(system, collection, p, F_va, Z_va, Q_te, qs_te, R_te, Y_tr, pa
     variants = {
         "in-sample (its own validation scores)": fit_calibration(
             Z_fin_va, Q_va, qs.terms, qs.relevance, Y_tr),
-        "train-only scores, retrained spread (fit_system's)": calibrate_system(
+        "train-only scores, against the retrained model's validation spread": fit_calibration(
+            Z_fin_va, Q_va, qs.terms, qs.relevance, Y_tr, Z_scored=Z_va),
+        "train-only calibration as it is (fit_system's)": calibrate_system(
             retrained, F_va, Y_va, Y_tr, scored=system),
-        "train-only calibration as it is": fit_calibration(Z_va, Q_va, qs.terms,
-                                                           qs.relevance, Y_tr),
     }
     out = {"retrain_seconds": round(seconds, 1), "n_updates": int(final.n_updates)}
     for name, cal in variants.items():
