@@ -6,6 +6,9 @@
     "polar bear"                a phrase: one concept, mapped as a whole when not all of
                                 its words are in the vocabulary
     floor:0.5                   drop pictures scoring under 0.5 (an empty answer is allowed)
+    p:0.5  prob:0.9             drop pictures less likely than that to be relevant: the
+                                probability is calibrated on validation (pamir.calibration),
+                                p:0.5 keeps the pictures more likely relevant than not
     sort:date  sort:oldest      order the hits by the date taken, newest (or oldest) first
     date:2019  date:2019-07     only pictures taken that year, month or day (2019-07-14);
     date:2019-06..2019-08       a closed range of them (either end may be left open)
@@ -40,6 +43,7 @@ if TYPE_CHECKING:  # annotations only: the bridges load lazily
 #: Options of the grammar (key:value); other "x:y" tokens are words.
 SORTS = {"score": "score", "date": "newest", "newest": "newest", "oldest": "oldest"}
 FLOOR_KEYS = ("floor", "min")
+PROBABILITY_KEYS = ("p", "prob")
 FOLDER_KEYS = ("in", "folder")
 #: The largest weight a term may carry (a guard against "1e30:word").
 MAX_WEIGHT = 100.0
@@ -47,7 +51,7 @@ MAX_WEIGHT = 100.0
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _TOKEN = re.compile(
     r'\s*(?:'
-    r'(?P<opt>(?:floor|min|sort|in|folder|date)):(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
+    r'(?P<opt>(?:floor|min|prob|p|sort|in|folder|date)):(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
     r'|(?P<sign>[-+])?(?:(?P<pre>' + _NUMBER + r'):)?'
     r'(?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"^]+))'
     r'(?:\^(?P<post>' + _NUMBER + r'))?'
@@ -74,6 +78,7 @@ class ParsedQuery:
     text: str
     terms: list[Term] = field(default_factory=list)
     floor: float | None = None
+    p_floor: float | None = None  # a floor on the calibrated probability of relevance
     sort: str = "score"       # "score", "newest" or "oldest"
     folders: list[str] = field(default_factory=list)
     stop_only: list[str] = field(default_factory=list)  # words dropped as stop words
@@ -139,6 +144,7 @@ class Query:
     class_mix: float = 0.0
     #: date: filters, closed ranges of days ("2019-06-01", "2019-08-31"); any of them
     dates: list[tuple[str, str]] = field(default_factory=list)
+    p_floor: float | None = None
 
     @property
     def searchable(self) -> bool:
@@ -154,7 +160,7 @@ class Query:
         return [m.as_dict() for m in self.matches]
 
     def options_json(self) -> dict:
-        return {"floor": self.floor, "sort": self.sort, "folders": self.folders,
+        return {"floor": self.floor, "p_floor": self.p_floor, "sort": self.sort, "folders": self.folders,
                 "dates": [list(d) for d in self.dates]}
 
 
@@ -219,6 +225,12 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
             value = m.group("optq") if m.group("optq") is not None else m.group("optv")
             if key in FLOOR_KEYS:
                 out.floor = _number(value, key)
+            elif key in PROBABILITY_KEYS:
+                out.p_floor = _number(value.rstrip("%"), key) / (100 if value.endswith("%")
+                                                                  else 1)
+                if not 0 <= out.p_floor <= 1:
+                    raise QuerySyntaxError(f"{key}:{value}: a probability is between 0 and 1 "
+                                           "(p:0.5, or p:50%)")
             elif key == "date":
                 out.dates.append(date_range(value))
             elif key == "sort":
@@ -311,7 +323,7 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     # "lion cub", cub's classes weigh half what they would for "cub" alone
     mix = class_mix * share[0] / share[1] if class_terms and share[1] else 0.0
     return Query(parsed.text, vector, used, unknown, matches, parsed.floor, parsed.sort,
-                 list(parsed.folders), class_terms, mix, list(parsed.dates))
+                 list(parsed.folders), class_terms, mix, list(parsed.dates), parsed.p_floor)
 
 
 def _match(term: Term, word_index: dict[str, int], bridge) -> Match:

@@ -79,6 +79,7 @@ class System:
         self.word_index = {w: k for k, w in enumerate(self.vocabulary)}
         self.idf = np.asarray(idf, dtype=np.float64)
         self.info = dict(info or {})
+        self.calibration = None  # pamir.calibration.Calibration: probabilities of relevance
         if len(self.idf) != len(self.vocabulary):
             raise ValueError(f"idf has {len(self.idf)} weights for {len(self.vocabulary)} words")
 
@@ -158,6 +159,9 @@ class System:
         if self.neighbours is not None:  # absent from older models: they load as before
             head["neighbours"], part = self.neighbours.to_dict()
             arrays |= {f"neighbours/{k}": v for k, v in part.items()}
+        if self.calibration is not None:
+            head["calibration"], cal_arrays = self.calibration.to_saved()
+            arrays |= {f"calibration/{k}": v for k, v in cal_arrays.items()}
         return save_directory(path, head, arrays)
 
     @classmethod
@@ -185,8 +189,15 @@ class System:
             neighbours = Neighbours.from_saved(
                 head["neighbours"], {k.partition("/")[2]: v for k, v in arrays.items()
                                      if k.startswith("neighbours/")})
-        return cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}),
-                   neighbours)
+        system = cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}),
+                     neighbours)
+        if head.get("calibration"):  # models saved before calibration load without one
+            from .calibration import Calibration  # noqa: PLC0415
+
+            system.calibration = Calibration.from_saved(
+                head["calibration"], {k.partition("/")[2]: v for k, v in arrays.items()
+                                      if k.startswith("calibration/")})
+        return system
 
 
 # ---------------------------------------------------------------- learning after training
@@ -673,6 +684,11 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                 + ("" if part is not None else ": left out"))
             if part is not None:
                 valid_avgp = knn_info["valid_avgp"]
+        # calibration reads the train-only models' validation scores (not in-sample ones),
+        # with the neighbours the training pictures made (the retraining refits them in place)
+        trained_on_train = members
+        trained_neighbours = (Neighbours.from_saved(*part.to_dict())
+                              if retrain and part is not None else part)
         if retrain and out_of_time():
             skipped.append("retrain")
         elif retrain:
@@ -730,7 +746,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                                             for t in r["grid"])},
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
-    return System(rep, final, protocol.vocabulary, system_idf, info, part)
+    system = System(rep, final, protocol.vocabulary, system_idf, info, part)
+    _calibrate(system, trained_on_train, trained_neighbours, cls, F, valid, train, protocol, say)
+    return system
 
 
 def neighbour_views(rep) -> list[tuple[int, int]]:
@@ -818,6 +836,25 @@ def _guarded(prepared, selections, results, flat, default, say):
     model = sel.models[k]
     chosen = Selection(model, model.get_params(), trial.valid_avgp, sel.trials, sel.models)
     return (chosen, F, ok, rep, train, valid, name, results[i])
+
+
+def _calibrate(system: System, trained_on_train, trained_neighbours, cls, F, valid, train,
+               protocol, say) -> None:
+    """Issue 26: fit the system's calibrated probabilities of relevance on the validation
+    pictures, from the scores of the models trained on train only when the system was
+    retrained on train + validation (pamir.calibration)."""
+    from .calibration import calibrate_system  # noqa: PLC0415
+
+    scored = None
+    if system.info.get("retrained"):
+        scored = System(system.pipeline, cls.average(trained_on_train)
+                        if len(trained_on_train) > 1 else trained_on_train[0],
+                        system.vocabulary, system.idf, system.info, trained_neighbours)
+    system.calibration = calibrate_system(system, take_rows(F, valid),
+                                          protocol.presence(valid), protocol.presence(train),
+                                          scored=scored, log=say)
+    if system.calibration is not None:
+        system.info["calibration"] = system.calibration.info
 
 
 def _curve(trial: dict) -> dict:

@@ -21,12 +21,14 @@ import typer
 from rich.markup import escape
 
 from .. import config
+from ..calibration import LIKELY
+from ..calibration import annotate as annotate_words
 from ..data import DataError, load_captions_table
 from ..index import (Index, IndexDirError, QueryError, embeddings_enabled, index_transform,
                      model_fingerprint)
 from ..storage import atomic_write_bytes
 from ..text import top_words
-from ..zeroshot import ZeroCaptionSystem
+from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from ..zeroshot import annotate as zeroshot_annotate
 from .. import workflow
 from ..workflow import default_index_dir, text_side
@@ -258,7 +260,8 @@ def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
 
 # ------------------------------------------------------------------------------- search
 QUERY_HELP = ('words, e.g. "tiger grass"; -word excludes, word^2 or 2:word weighs, "a phrase" '
-              'is one concept, floor:0.5 keeps scores >= 0.5, sort:date orders by the date '
+              'is one concept, p:0.5 keeps the pictures more likely relevant than not (a '
+              'calibrated probability), floor:0.5 keeps scores >= 0.5, sort:date orders by the date '
               'taken, date:2019-07 (or 2019-06..2019-08) keeps pictures taken then, in:FOLDER '
               'keeps pictures under a folder (docs/usage.md, "Queries", "Dates")')
 
@@ -277,6 +280,9 @@ def search_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     files_only: bool = typer.Option(False, "-f", "--files", help="print paths only"),
     floor: float = typer.Option(None, help="leave out pictures scoring under this (as floor:X)"),
+    p_floor: float = typer.Option(None, "--p", "--probability",
+                                  help="leave out pictures less likely than this to be "
+                                       "relevant, 0-1 (as p:X)"),
     sort: str = typer.Option(None, help="score (default), date / newest, or oldest (as sort:X)"),
     folder: list[str] = typer.Option(None, "--in", help="only pictures under this folder (as "
                                                         "in:X); may be repeated"),
@@ -305,7 +311,10 @@ def search_command(
             q = index.parse_query(query, mapping=mapping)
             hits = index.search(q, k, floor=floor, sort=_sort_name(sort),
                                 folders=(q.folders + list(folder)) if folder else None,
-                                method="brute" if len(index) <= NUMPY_SEARCH_UP_TO else "auto")
+                                method="brute" if len(index) <= NUMPY_SEARCH_UP_TO else "auto",
+                                p_floor=p_floor)
+            likely = index.count_likely(q, LIKELY, (q.folders + list(folder)) if folder
+                                        else None)
         except QueryError as e:
             if as_json:
                 print(json.dumps({"query": query, "error": str(e), "unknown": e.unknown}))
@@ -317,11 +326,18 @@ def search_command(
         console.print(f"[yellow]not in the vocabulary, ignored:[/yellow] "
                       f"{escape('; '.join(notes))}", markup=True)
     used_floor = q.floor if floor is None else floor
-    if not hits and used_floor is not None:
+    used_p = q.p_floor if p_floor is None else p_floor
+    if not hits and used_p is not None:
+        console.print(f"nothing is relevant with a probability of at least {used_p:g}")
+    elif not hits and used_floor is not None:
         console.print(f"nothing scores at least {used_floor:g}: no picture is relevant enough")
+    if likely is not None and not as_json and not files_only and (hits or used_p is None):
+        console.print(f"{likely:,} {'picture is' if likely == 1 else 'pictures are'} likely "
+                      f"relevant (a calibrated probability of {LIKELY:g} or more)")
     _print_hits(hits, as_json, files_only, {
         "query": query, "words": q.words, "unknown": q.unknown, "mapping": q.mapping_json(),
-        "options": {**q.options_json(), "floor": used_floor,
+        "likely": likely, "likely_probability": LIKELY,
+        "options": {**q.options_json(), "floor": used_floor, "p_floor": used_p,
                     "sort": _sort_name(sort) or q.sort,
                     "folders": q.folders + list(folder or [])}})
 
@@ -354,7 +370,9 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
             when = f"{h.taken[:10]}  " if getattr(h, "taken", None) else ""
             caption = f"\t{' '.join(h.caption)}" if getattr(h, "caption", None) else ""
-            print(f"{rank:>3}  {h.score:8.4f}  {when}{shown_path(h.path)}{caption}")
+            p = getattr(h, "probability", None)
+            chance = f"p {p:4.2f}  " if p is not None else ""  # none: nothing invented
+            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{shown_path(h.path)}{caption}")
 
 
 def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,
@@ -395,13 +413,17 @@ def annotate_command(
                                             "to annotate with ImageNet's words alone",
                                  metavar="[MODEL]"),
     pictures: list[Path] = typer.Argument(None, help="picture files"),
-    k: int = typer.Option(config.ANNOTATION_WORDS, "-k", "--top", min=1, help="words each"),
+    k: int = typer.Option(None, "-k", "--top", min=1,
+                          help=f"words each (default: {config.ANNOTATION_WORDS}, or where "
+                               "validation preferred per-word thresholds, every word likely "
+                               "enough)"),
     sidecar: bool = typer.Option(False, help="write PICTURE.txt beside each picture (never "
                                              "over a file pamir did not write)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines"),
 ):
-    """The words that best describe each picture, with their scores; beside them, ImageNet's
-    words (marked) whose classes hold a good share of the classifier's probability."""
+    """The words that best describe each picture, with their scores and calibrated
+    probabilities; beside them, ImageNet's words (marked) whose classes hold a good share
+    of the classifier's probability."""
     if not _is_model(model):
         model, pictures = None, [model, *(pictures or [])]
     missing = [p for p in pictures if not p.is_file()]
@@ -414,8 +436,9 @@ def annotate_command(
     paths = [str(p) for p in pictures]
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else load_system(model)
     Z, ok, reasons = system.transform_paths(paths)
-    keywords = top_words(Z, text_side(system)[0], k) if system.vocabulary else [[]] * len(paths)
-    imagenet, ok = _imagenet_words(system, paths, k, ok)
+    keywords = (annotate_words(getattr(system, "calibration", None), Z, text_side(system)[0], k)
+                if system.vocabulary else [[]] * len(paths))
+    imagenet, ok = _imagenet_words(system, paths, k or config.ANNOTATION_WORDS, ok)
     failed = len(missing)
     for path, good, reason, best, more in zip(pictures, ok, reasons, keywords, imagenet):
         if not good:
@@ -423,9 +446,10 @@ def annotate_command(
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
-        words = [{"word": w, "score": s} for w, s in best]
+        words = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None
+                                             else {})} for w, s, p in best]
         words += [{"word": w, "probability": round(p, 4), "source": "imagenet"}
-                  for w, p in more if w not in {x for x, _ in best}]
+                  for w, p in more if w not in {x[0] for x in best}]
         note = ""
         if sidecar:
             written, why = write_sidecar(path, [w["word"] for w in words])
@@ -458,9 +482,11 @@ def _imagenet_words(system, paths: list[str], k: int, ok) -> tuple[list, np.ndar
 def _annotation_line(words: list[dict]) -> str:
     """"blue 0.812  sea 0.640  [ImageNet] pelican 0.93  bird 0.98": the model's words with
     their scores, then ImageNet's with their probability mass."""
-    own = "  ".join(f"{w['word']} {w['score']:.3f}" for w in words if "score" in w)
+    own = "  ".join(f"{w['word']} {w['score']:.3f}"
+                    + (f" (p {w['probability']:.2f})" if "probability" in w else "")
+                    for w in words if "score" in w)
     more = "  ".join(f"{w['word']} {w['probability']:.2f}" for w in words
-                     if "probability" in w)
+                     if w.get("source") == "imagenet")
     return "  ".join(x for x in (own, f"[ImageNet] {more}" if more else "") if x) or \
         "(no word: the classifier is unsure of this picture)"
 

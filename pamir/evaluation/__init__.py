@@ -1,7 +1,7 @@
 """Evaluation: metrics, significance, TREC export, and scoring query sets."""
 
 from .metrics import (annotation_metrics, average_precision, interpolated_precision,
-                      precision_at, r_precision, ranking_metrics)
+                      precision_at, prediction_metrics, r_precision, ranking_metrics)
 from .retrieval import (Evaluation, evaluate_model, evaluate_text_space,
                         mean_average_precision, query_scores)
 
@@ -18,6 +18,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "annotation_metrics", "average_precision", "interpolated_precision", "precision_at",
+    "prediction_metrics",
     "r_precision", "ranking_metrics", "Evaluation", "evaluate_model", "evaluate_text_space",
     "mean_average_precision", "query_scores", "wilcoxon",
 ]

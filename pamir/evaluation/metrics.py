@@ -117,6 +117,13 @@ def annotation_metrics(word_scores, truth, n_words: int = config.ANNOTATION_WORD
     top = np.argsort(-S, axis=1, kind="stable")[:, :n_words]
     pred = np.zeros_like(Y)
     np.put_along_axis(pred, top, True, axis=1)
+    return prediction_metrics(pred, Y)
+
+
+def prediction_metrics(predicted, truth) -> dict:
+    """annotation_metrics of given annotations: predicted (n_pictures x T) bool, any number
+    of words a picture (pamir.evaluation.annotation's thresholds)."""
+    pred, Y = _dense_bool(predicted), _dense_bool(truth)
     correct = (pred & Y).sum(axis=0)
     n_pred, n_true = pred.sum(axis=0), Y.sum(axis=0)
     words = n_true > 0

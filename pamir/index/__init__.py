@@ -37,6 +37,7 @@ from typing import IO
 
 import numpy as np
 
+from ..calibration import Calibration, floor_of, load_calibration
 from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable,
                       class_probabilities, imagenet_class_names)
 from ..config import default_cache_dir
@@ -106,6 +107,9 @@ class Hit:
     score: float
     taken: str | None = None  # ISO date-time taken (pamir.metadata; None: not read yet)
     caption: list[str] | None = None  # the caption's words, from a table or the files
+    #: the calibrated probability that the picture is relevant (pamir.calibration); None
+    #: where the model has no calibration or the query is not made of its words
+    probability: float | None = None
 
 
 def model_fingerprint(model_dir: str | Path) -> str:
@@ -358,6 +362,9 @@ class Index:
         self.classes: list[str] = meta("classes") or []
         self._moves = meta("moves") or 0  # compactions that moved pictures, as of this state
         self._class_words = None
+        key = (self.model_dir, self.model_fingerprint)
+        if getattr(self, "_calibration_key", None) != key:
+            self._calibration_key, self._calibration = key, False  # False: not read yet
         self._folder_columns: dict[tuple, np.ndarray] = {}  # `_columns_under`, this state's
         self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
                                    int(meta("generation") or 0), self._writable,
@@ -526,10 +533,51 @@ class Index:
         return ((1 - q.class_mix) * _standard(s) + q.class_mix * CLASS_SCALE * c
                 ).astype(np.float32)
 
+    @property
+    def calibration(self) -> Calibration | None:
+        """The model's calibrated probabilities (read from its folder once per model), None
+        where it has none: a zero-caption index, a model saved before issue 26, a moved
+        model folder."""
+        with self._lock:
+            if self._calibration is False:
+                cal = load_calibration(self.model_dir)
+                self._calibration = cal if cal is not None and cal.T <= self.T else None
+            return self._calibration
+
+    def relevance_line(self, q: Query) -> tuple[float, float] | None:
+        """(a, b) with the probability that a picture scoring s is relevant to the query =
+        sigmoid(a s + b), or None where there is no calibrated probability (`uncalibrated`
+        says why)."""
+        return None if self.uncalibrated(q) else self._line(q)
+
+    def _line(self, q: Query) -> tuple[float, float]:
+        words = [self.word_index[w] for m in q.matches if m.weight > 0 for w, _ in m.words]
+        return self.calibration.logit_line(q.vector, words)
+
+    def uncalibrated(self, q: Query) -> str:
+        """Why the query's scores have no calibrated probability ("" when they have one):
+        the calibration covers queries of the model's words (weights, phrases, inflections
+        and exclusions included), not words mapped by meaning or ImageNet classes."""
+        cal = self.calibration
+        if cal is None:
+            return ("this index has no captions, so no probability of relevance: `pamir fit` "
+                    "on captioned pictures gives one" if not self.vocabulary else
+                    "the index's model has no calibrated probabilities (a model fitted before "
+                    "them, or its folder moved): fit it again, or use floor: with a score")
+        mapped = [m.describe() for m in q.matches
+                  if m.how not in ("vocabulary", "phrase", "inflection")]
+        if mapped:
+            return (f"probabilities are calibrated for the model's own words, and "
+                    f"{'; '.join(mapped)} is not one: use floor: with a score")
+        if not cal.covers(q.vector):
+            return ("a word of the query was learnt after the model's calibration (or scores "
+                    "every picture alike): use floor: with a score")
+        return ""
+
     def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
                sort: str | None = None, folders: Sequence[str] | None = None,
-               method: str = "auto", dates: Sequence[tuple[str, str]] | None = None
-               ) -> list[Hit]:
+               method: str = "auto", dates: Sequence[tuple[str, str]] | None = None,
+               p_floor: float | None = None) -> list[Hit]:
         """The k best pictures for a query (text, a parsed Query or a (T,) vector), best
         first; equal scores by id. floor: leave out pictures scoring under it (the answer may
         be empty); sort: "score", or "newest" / "oldest" (by date taken) for the k best, or
@@ -541,14 +589,23 @@ class Index:
         method: "auto" (the default) takes the exact top-k from the sorted lists where it
         can (`ScoreMatrix.top`: threshold algorithm or fused scan); "brute" scores every
         picture and ranks them (the reference; also what answers a class-mixed query and a
-        date sort of everything over a floor); "scan" / "ta" force one top-k kernel."""
+        date sort of everything over a floor); "scan" / "ta" force one top-k kernel.
+
+        p_floor: leave out pictures whose calibrated probability of relevance is under it
+        (the grammar's p:X); it becomes the query's raw floor, since the probability rises
+        with the score. Each hit carries its probability where the query has one."""
         if isinstance(q, str):
             q = self.parse_query(q)
+        line = None
         if isinstance(q, Query):
+            p_floor = q.p_floor if p_floor is None else p_floor
+            line = self.relevance_line(q)
             floor = q.floor if floor is None else floor
             sort = sort or q.sort
             folders = q.folders if folders is None else folders
             dates = q.dates if dates is None else dates
+        if p_floor is not None:
+            floor = self._probability_floor(q, p_floor, line, floor)
         sort = sort or "score"
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
@@ -567,7 +624,44 @@ class Index:
             best = self._matrix.top(vector, int(k), keep=keep, floor=floor, method=method)
             return self._hits(best, int(k), sort, last)
 
-        return self._consistent(answer)
+        hits = self._consistent(answer)
+        if line is not None:
+            a, b = line
+            top = self.calibration.ceiling
+            for h in hits:
+                h.probability = float(top * 0.5 * (1 + np.tanh(0.5 * (a * h.score + b))))
+        return hits
+
+    def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
+        """The raw floor of a probability floor p for the query (the higher of it and a raw
+        floor given too); QueryError where the query has no probability."""
+        if not 0 <= float(p) <= 1:
+            raise QueryError(f"p:{p:g}: a probability floor is between 0 and 1")
+        if line is None:
+            why = (self.uncalibrated(q) if isinstance(q, Query)
+                   else "a query vector has no words to calibrate")
+            raise QueryError(f"p:{p:g} needs a calibrated probability, and {why}")
+        raw = floor_of(float(p), *line, self.calibration.ceiling)
+        raw = np.nextafter(np.float32(raw), np.float32(np.inf)) if np.isfinite(raw) else raw
+        return float(raw if floor is None else max(raw, floor))
+
+    def count_likely(self, q: Query, p: float = 0.5, folders: Sequence[str] | None = None
+                     ) -> int | None:
+        """How many pictures (under the query's folders, or these, and its dates) have a
+        calibrated probability of at least p of being relevant: the page's count of the
+        likely relevant ones. None where the query has no calibrated probability."""
+        line = self.relevance_line(q)
+        if line is None:
+            return None
+        floor = self._probability_floor(q, p, line, None)
+        with self._lock:
+            s = self._query_scores(q)
+            keep = self._filter_mask(q.folders if folders is None else folders, q.dates)
+            ok = np.isfinite(s) & (s >= floor)
+            if keep is not None:
+                ok[:len(keep)] &= keep
+                ok[len(keep):] = False
+            return int(ok.sum())
 
     def _consistent(self, answer: Callable[[bool], list[Hit]]) -> list[Hit]:
         """answer(last) under the lock, from one state of the index. This reader's state is

@@ -22,10 +22,11 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
+from ..calibration import LIKELY
+from ..calibration import annotate as annotate_words
 from ..features.images import ImageError, open_image
 from ..index import Index, QueryError, embeddings_enabled, index_transform
 from ..storage import atomic_write_bytes, shown_path
-from ..text import top_words
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from ..zeroshot import annotate as zeroshot_annotate
 from .explain import explanation
@@ -155,23 +156,44 @@ def create_app(index_dir, model_dir=None, *, system=None,
 
     @app.get("/api/search", summary="Pictures ranked for a text query")
     def search(q: str = Query(..., description="a query: words, -word, word^2, \"a phrase\", "
-                                                "floor:X, sort:date, in:FOLDER, date:2019-07"),
+                                                "p:0.5, floor:X, sort:date, in:FOLDER, "
+                                                "date:2019-07"),
                k: int = Query(24, ge=1, le=MAX_K, description="how many pictures"),
                floor: float | None = Query(None, description="leave out scores under this"),
+               p: float | None = Query(None, ge=0, le=1, description="leave out pictures less "
+                                       "likely than this to be relevant (as p:X)"),
                sort: str | None = Query(None, pattern="^(score|date|newest|oldest)$"),
                folder: list[str] = Query([], alias="in", description="only under a folder")):
+        """Each hit carries `probability`, the calibrated probability that it is relevant
+        (absent where the query has none: `probability_note` says why), and `likely` (at least
+        LIKELY); `likely` at the top counts the likely relevant pictures. Those come first:
+        by score, or with sort:date, the likely ones by date, then the others by score."""
         query = _parse(index, q)
-        hits = index.search(query, k, floor=floor, sort=_sort(sort),
-                            folders=(query.folders + folder) if folder else None)
+        folders = (query.folders + folder) if folder else None
+        sort_by = _sort(sort) or query.sort
+        likely = index.count_likely(query, LIKELY, folders)
+        if likely and sort_by != "score" and floor is None and p is None \
+                and query.floor is None and query.p_floor is None:
+            hits = index.search(query, k, sort=sort_by, folders=folders, p_floor=LIKELY)
+            if len(hits) < k:  # then the others, best first
+                seen = {h.id for h in hits}
+                hits += [h for h in index.search(query, k + len(hits), sort="score",
+                                                 folders=folders) if h.id not in seen
+                         ][:k - len(hits)]
+        else:
+            hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p)
         return {"query": q, "words": query.words, "unknown": query.unknown,
                 "mapping": query.mapping_json(),
                 "mapped": [m.describe() for m in query.mapped],
                 "options": {**query.options_json(),
                             **({"floor": floor} if floor is not None else {}),
+                            **({"p_floor": p} if p is not None else {}),
                             **({"sort": _sort(sort)} if sort else {}),
                             "folders": query.folders + folder},
-                "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
+                "pictures": len(index), "likely": likely, "likely_probability": LIKELY,
+                "probability_note": index.uncalibrated(query) or None,
+                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption, h.probability)
+                         for h in hits]}
 
     @app.get("/api/pictures/{picture_id}/similar",
              summary="More like this: the pictures nearest to an indexed picture")
@@ -389,9 +411,10 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
     then class probabilities): the k best words [{word, score}], then ImageNet's words
     [{word, probability, source: "imagenet"}] where the index has classes."""
     out = []
-    if index.T:
-        [best] = top_words(z[: index.T], index.vocabulary, k)
-        out = [{"word": w, "score": s} for w, s in best]
+    if index.T:  # by the rule validation preferred, with probabilities where calibrated
+        [best] = annotate_words(index.calibration, z[: index.T], index.vocabulary, k)
+        out = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None
+                                          else {})} for w, s, p in best]
     if index.classes and len(z) == index.rows:
         [more] = zeroshot_annotate(z[index.T:][None, :], k)
         own = {w["word"] for w in out}
@@ -401,12 +424,15 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
 
 
 def _hit_json(pid: int, path: str, score: float | None, taken: str | None = None,
-              caption=None) -> dict:
+              caption=None, probability: float | None = None) -> dict:
     path = shown_path(path)
     d = {"id": pid, "name": os.path.basename(path), "path": path,
          "thumbnail": f"/api/pictures/{pid}/thumbnail"}
     if score is not None:
         d["score"] = score
+    if probability is not None:  # a calibrated probability of relevance (pamir.calibration)
+        d["probability"] = round(probability, 4)
+        d["likely"] = probability >= LIKELY
     # the date taken (pamir.metadata) and the caption from a table or the picture's files
     d["taken"] = taken
     d["caption"] = list(caption or ())

@@ -46,17 +46,36 @@ async function search(q, push = true) {
     const terms = res.mapping.filter((m) => m.how !== "unknown")
       .map((m) => (m.weight < 0 ? "−" : "") + m.term + (Math.abs(m.weight) !== 1 ? `^${Math.abs(m.weight)}` : ""));
     let msg = `${res.hits.length} of ${res.pictures} pictures for “${terms.join(" ")}”`;
-    if (!res.hits.length && res.options.floor !== null) {
+    // the calibrated count (pamir.calibration); none where the query has no probability
+    if (res.likely !== null && res.likely !== undefined) {
+      msg += ` — ${res.likely} likely relevant (probability ≥ ${res.likely_probability})`;
+    }
+    if (!res.hits.length && res.options.p_floor !== null && res.options.p_floor !== undefined) {
+      msg = `Nothing relevant: no picture is relevant with a probability of ${res.options.p_floor} or more`;
+    } else if (!res.hits.length && res.options.floor !== null) {
       msg = `Nothing relevant: no picture scores at least ${res.options.floor}`;
     }
     const unknown = res.mapping.filter((m) => m.how === "unknown");
     if (unknown.length) msg += ` — not in the vocabulary, ignored: ${unknown.map((m) => m.term).join(", ")}`;
     setMessage(msg);
     showMapping(res.mapped);
-    $("results").replaceChildren(...res.hits.map(hitCard));
+    $("results").replaceChildren(...withLikelyDivider(res.hits.map(hitCard), res));
   } catch (e) {
     setMessage(e.message, true);
   }
+}
+
+// The likely relevant pictures come first (by score, or by date with sort:date); a line
+// after them says where the less likely ones start.
+function withLikelyDivider(cards, res) {
+  const n = res.hits.filter((h) => h.likely).length;
+  if (res.likely === null || res.likely === undefined || n === cards.length
+      || !res.hits.slice(0, n).every((h) => h.likely)) return cards;  // not likely-first
+  const line = document.createElement("div");
+  line.className = "likely-divider";
+  line.textContent = n ? `${res.likely} likely relevant above; less likely below`
+    : "no picture is likely relevant: the best matches, less likely";
+  return [...cards.slice(0, n), line, ...cards.slice(n)];
 }
 
 function showMapping(lines) {
@@ -110,6 +129,13 @@ function hitCard(hit) {
   meta.innerHTML = `<span class="name"></span><span class="score"></span>`;
   meta.querySelector(".name").textContent = hit.name;
   meta.querySelector(".score").textContent = fmt(hit.score);
+  if (hit.probability !== undefined) {  // calibrated: the chance the picture is relevant
+    const chance = document.createElement("span");
+    chance.className = "probability" + (hit.likely ? " likely" : "");
+    chance.textContent = `${Math.round(100 * hit.probability)}%`;
+    chance.title = "calibrated probability that the picture is relevant";
+    meta.append(chance);
+  }
   if (hit.taken) {  // the date taken, from the picture's EXIF/XMP (else its file date)
     const when = document.createElement("span");
     when.className = "taken";
@@ -348,7 +374,8 @@ function keywordItems(keywords) {
     li.querySelector(".kw").textContent = k.word;
     // ImageNet's words (no captions needed) carry their classes' probability, not a score
     li.querySelector(".kw-score").textContent = k.source === "imagenet"
-      ? `ImageNet ${Math.round(100 * k.probability)} %` : fmt(k.score);
+      ? `ImageNet ${Math.round(100 * k.probability)} %`
+      : fmt(k.score) + (k.probability !== undefined ? ` · ${Math.round(100 * k.probability)} %` : "");
     if (k.source === "imagenet") li.className = "imagenet";
     return li;
   });
