@@ -310,7 +310,9 @@ def report(r: dict) -> str:
     study = r.get("retrain_study")
     if study:
         L += ["", f"Retrained on train + validation ({study['n_updates']:,} updates, "
-              f"{study['retrain_seconds']} s), read on test:", "",
+              f"{study['retrain_seconds']} s"
+              + (f"; the model: {study['model']}" if study.get("model") else "")
+              + "), read on test:", "",
               "| calibration | ECE | ECE top 20 | p:0.5 F1 | empty rate |",
               "|---|---:|---:|---:|---:|"]
         for name, v in study.items():
