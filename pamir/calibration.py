@@ -68,6 +68,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
 
 
+def line_probability(scores, a, b, ceiling: float = 1.0) -> np.ndarray:
+    """ceiling x sigmoid(a s + b): the probability of relevance of scores s on a query's
+    logit line (a, b) (Calibration.logit_line); floor_of is its inverse."""
+    return ceiling * _sigmoid(a * np.asarray(scores, dtype=np.float64) + b)
+
+
 def floor_of(p: float, a: float, b: float, ceiling: float = 1.0) -> float:
     """The score s with ceiling x sigmoid(a s + b) = p (a > 0): -inf for p <= 0, +inf where
     p reaches the ceiling."""
@@ -210,8 +216,7 @@ class Calibration:
     def probability(self, scores, q: np.ndarray, words: Sequence[int]) -> np.ndarray:
         """P(relevant) of pictures with these scores for the query (vector q, positive
         vocabulary words `words`), in (0, ceiling), increasing in the score."""
-        a, b = self.logit_line(q, words)
-        return self.ceiling * _sigmoid(a * np.asarray(scores, dtype=np.float64) + b)
+        return line_probability(scores, *self.logit_line(q, words), self.ceiling)
 
     def score_floor(self, p: float, q: np.ndarray, words: Sequence[int]) -> float:
         """The score at which the query's probability reaches p: the raw floor of p
@@ -258,7 +263,7 @@ class Calibration:
         a, b = self._lines(mu, sd, (top - mu) / sd,
                            np.log([self.prior([t]) for t in range(T)]), 0.0)
         out = np.full(Z.shape, np.nan)
-        out[:, :T] = self.ceiling * _sigmoid(a * Z[:, :T] + b)
+        out[:, :T] = line_probability(Z[:, :T], a, b, self.ceiling)
         return out
 
     # ------------------------------------------------------------------ saving

@@ -27,8 +27,8 @@ from ..data import DataError, load_captions_table
 from ..index import (Index, IndexDirError, QueryError, embeddings_enabled, index_transform,
                      model_fingerprint)
 from ..storage import atomic_write_bytes
-from ..text import top_words
-from ..zeroshot import ZeroCaptionSystem, is_zero_caption
+from ..text import keyword_records
+from ..zeroshot import ZeroCaptionSystem
 from ..zeroshot import annotate as zeroshot_annotate
 from .. import workflow
 from ..workflow import default_index_dir, text_side
@@ -446,10 +446,7 @@ def annotate_command(
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
-        words = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None
-                                             else {})} for w, s, p in best]
-        words += [{"word": w, "probability": round(p, 4), "source": "imagenet"}
-                  for w, p in more if w not in {x[0] for x in best}]
+        words = keyword_records(best, more)
         note = ""
         if sidecar:
             written, why = write_sidecar(path, [w["word"] for w in words])

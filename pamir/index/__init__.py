@@ -37,7 +37,7 @@ from typing import IO
 
 import numpy as np
 
-from ..calibration import Calibration, floor_of, load_calibration
+from ..calibration import Calibration, floor_of, line_probability, load_calibration
 from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable,
                       class_probabilities, imagenet_class_names)
 from ..config import default_cache_dir
@@ -626,10 +626,9 @@ class Index:
 
         hits = self._consistent(answer)
         if line is not None:
-            a, b = line
-            top = self.calibration.ceiling
-            for h in hits:
-                h.probability = float(top * 0.5 * (1 + np.tanh(0.5 * (a * h.score + b))))
+            p = line_probability([h.score for h in hits], *line, self.calibration.ceiling)
+            for h, ph in zip(hits, p):
+                h.probability = float(ph)
         return hits
 
     def _probability_floor(self, q, p: float, line, floor: float | None) -> float:

@@ -27,6 +27,7 @@ from ..calibration import annotate as annotate_words
 from ..features.images import ImageError, open_image
 from ..index import Index, QueryError, embeddings_enabled, index_transform
 from ..storage import atomic_write_bytes, shown_path
+from ..text import keyword_records
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from ..zeroshot import annotate as zeroshot_annotate
 from .explain import explanation
@@ -410,17 +411,12 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
     """A picture's keywords as the API gives them, from its stored column (text-space vector,
     then class probabilities): the k best words [{word, score}], then ImageNet's words
     [{word, probability, source: "imagenet"}] where the index has classes."""
-    out = []
+    best, more = [], []
     if index.T:  # by the rule validation preferred, with probabilities where calibrated
         [best] = annotate_words(index.calibration, z[: index.T], index.vocabulary, k)
-        out = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None
-                                          else {})} for w, s, p in best]
     if index.classes and len(z) == index.rows:
         [more] = zeroshot_annotate(z[index.T:][None, :], k)
-        own = {w["word"] for w in out}
-        out += [{"word": w, "probability": round(p, 4), "source": "imagenet"}
-                for w, p in more if w not in own]
-    return out
+    return keyword_records(best, more)
 
 
 def _hit_json(pid: int, path: str, score: float | None, taken: str | None = None,
