@@ -30,7 +30,7 @@ from .cache import atomic_write
 from .extract import BlockSet
 from .images import ImageError, content_hash, decode_rgb, read_bytes
 from .representation import Extracted, reasons_from_failures
-from .settings import JOBS, FeatureSettings
+from .settings import JOBS
 from .visterms import (Assigner, fit_codebook, inverse_document_frequency, term_frequencies,
                        tfidf)
 
@@ -102,7 +102,7 @@ class SiftVisterms:
     output = "bags"
 
     def __init__(self, n_visterms: int = 1000, *, short_side: int | None = 256,
-                 n_iter: int = FeatureSettings.kmeans_iterations, max_descriptors: int = 500_000,
+                 n_iter: int = 20, max_descriptors: int = 500_000,
                  seed: int = config.SEED, cache_dir: str | Path | None = None,
                  n_jobs: int = JOBS, progress: bool = True):
         self.n_visterms, self.short_side, self.n_iter = n_visterms, short_side, n_iter
