@@ -26,6 +26,7 @@ from ..calibration import LIKELY
 from ..calibration import annotate as annotate_words
 from ..features.images import ImageError, open_image
 from ..index import Index, QueryError, embeddings_enabled, index_transform
+from ..query import SORTS
 from ..storage import atomic_write_bytes, shown_path
 from ..text import keyword_records
 from ..workflow import NoSuchPicture, NotKept, WorkflowError, indexed_picture, rerank_feedback
@@ -44,6 +45,8 @@ MAX_QUERY_CHARS = 2000
 #: Pictures declaring more pixels are refused as decompression bombs (400): Pillow's own
 #: default, set explicitly so that no library changes it under us (`--max-pixels`).
 MAX_PIXELS = 89_478_485
+#: The `sort` parameter takes the names of the query grammar's sort:X (pamir.query.SORTS).
+SORT_PATTERN = "^(" + "|".join(SORTS) + ")$"
 
 
 class ApiError(BaseModel):
@@ -162,7 +165,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                floor: float | None = Query(None, description="leave out scores under this"),
                p: float | None = Query(None, ge=0, le=1, description="leave out pictures less "
                                        "likely than this to be relevant (as p:X)"),
-               sort: str | None = Query(None, pattern="^(score|date|newest|oldest)$"),
+               sort: str | None = Query(None, pattern=SORT_PATTERN),
                folder: list[str] = Query([], alias="in", description="only under a folder")):
         """Each hit carries `probability`, the calibrated probability that it is relevant
         (absent where the query has none: `probability_note` says why), and `likely` (at least
@@ -395,7 +398,8 @@ def _check_picture_size(data: bytes) -> None:
 
 
 def _sort(sort: str | None) -> str | None:
-    return {"date": "newest"}.get(sort, sort) if sort else None
+    """The order a `sort` parameter names, as the query grammar's sort:X ("date": newest)."""
+    return SORTS[sort] if sort else None
 
 
 def _picture(index: Index, picture_id: int):
