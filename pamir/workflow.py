@@ -12,6 +12,7 @@ notes along the way go to `say` (default: this module's logger).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import config
+from .index import Hit
 from .index import Index, IndexDirError, class_names_of, index_transform, model_fingerprint
 from .zeroshot import is_zero_caption
 
@@ -223,6 +225,24 @@ def learn_captions(model_dir, captions, *, index_dirs=None, n_updates: int | Non
 
 
 # ------------------------------------------------------------------------- feedback, keep
+#: A feedback round re-ranks this many of the query's best pictures (and the judged ones).
+FEEDBACK_CANDIDATES = 200
+
+
+class NoSuchPicture(WorkflowError):
+    """An id that names no picture of the index (the server answers 404)."""
+
+
+def indexed_picture(index: Index, picture_id: int):
+    """The index's record of picture `picture_id`, or NoSuchPicture (also for a picture the
+    index holds but could not read)."""
+    # an id SQLite cannot hold (over 64 bits) is no picture, not an OverflowError
+    p = index.picture(picture_id) if -(1 << 63) <= picture_id < (1 << 63) else None
+    if p is None or p.state != "ok":
+        raise NoSuchPicture(f"no picture {picture_id} in the index")
+    return p
+
+
 def marks(right, wrong) -> tuple[list[int], list[int]]:
     """A round's marks as the server reads them: each id once, a picture marked both ways
     counted right."""
@@ -230,35 +250,89 @@ def marks(right, wrong) -> tuple[list[int], list[int]]:
     return right, [i for i in dict.fromkeys(int(i) for i in wrong) if i not in right]
 
 
-def feedback_round(model_dir, index_dir, query: str, right, wrong, *, keep: bool = True,
-                   system=None) -> dict:
-    """A round of relevance feedback from a script, as the web page's Keep does it: the
-    pictures `right` and `wrong` (index ids) judged for `query`, PA-I updates on every (query,
-    right, wrong) triplet (PAMIR.feedback_delta), and with keep the change folded into the
-    model in model_dir, saved, and the index rescored (keep_feedback). Returns {"rows":
-    the changed words, "kept": keep_feedback's report or None}."""
-    from .features.representation import take_rows  # noqa: PLC0415
-    from .system import feedback_delta  # noqa: PLC0415
-
+def _round_marks(right, wrong, keep: bool) -> tuple[list[int], list[int]]:
+    """marks(), or WorkflowError where the round has nothing to re-rank by (no mark) or,
+    to keep, nothing to learn (PA needs a right and a wrong picture)."""
     right, wrong = marks(right, wrong)
-    if not right or not wrong:
-        raise WorkflowError("mark at least one picture right and one wrong: PAMIR learns from "
-                            "a right picture ranked above a wrong one")
+    if not right and not wrong:
+        raise WorkflowError("mark at least one picture right or wrong")
+    if keep and not (right and wrong):
+        raise WorkflowError("mark at least one picture right and one wrong to keep: PAMIR "
+                            "learns from a right picture ranked above a wrong one")
+    return right, wrong
+
+
+def rerank_feedback(index: Index, system, query, right, wrong, *, k: int = 60,
+                    keep_in=None, lock=None) -> dict:
+    """A round of relevance feedback on an open index: the query's best FEEDBACK_CANDIDATES
+    pictures and the judged ones re-ranked by q . (W + delta) p + the neighbour term.
+
+    query: a parsed query (index.parse_query). right, wrong: index ids. delta: PA-I updates
+    (pamir.system.feedback_delta) with the right pictures as positives and the wrong ones as
+    negatives, where there are both; the neighbour term (pamir.system.neighbour_scores) lifts
+    pictures near a right one and lowers those near a wrong one. keep_in: a model folder to
+    keep the round in (keep_feedback: delta folded into the model, saved, the index
+    rescored). lock: held while the round reads and changes the model, so that no other
+    round's Keep comes between (a server's). Returns {"right", "wrong": the marks as read,
+    "rows": the words PA changed, "candidates": how many pictures were re-ranked, "hits":
+    the k best Hits, "kept": keep_feedback's report or None}.
+
+    WorkflowError: no mark, or keep_in without a right and a wrong mark; NoSuchPicture: a
+    marked id the index does not hold; NotImplementedError: a model that cannot learn online;
+    NotKept: the Keep did not reach the disk."""
+    from .features.representation import take_rows  # noqa: PLC0415
+    from .system import feedback_delta, feedback_scores  # noqa: PLC0415
+
+    right, wrong = _round_marks(right, wrong, keep=keep_in is not None)
+    learns = bool(right and wrong)
+    ids = list(dict.fromkeys([h.id for h in index.search(query, FEEDBACK_CANDIDATES)]
+                             + right + wrong))
+    pictures = [indexed_picture(index, i) for i in ids]
+    where = {i: n for n, i in enumerate(ids)}
+    at_right, at_wrong = [where[i] for i in right], [where[i] for i in wrong]
+    scores = _scores_with_neighbours(index, query.vector, ids, at_right, at_wrong)
+    # PA needs the pictures' model inputs (from the feature cache, or read again)
+    F = system.features([p.path for p in pictures])[0] if learns else None
+    rows, delta, kept = np.zeros(0, np.int64), None, None
+    with lock or contextlib.nullcontext():
+        if learns:
+            rows, delta = feedback_delta(system, query.vector, take_rows(F, at_right),
+                                         take_rows(F, at_wrong))
+            scores = scores + feedback_scores(system, query.vector, rows, delta, F)
+        if keep_in is not None:
+            right_pictures = (take_rows(F, at_right), [pictures[n].path for n in at_right])
+            kept = keep_feedback(system, keep_in, index.directory, rows, delta,
+                                 right=right_pictures)
+    order = sorted(range(len(ids)), key=lambda n: (-scores[n], ids[n]))[:k]
+    return {"right": right, "wrong": wrong, "rows": [index.vocabulary[t] for t in rows],
+            "candidates": len(ids), "kept": kept,
+            "hits": [Hit(ids[n], pictures[n].path, float(scores[n])) for n in order]}
+
+
+def _scores_with_neighbours(index: Index, q: np.ndarray, ids, at_right, at_wrong) -> np.ndarray:
+    """The pictures' indexed scores q . z plus the neighbour term of the judged ones (at_right,
+    at_wrong: their places in ids), scaled by the spread of the query's scores over the
+    whole index."""
+    from .system import neighbour_scores  # noqa: PLC0415
+
+    Z = np.stack([index.vector(i) for i in ids]).astype(np.float64)
+    every = index.scores(q)
+    spread = float(np.std(every[np.isfinite(every)]))
+    return Z @ q + neighbour_scores(Z, Z[at_right], Z[at_wrong], index.mean_vector(), spread)
+
+
+def feedback_round(model_dir, index_dir, query: str, right, wrong, *, keep: bool = True,
+                   k: int = 60, system=None) -> dict:
+    """A round of relevance feedback from a script, as the web page does it: the pictures
+    `right` and `wrong` (index ids) judged for `query` re-rank its results (rerank_feedback),
+    and with keep the round's PA change is folded into the model in model_dir, saved, and the
+    index rescored, as the page's Keep. Returns rerank_feedback's report: "rows" the changed
+    words, "hits" the k re-ranked pictures, "kept" keep_feedback's report or None."""
+    _round_marks(right, wrong, keep)  # before anything is loaded
     system = system or load_system(model_dir)
     with Index.open(index_dir) as index:
-        q = index.parse_query(query).vector
-        pictures = [index.picture(i) for i in right + wrong]
-    missing = [i for i, p in zip(right + wrong, pictures) if p is None or p.state != "ok"]
-    if missing:
-        raise WorkflowError(f"no picture {missing[0]} in the index {index_dir}")
-    F = system.features([p.path for p in pictures])[0]
-    n = len(right)
-    rows, delta = feedback_delta(system, q, take_rows(F, np.arange(n)),
-                                 take_rows(F, np.arange(n, n + len(wrong))))
-    right_pictures = (take_rows(F, np.arange(n)), [p.path for p in pictures[:n]])
-    kept = (keep_feedback(system, model_dir, index_dir, rows, delta, right=right_pictures)
-            if keep else None)
-    return {"rows": [system.vocabulary[t] for t in rows], "kept": kept}
+        return rerank_feedback(index, system, index.parse_query(query), right, wrong, k=k,
+                               keep_in=model_dir if keep else None)
 
 
 # -------------------------------------------------------------------------------- keep
@@ -312,7 +386,7 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
             "rescored": report["rescored"]}
 
 
-__all__ = ["NotKept", "WorkflowError", "default_index_dir", "feedback_round", "index_folders",
-           "keep_feedback", "marks",
-           "learn_captions", "learn_pictures", "load_system", "open_index", "text_side",
-           "update_indexes"]
+__all__ = ["FEEDBACK_CANDIDATES", "NoSuchPicture", "NotKept", "WorkflowError",
+           "default_index_dir", "feedback_round", "index_folders", "indexed_picture",
+           "keep_feedback", "learn_captions", "learn_pictures", "load_system", "marks",
+           "open_index", "rerank_feedback", "text_side", "update_indexes"]

@@ -1,5 +1,6 @@
 """The index workflow as a library (pamir.workflow): a Keep through the HTTP API and the same
-marks through the library make the same model and the same index scores."""
+marks through the library make the same model and the same index scores; a round's re-ranked
+hits are the same through both."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 import pamir
 from conftest import model_arrays, same_model
 from pamir.server import create_app
-from pamir.workflow import WorkflowError, feedback_round, index_folders, marks
+from pamir.workflow import WorkflowError, feedback_round, index_folders, load_system, marks
 
 
 @pytest.fixture(autouse=True)
@@ -58,6 +59,30 @@ def test_keep_through_the_api_equals_the_library(tiny_system, tmp_path):
             if name == "api":
                 api_hits = [(h.path, h.score) for h in hits]
     assert [(h.path, h.score) for h in hits] == api_hits
+
+
+def test_rerank_through_the_api_equals_the_library(tiny_system, tmp_path):
+    _, model0, pictures, _ = tiny_system
+    model, index = tmp_path / "model", tmp_path / "index"
+    shutil.copytree(model0, model)
+    assert index_folders(model, [pictures], index=index).added == 60
+    right, wrong = marked(index, pictures)
+    rounds = [(right, wrong), (right, []), ([], wrong)]  # PA and neighbours; neighbours alone
+    app = create_app(index, model)
+    with TestClient(app) as client:
+        replies = [client.post("/api/feedback", json={"q": "red stripes", "right": r,
+                                                      "wrong": w, "k": 20}) for r, w in rounds]
+    system = load_system(model)  # a script's own, loaded once for its rounds
+    for (r, w), reply in zip(rounds, replies):
+        assert reply.status_code == 200, reply.text
+        done = pamir.feedback_round(model, index, "red stripes", r, w, keep=False, k=20,
+                                    system=system)
+        assert done["kept"] is None
+        assert done["rows"] == reply.json()["changed_words"]
+        assert done["candidates"] == reply.json()["candidates"]
+        assert [(h.id, h.path, h.score) for h in done["hits"]] == [
+            (h["id"], h["path"], h["score"]) for h in reply.json()["hits"]]
+    assert same_model(model, model0)  # a round without Keep saves nothing
 
 
 def test_marks_and_refusals(tiny_system, tmp_path):

@@ -26,8 +26,10 @@ from ..calibration import LIKELY
 from ..calibration import annotate as annotate_words
 from ..features.images import ImageError, open_image
 from ..index import Index, QueryError, embeddings_enabled, index_transform
+from ..query import SORTS
 from ..storage import atomic_write_bytes, shown_path
 from ..text import keyword_records
+from ..workflow import NoSuchPicture, NotKept, WorkflowError, indexed_picture, rerank_feedback
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from ..zeroshot import annotate as zeroshot_annotate
 from .explain import explanation
@@ -43,8 +45,8 @@ MAX_QUERY_CHARS = 2000
 #: Pictures declaring more pixels are refused as decompression bombs (400): Pillow's own
 #: default, set explicitly so that no library changes it under us (`--max-pixels`).
 MAX_PIXELS = 89_478_485
-#: A feedback round re-ranks this many of the query's best pictures (and the judged ones).
-FEEDBACK_CANDIDATES = 200
+#: The `sort` parameter takes the names of the query grammar's sort:X (pamir.query.SORTS).
+SORT_PATTERN = "^(" + "|".join(SORTS) + ")$"
 
 
 class ApiError(BaseModel):
@@ -163,7 +165,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                floor: float | None = Query(None, description="leave out scores under this"),
                p: float | None = Query(None, ge=0, le=1, description="leave out pictures less "
                                        "likely than this to be relevant (as p:X)"),
-               sort: str | None = Query(None, pattern="^(score|date|newest|oldest)$"),
+               sort: str | None = Query(None, pattern=SORT_PATTERN),
                folder: list[str] = Query([], alias="in", description="only under a folder")):
         """Each hit carries `probability`, the calibrated probability that it is relevant
         (absent where the query has none: `probability_note` says why), and `likely` (at least
@@ -396,15 +398,15 @@ def _check_picture_size(data: bytes) -> None:
 
 
 def _sort(sort: str | None) -> str | None:
-    return {"date": "newest"}.get(sort, sort) if sort else None
+    """The order a `sort` parameter names, as the query grammar's sort:X ("date": newest)."""
+    return SORTS[sort] if sort else None
 
 
 def _picture(index: Index, picture_id: int):
-    # an id SQLite cannot hold (over 64 bits) is no picture, not an OverflowError (a 500)
-    p = index.picture(picture_id) if -(1 << 63) <= picture_id < (1 << 63) else None
-    if p is None or p.state != "ok":
-        raise HTTPException(404, f"no picture {picture_id} in the index")
-    return p
+    try:
+        return indexed_picture(index, picture_id)
+    except NoSuchPicture as e:
+        raise HTTPException(404, str(e)) from None
 
 
 def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
@@ -511,70 +513,30 @@ class _State:
             return self.system
 
     def feedback(self, query, body: Feedback, keep: bool) -> dict:
-        """Re-rank the query's best FEEDBACK_CANDIDATES pictures (and the judged ones) by
-        q . (W + delta) p + the neighbour term: delta, PA-I updates (pamir.system.
-        feedback_delta) with the right pictures as positives and the wrong ones as
-        negatives, where there are both; the neighbour term (pamir.system.neighbour_scores)
-        lifts pictures near a right one and lowers those near a wrong one. With keep, delta is
-        folded into the model, saved (the previous model kept as MODEL.previous) and the
-        index rescored."""
-        from ..features.representation import take_rows  # noqa: PLC0415
-        from ..system import feedback_delta, feedback_scores, neighbour_scores  # noqa: PLC0415
-        from ..workflow import marks  # noqa: PLC0415
-
+        """A feedback round (pamir.workflow.rerank_feedback) as the API answers it: the
+        re-ranked hits and the words PA changed; with keep, the round kept in the model
+        folder (the previous model kept as MODEL.previous) and the index rescored."""
         system = _fitted(self.require_system())
-        right, wrong = marks(body.right, body.wrong)
-        if not right and not wrong:
-            raise HTTPException(400, "mark at least one picture right or wrong")
-        learns = bool(right and wrong)
-        if keep and not learns:
-            raise HTTPException(400, "mark at least one picture right and one wrong to keep: "
-                                     "PAMIR learns from a right picture ranked above a wrong "
-                                     "one")
-        hits = self.index.search(query, FEEDBACK_CANDIDATES)
-        ids = list(dict.fromkeys([h.id for h in hits] + right + wrong))
-        pictures = [_picture(self.index, i) for i in ids]
-        where = {i: n for n, i in enumerate(ids)}
-        at_right, at_wrong = [where[i] for i in right], [where[i] for i in wrong]
-        Z = np.stack([self.index.vector(i) for i in ids]).astype(np.float64)
-        every = self.index.scores(query.vector)
-        spread = float(np.std(every[np.isfinite(every)]))
-        scores = Z @ query.vector + neighbour_scores(Z, Z[at_right], Z[at_wrong],
-                                                     self.index.mean_vector(), spread)
-        # PA needs the pictures' model inputs (from the feature cache, or read again)
-        F = system.features([p.path for p in pictures])[0] if learns else None
-        with self._lock:
-            rows, delta = np.zeros(0, np.int64), None
-            if learns:
-                try:
-                    rows, delta = feedback_delta(system, query.vector, take_rows(F, at_right),
-                                                 take_rows(F, at_wrong))
-                except NotImplementedError as e:
-                    raise HTTPException(409, str(e)) from None
-                scores = scores + feedback_scores(system, query.vector, rows, delta, F)
-            out = {"query": body.q, "words": query.words, "right": right, "wrong": wrong,
-                   "changed_words": [self.index.vocabulary[t] for t in rows],
-                   "candidates": len(ids)}
-            if keep:
-                right_pictures = (take_rows(F, at_right), [pictures[n].path for n in at_right])
-                out["kept"] = self._keep(system, rows, delta, right_pictures)
-        order = sorted(range(len(ids)), key=lambda n: (-scores[n], ids[n]))[: body.k]
-        out["hits"] = [_hit_json(ids[n], pictures[n].path, float(scores[n])) for n in order]
-        return out
-
-    def _keep(self, system, rows, delta, right=(None, None)) -> dict:
-        from ..workflow import NotKept, keep_feedback  # noqa: PLC0415
-
-        if not self.model_dir:
+        if keep and not self.model_dir:
             raise HTTPException(503, "no model folder to save to: start the server with "
                                      "--model MODEL")
         try:
-            kept = keep_feedback(system, self.model_dir, self.index.directory, rows, delta,
-                                 right=right)
+            out = rerank_feedback(self.index, system, query, body.right, body.wrong, k=body.k,
+                                  keep_in=self.model_dir if keep else None, lock=self._lock)
+        except NoSuchPicture as e:
+            raise HTTPException(404, str(e)) from None
+        except WorkflowError as e:
+            raise HTTPException(400, str(e)) from None
+        except NotImplementedError as e:
+            raise HTTPException(409, str(e)) from None
         except NotKept as e:
             raise HTTPException(e.status, str(e)) from None
-        self.index.refresh()
-        return kept
+        if keep:
+            self.index.refresh()  # the rescored index, at once
+        return {"query": body.q, "words": query.words, "right": out["right"],
+                "wrong": out["wrong"], "changed_words": out["rows"],
+                "candidates": out["candidates"], **({"kept": out["kept"]} if keep else {}),
+                "hits": [_hit_json(h.id, h.path, h.score) for h in out["hits"]]}
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
         system = self.require_system()

@@ -64,20 +64,18 @@ def block_contributions(visterms: np.ndarray, bag: np.ndarray, W: np.ndarray,
     return qW * bag[visterms] / tf[visterms]
 
 
-#: Model inputs a linear explanation covers ("vectors": any picture vector, bags included).
-_LINEAR_INPUTS = ("bags", "vectors")
+def _linear_map(system) -> np.ndarray:
+    """The model's W (T x D) from pamir.system.linear_map, the one home of which models are
+    linear in the picture's vector (PAMIR; not kernel PAMIR, CMRM, ...: no exact
+    decomposition), with its refusal worded for an explanation."""
+    from ..system import linear_map  # noqa: PLC0415  imported with the system already
 
-
-def linear_map(system) -> np.ndarray:
-    """The model's W (T x D), or NotImplementedError when the score is not linear in the
-    picture's vector (kernel PAMIR, CMRM, ...: no exact decomposition)."""
-    model = getattr(system, "model", None)
-    W = getattr(model, "W_", None)
-    if W is None or getattr(model, "input", "bags") not in _LINEAR_INPUTS:
-        kind = getattr(model, "kind", type(model).__name__)
+    try:
+        return linear_map(system)
+    except NotImplementedError:
+        kind = getattr(system.model, "kind", type(system.model).__name__)
         raise NotImplementedError(f"the {kind} model is not linear in the picture's vector: "
-                                  "explanations need a PAMIR model")
-    return W
+                                  "explanations need a PAMIR model") from None
 
 
 def views(pipeline) -> list[tuple[object, float]]:
@@ -183,7 +181,7 @@ def explanation(system, path, q: np.ndarray) -> dict:
     mixes into its vector with neighbour_weight (none, 0, for PAMIR alone), for the page to
     show beside the map: the map explains the linear part, the voters the rest.
     """
-    W = np.asarray(linear_map(system))
+    W = np.asarray(_linear_map(system))
     q = np.asarray(q, np.float64).ravel()
     if not os.path.isfile(path):
         raise FileNotFoundError(path)
