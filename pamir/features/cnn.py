@@ -79,9 +79,9 @@ from typing import Sequence
 import numpy as np
 
 from .. import config
+from ..distributed import active_cluster, cluster_chunks, once_per_worker
 from .images import ImageError, content_hash, decode_rgb, displayed_size, read_bytes, \
     resize_short_side
-from .extract import active_cluster, cluster_chunks
 from .representation import Extracted
 from .settings import JOBS, SettingsRecord
 
@@ -642,7 +642,7 @@ class CNNRepresentation:
     def pooled(self, paths: Sequence[str | Path]) -> Extracted:
         """(P, ok, reasons): the pooled, pre-standardisation vectors ((n x dim) float32, zero
         rows where ok is False), from the cache where they are there; while
-        pamir.features.extract.on_cluster is active (`pamir fit --workers`), computed by
+        pamir.distributed.on_cluster is active (`pamir fit --workers`), computed by
         Dask tasks on the cluster's workers."""
         if active_cluster() is not None:
             return self._pooled_on_cluster(list(paths))
@@ -903,23 +903,21 @@ class CNNRepresentation:
         return rep
 
 
-#: Pictures submitted to the cluster at a time (pamir.features.extract.cluster_chunks).
+#: Pictures submitted to the cluster at a time (pamir.distributed.cluster_chunks).
 CLUSTER_CHUNK = 1024
-_worker_representations: dict[str, tuple] = {}
-_worker_lock = threading.Lock()
 
 
-def pooled_task(paths: list, settings: dict, cache_dir) -> list[tuple]:
+def pooled_task(settings: dict, cache_dir, paths: list) -> list[tuple]:
     """(pooled vector or None, reason) per picture, on a Dask worker; the network is built
     once per worker process and settings, not once per task (and runs one task at a time:
     a worker of several threads shares it)."""
-    key = json.dumps([settings, str(cache_dir)], sort_keys=True)
-    with _worker_lock:
-        if key not in _worker_representations:
-            _worker_representations[key] = (CNNRepresentation(
-                CNNSettings.from_dict(settings), cache_dir=cache_dir, progress=False),
-                threading.Lock())
-        rep, lock = _worker_representations[key]
+    def build():
+        rep = CNNRepresentation(CNNSettings.from_dict(settings), cache_dir=cache_dir,
+                                progress=False)
+        return rep, threading.Lock()
+
+    key = ("cnn", json.dumps(settings, sort_keys=True), str(cache_dir))
+    rep, lock = once_per_worker(key, build)
     with lock:
         P, ok, reasons = rep.pooled(paths)
     return [(P[i] if ok[i] else None, reasons[i]) for i in range(len(paths))]
