@@ -34,7 +34,7 @@ import numpy as np
 
 from pamir import config
 from pamir.data import load_collection
-from pamir.features import cnn
+from pamir.features import cnn_engines
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
 
@@ -104,10 +104,10 @@ def main(argv=None) -> int:
         "command": "python benchmarks/bench_cnn_speed.py " + " ".join(sys.argv[1:] if argv is None
                                                                    else argv),
         "date": started.isoformat(timespec="seconds"),
-        "machine": {"cpu": cpu_model(), "cores": cnn._cores(),
+        "machine": {"cpu": cpu_model(), "cores": cnn_engines.cores(),
                     "python": platform.python_version(), "torch": version("torch"),
                     "onnxruntime": version("onnxruntime"), "load_at_start": load()},
-        "streams": cnn.streams(), "threads_per_stream": max(1, cnn._cores() // cnn.streams()),
+        "streams": cnn_engines.streams(), "threads_per_stream": cnn_engines.threads_per_stream(),
         "default_settings": CNNSettings().to_dict(),
     }
 
@@ -168,7 +168,7 @@ def markdown(out: dict) -> str:
         "side = short side, aspect kept), network, pooling, cache write. The network is built "
         "before the clock starts (the one-time ONNX export is given apart). Batches of one "
         f"resized shape; {out['streams']} batches run side by side, "
-        f"{out['threads_per_stream']} thread each (pamir.features.cnn.streams says why).",
+        f"{out['threads_per_stream']} thread each (pamir.features.cnn_engines.streams says why).",
         "",
         "## The default setting",
         "",

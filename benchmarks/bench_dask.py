@@ -174,7 +174,7 @@ def cnn_extraction(client, n: int, run) -> dict:
     DASK_BATCH pictures (what `pamir fit --workers` does); the workers build their network
     before the clock starts (a warm-up batch), as this process's run builds its own first."""
     from pamir.features.cnn import CNNRepresentation, CNNSettings
-    from pamir.features.extract import on_cluster
+    from pamir.distributed import on_cluster
 
     paths = load_collection("corel5k").paths[:n]
     row = {"pictures": n, "info": run.info()}

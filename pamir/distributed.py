@@ -1,12 +1,19 @@
-"""Heavy per-picture work as Dask tasks: `pamir index --workers N | --scheduler ADDRESS`.
+"""Pictures as Dask tasks: the one home of pamir's Dask work (`--workers N | --scheduler ADDRESS`).
 
     with dask_client(workers=2) as client:                  # a LocalCluster of 2 processes
         transform = DaskTransform(client, model_dir, fingerprint, classes=False)
-        index.update(folders, transform, batch_size=DASK_BATCH)
+        index.update(folders, transform, batch_size=DASK_BATCH)      # pamir index
+        with on_cluster(client, DASK_BATCH):                         # pamir fit
+            system = fit_system(...)
 
-A batch of pictures is one task: decode, extract features, project with the model, and hash
-the files, on a worker. The process that called `update` stays the index's only writer: it
-commits each batch as its result comes back (pamir.index.sync, `map_batches`), so
+Two commands use it, with one mechanism: a batch of pictures is one task, `submit_batch`
+sends it (paths out, retried RETRIES times), and a worker builds what its tasks need once
+(`once_per_worker`: a system, a network, a colour table) from what the task is given:
+paths of shared files, settings as dicts, numpy arrays; never a pickled object.
+
+`pamir index` (DaskTransform): a task decodes, extracts features, projects with the model and
+hashes the files. The process that called `update` stays the index's only writer: it commits
+each batch as its result comes back (pamir.index.sync, `map_batches`), so
 
 - a batch whose task fails is retried alone (`retries`; a worker that dies mid-task has its
   tasks rescheduled by the scheduler), the others are committed meanwhile;
@@ -14,10 +21,15 @@ commits each batch as its result comes back (pamir.index.sync, `map_batches`), s
   catalogue is keyed by path, and a committed picture is unchanged for the next scan), so
   nothing is indexed twice.
 
-What a worker needs is not pickled from the client: each worker loads the system itself, once,
-from the model folder's JSON + npz at the same path (shared storage), and checks that its
-files hash to the client's fingerprint. Only paths go out and (Z, ok, reasons, hashes) come
-back. Workers need pamir installed at the same version, and the pictures at the same paths.
+Each worker loads the system itself, once, from the model folder's JSON + npz at the same
+path (shared storage), and checks that its files hash to the client's fingerprint. Only paths
+go out and (Z, ok, reasons, hashes) come back. Workers need pamir installed at the same
+version, and the pictures at the same paths.
+
+`pamir fit` (on_cluster): while it is active, the representations' per-picture work runs
+its chunks of pictures through `cluster_chunks` (the blocks of pamir.features.extract, the
+visterms of pamir.features.pipeline, the CNN's pooled vectors of pamir.features.cnn), the
+results back in order, so what the caller sees is what it would have computed itself.
 
 The batch size: DASK_BATCH, chosen from the per-task overhead measured by
 benchmarks/bench_dask.py (benchmarks/results/dask.md) with `batch_for_overhead`.
@@ -25,11 +37,12 @@ benchmarks/bench_dask.py (benchmarks/results/dask.md) with `batch_for_overhead`.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -87,31 +100,86 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
         cluster.close()
 
 
+def submit_batch(client, task, args: Sequence, paths: Sequence, *,
+                 retries: int = RETRIES, **options):
+    """task(*args, paths) as a Dask task: a batch of pictures, retried `retries` times.
+    Never pure: the same paths may hold other pictures next time."""
+    return client.submit(task, *args, list(paths), retries=retries, pure=False, **options)
+
+
+# ------------------------------------------------------------- pamir fit: on_cluster
+
+_CLUSTER: contextvars.ContextVar = contextvars.ContextVar("pamir_cluster", default=None)
+
+
+@contextmanager
+def on_cluster(client, batch: int = 64):
+    """Inside this block the representations run their chunks of pictures as Dask tasks of
+    `batch` pictures on `client` (`cluster_chunks`)."""
+    token = _CLUSTER.set((client, int(batch)))
+    try:
+        yield
+    finally:
+        _CLUSTER.reset(token)
+
+
+def active_cluster():
+    """(client, batch) while on_cluster is active, else None."""
+    return _CLUSTER.get()
+
+
+def cluster_chunks(paths: Sequence, chunk_pictures: int, task, *args) -> Iterator[tuple]:
+    """(chunk of paths, [task result per picture]) for consecutive chunks, each chunk's
+    batches run as tasks task(*args, batch) -> list (one item per picture); the next chunk
+    is submitted before a chunk is yielded, so the workers never wait for the caller."""
+    client, batch = active_cluster()
+    chunks = [paths[lo:lo + chunk_pictures] for lo in range(0, len(paths), chunk_pictures)]
+
+    def submit(chunk):
+        return [submit_batch(client, task, args, chunk[lo:lo + batch])
+                for lo in range(0, len(chunk), batch)]
+
+    ahead = submit(chunks[0]) if chunks else None
+    for k, chunk in enumerate(chunks):
+        futures, ahead = ahead, (submit(chunks[k + 1]) if k + 1 < len(chunks) else None)
+        results = [r for part in client.gather(futures) for r in part]
+        yield chunk, results
+
+
 # -------------------------------------------------------------------------- on a worker
 
-_systems: dict[tuple, object] = {}
-_systems_lock = threading.Lock()
+_built: dict[tuple, object] = {}
+_built_lock = threading.RLock()  # a build may ask for another (a pipeline, its colour table)
+
+
+def once_per_worker(key: tuple, build: Callable[[], object]):
+    """What build() gives, built by the first task of this worker process that asks for
+    `key` and kept for the later ones (a system, a network, a colour table cost seconds;
+    a task, milliseconds). key: (what, ...) naming what is built and from what."""
+    with _built_lock:
+        if key not in _built:
+            _built[key] = build()
+        return _built[key]
 
 
 def worker_system(model_dir: str, fingerprint: str, cache_dir: str | None):
     """The system at model_dir, loaded once per worker process (checked against the client's
     fingerprint: a model folder that differs here is not on shared storage)."""
-    key = (model_dir, fingerprint, cache_dir)
-    with _systems_lock:
-        system = _systems.get(key)
-        if system is None:
-            from .index import model_fingerprint  # noqa: PLC0415
-            from .system import System  # noqa: PLC0415
+    return once_per_worker(("system", model_dir, fingerprint, cache_dir),
+                           lambda: _load_system(model_dir, fingerprint, cache_dir))
 
-            if fingerprint and model_fingerprint(model_dir) != fingerprint:
-                raise RuntimeError(f"{model_dir} on this worker is not the client's model "
-                                   "(another fingerprint): put it on storage every worker "
-                                   "shares")
-            # the client lists unreadable pictures with their reasons, once
-            logging.getLogger("pamir.features.extract").setLevel(logging.ERROR)
-            system = System.load(model_dir, cache_dir=cache_dir, progress=False)
-            _single_threaded(system.pipeline)
-            _systems[key] = system
+
+def _load_system(model_dir: str, fingerprint: str, cache_dir: str | None):
+    from .index import model_fingerprint  # noqa: PLC0415
+    from .system import System  # noqa: PLC0415
+
+    if fingerprint and model_fingerprint(model_dir) != fingerprint:
+        raise RuntimeError(f"{model_dir} on this worker is not the client's model (another "
+                           "fingerprint): put it on storage every worker shares")
+    # the client lists unreadable pictures with their reasons, once
+    logging.getLogger("pamir.features.extract").setLevel(logging.ERROR)
+    system = System.load(model_dir, cache_dir=cache_dir, progress=False)
+    _single_threaded(system.pipeline)
     return system
 
 
@@ -162,9 +230,12 @@ class DaskTransform:
         self.task = task
 
     def __call__(self, paths):
-        Z, ok, reasons, _ = self.client.submit(self.task, *self.args, list(paths),
-                                               retries=self.retries, pure=False).result()
+        Z, ok, reasons, _ = self._submit(paths).result()
         return Z, ok, reasons
+
+    def _submit(self, paths, **options):
+        return submit_batch(self.client, self.task, self.args, paths, retries=self.retries,
+                            **options)
 
     def threads(self) -> int:
         return max(1, sum(self.client.nthreads().values()))
@@ -177,8 +248,7 @@ class DaskTransform:
         pending = iter(enumerate(batches))
 
         def submit(k, paths):
-            f = self.client.submit(self.task, *self.args, list(paths), retries=self.retries,
-                                   pure=False, key=f"pamir-batch-{k}-{time.time_ns()}")
+            f = self._submit(paths, key=f"pamir-batch-{k}-{time.time_ns()}")
             which[f.key] = k
             return f
 
@@ -232,5 +302,6 @@ def batch_for_overhead(overhead_s: float, seconds_per_picture: float,
     return max(1, math.ceil(overhead_s / (max_share * seconds_per_picture)))
 
 
-__all__ = ["BatchesFailed", "DASK_BATCH", "DaskTransform", "batch_for_overhead", "dask_client",
+__all__ = ["BatchesFailed", "DASK_BATCH", "DaskTransform", "active_cluster", "batch_for_overhead",
+           "cluster_chunks", "dask_client", "on_cluster", "once_per_worker", "submit_batch",
            "task_overhead", "transform_batch", "worker_system"]

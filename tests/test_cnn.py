@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from pamir.features import cnn
-from pamir.features.cnn import CNNRepresentation, CNNSettings, build_network, build_trunk
+from pamir.features.cnn import CNNRepresentation, CNNSettings
+from pamir.features.cnn_network import build_network, build_trunk
 
 REFERENCE = Path(__file__).parent / "data" / "cnn_lite0_reference.npz"
 SMALL = CNNSettings(short_side=64, batch_size=3, n_jobs=2)

@@ -167,7 +167,7 @@ def test_fit_features_on_the_cluster_equal_in_process(system_dir, client, tmp_pa
     system, array for array (each run with an empty feature cache of its own)."""
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.features.extract import on_cluster
+    from pamir.distributed import on_cluster
     from pamir.models.base import load_directory
     from pamir.system import fit_system
 
@@ -197,7 +197,7 @@ def test_fit_cnn_features_on_the_cluster_equal_in_process(system_dir, client, tm
     tasks (the workers fill the feature cache) and the fitted system is the in-process one,
     array for array; an unreadable picture is left out with its reason either way."""
     from pamir.features.cnn import CNNRepresentation, CNNSettings
-    from pamir.features.extract import on_cluster
+    from pamir.distributed import on_cluster
 
     _, pictures = system_dir
     paths = sorted(p for p in pictures.glob("*.png") if p.name != "junk.png")[:12]

@@ -11,9 +11,10 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from pamir.features import FeatureSettings
-from pamir.features.cnn import CNNRepresentation, CNNSettings, feature_map, prepare_picture
+from pamir.features.cnn import CNNRepresentation, CNNSettings, prepare_picture
 from pamir.features.cnn_maps import (cell_boxes, crop_box, map_contributions, pool, regions,
                                      view_contributions)
+from pamir.features.cnn_network import feature_map
 from pamir.features.images import read_bytes
 from pamir.features.registry import make_representation
 from pamir.models.pamir import PAMIR

@@ -152,8 +152,7 @@ def _cluster(workers, scheduler):
     if not workers and not scheduler:
         yield
         return
-    from ..distributed import DASK_BATCH, dask_client  # noqa: PLC0415
-    from ..features.extract import on_cluster  # noqa: PLC0415
+    from ..distributed import DASK_BATCH, dask_client, on_cluster  # noqa: PLC0415
 
     with dask_client(workers, scheduler) as client, on_cluster(client, DASK_BATCH):
         yield

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cnn import MAX_ASPECT, CNNRepresentation, feature_map, prepare_picture
+from .cnn import MAX_ASPECT, CNNRepresentation, prepare_picture
+from .cnn_network import feature_map
 from .images import displayed_size, read_bytes
 
 #: The network's total stride: five stride-2 stages between the pixels and the head's map.

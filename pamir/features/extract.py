@@ -8,13 +8,10 @@ threads keep two cores busy without pickling pictures between processes or copyi
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -24,6 +21,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
+from ..distributed import active_cluster, cluster_chunks, once_per_worker
 from ..ragged import Ragged
 from .blocks import block_histograms
 from .cache import BlockCache
@@ -98,65 +96,26 @@ class BlockSet(Ragged):
 
 
 # ------------------------------------------------------------------ on a Dask cluster
-# `pamir fit --workers N | --scheduler ADDRESS` (pamir.distributed): while `on_cluster(client)`
-# is active, iter_blocks (and VisualPipeline's codebook assignment) run their chunks of
-# pictures as Dask tasks of `batch` pictures. Workers get settings and codebooks as plain
-# dicts and numpy arrays (no pickled objects), results come back in order, so what the
-# caller sees is what it would have computed itself.
-
-_CLUSTER: contextvars.ContextVar = contextvars.ContextVar("pamir_cluster", default=None)
-
-
-@contextmanager
-def on_cluster(client, batch: int = 64):
-    """Run picture chunks as Dask tasks on `client` inside this block."""
-    token = _CLUSTER.set((client, int(batch)))
-    try:
-        yield
-    finally:
-        _CLUSTER.reset(token)
-
-
-def active_cluster():
-    """(client, batch) while on_cluster is active, else None."""
-    return _CLUSTER.get()
-
-
-def cluster_chunks(paths: Sequence, chunk_pictures: int, task, *args) -> Iterator[tuple]:
-    """(chunk of paths, [task result per picture]) for consecutive chunks, each chunk's
-    batches run as tasks task(batch, *args) -> list (one item per picture); the next chunk
-    is submitted before a chunk is yielded, so the workers never wait for the caller."""
-    client, batch = active_cluster()
-    chunks = [paths[lo:lo + chunk_pictures] for lo in range(0, len(paths), chunk_pictures)]
-
-    def submit(chunk):
-        return [client.submit(task, list(chunk[lo:lo + batch]), *args, pure=False,
-                              retries=2) for lo in range(0, len(chunk), batch)]
-
-    ahead = submit(chunks[0]) if chunks else None
-    for k, chunk in enumerate(chunks):
-        futures, ahead = ahead, (submit(chunks[k + 1]) if k + 1 < len(chunks) else None)
-        results = [r for part in client.gather(futures) for r in part]
-        yield chunk, results
-
-
-_worker_codebooks: dict[str, ColourCodebook] = {}
-_worker_lock = threading.Lock()
-
+# `pamir fit --workers N | --scheduler ADDRESS`: while pamir.distributed.on_cluster is active,
+# iter_blocks (and VisualPipeline's codebook assignment) run their chunks of pictures as
+# Dask tasks. Workers get settings and codebooks as plain dicts and numpy arrays (no pickled
+# objects), results come back in order, so what the caller sees is what it would have
+# computed itself.
 
 def worker_colour_codebook(arrays: dict) -> ColourCodebook:
     """The colour codebook of these arrays, its lookup table built once per worker process."""
     key = hashlib.blake2b(np.ascontiguousarray(arrays["colour_centres"]).tobytes(),
                           digest_size=8).hexdigest()
-    with _worker_lock:
-        if key not in _worker_codebooks:
-            codebook = ColourCodebook.from_arrays(arrays)
-            codebook.lut  # noqa: B018  (built here, once)
-            _worker_codebooks[key] = codebook
-        return _worker_codebooks[key]
+    return once_per_worker(("colour codebook", key), lambda: _with_lut(arrays))
 
 
-def blocks_task(paths, settings: dict, colours: dict, cache_dir) -> list:
+def _with_lut(arrays: dict) -> ColourCodebook:
+    codebook = ColourCodebook.from_arrays(arrays)
+    codebook.lut  # noqa: B018  (built here, once)
+    return codebook
+
+
+def blocks_task(settings: dict, colours: dict, cache_dir, paths) -> list:
     """_picture for each path, on a worker (one thread: a worker runs a task per thread)."""
     s = FeatureSettings.from_dict(settings)
     codebook = worker_colour_codebook(colours)

@@ -26,8 +26,9 @@ import scipy.sparse as sp
 from .blocks import block_histograms
 from .cache import csr_from_arrays, csr_to_arrays, load_npz, save_npz
 from .colour import ColourCodebook
-from .extract import (CHUNK_PICTURES, BlockSet, _picture, _report, active_cluster,
-                      cluster_chunks, extract_blocks, iter_blocks, worker_colour_codebook)
+from ..distributed import active_cluster, cluster_chunks, once_per_worker
+from .extract import (CHUNK_PICTURES, BlockSet, _picture, _report, extract_blocks, iter_blocks,
+                      worker_colour_codebook)
 from .images import decode_rgb, displayed_size, read_bytes
 from .representation import Extracted, reasons_from_failures
 from .settings import JOBS, FeatureSettings
@@ -321,10 +322,7 @@ class BlockPipeline:
         return pipe
 
 
-_worker_pipelines: dict[str, "VisualPipeline"] = {}
-
-
-def visterms_task(paths, settings: dict, arrays: dict, cache_dir) -> list:
+def visterms_task(settings: dict, arrays: dict, cache_dir, paths) -> list:
     """(visterm ids of each block, status, reason) per picture, on a Dask worker: blocks as
     extract._picture computes them (cache included), assigned over the whole batch as
     VisualPipeline._tf assigns a chunk."""
@@ -333,14 +331,7 @@ def visterms_task(paths, settings: dict, arrays: dict, cache_dir) -> list:
     key = hashlib.blake2b(np.ascontiguousarray(arrays["visterm_codebook"]).tobytes()
                           + json.dumps(settings, sort_keys=True).encode(),
                           digest_size=8).hexdigest()
-    pipe = _worker_pipelines.get(key)
-    if pipe is None:
-        pipe = VisualPipeline(FeatureSettings.from_dict(settings), n_jobs=1, progress=False)
-        pipe.colour_codebook_ = worker_colour_codebook(arrays)
-        pipe.codebook_ = np.asarray(arrays["visterm_codebook"], np.float32)
-        if "scale_mean" in arrays:
-            pipe.scale_mean_, pipe.scale_std_ = arrays["scale_mean"], arrays["scale_std"]
-        _worker_pipelines[key] = pipe
+    pipe = once_per_worker(("visterms", key), lambda: _worker_pipeline(settings, arrays))
     s = pipe.settings
     cache = BlockCache(cache_dir, s, pipe.colour_codebook_) if cache_dir else None
     done = [_picture(p, s, pipe.colour_codebook_, cache) for p in paths]
@@ -353,6 +344,16 @@ def visterms_task(paths, settings: dict, arrays: dict, cache_dir) -> list:
     ids = pipe.assign(counts) if len(counts) else np.zeros(0, np.int64)
     cuts = np.cumsum(lengths)[:-1]
     return [(v, d[1], d[2]) for v, d in zip(np.split(ids, cuts), done)]
+
+
+def _worker_pipeline(settings: dict, arrays: dict) -> VisualPipeline:
+    """A fitted pipeline from the arrays a Dask task is given (its codebooks, its scaling)."""
+    pipe = VisualPipeline(FeatureSettings.from_dict(settings), n_jobs=1, progress=False)
+    pipe.colour_codebook_ = worker_colour_codebook(arrays)
+    pipe.codebook_ = np.asarray(arrays["visterm_codebook"], np.float32)
+    if "scale_mean" in arrays:
+        pipe.scale_mean_, pipe.scale_std_ = arrays["scale_mean"], arrays["scale_std"]
+    return pipe
 
 
 def _reorder(M: sp.csr_matrix, positions: np.ndarray) -> sp.csr_matrix:

@@ -55,18 +55,26 @@ class Entry:
             return getattr(importlib.import_module(module), name)
 
 
-#: What a representation gives its model: "bags" (CSR, non-negative visterm bags, rows
-#: L2-normalised), "vectors" (any picture matrix, dense or sparse: CNN features and
-#: concatenations) or "blocks" (a BlockSet of per-block descriptors).
-OUTPUTS = ("bags", "vectors", "blocks")
-#: The CNN class still calls its output "dense" (tests/test_cnn.py asserts the attribute, and
-#: issue 27 keeps every assertion): the same kind as "vectors", and read as it here.
-OUTPUT_ALIASES = {"dense": "vectors"}
+#: The kinds of picture data, one vocabulary for what a representation gives (its `output`,
+#: the narrowest kind that is true of its X) and what a model reads (its `input`, the widest
+#: kind it can take):
+#:   "bags"     CSR, non-negative tf-idf bags, rows L2-normalised (visterms, sift, blobs);
+#:   "dense"    an (n x d) float32 array (the CNN's features);
+#:   "vectors"  any picture matrix, sparse or dense: what a concatenation gives, and what a
+#:              linear model (PAMIR, the SVMs) reads, bags and dense ones included (VECTORS);
+#:   "blocks"   a BlockSet of per-block descriptors (BBNN, the block kernels).
+OUTPUTS = ("bags", "dense", "vectors", "blocks")
+#: The narrower kinds that are "vectors" too, so that a model reading vectors takes them.
+VECTORS = ("bags", "dense")
 
 
 def output_kind(rep) -> str:
-    """What a representation gives, as one of OUTPUTS."""
-    return OUTPUT_ALIASES.get(rep.output, rep.output)
+    """What a representation gives, one of OUTPUTS (any other `output` breaks the contract)."""
+    if rep.output not in OUTPUTS:
+        raise ValueError(f"{type(rep).__name__}.output = {rep.output!r}: use one of "
+                         f"{', '.join(OUTPUTS)}")
+    return rep.output
+
 
 #: Every representation a user can name (`pamir fit --representation`, `pamir features
 #: extract`), in the order the help lists them. The one table: the names, classes, outputs
@@ -80,14 +88,14 @@ REPRESENTATIONS: dict[str, Entry] = {
                       "+ colour histograms of blocks, k-means codebook, tf-idf)", extract=True),
     "blocks": Entry("pamir.features.pipeline:BlockPipeline", "block_pipeline", "blocks", "",
                     "feature_settings", "per-block descriptors, for BBNN and the block kernels"),
-    "cnn": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
+    "cnn": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "dense", "classes",
                  "cnn_settings", "pooled ImageNet EfficientNet-Lite0 features at a 224-px "
                  "short side", extract=True, extra="cnn"),
-    "cnn-lite1": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
+    "cnn-lite1": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "dense", "classes",
                        "cnn_settings", "EfficientNet-Lite1 at 240 px with its 2x2 regions",
                        preset={"model": "lite1", "short_side": 240, "regions": 2},
                        extract=True, extra="cnn"),
-    "cnn-lite2": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "vectors", "classes",
+    "cnn-lite2": Entry("pamir.features.cnn:CNNRepresentation", "cnn", "dense", "classes",
                        "cnn_settings", "EfficientNet-Lite2 at 260 px with its 2x2 regions",
                        preset={"model": "lite2", "short_side": 260, "regions": 2},
                        extract=True, extra="cnn"),
@@ -131,15 +139,15 @@ def parse_name(name: str) -> list[str]:
 
 
 def output_of(name: str) -> str:
-    """What a named representation gives its model."""
+    """What a named representation gives its model (a combination: "vectors")."""
     parts = parse_name(name)
-    return NAMES[parts[0]] if len(parts) == 1 else "vectors"
+    return NAMES[parts[0]] if len(parts) == 1 else Concatenation.output
 
 
 def takes(model_input: str, name: str) -> bool:
     """Whether a model whose `input` is model_input can read the representation `name`."""
     out = output_of(name)
-    return out == model_input or (model_input == "vectors" and out == "bags")
+    return out == model_input or (model_input == "vectors" and out in VECTORS)
 
 
 def make_representation(name: str, *, feature_settings=None, cnn_settings=None, weights=None,
@@ -192,7 +200,7 @@ class Concatenation:
     def __init__(self, parts, weights):
         if len(parts) != len(weights) or len(parts) < 2:
             raise ValueError("a combination needs two or more representations, one weight each")
-        if any(p.output == "blocks" for p in parts):
+        if any(output_kind(p) == "blocks" for p in parts):
             raise ValueError("block descriptors cannot be concatenated with picture vectors")
         self.parts = list(parts)
         self.weights = [float(w) for w in weights]
@@ -265,6 +273,6 @@ def representation_name(rep) -> str:
 
 
 __all__ = ["CNN_PRESETS", "Concatenation", "EXTRACTABLE", "Entry", "KIND_NAMES", "NAMES",
-           "OUTPUTS", "OUTPUT_ALIASES", "output_kind", "REPRESENTATIONS", "make_representation", "names_help", "output_of",
-           "parse_name",
-           "representation_class", "representation_from_saved", "representation_name", "takes"]
+           "OUTPUTS", "REPRESENTATIONS", "VECTORS", "make_representation", "names_help",
+           "output_kind", "output_of", "parse_name", "representation_class",
+           "representation_from_saved", "representation_name", "takes"]

@@ -10,9 +10,8 @@ representation that keeps this contract can sit under any model that takes its `
     rep = representation_from_saved(d, arrays)
 
 - `output`: what `X` is, one of pamir.features.registry.OUTPUTS: "bags" (CSR, rows
-  L2-normalised tf-idf), "vectors" (any picture matrix: (n x d) float32 CNN features, whose
-  class still says "dense", or a CSR concatenation) or "blocks" (a BlockSet of per-block
-  descriptors).
+  L2-normalised tf-idf), "dense" ((n x d) float32, the CNN's features), "vectors" (any
+  picture matrix: a CSR concatenation) or "blocks" (a BlockSet of per-block descriptors).
 - `transform` never raises for a bad picture: its row is empty (zeros) with ok False, and
   `reasons[i]` says why (the decoder's message), so no caller needs to decode it again.
 - Features are cached on disk by picture content hash plus the settings that change them.
