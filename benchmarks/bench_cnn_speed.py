@@ -97,7 +97,6 @@ def main(argv=None) -> int:
     collection = load_collection("corel5k")
     order = np.random.default_rng(config.SEED).permutation(len(collection.paths))
     paths = [collection.paths[i] for i in order]
-    shapes = {}
     started = datetime.now(timezone.utc)
     t_start = time.perf_counter()
     out = {

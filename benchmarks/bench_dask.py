@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, Run, report_head  # noqa: E402
 
-from pamir import config  # noqa: E402
 from pamir.data import find_corel5k, load_collection  # noqa: E402
 from pamir.distributed import (DASK_BATCH, DaskTransform, batch_for_overhead,  # noqa: E402
                                dask_client, task_overhead, worker_system)

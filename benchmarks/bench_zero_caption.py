@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, SUMMARY, report_cli, report_head, save_report
+from common import Run, SUMMARY, report_cli, report_head, save_report
 
 from pamir import config, zeroshot
 from pamir.bridge import imagenet_class_names

@@ -184,7 +184,7 @@ class Embedder:
                     out.append(torch.nn.functional.normalize(E, dim=1).numpy())
             return np.concatenate(out).astype(np.float32, copy=False)
         finally:
-            torch.set_num_threads(threads)  # put back, as pamir.features.cnn does
+            torch.set_num_threads(threads)  # put back, as pamir.features.cnn_engines does
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """(n, dim) float32, rows of unit length."""

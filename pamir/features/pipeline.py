@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blocks import block_histograms
-from .cache import csr_from_arrays, csr_to_arrays, load_npz, save_npz
+from .cache import load_npz, save_npz
 from .colour import ColourCodebook
 from ..distributed import active_cluster, cluster_chunks, once_per_worker
 from .extract import (CHUNK_PICTURES, BlockSet, _picture, _report, extract_blocks, iter_blocks,

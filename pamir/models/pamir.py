@@ -26,7 +26,6 @@ without improvement.
 
 from __future__ import annotations
 
-import time
 
 import numba
 import numpy as np
