@@ -38,8 +38,7 @@ from typing import IO
 import numpy as np
 
 from ..calibration import Calibration, floor_of, line_probability, load_calibration
-from ..bridge import (CACHE_PREFIX, CLASS_MIX, Bridge, EmbeddingUnavailable,
-                      class_probabilities, imagenet_class_names)
+from ..bridge import CACHE_PREFIX, CLASS_MIX, Bridge
 from ..config import default_cache_dir
 from ..query import Query, QuerySyntaxError, parse, resolve
 from ..storage import atomic_write, fsync_dir, pid_alive
@@ -215,7 +214,7 @@ class Index:
         killed before the rename is deleted by the next create or writer); an existing index
         there is an error. classes: the ImageNet class names of a CNN representation, whose
         probabilities are stored after the T word scores (each picture's column then has
-        T + C rows: see `index_transform`)."""
+        T + C rows: see pamir.system.index_transform)."""
         directory = Path(directory)
         if cls.exists(directory):
             raise IndexDirError(f"{directory}: an index already exists there; open it, or delete "
@@ -1056,43 +1055,6 @@ def _standard(s: np.ndarray) -> np.ndarray:
     return out
 
 
-def cnn_part(pipeline):
-    """The ImageNet CNN representation in a system's pipeline (itself or a part of a
-    combination), or None."""
-    if hasattr(pipeline, "class_scores"):
-        return pipeline
-    return next((p for p in getattr(pipeline, "parts", ()) if hasattr(p, "class_scores")), None)
-
-
-def class_names_of(system) -> list[str]:
-    """The class names an index of this system stores probabilities for: ImageNet's when
-    its representation is an ImageNet CNN (and the names are installed), else none."""
-    if cnn_part(getattr(system, "pipeline", None)) is None:
-        return []
-    try:
-        return imagenet_class_names()
-    except EmbeddingUnavailable:
-        return []
-
-
-def index_transform(system, classes: bool) -> Transform:
-    """What an index takes from a system for each picture: its text-space vector (T,), then,
-    for an index with classes, the CNN classifier's probabilities (C,)."""
-    if not classes:
-        return system.transform_paths
-    part = cnn_part(system.pipeline)
-
-    def transform(paths):
-        Z, ok, reasons = system.transform_paths(paths)
-        logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
-        ok = np.asarray(ok, bool) & np.asarray(class_ok, bool)
-        P = class_probabilities(logits).astype(np.float32)
-        P[~ok] = 0.0
-        return np.hstack([np.asarray(Z, np.float32), P]), ok, reasons
-
-    return transform
-
-
 def folder_patterns(folders: Sequence[str]) -> list[str]:
     """SQL LIKE patterns for `in:` filters: an absolute (or ~) folder matches the paths under
     it; a relative one ("holidays", "2021/beach") any path with those components in a row."""
@@ -1115,6 +1077,6 @@ def _like_escape(text: str) -> str:
 
 __all__ = [
     "BATCH_SIZE", "CATALOG", "SCHEMA_VERSION", "Hit", "Index", "IndexDirError", "Picture",
-    "Query", "QueryError", "UpdateReport", "class_names_of", "file_hash", "folder_patterns",
-    "index_transform", "model_fingerprint", "scan_pictures",
+    "Query", "QueryError", "UpdateReport", "file_hash", "folder_patterns", "model_fingerprint",
+    "scan_pictures",
 ]
