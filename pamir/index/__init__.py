@@ -1,14 +1,14 @@
 """The searchable index of a picture collection, kept in one folder.
 
-The package has four rooms. `catalog` is the SQLite catalogue (`catalog.sqlite`), the single
-source of truth: schema, vocabulary, idf and model in `meta`, one row per picture. `scores`
-is the memory-mapped word-major score matrix (`scores-<generation>.f32`): which column holds
-which picture, growing it, scoring a query vector. `sync` walks folders and brings the index in
-line with them: hashes, renames, copies, removals, batches, unreadable pictures. This module is
-the facade over the three: `Index` opens, creates, rebuilds and destroys an index folder, parses
-queries, searches, and is the only place that knows every file of the folder (with the writer
-lock `.writer.lock` and the web page's `thumbnails/`), so that the CLI and the server never
-spell a file name.
+The package has five rooms. `layout` is the folder's on-disk format: every file's name, the
+catalogue's schema and version, the score matrix's file layout, the migrations of an older
+index. `catalog` is the SQLite catalogue, the single source of truth: vocabulary, idf and
+model in `meta`, one row per picture. `scores` is the memory-mapped word-major score matrix,
+made of its jobs (`columns`, `scoring`, `compaction`, sized by `tuning`). `sync` walks folders
+and brings the index in line with them: hashes, renames, copies, removals, batches,
+unreadable pictures. This module is the facade over them: `Index` opens, creates, rebuilds
+and destroys an index folder, parses queries and searches, so that the CLI and the server
+never spell a file name.
 
 Crash safety. The catalogue changes only by SQLite transactions, and a score column is on disk
 before any committed row points at it (see `scores`), so an update can be interrupted at any
@@ -38,29 +38,24 @@ from typing import IO
 import numpy as np
 
 from ..calibration import Calibration, floor_of, line_probability, load_calibration
-from ..bridge import CACHE_PREFIX, CLASS_MIX, Bridge
+from ..bridge import CLASS_MIX, Bridge
 from ..config import default_cache_dir
 from ..query import Query, QuerySyntaxError, parse, resolve
 from ..storage import atomic_write, fsync_dir, pid_alive
 from ..zeroshot import ClassWords, mass_score
 from ..text import STOP_WORDS
-from .catalog import CATALOG, SCHEMA_VERSION, Catalog, IndexDirError, Picture, catalog_files
-from . import scores as _scores
-from .scores import ScoreMatrix, matrix_files
+from . import layout, tuning
+from .catalog import Catalog, IndexDirError, Picture
+from .layout import CATALOG, SCHEMA_VERSION
+from .scores import ScoreMatrix
 from .sync import BATCH_SIZE, Transform, UpdateReport, file_hash, scan_pictures
 from .sync import update as sync_update
 
-#: One writer at a time: two updates choosing the same free column would clash.
-WRITER_LOCK = ".writer.lock"
-#: The server's thumbnail cache, inside the index folder.
-THUMBNAILS = "thumbnails"
-#: A reader's copy of the (column, id) map of one committed state: columns-<commits>.npy
-#: (Catalog.transaction counts commits). Reading the map from SQLite costs about 0.3 s at
-#: 1,000,000 pictures, on every `pamir search`; the copy, about 40 ms (profiled). Kept from
-#: this size up.
-COLUMNS_PREFIX = "columns-"
 #: How many `in:` filters' columns a reader keeps for its state.
 FOLDERS_KEPT = 64
+#: A reader copies the (column, id) map of its committed state into the folder
+#: (layout.columns_copy) from this many pictures up: reading the map from SQLite costs about
+#: 0.3 s at 1,000,000 pictures, on every `pamir search`; the copy, about 40 ms (profiled).
 COLUMNS_COPY_FROM = 100_000
 #: How often a reader re-reads the index when another process's commits keep changing what
 #: it reads (a state's files deleted after a newer commit, a hit's picture removed).
@@ -133,10 +128,11 @@ def _writer_lock(directory: Path) -> IO:
     clearing by hand; the stale pid and command it wrote are simply overwritten."""
     import sys  # noqa: PLC0415
 
+    path = directory / layout.WRITER_LOCK
     try:
-        f = open(directory / WRITER_LOCK, "a+")
+        f = open(path, "a+")
     except OSError as e:
-        raise IndexDirError(f"{directory / WRITER_LOCK}: cannot open the writer lock "
+        raise IndexDirError(f"{path}: cannot open the writer lock "
                             f"({e.strerror or e}); is the index folder read-only?") from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -161,16 +157,10 @@ def _writer_lock(directory: Path) -> IO:
     return f
 
 
-def _creating_prefix(directory: Path) -> str:
-    """The name prefix of `directory`'s folder while `Index.create` builds it aside; the
-    creator's pid follows."""
-    return f".{directory.name}.creating-"
-
-
 def _sweep_dead_creates(directory: Path) -> list[Path]:
     """Delete the aside folders `.NAME.creating-<pid>` of creates whose process is gone
     (killed before the rename): nothing else ever would. A live creator's is left alone."""
-    prefix = _creating_prefix(directory)
+    prefix = layout.creating_prefix(directory)
     gone = []
     try:
         entries = list(os.scandir(directory.parent))
@@ -226,7 +216,7 @@ class Index:
                                 f"{idf.shape}: both must have one entry per word")
         directory.parent.mkdir(parents=True, exist_ok=True)
         _sweep_dead_creates(directory)
-        tmp = directory.with_name(f"{_creating_prefix(directory)}{os.getpid()}")
+        tmp = directory.with_name(f"{layout.creating_prefix(directory)}{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)  # a same-pid leftover (pid reused)
         tmp.mkdir(parents=True)
         try:
@@ -260,7 +250,8 @@ class Index:
 
     @classmethod
     def open(cls, directory, writable: bool = False) -> "Index":
-        """An existing index; writable takes the writer lock (IndexDirError if held)."""
+        """An existing index; writable takes the writer lock (IndexDirError if held), and
+        tidies and upgrades the folder (layout.upgrade)."""
         directory = Path(directory)
         catalog = Catalog.open(directory, writable)
         lock = None
@@ -275,11 +266,7 @@ class Index:
         if writable:
             index._matrix.remove_orphans()
             _sweep_dead_creates(directory)
-            if catalog.meta("schema_version") != SCHEMA_VERSION:  # 1: one file; 2: no dates
-                with catalog.transaction():
-                    catalog.upgrade()
-                    catalog.set_meta(schema_version=SCHEMA_VERSION,
-                                     **index._matrix.layout())
+            layout.upgrade(catalog, index._matrix.layout())
         return index
 
     @classmethod
@@ -290,12 +277,10 @@ class Index:
         if not directory.is_dir():
             return
         with _writer_lock(directory):
-            for p in (catalog_files(directory) + matrix_files(directory)
-                      + sorted(directory.glob(f"{CACHE_PREFIX}*.npy"))
-                      + sorted(directory.glob(f"{COLUMNS_PREFIX}*.npy"))):
+            for p in layout.own_files(directory):
                 p.unlink()
-            shutil.rmtree(directory / THUMBNAILS, ignore_errors=True)
-            (directory / WRITER_LOCK).unlink(missing_ok=True)
+            shutil.rmtree(directory / layout.THUMBNAILS, ignore_errors=True)
+            (directory / layout.WRITER_LOCK).unlink(missing_ok=True)
         if not any(directory.iterdir()):
             directory.rmdir()
 
@@ -310,7 +295,7 @@ class Index:
     @property
     def thumbnails_dir(self) -> Path:
         """Where the server caches thumbnails (it may not exist yet)."""
-        return self.directory / THUMBNAILS
+        return self.directory / layout.THUMBNAILS
 
     def close(self) -> None:
         with self._lock:
@@ -365,7 +350,7 @@ class Index:
         if getattr(self, "_calibration_key", None) != key:
             self._calibration_key, self._calibration = key, False  # False: not read yet
         self._folder_columns: dict[tuple, np.ndarray] = {}  # `_columns_under`, this state's
-        self._matrix = ScoreMatrix(self.directory, self.rows, self._shards_meta(),
+        self._matrix = ScoreMatrix(self.directory, self.rows, layout.shards_of(meta),
                                    int(meta("generation") or 0), self._writable,
                                    words=self.T or self.rows)  # zero-caption: the classes
         cols_ids = self._live_columns()
@@ -376,7 +361,7 @@ class Index:
         copy a reader of the same state left (named by the catalogue's commit count, checked
         against its count and largest column), else from the catalogue, then copied."""
         commits = self._catalog.meta("commits")
-        copy = self.directory / f"{COLUMNS_PREFIX}{commits}.npy"
+        copy = layout.columns_copy(self.directory, commits)
         if commits is not None and copy.is_file():
             try:
                 cols_ids = np.load(copy, allow_pickle=False)
@@ -392,22 +377,12 @@ class Index:
                 buf = io.BytesIO()
                 np.save(buf, cols_ids, allow_pickle=False)
                 atomic_write(copy, lambda f: f.write(buf.getvalue()))
-                for old in self.directory.glob(f"{COLUMNS_PREFIX}*.npy"):
+                for old in layout.columns_copies(self.directory):
                     if old != copy:
                         old.unlink(missing_ok=True)
             except OSError:
                 pass  # a read-only folder: read from the catalogue each time
         return cols_ids
-
-    def _shards_meta(self) -> list[dict]:
-        """The score matrix's layout; a version-1 index's single matrix file is one shard
-        without sorted lists (searched brute force until `compact`)."""
-        shards = self._catalog.meta("shards")
-        if shards is not None:
-            return shards
-        name = self._catalog.meta("matrix") or ""
-        return [{"matrix": name, "capacity": int(self._catalog.meta("capacity")),
-                 "segments": []}] if name else []
 
     def refresh(self) -> bool:
         """Re-read the catalogue if another process committed to it; True if it did."""
@@ -874,8 +849,8 @@ class Index:
                 ids = self._catalog.insert_ok(entries, cols)
             self._matrix.release(freed)
             self._matrix.assign(cols, ids)
-            if max(self._matrix.tail_sizes(), default=0) >= _scores.SEAL_AT:
-                self._matrix.seal(self._commit_matrix, _scores.SEAL_AT)
+            if max(self._matrix.tail_sizes(), default=0) >= tuning.SEAL_AT:
+                self._matrix.seal(self._commit_matrix, tuning.SEAL_AT)
             return ids
 
     def _commit_matrix(self, layout: dict, moves=None) -> None:
@@ -902,7 +877,7 @@ class Index:
 
     def seal(self) -> bool:
         """Give the pictures added since the last seal their own sorted lists when there are
-        enough of them (scores.SEAL_MIN per shard); merges a shard's segments once they pile
+        enough of them (tuning.SEAL_MIN per shard); merges a shard's segments once they pile
         up. Called at the end of `update`."""
         self._require_writable()
         with self._lock:
