@@ -35,10 +35,10 @@ from common import RESULTS, Run, report_head  # noqa: E402
 from pamir.data import find_corel5k, load_collection  # noqa: E402
 from pamir.distributed import (DASK_BATCH, DaskTransform, batch_for_overhead,  # noqa: E402
                                dask_client, task_overhead, worker_system)
-from pamir.index import Index, index_transform, model_fingerprint  # noqa: E402
+from pamir.index import Index, model_fingerprint  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
-from pamir.system import System, collection_inputs  # noqa: E402
+from pamir.system import System, collection_inputs, index_transform  # noqa: E402
 
 
 def build_model(root: Path) -> Path:

@@ -36,7 +36,8 @@ import numpy as np
 from common import RESULTS, Run
 from pamir import config
 from pamir.index import Index
-from pamir.index import scores as scores_mod
+from pamir.index import compaction
+from pamir.index import tuning as scores_mod
 
 BATCH = 50_000
 RANK = 48
@@ -140,12 +141,12 @@ def insertion_order(directory: Path, n: int, gen: Generator, rng) -> dict:
     """The default search's times on the same kind of index with the compaction's block
     order off (pictures left in the order they were added): what the order saves."""
     shutil.rmtree(directory, ignore_errors=True)
-    order = scores_mod.block_order
-    scores_mod.block_order = lambda S, seed=0: np.arange(S.shape[1])
+    order = compaction.block_order
+    compaction.block_order = lambda S, seed=0: np.arange(S.shape[1])
     try:
         index, built = build(directory, n, gen, rng)
     finally:
-        scores_mod.block_order = order
+        compaction.block_order = order
     with index:
         for w in (1, 2, 3):  # warm the rows as the main series did
             time_queries(index, w, rng, "scan")

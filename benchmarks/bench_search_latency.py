@@ -74,7 +74,7 @@ def build_big(source: Path, target: Path, n: int, seed: int = 0) -> dict:
     t0 = time.perf_counter()
     tmp = target.with_name(target.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
-    from pamir.index import scores as scores_mod
+    from pamir.index import tuning as scores_mod
     scores_mod.SEAL_AT = 1 << 62  # bulk load: one compaction at the end
     with Index.create(tmp, meta["vocabulary"], meta["idf"], model_dir=meta["model_dir"],
                       fingerprint=meta["fingerprint"], classes=meta["classes"]) as ix:

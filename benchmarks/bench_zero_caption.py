@@ -39,9 +39,9 @@ from pamir.bridge import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
 import pamir.index
-from pamir.index import TABLE_WORDS, Index, QueryError, index_transform
+from pamir.index import TABLE_WORDS, Index, QueryError
 from pamir.protocol import Protocol
-from pamir.system import fit_system
+from pamir.system import fit_system, index_transform
 
 #: The validation grid of the embedding bridge (chosen values in pamir.zeroshot).
 NEIGHBOURS = (5, 10, 20, 50)

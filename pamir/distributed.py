@@ -193,7 +193,7 @@ def _single_threaded(rep) -> None:
 def transform_batch(model_dir: str, fingerprint: str, classes: bool, cache_dir: str | None,
                     paths: Sequence[str]) -> tuple:
     """(Z, ok, reasons, hashes) of one batch, on a worker: what pamir.index.sync commits."""
-    from .index import index_transform  # noqa: PLC0415
+    from .system import index_transform  # noqa: PLC0415
     from .index.sync import file_hash  # noqa: PLC0415
 
     system = worker_system(model_dir, fingerprint, cache_dir)

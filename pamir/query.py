@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # annotations only: the bridges load lazily
 
 #: Options of the grammar (key:value); other "x:y" tokens are words.
 SORTS = {"score": "score", "date": "newest", "newest": "newest", "oldest": "oldest"}
+#: The orders hits come in, which SORTS' words name: what Index.search and similar take.
+SORT_ORDERS = tuple(dict.fromkeys(SORTS.values()))
 FLOOR_KEYS = ("floor", "min")
 PROBABILITY_KEYS = ("p", "prob")
 FOLDER_KEYS = ("in", "folder")

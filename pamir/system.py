@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import config
+from .bridge import EmbeddingUnavailable, class_probabilities, imagenet_class_names
 from .config import DEFAULT_REPRESENTATIONS
 from .data import Collection
 from .evaluation import evaluate_model, evaluate_text_space, query_scores
@@ -924,6 +925,49 @@ def evaluate_system(system: System, collection: Collection, split: str = "test",
             "scores": S, "unreadable": int((~np.asarray(ok, bool)).sum())}
 
 
-__all__ = ["DEFAULT_REPRESENTATIONS", "System", "add_words", "apply_delta", "collection_inputs",
-           "evaluate_system", "feedback_delta", "feedback_scores", "fit_system", "learn",
-           "linear_map", "representation_candidates", "save_keeping_previous"]
+# ------------------------------------------------------------------ what an index takes
+# A system is this module's System or the zero-caption one (pamir.zeroshot): these read
+# either by what it has, so that the index never needs to know which.
+
+def cnn_part(pipeline):
+    """The ImageNet CNN representation in a system's pipeline (itself or a part of a
+    combination), or None."""
+    if hasattr(pipeline, "class_scores"):
+        return pipeline
+    return next((p for p in getattr(pipeline, "parts", ()) if hasattr(p, "class_scores")), None)
+
+
+def class_names_of(system) -> list[str]:
+    """The class names an index of this system stores probabilities for: ImageNet's when
+    its representation is an ImageNet CNN (and the names are installed), else none."""
+    if cnn_part(getattr(system, "pipeline", None)) is None:
+        return []
+    try:
+        return imagenet_class_names()
+    except EmbeddingUnavailable:
+        return []
+
+
+def index_transform(system, classes: bool):
+    """What an index takes from a system for each picture (pamir.index.sync.Transform): its
+    text-space vector (T,), then, for an index with classes, the CNN classifier's
+    probabilities (C,)."""
+    if not classes:
+        return system.transform_paths
+    part = cnn_part(system.pipeline)
+
+    def transform(paths):
+        Z, ok, reasons = system.transform_paths(paths)
+        logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
+        ok = np.asarray(ok, bool) & np.asarray(class_ok, bool)
+        P = class_probabilities(logits).astype(np.float32)
+        P[~ok] = 0.0
+        return np.hstack([np.asarray(Z, np.float32), P]), ok, reasons
+
+    return transform
+
+
+__all__ = ["DEFAULT_REPRESENTATIONS", "System", "add_words", "apply_delta", "class_names_of",
+           "cnn_part", "collection_inputs", "evaluate_system", "feedback_delta",
+           "feedback_scores", "fit_system", "index_transform", "learn", "linear_map",
+           "representation_candidates", "save_keeping_previous"]

@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import config
-from .index import Hit
-from .index import Index, IndexDirError, class_names_of, index_transform, model_fingerprint
+from .index import Hit, Index, IndexDirError, model_fingerprint
 from .zeroshot import is_zero_caption
 
 logger = logging.getLogger(__name__)
@@ -63,6 +62,8 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
     a first model; one whose model folder has learnt since (same vocabulary up front) is
     rescored; one built with another model is a WorkflowError (rebuild=True recomputes it).
     """
+    from .system import class_names_of, index_transform  # noqa: PLC0415  heavy: numba, scipy
+
     index_dir = Path(index_dir)
     model = None if model_dir is None else Path(model_dir)
     vocabulary, idf = text_side(system)
@@ -121,6 +122,7 @@ def index_folders(model_dir, folders, *, index=None, captions: dict | None = Non
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
     (default: default_index_dir()). captions: {path: words} shown beside the pictures.
     progress(done, total) follows the batches. Returns the UpdateReport."""
+    from .system import index_transform  # noqa: PLC0415
     from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415
 
     index_dir = Path(index) if index is not None else default_index_dir()
@@ -143,6 +145,8 @@ def index_folders(model_dir, folders, *, index=None, captions: dict | None = Non
 def update_indexes(model: Path, system, index_dirs) -> list[dict]:
     """Rescore the indexes built with `model` (the given ones, else the default one if it
     was built with it) for the model as it is now: one {"index", "status", ...} each."""
+    from .system import index_transform  # noqa: PLC0415
+
     model = Path(model)
     explicit = bool(index_dirs)
     dirs = list(index_dirs or [default_index_dir()])
@@ -351,7 +355,8 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
     index at index_dir. If the save fails the model in memory is put back as it was.
     right: (model inputs, paths) of the pictures marked right, which join the neighbours of a
     system that has them (pamir.system.apply_delta)."""
-    from .system import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
+    from .system import (apply_delta, index_transform, linear_map,  # noqa: PLC0415
+                         save_keeping_previous)
 
     try:
         writer = Index.open(index_dir, writable=True)

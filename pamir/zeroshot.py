@@ -243,7 +243,7 @@ SYSTEM_DESCRIPTION = "zero-caption (EfficientNet-Lite0's ImageNet classes and th
 class ZeroCaptionSystem:
     """What `pamir index FOLDER` answers with when no model has been fitted: no vocabulary,
     no text space; each picture's 1,000 ImageNet class probabilities, which the index keeps
-    in its class rows (pamir.index.index_transform) and `ClassWords` reads words from."""
+    in its class rows (pamir.system.index_transform) and `ClassWords` reads words from."""
 
     vocabulary: list[str] = []
     idf = np.zeros(0)

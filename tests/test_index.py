@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import pamir.index.scores as scores_mod
+import pamir.index.tuning as scores_mod
 from pamir.index import Index, IndexDirError, QueryError, model_fingerprint
 
 VOCAB = ["red", "green", "blue", "stripes"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import pamir.index as index_mod
+import pamir.index.lifecycle as index_mod
 from pamir.index import Index
 from pamir.index.catalog import Catalog
 

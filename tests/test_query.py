@@ -154,7 +154,7 @@ def test_more_like_this_is_centred_cosine(index):
 def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
     """An index of a CNN representation also stores the classifier's class probabilities; a
     word outside the vocabulary that names a class is answered with them."""
-    from pamir.index import index_transform
+    from pamir.system import index_transform
     from test_server import FakeEmbedder, use_fake_embedder
 
     use_fake_embedder(monkeypatch)

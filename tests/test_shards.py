@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-import pamir.index.scores as scores_mod
+import pamir.index.tuning as scores_mod
 from pamir.index import Index
 from test_product import fake, no_embedding_model, run  # noqa: F401 - fixtures
 

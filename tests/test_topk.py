@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pamir.index.scores as scores_mod
+import pamir.index.tuning as scores_mod
 from pamir.index import Index
 
 WORDS = [f"w{t}" for t in range(6)]

@@ -24,8 +24,7 @@ from .. import config
 from ..calibration import LIKELY
 from ..calibration import annotate as annotate_words
 from ..data import DataError, load_captions_table
-from ..index import (Index, IndexDirError, QueryError, embeddings_enabled, index_transform,
-                     model_fingerprint)
+from ..index import Index, IndexDirError, QueryError, embeddings_enabled, model_fingerprint
 from ..storage import atomic_write_bytes
 from ..text import keyword_records
 from ..zeroshot import ZeroCaptionSystem
@@ -228,6 +227,8 @@ def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, cla
     process, or as Dask tasks (--workers: a LocalCluster; --scheduler: a running cluster;
     pamir.distributed)."""
     if not workers and not scheduler:
+        from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
+
         yield index_transform(system, classes), 256
         return
     from ..distributed import DASK_BATCH, BatchesFailed, DaskTransform, dask_client  # noqa: PLC0415
@@ -466,7 +467,7 @@ def _imagenet_words(system, paths: list[str], k: int, ok) -> tuple[list, np.ndar
     """(each picture's ImageNet words (pamir.zeroshot.annotate), which pictures were read)
     for a system with an ImageNet CNN view; ([] each, ok) for any other."""
     from ..bridge import class_probabilities  # noqa: PLC0415
-    from ..index import cnn_part  # noqa: PLC0415
+    from ..system import cnn_part  # noqa: PLC0415
 
     ok = np.asarray(ok, dtype=bool)
     part = cnn_part(system.pipeline)

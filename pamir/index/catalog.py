@@ -7,8 +7,10 @@ reason), its column in the score matrix, and what pamir.metadata read from its f
 date taken (ISO, wall clock), where the caption came from, and its sidecars' stat (NULL: not
 read yet, as in an index built before these columns). It changes only by SQLite transactions.
 
-This module knows SQL and nothing of the score matrix or of folders; `Catalog` methods that
-write do so inside the caller's `transaction()`, so the facade decides what commits together.
+The file's name, its schema and version, and the upgrade of an older one are the folder's
+format (pamir.index.layout). This module knows SQL and nothing of the score matrix or of
+folders; `Catalog` methods that write do so inside the caller's `transaction()`, so the
+facade decides what commits together.
 """
 
 from __future__ import annotations
@@ -25,35 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-#: 3: the pictures' metadata columns (taken, source, sidecars); 2: the score matrix in shards
-#: with sorted lists (`meta.shards`); 1: one matrix file (`meta.matrix`, `meta.capacity`).
-#: Older ones are still read (no dates), and upgraded when opened for writing.
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
-#: The catalogue's file in an index folder (SQLite adds -wal and -shm beside it).
-CATALOG = "catalog.sqlite"
+from .layout import (CATALOG, CATALOG_SCHEMA, METADATA_COLUMNS, READABLE_VERSIONS,
+                     SCHEMA_VERSION, added_columns_sql)
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE pictures (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    path TEXT NOT NULL UNIQUE,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    caption TEXT,
-    state TEXT NOT NULL CHECK (state IN ('ok', 'failed')),
-    reason TEXT,
-    col INTEGER UNIQUE,
-    taken TEXT,
-    source TEXT,
-    sidecars TEXT,
-    CHECK ((state = 'ok') = (col IS NOT NULL))
-);
-CREATE INDEX pictures_hash ON pictures (hash);
-"""
-#: The metadata columns of schema 3 (added to an older catalogue by `upgrade`).
-METADATA_COLUMNS = ("taken", "source", "sidecars")
 _BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
 
 
@@ -77,11 +53,6 @@ class Picture:
     sidecars: str | None = None  # its sidecars' stat when read; None: metadata never read
 
 
-def catalog_files(directory: Path) -> list[Path]:
-    """The catalogue and SQLite's journal files beside it."""
-    return sorted(Path(directory).glob(f"{CATALOG}*"))
-
-
 class Catalog:
     """An open catalogue. Not thread-safe by itself: the Index facade serialises calls."""
 
@@ -103,9 +74,8 @@ class Catalog:
         """Add the metadata columns an older catalogue lacks (inside the caller's
         transaction); its pictures' metadata is read at the next update."""
         have = {r[1] for r in self._conn.execute("PRAGMA table_info(pictures)")}
-        for c in METADATA_COLUMNS:
-            if c not in have:
-                self._conn.execute(f"ALTER TABLE pictures ADD COLUMN {c} TEXT")
+        for statement in added_columns_sql(have):
+            self._conn.execute(statement)
         self._columns = None
 
     # ------------------------------------------------------------------ creating and opening
@@ -114,7 +84,7 @@ class Catalog:
         """Write a new catalogue with its schema and `meta` into `directory`."""
         conn = sqlite3.connect(Path(directory) / CATALOG)
         try:
-            conn.executescript(_SCHEMA)
+            conn.executescript(CATALOG_SCHEMA)
             conn.executemany("INSERT INTO meta VALUES (?, ?)",
                              [(k, json.dumps(v))
                               for k, v in {"schema_version": SCHEMA_VERSION, **meta}.items()])

@@ -25,7 +25,7 @@ from .. import config
 from ..calibration import LIKELY
 from ..calibration import annotate as annotate_words
 from ..features.images import ImageError, open_image
-from ..index import Index, QueryError, embeddings_enabled, index_transform
+from ..index import Index, QueryError, embeddings_enabled
 from ..query import SORTS
 from ..storage import atomic_write_bytes, shown_path
 from ..text import keyword_records
@@ -539,6 +539,8 @@ class _State:
                 "hits": [_hit_json(h.id, h.path, h.score) for h in out["hits"]]}
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
+        from ..system import index_transform  # noqa: PLC0415  loaded with the system
+
         system = self.require_system()
         with tempfile.NamedTemporaryFile(suffix=".upload") as f:
             f.write(data)

@@ -1,0 +1,258 @@
+"""The index folder's on-disk format, in one place: every file's name, the catalogue's schema
+and version, the byte layout of the score matrix's files, and the migrations that read or
+upgrade an older index. What a reader must know to read a folder is here; the sizes a writer
+chooses (a shard's capacity, a block's columns) are recorded with each file and tuned in
+`pamir.index.tuning`.
+
+An index folder holds:
+
+    catalog.sqlite (+ -wal, -shm)   the catalogue: `meta` and one row per picture (CATALOG_SCHEMA)
+    scores-<generation>.f32         a shard of the score matrix: raw float32, rows x capacity,
+                                    row t holding word t's score of each of its columns
+    lists-<generation>.bin          a segment's per-word sorted lists and block bounds
+                                    (`_segment_parts`)
+    columns-<commits>.npy           a reader's copy of one committed state's (column, id) map
+    vocabulary-embeddings-<h>.npy   the bridge's embeddings of the vocabulary (pamir.bridge
+                                    names and writes it)
+    thumbnails/                     the server's thumbnail cache
+    .writer.lock                    the writer's flock, naming its pid and command
+
+and, beside the folder while `Index.create` builds it, `.NAME.creating-<pid>`.
+
+The catalogue's `meta.shards` records the matrix: per shard {"matrix": file, "capacity": c,
+"segments": [{"name": file, "length": L, "block": columns, "blocks": B, "ordered": true}]},
+and `meta.generation` the last generation a file was named with. A new file is always a new
+name (the next generation), so a file a commit names is never rewritten in place but for its
+free columns (see pamir.index.scores).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..bridge import CACHE_PREFIX
+
+# ---------------------------------------------------------------------------- versions
+#: 3: the pictures' metadata columns (taken, source, sidecars); 2: the score matrix in shards
+#: with sorted lists (`meta.shards`); 1: one matrix file (`meta.matrix`, `meta.capacity`).
+#: Older ones are still read (no dates; see `shards_of`), and upgraded when opened for
+#: writing (`upgrade`).
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+
+# ---------------------------------------------------------------------------- file names
+#: The catalogue's file (SQLite adds -wal and -shm beside it).
+CATALOG = "catalog.sqlite"
+#: One writer at a time: two updates choosing the same free column would clash.
+WRITER_LOCK = ".writer.lock"
+#: The server's thumbnail cache, inside the index folder.
+THUMBNAILS = "thumbnails"
+#: A reader's copy of the (column, id) map of one committed state: columns-<commits>.npy
+#: (Catalog.transaction counts commits).
+COLUMNS_PREFIX = "columns-"
+
+
+def matrix_name(generation: int) -> str:
+    return f"scores-{generation}.f32"
+
+
+def lists_name(generation: int) -> str:
+    return f"lists-{generation}.bin"
+
+
+def columns_copy(directory: Path, commits: int) -> Path:
+    return Path(directory) / f"{COLUMNS_PREFIX}{commits}.npy"
+
+
+def columns_copies(directory: Path) -> list[Path]:
+    return sorted(Path(directory).glob(f"{COLUMNS_PREFIX}*.npy"))
+
+
+def creating_prefix(directory: Path) -> str:
+    """The name prefix of `directory`'s folder while `Index.create` builds it aside; the
+    creator's pid follows."""
+    return f".{directory.name}.creating-"
+
+
+def catalog_files(directory: Path) -> list[Path]:
+    """The catalogue and SQLite's journal files beside it."""
+    return sorted(Path(directory).glob(f"{CATALOG}*"))
+
+
+def matrix_files(directory: Path) -> list[Path]:
+    """Every score-matrix and sorted-list file in an index folder, current or orphaned."""
+    d = Path(directory)
+    return sorted(d.glob("scores-*.f32")) + sorted(d.glob("lists-*.bin"))
+
+
+def own_files(directory: Path) -> list[Path]:
+    """The files an index keeps in its folder (but the thumbnails and the writer lock):
+    what `Index.destroy` deletes, never anything else a person put there."""
+    return (catalog_files(directory) + matrix_files(directory)
+            + sorted(Path(directory).glob(f"{CACHE_PREFIX}*.npy")) + columns_copies(directory))
+
+
+# ---------------------------------------------------------------------------- the catalogue
+CATALOG_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE pictures (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    caption TEXT,
+    state TEXT NOT NULL CHECK (state IN ('ok', 'failed')),
+    reason TEXT,
+    col INTEGER UNIQUE,
+    taken TEXT,
+    source TEXT,
+    sidecars TEXT,
+    CHECK ((state = 'ok') = (col IS NOT NULL))
+);
+CREATE INDEX pictures_hash ON pictures (hash);
+"""
+#: The metadata columns of schema 3: a catalogue older than that, opened read-only, reads
+#: NULL for them (Catalog.columns); `upgrade` adds them.
+METADATA_COLUMNS = ("taken", "source", "sidecars")
+
+
+def added_columns_sql(have: set[str]) -> list[str]:
+    """The statements that add the metadata columns a pictures table lacks."""
+    return [f"ALTER TABLE pictures ADD COLUMN {c} TEXT" for c in METADATA_COLUMNS
+            if c not in have]
+
+
+def shards_of(meta: Callable[[str], object]) -> list[dict]:
+    """The score matrix's shards as `meta` (Catalog.meta) records them; a version-1 index's
+    single matrix file is one shard without sorted lists (searched brute force until
+    `compact`)."""
+    shards = meta("shards")
+    if shards is not None:
+        return shards
+    name = meta("matrix") or ""
+    return [{"matrix": name, "capacity": int(meta("capacity")), "segments": []}] if name else []
+
+
+def upgrade(catalog, matrix_layout: dict) -> None:
+    """Bring an older index, opened for writing, to SCHEMA_VERSION in one transaction: its
+    pictures table gains the metadata columns (read at the next update), and its matrix is
+    recorded as shards (`matrix_layout`: ScoreMatrix.layout())."""
+    if catalog.meta("schema_version") == SCHEMA_VERSION:
+        return
+    with catalog.transaction():
+        catalog.upgrade()
+        catalog.set_meta(schema_version=SCHEMA_VERSION, **matrix_layout)
+
+
+# ---------------------------------------------------------------------------- the matrix
+#: A shard's layout as the catalogue records it: {"matrix", "capacity", "segments": [...]}.
+ShardMeta = dict
+#: commit(layout) records new files in the catalogue; a compaction's commit(layout, moves)
+#: also records where its pictures went: moves = (old global columns, new global columns).
+Commit = Callable[..., None]
+
+
+@dataclass
+class Segment:
+    """One sealed set of a shard's columns with its per-word sorted lists (a lists file)."""
+    name: str
+    length: int
+    ids: np.ndarray  # (words, L) int32 local columns, by score descending
+    vals: np.ndarray  # (words, L) float32 their scores
+    block: int = 0  # columns per block of the bounds (0: no bounds)
+    bmax: np.ndarray | None = None  # (words, blocks) float32 the highest score in a block
+    bmin: np.ndarray | None = None  # (words, blocks) float32 the lowest (-inf/+inf: none)
+    ordered: bool = False  # its columns were put in block_order by a compaction
+
+    def meta(self) -> dict:
+        meta = {"name": self.name, "length": self.length}
+        if self.block:
+            meta.update(block=self.block, blocks=self.bmax.shape[1])
+        if self.ordered:
+            meta.update(ordered=True)
+        return meta
+
+
+@dataclass
+class Shard:
+    """One matrix file: the global columns offset .. offset + capacity, and its segments."""
+    offset: int
+    capacity: int
+    name: str
+    map: np.ndarray | None
+    segments: list[Segment] = field(default_factory=list)
+
+    def meta(self) -> ShardMeta:
+        return {"matrix": self.name, "capacity": self.capacity,
+                "segments": [s.meta() for s in self.segments]}
+
+
+def open_matrix(path: Path, rows: int, capacity: int, writable: bool) -> np.memmap:
+    return np.memmap(path, dtype=np.float32, mode="r+" if writable else "r",
+                     shape=(rows, capacity))
+
+
+def create_matrix(path: Path, rows: int, capacity: int) -> np.memmap:
+    """A new matrix file of zeros, to fill and then make durable (`make_durable`)."""
+    return np.memmap(path, dtype=np.float32, mode="w+", shape=(rows, capacity))
+
+
+def make_durable(matrix: np.memmap, path: Path) -> None:
+    """A new file on disk before any commit names it."""
+    matrix.flush()
+    _fsync(path)
+
+
+def open_shard(directory: Path, offset: int, meta: ShardMeta, rows: int, words: int,
+               writable: bool) -> Shard:
+    capacity = int(meta["capacity"])
+    return Shard(offset, capacity, meta["matrix"],
+                 open_matrix(Path(directory) / meta["matrix"], rows, capacity, writable),
+                 [open_segment(directory, g, words) for g in meta.get("segments", [])])
+
+
+def _segment_parts(W: int, L: int, B: int) -> list[tuple[type, tuple[int, int], int]]:
+    """(dtype, shape, byte offset) of a lists file's arrays, one after another: per word row
+    the local columns sorted by that word's score, descending (int32, W x L), the scores in
+    that order (float32, W x L), then per word row the highest and the lowest score of the
+    segment's columns in each block of `block` local columns (float32, W x B each)."""
+    return [(np.int32, (W, L), 0), (np.float32, (W, L), 4 * W * L),
+            (np.float32, (W, B), 8 * W * L), (np.float32, (W, B), 8 * W * L + 4 * W * B)]
+
+
+def open_segment(directory: Path, meta: dict, words: int) -> Segment:
+    """A segment's lists, read-only."""
+    L, path = int(meta["length"]), Path(directory) / meta["name"]
+
+    def read(part) -> np.ndarray:
+        dtype, shape, offset = part
+        return np.asarray(np.memmap(path, dtype=dtype, mode="r", shape=shape, offset=offset))
+
+    if "blocks" not in meta:  # written before block bounds: the shard is scanned whole
+        return Segment(meta["name"], L, *map(read, _segment_parts(words, L, 0)[:2]))
+    ids, vals, bmax, bmin = map(read, _segment_parts(words, L, int(meta["blocks"])))
+    return Segment(meta["name"], L, ids, vals, int(meta["block"]), bmax, bmin,
+                   bool(meta.get("ordered")))
+
+
+def write_segment(path: Path, W: int, L: int, B: int,
+                  fill: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]) -> None:
+    """A new lists file of W word rows, L columns and B blocks: fill(ids, vals, bmax, bmin)
+    writes its arrays, which are on disk when this returns."""
+    out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(max(1, 8 * W * (L + B)),))
+    fill(*(out[offset: offset + np.dtype(dtype).itemsize * shape[0] * shape[1]]
+           .view(dtype).reshape(shape) for dtype, shape, offset in _segment_parts(W, L, B)))
+    out.flush()
+    del out
+    _fsync(path)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())

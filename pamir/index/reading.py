@@ -1,0 +1,555 @@
+"""Reading an index, the part of `Index` that answers: parsing a query on the vocabulary
+(pamir.query, words outside it through pamir.bridge and, for an index with class rows,
+pamir.zeroshot), searching (the exact top-k of the score matrix, or every picture's score
+where a query mixes in classes), similar pictures, calibrated probabilities, and looking
+pictures up.
+
+Scores are linear: score(picture, q) = z_picture . q, with q the query's vector (pamir.query:
+the normalised idf vector of TPAMI §III-A for plain words, with weights, exclusions and words
+mapped onto the vocabulary by pamir.bridge) and z the model's text-space vector. Models that
+score otherwise (DRCMRM) are not served by this index.
+
+A reader answers from the committed state it last read (IndexLifecycle._load), while another
+process may commit meanwhile: `_consistent` makes each answer come from one state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from ..bridge import CLASS_MIX, Bridge
+from ..calibration import Calibration, floor_of, line_probability, load_calibration
+from ..config import default_cache_dir
+from ..query import SORT_ORDERS, Query, QuerySyntaxError, parse, resolve
+from ..zeroshot import ClassWords, mass_score
+from .catalog import Picture
+from .layout import SCHEMA_VERSION
+from .lifecycle import IndexLifecycle
+
+#: How many `in:` filters' columns a reader keeps for its state.
+FOLDERS_KEPT = 64
+#: How often a search is answered again when another process's commits keep changing what
+#: it reads (a hit's picture removed, pictures moved by a compaction).
+_SEARCH_TRIES = 20
+#: A class part certain of its classes (a mass score of 1) counts as a text score this many
+#: standard deviations over the pictures' mean. Standardising the class part too, as before,
+#: let one confident picture among pictures with none score sqrt(n) deviations and swamp
+#: every word of the query (a standard score of 15 against 3 for the next picture).
+CLASS_SCALE = 3.0
+#: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
+EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
+
+
+def embeddings_enabled() -> bool:
+    return os.environ.get(EMBEDDINGS_ENV, "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+class QueryError(ValueError):
+    """A query that cannot be answered: empty, or no word of it in the vocabulary."""
+
+    def __init__(self, message: str, unknown: Sequence[str] = ()):
+        super().__init__(message)
+        self.unknown = list(unknown)
+
+
+class _Stale(Exception):
+    """A hit's picture was removed by another process after this reader's last refresh."""
+
+
+@dataclass
+class Hit:
+    id: int
+    path: str
+    score: float
+    taken: str | None = None  # ISO date-time taken (pamir.metadata; None: not read yet)
+    caption: list[str] | None = None  # the caption's words, from a table or the files
+    #: the calibrated probability that the picture is relevant (pamir.calibration); None
+    #: where the model has no calibration or the query is not made of its words
+    probability: float | None = None
+
+
+class IndexReading(IndexLifecycle):
+    """Queries, searches and picture look-ups of an open index (see `Index`)."""
+
+    def _load_state(self) -> None:
+        """The committed state, and what this reader derived from an older one forgotten."""
+        super()._load_state()
+        old = getattr(self, "_bridge", None)
+        self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
+        self._mean = None  # the pictures' mean text-space vector, for `similar`
+        self._class_words = None
+        key = (self.model_dir, self.model_fingerprint)
+        if getattr(self, "_calibration_key", None) != key:
+            self._calibration_key, self._calibration = key, False  # False: not read yet
+        self._folder_columns: dict[tuple, np.ndarray] = {}  # `_columns_under`, this state's
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def bridge(self) -> Bridge:
+        """Unknown words onto the vocabulary (pamir.bridge): its embeddings are cached in
+        the index folder, the model loaded on the first word that needs it."""
+        with self._lock:
+            if self._bridge is None:
+                self._bridge = Bridge(self.vocabulary, cache_dir=self.directory)
+            return self._bridge
+
+    def parse_query(self, text: str, *, mapping: bool | None = None) -> Query:
+        """Read a query (the grammar of pamir.query) and resolve it on the vocabulary: words
+        outside it go through the bridge (inflections, then the embedding model unless
+        `mapping` is False or $PAMIR_EMBEDDINGS is 0). QueryError if nothing searchable is
+        left, or for a bad option."""
+        from . import TABLE_WORDS  # noqa: PLC0415 - the package's switch, read at each query
+
+        if not text or not text.strip():
+            raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
+        try:
+            parsed = parse(text, self.stop_words)
+        except QuerySyntaxError as e:
+            raise QueryError(str(e)) from None
+        bridge = self.bridge
+        use_model = embeddings_enabled() if mapping is None else mapping
+        if bridge.use_model != use_model:
+            bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
+        classes = self.class_words if self.classes else None
+        if classes is not None and classes.use_model != use_model:
+            classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
+        query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
+                        classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS)
+        if not query.searchable:
+            raise self._nothing_searchable(text, parsed, query)
+        return query
+
+    @property
+    def class_words(self) -> ClassWords | None:
+        """The words of an index with class scores (pamir.zeroshot): the ImageNet word table,
+        then the embedding bridge over the classes' descriptions, whose embeddings are the
+        same for every index: cached once per machine, in the feature cache."""
+        with self._lock:
+            if self._class_words is None and self.classes:
+                self._class_words = ClassWords(self.classes, cache_dir=_class_cache())
+            return self._class_words
+
+    def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
+        if not parsed.terms:
+            if parsed.stop_only:
+                return QueryError(f"query {text!r} has only stop words; use content words")
+            return QueryError(f"query {text!r} has no words to search for")
+        notes = sorted({m.note for m in query.matches if m.note and m.note !=
+                        "not in the vocabulary"})
+        why = f" ({'; '.join(notes)})" if notes else ""
+        if not self.vocabulary:  # the zero-caption system's index
+            return QueryError(
+                f"no word of the query names an ImageNet class: {', '.join(query.unknown)}"
+                f"{why}; with no captions pamir knows ImageNet's words (dog, bird, car, "
+                "flower, boat, ...), and `pamir fit` on captioned pictures teaches it yours",
+                query.unknown)
+        common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
+        return QueryError(
+            f"no word of the query is in the vocabulary: {', '.join(query.unknown)}{why}; it "
+            f"has {len(self.vocabulary)} words, e.g. {', '.join(common)}", query.unknown)
+
+    def scores(self, q: np.ndarray) -> np.ndarray:
+        """z . q for every matrix column (free columns -inf)."""
+        with self._lock:
+            return self._matrix.scores(self._padded(q))
+
+    def _padded(self, q: np.ndarray, start: int = 0) -> np.ndarray:
+        """A (rows,) vector with q at rows start.. (the words' rows by default)."""
+        q = np.asarray(q, dtype=np.float32).ravel()
+        if start == 0 and q.size == self.rows:
+            return q
+        if q.size != (self.T if start == 0 else len(self.classes)):
+            raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
+        out = np.zeros(self.rows, dtype=np.float32)
+        out[start:start + q.size] = q
+        return out
+
+    def _query_scores(self, q) -> np.ndarray:
+        """Scores of every column for a Query or a (T,) vector: z . q; where the classes
+        matched terms, their part: each term's weight x its mass score in [0, 1]
+        (pamir.zeroshot.mass_score), summed; alone when the query has no vocabulary word, else
+        (1 - mix) x the standardised z . q (a standard score: how many standard deviations
+        over the pictures' mean) + mix x CLASS_SCALE x the class part."""
+        if not isinstance(q, Query):
+            return self._matrix.scores(self._padded(q))
+        if not q.class_terms or not self.classes:
+            return self._matrix.scores(self._padded(q.vector))
+        c = sum(w * mass_score(self._matrix.scores(self._padded(v, start=self.T)))
+                for w, v in q.class_terms)
+        if not q.words:
+            return c.astype(np.float32)
+        s = self._matrix.scores(self._padded(q.vector))
+        return ((1 - q.class_mix) * _standard(s) + q.class_mix * CLASS_SCALE * c
+                ).astype(np.float32)
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The model's calibrated probabilities (read from its folder once per model), None
+        where it has none: a zero-caption index, a model saved before issue 26, a moved
+        model folder."""
+        with self._lock:
+            if self._calibration is False:
+                cal = load_calibration(self.model_dir)
+                self._calibration = cal if cal is not None and cal.T <= self.T else None
+            return self._calibration
+
+    def relevance_line(self, q: Query) -> tuple[float, float] | None:
+        """(a, b) with the probability that a picture scoring s is relevant to the query =
+        sigmoid(a s + b), or None where there is no calibrated probability (`uncalibrated`
+        says why)."""
+        return None if self.uncalibrated(q) else self._line(q)
+
+    def _line(self, q: Query) -> tuple[float, float]:
+        words = [self.word_index[w] for m in q.matches if m.weight > 0 for w, _ in m.words]
+        return self.calibration.logit_line(q.vector, words)
+
+    def uncalibrated(self, q: Query) -> str:
+        """Why the query's scores have no calibrated probability ("" when they have one):
+        the calibration covers queries of the model's words (weights, phrases, inflections
+        and exclusions included), not words mapped by meaning or ImageNet classes."""
+        cal = self.calibration
+        if cal is None:
+            return ("this index has no captions, so no probability of relevance: `pamir fit` "
+                    "on captioned pictures gives one" if not self.vocabulary else
+                    "the index's model has no calibrated probabilities (a model fitted before "
+                    "them, or its folder moved): fit it again, or use floor: with a score")
+        mapped = [m.describe() for m in q.matches
+                  if m.how not in ("vocabulary", "phrase", "inflection")]
+        if mapped:
+            return (f"probabilities are calibrated for the model's own words, and "
+                    f"{'; '.join(mapped)} is not one: use floor: with a score")
+        if not cal.covers(q.vector):
+            return ("a word of the query was learnt after the model's calibration (or scores "
+                    "every picture alike): use floor: with a score")
+        return ""
+
+    def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
+               sort: str | None = None, folders: Sequence[str] | None = None,
+               method: str = "auto", dates: Sequence[tuple[str, str]] | None = None,
+               p_floor: float | None = None) -> list[Hit]:
+        """The k best pictures for a query (text, a parsed Query or a (T,) vector), best
+        first; equal scores by id. floor: leave out pictures scoring under it (the answer may
+        be empty); sort: "score", or "newest" / "oldest" (by date taken) for the k best, or
+        for all those over the floor when there is one; folders: only pictures under one of
+        them (a path prefix, or a run of path components); dates: only pictures taken on a
+        day within one of these closed ranges ("YYYY-MM-DD", "YYYY-MM-DD"). A Query's own
+        options apply unless given here.
+
+        method: "auto" (the default) takes the exact top-k from the sorted lists where it
+        can (`ScoreMatrix.top`: threshold algorithm or fused scan); "brute" scores every
+        picture and ranks them (the reference; also what answers a class-mixed query and a
+        date sort of everything over a floor); "scan" / "ta" force one top-k kernel.
+
+        p_floor: leave out pictures whose calibrated probability of relevance is under it
+        (the grammar's p:X); it becomes the query's raw floor, since the probability rises
+        with the score. Each hit carries its probability where the query has one."""
+        if isinstance(q, str):
+            q = self.parse_query(q)
+        line = None
+        if isinstance(q, Query):
+            p_floor = q.p_floor if p_floor is None else p_floor
+            line = self.relevance_line(q)
+            floor = q.floor if floor is None else floor
+            sort = sort or q.sort
+            folders = q.folders if folders is None else folders
+            dates = q.dates if dates is None else dates
+        if p_floor is not None:
+            floor = self._probability_floor(q, p_floor, line, floor)
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k = {k!r}: ask for at least one picture")
+        if method not in ("auto", "brute", "scan", "ta"):
+            raise ValueError(f"method {method!r}: auto, brute, scan or ta")
+        sort = _sort_order(sort)
+        mixed = isinstance(q, Query) and bool(q.class_terms) and bool(self.classes)
+
+        def answer(last: bool) -> list[Hit]:
+            if method == "brute" or mixed or (sort != "score" and floor is not None):
+                s = self._query_scores(q)
+                return self._ranked(s, int(k), floor, sort, folders or (), last, dates or ())
+            vector = self._padded(q.vector if isinstance(q, Query) else q)
+            keep = self._filter_mask(folders or (), dates or ())
+            best = self._matrix.top(vector, int(k), keep=keep, floor=floor, method=method)
+            return self._hits(best, int(k), sort, last)
+
+        hits = self._consistent(answer)
+        if line is not None:
+            p = line_probability([h.score for h in hits], *line, self.calibration.ceiling)
+            for h, ph in zip(hits, p):
+                h.probability = float(ph)
+        return hits
+
+    def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
+        """The raw floor of a probability floor p for the query (the higher of it and a raw
+        floor given too); QueryError where the query has no probability."""
+        if not 0 <= float(p) <= 1:
+            raise QueryError(f"p:{p:g}: a probability floor is between 0 and 1")
+        if line is None:
+            why = (self.uncalibrated(q) if isinstance(q, Query)
+                   else "a query vector has no words to calibrate")
+            raise QueryError(f"p:{p:g} needs a calibrated probability, and {why}")
+        raw = floor_of(float(p), *line, self.calibration.ceiling)
+        raw = np.nextafter(np.float32(raw), np.float32(np.inf)) if np.isfinite(raw) else raw
+        return float(raw if floor is None else max(raw, floor))
+
+    def count_likely(self, q: Query, p: float = 0.5, folders: Sequence[str] | None = None
+                     ) -> int | None:
+        """How many pictures (under the query's folders, or these, and its dates) have a
+        calibrated probability of at least p of being relevant: the page's count of the
+        likely relevant ones. None where the query has no calibrated probability."""
+        line = self.relevance_line(q)
+        if line is None:
+            return None
+        floor = self._probability_floor(q, p, line, None)
+        with self._lock:
+            s = self._query_scores(q)
+            keep = self._filter_mask(q.folders if folders is None else folders, q.dates)
+            ok = np.isfinite(s) & (s >= floor)
+            if keep is not None:
+                ok[:len(keep)] &= keep
+                ok[len(keep):] = False
+            return int(ok.sum())
+
+    def _consistent(self, answer: Callable[[bool], list[Hit]]) -> list[Hit]:
+        """answer(last) under the lock, from one state of the index. This reader's state is
+        the catalogue as of its last refresh, while another process may since have removed
+        pictures (and written others into their freed columns): a hit whose picture is gone
+        makes `_hits` raise _Stale, and the answer is computed again after a refresh. A hit
+        whose picture is still there is exact: its column cannot have been rewritten while
+        a committed row pointed at it. A compaction moves pictures to other columns: the
+        state is read again before answering when one has, and the answer computed again
+        when one committed while it was computed (the catalogue's columns of folders and
+        pictures would not be this state's). On the last try (a writer committing faster
+        than a search runs) stale hits are left out rather than retried."""
+        with self._lock:
+            for attempt in range(_SEARCH_TRIES):
+                last = attempt == _SEARCH_TRIES - 1
+                if self._moved():
+                    self._load()
+                try:
+                    hits = answer(last)
+                except _Stale:
+                    self._load()
+                    continue
+                if last or not self._moved():  # no move committed while it answered
+                    return hits
+            raise AssertionError("unreachable: the last try returns")
+
+    def _moved(self) -> bool:
+        """Whether a compaction has moved pictures to other columns since this reader's state
+        was read: the catalogue's columns (folders, `vector`) would then not be this state's."""
+        return (self._catalog.meta("moves") or 0) != self._moves
+
+    def _columns_under(self, folders: Sequence[str]) -> np.ndarray:
+        """Columns of the pictures under the folders, kept for this state (a LIKE over every
+        path: 0.2 s at 1,000,000 pictures; a server is asked the same `in:` again)."""
+        key = tuple(folder_patterns(folders))
+        cols = self._folder_columns.get(key)
+        if cols is None:
+            if len(self._folder_columns) >= FOLDERS_KEPT:
+                self._folder_columns.clear()
+            cols = np.asarray(self._catalog.columns_under(list(key)), np.int64)
+            self._folder_columns[key] = cols
+        return cols
+
+    def _folder_mask(self, folders: Sequence[str]) -> np.ndarray:
+        """(width,) whether each column's picture is under one of the folders."""
+        width = len(self._matrix.live_mask())
+        keep = np.zeros(width, dtype=bool)
+        cols = self._columns_under(folders)
+        keep[cols[cols < width]] = True
+        return keep
+
+    def _date_mask(self, dates: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(width,) whether each column's picture was taken within one of the ranges."""
+        width = len(self._matrix.live_mask())
+        keep = np.zeros(width, dtype=bool)
+        cols = np.asarray(self._catalog.columns_taken(dates), np.int64)
+        keep[cols[cols < width]] = True
+        return keep
+
+    def _filter_mask(self, folders: Sequence[str], dates: Sequence[tuple[str, str]]
+                     ) -> np.ndarray | None:
+        """The columns in:/folders and date: keep (both must), None when neither is set."""
+        keep = self._folder_mask(folders) if folders else None
+        if dates:
+            keep = self._date_mask(dates) if keep is None else keep & self._date_mask(dates)
+        return keep
+
+    def _hits(self, best: list[tuple[int, float]], k: int, sort: str,
+              last: bool = False) -> list[Hit]:
+        """Hits from (id, score) pairs best first, re-sorted by date if asked; their paths
+        and dates read in one statement. _Stale if a hit's picture is no longer the one
+        this reader's state has in its column (removed by another process since the last
+        refresh); on the `last` try such hits are left out."""
+        rows = self._catalog.hits_of(i for i, _ in best)
+        if best:
+            ids = np.array([i for i, _ in best], np.int64)
+            cols = np.array([rows[i][1] if i in rows and rows[i][1] is not None else -1
+                             for i, _ in best], np.int64)
+            fresh = (cols >= 0) & (self._matrix.ids_of(np.maximum(cols, 0)) == ids)
+            if not fresh.all():
+                if not last:
+                    raise _Stale
+                best = [b for b, f in zip(best, fresh) if f]
+        if sort != "score" and best:
+            # by date taken (the file's date when none was read), ties by score then id;
+            # Python's sort is stable in reverse too
+            best = sorted(best, key=lambda b: (-b[1], b[0]))
+            best = sorted(best, key=lambda b: _date_key(rows[b[0]]),
+                          reverse=sort == "newest")[:k]
+        return [Hit(i, rows[i][0], score, rows[i][3], list(rows[i][4]) if rows[i][4] else None)
+                for i, score in best]
+
+    def _ranked(self, s: np.ndarray, k: int, floor, sort: str, folders,
+                last: bool = False, dates: Sequence[tuple[str, str]] = ()) -> list[Hit]:
+        """Hits from per-column scores (-inf: left out), after the floor, folders, dates and
+        sort (one of SORT_ORDERS)."""
+        keep = self._filter_mask(folders, dates)
+        if keep is not None:
+            keep = np.concatenate([keep, np.zeros(max(0, len(s) - len(keep)), bool)])[:len(s)]
+            s = np.where(keep, s, -np.inf)
+        if floor is not None:
+            s = np.where(s >= float(floor), s, -np.inf)
+        many = k if sort == "score" or floor is None else int(np.isfinite(s).sum())
+        return self._hits(self._matrix.best_of(s, many), k, sort, last)
+
+    def similar(self, z: np.ndarray, k: int = 10, *, exclude: Iterable[int] = (),
+                floor: float | None = None, sort: str = "score",
+                folders: Sequence[str] = ()) -> list[Hit]:
+        """More like this: the k pictures whose text-space vectors are nearest to z (cosine
+        similarity, both centred on the pictures' mean vector, so the words every picture
+        scores high on do not make everything alike), best first; `exclude`: ids left out
+        (the picture itself)."""
+        z = np.asarray(z, dtype=np.float32).ravel()[: self.space]  # the text space only
+        if z.shape != (self.space,):
+            raise ValueError(f"a vector of {z.size} scores; pictures here have {self.space}")
+        sort = _sort_order(sort)
+        exclude = [int(i) for i in exclude]
+
+        def answer(last: bool) -> list[Hit]:
+            s = self._matrix.similarities(z, self.mean_vector())
+            for i in exclude:
+                p = self._catalog.picture(i)
+                if p is not None and p.col is not None and p.col < len(s):
+                    s[p.col] = -np.inf
+            return self._ranked(s, int(k), floor, sort, folders, last)
+
+        return self._consistent(answer)
+
+    def mean_vector(self) -> np.ndarray:
+        """The pictures' mean vector (`space`,): the centre of `similar`'s cosine."""
+        with self._lock:
+            if self._mean is None:
+                self._mean = self._matrix.mean(self.space)
+            return self._mean
+
+    def id_of_path(self, path: str | Path) -> int | None:
+        """The id of the indexed picture at this path (resolved), if any."""
+        with self._lock:
+            return self._catalog.id_of_path(str(Path(path).resolve()))
+
+    # ------------------------------------------------------------------ pictures
+    def picture(self, picture_id: int) -> Picture | None:
+        with self._lock:
+            return self._catalog.picture(picture_id)
+
+    def pictures(self, state: str | None = None) -> list[Picture]:
+        """Every picture ('ok' or 'failed' ones only if `state` says so), by id."""
+        with self._lock:
+            return self._catalog.pictures(state)
+
+    def vector(self, picture_id: int, classes: bool = False) -> np.ndarray:
+        """The picture's text-space vector z (T,), a copy; with `classes`, followed by its
+        class probabilities (T + C,)."""
+        with self._lock:
+            for _ in range(_SEARCH_TRIES):
+                with self._catalog.snapshot():  # its column and whether columns moved
+                    moved, p = self._moved(), self._catalog.picture(picture_id)
+                if not moved:
+                    break
+                self._load()
+            if p is None or p.col is None:
+                raise KeyError(picture_id)
+            column = self._matrix.column(p.col)
+            return column if classes else column[: self.space]
+
+    def same_bytes(self, digest: str, other_than: str) -> int | None:
+        """The id of an indexed picture with this content hash at another path, if any."""
+        with self._lock:
+            return self._catalog.with_hash(digest, other_than)
+
+    def status(self) -> dict:
+        with self._lock:
+            counts = self._catalog.counts()
+            return {
+                "directory": str(self.directory),
+                "schema_version": SCHEMA_VERSION,
+                "pictures": counts.get("ok", 0),
+                "failed": counts.get("failed", 0),
+                "vocabulary": self.T,
+                "model_dir": self.model_dir,
+                "capacity": self._matrix.capacity,
+                "shards": len(self._matrix.shards),
+                "segments": sum(self._matrix.segment_counts()),
+                "unsorted": sum(self._matrix.tail_sizes()),
+            }
+
+
+def _sort_order(sort: str | None) -> str:
+    """The order hits are asked in (none: by score); QueryError for one not in SORT_ORDERS."""
+    sort = sort or "score"
+    if sort not in SORT_ORDERS:
+        raise QueryError(f"sort {sort!r}: by {', '.join(SORT_ORDERS[:-1])} or {SORT_ORDERS[-1]}")
+    return sort
+
+
+def _class_cache() -> Path:
+    return default_cache_dir() / "class-words"
+
+
+def _date_key(row: tuple) -> tuple[str, int]:
+    """A hit's date, sortable: the wall-clock time it was taken (offsets left out: the clock
+    of the place it was taken), else its file's date; then the file's mtime in ns (within a
+    second, and for files with no date read)."""
+    path, col, mtime_ns, taken, caption = row
+    if taken:
+        return taken[:19], mtime_ns
+    return datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%dT%H:%M:%S"), mtime_ns
+
+
+def _standard(s: np.ndarray) -> np.ndarray:
+    """Scores as standard scores over the finite ones (-inf stays -inf)."""
+    live = np.isfinite(s)
+    out = np.full(len(s), -np.inf, dtype=np.float32)
+    if live.any():
+        v = s[live].astype(np.float64)
+        sd = v.std()
+        out[live] = (v - v.mean()) / sd if sd > 0 else 0.0
+    return out
+
+
+def folder_patterns(folders: Sequence[str]) -> list[str]:
+    """SQL LIKE patterns for `in:` filters: an absolute (or ~) folder matches the paths under
+    it; a relative one ("holidays", "2021/beach") any path with those components in a row."""
+    out = []
+    for f in folders:
+        f = str(f).strip()
+        if not f:
+            continue
+        if f.startswith(("/", "~")):
+            base = str(Path(f).expanduser().resolve()).rstrip("/")
+            out.append(_like_escape(base + "/") + "%")
+        else:
+            out.append("%/" + _like_escape(f.strip("/") + "/") + "%")
+    return out
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+

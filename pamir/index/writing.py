@@ -1,0 +1,205 @@
+"""Writing an index, the part of `Index` that changes it: adding, removing, moving and
+recaptioning pictures, synchronising folders (pamir.index.sync), rescoring every picture for a
+model that has learnt, sealing and compacting the score matrix, and recording the model.
+
+Crash safety. The catalogue changes only by SQLite transactions, and a score column is on disk
+before any committed row points at it (pamir.index.scores), so an update can be interrupted
+at any point and run again: it resumes from the last committed batch. Each change is one
+catalogue transaction; the matrix's column owners follow it only once it is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import tuning
+from .catalog import IndexDirError
+from .lifecycle import IndexLifecycle
+from .sync import BATCH_SIZE, Transform, UpdateReport
+from .sync import update as sync_update
+
+
+class IndexWriting(IndexLifecycle):
+    """The changes of an index opened writable (see `Index`); each refuses a read-only one."""
+
+    def _require_writable(self) -> None:
+        if not self._writable:
+            raise IndexDirError(f"{self.directory}: opened read-only")
+
+    def add(self, entries: Sequence[dict], Z: np.ndarray) -> list[int]:
+        """Insert pictures with their text-space rows Z (n x T), in one transaction.
+
+        entries: dicts with path, size, mtime_ns, hash and optionally caption. A path already
+        in the catalogue is replaced (its old column freed). Returns the new ids.
+        """
+        self._require_writable()
+        Z = np.asarray(Z, dtype=np.float32)
+        if Z.shape != (len(entries), self.rows):
+            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {self.rows})")
+        if not np.isfinite(Z).all():
+            raise ValueError("Z has NaN or infinite scores; the model output is broken")
+        with self._lock:
+            cols = self._matrix.reserve(len(entries), self._commit_matrix)
+            self._matrix.write(cols, Z)  # on disk before any catalogue row points at it
+            with self._catalog.transaction():
+                freed = self._catalog.delete_paths([e["path"] for e in entries])
+                ids = self._catalog.insert_ok(entries, cols)
+            self._matrix.release(freed)
+            self._matrix.assign(cols, ids)
+            if max(self._matrix.tail_sizes(), default=0) >= tuning.SEAL_AT:
+                self._matrix.seal(self._commit_matrix, tuning.SEAL_AT)
+            return ids
+
+    def _commit_matrix(self, layout: dict, moves=None) -> None:
+        """Record new matrix or list files, once they are durable, as the current ones, and
+        (a compaction's) moves = (old columns, new columns) of the pictures it moved."""
+        with self._catalog.transaction():
+            self._catalog.set_meta(**layout)
+            if moves is not None:
+                self._catalog.move_columns(*moves)
+        if moves is not None:  # this state is the mover's own: no reload for it
+            self._moves = self._catalog.meta("moves") or 0
+
+    def compact(self) -> bool:
+        """Merge every shard's segments and tail into one segment of sorted lists over its
+        live pictures, which move to new columns so that alike pictures are neighbours
+        (`pamir index --compact`); ids and search results do not change. True if anything
+        was rewritten."""
+        self._require_writable()
+        with self._lock:
+            changed = self._matrix.compact(self._commit_matrix)
+            if changed:
+                self._catalog.checkpoint()
+            return changed
+
+    def seal(self) -> bool:
+        """Give the pictures added since the last seal their own sorted lists when there are
+        enough of them (tuning.SEAL_MIN per shard); merges a shard's segments once they pile
+        up. Called at the end of `update`."""
+        self._require_writable()
+        with self._lock:
+            return self._matrix.seal(self._commit_matrix)
+
+    def add_failed(self, entry: dict, reason: str) -> None:
+        """Record a picture that could not be read, so it is reported (and retried once the
+        file changes) without stopping the update."""
+        self._require_writable()
+        with self._lock:
+            with self._catalog.transaction():
+                freed = self._catalog.delete_paths([entry["path"]])
+                self._catalog.insert(entry, "failed", reason, None)
+            self._matrix.release(freed)
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Drop pictures by id (their columns become free). Returns how many were dropped."""
+        self._require_writable()
+        with self._lock:
+            with self._catalog.transaction():
+                removed, freed = self._catalog.delete_ids([int(i) for i in ids])
+            self._matrix.release(freed)
+        return removed
+
+    def move(self, picture_id: int, entry: dict) -> None:
+        """A renamed file: same bytes, new path (and stat); its vector is kept. A failed or
+        stale row at the new path gives way."""
+        self._require_writable()
+        with self._lock:
+            with self._catalog.transaction():
+                freed = self._catalog.delete_paths([entry["path"]], keep_id=int(picture_id))
+                self._catalog.set_stat(picture_id, entry)
+            self._matrix.release(freed)
+
+    def touch(self, picture_id: int, entry: dict) -> None:
+        """Same bytes, new mtime (a `touch`, a copy back): only the stat is updated."""
+        self.move(picture_id, entry)
+
+    def set_model(self, model_dir: str | Path, fingerprint: str) -> None:
+        """Record where the model now lives (a moved model folder keeps its index)."""
+        self._require_writable()
+        model_dir = str(Path(model_dir).resolve())
+        with self._lock:
+            with self._catalog.transaction():
+                self._catalog.set_meta(model_dir=model_dir, model_fingerprint=fingerprint)
+            self.model_dir, self.model_fingerprint = model_dir, fingerprint
+
+    def set_metadata(self, picture_id: int, entry: dict) -> None:
+        """A picture's caption, date taken, source and sidecars' stat, read again."""
+        self._require_writable()
+        with self._lock, self._catalog.transaction():
+            self._catalog.set_metadata(picture_id, entry)
+
+    def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
+        self._require_writable()
+        with self._lock, self._catalog.transaction():
+            self._catalog.set_caption(picture_id, caption)
+
+    def rescore(self, vocabulary: Sequence[str], idf: np.ndarray, transform: Transform, *,
+                model_dir: str | Path | None = None, fingerprint: str = "",
+                batch_size: int = BATCH_SIZE,
+                progress: Callable[[int, int], None] | None = None) -> dict:
+        """Bring every picture's scores in line with a model that has learnt since the index
+        was built (`pamir learn`, the web page's feedback): the vocabulary may have grown by
+        words at its end. Pictures go through transform (System.transform_paths: features
+        come from the feature cache, so pictures are not decoded again when cached) in
+        batches into a new score matrix, which replaces the old one with the new vocabulary,
+        idf and model in one transaction. A picture that cannot be read now keeps its old
+        scores (0 for new words) and is reported. Returns {"rescored", "kept": [paths]}."""
+        self._require_writable()
+        vocabulary = list(vocabulary)
+        if vocabulary[: self.T] != self.vocabulary:
+            raise IndexDirError(f"{self.directory}: the model's vocabulary is not this "
+                                "index's (grown at its end); rebuild the index with --rebuild")
+        idf = np.asarray(idf, dtype=np.float64)
+        report = {"rescored": 0, "kept": []}
+        with self._lock:
+            pictures = [p for p in self._catalog.pictures("ok") if p.col is not None]
+
+            def fill(put):
+                for start in range(0, len(pictures), batch_size):
+                    batch = pictures[start:start + batch_size]
+                    Z, ok, _ = transform([p.path for p in batch])
+                    ok = np.asarray(ok, dtype=bool)
+                    cols = np.array([p.col for p in batch], dtype=np.int64)
+                    if ok.any():
+                        put(cols[ok], np.asarray(Z, np.float32)[ok])
+                    report["rescored"] += int(ok.sum())
+                    report["kept"] += [p.path for p, o in zip(batch, ok) if not o]
+                    if progress:
+                        progress(min(start + batch_size, len(pictures)), len(pictures))
+
+            def commit(layout):
+                with self._catalog.transaction():
+                    self._catalog.set_meta(
+                        **layout, vocabulary=vocabulary, idf=idf.tolist(),
+                        **({"model_fingerprint": fingerprint} if fingerprint else {}),
+                        **({"model_dir": str(Path(model_dir).resolve())} if model_dir else {}))
+
+            C = len(self.classes)
+            old_rows = np.arange(self.T + C)
+            new_rows = np.concatenate([np.arange(self.T), len(vocabulary) + np.arange(C)])
+            self._matrix.rewrite(len(vocabulary) + C, fill, commit, (old_rows, new_rows))
+            self._load()
+            self._matrix.compact(self._commit_matrix)
+        return report
+
+    def update(self, folders: Sequence[str | Path], transform: Transform, *,
+               captions: dict[str, Sequence[str]] | None = None,
+               batch_size: int = BATCH_SIZE,
+               progress: Callable[[int, int], None] | None = None) -> UpdateReport:
+        """Bring the index in line with the pictures under `folders` (pamir.index.sync).
+
+        transform(paths) -> (Z (n x T) float32, ok (n,) bool, reasons (n,)): the system's
+        pictures-to-text map, `System.transform_paths`; reasons[i] says why picture i could
+        not be read and is what the index records. Unchanged files are skipped, renamed and
+        copied ones reuse their vector, the others are computed and committed in batches;
+        pictures gone from under `folders` are dropped. progress(done, total) follows the
+        batches.
+        """
+        self._require_writable()
+        report = sync_update(self, folders, transform, captions=captions,
+                             batch_size=batch_size, progress=progress)
+        self.seal()
+        return report
