@@ -89,6 +89,16 @@ def model_record(model: Path) -> dict:
     return out
 
 
+def validation_share(model: dict) -> str:
+    """The chosen fit's validation checkpoints against its updates (model.json's
+    valid_queries; models made before it was recorded say nothing)."""
+    v = model.get("valid_queries") or {}
+    if "share" not in v:
+        return ""
+    return (f"; the chosen fit's validation ({v['scored']:,} of {v['all']:,} queries) "
+            f"{v['seconds']:.1f} s, {100 * v['share']:.1f} % of the fit")
+
+
 def race_study(representations: list, rungs=(200_000, 500_000, 1_000_000, 2_000_000)) -> dict:
     """From the grid's validation curves (AvgP after each evaluation) of every candidate:
     had the fits been raced, ranked by their best AvgP so far after `rung` updates, where
@@ -317,7 +327,7 @@ def report(r: dict) -> str:
         lines += ["## `pamir fit corel5k` on a warm feature cache\n",
                   f"{w['seconds']:.0f} s; chose {w['model'].get('representation')} at "
                   f"{w['model'].get('params', {}).get('c')}, validation AvgP "
-                  f"{w['model'].get('valid_avgp')}.\n"]
+                  f"{w['model'].get('valid_avgp')}{validation_share(w['model'])}.\n"]
     lg = r.get("long_captions")
     if lg:
         lines += ["## 1,300 pictures with captions of 10 or more words\n",
@@ -329,7 +339,8 @@ def report(r: dict) -> str:
                 lines.append(f"- {name}: {x['seconds']:.0f} s from an empty cache; chose "
                              f"{x['model'].get('representation')}, validation AvgP "
                              f"{x['model'].get('valid_avgp')}"
-                             + (f"; {x['model']['timing']}" if x['model'].get('timing') else ""))
+                             + (f"; {x['model']['timing']}" if x['model'].get('timing') else "")
+                             + validation_share(x["model"]))
         lines.append("")
     if r.get("warm_sxs"):
         lines += warm_report(r["warm_sxs"])

@@ -219,6 +219,15 @@ FEEDBACK_RIGHT_WEIGHT = 2.0
 FEEDBACK_WRONG_WEIGHT = 1.0
 
 
+def validation_cost(model) -> dict:
+    """What the chosen fit's validation checkpoints cost: seconds and their share of the fit
+    (updates + checkpoints; issue 24 bounds it at about 10 %); {} for a model that says not."""
+    valid, train = getattr(model, "valid_seconds_", None), getattr(model, "train_seconds_", None)
+    if valid is None or not train:
+        return {}
+    return {"seconds": round(valid, 6), "share": round(valid / (valid + train), 4)}
+
+
 def linear_map(system: System) -> np.ndarray:
     """The model's W (T x V); NotImplementedError for a model that is not linear PAMIR."""
     W = getattr(system.model, "W_", None)
@@ -733,7 +742,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "vocabulary_size": protocol.T,
         "pictures": {"train": int(len(train)), "valid": int(len(valid))},
         "valid_queries": None if scored is None else {
-            "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED},
+            "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED,
+            **validation_cost(sel.model)},
         "fit_workers": workers, "timing": timing, "neighbours": knn_info,
         "selection_rule": ({"rule": "guarded", "alpha": config.GUARD_ALPHA,
                             "default": {"representation": default_name,

@@ -118,6 +118,11 @@ def test_the_validation_cap_is_seeded_and_recorded(data, folder, tmp_path):
                         representation="visterms")
     assert system.info["valid_queries"]["scored"] == 3
     assert system.info["valid_queries"]["seed"] == config.VALID_QUERY_SEED
+    # and what the validation cost: its seconds and their share of the chosen fit
+    cost = system.info["valid_queries"]
+    assert cost["seconds"] > 0 and 0 < cost["share"] < 1
+    assert cost["share"] == pytest.approx(cost["seconds"] / (
+        cost["seconds"] + system.model.train_seconds_), abs=1e-3)
     system.save(tmp_path / "m")
     back = System.load(tmp_path / "m", cache_dir=tmp_path / "cache", progress=False)
     assert back.model.max_valid_queries == 3 and back.model.valid_queries_[0] == 3

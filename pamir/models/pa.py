@@ -43,6 +43,9 @@ class PARun:
     history: list = field(default_factory=list)
     seconds: float = 0.0  # in the update steps only, validation excluded
     cpu_seconds: float = 0.0
+    # at the checkpoints: the weights ranked with and their validation AvgP (issue 24: a
+    # fit's validation is bounded, config.VALID_MAX_QUERIES; this says what it cost)
+    valid_seconds: float = 0.0
     active: int = 0
     out_of_time: bool = False  # stopped by the time budget (`deadline`)
 
@@ -95,8 +98,10 @@ def train_pa(steps: Callable[[int, int], tuple[int, float]], current: Callable[[
         run.active += active
         avgp = None
         if score is not None:
+            t0 = time.perf_counter()
             weights = current(done)
             avgp = float(score(weights))
+            run.valid_seconds += time.perf_counter() - t0
             if avgp > best:
                 best, waited = avgp, 0
                 run.best, run.best_update = weights, done

@@ -491,6 +491,7 @@ class PAMIR(TextSpaceModel):
         self.history_ = run.history
         self.train_seconds_ = run.seconds  # numba updates only, validation excluded
         self.train_cpu_seconds_ = run.cpu_seconds  # the same in CPU time (the machine is shared)
+        self.valid_seconds_ = run.valid_seconds  # the validation checkpoints' time
         self.active_updates_ = run.active
         self.out_of_time_ = run.out_of_time  # stopped early by `pamir fit --time-budget`
         self.updates_per_second_ = run.n_updates / run.seconds if run.seconds > 0 else float("nan")
@@ -711,7 +712,7 @@ class PAMIR(TextSpaceModel):
         self._check_fitted()
         meta = {k: getattr(self, k) for k in
                 ("n_updates_", "best_update_", "best_valid_avgp_", "history_",
-                 "train_seconds_", "train_cpu_seconds_", "active_updates_",
+                 "train_seconds_", "train_cpu_seconds_", "valid_seconds_", "active_updates_",
                  "updates_per_second_", "valid_queries_", "out_of_time_")
                 if hasattr(self, k)}
         return meta, {"W": self.W_, "idf": self.idf_}
