@@ -1,5 +1,6 @@
 """Issue 27 (pamir as a library): what `import pamir` costs, and that the move of learning into
-the model and of the index workflow out of the CLI left every figure as it was.
+the model, of the index workflow out of the CLI and the split of the index's rooms left every
+figure as it was.
 
     python benchmarks/bench_library.py [--before COMMIT] [--model MODEL_DIR]
 
@@ -10,7 +11,8 @@ the model and of the index workflow out of the CLI left every figure as it was.
    MODEL --on corel5k:test --json` (System.load, transforms, evaluation); a PAMIR
    `fit_system` on the cached Lite0 CNN features of Corel 5k (the fit path, 300,000
    updates, no grid); `pamir.system.learn` with new words and a start from neighbours,
-   then a feedback round (now PAMIR.partial_fit and PAMIR.feedback_delta).
+   then a feedback round (now PAMIR.partial_fit and PAMIR.feedback_delta); and an index of
+   300 Corel pictures made with MODEL, searched four ways and asked for similar pictures.
 """
 
 from __future__ import annotations
@@ -65,6 +67,30 @@ np.save(sys.argv[1], np.concatenate([s.model.W_.ravel(), s.model.idf_, s.idf]))
 print(report)
 """
 
+# The index's rooms (issue 27): index the first 300 Corel pictures with MODEL (argv[2]), then
+# search, filter by probability, count the likely ones and ask for more like a picture; the
+# printed answers are compared. The pictures are linked into the run's own folder.
+INDEX = """
+import sys, os
+from pathlib import Path
+from pamir.index import Index
+from pamir.workflow import index_folders
+model, pics = sys.argv[2], Path(sys.argv[1]).parent / "pictures"
+pics.mkdir(exist_ok=True)
+images = Path(os.environ["PAMIR_COREL5K"]) / "images"
+for f in sorted(images.iterdir())[:300]:
+    if not (pics / f.name).exists():
+        (pics / f.name).symlink_to(f)
+index_folders(model, [pics], index=Path(sys.argv[1]).with_suffix(".index"))
+with Index.open(Path(sys.argv[1]).with_suffix(".index")) as ix:
+    for q in ("tiger grass", "sky -water", "p:0.5 sun", "people sort:oldest"):
+        hits = ix.search(q, 20)
+        print(q, [(Path(h.path).name, round(h.score, 5), h.probability) for h in hits])
+        print(q, "likely", ix.count_likely(ix.parse_query(q.split(" sort:")[0])))
+    z = ix.vector(ix.search("tiger", 1)[0].id)
+    print("similar", [(Path(h.path).name, round(h.score, 5)) for h in ix.similar(z, 10)])
+"""
+
 
 def seconds(code: str, src: Path) -> float:
     env = {**os.environ, "PYTHONPATH": str(src)}
@@ -89,9 +115,11 @@ def output(src: Path, args: list[str], work: Path, name: str) -> tuple[str, str]
     env = {**os.environ, "PYTHONPATH": str(src),
            "PAMIR_COREL5K": os.environ.get("PAMIR_COREL5K", str(COREL))}
     out = work / f"{name}.npy"
-    saves = args[0] == "-c" and "np.save" in args[1]
-    done = subprocess.run([sys.executable, *args, *([str(out)] if saves else [])], check=True,
-                          env=env,
+    # a script that names sys.argv[1] is given a file of its own to write there (and any
+    # further arguments, the model for the index job)
+    file_arg = args[0] == "-c" and "sys.argv[1]" in args[1]
+    done = subprocess.run([sys.executable, *args[:2], *([str(out)] if file_arg else []),
+                           *args[2:]], check=True, env=env,
                           capture_output=True, text=True, cwd=work)
     data = out.read_bytes() if out.exists() else done.stdout.encode()
     return hashlib.sha256(data).hexdigest()[:16], done.stdout.strip()
@@ -111,9 +139,10 @@ def main(argv=None) -> None:
         r["before"] = archive(args.before, before)
         evaluate = ["-c", "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; "
                           "main()", "evaluate", args.model, "--on", "corel5k:test", "--json"]
-        jobs = {"evaluate": evaluate, "fit": ["-c", FIT], "learn": ["-c", LEARN]}
+        jobs = {"evaluate": evaluate, "fit": ["-c", FIT], "learn": ["-c", LEARN],
+                "index": ["-c", INDEX, args.model]}
         for job, cmd in jobs.items():
-            if job == "evaluate" and not Path(args.model, "model.json").is_file():
+            if job in ("evaluate", "index") and not Path(args.model, "model.json").is_file():
                 continue
             # evaluate prints its figures (no file): the digest is of that output
             a = output(before, cmd, work, f"{job}-before")
@@ -140,7 +169,10 @@ def main(argv=None) -> None:
     lines += ["", "evaluate: `pamir evaluate MODEL --on corel5k:test --json` (its output); "
               "fit: `fit_system` on the cached Lite0 features, 300,000 updates, no grid (W); "
               "learn: `system.learn` with two new words, one started from neighbours, then "
-              "a kept feedback round (W, the model's and the system's idf)."]
+              "a kept feedback round (W, the model's and the system's idf); index: the "
+              "first 300 Corel pictures indexed with MODEL, then four searches (a phrase, "
+              "a negation, a probability floor, a sort by date) with their likely counts "
+              "and a more-like-this (the printed hits and scores)."]
     (RESULTS / "library.md").write_text("\n".join(lines) + "\n")
 
 
