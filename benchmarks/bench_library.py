@@ -69,7 +69,7 @@ print(report)
 
 # The index's rooms (issue 27): index the first 300 Corel pictures with MODEL (argv[2]), then
 # search, filter by probability, count the likely ones and ask for more like a picture; the
-# printed answers are compared. The pictures are linked into the run's own folder.
+# printed answers are compared. The pictures are copied into the run's own folder.
 INDEX = """
 import sys, os
 from pathlib import Path
@@ -78,9 +78,9 @@ from pamir.workflow import index_folders
 model, pics = sys.argv[2], Path(sys.argv[1]).parent / "pictures"
 pics.mkdir(exist_ok=True)
 images = Path(os.environ["PAMIR_COREL5K"]) / "images"
-for f in sorted(images.iterdir())[:300]:
+for f in sorted(images.rglob("*.jpeg"))[:300]:
     if not (pics / f.name).exists():
-        (pics / f.name).symlink_to(f)
+        (pics / f.name).write_bytes(f.read_bytes())
 index_folders(model, [pics], index=Path(sys.argv[1]).with_suffix(".index"))
 with Index.open(Path(sys.argv[1]).with_suffix(".index")) as ix:
     for q in ("tiger grass", "sky -water", "p:0.5 sun", "people sort:oldest"):
