@@ -292,7 +292,7 @@ def report(r: dict) -> str:
     m = r.get("main_job")
     if m:
         b, a = m["before"], m["after"]
-        lines += ["## The README's main command\n",
+        lines += ["## The README's main command\n", *provenance(m),
                   "`pamir fit corel5k -o M --ensemble 3 --retrain && pamir evaluate M --on "
                   "corel5k:test`, empty cache:\n",
                   "| | wall | fit | evaluate | chosen | valid AvgP | test AvgP / BEP / P10 |",
@@ -324,13 +324,13 @@ def report(r: dict) -> str:
         lines.append("")
     w = r.get("warm")
     if w:
-        lines += ["## `pamir fit corel5k` on a warm feature cache\n",
+        lines += ["## `pamir fit corel5k` on a warm feature cache\n", *provenance(w),
                   f"{w['seconds']:.0f} s; chose {w['model'].get('representation')} at "
                   f"{w['model'].get('params', {}).get('c')}, validation AvgP "
                   f"{w['model'].get('valid_avgp')}{validation_share(w['model'])}.\n"]
     lg = r.get("long_captions")
     if lg:
-        lines += ["## 1,300 pictures with captions of 10 or more words\n",
+        lines += ["## 1,300 pictures with captions of 10 or more words\n", *provenance(lg),
                   f"Corel CDs {', '.join(lg['collection']['cds'])}; words per caption "
                   f"{lg['collection']['words_per_caption']}.\n"]
         for name in ("before", "after"):
@@ -346,7 +346,7 @@ def report(r: dict) -> str:
         lines += warm_report(r["warm_sxs"])
     cap = r.get("cap")
     if cap:
-        lines += ["## What a validation cap costs (Corel 5k, cnn, the c grid)\n",
+        lines += ["## What a validation cap costs (Corel 5k, cnn, the c grid)\n", *provenance(cap),
                   f"Validation AvgP with all {cap['queries']:,} validation queries: "
                   + ", ".join(f"c={k}: {v:.2f}" for k, v in cap["full"].items()) + ". For a "
                   f"seeded sample of N queries ({cap['draws']} draws):\n",
@@ -385,6 +385,9 @@ def main(argv=None) -> None:
         save_report("fit_speed", kept_parts(r), report)
 
 
+RUN_KEYS = ("command", "machine", "date", "load_average", "work", "before", "after")
+
+
 def kept_parts(r: dict) -> dict:
     """This run's results over the file's: parts not run this time stay, and the file
     says which run they came from."""
@@ -393,13 +396,24 @@ def kept_parts(r: dict) -> dict:
         return r
     old = json.loads(path.read_text())
     parts = ("main_job", "warm", "long_captions", "cap", "warm_sxs")
+    head = {k: old[k] for k in RUN_KEYS if k in old}
     if not any(k in r for k in parts if k != "warm_sxs"):
-        head = {k: old[k] for k in ("command", "machine", "date", "load_average", "work",
-                                     "before", "after") if k in old}
         out = {**old, **{k: v for k, v in r.items() if k in parts}}
         out.update(head)
         return out
-    return {**{k: v for k, v in old.items() if k in parts}, **r}
+    # a part kept from an earlier run carries that run's command, machine and commits
+    kept = {k: v if k == "warm_sxs" or "run" in v else {"run": head, **v}
+            for k, v in old.items() if k in parts and k not in r}
+    return {**kept, **r}
+
+
+def provenance(part: dict) -> list[str]:
+    """The line saying which earlier run a kept part came from (none for this run's)."""
+    run = part.get("run")
+    if not run:
+        return []
+    return [f"From an earlier run: `{run['command']}`, {run['machine']}, {run['date']}, "
+            f"before `{run.get('before', '')[:10]}`, after `{run.get('after', '')[:10]}`.\n"]
 
 
 def run_parts(args, work: Path, r: dict) -> None:
