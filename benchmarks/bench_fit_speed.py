@@ -356,6 +356,8 @@ def report(r: dict) -> str:
             lines.append(f"| {n} | {100 * v['same_winner']:.0f} % | {100 * v['same_order']:.0f} % "
                          f"| {v['avgp_sd']:.2f} |")
         lines.append("")
+    if r.get("note"):  # what the file's own numbers cannot say (written by hand, kept)
+        lines += [r["note"], ""]
     return "\n".join(lines) + "\n"
 
 
