@@ -375,3 +375,12 @@ def test_codebook_fitted_on_a_capped_sample_of_blocks(pictures, monkeypatch):
     assert fitted == [100]  # 2 pictures' blocks read (154), 100 of them drawn for k-means
     assert ok.all() and X.shape == (12, 8) and pipe.n_train_ == 12  # all 12 get bags
     assert np.isfinite(pipe.objective_).all()
+
+
+def test_a_codebook_on_few_blocks_a_centre_fits_quietly(capfd):
+    # the default visterm codebook has 10 blocks a centre by choice: faiss's "please provide
+    # at least 39 x k training points" must not reach the person's terminal
+    x = np.random.default_rng(0).random((400, 8)).astype(np.float32)
+    centres, objective, _ = _fit(x, 40, n_iter=3, seed=0)
+    assert centres.shape == (40, 8) and len(objective) == 3
+    assert "WARNING" not in capfd.readouterr().err

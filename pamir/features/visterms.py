@@ -60,8 +60,13 @@ def fit_codebook(x: np.ndarray, k: int, *, n_iter: int, seed: int, verbose: bool
         raise ValueError(
             f"{len(x):,} training blocks for n_visterms={k:,}: lower n_visterms or add pictures"
         )
+    # min_points_per_centroid only decides whether faiss prints "please provide at least
+    # 39 x k training points" (the result is the same bit for bit): the default codebook
+    # is fitted on 10 blocks a centre by choice (FeatureSettings.kmeans_max_blocks, chosen on
+    # validation), so that warning would only alarm the person running `pamir fit`.
     km = faiss.Kmeans(x.shape[1], k, niter=n_iter, seed=int(seed), verbose=verbose,
-                      max_points_per_centroid=max(256, len(x) // k + 1))
+                      max_points_per_centroid=max(256, len(x) // k + 1),
+                      min_points_per_centroid=1)
     t0 = time.perf_counter()
     km.train(x)
     return km.centroids.copy(), np.asarray(km.obj, dtype=np.float64), time.perf_counter() - t0
