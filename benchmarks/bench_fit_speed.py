@@ -281,6 +281,31 @@ def grid_updates(model: dict) -> tuple[int, list]:
     return total, raced
 
 
+def main_job_report(title: str, m: dict) -> list[str]:
+    """A side-by-side table of the README's command (before, after) and where the time went."""
+    lines = [title, *provenance(m),
+             "`pamir fit corel5k -o M --ensemble 3 --retrain && pamir evaluate M --on "
+             "corel5k:test`, empty cache:\n",
+             "| | wall | fit | evaluate | chosen | valid AvgP | test AvgP / BEP / P10 |",
+             "|---|---:|---:|---:|---|---:|---|"]
+    for name in ("before", "after"):
+        x, t = m[name], m[name]["test"]
+        lines.append(f"| {name} | {x['seconds'] / 60:.1f} min ({x['seconds']:.0f} s) | "
+                     f"{x['fit_seconds']:.0f} s | {x['evaluate_seconds']:.0f} s | "
+                     f"{x['model'].get('representation')} "
+                     f"{x['model'].get('params', {}).get('c')} | "
+                     f"{x['model'].get('valid_avgp')} | "
+                     f"{t['avgp']:.2f} / {t['bep']:.2f} / {t['p10']:.2f} |")
+    lines.append(f"\nSpeed-up: {m['seconds_before'] / m['seconds']:.2f}x.\n")
+    for name in ("before", "after"):
+        model = m[name]["model"]
+        lines.append(f"{name}: features " + ", ".join(
+            f"{p['representation']} {p.get('feature_seconds', 0):.0f} s"
+            for p in model.get("representations", []))
+            + (f"; phases {model['timing']}" if model.get("timing") else "") + ".  ")
+    return lines + [""]
+
+
 def report(r: dict) -> str:
     lines = [f"# Fit speed: today's path and the new one, side by side\n",
              f"Command: `{HEAVY} {r['command']}`  ",
@@ -291,26 +316,10 @@ def report(r: dict) -> str:
              "ran from a pristine `git archive` with an empty feature cache.\n"]
     m = r.get("main_job")
     if m:
-        b, a = m["before"], m["after"]
-        lines += ["## The README's main command\n", *provenance(m),
-                  "`pamir fit corel5k -o M --ensemble 3 --retrain && pamir evaluate M --on "
-                  "corel5k:test`, empty cache:\n",
-                  "| | wall | fit | evaluate | chosen | valid AvgP | test AvgP / BEP / P10 |",
-                  "|---|---:|---:|---:|---|---:|---|"]
-        for name, x in (("before", b), ("after", a)):
-            t = x["test"]
-            lines.append(f"| {name} | {x['seconds'] / 60:.1f} min ({x['seconds']:.0f} s) | "
-                         f"{x['fit_seconds']:.0f} s | {x['evaluate_seconds']:.0f} s | "
-                         f"{x['model'].get('representation')} {x['model'].get('params', {}).get('c')} | "
-                         f"{x['model'].get('valid_avgp')} | "
-                         f"{t['avgp']:.2f} / {t['bep']:.2f} / {t['p10']:.2f} |")
-        lines.append(f"\nSpeed-up: {m['seconds_before'] / m['seconds']:.2f}x.\n")
-        for name, x in (("before", b), ("after", a)):
-            reps = x["model"].get("representations", [])
-            lines.append(f"{name}: features " + ", ".join(
-                f"{p['representation']} {p.get('feature_seconds', 0):.0f} s" for p in reps)
-                + (f"; phases {x['model']['timing']}" if x["model"].get("timing") else "") + ".  ")
-        lines.append("")
+        lines += main_job_report("## The README's main command\n", m)
+    if r.get("codebook_sxs"):
+        lines += main_job_report("## The same command, the cheaper visterm codebook alone\n",
+                                 r["codebook_sxs"])
     race = (m or {}).get("after", {}).get("model", {}).get("race")
     if race:
         lines += ["## Could the candidates be raced? (the new main job's grid curves)\n",
@@ -397,7 +406,7 @@ def kept_parts(r: dict) -> dict:
     if not path.is_file():
         return r
     old = json.loads(path.read_text())
-    parts = ("main_job", "warm", "long_captions", "cap", "warm_sxs")
+    parts = ("main_job", "codebook_sxs", "warm", "long_captions", "cap", "warm_sxs")
     head = {k: old[k] for k in RUN_KEYS if k in old}
     if not any(k in r for k in parts if k != "warm_sxs"):
         out = {**old, **{k: v for k, v in r.items() if k in parts}}
