@@ -1,0 +1,67 @@
+"""Facts: the words a picture has for certain, as opposed to the scores a model guesses.
+
+People look for their pictures by what they know about them: the keywords they wrote, where a
+picture was taken, what is written on it, who is in it, the camera. Each of these is a fact of
+one kind (KINDS). A fact is found with or without a model; a picture that holds a query word as
+a fact ranks above pictures that only look like the word (pamir.index.reading), and the
+grammar's `tag:`, `place:`, `text:`, `person:` and `camera:` filter on one kind
+(pamir.query).
+
+This module is the one home of what a fact is and of how its words are written (`fold`), so
+that a query word and a stored fact meet whatever the case and accents ("reykjavik" finds
+Reykjavík). Producers turn what they read into Facts: the catalogue stores them per picture
+and kind (pamir.index.catalog), the index's sync writes them when a picture is read.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+#: The kinds of facts, in the order a picture's facts are shown.
+KINDS = ("keyword", "place", "text", "person", "camera")
+#: The grammar's filter keys and the kind each narrows to.
+FILTER_KEYS = {"tag": "keyword", "keyword": "keyword", "place": "place", "text": "text",
+               "person": "person", "camera": "camera"}
+
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One word (or phrase) a picture has for certain. word: folded (`fold`); confidence in
+    [0, 1] (an OCR word's recognition score; 1 for a keyword people wrote); detail: JSON
+    text of what the producer wants to keep with it (the form shown, a box)."""
+
+    kind: str
+    word: str
+    confidence: float = 1.0
+    detail: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"fact kind {self.kind!r}: one of {', '.join(KINDS)}")
+        if not self.word or self.word != fold(self.word):
+            raise ValueError(f"fact word {self.word!r}: write it folded ({fold(self.word)!r})")
+        if not 0.0 <= float(self.confidence) <= 1.0:
+            raise ValueError(f"fact confidence {self.confidence!r}: between 0 and 1")
+
+
+def fold(text: str) -> str:
+    """A word as facts and queries are matched: lower case, accents taken off (NFKD, then
+    the combining marks dropped), runs of spaces made one. "Reykjavík" -> "reykjavik",
+    "  São  Paulo " -> "sao paulo". Letters with no decomposition (ø, ł, ß) keep theirs,
+    casefolded."""
+    decomposed = unicodedata.normalize("NFKD", str(text))
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _SPACES.sub(" ", bare.casefold()).strip()
+
+
+def keyword_facts(caption) -> list[Fact]:
+    """A picture's caption words (from its files, a sidecar or a table) as keyword facts."""
+    words = dict.fromkeys(fold(w) for w in caption or ())
+    return [Fact("keyword", w) for w in words if w]
+
+
+__all__ = ["FILTER_KEYS", "Fact", "KINDS", "fold", "keyword_facts"]
