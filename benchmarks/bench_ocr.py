@@ -1,0 +1,369 @@
+"""Text in pictures: what reading costs, and how many painted words it reads (issue 33)
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_ocr.py [--corel 100] [--painted 40]
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_ocr.py --search   # end to end
+
+Words are painted on pictures (Corel pictures enlarged to 1024x683 as backgrounds, or
+generated ones without Corel): several fonts (matplotlib's DejaVu, so every machine has
+them), sizes, colours, plates and a few degrees of tilt, saved as JPEG. For each setting of
+pamir.ocr.TextReader this measures the share of painted words read (recognition level: the
+word is among the picture's text facts), ms a picture on the painted pictures and on
+Corel pictures (no text; decoding included, the sessions built beforehand), and how many
+Corel pictures gave text facts at all. The setting chosen is the cheapest on Corel that
+reads at least TARGET of the words; pamir/ocr.py's constants hold it.
+
+--search (needs `pamir index` to run the text pass): indexes a folder of the painted
+pictures among Corel pictures and reports the share of words whose picture is in the top 3
+of `pamir search WORD`; then times `pamir index` on Corel 5k with and without text
+(--no-text), side by side in one run.
+Results: results/ocr.json and .md (--search adds its part to both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, Run, report_head, save_report  # noqa: E402
+
+from pamir.facts import fold  # noqa: E402
+from pamir.ocr import OcrSettings, TextReader, text_facts  # noqa: E402
+from pamir.text import STOP_WORDS  # noqa: E402
+
+COREL = Path(__file__).resolve().parent.parent.parent / "shared/data/corel5k/images"
+STEM = "ocr"
+#: The share of painted words the chosen setting must read (issue 33's search target).
+TARGET = 0.9
+
+#: matplotlib's DejaVu fonts (installed with it on every machine the benchmarks run on).
+FONTS = ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf",
+         "DejaVuSansMono-Bold.ttf", "DejaVuSans-Oblique.ttf")
+#: Letter heights in pixels on a 1024x683 picture.
+SIZES = (20, 28, 40, 56, 72)
+#: (text colour, plate colour or None, outline colour or None)
+STYLES = (((20, 20, 20), (240, 232, 205), None),      # black on cream
+          ((255, 255, 255), (20, 100, 50), None),     # white on green
+          ((250, 210, 40), (25, 25, 25), None),       # yellow on black
+          ((255, 255, 255), (180, 30, 30), None),     # white on red
+          ((20, 40, 110), (250, 250, 250), None),     # navy on white
+          ((255, 255, 255), None, (0, 0, 0)))         # white, outlined, no plate
+#: Tilt drawn uniformly in +-this many degrees.
+MAX_TILT = 8
+PICTURE = (1024, 683)
+#: Words of signs, menus and tickets, each painted once (stop words left out: they are no
+#: facts); a few with accents, matched folded.
+WORDS = """bakery bread fresh coffee museum station pharmacy hotel exit market garden
+library theatre cinema harbour bridge castle tower ticket platform airport taxi parking
+restaurant pizza pasta noodles sushi burger salad soup dessert chocolate vanilla lemon
+orange apple banana cherry grape tomato potato onion garlic pepper butter cheese honey
+cookie waffle pancake sandwich welcome entrance closed open sale discount bicycle
+museum_ gallery concert festival carnival stadium football tennis swimming pool beach
+island mountain valley river forest desert village city harbour_ ferry train subway
+tram bus school college university hospital clinic dentist police fire post office bank
+money credit cash receipt invoice monday tuesday friday sunday january april august
+october winter summer spring autumn north south east west left right street avenue road
+lane square park zoo aquarium planetarium café crème bäckerei señor""".split()
+WORDS = list(dict.fromkeys(w for w in WORDS if not w.endswith("_") and w not in STOP_WORDS))
+
+
+# ------------------------------------------------------------------------------ pictures
+
+def font_path(name: str) -> Path:
+    import matplotlib  # noqa: PLC0415 - the benchmarks' own dependency
+
+    return Path(matplotlib.__file__).parent / "mpl-data" / "fonts" / "ttf" / name
+
+
+def background(rng, corel: list[Path]) -> Image.Image:
+    """A Corel picture enlarged to PICTURE, or (without Corel) smooth noise."""
+    if corel:
+        return Image.open(corel[int(rng.integers(len(corel)))]).convert("RGB").resize(
+            PICTURE, Image.Resampling.BICUBIC)
+    small = rng.normal(120, 45, (PICTURE[1] // 16, PICTURE[0] // 16, 3))
+    return Image.fromarray(small.clip(0, 255).astype(np.uint8)).resize(
+        PICTURE, Image.Resampling.BICUBIC)
+
+
+def plate(words: list[str], font: str, size: int, style, tilt: float) -> Image.Image:
+    """A line of words on a plate (or outlined on nothing), turned by `tilt` degrees."""
+    fg, back, outline = style
+    f = ImageFont.truetype(str(font_path(font)), size)
+    text = " ".join(words)
+    stroke = max(1, size // 14) if outline else 0
+    left, top, right, bottom = f.getbbox(text, stroke_width=stroke)
+    pad = size // 3
+    im = Image.new("RGBA", (right - left + 2 * pad, bottom - top + 2 * pad),
+                   back + (255,) if back else (0, 0, 0, 0))
+    ImageDraw.Draw(im).text((pad - left, pad - top), text, font=f, fill=fg + (255,),
+                            stroke_width=stroke, stroke_fill=(outline or fg) + (255,))
+    return im.rotate(tilt, expand=True, resample=Image.Resampling.BICUBIC)
+
+
+def painted_set(n: int, folder: Path, corel: list[Path], seed: int = 0) -> list[dict]:
+    """n pictures with 1 or 2 lines of 1-3 words each (every word painted once), written
+    to folder as JPEG; [{path, lines: [{words, font, size, style, tilt}]}]."""
+    rng = np.random.default_rng(seed)
+    words = list(WORDS)
+    rng.shuffle(words)
+    out = []
+    for i in range(n):
+        im = background(rng, corel)
+        n_lines = int(rng.integers(1, 3))
+        lines = []
+        for j in range(n_lines):
+            take = int(rng.integers(1, 4))
+            line = [words.pop() for _ in range(min(take, len(words)))]
+            if not line:
+                break
+            if rng.random() < 0.5:
+                line = [w.upper() for w in line]
+            elif rng.random() < 0.5:
+                line = [w.capitalize() for w in line]
+            spec = {"words": line, "font": FONTS[int(rng.integers(len(FONTS)))],
+                    "size": int(SIZES[int(rng.integers(len(SIZES)))]),
+                    "style": int(rng.integers(len(STYLES))),
+                    "tilt": round(float(rng.uniform(-MAX_TILT, MAX_TILT)), 1)}
+            p = plate(line, spec["font"], spec["size"], STYLES[spec["style"]], spec["tilt"])
+            # each line in its own horizontal band, so that two plates never overlap
+            band = PICTURE[1] // n_lines
+            x = int(rng.integers(0, max(1, PICTURE[0] - p.width)))
+            y = j * band + int(rng.integers(0, max(1, band - p.height)))
+            im.paste(p, (x, y), p)
+            lines.append(spec)
+        path = folder / f"painted-{i:03d}.jpg"
+        im.save(path, quality=90)
+        out.append({"path": str(path), "lines": lines})
+    return out
+
+
+def blank_set(n: int, folder: Path, corel: list[Path], seed: int = 1) -> list[str]:
+    """n photo-sized pictures with nothing written on them (the backgrounds alone)."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(n):
+        path = folder / f"blank-{i:03d}.jpg"
+        background(rng, corel).save(path, quality=90)
+        paths.append(str(path))
+    return paths
+
+
+def corel_pictures(n: int, offset: int = 0) -> list[Path]:
+    """n Corel pictures spread over the collection (every 5000/n-th, from offset)."""
+    if not COREL.is_dir():
+        return []
+    files = sorted(COREL.glob("*/*.jpeg"))
+    step = max(1, len(files) // max(1, n))
+    return files[offset::step][:n]
+
+
+# ------------------------------------------------------------------------------ measures
+
+#: name -> the setting tried (pamir.ocr.OcrSettings); the first is rapidocr as it comes.
+SETTINGS = {
+    "rapidocr defaults (short side 736, angle classifier, ORT threads)":
+        OcrSettings(rapidocr_defaults=True, angle_classifier=True, threads=0),
+    "detect at 960": OcrSettings(detect_side=960),
+    "detect at 736": OcrSettings(detect_side=736),
+    "detect at 640": OcrSettings(detect_side=640),
+    "detect at 480": OcrSettings(detect_side=480),
+    "detect at 320": OcrSettings(detect_side=320),
+    "detect at 640, angle classifier": OcrSettings(detect_side=640, angle_classifier=True),
+    "detect at 640, 2 threads": OcrSettings(detect_side=640, threads=2),
+    "detect at 640, 8 lines at most": OcrSettings(detect_side=640, max_lines=8),
+    "detect at 320 first, then 640 where text": OcrSettings(detect_side=640, coarse_side=320),
+    "detect at 480 first, then 960 where text": OcrSettings(detect_side=960, coarse_side=480),
+}
+
+
+def painted_words(picture: dict) -> list[str]:
+    return [fold(w) for line in picture["lines"] for w in line["words"]]
+
+
+def measure(settings: OcrSettings, painted: list[dict], corel: list[Path],
+            blank: list[str]) -> dict:
+    t0 = time.perf_counter()
+    reader = TextReader(settings)
+    reader.read(str(corel[0]) if corel else painted[0]["path"])  # sessions warm
+    init_s = time.perf_counter() - t0
+
+    def timed(paths):
+        facts, t = [], time.perf_counter()
+        for p in paths:
+            facts.append(text_facts(reader.read(p)))
+        return facts, 1000 * (time.perf_counter() - t) / max(1, len(paths))
+
+    corel_facts, corel_ms = timed([str(p) for p in corel])
+    text_facts_, text_ms = timed([p["path"] for p in painted])
+    blank_facts, blank_ms = timed(blank)
+    read = total = 0
+    missed = []
+    for pic, facts in zip(painted, text_facts_):
+        have = {f.word for f in facts}
+        for w in painted_words(pic):
+            total += 1
+            read += w in have
+            if w not in have:
+                missed.append(w)
+    return {"settings": asdict(settings), "init_s": round(init_s, 2),
+            "corel_ms": round(corel_ms, 1), "painted_ms": round(text_ms, 1),
+            "blank_ms": round(blank_ms, 1), "blank_with_text": sum(bool(f) for f in blank_facts),
+            "words_read": read, "words": total, "share_read": round(read / max(1, total), 3),
+            "missed": missed,
+            "corel_with_text": sum(bool(f) for f in corel_facts),
+            "corel_text_facts": sum(len(f) for f in corel_facts)}
+
+
+def choose(rows: dict) -> str:
+    """The cheapest setting on Corel (pictures without text: most of a collection) that
+    reads at least TARGET of the painted words, painted ms breaking ties."""
+    ok = [k for k, r in rows.items() if r["share_read"] >= TARGET]
+    return min(ok, key=lambda k: (rows[k]["corel_ms"], rows[k]["painted_ms"])) if ok else ""
+
+
+# ------------------------------------------------------------------------------ end to end
+
+def pamir_cli(*args, check=True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from pamir.cli import main; main()", *args],
+                          capture_output=True, text=True, check=check)
+
+
+def search_part(painted: list[dict], folder: Path, work: Path, distractors: int) -> dict:
+    """The painted pictures among Corel pictures, indexed by `pamir index` (its text pass);
+    each painted word searched; then `pamir index` on Corel 5k with and without text."""
+    for p in corel_pictures(distractors, offset=7):
+        shutil.copy(p, folder / f"corel-{p.parent.name}-{p.name}")
+    t = time.perf_counter()
+    pamir_cli("index", str(folder), "--index", str(work / "painted-index"))
+    index_s = time.perf_counter() - t
+    found = total = 0
+    missed = []
+    for pic in painted:
+        for w in painted_words(pic):
+            hits = pamir_cli("search", w, "--index", str(work / "painted-index"), "-k", "3",
+                             "-f", check=False).stdout.split()
+            total += 1
+            ok = any(Path(h).name == Path(pic["path"]).name for h in hits)
+            found += ok
+            if not ok:
+                missed.append(w)
+    timing = {}
+    for name, extra in (("without text", ["--no-text"]), ("with text", [])):
+        t = time.perf_counter()
+        pamir_cli("index", str(COREL), "--index", str(work / f"corel-{len(extra)}"), *extra)
+        timing[name] = round(time.perf_counter() - t, 1)
+        shutil.rmtree(work / f"corel-{len(extra)}", ignore_errors=True)
+    return {"pictures": len(painted), "distractors": distractors,
+            "index_s": round(index_s, 1), "words": total, "top3": found,
+            "share_top3": round(found / max(1, total), 3), "missed": missed,
+            "corel5k_index_s": timing,
+            "ratio": round(timing["with text"] / timing["without text"], 2)}
+
+
+# ------------------------------------------------------------------------------ report
+
+def report(r: dict) -> str:
+    lines = report_head("Text in pictures: cost and words read (pamir.ocr)", r["info"])
+    lines += [
+        "", f"rapidocr {r['rapidocr']}, ONNX Runtime {r['onnxruntime']}; PP-OCRv6 small "
+        "detection and recognition bundled in the rapidocr wheel (nothing downloaded).",
+        f"Painted: {r['painted']} pictures of {PICTURE[0]}x{PICTURE[1]} (JPEG; "
+        f"{'Corel backgrounds' if r['corel_backgrounds'] else 'generated backgrounds'}), "
+        f"{r['rows'][next(iter(r['rows']))]['words']} words in lines of 1-3, fonts "
+        f"{', '.join(f.removesuffix('.ttf') for f in FONTS)}; letter sizes "
+        f"{', '.join(map(str, SIZES))} px; {len(STYLES)} colour/plate styles (one "
+        f"outlined with no plate); tilt within +-{MAX_TILT} degrees. Corel: {r['corel']} "
+        "pictures (192x128, no text). ms a picture: one picture at a time, decoding "
+        "included, sessions built beforehand. A word is read when it is among the "
+        "picture's text facts (pamir.ocr.text_facts).", "",
+        f"Photo-sized without text: {r['blank']} of the backgrounds alone "
+        f"({PICTURE[0]}x{PICTURE[1]}, nothing painted).", "",
+        "| setting | ms/picture Corel | ms/picture painted | words read | ms/picture "
+        "photo-sized, no text | pictures without text given text facts (Corel; photo-sized)"
+        " | sessions built (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, row in r["rows"].items():
+        mark = "**" if name == r["chosen"] else ""
+        lines.append(f"| {mark}{name}{mark} | {row['corel_ms']} | {row['painted_ms']} | "
+                     f"{row['words_read']}/{row['words']} ({row['share_read']:.3f}) | "
+                     f"{row['blank_ms']} | {row['corel_with_text']}; {row['blank_with_text']} | "
+                     f"{row['init_s']} |")
+    chosen = r["rows"].get(r["chosen"])
+    if chosen:
+        base = r["rows"][next(iter(r["rows"]))]
+        lines += ["", f"**Chosen: {r['chosen']}** (the cheapest on Corel reading at least "
+                  f"{TARGET:.0%} of the words): {chosen['corel_ms']} ms a Corel picture "
+                  f"against {base['corel_ms']} for rapidocr's defaults "
+                  f"({base['corel_ms'] / max(chosen['corel_ms'], 1e-9):.0f}x less), "
+                  f"{chosen['painted_ms']} ms a painted picture against "
+                  f"{base['painted_ms']}. Missed: {', '.join(chosen['missed']) or 'none'}."]
+    s = r.get("search")
+    if s:
+        lines += ["", "## End to end (`pamir index`, `pamir search`)", "",
+                  f"{s['pictures']} painted pictures among {s['distractors']} Corel pictures, "
+                  f"indexed in {s['index_s']} s: {s['top3']}/{s['words']} words "
+                  f"({s['share_top3']:.3f}) have their picture in the top 3 of `pamir search "
+                  f"WORD` (target 0.9). Missed: {', '.join(s['missed']) or 'none'}.", "",
+                  "| `pamir index` on Corel 5k | seconds |", "|---|---:|",
+                  *(f"| {k} | {v} |" for k, v in s["corel5k_index_s"].items()),
+                  f"| ratio | {s['ratio']} (target at most 1.5) |"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corel", type=int, default=100, help="Corel pictures timed")
+    ap.add_argument("--painted", type=int, default=40, help="painted pictures")
+    ap.add_argument("--only", nargs="*", help="settings to run (names of SETTINGS)")
+    ap.add_argument("--search", action="store_true",
+                    help="also the end-to-end part through `pamir index` and `pamir search`")
+    ap.add_argument("--distractors", type=int, default=200,
+                    help="Corel pictures indexed beside the painted ones (--search)")
+    ap.add_argument("--report-only", action="store_true",
+                    help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
+    args = ap.parse_args(argv)
+    if args.report_only:
+        (RESULTS / f"{STEM}.md").write_text(report(json.loads(
+            (RESULTS / f"{STEM}.json").read_text())))
+        return
+    from importlib.metadata import version  # noqa: PLC0415
+
+    run = Run("bench_ocr.py", argv)
+    corel = corel_pictures(args.corel)
+    backgrounds = corel_pictures(200, offset=3)
+    with tempfile.TemporaryDirectory(prefix="pamir-ocr-") as tmp:
+        folder = Path(tmp, "pictures")
+        folder.mkdir()
+        painted = painted_set(args.painted, folder, backgrounds)
+        blank_folder = Path(tmp, "blank")
+        blank_folder.mkdir()
+        blank = blank_set(args.painted, blank_folder, backgrounds)
+        rows = {}
+        for name, settings in SETTINGS.items():
+            if args.only and name not in args.only:
+                continue
+            rows[name] = measure(settings, painted, corel, blank)
+            print(name, {k: v for k, v in rows[name].items() if k != "settings"}, flush=True)
+        r = {"info": run.info(), "rapidocr": version("rapidocr"),
+             "onnxruntime": version("onnxruntime"), "painted": len(painted),
+             "corel": len(corel), "blank": len(blank), "corel_backgrounds": bool(backgrounds), "rows": rows,
+             "chosen": choose(rows), "target": TARGET, "threads_env": os.cpu_count()}
+        if args.search:
+            r["search"] = search_part(painted, folder, Path(tmp), args.distractors)
+    r["info"] = run.info()
+    save_report(STEM, r, report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""Text in pictures: the words written on a sign, a menu, a ticket, read as text facts.
+
+    reader = TextReader()                      # the ONNX sessions, once per process/thread
+    lines = reader.read("bakery.jpg")          # [TextLine("FRESH BREAD", 0.97, (x0,y0,x1,y1))]
+    facts = text_facts(lines)                  # Fact("text", "fresh"), ("bread"), ("fresh bread")
+    read_texts(paths)                          # [(facts | None, note)]: a plain function of
+                                               # paths, never raises (a Dask task)
+
+Recognition is RapidOCR's (the `rapidocr` package): PaddleOCR's PP-OCRv6 small detection (DB)
+and recognition (CTC) networks, bundled in the package as ONNX files and run by ONNX Runtime
+on the CPU. The reader names the bundled files itself, so rapidocr's downloader is never
+reached: nothing is fetched at run time, and a rapidocr installed without them is an error
+that says so.
+
+Cost is what this module is about (issue 33: `pamir index` within 1.5x of its time without
+text). rapidocr at its defaults enlarges every picture to 736 pixels on its short side before
+detection and runs an angle classifier on every line: about 300-700 ms a picture on this
+machine, text or not. Here detection runs with the longest side bounded (never enlarged),
+recognition only on the lines detected (the largest MAX_LINES of them), without the angle
+classifier, on a fixed number of intra-op threads. benchmarks/bench_ocr.py measures each
+setting on Corel (no text) and on painted words; the defaults below are its choice.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pamir.facts import Fact, fold
+from pamir.features.images import ImageError, decode_rgb, displayed_size, read_bytes
+from pamir.text import STOP_WORDS, tokenize
+
+# ------------------------------------------------------------------------------ settings
+# Measured by benchmarks/bench_ocr.py (results/ocr.md): ms a picture on 100 Corel pictures
+# and on painted words, and the share of painted words read, for each setting tried.
+
+#: Detection runs with the picture's longest side at most this (smaller pictures as they
+#: are). rapidocr's default enlarges the short side to 736 (a Corel picture, 192x128, is
+#: detected at 1104x736).
+DETECT_SIDE = 640
+#: The picture is decoded with its longest side at most this: the lines are cut out of it
+#: for recognition (48 pixels high), so small text keeps more pixels than detection saw.
+READ_SIDE = 1600
+#: At most this many lines are recognised, the largest first (a page of small print costs
+#: no more than a sign with this many lines).
+MAX_LINES = 24
+#: Lines whose recognition score is below this are dropped (rapidocr's own text_score).
+MIN_SCORE = 0.5
+#: Lines detected less than this many pixels high (in the picture as read) are not read:
+#: textures on photos without text give such slivers.
+MIN_LINE_HEIGHT = 8
+#: ONNX Runtime intra-op threads per session: one (a process reads one picture at a time on
+#: one core; pamir runs one reader per core, as the CNN features do,
+#: pamir.features.cnn_engines.streams).
+THREADS = 1
+#: PP-OCR's angle classifier turns lines upside down back; signs in photos are upright, so
+#: it is off (it costs a pass over every line).
+ANGLE_CLASSIFIER = False
+#: A first, cheaper detection at this longest side decides whether a picture has text at
+#: all (0: none). Detection's cost grows with the pixels: a picture with no text then costs
+#: (COARSE_SIDE / DETECT_SIDE)^2 of a full detection.
+COARSE_SIDE = 0
+#: Multi-word phrases of up to this many words are facts of their own (`"fresh bread"`).
+MAX_PHRASE_WORDS = 4
+
+#: The ONNX files rapidocr 3.10 bundles (its default_models.yaml names the same).
+BUNDLED_MODELS = {"det": "PP-OCRv6_det_small.onnx", "rec": "PP-OCRv6_rec_small.onnx",
+                  "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx"}
+
+
+@dataclass(frozen=True)
+class OcrSettings:
+    """How the reader trades recognition for time (the module's constants by default)."""
+
+    detect_side: int = DETECT_SIDE
+    read_side: int = READ_SIDE
+    max_lines: int = MAX_LINES
+    min_score: float = MIN_SCORE
+    min_line_height: int = MIN_LINE_HEIGHT
+    threads: int = THREADS  # 0: ONNX Runtime's default (all cores)
+    angle_classifier: bool = ANGLE_CLASSIFIER
+    #: rapidocr as it comes (short side enlarged to 736, angle classifier, every line): the
+    #: benchmark's reference point
+    rapidocr_defaults: bool = False
+    #: >0: a first detection with the longest side at most this; a picture where it finds
+    #: nothing is not detected again at detect_side (0: one detection)
+    coarse_side: int = COARSE_SIDE
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """A line of text read on a picture: the text as recognised, its recognition score in
+    [0, 1], and its box as fractions of the picture's width and height (x0, y0, x1, y1)."""
+
+    text: str
+    confidence: float
+    box: tuple[float, float, float, float]
+
+
+class OcrUnavailable(RuntimeError):
+    """rapidocr or its bundled models are missing; the message says what to install."""
+
+
+# ------------------------------------------------------------------------------ the reader
+
+def bundled_models() -> dict[str, Path]:
+    """The ONNX files shipped inside the installed rapidocr package."""
+    spec = importlib.util.find_spec("rapidocr")
+    if spec is None or not spec.submodule_search_locations:
+        raise OcrUnavailable("rapidocr is not installed: text in pictures needs it: "
+                             "pip install 'pamir[ocr]'")
+    folder = Path(spec.submodule_search_locations[0], "models")
+    paths = {task: folder / name for task, name in BUNDLED_MODELS.items()}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise OcrUnavailable(f"rapidocr's bundled models are missing ({', '.join(missing)}); "
+                             "pamir downloads nothing: install rapidocr>=3.10, whose wheel "
+                             "ships them")
+    return paths
+
+
+class TextReader:
+    """RapidOCR's sessions, built once; `read` a picture's lines of text. One reader per
+    thread (rapidocr keeps per-call switches on the engine): `read_texts` keeps one per
+    thread of the process."""
+
+    def __init__(self, settings: OcrSettings | None = None):
+        self.settings = s = settings or OcrSettings()
+        models = bundled_models()
+        from rapidocr import RapidOCR  # noqa: PLC0415 - heavy, and only when text is read
+
+        params = {
+            "Global.log_level": "critical",  # an empty detection is logged as a warning
+            "Global.use_cls": s.angle_classifier,
+            "Global.text_score": s.min_score,
+            "Det.model_path": str(models["det"]),
+            "Rec.model_path": str(models["rec"]),
+            "Cls.model_path": str(models["cls"]),
+        }
+        if s.threads > 0:  # 0: ONNX Runtime's own choice (one thread per core)
+            params.update({"EngineConfig.onnxruntime.intra_op_num_threads": s.threads,
+                           "EngineConfig.onnxruntime.inter_op_num_threads": 1})
+        self.coarse = None
+        if not s.rapidocr_defaults:
+            params.update({"Det.limit_type": "max", "Det.limit_side_len": s.detect_side})
+            if s.coarse_side:
+                self.coarse = RapidOCR(params={**params, "Det.limit_side_len": s.coarse_side})
+        self.engine = RapidOCR(params=params)
+
+    # -------------------------------------------------------------------- one picture
+    def read(self, image) -> list[TextLine]:
+        """The lines of text on a picture: a path, encoded bytes, or an (H, W, 3) uint8 RGB
+        array. ImageError if the file cannot be decoded."""
+        rgb = image if isinstance(image, np.ndarray) else self.load(image)
+        if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+            raise ImageError(f"not an RGB picture (array of shape {rgb.shape}, {rgb.dtype})")
+        if min(rgb.shape[:2]) < self.settings.min_line_height:
+            return []  # too thin to hold a line of text (and rapidocr would refuse it)
+        if max(rgb.shape[:2]) > self.settings.read_side:
+            rgb = bounded(rgb, self.settings.read_side)
+        bgr = np.ascontiguousarray(rgb[:, :, ::-1])  # rapidocr reads arrays as OpenCV's BGR
+        if self.settings.rapidocr_defaults:
+            return self._whole(bgr)
+        boxes = self._detect(bgr)
+        return [line for line in (self._recognise(bgr, box) for box in boxes) if line]
+
+    def load(self, source) -> np.ndarray:
+        """A picture decoded by pamir's reader (HEIC, RAW, EXIF rotation, decompression
+        bombs refused), its longest side bounded by read_side."""
+        data = source if isinstance(source, bytes) else read_bytes(source)
+        w, h = displayed_size(data)
+        scale = min(1.0, self.settings.read_side / max(w, h, 1))
+        return decode_rgb(data, short_side=max(1, round(min(w, h) * scale)))
+
+    def _detect(self, bgr: np.ndarray) -> list[np.ndarray]:
+        """The detected lines' quadrilaterals (4 x 2, pixels of bgr), the largest
+        max_lines of those at least min_line_height high."""
+        s = self.settings
+        if self.coarse is not None and max(bgr.shape[:2]) > s.coarse_side:
+            first = self.coarse(bgr, use_det=True, use_cls=False, use_rec=False)
+            if getattr(first, "boxes", None) is None or len(first.boxes) == 0:
+                return []
+        found = self.engine(bgr, use_det=True, use_cls=False, use_rec=False)
+        boxes = getattr(found, "boxes", None)
+        if boxes is None or len(boxes) == 0:
+            return []
+        boxes = [np.asarray(b, dtype=np.float32) for b in boxes]
+        heights = [min(np.linalg.norm(b[0] - b[3]), np.linalg.norm(b[1] - b[2]))
+                   for b in boxes]
+        widths = [np.linalg.norm(b[0] - b[1]) for b in boxes]
+        kept = [i for i, hgt in enumerate(heights) if hgt >= s.min_line_height]
+        kept.sort(key=lambda i: -heights[i] * widths[i])
+        kept = sorted(kept[:s.max_lines])  # back to reading order (rapidocr's)
+        return [boxes[i] for i in kept]
+
+    def _recognise(self, bgr: np.ndarray, box: np.ndarray) -> TextLine | None:
+        from rapidocr.utils.process_img import get_rotate_crop_image  # noqa: PLC0415
+
+        crop = get_rotate_crop_image(bgr, box.copy())
+        if min(crop.shape[:2]) < 1:
+            return None
+        out = self.engine(crop, use_det=False, use_cls=self.settings.angle_classifier,
+                          use_rec=True)
+        texts, scores = getattr(out, "txts", None), getattr(out, "scores", None)
+        if not texts:
+            return None
+        text, score = str(texts[0]).strip(), float(scores[0])
+        if not text or score < self.settings.min_score:
+            return None
+        return TextLine(text, round(min(1.0, max(0.0, score)), 4), normalised_box(box, bgr))
+
+    def _whole(self, bgr: np.ndarray) -> list[TextLine]:
+        """rapidocr's own pipeline in one call (the reference setting)."""
+        out = self.engine(bgr)
+        if not getattr(out, "txts", None):
+            return []
+        return [TextLine(str(t).strip(), round(float(c), 4), normalised_box(np.asarray(b), bgr))
+                for b, t, c in zip(out.boxes, out.txts, out.scores) if str(t).strip()]
+
+
+def bounded(rgb: np.ndarray, side: int) -> np.ndarray:
+    """The picture with its longest side at most `side` (area resampling)."""
+    from PIL import Image  # noqa: PLC0415
+
+    h, w = rgb.shape[:2]
+    scale = side / max(h, w)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return np.asarray(Image.fromarray(rgb).resize(size, Image.Resampling.BOX))
+
+
+def normalised_box(quad: np.ndarray, image: np.ndarray) -> tuple[float, float, float, float]:
+    """The bounding box of a quadrilateral (pixels) as fractions of the picture's size."""
+    h, w = image.shape[:2]
+    q = np.asarray(quad, dtype=np.float64).reshape(-1, 2)
+    x0, y0 = q.min(axis=0)
+    x1, y1 = q.max(axis=0)
+    return tuple(round(float(min(1.0, max(0.0, v))), 4)
+                 for v in (x0 / w, y0 / h, x1 / w, y1 / h))
+
+
+# ------------------------------------------------------------------------------ facts
+
+def phrase(text: str) -> str:
+    """A line or a quoted query as a phrase word: its words folded, punctuation dropped,
+    stop words kept ("Fresh Bread!" -> "fresh bread"). A query's quoted phrase must be
+    written by this to meet the phrases `text_facts` stores."""
+    return " ".join(fold(w) for w in tokenize(text, stop_words=None, min_length=1))
+
+
+def text_facts(lines: list[TextLine]) -> list[Fact]:
+    """A picture's text facts: each word of its lines (pamir.text.tokenize: stop words and
+    one-letter tokens left out, a sign's "THE" is no fact), and each run of 2 to
+    MAX_PHRASE_WORDS words of a line that neither starts nor ends with a stop word
+    ("fresh bread" on a sign reading "Fresh bread daily"). A word read several times is one
+    fact, with its best line's confidence; detail: that line's box and text as shown."""
+    best: dict[str, tuple[float, str]] = {}
+
+    def add(word: str, line: TextLine):
+        if word and (word not in best or line.confidence > best[word][0]):
+            best[word] = (line.confidence,
+                          json.dumps({"box": list(line.box), "shown": line.text},
+                                     ensure_ascii=False))
+
+    for line in lines:
+        for w in tokenize(line.text):
+            add(fold(w), line)
+        words = phrase(line.text).split()
+        for n in range(2, MAX_PHRASE_WORDS + 1):
+            for i in range(len(words) - n + 1):
+                run = words[i:i + n]
+                if run[0] not in STOP_WORDS and run[-1] not in STOP_WORDS:
+                    add(" ".join(run), line)
+    return [Fact("text", w, c, d) for w, (c, d) in best.items()]
+
+
+# ------------------------------------------------------------------------------ batches
+
+_local = threading.local()
+
+
+def shared_reader(settings: OcrSettings | None = None) -> TextReader:
+    """This thread's reader for `settings` (built on first use): a Dask worker or a pass
+    builds its sessions once, not once a picture."""
+    settings = settings or OcrSettings()
+    readers = _local.__dict__.setdefault("readers", {})
+    if settings not in readers:
+        readers[settings] = TextReader(settings)
+    return readers[settings]
+
+
+def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fact] | None,
+                                                                          str]]:
+    """(facts, note) for each path, in order: facts [] for a picture with no text; None,
+    with a one-line note naming why, for a file that could not be read (missing, corrupt,
+    a decompression bomb, anything the recogniser refuses). Never raises for a bad file;
+    OcrUnavailable (rapidocr missing) is raised, as it concerns every file."""
+    reader = shared_reader(settings)
+    out: list[tuple[list[Fact] | None, str]] = []
+    for path in paths:
+        try:
+            out.append((text_facts(reader.read(path)), ""))
+        except ImageError as e:
+            out.append((None, f"{path}: {e}"))
+        except MemoryError:
+            out.append((None, f"{path}: too large to read for text (out of memory)"))
+        except Exception as e:  # noqa: BLE001 - one hostile file must not end a batch
+            out.append((None, f"{path}: text not read ({type(e).__name__}: {e})"))
+    return out
+
+
+__all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings",
+           "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "phrase",
+           "read_texts", "shared_reader", "text_facts"]

@@ -1,0 +1,179 @@
+"""Text in pictures (pamir.ocr): words painted on generated pictures are read back as text
+facts; a picture without text gives none; a bad file gives a note, never an exception; the
+models are the ones bundled in rapidocr, nothing is downloaded."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+pytest.importorskip("rapidocr")
+
+from pamir.facts import Fact  # noqa: E402
+from pamir.features import images  # noqa: E402
+from pamir.ocr import (OcrSettings, TextLine, TextReader, bundled_models, phrase,  # noqa: E402
+                       read_texts, text_facts)
+
+SIZE = (640, 427)
+
+
+def font(name: str, size: int) -> ImageFont.FreeTypeFont:
+    """matplotlib's DejaVu fonts: installed wherever the tests run ([dev])."""
+    import matplotlib
+
+    return ImageFont.truetype(
+        str(Path(matplotlib.__file__).parent / "mpl-data" / "fonts" / "ttf" / name), size)
+
+
+def backdrop(seed: int = 0) -> Image.Image:
+    """A smooth, textured picture with nothing written on it."""
+    rng = np.random.default_rng(seed)
+    small = rng.normal(125, 45, (SIZE[1] // 16, SIZE[0] // 16, 3)).clip(0, 255)
+    return Image.fromarray(small.astype(np.uint8)).resize(SIZE, Image.Resampling.BICUBIC)
+
+
+def paint(text: str, face: str, size: int, colour, plate, tilt: float, where=(60, 150),
+          seed: int = 0) -> np.ndarray:
+    """`text` on a plate (or outlined on nothing when plate is None), turned by `tilt`
+    degrees, on a backdrop; (H, W, 3) uint8 RGB."""
+    f = font(face, size)
+    stroke = 0 if plate else 2
+    left, top, right, bottom = f.getbbox(text, stroke_width=stroke)
+    pad = size // 3
+    sign = Image.new("RGBA", (right - left + 2 * pad, bottom - top + 2 * pad),
+                     (*plate, 255) if plate else (0, 0, 0, 0))
+    ImageDraw.Draw(sign).text((pad - left, pad - top), text, font=f, fill=(*colour, 255),
+                              stroke_width=stroke, stroke_fill=(0, 0, 0, 255))
+    sign = sign.rotate(tilt, expand=True, resample=Image.Resampling.BICUBIC)
+    im = backdrop(seed)
+    im.paste(sign, where, sign)
+    return np.asarray(im)
+
+
+@pytest.fixture(scope="module")
+def reader():
+    return TextReader()
+
+
+# ------------------------------------------------------------------------------ reading
+
+@pytest.mark.parametrize("text, face, size, colour, plate, tilt", [
+    ("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0),
+    ("Museum", "DejaVuSerif.ttf", 40, (255, 255, 255), (20, 100, 50), 4),
+    ("pharmacy open", "DejaVuSans.ttf", 32, (250, 210, 40), (25, 25, 25), -6),
+    ("STATION", "DejaVuSansMono-Bold.ttf", 36, (255, 255, 255), None, 3),
+    ("Garden Café", "DejaVuSerif-Bold.ttf", 44, (20, 40, 110), (250, 250, 250), -3),
+])
+def test_painted_words_are_read_back_as_text_facts(reader, text, face, size, colour, plate,
+                                                   tilt):
+    lines = reader.read(paint(text, face, size, colour, plate, tilt))
+    words = {f.word for f in text_facts(lines)}
+    expected = phrase(text).split()  # folded: "Café" -> "cafe"
+    assert set(expected) <= words, (text, lines)
+    if len(expected) > 1:
+        assert " ".join(expected) in words  # the phrase: `"fresh bread"` matches
+
+
+def test_the_box_is_where_the_words_were_painted(reader):
+    rgb = paint("BAKERY", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0,
+                where=(320, 40))
+    (line,) = reader.read(rgb)
+    x0, y0, x1, y1 = line.box
+    assert 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1
+    assert 0.45 < x0 < 0.6 and y1 < 0.35  # right half, top third, as painted
+    assert line.text == "BAKERY" and 0.5 <= line.confidence <= 1
+
+
+def test_path_bytes_and_array_read_alike(reader, tmp_path):
+    rgb = paint("ticket", "DejaVuSans.ttf", 40, (20, 20, 20), (240, 232, 205), 2)
+    path = tmp_path / "ticket.png"
+    Image.fromarray(rgb).save(path)
+    texts = {tuple(line.text for line in reader.read(x))
+             for x in (rgb, path, str(path), path.read_bytes())}
+    assert texts == {("ticket",)}
+
+
+def test_a_picture_without_text_gives_no_facts(tmp_path):
+    path = tmp_path / "plain.jpg"
+    backdrop(seed=3).save(path, quality=90)
+    assert read_texts([path]) == [([], "")]
+
+
+# ------------------------------------------------------------------------------ facts
+
+def test_text_facts_fold_words_keep_stop_words_out_and_make_phrases():
+    lines = [TextLine("THE Old Bakery", 0.9, (0.1, 0.2, 0.5, 0.3)),
+             TextLine("Café Crème", 0.8, (0.1, 0.5, 0.4, 0.6)),
+             TextLine("bakery", 0.95, (0.6, 0.7, 0.9, 0.8))]
+    facts = {f.word: f for f in text_facts(lines)}
+    assert set(facts) == {"old", "bakery", "old bakery", "cafe", "creme", "cafe creme"}
+    assert all(isinstance(f, Fact) and f.kind == "text" for f in facts.values())
+    # a word read twice is one fact, with its best line's confidence and box
+    assert facts["bakery"].confidence == 0.95
+    assert json.loads(facts["bakery"].detail) == {"box": [0.6, 0.7, 0.9, 0.8],
+                                                  "shown": "bakery"}
+    assert json.loads(facts["cafe"].detail)["shown"] == "Café Crème"
+    assert text_facts([]) == []
+
+
+def test_phrases_inside_a_longer_line():
+    words = {f.word for f in text_facts([TextLine("Fresh bread of the day, every day!",
+                                                  0.9, (0, 0, 1, 1))])}
+    assert {"fresh bread", "bread of the day", "day"} <= words
+    assert "fresh bread of the day" not in words  # 5 words: longer than MAX_PHRASE_WORDS
+    assert not {"bread of", "of the", "every day"} & words  # a stop word at an end
+    assert phrase("  Fresh   BREAD! ") == "fresh bread"
+
+
+# ------------------------------------------------------------------------------ bad input
+
+def test_bad_files_give_a_note_not_an_exception(tmp_path, monkeypatch):
+    good = tmp_path / "good.png"
+    Image.fromarray(paint("harbour", "DejaVuSans-Bold.ttf", 44, (255, 255, 255),
+                          (20, 100, 50), 0)).save(good)
+    truncated = tmp_path / "truncated.jpg"
+    backdrop().save(truncated, quality=90)
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    junk = tmp_path / "junk.jpg"
+    junk.write_bytes(b"not a picture at all" * 10)
+    empty = tmp_path / "empty.jpg"
+    empty.write_bytes(b"")
+    bomb = tmp_path / "bomb.png"
+    backdrop().save(bomb)
+    monkeypatch.setattr(images, "MAX_PIXELS", 10_000)  # the bomb is over the limit
+    paths = [truncated, junk, empty, tmp_path / "missing.jpg", bomb, tmp_path, good]
+    out = read_texts(paths)
+    assert len(out) == len(paths)
+    for path, (facts, note) in zip(paths[:-1], out[:-1]):
+        assert facts is None and str(path) in note
+    assert "decompression bomb" in out[4][1]
+    monkeypatch.undo()
+    assert read_texts([good])[0][0][0].word == "harbour"
+
+
+def test_extreme_shapes_do_not_break_the_reader(reader):
+    for shape in ((4, 3000, 3), (3000, 6, 3), (1, 1, 3), (10, 1600, 3), (40, 5000, 3)):
+        assert reader.read(np.full(shape, 200, np.uint8)) == []
+    with pytest.raises(images.ImageError):
+        reader.read(np.zeros((10, 10), np.uint8))
+
+
+# ------------------------------------------------------------------------------ models
+
+def test_the_bundled_models_are_used_and_nothing_is_downloaded(monkeypatch):
+    models = bundled_models()
+    assert all(p.is_file() and "rapidocr" in p.parts for p in models.values())
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pamir.ocr tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    fresh = TextReader(OcrSettings(angle_classifier=True, coarse_side=320))
+    rgb = paint("exit", "DejaVuSans-Bold.ttf", 56, (255, 255, 255), (180, 30, 30), 0)
+    assert [line.text.lower() for line in fresh.read(rgb)] == ["exit"]
