@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pamir.extras import MissingExtra, optional
 from pamir.facts import Fact, fold
 from pamir.features.images import ImageError, decode_rgb, displayed_size, read_bytes
 from pamir.text import STOP_WORDS, tokenize
@@ -54,6 +55,11 @@ MIN_SCORE = 0.5
 #: Lines detected less than this many pixels high (in the picture as read) are not read:
 #: textures on photos without text give such slivers.
 MIN_LINE_HEIGHT = 8
+#: Lines taller than this share of the picture's short side are not read: on 100 Corel
+#: pictures (192x128) at detect_side 640, the 21 detections this tall were all textures
+#: (recognised as one letter or nothing, each costing a recognition), the 9 real lines
+#: (two signs) at most 0.16.
+MAX_LINE_SHARE = 1 / 3
 #: ONNX Runtime intra-op threads per session: one (a process reads one picture at a time on
 #: one core; pamir runs one reader per core, as the CNN features do,
 #: pamir.features.cnn_engines.streams).
@@ -82,6 +88,7 @@ class OcrSettings:
     max_lines: int = MAX_LINES
     min_score: float = MIN_SCORE
     min_line_height: int = MIN_LINE_HEIGHT
+    max_line_share: float = MAX_LINE_SHARE
     threads: int = THREADS  # 0: ONNX Runtime's default (all cores)
     angle_classifier: bool = ANGLE_CLASSIFIER
     #: rapidocr as it comes (short side enlarged to 736, angle classifier, every line): the
@@ -103,17 +110,20 @@ class TextLine:
 
 
 class OcrUnavailable(RuntimeError):
-    """rapidocr or its bundled models are missing; the message says what to install."""
+    """rapidocr is installed without its bundled models; the message says what to do
+    (rapidocr missing altogether is pamir.extras.MissingExtra, naming the [ocr] extra)."""
 
 
 # ------------------------------------------------------------------------------ the reader
 
 def bundled_models() -> dict[str, Path]:
     """The ONNX files shipped inside the installed rapidocr package."""
-    spec = importlib.util.find_spec("rapidocr")
+    try:
+        spec = importlib.util.find_spec("rapidocr")
+    except (ImportError, ValueError):
+        spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise OcrUnavailable("rapidocr is not installed: text in pictures needs it: "
-                             "pip install 'pamir[ocr]'")
+        raise MissingExtra("ocr", "rapidocr")
     folder = Path(spec.submodule_search_locations[0], "models")
     paths = {task: folder / name for task, name in BUNDLED_MODELS.items()}
     missing = [str(p) for p in paths.values() if not p.is_file()]
@@ -132,7 +142,8 @@ class TextReader:
     def __init__(self, settings: OcrSettings | None = None):
         self.settings = s = settings or OcrSettings()
         models = bundled_models()
-        from rapidocr import RapidOCR  # noqa: PLC0415 - heavy, and only when text is read
+        with optional():
+            from rapidocr import RapidOCR  # noqa: PLC0415 - heavy, only when text is read
 
         params = {
             "Global.log_level": "critical",  # an empty detection is logged as a warning
@@ -179,7 +190,8 @@ class TextReader:
 
     def _detect(self, bgr: np.ndarray) -> list[np.ndarray]:
         """The detected lines' quadrilaterals (4 x 2, pixels of bgr), the largest
-        max_lines of those at least min_line_height high."""
+        max_lines of those at least min_line_height high and at most max_line_share of the
+        picture's short side."""
         s = self.settings
         if self.coarse is not None and max(bgr.shape[:2]) > s.coarse_side:
             first = self.coarse(bgr, use_det=True, use_cls=False, use_rec=False)
@@ -193,7 +205,8 @@ class TextReader:
         heights = [min(np.linalg.norm(b[0] - b[3]), np.linalg.norm(b[1] - b[2]))
                    for b in boxes]
         widths = [np.linalg.norm(b[0] - b[1]) for b in boxes]
-        kept = [i for i, hgt in enumerate(heights) if hgt >= s.min_line_height]
+        tallest = s.max_line_share * min(bgr.shape[:2])
+        kept = [i for i, hgt in enumerate(heights) if s.min_line_height <= hgt <= tallest]
         kept.sort(key=lambda i: -heights[i] * widths[i])
         kept = sorted(kept[:s.max_lines])  # back to reading order (rapidocr's)
         return [boxes[i] for i in kept]
@@ -298,7 +311,8 @@ def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fa
     """(facts, note) for each path, in order: facts [] for a picture with no text; None,
     with a one-line note naming why, for a file that could not be read (missing, corrupt,
     a decompression bomb, anything the recogniser refuses). Never raises for a bad file;
-    OcrUnavailable (rapidocr missing) is raised, as it concerns every file."""
+    MissingExtra and OcrUnavailable (rapidocr or its models missing) are raised: they
+    concern every file."""
     reader = shared_reader(settings)
     out: list[tuple[list[Fact] | None, str]] = []
     for path in paths:
