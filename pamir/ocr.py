@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, ImageOps
 
 from pamir.extras import MissingExtra, optional
 from pamir.facts import Fact, fold
-from pamir.features.images import ImageError, decode_rgb, displayed_size, read_bytes
+from pamir.features.images import (ImageError, decode_rgb, displayed_size, read_bytes,
+                                   to_rgb)
 from pamir.text import STOP_WORDS, tokenize
 
 # ------------------------------------------------------------------------------ settings
@@ -165,9 +167,12 @@ class TextReader:
 
     # -------------------------------------------------------------------- one picture
     def read(self, image) -> list[TextLine]:
-        """The lines of text on a picture: a path, encoded bytes, or an (H, W, 3) uint8 RGB
-        array. ImageError if the file cannot be decoded."""
-        rgb = image if isinstance(image, np.ndarray) else self.load(image)
+        """The lines of text on a picture: a path, encoded bytes, a Pillow image or an
+        (H, W, 3) uint8 RGB array. ImageError if the file cannot be decoded."""
+        if isinstance(image, Image.Image):
+            rgb = to_rgb(ImageOps.exif_transpose(image))
+        else:
+            rgb = image if isinstance(image, np.ndarray) else self.load(image)
         if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
             raise ImageError(f"not an RGB picture (array of shape {rgb.shape}, {rgb.dtype})")
         if min(rgb.shape[:2]) < self.settings.min_line_height:
@@ -238,8 +243,6 @@ class TextReader:
 
 def bounded(rgb: np.ndarray, side: int) -> np.ndarray:
     """The picture with its longest side at most `side` (area resampling)."""
-    from PIL import Image  # noqa: PLC0415
-
     h, w = rgb.shape[:2]
     scale = side / max(h, w)
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
@@ -267,7 +270,8 @@ def phrase(text: str) -> str:
 
 def text_facts(lines: list[TextLine]) -> list[Fact]:
     """A picture's text facts: each word of its lines (pamir.text.tokenize: stop words and
-    one-letter tokens left out, a sign's "THE" is no fact), and each run of 2 to
+    one-letter tokens left out, a sign's "THE" is no fact; a hyphenated word and its
+    parts), and each run of 2 to
     MAX_PHRASE_WORDS words of a line that neither starts nor ends with a stop word
     ("fresh bread" on a sign reading "Fresh bread daily"). A word read several times is one
     fact, with its best line's confidence; detail: that line's box and text as shown."""
@@ -282,6 +286,9 @@ def text_facts(lines: list[TextLine]) -> list[Fact]:
     for line in lines:
         for w in tokenize(line.text):
             add(fold(w), line)
+            if "-" in w:  # "Coca-Cola" is found by "cola" too
+                for part in tokenize(w.replace("-", " ")):
+                    add(fold(part), line)
         words = phrase(line.text).split()
         for n in range(2, MAX_PHRASE_WORDS + 1):
             for i in range(len(words) - n + 1):

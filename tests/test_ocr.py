@@ -94,7 +94,7 @@ def test_path_bytes_and_array_read_alike(reader, tmp_path):
     path = tmp_path / "ticket.png"
     Image.fromarray(rgb).save(path)
     texts = {tuple(line.text for line in reader.read(x))
-             for x in (rgb, path, str(path), path.read_bytes())}
+             for x in (rgb, path, str(path), path.read_bytes(), Image.open(path))}
     assert texts == {("ticket",)}
 
 
@@ -109,9 +109,11 @@ def test_a_picture_without_text_gives_no_facts(tmp_path):
 def test_text_facts_fold_words_keep_stop_words_out_and_make_phrases():
     lines = [TextLine("THE Old Bakery", 0.9, (0.1, 0.2, 0.5, 0.3)),
              TextLine("Café Crème", 0.8, (0.1, 0.5, 0.4, 0.6)),
-             TextLine("bakery", 0.95, (0.6, 0.7, 0.9, 0.8))]
+             TextLine("bakery", 0.95, (0.6, 0.7, 0.9, 0.8)),
+             TextLine("Coca-Cola", 0.7, (0.1, 0.8, 0.3, 0.9))]
     facts = {f.word: f for f in text_facts(lines)}
-    assert set(facts) == {"old", "bakery", "old bakery", "cafe", "creme", "cafe creme"}
+    assert set(facts) == {"old", "bakery", "old bakery", "cafe", "creme", "cafe creme",
+                          "coca-cola", "coca", "cola"}
     assert all(isinstance(f, Fact) and f.kind == "text" for f in facts.values())
     # a word read twice is one fact, with its best line's confidence and box
     assert facts["bakery"].confidence == 0.95
