@@ -179,3 +179,29 @@ def test_the_bundled_models_are_used_and_nothing_is_downloaded(monkeypatch):
     fresh = TextReader(OcrSettings(angle_classifier=True, coarse_side=320))
     rgb = paint("exit", "DejaVuSans-Bold.ttf", 56, (255, 255, 255), (180, 30, 30), 0)
     assert [line.text.lower() for line in fresh.read(rgb)] == ["exit"]
+
+
+# ------------------------------------------------------------------------------ cost
+
+def test_a_coarse_detection_that_finds_nothing_ends_the_reading():
+    coarse = TextReader(OcrSettings(coarse_side=320))
+    calls = []
+    engine = coarse.engine
+    coarse.engine = lambda *a, **kw: calls.append(kw) or engine(*a, **kw)
+    assert coarse.read(np.asarray(backdrop(seed=5))) == []
+    assert calls == []  # the full-size detection never ran
+    words = {f.word for f in text_facts(coarse.read(
+        paint("LIBRARY", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0)))}
+    assert "library" in words and calls
+
+
+def test_only_the_largest_lines_are_read():
+    im = backdrop(seed=6)
+    draw = ImageDraw.Draw(im)
+    draw.rectangle((20, 20, 620, 400), fill=(245, 245, 235))
+    for i, (word, size) in enumerate([("small", 22), ("HUGE", 64), ("tiny", 20),
+                                      ("BIG", 56)]):
+        draw.text((40, 30 + 95 * i), word, font=font("DejaVuSans-Bold.ttf", size),
+                  fill=(10, 10, 10))
+    lines = TextReader(OcrSettings(max_lines=2)).read(np.asarray(im))
+    assert [line.text for line in lines] == ["HUGE", "BIG"]  # in reading order
