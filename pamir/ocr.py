@@ -259,6 +259,21 @@ def normalised_box(quad: np.ndarray, image: np.ndarray) -> tuple[float, float, f
                  for v in (x0 / w, y0 / h, x1 / w, y1 / h))
 
 
+def fingerprint(settings: OcrSettings | None = None) -> str:
+    """What a picture's text facts were read with: the rapidocr version, the models and the
+    settings. A pass that stores it can tell pictures read by another reader (to read them
+    again, or not)."""
+    from importlib.metadata import version  # noqa: PLC0415
+
+    s = settings or OcrSettings()
+    models = "+".join(Path(BUNDLED_MODELS[t]).stem for t in ("det", "rec"))
+    return (f"rapidocr-{version('rapidocr')}/{models}/detect{s.detect_side}"
+            f"-coarse{s.coarse_side}-read{s.read_side}-lines{s.max_lines}"
+            f"-score{s.min_score}-heights{s.min_line_height}:{s.max_line_share:.2f}"
+            f"-cls{int(s.angle_classifier)}"
+            f"{'-defaults' if s.rapidocr_defaults else ''}")
+
+
 # ------------------------------------------------------------------------------ facts
 
 def phrase(text: str) -> str:
@@ -335,5 +350,5 @@ def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fa
 
 
 __all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings",
-           "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "phrase",
+           "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint", "phrase",
            "read_texts", "shared_reader", "text_facts"]

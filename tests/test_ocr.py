@@ -16,8 +16,8 @@ pytest.importorskip("rapidocr")
 
 from pamir.facts import Fact  # noqa: E402
 from pamir.features import images  # noqa: E402
-from pamir.ocr import (OcrSettings, TextLine, TextReader, bundled_models, phrase,  # noqa: E402
-                       read_texts, text_facts)
+from pamir.ocr import (OcrSettings, TextLine, TextReader, bundled_models,  # noqa: E402
+                       fingerprint, phrase, read_texts, text_facts)
 
 SIZE = (640, 427)
 
@@ -205,3 +205,9 @@ def test_only_the_largest_lines_are_read():
                   fill=(10, 10, 10))
     lines = TextReader(OcrSettings(max_lines=2)).read(np.asarray(im))
     assert [line.text for line in lines] == ["HUGE", "BIG"]  # in reading order
+
+
+def test_the_fingerprint_names_the_models_and_the_settings():
+    assert "PP-OCRv6_rec_small" in fingerprint()
+    assert fingerprint() == fingerprint(OcrSettings())
+    assert fingerprint(OcrSettings(detect_side=480)) != fingerprint()
