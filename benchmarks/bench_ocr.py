@@ -438,7 +438,7 @@ def report(r: dict) -> str:
         lines += ["", "Real pictures, words read by the chosen setting: " + "; ".join(
             f"{k}: {', '.join(v) or 'none'} (of {', '.join(r['real'][k])})"
             for k, v in chosen["real_read"].items()) + "."]
-        if r.get("both_cores"):
+        if r.get("both_cores", {}).get("corel_ms"):
             b = r["both_cores"]
             lines += ["", f"The chosen setting with one reader per core ({b['threads']} "
                       f"threads, `read_texts` in each): {b['corel_ms']} ms a Corel picture, "
