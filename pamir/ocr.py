@@ -17,8 +17,10 @@ text). rapidocr at its defaults enlarges every picture to 736 pixels on its shor
 detection and runs an angle classifier on every line: about 300-700 ms a picture on this
 machine, text or not. Here detection runs with the longest side bounded (never enlarged),
 recognition only on the lines detected (the largest MAX_LINES of them), without the angle
-classifier, on a fixed number of intra-op threads. benchmarks/bench_ocr.py measures each
-setting on Corel (no text) and on painted words; the defaults below are its choice.
+classifier, on one intra-op thread. benchmarks/bench_ocr.py measures each setting on Corel
+and on photo-sized pictures with and without painted words; the constants below are its
+choice: about 13 ms a Corel picture and 31 ms a photo-sized one without text, 50x less than
+rapidocr's defaults.
 """
 
 from __future__ import annotations
@@ -39,18 +41,25 @@ from pamir.features.images import (ImageError, decode_rgb, displayed_size, read_
 from pamir.text import STOP_WORDS, tokenize
 
 # ------------------------------------------------------------------------------ settings
-# Measured by benchmarks/bench_ocr.py (results/ocr.md): ms a picture on 100 Corel pictures
-# and on painted words, and the share of painted words read, for each setting tried.
+# Measured by benchmarks/bench_ocr.py (results/ocr.md, 2026-11-26, AMD EPYC 2 cores, shared):
+# ms a picture on 100 Corel pictures (192x128), on 40 photo-sized (1024x683) pictures with
+# 112 painted words and on the same pictures with nothing painted, and the share of painted
+# words read, for each setting tried. Chosen: the least cost on photo-sized pictures (one in
+# ten with text) that reads at least 0.9 of the words: detection at 320, 106/112 words
+# (0.946), 12.9 ms a Corel picture, 31.1 ms a photo-sized picture without text, 66.4 ms with
+# (rapidocr's defaults: 661, 699 and 816 ms, 110/112 words).
 
 #: Detection runs with the picture's longest side at most this (smaller pictures as they
-#: are). rapidocr's default enlarges the short side to 736 (a Corel picture, 192x128, is
-#: detected at 1104x736).
-DETECT_SIDE = 640
+#: are). rapidocr's default enlarges the short side to 736 (a Corel picture, 192x128, was
+#: detected at 1104x736). Its cost grows with the pixels: 640 read 111/112 words at 119 ms
+#: a photo-sized picture without text, 480 110/112 at 61 ms, 320 106/112 at 31 ms (what it
+#: misses: 3 of 19 words at 20 px and 1 of 5 at 12 px, letters of 2 % of the picture's width).
+DETECT_SIDE = 320
 #: The picture is decoded with its longest side at most this: the lines are cut out of it
 #: for recognition (48 pixels high), so small text keeps more pixels than detection saw.
 READ_SIDE = 1600
-#: At most this many lines are recognised, the largest first (a page of small print costs
-#: no more than a sign with this many lines).
+#: At most this many lines are recognised, the largest first: a bound on the cost of a page
+#: of small print (each line is one recognition, ~10-30 ms here), not a measured choice.
 MAX_LINES = 24
 #: Lines whose recognition score is below this are dropped (rapidocr's own text_score).
 MIN_SCORE = 0.5
@@ -60,18 +69,22 @@ MIN_LINE_HEIGHT = 8
 #: Lines taller than this share of the picture's short side are not read: on 100 Corel
 #: pictures (192x128) at detect_side 640, the 21 detections this tall were all textures
 #: (recognised as one letter or nothing, each costing a recognition), the 9 real lines
-#: (two signs) at most 0.16.
+#: (two signs) at most 0.16. Without it: 16.9 ms a Corel picture instead of 13.5.
 MAX_LINE_SHARE = 1 / 3
-#: ONNX Runtime intra-op threads per session: one (a process reads one picture at a time on
-#: one core; pamir runs one reader per core, as the CNN features do,
-#: pamir.features.cnn_engines.streams).
+#: ONNX Runtime intra-op threads per session: one. Two threads on one reader were slower on
+#: this shared 2-core machine (27.6 ms a Corel picture against 13.5: each operator waits for
+#: the thread that was descheduled); run one reader per core instead, as the CNN features do
+#: (pamir.features.cnn_engines.streams).
 THREADS = 1
-#: PP-OCR's angle classifier turns lines upside down back; signs in photos are upright, so
-#: it is off (it costs a pass over every line).
+#: PP-OCR's angle classifier turns upside-down lines round; signs in photos are upright. On
+#: it read no more painted words (111/112 either way) and fewer on scikit-image's scanned
+#: page (14 of its 19 words against 19), and costs a pass over every line.
 ANGLE_CLASSIFIER = False
 #: A first, cheaper detection at this longest side decides whether a picture has text at
-#: all (0: none). Detection's cost grows with the pixels: a picture with no text then costs
-#: (COARSE_SIDE / DETECT_SIDE)^2 of a full detection.
+#: all; only then is it detected again at DETECT_SIDE (0: one detection). 320 then 640 read
+#: 111/112 words at 57 ms a photo-sized picture without text and 183 ms with: dearer than
+#: detecting at 320 alone, so off. The setting for a collection of small text, with
+#: DETECT_SIDE = 640.
 COARSE_SIDE = 0
 #: Multi-word phrases of up to this many words are facts of their own (`"fresh bread"`).
 MAX_PHRASE_WORDS = 4
