@@ -52,8 +52,9 @@ from pamir.text import STOP_WORDS, tokenize
 #: Detection runs with the picture's longest side at most this (smaller pictures as they
 #: are). rapidocr's default enlarges the short side to 736 (a Corel picture, 192x128, was
 #: detected at 1104x736). Its cost grows with the pixels: 640 read 111/112 words at 119 ms
-#: a photo-sized picture without text, 480 110/112 at 61 ms, 320 106/112 at 31 ms (what it
-#: misses: 3 of 19 words at 20 px and 1 of 5 at 12 px, letters of 2 % of the picture's width).
+#: a photo-sized picture without text, 480 110/112 at 61 ms, 320 106/112 at 31 ms (beside
+#: 640 it misses 1 of 5 words at 12 px, 1 of 17 at 16 px and 3 of 19 at 20 px: letters of
+#: 1-2 % of the picture's width).
 DETECT_SIDE = 320
 #: The picture is decoded with its longest side at most this: the lines are cut out of it
 #: for recognition (48 pixels high), so small text keeps more pixels than detection saw.
