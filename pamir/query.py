@@ -341,6 +341,10 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             fact_terms.append((term.weight, fold(term.text)))
         found = None
         if classes is not None:
+            if match.how == "embedding" and classes.lookup(term.words) is not None:
+                # WordNet's table names the word's classes ("fish": its 16 fish classes):
+                # firmer than the vocabulary's nearest words by meaning (penguin, language)
+                match.how, match.words = "unknown", []
             if match.how in ("embedding", "unknown"):
                 found = classes.match(term.text, term.words)
             elif table_words and classes.lookup(term.words) is not None:
