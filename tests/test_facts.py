@@ -128,3 +128,42 @@ def test_an_index_from_before_facts_gets_its_keywords_as_facts(tmp_path):
     with Index.open(tmp_path / "index", writable=True) as ix:
         assert names(ix.search("kauai", 9)) == ["red-0.png"]
         assert np.isfinite(ix.search("red", 1)[0].score)
+
+
+def test_a_pass_reads_each_picture_once_resumes_and_reads_changed_ones_again(tmp_path):
+    """A pass (pamir.index.passes) killed after its first batch goes on from its last
+    commit; a run with nothing new reads nothing; a changed picture is read again."""
+    from pamir.index.passes import run_pass
+
+    read = []
+
+    def reader(paths):
+        read.extend(paths)
+        return [([Fact("text", "bakery")], "") if "red" in p else
+                (None, "no text model") if "green-0" in p else ([], "") for p in paths]
+
+    class Killed(Exception):
+        pass
+
+    def dying(paths):
+        if read:
+            raise Killed
+        return reader(paths)
+
+    with captioned_index(tmp_path, {}) as ix:
+        with pytest.raises(Killed):
+            run_pass(ix, "text", ("text",), dying, batch_size=4)
+        assert len(read) == 4 and len(ix.pass_todo("text")) == 5
+        report = run_pass(ix, "text", ("text",), reader, batch_size=4)
+        assert report.read == 5 and len(read) == 9 and len(set(read)) == 9
+        assert sorted(names(ix.search("bakery", 9))) == ["red-0.png", "red-1.png", "red-2.png"]
+        assert sorted(names(ix.search("text:bakery blue", 9))) == [
+            "red-0.png", "red-1.png", "red-2.png"]
+        assert run_pass(ix, "text", ("text",), reader).read == 0
+        changed = tmp_path / "pictures" / "red-0.png"
+        changed.write_bytes(changed.read_bytes() + b"\0")  # other bytes, same picture
+        ix.update([tmp_path / "pictures"], FakeSystem().transform_paths)
+        again = run_pass(ix, "text", ("text",), reader)
+        assert again.read == 1 and read[-1].endswith("red-0.png")
+        # green-0 could not be read in the first batch: recorded, not read again
+        assert report.failed == 0 and sum(p.endswith("green-0.png") for p in read) == 1

@@ -461,6 +461,19 @@ class Catalog:
             out.setdefault(pid, []).append(Fact(kind, word, confidence, detail))
         return out
 
+    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
+        """(id, path, hash) of the scored pictures a pass has not read as they are now."""
+        rows = self._conn.execute(
+            "SELECT p.id, p.path, p.hash FROM pictures p LEFT JOIN passes s ON s.picture = p.id "
+            "AND s.pass = ? WHERE p.col IS NOT NULL AND (s.hash IS NULL OR s.hash != p.hash) "
+            "ORDER BY p.id", (name,))
+        return [(int(i), _path(path), digest) for i, path, digest in rows.fetchall()]
+
+    def pass_done(self, name: str, done: Iterable[tuple[int, str]]) -> None:
+        """A pass has read these pictures (id, the hash of the bytes it read)."""
+        self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
+                               [(int(i), name, digest) for i, digest in done])
+
     def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
         """The most common words of one kind of fact, with how many scored pictures hold
         each (the page's places, people)."""

@@ -626,6 +626,21 @@ class IndexReading(IndexLifecycle):
             column = self._matrix.column(p.col)
             return column if classes else column[: self.space]
 
+    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
+        """(id, path, hash) of the pictures the pass `name` has not read as they are now."""
+        with self._lock:
+            return self._catalog.pass_todo(name)
+
+    def facts_of(self, picture_id: int) -> list:
+        """The picture's facts (pamir.facts.Fact), by kind then word."""
+        with self._lock:
+            return self._catalog.facts_of([picture_id]).get(int(picture_id), [])
+
+    def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
+        """The most common words of one kind of fact, with their pictures' counts."""
+        with self._lock:
+            return self._catalog.fact_counts(kind, limit)
+
     def same_bytes(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with this content hash at another path, if any."""
         with self._lock:
