@@ -167,3 +167,12 @@ def test_a_pass_reads_each_picture_once_resumes_and_reads_changed_ones_again(tmp
         assert again.read == 1 and read[-1].endswith("red-0.png")
         # green-0 could not be read in the first batch: recorded, not read again
         assert report.failed == 0 and sum(p.endswith("green-0.png") for p in read) == 1
+
+
+def test_a_probability_floor_keeps_the_facts(tmp_path):
+    with captioned_index(tmp_path, {"red-0.png": ["kauai"], "blue-0.png": ["kauai"]}) as ix:
+        assert sorted(names(ix.search("kauai p:0.5", 9))) == ["blue-0.png", "red-0.png"]
+        assert ix.search("kauai p:0.99", 9) == []
+        assert sorted(names(ix.search("tag:kauai p:0.5", 9))) == ["blue-0.png", "red-0.png"]
+        # sorted by date: the facts first (both likely), by date
+        assert len(ix.search("kauai sort:date", 9)) == 2

@@ -299,9 +299,9 @@ class IndexReading(IndexLifecycle):
             sort = sort or q.sort
             folders = q.folders if folders is None else folders
             dates = q.dates if dates is None else dates
-        if p_floor is not None and not (isinstance(q, Query) and q.fact_terms):
-            floor = self._probability_floor(q, p_floor, line, floor)
-        elif p_floor is not None and line is not None:  # facts: their own probability
+        has_facts = isinstance(q, Query) and bool(q.fact_terms or q.fact_filters)
+        if p_floor is not None and (line is not None or not has_facts):
+            # a query with facts and no line: the facts' own probability alone (`_factual`)
             floor = self._probability_floor(q, p_floor, line, floor)
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
