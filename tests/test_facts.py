@@ -12,6 +12,9 @@ import pytest
 from pamir.facts import Fact, fold, keyword_facts
 from pamir.index import Index
 from pamir.index.reading import FACT_PROBABILITY
+from pathlib import Path
+
+from test_product import fake  # noqa: F401 - a fixture
 from test_server import FakeSystem, make_pictures
 
 
@@ -176,3 +179,31 @@ def test_a_probability_floor_keeps_the_facts(tmp_path):
         assert sorted(names(ix.search("tag:kauai p:0.5", 9))) == ["blue-0.png", "red-0.png"]
         # sorted by date: the facts first (both likely), by date
         assert len(ix.search("kauai sort:date", 9)) == 2
+
+
+def test_the_cli_and_the_api_find_a_keyword_and_show_why(fake, tmp_path):
+    """`pamir index MODEL FOLDER --captions TABLE`, then a keyword the model does not know,
+    through `pamir search` and GET /api/search: the same pictures, marked as holding it."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from pamir.server import create_app
+    from test_product import run
+
+    model, pictures = fake
+    table = pictures / "captions.tsv"
+    table.write_text("path\tkeywords\nred-0.png\tkauai beach\nblue-2.png\tKauai\n")
+    ix = tmp_path / "ix"
+    run("index", model, pictures, "--index", ix, "--captions", table)
+    r = run("search", "kauai", "--index", ix)
+    assert "kauai (2 pictures say so)" in r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and all("[kauai]" in line for line in lines)
+    body = json.loads(run("search", "kauai", "--index", ix, "--json").stdout)
+    cli = [(h["path"], h["matched"]) for h in body["hits"]]
+    with TestClient(create_app(ix)) as client:
+        api = client.get("/api/search", params={"q": "kauai"}).json()
+    assert [(h["path"], h["matched"]) for h in api["hits"]] == cli
+    assert {Path(p).name for p, _ in cli} == {"red-0.png", "blue-2.png"}
+    assert all(h["probability"] == pytest.approx(FACT_PROBABILITY) for h in api["hits"])
