@@ -448,6 +448,15 @@ class Catalog:
         return (np.array([r[0] for r in rows], np.int64),
                 np.array([r[1] for r in rows], np.float32))
 
+    def fact_count(self, word: str) -> int:
+        """How many scored pictures hold the folded `word` as a fact (of any kind)."""
+        if not self.has_facts:
+            return 0
+        (n,) = self._conn.execute(
+            "SELECT count(DISTINCT f.picture) FROM facts f JOIN pictures p ON p.id = f.picture "
+            "WHERE f.word = ? AND p.col IS NOT NULL", (word,)).fetchone()
+        return int(n)
+
     def facts_of(self, ids: Iterable[int]) -> dict[int, list[Fact]]:
         """{id: its facts, by kind then word} of these pictures (none: left out)."""
         ids = [int(i) for i in ids]

@@ -134,7 +134,7 @@ class IndexReading(IndexLifecycle):
             classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
         query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
                         classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS,
-                        facts=lambda word: len(self._fact_columns(word)[0]))
+                        facts=self._fact_count)
         if not query.searchable:
             raise self._nothing_searchable(text, parsed, query)
         return query
@@ -334,6 +334,11 @@ class IndexReading(IndexLifecycle):
         return hits
 
     # ------------------------------------------------------------------ facts
+    def _fact_count(self, word: str) -> int:
+        """How many pictures hold a folded term as a fact (a phrase: `_fact_columns`)."""
+        n = self._catalog.fact_count(word)
+        return n if n or " " not in word else len(self._fact_columns(word)[0])
+
     def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
         itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
