@@ -21,16 +21,14 @@ import typer
 from rich.markup import escape
 
 from .. import config
+from ..annotation import annotate_pictures
 from ..calibration import LIKELY
-from ..calibration import annotate as annotate_words
 from ..data import DataError, load_captions_table
-from ..index import Index, IndexDirError, QueryError, embeddings_enabled, model_fingerprint
+from ..index import BATCH_SIZE, Index, IndexDirError, QueryError, embeddings_enabled
 from ..storage import atomic_write_bytes
-from ..text import keyword_records
 from ..zeroshot import ZeroCaptionSystem
-from ..zeroshot import annotate as zeroshot_annotate
 from .. import workflow
-from ..workflow import default_index_dir, text_side
+from ..workflow import default_index_dir
 from .common import console, fail
 
 #: How many unreadable files `pamir index` lists before summarising the rest.
@@ -72,7 +70,7 @@ def index_command(
                                               "beside the pictures (.tsv/.csv/.jsonl)"),
     rebuild: bool = typer.Option(False, help="start afresh (needed after changing MODEL)"),
     batch: int = typer.Option(None, min=1, help="pictures computed and committed at a time "
-                                                "[default: 256]"),
+                                                f"[default: {BATCH_SIZE}]"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
     workers: int = typer.Option(None, min=1, help="run batches as Dask tasks on a local "
                                                   "cluster of this many worker processes"),
@@ -90,20 +88,17 @@ def index_command(
     """
     index_dir = index_dir or default_index_dir()
     model, folders = _model_and_folders(model, list(folders or []), index_dir)
-    for f in folders:
-        if not f.is_dir():
-            fail(f"{f}: not a folder; give folders of pictures to index")
+    try:
+        folders = workflow.picture_folders(folders)
+    except workflow.WorkflowError as e:
+        fail(str(e))
     if model is None:
         if workers or scheduler:
             fail("--workers and --scheduler run a fitted model's batches; the zero-caption "
                  "system runs in this process (leave them out, or give a MODEL)")
-        system = ZeroCaptionSystem(config.default_cache_dir())
-        fingerprint = system.fingerprint
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
-    else:
-        system = load_system(model)
-        fingerprint = model_fingerprint(model)
+    system, fingerprint = workflow.indexing_system(model, load=load_system)
     caption_map = _caption_map(captions) if captions else None
     try:
         report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
@@ -175,11 +170,10 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
                      TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("index", total=None)
         try:
-            report = index.update(folders, transform,
-                                  captions=caption_map,
-                                  batch_size=batch or default_batch,
-                                  progress=lambda done, total: bar.update(
-                                      task, completed=done, total=total))
+            report = workflow.update_index(index, system, folders, transform,
+                                           captions=caption_map, batch_size=batch or default_batch,
+                                           progress=lambda done, total: bar.update(
+                                               task, completed=done, total=total))
         except KeyboardInterrupt:
             bar.stop()
             console.print(f"interrupted: {len(index):,} pictures are safely indexed; run the "
@@ -226,10 +220,8 @@ def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, cla
     """(transform, default batch size) that `pamir index` computes batches with: in this
     process, or as Dask tasks (--workers: a LocalCluster; --scheduler: a running cluster;
     pamir.distributed)."""
-    if not workers and not scheduler:
-        from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
-
-        yield index_transform(system, classes), 256
+    if not workers and not scheduler:  # pamir.workflow.update_index's own
+        yield None, BATCH_SIZE
         return
     from ..distributed import DASK_BATCH, BatchesFailed, DaskTransform, dask_client  # noqa: PLC0415
 
@@ -393,8 +385,10 @@ def _search_like(index: Index, like: Path, model: Path | None, query: str, k: in
             fail(f"{like} is not indexed, and the model to read it is not here; give --model "
                  "MODEL or index the picture")
         system = load_system(model)
-        if list(system.vocabulary) != index.vocabulary:
-            fail(f"the model in {model} has another vocabulary than the index")
+        try:
+            workflow.check_vocabulary(system, index.vocabulary, model)
+        except workflow.WorkflowError as e:
+            fail(str(e))
         Z, ok, reasons = system.transform_paths([str(like)])
         if not np.asarray(ok)[0]:
             fail(f"{like}: {reasons[0] or 'could not be read'}")
@@ -434,20 +428,15 @@ def annotate_command(
     pictures = [p for p in pictures if p.is_file()]
     if not pictures:
         fail("no picture to annotate")
-    paths = [str(p) for p in pictures]
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else load_system(model)
-    Z, ok, reasons = system.transform_paths(paths)
-    keywords = (annotate_words(getattr(system, "calibration", None), Z, text_side(system)[0], k)
-                if system.vocabulary else [[]] * len(paths))
-    imagenet, ok = _imagenet_words(system, paths, k or config.ANNOTATION_WORDS, ok)
+    keywords, ok, reasons = annotate_pictures(system, pictures, k)
     failed = len(missing)
-    for path, good, reason, best, more in zip(pictures, ok, reasons, keywords, imagenet):
+    for path, good, reason, words in zip(pictures, ok, reasons, keywords):
         if not good:
             failed += 1
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
-        words = keyword_records(best, more)
         note = ""
         if sidecar:
             written, why = write_sidecar(path, [w["word"] for w in words])
@@ -461,20 +450,6 @@ def annotate_command(
                 console.print(f"[yellow]{note}[/yellow]", markup=True)
     if failed:
         raise typer.Exit(1)
-
-
-def _imagenet_words(system, paths: list[str], k: int, ok) -> tuple[list, np.ndarray]:
-    """(each picture's ImageNet words (pamir.zeroshot.annotate), which pictures were read)
-    for a system with an ImageNet CNN view; ([] each, ok) for any other."""
-    from ..bridge import class_probabilities  # noqa: PLC0415
-    from ..system import cnn_part  # noqa: PLC0415
-
-    ok = np.asarray(ok, dtype=bool)
-    part = cnn_part(system.pipeline)
-    if part is None:
-        return [[]] * len(paths), ok
-    logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
-    return zeroshot_annotate(class_probabilities(logits), k), ok & np.asarray(class_ok, bool)
 
 
 def _annotation_line(words: list[dict]) -> str:
