@@ -160,20 +160,17 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
            workers, scheduler, compact):
     """index_command's work: (report, status)."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
-                               TextColumn, TimeElapsedColumn)
+    from ..progress import Bar  # noqa: PLC0415
 
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
     with index, _batch_runner(workers, scheduler, model, fingerprint, system,
                               bool(index.classes)) as (transform, default_batch), \
-            Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
-                     TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("index", total=None)
+            Bar("indexing", console=console, unit="pictures") as bar:
         try:
             report = workflow.update_index(index, system, folders, transform,
                                            captions=caption_map, batch_size=batch or default_batch,
                                            progress=lambda done, total: bar.update(
-                                               task, completed=done, total=total))
+                                               completed=done, total=total))
         except KeyboardInterrupt:
             bar.stop()
             console.print(f"interrupted: {len(index):,} pictures are safely indexed; run the "
