@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Run, report_head  # noqa: E402
 
 from pamir.data import find_corel5k, load_collection  # noqa: E402
-from pamir.distributed import (DASK_BATCH, DaskTransform, batch_for_overhead,  # noqa: E402
-                               dask_client, task_overhead, worker_system)
+from pamir.distributed import (DASK_BATCH, batch_for_overhead, dask_client,  # noqa: E402
+                               task_overhead)
+from pamir.index_job import DaskTransform, worker_system  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402

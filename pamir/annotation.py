@@ -73,7 +73,7 @@ def annotate_pictures(system, paths: Sequence, k: int | None = None
     """(keywords of each picture, which were read, the reason for each that was not): the
     system's words and, for a system with an ImageNet CNN view, ImageNet's words. A picture
     the classifier cannot read counts as unread."""
-    from .bridge import class_probabilities  # noqa: PLC0415
+    from .imagenet import class_probabilities  # noqa: PLC0415
     from .system import cnn_part  # noqa: PLC0415
 
     paths = [str(p) for p in paths]

@@ -147,11 +147,11 @@ class System:
         ImageNet's words). k None: by the rule validation preferred, as `pamir annotate`
         gives them: the 5 best, or with per-word thresholds the words likely enough; k: the
         k best words."""
-        from .annotation import model_words  # noqa: PLC0415
+        from .calibration import annotate  # noqa: PLC0415  the rule's home
 
         rule = self.calibration if k is None else None  # an explicit k is a count
         return [[(word, score) for word, score, _ in row]
-                for row in model_words(Z_rows, self.vocabulary, rule, k)]
+                for row in annotate(rule, Z_rows, self.vocabulary, k)]
 
     # -------------------------------------------------------------------------- saving
     def save(self, path) -> Path:

@@ -191,7 +191,7 @@ def _prepare_word_mapping(index: Index) -> None:
     once per machine, in the feature cache, about 40 s). Nothing when the lexicon or the
     mapping is turned off, or the model is not installed (queries then work as before)."""
     from .. import lexicon  # noqa: PLC0415
-    from ..bridge import EmbeddingUnavailable, model_installed  # noqa: PLC0415
+    from ..embedding import EmbeddingUnavailable, model_installed  # noqa: PLC0415
     from ..index import embeddings_enabled  # noqa: PLC0415
 
     if not embeddings_enabled() or lexicon.lexicon_size() == 0 or not model_installed()[0]:
@@ -216,11 +216,12 @@ def _prepare_word_mapping(index: Index) -> None:
 def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, classes: bool):
     """(transform, default batch size) that `pamir index` computes batches with: in this
     process, or as Dask tasks (--workers: a LocalCluster; --scheduler: a running cluster;
-    pamir.distributed)."""
+    pamir.index_job)."""
     if not workers and not scheduler:  # pamir.workflow.update_index's own
         yield None, BATCH_SIZE
         return
-    from ..distributed import DASK_BATCH, BatchesFailed, DaskTransform, dask_client  # noqa: PLC0415
+    from ..distributed import DASK_BATCH, dask_client  # noqa: PLC0415
+    from ..index_job import BatchesFailed, DaskTransform  # noqa: PLC0415
 
     with dask_client(workers, scheduler) as client:
         try:
