@@ -38,20 +38,12 @@ from pamir.features import cnn_engines
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
 
+from common import cpu_model  # noqa: E402  (benchmarks/ is the script's folder)
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SHORT_SIDES = (128, 160, 224, 260)
 MODELS = ("lite0", "lite1", "lite2")
 ENGINES = ("onnx", "torch")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def load() -> list[float]:

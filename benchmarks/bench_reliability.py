@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import machine  # noqa: E402  (benchmarks/ is the script's folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -43,19 +44,6 @@ KNOBS = {
 FILES = ["load", "disk", "crash", "stored", "concurrency", "hostile", "faults", "sharing"]
 #: A part that runs longer than this is stopped and reported as such.
 PART_TIMEOUT = 300
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
 
 
 def main() -> None:
@@ -103,7 +91,7 @@ def main() -> None:
         f" ({os.environ['PAMIR_BENCH_NOTE']})" if os.environ.get("PAMIR_BENCH_NOTE") else "")
     data = locked_json_update(report, {
         "runs": outcome, "knobs": {**old.get("knobs", {}), **KNOBS}, "command": command,
-        "machine": machine(), "load_average": load,
+        "machine": machine(system=True), "load_average": load,
         "hypothesis_examples_per_fuzz_test": int(KNOBS["PAMIR_RELIABILITY_EXAMPLES"]) * 5,
         "schemathesis_examples_per_operation": int(KNOBS["PAMIR_RELIABILITY_EXAMPLES"]),
         "note": "a shared machine: other engineers' jobs ran beside this one (the heavy "

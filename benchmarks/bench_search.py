@@ -38,7 +38,6 @@ import copy
 import itertools
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -66,6 +65,8 @@ from pamir.system import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WR
                           System,
                           feedback_delta, feedback_scores, learn, neighbour_scores)
 from pamir.system import collection_inputs
+
+from common import machine  # noqa: E402  (benchmarks/ is the script's folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FOLDS = 5
@@ -596,16 +597,6 @@ def clean(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     return value
-
-
-def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next(line.split(":", 1)[1].strip() for line in out.splitlines()
-                   if line.startswith("Model name"))
-    except Exception:  # noqa: BLE001
-        cpu = platform.processor() or platform.machine()
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def main() -> None:

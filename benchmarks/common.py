@@ -54,9 +54,11 @@ def cpu_model() -> str:
         return platform.processor() or platform.machine()
 
 
-def machine(torch: bool = False) -> str:
-    """CPU model, cores and Python (and torch) of this machine."""
-    text = f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+def machine(torch: bool = False, system: bool = False) -> str:
+    """CPU model, cores, (the OS and its release,) Python (and torch) of this machine."""
+    os_release = f", {platform.system()} {platform.release()}" if system else ""
+    text = (f"{cpu_model()}, {os.cpu_count()} cores{os_release}, "
+            f"Python {platform.python_version()}")
     if torch:
         text += f", torch {__import__('torch').__version__}"
     return text

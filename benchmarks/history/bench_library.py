@@ -2,7 +2,7 @@
 the model, of the index workflow out of the CLI and the split of the index's rooms left every
 figure as it was.
 
-    python benchmarks/bench_library.py [--before COMMIT] [--model MODEL_DIR]
+    python benchmarks/history/bench_library.py [--before COMMIT] [--model MODEL_DIR]
 
 1. `python -c "import pamir"` against `python -c pass`, interleaved, median of --runs each
    (the target: <= 0.3 s on 2 cores).
@@ -28,11 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
+# a one-off comparison against older commits (benchmarks/history/): common.py is one up
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_fit_speed import COREL, archive  # noqa: E402
 from common import RESULTS, Run, report_head  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BRANCH_POINT = "51034fd"
 
 FIT = """
