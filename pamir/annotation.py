@@ -13,18 +13,25 @@ A picture's keywords are two lists, best first:
     import pamir.annotation
     keywords, ok, reasons = pamir.annotation.annotate_pictures(system, ["a.jpg"], k=5)
 
-`System.annotate` gives the model's words of text-space rows; `pamir annotate` prints
-`annotate_pictures`; the API gives `keywords_of_rows` of an index's stored row or of an
-upload's, so the three agree.
+`write_sidecar` writes them beside a picture (PICTURE.txt, `pamir annotate --sidecar`),
+never over a file pamir did not write.
+
+`System.annotate` gives the model's words of text-space rows by the same rule; `pamir
+annotate` prints `annotate_pictures`; the API gives `keywords_of_rows` of an index's stored
+row or of an upload's, so the three agree.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from . import config
+from .storage import atomic_write_bytes
 
 
 def model_words(Z, vocabulary: Sequence[str], calibration=None, k: int | None = None
@@ -89,5 +96,46 @@ def annotate_pictures(system, paths: Sequence, k: int | None = None
     return keywords, ok, reasons
 
 
-__all__ = ["annotate_pictures", "imagenet_words", "keyword_records", "keywords_of_rows",
-           "model_words"]
+# ------------------------------------------------------------------------- sidecars
+#: Sidecars pamir wrote in a folder, with a hash of what it wrote: a sidecar is replaced only
+#: if it is still exactly what pamir wrote (not the user's, not edited since).
+SIDECAR_REGISTRY = ".pamir-sidecars.json"
+
+
+def sidecar_path(picture: Path) -> Path:
+    return picture.with_suffix(".txt")
+
+
+def write_sidecar(picture: Path, words: list[str]) -> tuple[bool, str]:
+    """Write the words beside the picture, one comma-separated line (`pamir annotate
+    --sidecar`), never over a file pamir did not write. (written?, what)"""
+    target = sidecar_path(picture)
+    registry_file = picture.parent / SIDECAR_REGISTRY
+    try:
+        registry = json.loads(registry_file.read_text(encoding="utf-8"))
+        if not isinstance(registry, dict):
+            registry = {}
+    except (OSError, ValueError):
+        registry = {}
+    if target.exists():
+        ours = registry.get(target.name)
+        if ours is None:
+            return False, f"left {target} alone: pamir did not write it"
+        if ours != _digest(target.read_bytes()):
+            return False, f"left {target} alone: edited since pamir wrote it"
+    text = (", ".join(words) + "\n").encode("utf-8")
+    try:
+        atomic_write_bytes(target, text)
+        registry[target.name] = _digest(text)
+        atomic_write_bytes(registry_file, json.dumps(registry, indent=1, sort_keys=True).encode())
+    except OSError as e:
+        return False, f"could not write {target}: {e.strerror or e}"
+    return True, f"wrote {target}"
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+__all__ = ["SIDECAR_REGISTRY", "annotate_pictures", "imagenet_words", "keyword_records",
+           "keywords_of_rows", "model_words", "sidecar_path", "write_sidecar"]

@@ -8,7 +8,6 @@ any directory once `pamir index` has run, as rclip does.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -21,11 +20,10 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from ..annotation import annotate_pictures
+from ..annotation import annotate_pictures, write_sidecar
 from ..calibration import LIKELY
 from ..data import DataError, load_captions_table
 from ..index import BATCH_SIZE, Index, IndexDirError, QueryError, embeddings_enabled
-from ..storage import atomic_write_bytes
 from ..zeroshot import ZeroCaptionSystem
 from .. import workflow
 from ..workflow import default_index_dir
@@ -460,45 +458,6 @@ def _annotation_line(words: list[dict]) -> str:
                      if w.get("source") == "imagenet")
     return "  ".join(x for x in (own, f"[ImageNet] {more}" if more else "") if x) or \
         "(no word: the classifier is unsure of this picture)"
-
-
-#: Sidecars pamir wrote in a folder, with a hash of what it wrote: a sidecar is replaced only
-#: if it is still exactly what pamir wrote (not the user's, not edited since).
-SIDECAR_REGISTRY = ".pamir-sidecars.json"
-
-
-def sidecar_path(picture: Path) -> Path:
-    return picture.with_suffix(".txt")
-
-
-def write_sidecar(picture: Path, words: list[str]) -> tuple[bool, str]:
-    """Write the words beside the picture, one comma-separated line. (written?, what)"""
-    target = sidecar_path(picture)
-    registry_file = picture.parent / SIDECAR_REGISTRY
-    try:
-        registry = json.loads(registry_file.read_text(encoding="utf-8"))
-        if not isinstance(registry, dict):
-            registry = {}
-    except (OSError, ValueError):
-        registry = {}
-    if target.exists():
-        ours = registry.get(target.name)
-        if ours is None:
-            return False, f"left {target} alone: pamir did not write it"
-        if ours != _digest(target.read_bytes()):
-            return False, f"left {target} alone: edited since pamir wrote it"
-    text = (", ".join(words) + "\n").encode("utf-8")
-    try:
-        atomic_write_bytes(target, text)
-        registry[target.name] = _digest(text)
-        atomic_write_bytes(registry_file, json.dumps(registry, indent=1, sort_keys=True).encode())
-    except OSError as e:
-        return False, f"could not write {target}: {e.strerror or e}"
-    return True, f"wrote {target}"
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 # ------------------------------------------------------------------------------- learn
