@@ -19,7 +19,6 @@ Writes benchmarks/results/cnn_speed.json and cnn_speed.md. Other developers' job
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -38,7 +37,7 @@ from pamir.features import cnn_engines
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
 
-from common import cpu_model  # noqa: E402  (benchmarks/ is the script's folder)
+from common import cpu_model, parser  # noqa: E402  (benchmarks/ is the script's folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHORT_SIDES = (128, 160, 224, 260)
@@ -77,7 +76,7 @@ def measure(settings: CNNSettings, paths: list, *, max_seconds: float | None = N
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--pictures", type=int, default=1000,
                     help="pictures for the default setting's ONNX runs")
     ap.add_argument("--torch-pictures", type=int, default=400,

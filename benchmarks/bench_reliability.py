@@ -10,7 +10,6 @@ machine, and writes benchmarks/results/reliability.md from it. Run it under the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -18,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import machine  # noqa: E402  (benchmarks/ is the script's folder)
+from common import machine, parser  # noqa: E402  (benchmarks/ is the script's folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -47,9 +46,9 @@ PART_TIMEOUT = 300
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--only", default=",".join(FILES))
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--only", default=",".join(FILES))
+    args = ap.parse_args()
     parts = [p for p in args.only.split(",") if p]
     RESULTS.mkdir(parents=True, exist_ok=True)
     report = RESULTS / "reliability.json"

@@ -33,7 +33,6 @@ chooses today).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import itertools
 import json
@@ -66,7 +65,7 @@ from pamir.system import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WR
                           feedback_delta, feedback_scores, learn, neighbour_scores)
 from pamir.system import collection_inputs
 
-from common import machine  # noqa: E402  (benchmarks/ is the script's folder)
+from common import machine, parser  # noqa: E402  (benchmarks/ is the script's folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FOLDS = 5
@@ -600,7 +599,7 @@ def clean(value):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--measures", nargs="+", default=["unseen", "feedback", "learn", "latency"],
                     choices=["unseen", "feedback", "learn", "latency"])
     ap.add_argument("--no-cnn", action="store_true", help="leave out the ImageNet class bridge")

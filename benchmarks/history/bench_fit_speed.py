@@ -46,7 +46,7 @@ import numpy as np
 # a one-off comparison against older commits (benchmarks/history/): common.py is one up
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import HEAVY, RESULTS, load_average, machine, save_report  # noqa: E402
+from common import HEAVY, RESULTS, load_average, machine, parser, save_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path
@@ -373,7 +373,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--before", default=BRANCH_POINT)
     ap.add_argument("--after", default="HEAD", help="read when the AFTER runs start")
     ap.add_argument("--parts", nargs="+", default=["main", "warm", "long", "cap"])

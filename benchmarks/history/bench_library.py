@@ -17,7 +17,6 @@ figure as it was.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -32,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_fit_speed import COREL, archive  # noqa: E402
-from common import RESULTS, Run, report_head  # noqa: E402
+from common import RESULTS, Run, parser, report_head  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BRANCH_POINT = "51034fd"
@@ -128,7 +127,7 @@ def output(src: Path, args: list[str], work: Path, name: str) -> tuple[str, str]
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--before", default=BRANCH_POINT)
     ap.add_argument("--model", default="/work/models/corel5k-train")
     ap.add_argument("--runs", type=int, default=15)
