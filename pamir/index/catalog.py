@@ -87,6 +87,8 @@ class Catalog:
         if not had_facts:
             rows = self._conn.execute("SELECT id, caption FROM pictures WHERE caption IS NOT NULL")
             self._write_keywords(rows.fetchall())
+            # their files' other facts (a place, a camera) are read at the next update
+            self._conn.execute("UPDATE pictures SET sidecars = NULL")
 
     @property
     def has_facts(self) -> bool:
