@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from pamir.annotation import annotate_pictures, keyword_records, keywords_of_rows
 from pamir.cli import app
+from pamir.index import Index
 from pamir.server import create_app
 from pamir.workflow import WorkflowError, index_folders, load_system
 
@@ -56,11 +57,18 @@ def test_cli_api_and_library_agree(tiny_system, tmp_path):
     assert [s for _, s in own] == pytest.approx([w["score"] for w in cli], rel=1e-6)
 
 
-def test_the_server_refuses_a_model_of_another_vocabulary(tiny_system, tmp_path):
+def test_a_model_of_another_vocabulary_is_refused(tiny_system, tmp_path):
     _, model, pictures, _ = tiny_system
     system = load_system(model)
     with pytest.raises(WorkflowError, match="another vocabulary"):
         load_system(model, vocabulary=list(system.vocabulary)[::-1])
+    # the server loads the model on the first upload, with the same check
+    words = list(system.vocabulary)[::-1]
+    Index.create(tmp_path / "ix", words, np.ones(len(words)), model_dir=model).close()
+    with TestClient(create_app(tmp_path / "ix", model, warm_mapping=False)) as client:
+        r = client.post("/api/annotate", content=(pictures / "p001.png").read_bytes(),
+                        headers={"content-type": "image/png"})
+    assert r.status_code == 409 and "another vocabulary" in r.text, r.text
 
 
 def test_keywords_of_rows_adds_imagenet_words_the_model_did_not_give():
