@@ -48,7 +48,7 @@ from .selection import (FitDisplay, Race, Selection, check_points, default_point
                         fit_workers, grid_points, guarded_choice, model_grid, progress_callback,
                         select, validation_avgp, validation_queries)
 from .text import idf as idf_weights
-from .text import query_vector, tokenize, top_words
+from .text import query_vector, tokenize
 
 KIND = "system"
 FORMAT_VERSION = 1
@@ -152,9 +152,17 @@ class System:
         unknown = list(dict.fromkeys(w for w in words if w not in self.word_index))
         return query_vector(known, self.idf), unknown
 
-    def annotate(self, Z_rows, k: int = config.ANNOTATION_WORDS) -> list[list[tuple[str, float]]]:
-        """The k best words of each text-space row, best first, with their scores."""
-        return top_words(Z_rows, self.vocabulary, k)
+    def annotate(self, Z_rows, k: int | None = None) -> list[list[tuple[str, float]]]:
+        """Each text-space row's words, best first, with their scores (pamir.annotation,
+        which `pamir annotate` and the API use, adds the calibrated probabilities and
+        ImageNet's words). k None: by the rule validation preferred, as `pamir annotate`
+        gives them: the 5 best, or with per-word thresholds the words likely enough; k: the
+        k best words."""
+        from .calibration import annotate  # noqa: PLC0415  the rule's home
+
+        rule = self.calibration if k is None else None  # an explicit k is a count
+        return [[(word, score) for word, score, _ in row]
+                for row in annotate(rule, Z_rows, self.vocabulary, k)]
 
     # -------------------------------------------------------------------------- saving
     def save(self, path) -> Path:

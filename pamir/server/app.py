@@ -22,16 +22,15 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
+from ..annotation import keywords_of_rows
 from ..calibration import LIKELY
-from ..calibration import annotate as annotate_words
 from ..features.images import ImageError, open_image
 from ..index import Index, QueryError, embeddings_enabled
 from ..query import SORTS
 from ..storage import atomic_write_bytes, shown_path
-from ..text import keyword_records
-from ..workflow import NoSuchPicture, NotKept, WorkflowError, indexed_picture, rerank_feedback
+from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
+                        rerank_feedback)
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
-from ..zeroshot import annotate as zeroshot_annotate
 from .explain import explanation
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
 
@@ -400,15 +399,12 @@ def _picture(index: Index, picture_id: int):
 
 
 def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
-    """A picture's keywords as the API gives them, from its stored column (text-space vector,
-    then class probabilities): the k best words [{word, score}], then ImageNet's words
-    [{word, probability, source: "imagenet"}] where the index has classes."""
-    best, more = [], []
-    if index.T:  # by the rule validation preferred, with probabilities where calibrated
-        [best] = annotate_words(index.calibration, z[: index.T], index.vocabulary, k)
-    if index.classes and len(z) == index.rows:
-        [more] = zeroshot_annotate(z[index.T:][None, :], k)
-    return keyword_records(best, more)
+    """A picture's keywords as the API gives them (pamir.annotation), from its stored column
+    or an upload's: its text-space vector, then its class probabilities where the index has
+    classes."""
+    P = z[None, index.T:] if index.classes and len(z) == index.rows else None
+    [words] = keywords_of_rows(z[None, : index.T], index.vocabulary, index.calibration, P, k)
+    return words
 
 
 def _hit_json(hit) -> dict:
@@ -495,15 +491,11 @@ class _State:
                         503, "no model: start the server with --model MODEL to annotate "
                              "uploads and explain scores")
                 # Heavy (the models and torch): loaded on the first upload or explanation.
-                from ..system import System  # noqa: PLC0415
-                # with the feature cache: keeping feedback rescores every indexed picture
-                system = System.load(self.model_dir, cache_dir=config.default_cache_dir(),
-                                     progress=False)
-                if list(system.vocabulary) != self.index.vocabulary:
-                    raise HTTPException(
-                        409, f"the model in {self.model_dir} has another vocabulary than the "
-                             "index; serve with the model the index was built with")
-                self.system = system
+                try:
+                    self.system = load_system(self.model_dir, vocabulary=self.index.vocabulary)
+                except WorkflowError as e:
+                    raise HTTPException(409, f"{e}; serve with the model the index was built "
+                                             "with") from None
             return self.system
 
     def feedback(self, query, body: Feedback, keep: bool) -> dict:
