@@ -82,6 +82,6 @@ run benchmarks/bench_search_latency.py --index "$L/idx" --model "$L/model" --old
     --old-label "git archive 574a405, main before issue 25" --big "$L/big" --runs 5
 # One-off comparisons against older commits (benchmarks/history/): each runs the code of the
 # commits it names from a `git archive`, so its result stays what it was.
-run benchmarks/history/bench_fit_speed.py --parts main --before 7418ef7 --after HEAD   # fit_speed.md
+run benchmarks/bench_fit_speed.py --parts main --before 7418ef7 --after HEAD   # fit_speed.md
 run benchmarks/history/bench_library.py --before 9a94e5d --model "$T"   # library.md (its run read the
                                                    #   README command's model): import cost, same results

@@ -1,6 +1,6 @@
 """How long a person waits for `pamir fit`: today's path and the new one side by side, in one run.
 
-    flock /tmp/pamir-heavy.lock python benchmarks/history/bench_fit_speed.py [--before COMMIT]
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_fit_speed.py [--before COMMIT]
 
 Each path runs from its own pristine source tree (`git archive` of a commit: BEFORE, the
 branch point by default, and AFTER, this checkout's HEAD when its turn comes), as a fresh
@@ -43,12 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-# a one-off comparison against older commits (benchmarks/history/): common.py is one up
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import HEAVY, RESULTS, load_average, machine, parser, save_report  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parent.parent
 BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path
 COREL = Path(os.environ.get("PAMIR_COREL5K", ROOT.parent / "shared/data/corel5k")).resolve()
 LONG_PICTURES, LONG_MIN_WORDS, LONG_CDS = 1300, 10, 13
@@ -388,7 +386,7 @@ def main(argv=None) -> None:
         cap_study(args.cap_study)
         return
     work = args.work or Path(tempfile.mkdtemp(prefix="pamir-fit-speed-"))
-    r = {"command": "python benchmarks/history/bench_fit_speed.py " + " ".join(argv or sys.argv[1:]),
+    r = {"command": "python benchmarks/bench_fit_speed.py " + " ".join(argv or sys.argv[1:]),
          "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "load_average": {"start": load_average()}, "work": str(work)}
     try:
@@ -478,8 +476,7 @@ def run_parts(args, work: Path, r: dict) -> None:
         if "cap" in args.parts:
             env = {**os.environ, "PYTHONPATH": str(after_src), "PAMIR_CACHE": str(warm_cache),
                    "PAMIR_COREL5K": str(COREL)}
-            script = next(p for p in (after_src / "benchmarks/history/bench_fit_speed.py",
-                                      after_src / "benchmarks/bench_fit_speed.py") if p.exists())
+            script = after_src / "benchmarks/bench_fit_speed.py"
             subprocess.run([sys.executable, str(script),
                             "--cap-study", str(work / "cap.json")], cwd=after_src, env=env,
                            check=True)
