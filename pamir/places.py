@@ -41,10 +41,10 @@ PLACE_KM = 25.0
 #: millions) km from its GeoNames point, covers it (`city_of`): a city's area grows with its
 #: population, so London (9 million) reaches 18 km, Kyoto (1.5 million) 7 km, San Francisco
 #: (0.86 million) 5.6 km. Chosen by the measurement of `python benchmarks/bench_places.py
-#: --districts` (benchmarks/results/places.md): 64 of 66 sights in districts found by their
+#: --districts` (benchmarks/results/places.md): 67 of 69 sights in districts found by their
 #: city's word, as with any radius from 5 to 7 (6: the middle) and any threshold from 300,000
-#: to 500,000 (1,000,000 loses San Francisco), against 56 with the administrative areas and
-#: 64 with a fixed 15 km, which also names Pasadena Los Angeles and Oakland San Francisco.
+#: to 500,000 (1,000,000 loses San Francisco), against 59 with the administrative areas and
+#: 67 with a fixed 15 km, which also names Pasadena Los Angeles and Oakland San Francisco.
 LARGE_CITY_POPULATION = 500_000
 CITY_RADIUS_KM = 6.0
 #: Beyond PLACE_KM (a mountain, a desert, a boat), the region and the country of the nearest
@@ -115,7 +115,8 @@ class Place:
 
 class _Gazetteer:
     """cities1000 in arrays, with a k-d tree on the unit sphere (chord distances, turned
-    into great-circle kilometres), built once per process (about a second and 40 MB)."""
+    into great-circle kilometres), built once per process: about 1.5 s, 26 MB held (120 MB
+    at the peak of parsing the package's JSON)."""
 
     def __init__(self):
         from scipy.spatial import cKDTree  # noqa: PLC0415 - loaded with the gazetteer
@@ -125,14 +126,17 @@ class _Gazetteer:
             rows = json.loads(f.read())
         with io.StringIO((pkg / "countries.csv").read_text(encoding="utf-8")) as f:
             self.countries = {code: name for code, name in csv.reader(f)}
+        one: dict = {}  # one string object per distinct region, district and country
         self.name = [r["city"] for r in rows]
-        self.region = [r.get("state") for r in rows]
+        self.region = [one.setdefault(r.get("state"), r.get("state")) for r in rows]
         # (the package leaves out a county named as its place: "Melbourne" in "Melbourne")
-        self.district = [r.get("county") for r in rows]
-        self.country_code = [r["country_code"] for r in rows]
+        self.district = [one.setdefault(r.get("county"), r.get("county")) for r in rows]
+        self.country_code = [one.setdefault(r["country_code"], r["country_code"])
+                             for r in rows]
         self.population = np.array([r.get("population") or 0 for r in rows], np.int64)
         lat = np.radians([r["latitude"] for r in rows])
         lon = np.radians([r["longitude"] for r in rows])
+        del rows
         self.tree = cKDTree(np.column_stack([np.cos(lat) * np.cos(lon),
                                              np.cos(lat) * np.sin(lon), np.sin(lat)]))
         large = np.flatnonzero(self.population >= LARGE_CITY_POPULATION)
