@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 #: The kinds of facts, in the order a picture's facts are shown.
 KINDS = ("keyword", "place", "text", "person", "camera")
+#: The kinds read from a picture's files with its metadata (pamir.metadata), written again
+#: whenever they are read (a sidecar's change included).
+FILE_KINDS = ("place", "camera")
 #: The grammar's filter keys and the kind each narrows to.
 FILTER_KEYS = {"tag": "keyword", "keyword": "keyword", "place": "place", "text": "text",
                "person": "person", "camera": "camera"}
@@ -64,4 +67,4 @@ def keyword_facts(caption) -> list[Fact]:
     return [Fact("keyword", w) for w in words if w]
 
 
-__all__ = ["FILTER_KEYS", "Fact", "KINDS", "fold", "keyword_facts"]
+__all__ = ["FILE_KINDS", "FILTER_KEYS", "Fact", "KINDS", "fold", "keyword_facts"]

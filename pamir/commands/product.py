@@ -373,7 +373,12 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             caption = f"\t{' '.join(h.caption)}" if getattr(h, "caption", None) else ""
             p = getattr(h, "probability", None)
             chance = f"p {p:4.2f}  " if p is not None else ""  # none: nothing invented
-            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{shown_path(h.path)}{caption}")
+            place = ", ".join((getattr(h, "facts", None) or {}).get("place", ()))
+            where = f"{place}  " if place else ""
+            held = getattr(h, "matched", None)
+            said = f"[{', '.join(held)}]  " if held else ""  # the facts that put it first
+            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}"
+                  f"{shown_path(h.path)}{caption}")
 
 
 def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,

@@ -136,6 +136,14 @@ class IndexWriting(IndexLifecycle):
         with self._lock, self._catalog.transaction():
             self._catalog.set_caption(picture_id, caption)
 
+    def set_facts(self, facts: dict[int, Sequence], kinds: Sequence[str]) -> None:
+        """Pictures' facts of these kinds (pamir.facts) replaced, in one commit: {id: the
+        picture's Facts}; a pass that reads pictures (text, faces) writes its batches so."""
+        self._require_writable()
+        with self._lock, self._catalog.transaction():
+            for picture_id, held in facts.items():
+                self._catalog.set_facts(picture_id, kinds, held)
+
     def rescore(self, vocabulary: Sequence[str], idf: np.ndarray, transform: Transform, *,
                 model_dir: str | Path | None = None, fingerprint: str = "",
                 batch_size: int = BATCH_SIZE,

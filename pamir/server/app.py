@@ -175,16 +175,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
         folders = (query.folders + folder) if folder else None
         sort_by = _sort(sort) or query.sort
         likely = index.count_likely(query, LIKELY, folders)
-        if likely and sort_by != "score" and floor is None and p is None \
-                and query.floor is None and query.p_floor is None:
-            hits = index.search(query, k, sort=sort_by, folders=folders, p_floor=LIKELY)
-            if len(hits) < k:  # then the others, best first
-                seen = {h.id for h in hits}
-                hits += [h for h in index.search(query, k + len(hits), sort="score",
-                                                 folders=folders) if h.id not in seen
-                         ][:k - len(hits)]
-        else:
-            hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p)
+        hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p)
         return {"query": q, "words": query.words, "unknown": query.unknown,
                 "mapping": query.mapping_json(),
                 "mapped": [m.describe() for m in query.mapped],
@@ -195,8 +186,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                             "folders": query.folders + folder},
                 "pictures": len(index), "likely": likely, "likely_probability": LIKELY,
                 "probability_note": index.uncalibrated(query) or None,
-                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption, h.probability)
-                         for h in hits]}
+                "hits": [_hit_json(h) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}/similar",
              summary="More like this: the pictures nearest to an indexed picture")
@@ -204,9 +194,9 @@ def create_app(index_dir, model_dir=None, *, system=None,
                 folder: list[str] = Query([], alias="in")):
         p = _picture(index, picture_id)
         hits = index.similar(index.vector(p.id), k, exclude=[p.id], folders=folder)
-        return {"like": _hit_json(p.id, p.path, None), "space": "text",
+        return {"like": _hit_json(p), "space": "text",
                 "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
+                "hits": [_hit_json(h) for h in hits]}
 
     @app.post("/api/similar", summary="More like this for an uploaded picture (the raw file "
                                       "as body), through the model",
@@ -217,12 +207,12 @@ def create_app(index_dir, model_dir=None, *, system=None,
         z = state.annotate_bytes(data)
         hits = index.similar(z, k)
         return {"space": "text", "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
+                "hits": [_hit_json(h) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}", summary="A picture of the index and its keywords")
     def picture(picture_id: int, k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
         p = _picture(index, picture_id)
-        return {**_hit_json(p.id, p.path, None, p.taken, p.caption),
+        return {**_hit_json(p),
                 "caption_source": p.source,
                 "keywords": _keywords(index.vector(p.id, classes=True), index, k)}
 
@@ -421,19 +411,23 @@ def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
     return keyword_records(best, more)
 
 
-def _hit_json(pid: int, path: str, score: float | None, taken: str | None = None,
-              caption=None, probability: float | None = None) -> dict:
-    path = shown_path(path)
-    d = {"id": pid, "name": os.path.basename(path), "path": path,
-         "thumbnail": f"/api/pictures/{pid}/thumbnail"}
-    if score is not None:
-        d["score"] = score
+def _hit_json(hit) -> dict:
+    """A hit (pamir.index.Hit, or a picture's record with no score) as the API gives it."""
+    path = shown_path(hit.path)
+    d = {"id": hit.id, "name": os.path.basename(path), "path": path,
+         "thumbnail": f"/api/pictures/{hit.id}/thumbnail"}
+    if getattr(hit, "score", None) is not None:
+        d["score"] = hit.score
+    probability = getattr(hit, "probability", None)
     if probability is not None:  # a calibrated probability of relevance (pamir.calibration)
         d["probability"] = round(probability, 4)
         d["likely"] = probability >= LIKELY
     # the date taken (pamir.metadata) and the caption from a table or the picture's files
-    d["taken"] = taken
-    d["caption"] = list(caption or ())
+    d["taken"] = getattr(hit, "taken", None)
+    d["caption"] = list(getattr(hit, "caption", None) or ())
+    # its place, people, camera (pamir.facts), and the query's terms it holds as facts
+    d["facts"] = dict(getattr(hit, "facts", None) or {})
+    d["matched"] = list(getattr(hit, "matched", None) or ())
     return d
 
 
@@ -536,7 +530,7 @@ class _State:
         return {"query": body.q, "words": query.words, "right": out["right"],
                 "wrong": out["wrong"], "changed_words": out["rows"],
                 "candidates": out["candidates"], **({"kept": out["kept"]} if keep else {}),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in out["hits"]]}
+                "hits": [_hit_json(h) for h in out["hits"]]}
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
         from ..system import index_transform  # noqa: PLC0415  loaded with the system
