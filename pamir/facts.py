@@ -15,6 +15,7 @@ and kind (pamir.index.catalog), the index's sync writes them when a picture is r
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -61,10 +62,23 @@ def fold(text: str) -> str:
     return _SPACES.sub(" ", bare.casefold()).strip()
 
 
+def camera_facts(camera: str | None) -> list[Fact]:
+    """A camera's make and model (pamir.metadata: "Canon EOS 5D") as camera facts: the whole
+    name, the make and the model ("canon eos 5d", "canon", "eos 5d"), so that `camera:canon`
+    and `camera:"eos 5d"` both find it."""
+    name = fold(camera or "")
+    if not name:
+        return []
+    make, _, model = name.partition(" ")
+    shown = json.dumps({"shown": camera.strip()}, ensure_ascii=False)
+    return [Fact("camera", w, 1.0, shown) for w in dict.fromkeys((name, make, model)) if w]
+
+
 def keyword_facts(caption) -> list[Fact]:
     """A picture's caption words (from its files, a sidecar or a table) as keyword facts."""
     words = dict.fromkeys(fold(w) for w in caption or ())
     return [Fact("keyword", w) for w in words if w]
 
 
-__all__ = ["FILE_KINDS", "FILTER_KEYS", "Fact", "KINDS", "fold", "keyword_facts"]
+__all__ = ["FILE_KINDS", "FILTER_KEYS", "Fact", "KINDS", "camera_facts", "fold",
+           "keyword_facts"]

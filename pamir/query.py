@@ -128,7 +128,7 @@ class Match:
         head = ("-" if self.weight < 0 else "") + self.term
         if abs(self.weight) != 1:
             head += f"^{abs(self.weight):g}"
-        held = f"{self.facts} picture{'s' * (self.facts != 1)} say so"
+        held = f"{self.facts} picture{' says' if self.facts == 1 else 's say'} so"
         if self.how == "fact":
             return f"{head} ({held})"
         if self.facts:
@@ -192,8 +192,9 @@ class Query:
     @property
     def mapped(self) -> list[Match]:
         """The terms that were not vocabulary words as written (inflections, embeddings,
-        ImageNet classes)."""
-        return [m for m in self.matches if m.how in ("inflection", "embedding", "classes")]
+        ImageNet classes), and those pictures hold as facts."""
+        return [m for m in self.matches
+                if m.how in ("inflection", "embedding", "classes", "fact") or m.facts]
 
     def mapping_json(self) -> list[dict]:
         return [m.as_dict() for m in self.matches]

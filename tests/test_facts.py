@@ -12,6 +12,9 @@ import pytest
 from pamir.facts import Fact, fold, keyword_facts
 from pamir.index import Index
 from pamir.index.reading import FACT_PROBABILITY
+from pathlib import Path
+
+from test_product import fake  # noqa: F401 - a fixture
 from test_server import FakeSystem, make_pictures
 
 
@@ -128,3 +131,79 @@ def test_an_index_from_before_facts_gets_its_keywords_as_facts(tmp_path):
     with Index.open(tmp_path / "index", writable=True) as ix:
         assert names(ix.search("kauai", 9)) == ["red-0.png"]
         assert np.isfinite(ix.search("red", 1)[0].score)
+
+
+def test_a_pass_reads_each_picture_once_resumes_and_reads_changed_ones_again(tmp_path):
+    """A pass (pamir.index.passes) killed after its first batch goes on from its last
+    commit; a run with nothing new reads nothing; a changed picture is read again."""
+    from pamir.index.passes import run_pass
+
+    read = []
+
+    def reader(paths):
+        read.extend(paths)
+        return [([Fact("text", "bakery")], "") if "red" in p else
+                (None, "no text model") if "green-0" in p else ([], "") for p in paths]
+
+    class Killed(Exception):
+        pass
+
+    def dying(paths):
+        if read:
+            raise Killed
+        return reader(paths)
+
+    with captioned_index(tmp_path, {}) as ix:
+        with pytest.raises(Killed):
+            run_pass(ix, "text", ("text",), dying, batch_size=4)
+        assert len(read) == 4 and len(ix.pass_todo("text")) == 5
+        report = run_pass(ix, "text", ("text",), reader, batch_size=4)
+        assert report.read == 5 and len(read) == 9 and len(set(read)) == 9
+        assert sorted(names(ix.search("bakery", 9))) == ["red-0.png", "red-1.png", "red-2.png"]
+        assert sorted(names(ix.search("text:bakery blue", 9))) == [
+            "red-0.png", "red-1.png", "red-2.png"]
+        assert run_pass(ix, "text", ("text",), reader).read == 0
+        changed = tmp_path / "pictures" / "red-0.png"
+        changed.write_bytes(changed.read_bytes() + b"\0")  # other bytes, same picture
+        ix.update([tmp_path / "pictures"], FakeSystem().transform_paths)
+        again = run_pass(ix, "text", ("text",), reader)
+        assert again.read == 1 and read[-1].endswith("red-0.png")
+        # green-0 could not be read in the first batch: recorded, not read again
+        assert report.failed == 0 and sum(p.endswith("green-0.png") for p in read) == 1
+
+
+def test_a_probability_floor_keeps_the_facts(tmp_path):
+    with captioned_index(tmp_path, {"red-0.png": ["kauai"], "blue-0.png": ["kauai"]}) as ix:
+        assert sorted(names(ix.search("kauai p:0.5", 9))) == ["blue-0.png", "red-0.png"]
+        assert ix.search("kauai p:0.99", 9) == []
+        assert sorted(names(ix.search("tag:kauai p:0.5", 9))) == ["blue-0.png", "red-0.png"]
+        # sorted by date: the facts first (both likely), by date
+        assert len(ix.search("kauai sort:date", 9)) == 2
+
+
+def test_the_cli_and_the_api_find_a_keyword_and_show_why(fake, tmp_path):
+    """`pamir index MODEL FOLDER --captions TABLE`, then a keyword the model does not know,
+    through `pamir search` and GET /api/search: the same pictures, marked as holding it."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from pamir.server import create_app
+    from test_product import run
+
+    model, pictures = fake
+    table = pictures / "captions.tsv"
+    table.write_text("path\tkeywords\nred-0.png\tkauai beach\nblue-2.png\tKauai\n")
+    ix = tmp_path / "ix"
+    run("index", model, pictures, "--index", ix, "--captions", table)
+    r = run("search", "kauai", "--index", ix)
+    assert "kauai (2 pictures say so)" in r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and all("[kauai]" in line for line in lines)
+    body = json.loads(run("search", "kauai", "--index", ix, "--json").stdout)
+    cli = [(h["path"], h["matched"]) for h in body["hits"]]
+    with TestClient(create_app(ix)) as client:
+        api = client.get("/api/search", params={"q": "kauai"}).json()
+    assert [(h["path"], h["matched"]) for h in api["hits"]] == cli
+    assert {Path(p).name for p, _ in cli} == {"red-0.png", "blue-2.png"}
+    assert all(h["probability"] == pytest.approx(FACT_PROBABILITY) for h in api["hits"])

@@ -87,6 +87,8 @@ class Catalog:
         if not had_facts:
             rows = self._conn.execute("SELECT id, caption FROM pictures WHERE caption IS NOT NULL")
             self._write_keywords(rows.fetchall())
+            # their files' other facts (a place, a camera) are read at the next update
+            self._conn.execute("UPDATE pictures SET sidecars = NULL")
 
     @property
     def has_facts(self) -> bool:
@@ -448,6 +450,15 @@ class Catalog:
         return (np.array([r[0] for r in rows], np.int64),
                 np.array([r[1] for r in rows], np.float32))
 
+    def fact_count(self, word: str) -> int:
+        """How many scored pictures hold the folded `word` as a fact (of any kind)."""
+        if not self.has_facts:
+            return 0
+        (n,) = self._conn.execute(
+            "SELECT count(DISTINCT f.picture) FROM facts f JOIN pictures p ON p.id = f.picture "
+            "WHERE f.word = ? AND p.col IS NOT NULL", (word,)).fetchone()
+        return int(n)
+
     def facts_of(self, ids: Iterable[int]) -> dict[int, list[Fact]]:
         """{id: its facts, by kind then word} of these pictures (none: left out)."""
         ids = [int(i) for i in ids]
@@ -460,6 +471,19 @@ class Catalog:
         for pid, kind, word, confidence, detail in rows.fetchall():
             out.setdefault(pid, []).append(Fact(kind, word, confidence, detail))
         return out
+
+    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
+        """(id, path, hash) of the scored pictures a pass has not read as they are now."""
+        rows = self._conn.execute(
+            "SELECT p.id, p.path, p.hash FROM pictures p LEFT JOIN passes s ON s.picture = p.id "
+            "AND s.pass = ? WHERE p.col IS NOT NULL AND (s.hash IS NULL OR s.hash != p.hash) "
+            "ORDER BY p.id", (name,))
+        return [(int(i), _path(path), digest) for i, path, digest in rows.fetchall()]
+
+    def pass_done(self, name: str, done: Iterable[tuple[int, str]]) -> None:
+        """A pass has read these pictures (id, the hash of the bytes it read)."""
+        self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
+                               [(int(i), name, digest) for i, digest in done])
 
     def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
         """The most common words of one kind of fact, with how many scored pictures hold

@@ -120,7 +120,8 @@ CREATE TABLE pictures (
 CREATE INDEX pictures_hash ON pictures (hash);
 """
 #: Schema 4's facts (pamir.facts): one row per (word, kind, picture), found by word (a
-#: query's term) or by picture (what a hit shows); a removed picture's facts go with it.
+#: query's term) or by picture (what a hit shows), and the passes that read them from the
+#: pixels; a removed picture's facts and passes go with it.
 #: Separate statements: `upgrade` runs them inside its transaction.
 FACTS_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS facts (
@@ -132,8 +133,17 @@ FACTS_SCHEMA = (
     PRIMARY KEY (word, kind, picture)
 ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS facts_picture ON facts (picture, kind)",
+    # a pass of `pamir index` that reads pictures for facts (text, faces) records the bytes it
+    # read (their hash): a picture whose hash differs, or that has no row, is read again
+    """CREATE TABLE IF NOT EXISTS passes (
+    picture INTEGER NOT NULL,
+    pass TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (pass, picture)
+) WITHOUT ROWID""",
     """CREATE TRIGGER IF NOT EXISTS facts_of_removed AFTER DELETE ON pictures BEGIN
     DELETE FROM facts WHERE picture = old.id;
+    DELETE FROM passes WHERE picture = old.id;
 END""")
 CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA)
 #: The metadata columns of schemas 3 and 4 (position: "lat,lon" in degrees): a catalogue

@@ -134,7 +134,7 @@ class IndexReading(IndexLifecycle):
             classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
         query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
                         classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS,
-                        facts=lambda word: len(self._fact_columns(word)[0]))
+                        facts=self._fact_count)
         if not query.searchable:
             raise self._nothing_searchable(text, parsed, query)
         return query
@@ -299,9 +299,9 @@ class IndexReading(IndexLifecycle):
             sort = sort or q.sort
             folders = q.folders if folders is None else folders
             dates = q.dates if dates is None else dates
-        if p_floor is not None and not (isinstance(q, Query) and q.fact_terms):
-            floor = self._probability_floor(q, p_floor, line, floor)
-        elif p_floor is not None and line is not None:  # facts: their own probability
+        has_facts = isinstance(q, Query) and bool(q.fact_terms or q.fact_filters)
+        if p_floor is not None and (line is not None or not has_facts):
+            # a query with facts and no line: the facts' own probability alone (`_factual`)
             floor = self._probability_floor(q, p_floor, line, floor)
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
@@ -334,6 +334,11 @@ class IndexReading(IndexLifecycle):
         return hits
 
     # ------------------------------------------------------------------ facts
+    def _fact_count(self, word: str) -> int:
+        """How many pictures hold a folded term as a fact (a phrase: `_fact_columns`)."""
+        n = self._catalog.fact_count(word)
+        return n if n or " " not in word else len(self._fact_columns(word)[0])
+
     def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
         itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
@@ -625,6 +630,21 @@ class IndexReading(IndexLifecycle):
                 raise KeyError(picture_id)
             column = self._matrix.column(p.col)
             return column if classes else column[: self.space]
+
+    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
+        """(id, path, hash) of the pictures the pass `name` has not read as they are now."""
+        with self._lock:
+            return self._catalog.pass_todo(name)
+
+    def facts_of(self, picture_id: int) -> list:
+        """The picture's facts (pamir.facts.Fact), by kind then word."""
+        with self._lock:
+            return self._catalog.facts_of([picture_id]).get(int(picture_id), [])
+
+    def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
+        """The most common words of one kind of fact, with their pictures' counts."""
+        with self._lock:
+            return self._catalog.fact_counts(kind, limit)
 
     def same_bytes(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with this content hash at another path, if any."""
