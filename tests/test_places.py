@@ -21,6 +21,12 @@ from test_metadata import exiftool, picture, write_packet
 pytestmark = pytest.mark.skipif(__import__("shutil").which("exiftool") is None,
                                 reason="exiftool not installed (.ci/run installs it)")
 
+
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    """Words outside the vocabulary stay unknown (no embedding model loaded)."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
 #: (latitude, longitude, words the place must have), one per hemisphere pair.
 HEMISPHERES = [
     (64.1466, -21.9426, {"reykjavik", "iceland"}),                     # N, W
@@ -198,3 +204,33 @@ def test_place_facts_are_facts_with_the_form_shown():
     assert shown["kamigyo-ku"] == {"shown": "Kamigyō-ku", "level": "place"}
     assert shown["kyoto"]["level"] == "city" and shown["japan"]["shown"] == "Japan"
     assert len(shown) == len(facts)  # one fact per word
+
+
+# ------------------------------------------------------------------------ through the index
+def test_an_index_finds_pictures_by_place_and_sees_a_sidecar_move_them(tmp_path):
+    from pamir.index import Index, QueryError
+    from test_server import FakeSystem
+
+    system = FakeSystem()
+    pics = tmp_path / "pics"
+    for name, (lat, lon, _) in zip("abcd", HEMISPHERES):
+        exiftool(picture(pics / f"{name}.jpg"), *gps_tags(lat, lon))
+    picture(pics / "e.jpg")  # no position
+    exiftool(picture(pics / "f.jpg"), *gps_tags(0.0, 0.0))  # "no fix"
+    with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
+        ix.update([pics], system.transform_paths)
+
+        def names(query):
+            try:
+                return sorted(Path(h.path).name for h in ix.search(query, 10) if h.facts)
+            except QueryError:  # no picture holds it, and the vocabulary does not know it
+                return []
+
+        assert names("reykjavik") == names("place:iceland") == ["a.jpg"]
+        assert names("kyoto") == ["b.jpg"] and names('place:"buenos aires"') == ["d.jpg"]
+        # a sidecar moves b from Kyoto to London: read again at the next update
+        subprocess.run(["exiftool", "-q", "-q", "-XMP-exif:GPSLatitude=51,32.34N",
+                        "-XMP-exif:GPSLongitude=0,8.556W", "-o", str(pics / "b.jpg.xmp"),
+                        str(picture(tmp_path / "blank" / "b.jpg"))], check=True)
+        assert ix.update([pics], system.transform_paths).recaptioned == 1
+        assert names("kyoto") == [] and names('"united kingdom"') == ["b.jpg"]
