@@ -136,6 +136,14 @@ def test_hostile_takeout_geodata(tmp_path, geo):
     assert m.position is None and "no position" in m.notes[0]
 
 
+def test_zero_zero_with_an_active_fix_is_a_position(tmp_path):
+    # EXIF GPSStatus "A" (measurement active) is the other sign that 0,0 is real: a buoy
+    p = exiftool(picture(tmp_path / "a.jpg"), *gps_tags(0.0, 0.0), "-EXIF:GPSStatus#=A")
+    m = read_metadata(p)
+    assert (m.position, m.position_from, m.notes) == ((0.0, 0.0), "EXIF GPS", [])
+    assert place_facts(m.position) == []  # 570 km from the nearest town
+
+
 def test_absent_positions_say_nothing(tmp_path):
     p = exiftool(picture(tmp_path / "a.jpg"), "-IPTC:Keywords=tiger")
     (tmp_path / "a.jpg.json").write_text('{"title": "a.jpg", "geoData": {}}')
