@@ -418,7 +418,8 @@ def report(r: dict) -> str:
                   f"up to {q['jitter_km']} km; written in turn as {', '.join(q['ways'])}), "
                   f"{q['no_gps']} without, {q['hostile']} with a position that is none "
                   f"(0,0, NaN, out of range). `pamir index FOLDER` (no model) took "
-                  f"{q['index_s']} s; then `pamir search WORD -k K --json`, K the number of "
+                  f"{q['index_s']} s (features are cached by content: an earlier run of the "
+                  "same folder had computed them); then `pamir search WORD -k K --json`, K the number of "
                   "pictures taken there.", "",
                   f"Mean P@K: cities {q['mean_city']:.3f}, countries {q['mean_country']:.3f} "
                   "(target 0.95 each). Beside it, from the files alone (pamir.metadata and "
