@@ -315,6 +315,32 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
     return out
 
 
+#: The longest run of unquoted words `join_fact_phrases` looks up as one fact.
+FACT_PHRASE_WORDS = 3
+
+
+def join_fact_phrases(parsed: ParsedQuery, facts: Callable[[str], int]) -> ParsedQuery:
+    """Runs of unquoted words (of one weight) that pictures hold as one fact become one
+    phrase term, the longest first: `united kingdom` as `"united kingdom"`, `new york` as
+    `"new york"`; `facts(folded phrase)` counts the pictures holding it."""
+    terms, out, i = parsed.terms, [], 0
+    while i < len(terms):
+        for n in range(min(FACT_PHRASE_WORDS, len(terms) - i), 1, -1):
+            run = terms[i:i + n]
+            if any(t.phrase or t.weight != run[0].weight for t in run):
+                continue
+            text = " ".join(t.text for t in run)
+            if facts(fold(text)):
+                out.append(Term(text, [w for t in run for w in t.words], run[0].weight, True))
+                i += n
+                break
+        else:
+            out.append(terms[i])
+            i += 1
+    parsed.terms = out
+    return parsed
+
+
 def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None,
             classes: "ClassWords | None" = None, class_mix: float = 0.0,
@@ -402,4 +428,5 @@ def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
     return Match(term.text, term.weight, "unknown", [], note)
 
 
-__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "parse", "resolve"]
+__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "join_fact_phrases",
+           "parse", "resolve"]

@@ -207,3 +207,16 @@ def test_the_cli_and_the_api_find_a_keyword_and_show_why(fake, tmp_path):
     assert [(h["path"], h["matched"]) for h in api["hits"]] == cli
     assert {Path(p).name for p, _ in cli} == {"red-0.png", "blue-2.png"}
     assert all(h["probability"] == pytest.approx(FACT_PROBABILITY) for h in api["hits"])
+
+
+def test_bare_words_that_pictures_hold_as_one_fact_are_one_phrase(tmp_path):
+    """`united kingdom` typed bare finds the pictures taken there, as "united kingdom"
+    does; words that are no fact together stay words."""
+    with captioned_index(tmp_path, {}) as ix:
+        ix.set_facts({ix.id_of_path(tmp_path / "pictures" / n): [
+            Fact("place", "united kingdom"), Fact("place", "london")]
+            for n in ("green-0.png", "blue-1.png")}, ("place",))
+        q = ix.parse_query("united kingdom red")
+        assert [m.term for m in q.matches] == ["united kingdom", "red"]
+        assert sorted(names(ix.search("united kingdom", 9))) == ["blue-1.png", "green-0.png"]
+        assert [m.term for m in ix.parse_query("london red").matches] == ["london", "red"]

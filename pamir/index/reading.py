@@ -27,7 +27,7 @@ import numpy as np
 from ..bridge import CLASS_MIX, Bridge
 from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
 from ..config import default_cache_dir
-from ..query import SORT_ORDERS, Query, QuerySyntaxError, parse, resolve
+from ..query import SORT_ORDERS, Query, QuerySyntaxError, join_fact_phrases, parse, resolve
 from ..zeroshot import ClassWords, mass_score
 from .catalog import Picture
 from .layout import SCHEMA_VERSION
@@ -122,7 +122,7 @@ class IndexReading(IndexLifecycle):
         if not text or not text.strip():
             raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
         try:
-            parsed = parse(text, self.stop_words)
+            parsed = join_fact_phrases(parse(text, self.stop_words), self._catalog.fact_count)
         except QuerySyntaxError as e:
             raise QueryError(str(e)) from None
         bridge = self.bridge
@@ -425,11 +425,12 @@ class IndexReading(IndexLifecycle):
         facts = self._catalog.facts_of(h.id for h in hits)
         terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
         for h in hits:
-            for f in facts.get(h.id, ()):
-                if f.kind in SHOWN_FACTS:
-                    h.facts.setdefault(f.kind, []).append(_shown(f))
-                if f.word in terms and f.word not in h.matched:
-                    h.matched.append(f.word)
+            held = facts.get(h.id, ())
+            for f in sorted(held, key=_shown_order):
+                shown = _shown(f)
+                if f.kind in SHOWN_FACTS and shown not in h.facts.get(f.kind, ()):
+                    h.facts.setdefault(f.kind, []).append(shown)
+            h.matched = [w for w in dict.fromkeys(f.word for f in held) if w in terms]
         return hits
 
     def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
@@ -676,14 +677,28 @@ def _sort_order(sort: str | None) -> str:
     return sort
 
 
-def _shown(fact) -> str:
-    """A fact as a person reads it: the form its producer kept ("Kyōto"), else its word."""
+#: The order a place's words are shown in: "Kamigyō-ku, Kyoto, Kyoto, Japan".
+PLACE_LEVELS = ("place", "city", "region", "country")
+
+
+def _detail(fact) -> dict:
     try:
         detail = json.loads(fact.detail) if fact.detail else {}
     except ValueError:
-        detail = {}
-    shown = detail.get("shown") if isinstance(detail, dict) else None
+        return {}
+    return detail if isinstance(detail, dict) else {}
+
+
+def _shown(fact) -> str:
+    """A fact as a person reads it: the form its producer kept ("Kyōto"), else its word."""
+    shown = _detail(fact).get("shown")
     return str(shown) if shown else fact.word
+
+
+def _shown_order(fact) -> tuple:
+    """A hit's facts in the order they are shown: a place from the nearest to the country."""
+    level = _detail(fact).get("level")
+    return (fact.kind, PLACE_LEVELS.index(level) if level in PLACE_LEVELS else len(PLACE_LEVELS))
 
 
 def _class_cache() -> Path:
