@@ -38,7 +38,6 @@ Writes benchmarks/results/annotation.md and annotation.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -46,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import machine
+from common import machine, parser
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -179,7 +178,7 @@ def run_calibrated(collection, protocol, c: float | None = None) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--calibrated", action="store_true",
                     help="only the issue-26 row (fit_system, calibrated, per-word thresholds)")

@@ -17,13 +17,12 @@ that writes nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 
-from common import (RESULTS, SUMMARY, Corel, Run, query_ms, read_summary, report_head,
+from common import (RESULTS, SUMMARY, Corel, Run, parser, query_ms, read_summary, report_head,
                     test_entry, write_results)
 from pamir import config
 from pamir.evaluation import wilcoxon
@@ -103,7 +102,7 @@ def significance(bbnn_avgp: np.ndarray, others: dict[str, np.ndarray]) -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--grid", choices=("model", "none"), default="model",
                     help="select lr, N1, N2 on validation (BBNN.param_grid) or keep the "
                          "defaults")

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import RESULTS, Run, report_head, save_report
+from common import RESULTS, Run, parser, report_head, save_report
 
 from pamir import config
 from pamir.calibration import (FEATURES, Calibration, _fit_with_ceiling, _sigmoid,
@@ -164,7 +164,7 @@ def diagram(bins: list[dict], path: Path, title: str) -> None:
 
 def main(argv=None) -> None:
     import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--model", type=Path, default=MODEL, help="a system trained on train only")
     ap.add_argument("--retrain-study", action="store_true",
                     help="also retrain on train + valid and compare three calibrations")

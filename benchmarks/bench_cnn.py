@@ -28,7 +28,6 @@ Writes benchmarks/results/cnn.md, cnn.json, perquery/pamir-cnn.npz and the `pami
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import machine
+from common import machine, parser
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -213,7 +212,7 @@ def evaluate_model_on_test(corel: Corel, model, F):
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="two CNN settings, two seeds")
     ap.add_argument("--larger", action="store_true", help="also the LARGER networks")
     ap.add_argument("--no-svm", action="store_true",

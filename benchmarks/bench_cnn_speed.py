@@ -19,7 +19,6 @@ Writes benchmarks/results/cnn_speed.json and cnn_speed.md. Other developers' job
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -38,20 +37,12 @@ from pamir.features import cnn_engines
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
 
+from common import cpu_model, parser  # noqa: E402  (benchmarks/ is the script's folder)
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SHORT_SIDES = (128, 160, 224, 260)
 MODELS = ("lite0", "lite1", "lite2")
 ENGINES = ("onnx", "torch")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def load() -> list[float]:
@@ -85,7 +76,7 @@ def measure(settings: CNNSettings, paths: list, *, max_seconds: float | None = N
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--pictures", type=int, default=1000,
                     help="pictures for the default setting's ONNX runs")
     ap.add_argument("--torch-pictures", type=int, default=400,

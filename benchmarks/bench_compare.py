@@ -30,7 +30,6 @@ Duygulu's blobs, blobs.md and `-blobs` keys, no CLI check and no feature study).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import (PERQUERY, RESULTS, Corel, Run, Split, indexing, query_ms, read_summary,
+from common import (PERQUERY, RESULTS, Corel, Run, Split, indexing, parser, query_ms, read_summary,
                     selection_rows, test_entry, write_json, write_results)
 from pamir import config
 from pamir.data import load_collection
@@ -374,7 +373,7 @@ def fit_models(corel: Corel, suffix: str, run: Run, study, check_cli: bool) -> d
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--features", choices=("visterms", "blobs"), default="visterms")
     ap.add_argument("--settings", default=None,
                     help="the feature study as fraction:visterms:input,... ('' for none; "

@@ -19,7 +19,6 @@ Results: benchmarks/results/dask.{md,json}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import statistics
@@ -30,11 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, Run, report_head  # noqa: E402
+from common import RESULTS, Run, parser, report_head  # noqa: E402
 
 from pamir.data import find_corel5k, load_collection  # noqa: E402
-from pamir.distributed import (DASK_BATCH, DaskTransform, batch_for_overhead,  # noqa: E402
-                               dask_client, task_overhead, worker_system)
+from pamir.distributed import (DASK_BATCH, batch_for_overhead, dask_client,  # noqa: E402
+                               task_overhead)
+from pamir.index_job import DaskTransform, worker_system  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
@@ -82,7 +82,7 @@ def index_once(root: Path, name: str, model: Path, pictures: Path, transform_for
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser()
+    ap = parser(__doc__)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batches", default="64,256", help="Dask batch sizes tried once each")

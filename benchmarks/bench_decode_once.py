@@ -14,7 +14,6 @@ Results: results/decode_once.json and .md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, load_average, machine, save_report  # noqa: E402
+from common import RESULTS, load_average, machine, parser, save_report  # noqa: E402
 
 from pamir.features.cnn import prepare_picture  # noqa: E402
 from pamir.features.images import decode_rgb, read_bytes, resize_short_side  # noqa: E402
@@ -61,7 +60,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--pictures", type=int, default=500)
     args = ap.parse_args(argv)
     rows = [line.split("\t") for line in (COREL / "annotations.tsv").read_text().splitlines()[1:]]

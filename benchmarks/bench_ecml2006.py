@@ -23,14 +23,13 @@ Duygulu's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 
-from common import (PERQUERY, RESULTS, Corel, Run, read_summary, report_head, selection_rows,
-                    test_entry, write_json, write_results)
+from common import (PERQUERY, RESULTS, Corel, Run, parser, read_summary, report_head,
+                    selection_rows, test_entry, write_json, write_results)
 from pamir import config
 from pamir.evaluation import wilcoxon
 from pamir.features.blobs import ArffBlobs, BlobSettings, SegmentedBlobs
@@ -460,7 +459,7 @@ def saved(summary: dict, key: str) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--reps", default=",".join(REPS))
     ap.add_argument("--no-ours", action="store_true", help="skip our own blobs")

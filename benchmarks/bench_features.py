@@ -20,7 +20,6 @@ slow every figure down: the load average at the start and end is recorded with t
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from common import RESULTS, cpu_model
+from common import RESULTS, cpu_model, parser
 from pamir import config
 from pamir.data import load_collection
 from pamir.features import FeatureSettings, extract_blocks
@@ -135,7 +134,7 @@ def upsampled(paths, folder: Path) -> list[Path]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--skip-kmeans", action="store_true", help="only the block descriptors")
     ap.add_argument("--large", type=int, default=1000, help="pictures for the 384x256 run")
     args = ap.parse_args()

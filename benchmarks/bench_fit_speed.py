@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, RESULTS, load_average, machine, save_report  # noqa: E402
+from common import HEAVY, RESULTS, load_average, machine, parser, save_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path
@@ -371,7 +371,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--before", default=BRANCH_POINT)
     ap.add_argument("--after", default="HEAD", help="read when the AFTER runs start")
     ap.add_argument("--parts", nargs="+", default=["main", "warm", "long", "cap"])
@@ -476,7 +476,8 @@ def run_parts(args, work: Path, r: dict) -> None:
         if "cap" in args.parts:
             env = {**os.environ, "PYTHONPATH": str(after_src), "PAMIR_CACHE": str(warm_cache),
                    "PAMIR_COREL5K": str(COREL)}
-            subprocess.run([sys.executable, str(after_src / "benchmarks/bench_fit_speed.py"),
+            script = after_src / "benchmarks/bench_fit_speed.py"
+            subprocess.run([sys.executable, str(script),
                             "--cap-study", str(work / "cap.json")], cwd=after_src, env=env,
                            check=True)
             r["cap"] = json.loads((work / "cap.json").read_text())

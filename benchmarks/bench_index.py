@@ -23,7 +23,6 @@ benchmarks/results/index.json by size; index.md and index.png are written from a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run
+from common import RESULTS, Run, parser
 from pamir import config
 from pamir.index import Index
 from pamir.index import compaction
@@ -197,7 +196,7 @@ def drop_caches() -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--dir", type=Path, default=Path("/work/bench-data"),
                     help="where the indexes are built (deleted after)")

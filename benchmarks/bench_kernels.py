@@ -25,13 +25,12 @@ benchmarks/results/perquery/kernel-pamir.npz (the chosen setting's per-test-quer
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import numpy as np
 
-from common import (RESULTS, Corel, Run, pct, query_ms, report_head, test_entry,
+from common import (RESULTS, Corel, Run, parser, pct, query_ms, report_head, test_entry,
                     write_results)
 from pamir import config
 from pamir.evaluation import evaluate_text_space
@@ -236,7 +235,7 @@ def write_markdown(path, rows, best_per_kernel, chosen, test, info) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--train-size", type=int, default=None,
                     help="train on a seeded random subset of this many training pictures "
                          "(every kernel the same subset); default: all")

@@ -21,7 +21,6 @@ of corel5k.json. The feature cache (PAMIR_CACHE) is read, features are not recom
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, report_head
+from common import HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, parser, report_head
 
 from pamir import config
 from pamir.evaluation import evaluate_text_space, wilcoxon
@@ -191,7 +190,7 @@ def speed(corel: Corel, system: System, rows: int = SPEED_ROWS, seed: int = 0) -
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--speed-rows", type=int, default=SPEED_ROWS,
                     help="synthetic pictures transformed for the cost measurement")
     ap.add_argument("--quick", action="store_true", help="a smoke test: knn_quick.* only")

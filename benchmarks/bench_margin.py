@@ -13,10 +13,9 @@ Writes benchmarks/results/margin.md and margin.json.
 
 from __future__ import annotations
 
-import argparse
 
 from bench_resolution import defaults, figures, rewrite_report, study, study_options
-from common import report_head
+from common import parser, report_head
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 
@@ -43,7 +42,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--seeds", type=int, default=3, help="seeds of the triplet sampling")
     name = study_options(ap, "margin")
     args = ap.parse_args(argv)

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, report_head, write_json  # noqa: E402
+from common import RESULTS, Run, parser, report_head, write_json  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -249,7 +249,7 @@ def report(r: dict) -> str:
 def main(argv=None) -> None:
     import argparse
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--old", default="574a405", help="the commit to compare index times with")
     args = ap.parse_args(argv)
     run = Run("bench_metadata.py", argv)

@@ -14,12 +14,11 @@ Writes benchmarks/results/pa_speed.md and pa_speed.json.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
-from common import RESULTS, Corel, Run, report_head, write_json
+from common import RESULTS, Corel, Run, parser, report_head, write_json
 from pamir import config
 from pamir.models.pamir import PAMIR
 
@@ -42,7 +41,7 @@ def measure(X, Y, updates: int, average: bool, repeats: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--updates", type=int, default=2_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)

@@ -23,14 +23,13 @@ Writes benchmarks/results/pamir_corel5k.md, pamir_corel5k.json, perquery/pamir.n
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from common import (RESULTS, Corel, Run, pct, query_ms, report_head, test_entry, write_json,
+from common import (RESULTS, Corel, Run, parser, pct, query_ms, report_head, test_entry, write_json,
                     write_results)
 from pamir import config
 from pamir.features import FeatureSettings
@@ -113,7 +112,7 @@ def indexing_time(corel: Corel, params: dict, repeats: int = 3) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--block-fractions", type=float, nargs="+",
                     default=[0.25, 0.375, 0.5],
                     help="block side / shorter side for Table III (0.25 = the paper's 64 px)")

@@ -28,12 +28,11 @@ counts in the study) the keys and files get a `-blobs` suffix and there is no CL
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
-from common import (RESULTS, Corel, Run, indexing, query_ms, report_head, selection_rows,
+from common import (RESULTS, Corel, Run, indexing, parser, query_ms, report_head, selection_rows,
                     test_entry, write_results)
 from pamir import config
 from pamir.data import load_collection
@@ -121,7 +120,7 @@ def plsa_study(main: Corel, params: dict) -> list[dict]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--features", choices=("visterms", "blobs"), default="visterms")
     ap.add_argument("--models", default="plsa,svm", help="comma-separated: plsa, svm")
     ap.add_argument("--no-study", action="store_true", help="skip the PLSA input study")

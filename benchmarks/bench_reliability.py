@@ -10,14 +10,14 @@ machine, and writes benchmarks/results/reliability.md from it. Run it under the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import machine, parser  # noqa: E402  (benchmarks/ is the script's folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -45,23 +45,10 @@ FILES = ["load", "disk", "crash", "stored", "concurrency", "hostile", "faults", 
 PART_TIMEOUT = 300
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--only", default=",".join(FILES))
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--only", default=",".join(FILES))
+    args = ap.parse_args()
     parts = [p for p in args.only.split(",") if p]
     RESULTS.mkdir(parents=True, exist_ok=True)
     report = RESULTS / "reliability.json"
@@ -103,7 +90,7 @@ def main() -> None:
         f" ({os.environ['PAMIR_BENCH_NOTE']})" if os.environ.get("PAMIR_BENCH_NOTE") else "")
     data = locked_json_update(report, {
         "runs": outcome, "knobs": {**old.get("knobs", {}), **KNOBS}, "command": command,
-        "machine": machine(), "load_average": load,
+        "machine": machine(system=True), "load_average": load,
         "hypothesis_examples_per_fuzz_test": int(KNOBS["PAMIR_RELIABILITY_EXAMPLES"]) * 5,
         "schemathesis_examples_per_operation": int(KNOBS["PAMIR_RELIABILITY_EXAMPLES"]),
         "note": "a shared machine: other engineers' jobs ran beside this one (the heavy "

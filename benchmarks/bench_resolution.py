@@ -23,7 +23,7 @@ import json
 import numpy as np
 
 from bench_pamir import METRICS, PAPER_TABLE_III, PAPER_TABLE_IX
-from common import RESULTS, Corel, Run, pct, report_head, write_json
+from common import RESULTS, Corel, Run, parser, pct, report_head, write_json
 from pamir import config
 from pamir.features import FeatureSettings
 from pamir.features.settings import SCALINGS
@@ -108,7 +108,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--short-sides", type=int, nargs="+", default=[64, 96, NATIVE],
                     help="shorter side in pixels the pictures are shrunk to (128: native)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds of the triplet sampling")

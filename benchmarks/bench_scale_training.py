@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, Run, report_head  # noqa: E402
+from common import RESULTS, Run, parser, report_head  # noqa: E402
 
 T, D, RANK, NOISE, SEED = 150, 256, 24, 3.0, 0
 
@@ -71,7 +71,7 @@ def peak_rss_mb() -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser()
+    ap = parser(__doc__)
     ap.add_argument("--pictures", type=int, default=1_000_000)
     ap.add_argument("--chunk", type=int, default=100_000)
     ap.add_argument("--valid", type=int, default=2_000)

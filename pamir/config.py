@@ -108,6 +108,12 @@ def corel5k_candidates() -> list[Path]:
 DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms",
                            "cnn+cnn-lite1+cnn-lite2+visterms")
 
+# ------------------------------------------------------------------------------- prior
+#: Issue 37: a system with an ImageNet CNN view mixes each of its words' scores with the
+#: zero-caption system's score of the word (pamir.prior), the weights chosen on validation.
+#: False: the model alone, as before.
+PRIOR = True
+
 # ------------------------------------------------------------------------------- neighbours
 #: Issue 26: a PAMIR system on a representation with CNN views mixes its scores with a
 #: label-transfer vote of the nearest captioned pictures (pamir.models.neighbours). False:

@@ -1,35 +1,22 @@
-"""Pictures as Dask tasks: the one home of pamir's Dask work (`--workers N | --scheduler ADDRESS`).
+"""Pictures as Dask tasks: the cluster plumbing of `--workers N | --scheduler ADDRESS`.
 
     with dask_client(workers=2) as client:                  # a LocalCluster of 2 processes
-        transform = DaskTransform(client, model_dir, fingerprint, classes=False)
-        index.update(folders, transform, batch_size=DASK_BATCH)      # pamir index
         with on_cluster(client, DASK_BATCH):                         # pamir fit
             system = fit_system(...)
 
-Two commands use it, with one mechanism: a batch of pictures is one task, `submit_batch`
-sends it (paths out, retried RETRIES times), and a worker builds what its tasks need once
-(`once_per_worker`: a system, a network, a colour table) from what the task is given:
-paths of shared files, settings as dicts, numpy arrays; never a pickled object.
-
-`pamir index` (DaskTransform): a task decodes, extracts features, projects with the model and
-hashes the files. The process that called `update` stays the index's only writer: it commits
-each batch as its result comes back (pamir.index.sync, `map_batches`), so
-
-- a batch whose task fails is retried alone (`retries`; a worker that dies mid-task has its
-  tasks rescheduled by the scheduler), the others are committed meanwhile;
-- a batch that never comes back is not committed, and the next run computes it (the
-  catalogue is keyed by path, and a committed picture is unchanged for the next scan), so
-  nothing is indexed twice.
-
-Each worker loads the system itself, once, from the model folder's JSON + npz at the same
-path (shared storage), and checks that its files hash to the client's fingerprint. Only paths
-go out and (Z, ok, reasons, hashes) come back. Workers need pamir installed at the same
-version, and the pictures at the same paths.
+A batch of pictures is one task, `submit_batch` sends it (paths out, retried RETRIES times),
+and a worker builds what its tasks need once (`once_per_worker`: a system, a network, a
+colour table) from what the task is given: paths of shared files, settings as dicts, numpy
+arrays; never a pickled object. This module sits low (the representations import it) and
+imports nothing of pamir's above it.
 
 `pamir fit` (on_cluster): while it is active, the representations' per-picture work runs
 its chunks of pictures through `cluster_chunks` (the blocks of pamir.features.extract, the
 visterms of pamir.features.pipeline, the CNN's pooled vectors of pamir.features.cnn), the
 results back in order, so what the caller sees is what it would have computed itself.
+
+`pamir index` runs its batches through the same plumbing; its job (each worker loads the
+system once, the client stays the index's one writer) is pamir.index_job, above the system.
 
 The batch size: DASK_BATCH, chosen from the per-task overhead measured by
 benchmarks/bench_dask.py (benchmarks/results/dask.md) with `batch_for_overhead`.
@@ -38,15 +25,11 @@ benchmarks/bench_dask.py (benchmarks/results/dask.md) with `batch_for_overhead`.
 from __future__ import annotations
 
 import contextvars
-import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-
-import numpy as np
 
 #: Pictures per task under Dask. Measured on Corel 5k (benchmarks/results/dask.md): Dask's
 #: own cost is ~2 ms per task (13 ms as an awaited round trip) against ~8.6 ms of one core
@@ -59,20 +42,6 @@ DASK_BATCH = 256
 #: How many times a failed batch is retried before the run reports it (a worker that dies
 #: mid-task is rescheduled by the scheduler on top of this).
 RETRIES = 2
-#: Tasks in flight per worker thread: enough to keep each busy while results are written,
-#: few enough that results waiting to be written stay small.
-IN_FLIGHT_PER_THREAD = 3
-
-
-class BatchesFailed(RuntimeError):
-    """Some batches failed on every try; the others were committed."""
-
-    def __init__(self, failed: list[tuple[int, BaseException]]):
-        self.failed = failed
-        k, err = failed[0]
-        super().__init__(f"{len(failed)} batch(es) failed on the Dask workers (first: batch "
-                         f"{k}: {type(err).__name__}: {err}); the others are indexed: run "
-                         "the same command again to compute the rest")
 
 
 @contextmanager
@@ -162,122 +131,8 @@ def once_per_worker(key: tuple, build: Callable[[], object]):
         return _built[key]
 
 
-def worker_system(model_dir: str, fingerprint: str, cache_dir: str | None):
-    """The system at model_dir, loaded once per worker process (checked against the client's
-    fingerprint: a model folder that differs here is not on shared storage)."""
-    return once_per_worker(("system", model_dir, fingerprint, cache_dir),
-                           lambda: _load_system(model_dir, fingerprint, cache_dir))
-
-
-def _load_system(model_dir: str, fingerprint: str, cache_dir: str | None):
-    from .index import model_fingerprint  # noqa: PLC0415
-    from .system import System  # noqa: PLC0415
-
-    if fingerprint and model_fingerprint(model_dir) != fingerprint:
-        raise RuntimeError(f"{model_dir} on this worker is not the client's model (another "
-                           "fingerprint): put it on storage every worker shares")
-    # the client lists unreadable pictures with their reasons, once
-    logging.getLogger("pamir.features.extract").setLevel(logging.ERROR)
-    system = System.load(model_dir, cache_dir=cache_dir, progress=False)
-    _single_threaded(system.pipeline)
-    return system
-
-
-def _single_threaded(rep) -> None:
-    """One extraction thread per task: a worker runs one task per thread it has."""
-    for part in getattr(rep, "parts", [rep]):
-        if hasattr(part, "n_jobs"):
-            part.n_jobs = 1
-
-
-def transform_batch(model_dir: str, fingerprint: str, classes: bool, cache_dir: str | None,
-                    paths: Sequence[str]) -> tuple:
-    """(Z, ok, reasons, hashes) of one batch, on a worker: what pamir.index.sync commits."""
-    from .system import index_transform  # noqa: PLC0415
-    from .index.sync import file_hash  # noqa: PLC0415
-
-    system = worker_system(model_dir, fingerprint, cache_dir)
-    hashes = []
-    for p in paths:
-        try:
-            hashes.append(file_hash(p))
-        except OSError:
-            hashes.append(None)
-    Z, ok, reasons = index_transform(system, classes)(list(paths))
-    return np.asarray(Z, np.float32), np.asarray(ok, bool), list(reasons), hashes
-
-
 def _nothing(*_):
     return None
-
-
-# --------------------------------------------------------------------------- the client
-
-class DaskTransform:
-    """An index transform whose batches run as Dask tasks (see the module's doc).
-
-    Called on paths it runs them as one task and waits (what Index.rescore uses);
-    `map_batches` is what pamir.index.sync.update uses: every batch a task, at most
-    IN_FLIGHT_PER_THREAD per worker thread in flight, results yielded as they finish.
-    task: the function a task runs (transform_batch; tests wrap it)."""
-
-    def __init__(self, client, model_dir, fingerprint: str, classes: bool = False, *,
-                 cache_dir=None, retries: int = RETRIES, task=transform_batch):
-        self.client = client
-        self.args = (str(Path(model_dir).resolve()), fingerprint, bool(classes),
-                     None if cache_dir is None else str(Path(cache_dir).resolve()))
-        self.retries = retries
-        self.task = task
-
-    def __call__(self, paths):
-        Z, ok, reasons, _ = self._submit(paths).result()
-        return Z, ok, reasons
-
-    def _submit(self, paths, **options):
-        return submit_batch(self.client, self.task, self.args, paths, retries=self.retries,
-                            **options)
-
-    def threads(self) -> int:
-        return max(1, sum(self.client.nthreads().values()))
-
-    def map_batches(self, batches: Sequence[Sequence[str]]) -> Iterator[tuple[int, tuple]]:
-        from distributed import as_completed  # noqa: PLC0415
-
-        window = IN_FLIGHT_PER_THREAD * self.threads()
-        which, failed = {}, []
-        pending = iter(enumerate(batches))
-
-        def submit(k, paths):
-            f = self._submit(paths, key=f"pamir-batch-{k}-{time.time_ns()}")
-            which[f.key] = k
-            return f
-
-        first = [submit(k, b) for k, b in _take(pending, window)]
-        running = as_completed(first, with_results=False)
-        for f in running:
-            k = which.pop(f.key)
-            try:
-                result = f.result()
-            except Exception as e:  # noqa: BLE001  (retried already: report, go on)
-                failed.append((k, e))
-            else:
-                yield k, result
-            finally:
-                f.release()
-            for k2, b in _take(pending, 1):
-                running.add(submit(k2, b))
-        if failed:
-            raise BatchesFailed(failed)
-
-
-def _take(it, n):
-    out = []
-    for _ in range(n):
-        try:
-            out.append(next(it))
-        except StopIteration:
-            break
-    return out
 
 
 # ----------------------------------------------------------------------- measurements
@@ -302,6 +157,5 @@ def batch_for_overhead(overhead_s: float, seconds_per_picture: float,
     return max(1, math.ceil(overhead_s / (max_share * seconds_per_picture)))
 
 
-__all__ = ["BatchesFailed", "DASK_BATCH", "DaskTransform", "active_cluster", "batch_for_overhead",
-           "cluster_chunks", "dask_client", "on_cluster", "once_per_worker", "submit_batch",
-           "task_overhead", "transform_batch", "worker_system"]
+__all__ = ["DASK_BATCH", "RETRIES", "active_cluster", "batch_for_overhead", "cluster_chunks",
+           "dask_client", "on_cluster", "once_per_worker", "submit_batch", "task_overhead"]

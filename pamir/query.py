@@ -13,6 +13,14 @@
     date:2019  date:2019-07     only pictures taken that year, month or day (2019-07-14);
     date:2019-06..2019-08       a closed range of them (either end may be left open)
     in:holidays  in:/abs/path   only pictures under a folder (a path component, or a prefix)
+    tag:sky  place:kyoto        only pictures holding that fact (pamir.facts): a keyword
+    place:"united kingdom"      people wrote, where it was taken, text read on it, a person,
+    text:bakery person:alice    the camera; a quoted value is one phrase
+    camera:canon
+
+A term that pictures hold as a fact (a keyword of theirs, their place, ...) finds those
+pictures first, with or without a model (pamir.index.reading ranks them); -term leaves them
+out.
 
 `parse(text)` gives a ParsedQuery (terms and options); `resolve(parsed, vocabulary, idf,
 bridge)` turns it into a Query: the (T,) vector the index scores, and for each term how it was
@@ -30,10 +38,11 @@ import calendar
 import re
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from .facts import FILTER_KEYS, fold
 from .text import STOP_WORDS, tokenize
 
 if TYPE_CHECKING:  # annotations only: the bridges load lazily
@@ -53,7 +62,8 @@ MAX_WEIGHT = 100.0
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _TOKEN = re.compile(
     r'\s*(?:'
-    r'(?P<opt>(?:floor|min|prob|p|sort|in|folder|date)):(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
+    r'(?P<opt>(?:floor|min|prob|p|sort|in|folder|date|' + "|".join(FILTER_KEYS) + r')):'
+    r'(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
     r'|(?P<sign>[-+])?(?:(?P<pre>' + _NUMBER + r'):)?'
     r'(?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"^]+))'
     r'(?:\^(?P<post>' + _NUMBER + r'))?'
@@ -85,13 +95,16 @@ class ParsedQuery:
     folders: list[str] = field(default_factory=list)
     stop_only: list[str] = field(default_factory=list)  # words dropped as stop words
     dates: list[tuple[str, str]] = field(default_factory=list)  # closed ("YYYY-MM-DD", ...)
+    facts: list[tuple[str, str]] = field(default_factory=list)  # filters (kind, folded word)
 
 
 @dataclass
 class Match:
     """How a term met the vocabulary. how: "vocabulary" (the word itself), "phrase" (a
     phrase's words, all in the vocabulary), "inflection" (flowers -> flower), "embedding"
-    (nearest vocabulary words by the sentence-embedding model) or "unknown"."""
+    (nearest vocabulary words by the sentence-embedding model), "classes" (ImageNet's
+    only), "fact" (pictures' facts only) or "unknown". facts: how many pictures hold the
+    term as a fact (pamir.facts), whatever else it met."""
 
     term: str
     weight: float
@@ -100,12 +113,14 @@ class Match:
     note: str = ""                  # why an unknown word found nothing
     #: ImageNet table words (1.0) or classes (similarity) the term's class part reads
     classes: list[tuple[str, float]] = field(default_factory=list)
+    facts: int = 0
 
     def as_dict(self) -> dict:
         return {"term": self.term, "weight": self.weight, "how": self.how,
                 "words": [{"word": w, "similarity": round(float(s), 4)} for w, s in self.words],
                 **({"classes": [{"class": c, "similarity": round(float(s), 4)}
                                 for c, s in self.classes]} if self.classes else {}),
+                **({"facts": self.facts} if self.facts else {}),
                 **({"note": self.note} if self.note else {})}
 
     def describe(self) -> str:
@@ -113,6 +128,19 @@ class Match:
         head = ("-" if self.weight < 0 else "") + self.term
         if abs(self.weight) != 1:
             head += f"^{abs(self.weight):g}"
+        held = f"{self.facts} picture{' says' if self.facts == 1 else 's say'} so"
+        if self.how == "fact":
+            return f"{head} ({held})"
+        if self.facts:
+            return f"{head} ({held}; then " + self._look() + ")"
+        return self._look(head)
+
+    def _look(self, head: str | None = None) -> str:
+        """How the term met the vocabulary and the classes, after `head` (none: without)."""
+        if head is None:
+            if self.how in ("vocabulary", "phrase", "inflection"):
+                return "the model's " + " ".join(w for w, _ in self.words)
+            return self._look("looks like").replace("looks like -> ", "looks like ")
         if self.how == "unknown":
             quiet = not self.note or self.note == "not in the vocabulary"
             return head if quiet else f"{head} ({self.note})"
@@ -147,23 +175,34 @@ class Query:
     #: date: filters, closed ranges of days ("2019-06-01", "2019-08-31"); any of them
     dates: list[tuple[str, str]] = field(default_factory=list)
     p_floor: float | None = None
+    #: (weight, folded term) of each term that pictures hold as a fact, and the filters on
+    #: facts (kind, folded word): pamir.index.reading ranks and narrows by them
+    fact_terms: list[tuple[float, str]] = field(default_factory=list)
+    fact_filters: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def searchable(self) -> bool:
-        return bool(self.words) or bool(self.class_terms)
+        return bool(self.words or self.class_terms or self.fact_terms or self.fact_filters)
+
+    @property
+    def looks(self) -> bool:
+        """Whether the query has a part the pictures' scores answer (model words, classes)."""
+        return bool(self.words or self.class_terms)
 
     @property
     def mapped(self) -> list[Match]:
         """The terms that were not vocabulary words as written (inflections, embeddings,
-        ImageNet classes)."""
-        return [m for m in self.matches if m.how in ("inflection", "embedding", "classes")]
+        ImageNet classes), and those pictures hold as facts."""
+        return [m for m in self.matches
+                if m.how in ("inflection", "embedding", "classes", "fact") or m.facts]
 
     def mapping_json(self) -> list[dict]:
         return [m.as_dict() for m in self.matches]
 
     def options_json(self) -> dict:
         return {"floor": self.floor, "p_floor": self.p_floor, "sort": self.sort, "folders": self.folders,
-                "dates": [list(d) for d in self.dates]}
+                "dates": [list(d) for d in self.dates],
+                "facts": [{"kind": k, "word": w} for k, w in self.fact_filters]}
 
 
 def _number(text: str, what: str) -> float:
@@ -235,6 +274,9 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
                                            "(p:0.5, or p:50%)")
             elif key == "date":
                 out.dates.append(date_range(value))
+            elif key in FILTER_KEYS:
+                if fold(value):
+                    out.facts.append((FILTER_KEYS[key], fold(value)))
             elif key == "sort":
                 if value.lower() not in SORTS:
                     raise QuerySyntaxError(f"sort:{value}: sort by one of "
@@ -273,10 +315,36 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
     return out
 
 
+#: The longest run of unquoted words `join_fact_phrases` looks up as one fact.
+FACT_PHRASE_WORDS = 3
+
+
+def join_fact_phrases(parsed: ParsedQuery, facts: Callable[[str], int]) -> ParsedQuery:
+    """Runs of unquoted words (of one weight) that pictures hold as one fact become one
+    phrase term, the longest first: `united kingdom` as `"united kingdom"`, `new york` as
+    `"new york"`; `facts(folded phrase)` counts the pictures holding it."""
+    terms, out, i = parsed.terms, [], 0
+    while i < len(terms):
+        for n in range(min(FACT_PHRASE_WORDS, len(terms) - i), 1, -1):
+            run = terms[i:i + n]
+            if any(t.phrase or t.weight != run[0].weight for t in run):
+                continue
+            text = " ".join(t.text for t in run)
+            if facts(fold(text)):
+                out.append(Term(text, [w for t in run for w in t.words], run[0].weight, True))
+                i += n
+                break
+        else:
+            out.append(terms[i])
+            i += 1
+    parsed.terms = out
+    return parsed
+
+
 def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None,
             classes: "ClassWords | None" = None, class_mix: float = 0.0,
-            table_words: bool = False) -> Query:
+            table_words: bool = False, facts: "Callable[[str], int] | None" = None) -> Query:
     """The Query of a parsed query over a vocabulary (with idf weights). Terms not in the
     vocabulary go through `bridge` (inflections, then the embedding model) when one is given;
     without it they are unknown. `classes`: the ImageNet classes of a CNN representation
@@ -284,18 +352,26 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     inflections); `class_mix` of their standardised scores is mixed in. With `table_words`,
     vocabulary words that name ImageNet classes (the WordNet table, or an inflection) reach
     their classes too. An index with no vocabulary (no captions at all) answers with the
-    classes alone."""
+    classes alone. `facts(folded term)`: how many pictures hold the term as a fact; such a
+    term is searchable whatever else it meets."""
     word_index = word_index if word_index is not None else {w: t for t, w in
                                                             enumerate(vocabulary)}
     idf = np.asarray(idf, dtype=np.float64)
     v = np.zeros(len(vocabulary), dtype=np.float64)
-    matches, used, unknown, class_terms = [], [], [], []
+    matches, used, unknown, class_terms, fact_terms = [], [], [], [], []
     share = [0.0, 0.0]  # the weights of the terms with classes, of all terms searched
     for term in parsed.terms:
         match = _match(term, word_index, bridge if vocabulary else None)
         matches.append(match)
+        match.facts = int(facts(fold(term.text))) if facts is not None else 0
+        if match.facts:
+            fact_terms.append((term.weight, fold(term.text)))
         found = None
         if classes is not None:
+            if match.how == "embedding" and classes.lookup(term.words) is not None:
+                # WordNet's table names the word's classes ("fish": its 16 fish classes):
+                # firmer than the vocabulary's nearest words by meaning (penguin, language)
+                match.how, match.words = "unknown", []
             if match.how in ("embedding", "unknown"):
                 found = classes.match(term.text, term.words)
             elif table_words and classes.lookup(term.words) is not None:
@@ -310,7 +386,9 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             elif match.how == "unknown" and not vocabulary:
                 match.note = found.note
         share[1] += abs(term.weight) if match.how != "unknown" else 0.0
-        if match.how in ("unknown", "classes"):
+        if match.how == "unknown" and match.facts:
+            match.how, match.note = "fact", ""
+        if match.how in ("unknown", "classes", "fact"):
             if match.how == "unknown":
                 unknown.append(term.text)
             continue
@@ -325,7 +403,8 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     # "lion cub", cub's classes weigh half what they would for "cub" alone
     mix = class_mix * share[0] / share[1] if class_terms and share[1] else 0.0
     return Query(parsed.text, vector, used, unknown, matches, parsed.floor, parsed.sort,
-                 list(parsed.folders), class_terms, mix, list(parsed.dates), parsed.p_floor)
+                 list(parsed.folders), class_terms, mix, list(parsed.dates), parsed.p_floor,
+                 fact_terms, list(parsed.facts))
 
 
 def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
@@ -349,4 +428,5 @@ def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
     return Match(term.text, term.weight, "unknown", [], note)
 
 
-__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "parse", "resolve"]
+__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "join_fact_phrases",
+           "parse", "resolve"]

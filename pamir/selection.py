@@ -50,14 +50,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
 
 from . import config
 from .evaluation import evaluate_model
 from .models import model_class
 from .models.base import TextSpaceModel, TrainingQueries, training_queries
+from .progress import Bar, in_terminal, rich_bar, stderr_console
 from .text import idf as idf_weights
 
 
@@ -552,11 +550,9 @@ class FitDisplay:
     _active: "FitDisplay | None" = None
 
     def __init__(self, enabled: bool, log=print):
-        console = Console(stderr=True)
-        self.live = enabled and console.is_terminal
-        self.bar = (Progress(TextColumn("{task.description}"), BarColumn(),
-                             MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                             console=console, transient=True) if self.live else None)
+        console = stderr_console()
+        self.live = enabled and in_terminal(console)
+        self.bar = rich_bar(console) if self.live else None
         self.say = log or (lambda *a: None)
         self.lock = threading.Lock()
         self.task = None
@@ -632,12 +628,11 @@ def progress_callback(label: str, enabled: bool):
     if not enabled:
         yield None
         return
-    with Progress(transient=True) as bar:
-        task = bar.add_task(label, total=None)
+    with Bar(label, unit="updates") as bar:
 
         def update(done, total, score):
             extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
-            bar.update(task, total=total, completed=done, description=f"{label}{extra}")
+            bar.update(total=total, completed=done, description=f"{label}{extra}")
 
         yield update
 

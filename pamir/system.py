@@ -48,7 +48,7 @@ from .selection import (FitDisplay, Race, Selection, check_points, default_point
                         fit_workers, grid_points, guarded_choice, model_grid, progress_callback,
                         select, validation_avgp, validation_queries)
 from .text import idf as idf_weights
-from .text import query_vector, tokenize, top_words
+from .text import query_vector, tokenize
 
 KIND = "system"
 FORMAT_VERSION = 1
@@ -81,6 +81,7 @@ class System:
         self.idf = np.asarray(idf, dtype=np.float64)
         self.info = dict(info or {})
         self.calibration = None  # pamir.calibration.Calibration: probabilities of relevance
+        self.prior = None  # pamir.prior.Prior: ImageNet's classes mixed into its words' scores
         if len(self.idf) != len(self.vocabulary):
             raise ValueError(f"idf has {len(self.idf)} weights for {len(self.vocabulary)} words")
 
@@ -130,7 +131,17 @@ class System:
         """(Z, ok, reasons): pictures as (n x T) float32 text-space vectors; unreadable ones
         are zero rows with ok False and reasons[i] the decoder's message."""
         F, ok, reasons = self.features(paths)
-        return self.transform_features(F, ok), np.asarray(ok, bool), reasons
+        Z = self.transform_features(F, ok)
+        if self.prior is not None:  # the classes' part of each word (issue 37)
+            Z = self.prior.mix(Z, self.class_probabilities(paths))
+            Z[~np.asarray(ok, bool)] = 0.0
+        return Z, np.asarray(ok, bool), reasons
+
+    def class_probabilities(self, paths: Sequence) -> np.ndarray:
+        """(n x 1000) the ImageNet classifier's probabilities of the pictures, from the
+        system's CNN view (its pooled vectors are cached with the features)."""
+        logits, _, _ = cnn_part(self.pipeline).class_scores(list(paths))
+        return class_probabilities(logits).astype(np.float32)
 
     # ---------------------------------------------------------------------------- text
     def query_vector(self, text: str) -> tuple[np.ndarray, list[str]]:
@@ -141,9 +152,17 @@ class System:
         unknown = list(dict.fromkeys(w for w in words if w not in self.word_index))
         return query_vector(known, self.idf), unknown
 
-    def annotate(self, Z_rows, k: int = config.ANNOTATION_WORDS) -> list[list[tuple[str, float]]]:
-        """The k best words of each text-space row, best first, with their scores."""
-        return top_words(Z_rows, self.vocabulary, k)
+    def annotate(self, Z_rows, k: int | None = None) -> list[list[tuple[str, float]]]:
+        """Each text-space row's words, best first, with their scores (pamir.annotation,
+        which `pamir annotate` and the API use, adds the calibrated probabilities and
+        ImageNet's words). k None: by the rule validation preferred, as `pamir annotate`
+        gives them: the 5 best, or with per-word thresholds the words likely enough; k: the
+        k best words."""
+        from .calibration import annotate  # noqa: PLC0415  the rule's home
+
+        rule = self.calibration if k is None else None  # an explicit k is a count
+        return [[(word, score) for word, score, _ in row]
+                for row in annotate(rule, Z_rows, self.vocabulary, k)]
 
     # -------------------------------------------------------------------------- saving
     def save(self, path) -> Path:
@@ -163,6 +182,9 @@ class System:
         if self.calibration is not None:
             head["calibration"], cal_arrays = self.calibration.to_saved()
             arrays |= {f"calibration/{k}": v for k, v in cal_arrays.items()}
+        if self.prior is not None:
+            head["prior"], prior_arrays = self.prior.to_saved()
+            arrays |= {f"prior/{k}": v for k, v in prior_arrays.items()}
         return save_directory(path, head, arrays)
 
     @classmethod
@@ -198,6 +220,11 @@ class System:
             system.calibration = Calibration.from_saved(
                 head["calibration"], {k.partition("/")[2]: v for k, v in arrays.items()
                                       if k.startswith("calibration/")})
+        if "prior" in head:  # models saved before issue 37 score with the model alone
+            from .prior import Prior  # noqa: PLC0415
+
+            system.prior = Prior.from_saved(head["prior"], {
+                k.partition("/")[2]: v for k, v in arrays.items() if k.startswith("prior/")})
         return system
 
 
@@ -325,6 +352,8 @@ def add_words(system: System, words, idf_new: np.ndarray) -> list[str]:
         system.word_index = {w: k for k, w in enumerate(system.vocabulary)}
         if getattr(system, "neighbours", None) is not None:
             system.neighbours.transfer.grow_words(T)
+        if getattr(system, "prior", None) is not None:
+            system.prior.grow(T)
     system.idf = idf_new
     return added
 
@@ -758,7 +787,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     system = System(rep, final, protocol.vocabulary, system_idf, info, part)
-    _calibrate(system, trained_on_train, trained_neighbours, cls, F, valid, train, protocol, say)
+    scored = _trained_on_train(system, trained_on_train, trained_neighbours, cls)
+    P_valid = _fit_prior(system, scored, F, valid, protocol, collection, say)
+    _calibrate(system, scored, F, valid, train, protocol, say, P_valid)
     return system
 
 
@@ -849,21 +880,58 @@ def _guarded(prepared, selections, results, flat, default, say):
     return (chosen, F, ok, rep, train, valid, name, results[i])
 
 
-def _calibrate(system: System, trained_on_train, trained_neighbours, cls, F, valid, train,
-               protocol, say) -> None:
+def _trained_on_train(system: System, trained_on_train, trained_neighbours, cls
+                      ) -> System | None:
+    """The system as trained on train only, when it was retrained on train + validation (its
+    validation scores are what validation choices read: the retrained ones are in-sample);
+    None when it was not retrained."""
+    if not system.info.get("retrained"):
+        return None
+    return System(system.pipeline, cls.average(trained_on_train)
+                  if len(trained_on_train) > 1 else trained_on_train[0],
+                  system.vocabulary, system.idf, system.info, trained_neighbours)
+
+
+def _fit_prior(system: System, scored: System | None, F, valid, protocol, collection, say
+               ) -> np.ndarray | None:
+    """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
+    ImageNet CNN view, its weights chosen on the validation pictures; returns their class
+    probabilities (None where there is no prior)."""
+    from .prior import choose_prior, word_classes  # noqa: PLC0415
+    from .zeroshot import ClassWords  # noqa: PLC0415
+
+    if not config.PRIOR or cnn_part(system.pipeline) is None or not len(valid):
+        return None
+    started = time.perf_counter()
+    P_valid = system.class_probabilities([str(collection.paths[i]) for i in valid])
+    words = ClassWords(imagenet_class_names(), cache_dir=config.default_cache_dir() /
+                       "class-words")
+    if words.warm() is not None:  # no embedding model: WordNet's table alone
+        words = ClassWords(imagenet_class_names(), use_model=False)
+    Z_valid = (scored or system).transform_features(take_rows(F, valid))
+    system.prior = choose_prior(Z_valid, P_valid, protocol.presence(valid),
+                                word_classes(system.vocabulary, words))
+    info = system.prior.info
+    info["seconds"] = round(time.perf_counter() - started, 2)
+    system.info["prior"] = info
+    avgp = info.get("valid_single_word_avgp", {})
+    say(f"ImageNet prior: global weight {info['global_weight']:g} on "
+        f"{info['words_reaching_classes']} words reaching classes"
+        + (f"; validation single-word AvgP {avgp['model']:.2f} -> {avgp['mixed']:.2f}"
+           if avgp else ""))
+    return P_valid
+
+
+def _calibrate(system: System, scored: System | None, F, valid, train, protocol, say,
+               P_valid: np.ndarray | None = None) -> None:
     """Issue 26: fit the system's calibrated probabilities of relevance on the validation
     pictures, from the scores of the models trained on train only when the system was
-    retrained on train + validation (pamir.calibration)."""
+    retrained on train + validation (pamir.calibration), its prior mixed in."""
     from .calibration import calibrate_system  # noqa: PLC0415
 
-    scored = None
-    if system.info.get("retrained"):
-        scored = System(system.pipeline, cls.average(trained_on_train)
-                        if len(trained_on_train) > 1 else trained_on_train[0],
-                        system.vocabulary, system.idf, system.info, trained_neighbours)
     system.calibration = calibrate_system(system, take_rows(F, valid),
                                           protocol.presence(valid), protocol.presence(train),
-                                          scored=scored, log=say)
+                                          scored=scored, log=say, P_valid=P_valid)
     if system.calibration is not None:
         system.info["calibration"] = system.calibration.info
 
@@ -928,6 +996,9 @@ def evaluate_system(system: System, collection: Collection, split: str = "test",
         S = np.asarray(system.model.score_queries(Q, F)) if scores else None
     else:
         Z = system.transform_features(F, ok)
+        if system.prior is not None:
+            Z = system.prior.mix(Z, system.class_probabilities([collection.paths[i]
+                                                                for i in idx]))
         evaluation = evaluate_text_space(Z, Q, qs.relevance, subsets)
         S = query_scores(Z, Q) if scores else None
     return {"evaluation": evaluation, "qids": qs.qids(),

@@ -112,26 +112,3 @@ def query_vector(word_ids: Iterable[int], idf_weights: np.ndarray) -> np.ndarray
     B = sp.csr_matrix((np.ones(len(ids)), (np.zeros(len(ids), int), ids)),
                       shape=(1, len(idf_weights)))
     return text_vectors(B, np.asarray(idf_weights, np.float64)).toarray().ravel()
-
-
-def top_words(Z, vocabulary: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
-    """Annotation: the k best words of each text-space row, best first, with their scores.
-
-    Equal scores fall to vocabulary order (a stable sort), which knows nothing of the true
-    captions, so ties neither help nor hurt a model."""
-    Z = np.atleast_2d(np.asarray(Z, dtype=np.float32))
-    k = max(0, min(int(k), len(vocabulary)))
-    top = np.argsort(-Z, axis=1, kind="stable")[:, :k]
-    return [[(vocabulary[t], float(z[t])) for t in row] for z, row in zip(Z, top)]
-
-
-def keyword_records(best, imagenet=()) -> list[dict]:
-    """A picture's keywords as `pamir annotate --json` and the API give them: the model's
-    words [{word, score, probability where calibrated}] (best: (word, score, probability or
-    None) triples), then ImageNet's words not among them [{word, probability, source:
-    "imagenet"}] (imagenet: (word, probability) pairs)."""
-    out = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None else {})}
-           for w, s, p in best]
-    own = {w["word"] for w in out}
-    return out + [{"word": w, "probability": round(p, 4), "source": "imagenet"}
-                  for w, p in imagenet if w not in own]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import config
-from .index import Hit, Index, IndexDirError, model_fingerprint
+from .index import BATCH_SIZE, Hit, Index, IndexDirError, model_fingerprint
 from .zeroshot import is_zero_caption
 
 logger = logging.getLogger(__name__)
@@ -40,13 +40,25 @@ def default_index_dir() -> Path:
     return data / "pamir" / "index"
 
 
-def load_system(model_dir):
-    """The trained system in model_dir, features cached in the default cache (rescoring after
-    `pamir learn` and re-indexing a moved folder then hash pictures instead of decoding them
-    again), no progress bars of its own."""
+def load_system(model_dir, *, vocabulary=None, cache_dir=None, progress: bool = False):
+    """The trained system in model_dir, the one way the CLI, the server, the Dask workers and
+    a script load one: features cached in cache_dir (default: the default cache, so that
+    rescoring after `pamir learn` and re-indexing a moved folder hash pictures instead of
+    decoding them again), no progress bars unless asked. With vocabulary (an index's), a
+    model with another vocabulary is a WorkflowError."""
     from .system import System  # noqa: PLC0415  heavy: the models and torch
 
-    return System.load(model_dir, cache_dir=config.default_cache_dir(), progress=False)
+    cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
+    system = System.load(model_dir, cache_dir=cache_dir, progress=progress)
+    if vocabulary is not None:
+        check_vocabulary(system, vocabulary, model_dir)
+    return system
+
+
+def check_vocabulary(system, vocabulary, model_dir) -> None:
+    """WorkflowError unless the system's vocabulary is the index's (its words, in order)."""
+    if list(system.vocabulary) != list(vocabulary):
+        raise WorkflowError(f"the model in {model_dir} has another vocabulary than the index")
 
 
 def text_side(system) -> tuple[list[str], np.ndarray]:
@@ -115,30 +127,54 @@ def _representations_differ(built_with: str, system) -> str:
     return f", which reads pictures as {old}; this model reads them as {new}"
 
 
+def picture_folders(folders) -> list[Path]:
+    """The folders to index, each checked: a WorkflowError names one that is not a folder."""
+    folders = [Path(f).expanduser() for f in folders]
+    for f in folders:
+        if not f.is_dir():
+            raise WorkflowError(f"{f}: not a folder; give folders of pictures to index")
+    return folders
+
+
+def indexing_system(model_dir, *, load=load_system) -> tuple:
+    """(system, fingerprint) that an index of model_dir is built with: the trained system
+    (loaded by `load`), or for model_dir None the zero-caption system (ImageNet's words)."""
+    if model_dir is None:
+        from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415
+
+        system = ZeroCaptionSystem(config.default_cache_dir())
+        return system, system.fingerprint
+    return load(model_dir), model_fingerprint(model_dir)
+
+
+def update_index(index: Index, system, folders, transform=None, *, captions=None,
+                 batch_size: int | None = None, progress=None):
+    """Bring `index` up to date with the pictures under `folders` (Index.update): each
+    picture through `transform` (default: in this process, what the index takes from the
+    system, pamir.system.index_transform), batch_size at a time (default: BATCH_SIZE)."""
+    if transform is None:
+        from .system import index_transform  # noqa: PLC0415  heavy: numba, scipy
+
+        transform = index_transform(system, bool(index.classes))
+    return index.update(folders, transform, captions=captions,
+                        batch_size=batch_size or BATCH_SIZE, progress=progress)
+
+
 def index_folders(model_dir, folders, *, index=None, captions: dict | None = None,
-                  rebuild: bool = False, batch_size: int = 256, progress=None,
+                  rebuild: bool = False, batch_size: int = BATCH_SIZE, progress=None,
                   say=logger.info):
     """Index the pictures under `folders` with the trained system in model_dir (None: the
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
     (default: default_index_dir()). captions: {path: words} shown beside the pictures.
     progress(done, total) follows the batches. Returns the UpdateReport."""
-    from .system import index_transform  # noqa: PLC0415
-    from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415
-
     index_dir = Path(index) if index is not None else default_index_dir()
-    folders = [Path(f).expanduser() for f in folders]
-    for f in folders:
-        if not f.is_dir():
-            raise WorkflowError(f"{f}: not a folder; give folders of pictures to index")
-    if model_dir is None:
-        system = ZeroCaptionSystem(config.default_cache_dir())
-        fingerprint = system.fingerprint
-    else:
+    folders = picture_folders(folders)
+    if model_dir is not None:
         model_dir = Path(model_dir).expanduser()
-        system, fingerprint = load_system(model_dir), model_fingerprint(model_dir)
+    system, fingerprint = indexing_system(model_dir)
     with open_index(index_dir, model_dir, system, fingerprint, rebuild, say=say) as ix:
-        return ix.update(folders, index_transform(system, bool(ix.classes)),
-                         captions=captions, batch_size=batch_size, progress=progress)
+        return update_index(ix, system, folders, captions=captions, batch_size=batch_size,
+                            progress=progress)
 
 
 # ------------------------------------------------------------------------ rescore, learn
@@ -391,7 +427,8 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
             "rescored": report["rescored"]}
 
 
-__all__ = ["FEEDBACK_CANDIDATES", "NoSuchPicture", "NotKept", "WorkflowError",
+__all__ = ["FEEDBACK_CANDIDATES", "NoSuchPicture", "NotKept", "WorkflowError", "check_vocabulary",
            "default_index_dir", "feedback_round", "index_folders", "indexed_picture",
-           "keep_feedback", "learn_captions", "learn_pictures", "load_system", "marks",
-           "open_index", "rerank_feedback", "text_side", "update_indexes"]
+           "indexing_system", "keep_feedback", "learn_captions", "learn_pictures", "load_system",
+           "marks", "open_index", "picture_folders", "rerank_feedback", "text_side",
+           "update_index", "update_indexes"]

@@ -26,8 +26,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .bridge import (Bridge, EmbeddingUnavailable, class_probabilities, imagenet_class_names,
-                     lemmas)
+from .bridge import Bridge, lemmas
+from .embedding import EmbeddingUnavailable
+from .imagenet import class_probabilities, imagenet_class_names
 
 #: The table shipped with the package; its first N_CLASSES lines are the classes' own synsets.
 TABLE = "imagenet_words.tsv"

@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 
-import pamir.bridge as bridge_mod
-from pamir.bridge import Bridge, Inflections, lemmas, model_installed
+import pamir.embedding as embedding
+from pamir.bridge import Bridge, Inflections, lemmas
+from pamir.embedding import model_installed
 from pamir.index import Index, QueryError
 from pamir.query import parse, resolve
 
@@ -100,9 +101,9 @@ def test_the_index_maps_words_through_its_bridge(tmp_path, monkeypatch):
 
 
 def test_no_model_installed_refuses_with_the_reason(monkeypatch, tmp_path):
-    monkeypatch.setattr(bridge_mod, "_embedder", None)
-    monkeypatch.setattr(bridge_mod, "_embedder_error", None)
-    monkeypatch.setattr(bridge_mod, "model_installed",
+    monkeypatch.setattr(embedding, "_embedder", None)
+    monkeypatch.setattr(embedding, "_embedder_error", None)
+    monkeypatch.setattr(embedding, "model_installed",
                         lambda: (False, "the word-embedding model is not installed (test)"))
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "1")
     b = Bridge(VOCAB)

@@ -155,8 +155,8 @@ class FakeEmbedder:
 
 
 def use_fake_embedder(monkeypatch):
-    import pamir.bridge as bridge_mod
-    monkeypatch.setattr(bridge_mod, "_embedder", FakeEmbedder())
+    import pamir.embedding as embedding
+    monkeypatch.setattr(embedding, "_embedder", FakeEmbedder())
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "1")
 
 

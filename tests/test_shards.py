@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pamir.index.tuning as scores_mod
-from pamir.index import Index
+from pamir.index import SCHEMA_VERSION, Index
 from test_product import fake, no_embedding_model, run  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.usefixtures("no_embedding_model")
@@ -76,7 +76,7 @@ def test_version_1_index_is_read_and_upgraded(tmp_path):
         assert upgraded.compact()
         assert [(h.id, h.score) for h in upgraded.search(q, 10)] == expected
     conn = sqlite3.connect(tmp_path / "idx" / "catalog.sqlite")
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
 
 def test_segments_without_block_bounds_are_read_and_get_them_at_compaction(tmp_path):

@@ -202,3 +202,26 @@ def test_a_models_own_words_that_name_classes_reach_them(tmp_path, monkeypatch):
         monkeypatch.setattr(pamir.index, "TABLE_WORDS", False)
         q = ix.parse_query("tiger")
         assert q.class_terms == [] and ix.search(q, 1)[0].id == ids[1]
+
+
+def test_a_word_the_class_table_knows_reaches_its_classes_not_the_nearest_words():
+    """Issue 37: "fish", outside a vocabulary of penguins and signs, went to the nearest words
+    by meaning (penguin 0.42, language 0.41): WordNet's table names its classes, so those
+    answer it; a word the table does not know still goes to the nearest words."""
+    from pamir.query import parse, resolve
+
+    class Near:  # the embedding bridge: any word is near "penguin"
+        def inflection(self, word):
+            return None
+
+        def neighbours(self, word):
+            return [("penguin", 0.42), ("language", 0.41)], ""
+
+    classes = zeroshot.ClassWords(imagenet_class_names(), use_model=False)
+    vocabulary = ["penguin", "language"]
+    q = resolve(parse("fish"), vocabulary, np.ones(2), Near(), classes=classes, class_mix=0.5)
+    assert q.words == [] and q.matches[0].how == "classes" and len(q.class_terms) == 1
+    assert q.matches[0].classes == [("fish", 1.0)]
+    q = resolve(parse("democracy"), vocabulary, np.ones(2), Near(), classes=classes,
+                class_mix=0.5)
+    assert q.words == ["penguin", "language"] and q.matches[0].how == "embedding"

@@ -8,7 +8,6 @@ any directory once `pamir index` has run, as rclip does.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -21,16 +20,13 @@ import typer
 from rich.markup import escape
 
 from .. import config
+from ..annotation import annotate_pictures, write_sidecar
 from ..calibration import LIKELY
-from ..calibration import annotate as annotate_words
 from ..data import DataError, load_captions_table
-from ..index import Index, IndexDirError, QueryError, embeddings_enabled, model_fingerprint
-from ..storage import atomic_write_bytes
-from ..text import keyword_records
+from ..index import BATCH_SIZE, Index, IndexDirError, QueryError, embeddings_enabled
 from ..zeroshot import ZeroCaptionSystem
-from ..zeroshot import annotate as zeroshot_annotate
 from .. import workflow
-from ..workflow import default_index_dir, text_side
+from ..workflow import default_index_dir
 from .common import console, fail
 
 #: How many unreadable files `pamir index` lists before summarising the rest.
@@ -72,7 +68,7 @@ def index_command(
                                               "beside the pictures (.tsv/.csv/.jsonl)"),
     rebuild: bool = typer.Option(False, help="start afresh (needed after changing MODEL)"),
     batch: int = typer.Option(None, min=1, help="pictures computed and committed at a time "
-                                                "[default: 256]"),
+                                                f"[default: {BATCH_SIZE}]"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
     workers: int = typer.Option(None, min=1, help="run batches as Dask tasks on a local "
                                                   "cluster of this many worker processes"),
@@ -90,20 +86,17 @@ def index_command(
     """
     index_dir = index_dir or default_index_dir()
     model, folders = _model_and_folders(model, list(folders or []), index_dir)
-    for f in folders:
-        if not f.is_dir():
-            fail(f"{f}: not a folder; give folders of pictures to index")
+    try:
+        folders = workflow.picture_folders(folders)
+    except workflow.WorkflowError as e:
+        fail(str(e))
     if model is None:
         if workers or scheduler:
             fail("--workers and --scheduler run a fitted model's batches; the zero-caption "
                  "system runs in this process (leave them out, or give a MODEL)")
-        system = ZeroCaptionSystem(config.default_cache_dir())
-        fingerprint = system.fingerprint
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
-    else:
-        system = load_system(model)
-        fingerprint = model_fingerprint(model)
+    system, fingerprint = workflow.indexing_system(model, load=load_system)
     caption_map = _caption_map(captions) if captions else None
     try:
         report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
@@ -165,21 +158,17 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
            workers, scheduler, compact):
     """index_command's work: (report, status)."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
-                               TextColumn, TimeElapsedColumn)
+    from ..progress import Bar  # noqa: PLC0415
 
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
     with index, _batch_runner(workers, scheduler, model, fingerprint, system,
                               bool(index.classes)) as (transform, default_batch), \
-            Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
-                     TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("index", total=None)
+            Bar("indexing", console=console, unit="pictures") as bar:
         try:
-            report = index.update(folders, transform,
-                                  captions=caption_map,
-                                  batch_size=batch or default_batch,
-                                  progress=lambda done, total: bar.update(
-                                      task, completed=done, total=total))
+            report = workflow.update_index(index, system, folders, transform,
+                                           captions=caption_map, batch_size=batch or default_batch,
+                                           progress=lambda done, total: bar.update(
+                                               completed=done, total=total))
         except KeyboardInterrupt:
             bar.stop()
             console.print(f"interrupted: {len(index):,} pictures are safely indexed; run the "
@@ -200,7 +189,7 @@ def _prepare_word_mapping(index: Index) -> None:
     once per machine, in the feature cache, about 40 s). Nothing when the lexicon or the
     mapping is turned off, or the model is not installed (queries then work as before)."""
     from .. import lexicon  # noqa: PLC0415
-    from ..bridge import EmbeddingUnavailable, model_installed  # noqa: PLC0415
+    from ..embedding import EmbeddingUnavailable, model_installed  # noqa: PLC0415
     from ..index import embeddings_enabled  # noqa: PLC0415
 
     if not embeddings_enabled() or lexicon.lexicon_size() == 0 or not model_installed()[0]:
@@ -225,13 +214,12 @@ def _prepare_word_mapping(index: Index) -> None:
 def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, classes: bool):
     """(transform, default batch size) that `pamir index` computes batches with: in this
     process, or as Dask tasks (--workers: a LocalCluster; --scheduler: a running cluster;
-    pamir.distributed)."""
-    if not workers and not scheduler:
-        from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
-
-        yield index_transform(system, classes), 256
+    pamir.index_job)."""
+    if not workers and not scheduler:  # pamir.workflow.update_index's own
+        yield None, BATCH_SIZE
         return
-    from ..distributed import DASK_BATCH, BatchesFailed, DaskTransform, dask_client  # noqa: PLC0415
+    from ..distributed import DASK_BATCH, dask_client  # noqa: PLC0415
+    from ..index_job import BatchesFailed, DaskTransform  # noqa: PLC0415
 
     with dask_client(workers, scheduler) as client:
         try:
@@ -373,7 +361,12 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             caption = f"\t{' '.join(h.caption)}" if getattr(h, "caption", None) else ""
             p = getattr(h, "probability", None)
             chance = f"p {p:4.2f}  " if p is not None else ""  # none: nothing invented
-            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{shown_path(h.path)}{caption}")
+            place = ", ".join((getattr(h, "facts", None) or {}).get("place", ()))
+            where = f"{place}  " if place else ""
+            held = getattr(h, "matched", None)
+            said = f"[{', '.join(held)}]  " if held else ""  # the facts that put it first
+            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}"
+                  f"{shown_path(h.path)}{caption}")
 
 
 def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,
@@ -393,8 +386,10 @@ def _search_like(index: Index, like: Path, model: Path | None, query: str, k: in
             fail(f"{like} is not indexed, and the model to read it is not here; give --model "
                  "MODEL or index the picture")
         system = load_system(model)
-        if list(system.vocabulary) != index.vocabulary:
-            fail(f"the model in {model} has another vocabulary than the index")
+        try:
+            workflow.check_vocabulary(system, index.vocabulary, model)
+        except workflow.WorkflowError as e:
+            fail(str(e))
         Z, ok, reasons = system.transform_paths([str(like)])
         if not np.asarray(ok)[0]:
             fail(f"{like}: {reasons[0] or 'could not be read'}")
@@ -434,20 +429,15 @@ def annotate_command(
     pictures = [p for p in pictures if p.is_file()]
     if not pictures:
         fail("no picture to annotate")
-    paths = [str(p) for p in pictures]
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else load_system(model)
-    Z, ok, reasons = system.transform_paths(paths)
-    keywords = (annotate_words(getattr(system, "calibration", None), Z, text_side(system)[0], k)
-                if system.vocabulary else [[]] * len(paths))
-    imagenet, ok = _imagenet_words(system, paths, k or config.ANNOTATION_WORDS, ok)
+    keywords, ok, reasons = annotate_pictures(system, pictures, k)
     failed = len(missing)
-    for path, good, reason, best, more in zip(pictures, ok, reasons, keywords, imagenet):
+    for path, good, reason, words in zip(pictures, ok, reasons, keywords):
         if not good:
             failed += 1
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
-        words = keyword_records(best, more)
         note = ""
         if sidecar:
             written, why = write_sidecar(path, [w["word"] for w in words])
@@ -463,20 +453,6 @@ def annotate_command(
         raise typer.Exit(1)
 
 
-def _imagenet_words(system, paths: list[str], k: int, ok) -> tuple[list, np.ndarray]:
-    """(each picture's ImageNet words (pamir.zeroshot.annotate), which pictures were read)
-    for a system with an ImageNet CNN view; ([] each, ok) for any other."""
-    from ..bridge import class_probabilities  # noqa: PLC0415
-    from ..system import cnn_part  # noqa: PLC0415
-
-    ok = np.asarray(ok, dtype=bool)
-    part = cnn_part(system.pipeline)
-    if part is None:
-        return [[]] * len(paths), ok
-    logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
-    return zeroshot_annotate(class_probabilities(logits), k), ok & np.asarray(class_ok, bool)
-
-
 def _annotation_line(words: list[dict]) -> str:
     """"blue 0.812  sea 0.640  [ImageNet] pelican 0.93  bird 0.98": the model's words with
     their scores, then ImageNet's with their probability mass."""
@@ -487,45 +463,6 @@ def _annotation_line(words: list[dict]) -> str:
                      if w.get("source") == "imagenet")
     return "  ".join(x for x in (own, f"[ImageNet] {more}" if more else "") if x) or \
         "(no word: the classifier is unsure of this picture)"
-
-
-#: Sidecars pamir wrote in a folder, with a hash of what it wrote: a sidecar is replaced only
-#: if it is still exactly what pamir wrote (not the user's, not edited since).
-SIDECAR_REGISTRY = ".pamir-sidecars.json"
-
-
-def sidecar_path(picture: Path) -> Path:
-    return picture.with_suffix(".txt")
-
-
-def write_sidecar(picture: Path, words: list[str]) -> tuple[bool, str]:
-    """Write the words beside the picture, one comma-separated line. (written?, what)"""
-    target = sidecar_path(picture)
-    registry_file = picture.parent / SIDECAR_REGISTRY
-    try:
-        registry = json.loads(registry_file.read_text(encoding="utf-8"))
-        if not isinstance(registry, dict):
-            registry = {}
-    except (OSError, ValueError):
-        registry = {}
-    if target.exists():
-        ours = registry.get(target.name)
-        if ours is None:
-            return False, f"left {target} alone: pamir did not write it"
-        if ours != _digest(target.read_bytes()):
-            return False, f"left {target} alone: edited since pamir wrote it"
-    text = (", ".join(words) + "\n").encode("utf-8")
-    try:
-        atomic_write_bytes(target, text)
-        registry[target.name] = _digest(text)
-        atomic_write_bytes(registry_file, json.dumps(registry, indent=1, sort_keys=True).encode())
-    except OSError as e:
-        return False, f"could not write {target}: {e.strerror or e}"
-    return True, f"wrote {target}"
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 # ------------------------------------------------------------------------------- learn

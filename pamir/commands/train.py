@@ -222,12 +222,13 @@ def evaluate_command(
     from rich.table import Table  # noqa: PLC0415
 
     from ..evaluation.trec import write_qrels, write_run  # noqa: PLC0415
-    from ..system import System, evaluate_system  # noqa: PLC0415
+    from ..system import evaluate_system  # noqa: PLC0415
+    from ..workflow import load_system  # noqa: PLC0415
 
     data, split = parse_on(on)
     try:
         # the block cache makes a second evaluation of the same pictures cheap
-        system = System.load(model, cache_dir=config.default_cache_dir(), progress=not quiet)
+        system = load_system(model, progress=not quiet)
         result = evaluate_system(system, load_collection(data), split, scores=run is not None)
     except (DataError, ValueError, FileNotFoundError) as e:
         fail(str(e))

@@ -48,6 +48,7 @@ from typing import Sequence
 import numpy as np
 
 from ..distributed import active_cluster, cluster_chunks, once_per_worker
+from ..progress import report
 from ..storage import atomic_write
 from .cnn_engines import (ENGINES, OnnxEngine, ShapeBatches, TorchEngine, pooled_batch,
                           read_ahead, streams, threads_per_stream, torch_threads_kept)
@@ -225,24 +226,17 @@ class _Tally:
     cache's copies of what the network computed, and the progress bar."""
 
     def __init__(self, n: int, settings: CNNSettings, cache: PooledCache | None, show: bool):
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from ..progress import Bar  # noqa: PLC0415
         self.P = np.zeros((n, settings.dim), np.float32)
         self.ok = np.zeros(n, bool)
         self.reasons: list = [None] * n
         self.counts = dict.fromkeys(("extracted", "cached", "skipped", "failed"), 0)
         self.cache, self.done, self.start = cache, 0, time.perf_counter()
-        console = Console(stderr=True)
-        self.console = console if show else None  # else unreadable pictures go to the log
-        self.bar = Progress(TextColumn(f"cnn {settings.model}"), BarColumn(),
-                            MofNCompleteColumn(), TextColumn("{task.fields[rate]} pictures/s"),
-                            TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                            transient=True, disable=not show)
+        self.bar = Bar(f"cnn {settings.model}", n, enabled=show, unit="pictures", rate=True)
+        self.console = self.bar.console if show else None  # else unreadable ones go to the log
 
     def __enter__(self) -> "_Tally":
         self.bar.__enter__()
-        self.task = self.bar.add_task("cnn", total=len(self.ok), rate="-")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -273,8 +267,7 @@ class _Tally:
     def _advance(self, k: int) -> None:
         self.done += k
         if self.done % 16 < k or self.done == len(self.ok):
-            rate = self.done / max(time.perf_counter() - self.start, 1e-9)
-            self.bar.update(self.task, completed=self.done, rate=f"{rate:,.0f}")
+            self.bar.update(completed=self.done)
 
     def stats(self) -> dict:
         n, seconds = len(self.ok), time.perf_counter() - self.start
@@ -518,11 +511,7 @@ def pooled_task(settings: dict, cache_dir, paths: list) -> list[tuple]:
     return [(P[i] if ok[i] else None, reasons[i]) for i in range(len(paths))]
 
 
-def _report(line: str, console) -> None:
-    if console is not None:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-    else:
-        log.warning(line)
+_report = partial(report, log=log)  # _report(line, console or None)
 
 
 __all__ = ["CNNRepresentation", "CNNSettings", "MAX_ASPECT", "PooledCache", "make_engine",

@@ -13,15 +13,13 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
-from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
-
 from ..distributed import active_cluster, cluster_chunks, once_per_worker
+from ..progress import Bar, report
 from ..ragged import Ragged
 from .blocks import block_histograms
 from .cache import BlockCache
@@ -163,13 +161,8 @@ def iter_blocks(
                          f"say n_colours={settings.n_colours}")
     cache = BlockCache(cache_dir, settings, colour_codebook) if cache_dir else None
     colour_codebook.lut  # build the colour table once, before the threads share it
-    console = Console(stderr=True)
-    bar = Progress(TextColumn("blocks"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[rate]} pictures/s"), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=console, transient=True,
-                   disable=not progress)
+    bar = Bar("blocks", len(paths), enabled=progress, unit="pictures", rate=True)
     done = 0
-    start = time.perf_counter()
     if active_cluster() is not None:
         chunks = cluster_chunks(list(paths), chunk_pictures, blocks_task, settings.to_dict(),
                                 colour_codebook.to_arrays(),
@@ -177,7 +170,6 @@ def iter_blocks(
     else:
         chunks = None
     with bar, ThreadPoolExecutor(max(1, n_jobs)) as pool:
-        task = bar.add_task("blocks", total=len(paths), rate="-")
         for lo in range(0, len(paths), chunk_pictures):
             chunk = paths[lo:lo + chunk_pictures]
             t0 = time.perf_counter()
@@ -187,19 +179,14 @@ def iter_blocks(
             for path, res in zip(chunk, computed):
                 results.append(res)
                 if res[1] in ("skipped", "failed"):
-                    _report(f"{res[1]} {path}: {res[2]}", console if progress else None)
+                    _report(f"{res[1]} {path}: {res[2]}", bar.console if progress else None)
                 done += 1
                 if done % 64 == 0 or done == len(paths):
-                    rate = done / max(time.perf_counter() - start, 1e-9)
-                    bar.update(task, completed=done, rate=f"{rate:,.0f}")
+                    bar.update(completed=done)
             yield _block_set(chunk, results, settings, time.perf_counter() - t0)
 
 
-def _report(line: str, console: Console | None) -> None:
-    if console is not None:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-    else:
-        log.warning(line)
+_report = partial(report, log=log)  # _report(line, console or None)
 
 
 def _block_set(chunk, results, settings: FeatureSettings, seconds: float) -> BlockSet:

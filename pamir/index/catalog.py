@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .layout import (CATALOG, CATALOG_SCHEMA, METADATA_COLUMNS, READABLE_VERSIONS,
-                     SCHEMA_VERSION, added_columns_sql)
+from ..facts import FILE_KINDS, Fact, keyword_facts
+from .layout import (CATALOG, CATALOG_SCHEMA, FACTS_SCHEMA, METADATA_COLUMNS,
+                     READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
 _BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
 
@@ -51,6 +52,7 @@ class Picture:
     taken: str | None = None     # ISO date-time the picture was taken (pamir.metadata)
     source: str | None = None    # where its caption came from
     sidecars: str | None = None  # its sidecars' stat when read; None: metadata never read
+    position: str | None = None  # "lat,lon" in degrees where its files give one
 
 
 class Catalog:
@@ -59,6 +61,7 @@ class Catalog:
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
         self._columns: str | None = None
+        self._has_facts: bool | None = None
 
     @property
     def columns(self) -> str:
@@ -71,12 +74,31 @@ class Catalog:
         return self._columns
 
     def upgrade(self) -> None:
-        """Add the metadata columns an older catalogue lacks (inside the caller's
-        transaction); its pictures' metadata is read at the next update."""
+        """Add the metadata columns and the facts an older catalogue lacks (inside the
+        caller's transaction): its pictures' metadata is read at the next update, their
+        captions' keywords become facts at once."""
         have = {r[1] for r in self._conn.execute("PRAGMA table_info(pictures)")}
         for statement in added_columns_sql(have):
             self._conn.execute(statement)
-        self._columns = None
+        had_facts = self.has_facts
+        for statement in FACTS_SCHEMA:
+            self._conn.execute(statement)
+        self._columns, self._has_facts = None, True
+        if not had_facts:
+            rows = self._conn.execute("SELECT id, caption FROM pictures WHERE caption IS NOT NULL")
+            self._write_keywords(rows.fetchall())
+            # their files' other facts (a place, a camera) are read at the next update
+            self._conn.execute("UPDATE pictures SET sidecars = NULL")
+
+    @property
+    def has_facts(self) -> bool:
+        """Whether the catalogue has its facts table (an index older than schema 4, opened
+        read-only, has none: its queries find no facts)."""
+        if self._has_facts is None:
+            self._has_facts = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'facts'"
+            ).fetchone() is not None
+        return self._has_facts
 
     # ------------------------------------------------------------------ creating and opening
     @staticmethod
@@ -301,9 +323,10 @@ class Catalog:
         caption = entry.get("caption")
         cur = self._conn.execute(
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
-            "taken, source, sidecars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "taken, source, sidecars, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (_stored(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
              _caption_text(caption), state, _text(reason), col, *_metadata_of(entry)))
+        self._write_file_facts(cur.lastrowid, entry)
         return int(cur.lastrowid)
 
     def insert_ok(self, entries: Sequence[dict], cols: Sequence[int]) -> list[int]:
@@ -312,7 +335,7 @@ class Catalog:
         cols = [int(c) for c in cols]
         self._conn.executemany(
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
-            "taken, source, sidecars) VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?, ?, ?, ?)",
+            "taken, source, sidecars, position) VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?, ?, ?, ?, ?)",
             [(_stored(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
               _caption_text(e.get("caption")), c, *_metadata_of(e))
              for e, c in zip(entries, cols)])
@@ -321,7 +344,10 @@ class Catalog:
         rows = self._conn.execute("SELECT col, id FROM pictures WHERE col BETWEEN ? AND ?",
                                   (min(cols), max(cols))).fetchall()
         by_col = dict(rows)
-        return [int(by_col[c]) for c in cols]
+        ids = [int(by_col[c]) for c in cols]
+        for i, e in zip(ids, entries):
+            self._write_file_facts(i, e)
+        return ids
 
     def checkpoint(self) -> None:
         """Merge the write-ahead log into the catalogue and empty it (after a compaction,
@@ -374,13 +400,101 @@ class Catalog:
     def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
         self._conn.execute("UPDATE pictures SET caption = ? WHERE id = ?",
                            (_caption_text(caption), int(picture_id)))
+        self._write_keywords([(picture_id, caption)])
 
     def set_metadata(self, picture_id: int, entry: dict) -> None:
-        """The caption, date taken, source and sidecars' stat read again (a sidecar
-        changed; an index built before these columns)."""
+        """The caption, date taken, source, sidecars' stat and position read again (a
+        sidecar changed; an index built before these columns)."""
         self._conn.execute(
-            "UPDATE pictures SET caption = ?, taken = ?, source = ?, sidecars = ? WHERE id = ?",
+            "UPDATE pictures SET caption = ?, taken = ?, source = ?, sidecars = ?, position = ? "
+            "WHERE id = ?",
             (_caption_text(entry.get("caption")), *_metadata_of(entry), int(picture_id)))
+        self._write_file_facts(picture_id, entry)
+
+    # ------------------------------------------------------------------ facts
+    def set_facts(self, picture_id: int, kinds: Sequence[str], facts: Iterable[Fact]) -> None:
+        """The picture's facts of these kinds become `facts` (each of one of the kinds)."""
+        kinds = list(kinds)
+        self._conn.execute(f"DELETE FROM facts WHERE picture = ? AND kind IN "
+                           f"({','.join('?' * len(kinds))})", (int(picture_id), *kinds))
+        rows = [(int(picture_id), f.kind, f.word, float(f.confidence), f.detail)
+                for f in facts if f.kind in kinds]
+        # a word read twice (a sign's word on two lines) keeps its best confidence
+        self._conn.executemany(
+            "INSERT INTO facts VALUES (?, ?, ?, ?, ?) ON CONFLICT (word, kind, picture) DO "
+            "UPDATE SET confidence = max(confidence, excluded.confidence)", rows)
+
+    def _write_file_facts(self, picture_id: int, entry: dict) -> None:
+        """The facts an entry's files gave: its caption's keywords, and where its metadata
+        was read, the facts of FILE_KINDS it holds (`entry["facts"]`: a place, a camera)."""
+        self._write_keywords([(picture_id, entry.get("caption"))])
+        if entry.get("sidecars") is not None:  # metadata read: its facts, none included
+            self.set_facts(picture_id, FILE_KINDS, entry.get("facts") or ())
+
+    def _write_keywords(self, captions: Iterable[tuple[int, object]]) -> None:
+        """Keyword facts from captions: (id, words or the stored space-joined text)."""
+        for picture_id, caption in captions:
+            words = caption.split() if isinstance(caption, str) else caption
+            self.set_facts(picture_id, ("keyword",), keyword_facts(words))
+
+    def fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, confidences) of the scored pictures that hold the folded `word` as a
+        fact (of one of `kinds`; any kind when empty), a column's best confidence."""
+        if not self.has_facts:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        kind_sql = f" AND f.kind IN ({','.join('?' * len(kinds))})" if kinds else ""
+        rows = self._conn.execute(
+            "SELECT p.col, max(f.confidence) FROM facts f JOIN pictures p ON p.id = f.picture "
+            f"WHERE f.word = ?{kind_sql} AND p.col IS NOT NULL GROUP BY p.col",
+            (word, *kinds)).fetchall()
+        return (np.array([r[0] for r in rows], np.int64),
+                np.array([r[1] for r in rows], np.float32))
+
+    def fact_count(self, word: str) -> int:
+        """How many scored pictures hold the folded `word` as a fact (of any kind)."""
+        if not self.has_facts:
+            return 0
+        (n,) = self._conn.execute(
+            "SELECT count(DISTINCT f.picture) FROM facts f JOIN pictures p ON p.id = f.picture "
+            "WHERE f.word = ? AND p.col IS NOT NULL", (word,)).fetchone()
+        return int(n)
+
+    def facts_of(self, ids: Iterable[int]) -> dict[int, list[Fact]]:
+        """{id: its facts, by kind then word} of these pictures (none: left out)."""
+        ids = [int(i) for i in ids]
+        if not ids or not self.has_facts:
+            return {}
+        out: dict[int, list[Fact]] = {}
+        rows = self._conn.execute(
+            "SELECT picture, kind, word, confidence, detail FROM facts WHERE picture IN "
+            f"({','.join('?' * len(ids))}) ORDER BY picture, kind, word", ids)
+        for pid, kind, word, confidence, detail in rows.fetchall():
+            out.setdefault(pid, []).append(Fact(kind, word, confidence, detail))
+        return out
+
+    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
+        """(id, path, hash) of the scored pictures a pass has not read as they are now."""
+        rows = self._conn.execute(
+            "SELECT p.id, p.path, p.hash FROM pictures p LEFT JOIN passes s ON s.picture = p.id "
+            "AND s.pass = ? WHERE p.col IS NOT NULL AND (s.hash IS NULL OR s.hash != p.hash) "
+            "ORDER BY p.id", (name,))
+        return [(int(i), _path(path), digest) for i, path, digest in rows.fetchall()]
+
+    def pass_done(self, name: str, done: Iterable[tuple[int, str]]) -> None:
+        """A pass has read these pictures (id, the hash of the bytes it read)."""
+        self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
+                               [(int(i), name, digest) for i, digest in done])
+
+    def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
+        """The most common words of one kind of fact, with how many scored pictures hold
+        each (the page's places, people)."""
+        if not self.has_facts:
+            return []
+        rows = self._conn.execute(
+            "SELECT f.word, count(*) AS n FROM facts f JOIN pictures p ON p.id = f.picture "
+            "WHERE f.kind = ? AND p.col IS NOT NULL GROUP BY f.word ORDER BY n DESC, f.word "
+            "LIMIT ?", (kind, int(limit)))
+        return [(w, int(n)) for w, n in rows.fetchall()]
 
 
 def _cannot_open(e: BaseException | None) -> bool:
@@ -454,10 +568,12 @@ def _caption_text(caption: Sequence[str] | None) -> str | None:
 
 
 def _metadata_of(entry: dict) -> tuple:
-    """(taken, source, sidecars) of an entry; sidecars None when its metadata was not read
-    (an entry made without pamir.metadata: the next update reads it)."""
+    """(taken, source, sidecars, position) of an entry; sidecars None when its metadata was
+    not read (an entry made without pamir.metadata: the next update reads it)."""
+    position = entry.get("position")
     return (entry.get("taken"), _text(entry.get("source")),
-            _text(entry["sidecars"]) if entry.get("sidecars") is not None else None)
+            _text(entry["sidecars"]) if entry.get("sidecars") is not None else None,
+            f"{position[0]:.6f},{position[1]:.6f}" if position else None)
 
 
 def _picture(row) -> Picture:

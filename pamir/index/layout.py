@@ -38,12 +38,13 @@ import numpy as np
 from ..bridge import CACHE_PREFIX
 
 # ---------------------------------------------------------------------------- versions
-#: 3: the pictures' metadata columns (taken, source, sidecars); 2: the score matrix in shards
-#: with sorted lists (`meta.shards`); 1: one matrix file (`meta.matrix`, `meta.capacity`).
-#: Older ones are still read (no dates; see `shards_of`), and upgraded when opened for
-#: writing (`upgrade`).
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: 4: the pictures' facts (the `facts` table: keywords, places, text, people, camera) and
+#: their GPS position; 3: the pictures' metadata columns (taken, source, sidecars); 2: the
+#: score matrix in shards with sorted lists (`meta.shards`); 1: one matrix file
+#: (`meta.matrix`, `meta.capacity`). Older ones are still read (no dates, no facts; see
+#: `shards_of`), and upgraded when opened for writing (`upgrade`).
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 # ---------------------------------------------------------------------------- file names
 #: The catalogue's file (SQLite adds -wal and -shm beside it).
@@ -113,13 +114,42 @@ CREATE TABLE pictures (
     taken TEXT,
     source TEXT,
     sidecars TEXT,
+    position TEXT,
     CHECK ((state = 'ok') = (col IS NOT NULL))
 );
 CREATE INDEX pictures_hash ON pictures (hash);
 """
-#: The metadata columns of schema 3: a catalogue older than that, opened read-only, reads
-#: NULL for them (Catalog.columns); `upgrade` adds them.
-METADATA_COLUMNS = ("taken", "source", "sidecars")
+#: Schema 4's facts (pamir.facts): one row per (word, kind, picture), found by word (a
+#: query's term) or by picture (what a hit shows), and the passes that read them from the
+#: pixels; a removed picture's facts and passes go with it.
+#: Separate statements: `upgrade` runs them inside its transaction.
+FACTS_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS facts (
+    picture INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    word TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    detail TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (word, kind, picture)
+) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS facts_picture ON facts (picture, kind)",
+    # a pass of `pamir index` that reads pictures for facts (text, faces) records the bytes it
+    # read (their hash): a picture whose hash differs, or that has no row, is read again
+    """CREATE TABLE IF NOT EXISTS passes (
+    picture INTEGER NOT NULL,
+    pass TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (pass, picture)
+) WITHOUT ROWID""",
+    """CREATE TRIGGER IF NOT EXISTS facts_of_removed AFTER DELETE ON pictures BEGIN
+    DELETE FROM facts WHERE picture = old.id;
+    DELETE FROM passes WHERE picture = old.id;
+END""")
+CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA)
+#: The metadata columns of schemas 3 and 4 (position: "lat,lon" in degrees): a catalogue
+#: older than that, opened read-only, reads NULL for them (Catalog.columns); `upgrade` adds
+#: them.
+METADATA_COLUMNS = ("taken", "source", "sidecars", "position")
 
 
 def added_columns_sql(have: set[str]) -> list[str]:
@@ -141,8 +171,9 @@ def shards_of(meta: Callable[[str], object]) -> list[dict]:
 
 def upgrade(catalog, matrix_layout: dict) -> None:
     """Bring an older index, opened for writing, to SCHEMA_VERSION in one transaction: its
-    pictures table gains the metadata columns (read at the next update), and its matrix is
-    recorded as shards (`matrix_layout`: ScoreMatrix.layout())."""
+    pictures table gains the metadata columns (read at the next update) and the facts table
+    (its captions' keywords written as facts at once), and its matrix is recorded as shards
+    (`matrix_layout`: ScoreMatrix.layout())."""
     if catalog.meta("schema_version") == SCHEMA_VERSION:
         return
     with catalog.transaction():

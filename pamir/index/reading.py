@@ -15,18 +15,19 @@ process may commit meanwhile: `_consistent` makes each answer come from one stat
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from ..bridge import CLASS_MIX, Bridge
-from ..calibration import Calibration, floor_of, line_probability, load_calibration
+from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
 from ..config import default_cache_dir
-from ..query import SORT_ORDERS, Query, QuerySyntaxError, parse, resolve
+from ..query import SORT_ORDERS, Query, QuerySyntaxError, join_fact_phrases, parse, resolve
 from ..zeroshot import ClassWords, mass_score
 from .catalog import Picture
 from .layout import SCHEMA_VERSION
@@ -44,6 +45,14 @@ _SEARCH_TRIES = 20
 CLASS_SCALE = 3.0
 #: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
 EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
+#: The probability that a picture holding a query word as a fact (pamir.facts) is relevant to
+#: it, times the fact's confidence. A keyword people wrote defines relevance in a model's
+#: protocol, so on its validation every tag is right by construction and cannot measure this
+#: lower than 1; 0.95 leaves room for a wrong tag, a wrongly read place or sign.
+FACT_PROBABILITY = 0.95
+#: The kinds of facts a hit shows beside its caption (its keywords are the caption; text read
+#: on it can be long and is shown by the page's detail view).
+SHOWN_FACTS = ("place", "person", "camera")
 
 
 def embeddings_enabled() -> bool:
@@ -72,6 +81,10 @@ class Hit:
     #: the calibrated probability that the picture is relevant (pamir.calibration); None
     #: where the model has no calibration or the query is not made of its words
     probability: float | None = None
+    #: the query's terms the picture holds as facts ("sky", "kyoto"): why it ranks first
+    matched: list[str] = field(default_factory=list)
+    #: its facts of SHOWN_FACTS, as shown: {"place": ["Kyoto", "Japan"], ...}
+    facts: dict[str, list[str]] = field(default_factory=dict)
 
 
 class IndexReading(IndexLifecycle):
@@ -109,7 +122,7 @@ class IndexReading(IndexLifecycle):
         if not text or not text.strip():
             raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
         try:
-            parsed = parse(text, self.stop_words)
+            parsed = join_fact_phrases(parse(text, self.stop_words), self._catalog.fact_count)
         except QuerySyntaxError as e:
             raise QueryError(str(e)) from None
         bridge = self.bridge
@@ -120,7 +133,8 @@ class IndexReading(IndexLifecycle):
         if classes is not None and classes.use_model != use_model:
             classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
         query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
-                        classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS)
+                        classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS,
+                        facts=self._fact_count)
         if not query.searchable:
             raise self._nothing_searchable(text, parsed, query)
         return query
@@ -233,6 +247,32 @@ class IndexReading(IndexLifecycle):
                sort: str | None = None, folders: Sequence[str] | None = None,
                method: str = "auto", dates: Sequence[tuple[str, str]] | None = None,
                p_floor: float | None = None) -> list[Hit]:
+        """The k best pictures for a query (`_search` says how). Sorted by date with no
+        floor, the likely relevant ones (a calibrated probability of LIKELY or more) come
+        first, by date, then the others by score: the one order of the CLI, the API and the
+        page, so that a date sort never buries the pictures the query is about."""
+        if isinstance(q, str):
+            q = self.parse_query(q)
+        by_date = _sort_order(sort or (q.sort if isinstance(q, Query) else None)) != "score"
+        bare = floor is None and p_floor is None and (
+            not isinstance(q, Query) or (q.floor is None and q.p_floor is None))
+        args = dict(folders=folders, method=method, dates=dates)
+        if not (by_date and bare and isinstance(q, Query)) or (
+                self.relevance_line(q) is None and not (q.fact_terms or q.fact_filters)):
+            return self._search(q, k, floor=floor, sort=sort, p_floor=p_floor, **args)
+        hits = self._search(q, k, sort=sort, p_floor=LIKELY, **args)
+        if not hits:  # nothing likely: the k best, by date
+            return self._search(q, k, sort=sort, **args)
+        if len(hits) < k:  # then the others, best first
+            seen = {h.id for h in hits}
+            hits += [h for h in self._search(q, k + len(hits), sort="score", **args)
+                     if h.id not in seen][:k - len(hits)]
+        return hits
+
+    def _search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
+                sort: str | None = None, folders: Sequence[str] | None = None,
+                method: str = "auto", dates: Sequence[tuple[str, str]] | None = None,
+                p_floor: float | None = None) -> list[Hit]:
         """The k best pictures for a query (text, a parsed Query or a (T,) vector), best
         first; equal scores by id. floor: leave out pictures scoring under it (the answer may
         be empty); sort: "score", or "newest" / "oldest" (by date taken) for the k best, or
@@ -259,7 +299,9 @@ class IndexReading(IndexLifecycle):
             sort = sort or q.sort
             folders = q.folders if folders is None else folders
             dates = q.dates if dates is None else dates
-        if p_floor is not None:
+        has_facts = isinstance(q, Query) and bool(q.fact_terms or q.fact_filters)
+        if p_floor is not None and (line is not None or not has_facts):
+            # a query with facts and no line: the facts' own probability alone (`_factual`)
             floor = self._probability_floor(q, p_floor, line, floor)
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k = {k!r}: ask for at least one picture")
@@ -267,8 +309,12 @@ class IndexReading(IndexLifecycle):
             raise ValueError(f"method {method!r}: auto, brute, scan or ta")
         sort = _sort_order(sort)
         mixed = isinstance(q, Query) and bool(q.class_terms) and bool(self.classes)
+        factual = isinstance(q, Query) and bool(q.fact_terms or q.fact_filters)
 
         def answer(last: bool) -> list[Hit]:
+            if factual:
+                return self._factual(q, int(k), floor, sort, folders or (), dates or (), last,
+                                     line, p_floor)
             if method == "brute" or mixed or (sort != "score" and floor is not None):
                 s = self._query_scores(q)
                 return self._ranked(s, int(k), floor, sort, folders or (), last, dates or ())
@@ -278,10 +324,113 @@ class IndexReading(IndexLifecycle):
             return self._hits(best, int(k), sort, last)
 
         hits = self._consistent(answer)
+        if not factual:
+            self._with_facts(hits)
         if line is not None:
             p = line_probability([h.score for h in hits], *line, self.calibration.ceiling)
             for h, ph in zip(hits, p):
-                h.probability = float(ph)
+                if h.probability is None:  # a fact's is set by `_factual`
+                    h.probability = float(ph)
+        return hits
+
+    # ------------------------------------------------------------------ facts
+    def _fact_count(self, word: str) -> int:
+        """How many pictures hold a folded term as a fact (a phrase: `_fact_columns`)."""
+        n = self._catalog.fact_count(word)
+        return n if n or " " not in word else len(self._fact_columns(word)[0])
+
+    def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, confidences) of the pictures holding a folded term as a fact: the term
+        itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
+        word a keyword), the lowest of their confidences."""
+        cols, conf = self._catalog.fact_columns(word, kinds)
+        words = word.split()
+        if len(cols) or len(words) < 2:
+            return cols, conf
+        held = None
+        for w in words:
+            c, f = self._catalog.fact_columns(w, kinds)
+            part = dict(zip(c.tolist(), f.tolist()))
+            held = part if held is None else {k: min(v, part[k]) for k, v in held.items()
+                                              if k in part}
+            if not held:
+                break
+        return (np.array(list(held), np.int64), np.array(list(held.values()), np.float32))
+
+    def _fact_state(self, q: Query, width: int, keep: np.ndarray | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For a query with facts, per column: (keep: the filters' mask with the fact filters
+        and the excluded terms' facts applied; level: the summed weight of the positive terms
+        the picture holds as facts, times their confidence; sure: the probability of the
+        pictures holding every positive term as a fact, 0 for the others)."""
+        keep = np.ones(width, bool) if keep is None else keep[:width].copy()
+        for kind, word in q.fact_filters:
+            cols = self._fact_columns(word, (kind,))[0]
+            held = np.zeros(width, bool)
+            held[cols[cols < width]] = True
+            keep &= held
+        level = np.zeros(width, np.float64)
+        sure = np.full(width, FACT_PROBABILITY, np.float64)
+        positive = [term for term in q.fact_terms if term[0] > 0]
+        for weight, word in q.fact_terms:
+            cols, conf = self._fact_columns(word)
+            inside = cols < width
+            cols, conf = cols[inside], conf[inside]
+            if weight < 0:
+                keep[cols] = False
+                continue
+            level[cols] += weight * conf
+            held = np.zeros(width, np.float64)
+            held[cols] = conf
+            sure *= held
+        # a query whose terms are not all facts leaves no picture sure (its other words are
+        # the model's to answer); one of filters alone holds in every picture it keeps
+        terms = [m for m in q.matches if m.weight > 0]
+        if len(positive) < len(terms) or not (positive or q.fact_filters):
+            sure[:] = 0.0
+        if not terms:
+            level[:] = 1.0
+        return keep, level, sure
+
+    def _factual(self, q: Query, k: int, floor, sort: str, folders, dates, last: bool,
+                 line, p_floor) -> list[Hit]:
+        """The hits of a query with facts: the pictures holding its terms as facts first
+        (most terms held first, then by the look's score, then by id), then the pictures
+        that only look like it (model, classes), each after the filters; `sort` orders each
+        of the two parts by date. A fact's probability is FACT_PROBABILITY x its confidence
+        where the picture holds every positive term as a fact."""
+        live = self._matrix.live_mask()
+        width = len(live)
+        s = (self._query_scores(q)[:width] if q.looks else
+             np.where(live, 0.0, -np.inf).astype(np.float32))
+        keep, level, sure = self._fact_state(q, width, self._filter_mask(folders, dates))
+        s = np.where(keep, s, -np.inf)
+        first = np.flatnonzero((level > 0) & np.isfinite(s))
+        if p_floor is not None:  # facts under the floor go back to the look's hits
+            first = first[sure[first] >= p_floor]
+        first = first[np.lexsort((self._matrix.ids_of(first), -s[first], -level[first]))][:k]
+        col_of = dict(zip(self._matrix.ids_of(first).tolist(), first.tolist()))
+        hits = self._hits([(i, float(s[c])) for i, c in col_of.items()], k, sort, last)
+        for h in hits:
+            p = sure[col_of[h.id]]
+            h.probability = float(p) if p > 0 else None
+        rest = k - len(hits)
+        if rest > 0 and q.looks and (p_floor is None or line is not None):
+            s[first] = -np.inf  # shown already
+            hits += self._ranked(s, rest, floor, sort, (), last)
+        return self._with_facts(hits, q)
+
+    def _with_facts(self, hits: list[Hit], q: Query | None = None) -> list[Hit]:
+        """The hits with their facts of SHOWN_FACTS and the query's terms they hold."""
+        facts = self._catalog.facts_of(h.id for h in hits)
+        terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
+        for h in hits:
+            held = facts.get(h.id, ())
+            for f in sorted(held, key=_shown_order):
+                shown = _shown(f)
+                if f.kind in SHOWN_FACTS and shown not in h.facts.get(f.kind, ()):
+                    h.facts.setdefault(f.kind, []).append(shown)
+            h.matched = [w for w in dict.fromkeys(f.word for f in held) if w in terms]
         return hits
 
     def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
@@ -303,16 +452,20 @@ class IndexReading(IndexLifecycle):
         calibrated probability of at least p of being relevant: the page's count of the
         likely relevant ones. None where the query has no calibrated probability."""
         line = self.relevance_line(q)
-        if line is None:
+        if line is None and not q.fact_terms:
             return None
-        floor = self._probability_floor(q, p, line, None)
         with self._lock:
-            s = self._query_scores(q)
             keep = self._filter_mask(q.folders if folders is None else folders, q.dates)
-            ok = np.isfinite(s) & (s >= floor)
-            if keep is not None:
-                ok[:len(keep)] &= keep
-                ok[len(keep):] = False
+            width = len(self._matrix.live_mask())
+            if q.fact_terms or q.fact_filters:
+                keep, _, sure = self._fact_state(q, width, keep)
+                ok = keep & (sure >= p) & self._matrix.live_mask()
+            else:
+                ok = np.zeros(width, bool)
+            if line is not None:
+                s = self._query_scores(q)[:width]
+                look = np.isfinite(s) & (s >= self._probability_floor(q, p, line, None))
+                ok |= look & (keep if keep is not None else True)
             return int(ok.sum())
 
     def _consistent(self, answer: Callable[[bool], list[Hit]]) -> list[Hit]:
@@ -479,6 +632,21 @@ class IndexReading(IndexLifecycle):
             column = self._matrix.column(p.col)
             return column if classes else column[: self.space]
 
+    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
+        """(id, path, hash) of the pictures the pass `name` has not read as they are now."""
+        with self._lock:
+            return self._catalog.pass_todo(name)
+
+    def facts_of(self, picture_id: int) -> list:
+        """The picture's facts (pamir.facts.Fact), by kind then word."""
+        with self._lock:
+            return self._catalog.facts_of([picture_id]).get(int(picture_id), [])
+
+    def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
+        """The most common words of one kind of fact, with their pictures' counts."""
+        with self._lock:
+            return self._catalog.fact_counts(kind, limit)
+
     def same_bytes(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with this content hash at another path, if any."""
         with self._lock:
@@ -507,6 +675,30 @@ def _sort_order(sort: str | None) -> str:
     if sort not in SORT_ORDERS:
         raise QueryError(f"sort {sort!r}: by {', '.join(SORT_ORDERS[:-1])} or {SORT_ORDERS[-1]}")
     return sort
+
+
+#: The order a place's words are shown in: "Kamigyō-ku, Kyoto, Kyoto, Japan".
+PLACE_LEVELS = ("place", "city", "region", "country")
+
+
+def _detail(fact) -> dict:
+    try:
+        detail = json.loads(fact.detail) if fact.detail else {}
+    except ValueError:
+        return {}
+    return detail if isinstance(detail, dict) else {}
+
+
+def _shown(fact) -> str:
+    """A fact as a person reads it: the form its producer kept ("Kyōto"), else its word."""
+    shown = _detail(fact).get("shown")
+    return str(shown) if shown else fact.word
+
+
+def _shown_order(fact) -> tuple:
+    """A hit's facts in the order they are shown: a place from the nearest to the country."""
+    level = _detail(fact).get("level")
+    return (fact.kind, PLACE_LEVELS.index(level) if level in PLACE_LEVELS else len(PLACE_LEVELS))
 
 
 def _class_cache() -> Path:

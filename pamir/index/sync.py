@@ -218,7 +218,8 @@ class _Sync:
         table = self.captions.get(entry["path"])
         entry.update(caption=tuple(table) if table else meta.caption,
                      source="captions table" if table else meta.source,
-                     taken=meta.taken, sidecars=meta.sidecars)
+                     taken=meta.taken, sidecars=meta.sidecars,
+                     position=getattr(meta, "position", None), facts=file_facts(meta))
         self.report.notes += meta.notes
         self.report.captioned += bool(entry["caption"])
 
@@ -286,3 +287,18 @@ class _Sync:
         for e, o, reason in zip(batch, ok, reasons):
             if not o:
                 self.record_failure(e, reason or UNKNOWN_REASON)
+
+
+def file_facts(meta) -> list:
+    """The facts a picture's metadata (pamir.metadata.PictureMetadata) gives beside its
+    keywords: its place, named offline from its GPS position (pamir.places), and its
+    camera."""
+    from ..facts import camera_facts  # noqa: PLC0415
+
+    facts = camera_facts(getattr(meta, "camera", None))
+    position = getattr(meta, "position", None)
+    if position is not None:
+        from ..places import place_facts  # noqa: PLC0415 - GeoNames, read once on first use
+
+        facts += place_facts(position)
+    return facts

@@ -136,6 +136,24 @@ class IndexWriting(IndexLifecycle):
         with self._lock, self._catalog.transaction():
             self._catalog.set_caption(picture_id, caption)
 
+    def record_pass(self, name: str, kinds: Sequence[str], facts: dict[int, Sequence],
+                    done: Sequence[tuple[int, str]]) -> None:
+        """A batch of a pass (pamir.index.passes): the pictures' facts of `kinds` and the
+        record that the pass read them (id, hash), in one commit."""
+        self._require_writable()
+        with self._lock, self._catalog.transaction():
+            for picture_id, held in facts.items():
+                self._catalog.set_facts(picture_id, kinds, held)
+            self._catalog.pass_done(name, done)
+
+    def set_facts(self, facts: dict[int, Sequence], kinds: Sequence[str]) -> None:
+        """Pictures' facts of these kinds (pamir.facts) replaced, in one commit: {id: the
+        picture's Facts}; a pass that reads pictures (text, faces) writes its batches so."""
+        self._require_writable()
+        with self._lock, self._catalog.transaction():
+            for picture_id, held in facts.items():
+                self._catalog.set_facts(picture_id, kinds, held)
+
     def rescore(self, vocabulary: Sequence[str], idf: np.ndarray, transform: Transform, *,
                 model_dir: str | Path | None = None, fingerprint: str = "",
                 batch_size: int = BATCH_SIZE,

@@ -22,16 +22,15 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
+from ..annotation import keywords_of_rows
 from ..calibration import LIKELY
-from ..calibration import annotate as annotate_words
 from ..features.images import ImageError, open_image
 from ..index import Index, QueryError, embeddings_enabled
 from ..query import SORTS
 from ..storage import atomic_write_bytes, shown_path
-from ..text import keyword_records
-from ..workflow import NoSuchPicture, NotKept, WorkflowError, indexed_picture, rerank_feedback
+from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
+                        rerank_feedback)
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
-from ..zeroshot import annotate as zeroshot_annotate
 from .explain import explanation
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
 
@@ -175,16 +174,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
         folders = (query.folders + folder) if folder else None
         sort_by = _sort(sort) or query.sort
         likely = index.count_likely(query, LIKELY, folders)
-        if likely and sort_by != "score" and floor is None and p is None \
-                and query.floor is None and query.p_floor is None:
-            hits = index.search(query, k, sort=sort_by, folders=folders, p_floor=LIKELY)
-            if len(hits) < k:  # then the others, best first
-                seen = {h.id for h in hits}
-                hits += [h for h in index.search(query, k + len(hits), sort="score",
-                                                 folders=folders) if h.id not in seen
-                         ][:k - len(hits)]
-        else:
-            hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p)
+        hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p)
         return {"query": q, "words": query.words, "unknown": query.unknown,
                 "mapping": query.mapping_json(),
                 "mapped": [m.describe() for m in query.mapped],
@@ -195,8 +185,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                             "folders": query.folders + folder},
                 "pictures": len(index), "likely": likely, "likely_probability": LIKELY,
                 "probability_note": index.uncalibrated(query) or None,
-                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption, h.probability)
-                         for h in hits]}
+                "hits": [_hit_json(h) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}/similar",
              summary="More like this: the pictures nearest to an indexed picture")
@@ -204,9 +193,9 @@ def create_app(index_dir, model_dir=None, *, system=None,
                 folder: list[str] = Query([], alias="in")):
         p = _picture(index, picture_id)
         hits = index.similar(index.vector(p.id), k, exclude=[p.id], folders=folder)
-        return {"like": _hit_json(p.id, p.path, None), "space": "text",
+        return {"like": _hit_json(p), "space": "text",
                 "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
+                "hits": [_hit_json(h) for h in hits]}
 
     @app.post("/api/similar", summary="More like this for an uploaded picture (the raw file "
                                       "as body), through the model",
@@ -217,12 +206,12 @@ def create_app(index_dir, model_dir=None, *, system=None,
         z = state.annotate_bytes(data)
         hits = index.similar(z, k)
         return {"space": "text", "pictures": len(index),
-                "hits": [_hit_json(h.id, h.path, h.score, h.taken, h.caption) for h in hits]}
+                "hits": [_hit_json(h) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}", summary="A picture of the index and its keywords")
     def picture(picture_id: int, k: int = Query(config.ANNOTATION_WORDS, ge=1, le=MAX_K)):
         p = _picture(index, picture_id)
-        return {**_hit_json(p.id, p.path, None, p.taken, p.caption),
+        return {**_hit_json(p),
                 "caption_source": p.source,
                 "keywords": _keywords(index.vector(p.id, classes=True), index, k)}
 
@@ -410,30 +399,31 @@ def _picture(index: Index, picture_id: int):
 
 
 def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
-    """A picture's keywords as the API gives them, from its stored column (text-space vector,
-    then class probabilities): the k best words [{word, score}], then ImageNet's words
-    [{word, probability, source: "imagenet"}] where the index has classes."""
-    best, more = [], []
-    if index.T:  # by the rule validation preferred, with probabilities where calibrated
-        [best] = annotate_words(index.calibration, z[: index.T], index.vocabulary, k)
-    if index.classes and len(z) == index.rows:
-        [more] = zeroshot_annotate(z[index.T:][None, :], k)
-    return keyword_records(best, more)
+    """A picture's keywords as the API gives them (pamir.annotation), from its stored column
+    or an upload's: its text-space vector, then its class probabilities where the index has
+    classes."""
+    P = z[None, index.T:] if index.classes and len(z) == index.rows else None
+    [words] = keywords_of_rows(z[None, : index.T], index.vocabulary, index.calibration, P, k)
+    return words
 
 
-def _hit_json(pid: int, path: str, score: float | None, taken: str | None = None,
-              caption=None, probability: float | None = None) -> dict:
-    path = shown_path(path)
-    d = {"id": pid, "name": os.path.basename(path), "path": path,
-         "thumbnail": f"/api/pictures/{pid}/thumbnail"}
-    if score is not None:
-        d["score"] = score
+def _hit_json(hit) -> dict:
+    """A hit (pamir.index.Hit, or a picture's record with no score) as the API gives it."""
+    path = shown_path(hit.path)
+    d = {"id": hit.id, "name": os.path.basename(path), "path": path,
+         "thumbnail": f"/api/pictures/{hit.id}/thumbnail"}
+    if getattr(hit, "score", None) is not None:
+        d["score"] = hit.score
+    probability = getattr(hit, "probability", None)
     if probability is not None:  # a calibrated probability of relevance (pamir.calibration)
         d["probability"] = round(probability, 4)
         d["likely"] = probability >= LIKELY
     # the date taken (pamir.metadata) and the caption from a table or the picture's files
-    d["taken"] = taken
-    d["caption"] = list(caption or ())
+    d["taken"] = getattr(hit, "taken", None)
+    d["caption"] = list(getattr(hit, "caption", None) or ())
+    # its place, people, camera (pamir.facts), and the query's terms it holds as facts
+    d["facts"] = dict(getattr(hit, "facts", None) or {})
+    d["matched"] = list(getattr(hit, "matched", None) or ())
     return d
 
 
@@ -501,15 +491,11 @@ class _State:
                         503, "no model: start the server with --model MODEL to annotate "
                              "uploads and explain scores")
                 # Heavy (the models and torch): loaded on the first upload or explanation.
-                from ..system import System  # noqa: PLC0415
-                # with the feature cache: keeping feedback rescores every indexed picture
-                system = System.load(self.model_dir, cache_dir=config.default_cache_dir(),
-                                     progress=False)
-                if list(system.vocabulary) != self.index.vocabulary:
-                    raise HTTPException(
-                        409, f"the model in {self.model_dir} has another vocabulary than the "
-                             "index; serve with the model the index was built with")
-                self.system = system
+                try:
+                    self.system = load_system(self.model_dir, vocabulary=self.index.vocabulary)
+                except WorkflowError as e:
+                    raise HTTPException(409, f"{e}; serve with the model the index was built "
+                                             "with") from None
             return self.system
 
     def feedback(self, query, body: Feedback, keep: bool) -> dict:
@@ -536,7 +522,7 @@ class _State:
         return {"query": body.q, "words": query.words, "right": out["right"],
                 "wrong": out["wrong"], "changed_words": out["rows"],
                 "candidates": out["candidates"], **({"kept": out["kept"]} if keep else {}),
-                "hits": [_hit_json(h.id, h.path, h.score) for h in out["hits"]]}
+                "hits": [_hit_json(h) for h in out["hits"]]}
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
         from ..system import index_transform  # noqa: PLC0415  loaded with the system

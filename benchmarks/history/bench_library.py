@@ -2,7 +2,7 @@
 the model, of the index workflow out of the CLI and the split of the index's rooms left every
 figure as it was.
 
-    python benchmarks/bench_library.py [--before COMMIT] [--model MODEL_DIR]
+    python benchmarks/history/bench_library.py [--before COMMIT] [--model MODEL_DIR]
 
 1. `python -c "import pamir"` against `python -c pass`, interleaved, median of --runs each
    (the target: <= 0.3 s on 2 cores).
@@ -17,7 +17,6 @@ figure as it was.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -28,11 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
+# a one-off comparison against older commits (benchmarks/history/): common.py is one up
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_fit_speed import COREL, archive  # noqa: E402
-from common import RESULTS, Run, report_head  # noqa: E402
+from common import RESULTS, Run, parser, report_head  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BRANCH_POINT = "51034fd"
 
 FIT = """
@@ -126,7 +127,7 @@ def output(src: Path, args: list[str], work: Path, name: str) -> tuple[str, str]
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--before", default=BRANCH_POINT)
     ap.add_argument("--model", default="/work/models/corel5k-train")
     ap.add_argument("--runs", type=int, default=15)

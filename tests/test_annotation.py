@@ -1,0 +1,83 @@
+"""One annotation (pamir.annotation) behind the library, `pamir annotate` and the HTTP API:
+the same picture gets the same keywords through all three."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from pamir.annotation import annotate_pictures, keyword_records, keywords_of_rows
+from pamir.cli import app
+from pamir.index import Index
+from pamir.server import create_app
+from pamir.workflow import WorkflowError, index_folders, load_system
+
+
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
+def words(records):
+    return [r["word"] for r in records]
+
+
+def test_cli_api_and_library_agree(tiny_system, tmp_path):
+    _, model, pictures, _ = tiny_system
+    picture = pictures / "p001.png"
+    system = load_system(model)
+
+    r = CliRunner().invoke(app, ["annotate", str(model), str(picture), "--json"])
+    assert r.exit_code == 0, r.output
+    cli = json.loads(r.stdout)["keywords"]
+
+    [library], ok, _ = annotate_pictures(system, [picture])
+    Z, _, _ = system.transform_paths([str(picture)])
+    [own] = system.annotate(Z)  # by validation's rule, as `pamir annotate` without -k
+
+    index_folders(model, [pictures], index=tmp_path / "ix")
+    with TestClient(create_app(tmp_path / "ix", model, warm_mapping=False)) as client:
+        upload = client.post("/api/annotate", params={"k": 5}, content=picture.read_bytes(),
+                             headers={"content-type": "image/png"})
+        assert upload.status_code == 200, upload.text
+        api = upload.json()["keywords"]
+        hit = next(h for h in client.get("/api/search", params={"q": own[0][0], "k": 60})
+                   .json()["hits"] if h["name"] == picture.name)
+        stored = client.get(f"/api/pictures/{hit['id']}", params={"k": 5}).json()["keywords"]
+
+    assert ok.tolist() == [True] and 1 <= len(cli) <= 5
+    assert all("probability" in w for w in cli)  # calibrated, its thresholds chosen words
+    assert words(cli) == words(library) == words(api) == words(stored) == [w for w, _ in own]
+    for other in (library, api, stored):  # the index keeps float32 vectors
+        assert [w["score"] for w in other] == pytest.approx([w["score"] for w in cli], rel=1e-5)
+    assert [s for _, s in own] == pytest.approx([w["score"] for w in cli], rel=1e-6)
+
+
+def test_a_model_of_another_vocabulary_is_refused(tiny_system, tmp_path):
+    _, model, pictures, _ = tiny_system
+    system = load_system(model)
+    with pytest.raises(WorkflowError, match="another vocabulary"):
+        load_system(model, vocabulary=list(system.vocabulary)[::-1])
+    # the server loads the model on the first upload, with the same check
+    words = list(system.vocabulary)[::-1]
+    Index.create(tmp_path / "ix", words, np.ones(len(words)), model_dir=model).close()
+    with TestClient(create_app(tmp_path / "ix", model, warm_mapping=False)) as client:
+        r = client.post("/api/annotate", content=(pictures / "p001.png").read_bytes(),
+                        headers={"content-type": "image/png"})
+    assert r.status_code == 409 and "another vocabulary" in r.text, r.text
+
+
+def test_keywords_of_rows_adds_imagenet_words_the_model_did_not_give():
+    Z = np.array([[0.1, 0.9, 0.5]], np.float32)
+    P = np.zeros((1, 1000))
+    P[0, 340] = 1.0  # ImageNet class 340: zebra
+    [records] = keywords_of_rows(Z, ["red", "zebra", "grass"], None, P, k=2)
+    assert words(records)[:2] == ["zebra", "grass"]
+    assert all(r.get("source") == "imagenet" for r in records[2:]) and records[2:]
+    assert "zebra" not in words(records[2:])  # the model gave it already
+    assert keyword_records([("sky", 0.5, None)], [("sky", 0.9)]) == [{"word": "sky",
+                                                                     "score": 0.5}]
