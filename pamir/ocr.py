@@ -291,19 +291,18 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
 # ------------------------------------------------------------------------------ facts
 
 def phrase(text: str) -> str:
-    """A line or a quoted query as a phrase word: its words folded, punctuation dropped,
-    stop words kept ("Fresh Bread!" -> "fresh bread"). A query's quoted phrase must be
-    written by this to meet the phrases `text_facts` stores."""
-    return " ".join(fold(w) for w in tokenize(text, stop_words=None, min_length=1))
+    """A line as a phrase word, written as pamir.query writes a quoted phrase: its words
+    (one-letter ones kept) without the stop words, folded, punctuation dropped: "Museum of
+    Art!" -> "museum art", so that `"museum of art"` finds it."""
+    return " ".join(fold(w) for w in tokenize(text, STOP_WORDS, min_length=1))
 
 
 def text_facts(lines: list[TextLine]) -> list[Fact]:
     """A picture's text facts: each word of its lines (pamir.text.tokenize: stop words and
     one-letter tokens left out, a sign's "THE" is no fact; a hyphenated word and its
-    parts), and each run of 2 to
-    MAX_PHRASE_WORDS words of a line that neither starts nor ends with a stop word
-    ("fresh bread" on a sign reading "Fresh bread daily"). A word read several times is one
-    fact, with its best line's confidence; detail: that line's box and text as shown."""
+    parts), and each run of 2 to MAX_PHRASE_WORDS words of a line's `phrase` ("fresh bread"
+    on a sign reading "Fresh bread daily"). A word read several times is one fact, with its
+    best line's confidence; detail: that line's box and text as shown."""
     best: dict[str, tuple[float, str]] = {}
 
     def add(word: str, line: TextLine):
@@ -321,9 +320,7 @@ def text_facts(lines: list[TextLine]) -> list[Fact]:
         words = phrase(line.text).split()
         for n in range(2, MAX_PHRASE_WORDS + 1):
             for i in range(len(words) - n + 1):
-                run = words[i:i + n]
-                if run[0] not in STOP_WORDS and run[-1] not in STOP_WORDS:
-                    add(" ".join(run), line)
+                add(" ".join(words[i:i + n]), line)
     return [Fact("text", w, c, d) for w, (c, d) in best.items()]
 
 

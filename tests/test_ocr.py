@@ -14,7 +14,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 pytest.importorskip("rapidocr")
 
-from pamir.facts import Fact  # noqa: E402
+from pamir.facts import Fact, fold  # noqa: E402
 from pamir.features import images  # noqa: E402
 from pamir.ocr import (OcrSettings, TextLine, TextReader, bundled_models,  # noqa: E402
                        fingerprint, phrase, read_texts, text_facts)
@@ -113,7 +113,7 @@ def test_text_facts_fold_words_keep_stop_words_out_and_make_phrases():
              TextLine("Coca-Cola", 0.7, (0.1, 0.8, 0.3, 0.9))]
     facts = {f.word: f for f in text_facts(lines)}
     assert set(facts) == {"old", "bakery", "old bakery", "cafe", "creme", "cafe creme",
-                          "coca-cola", "coca", "cola"}
+                          "coca-cola", "coca", "cola"}  # no "the", no "the old bakery"
     assert all(isinstance(f, Fact) and f.kind == "text" for f in facts.values())
     # a word read twice is one fact, with its best line's confidence and box
     assert facts["bakery"].confidence == 0.95
@@ -123,13 +123,18 @@ def test_text_facts_fold_words_keep_stop_words_out_and_make_phrases():
     assert text_facts([]) == []
 
 
-def test_phrases_inside_a_longer_line():
-    words = {f.word for f in text_facts([TextLine("Fresh bread of the day, every day!",
+def test_phrases_inside_a_longer_line_are_written_as_the_query_writes_them():
+    words = {f.word for f in text_facts([TextLine("Fresh bread of the day, every day! Vitamin C",
                                                   0.9, (0, 0, 1, 1))])}
-    assert {"fresh bread", "bread of the day", "day"} <= words
-    assert "fresh bread of the day" not in words  # 5 words: longer than MAX_PHRASE_WORDS
-    assert not {"bread of", "of the", "every day"} & words  # a stop word at an end
-    assert phrase("  Fresh   BREAD! ") == "fresh bread"
+    assert {"fresh bread", "bread day", "fresh bread day", "day", "vitamin c"} <= words
+    assert not {"bread of", "of the", "every day", "c"} & words  # stop words, one letter
+    assert "fresh bread day day" in words and "fresh bread day day vitamin" not in words
+    assert phrase("  Museum   of ART! ") == "museum art"
+    # a quoted query phrase meets the phrase facts: pamir.query writes it the same way
+    from pamir.query import parse
+
+    (term,) = parse('"Museum of Art"').terms
+    assert fold(term.text) == phrase("Museum of Art")
 
 
 # ------------------------------------------------------------------------------ bad input
