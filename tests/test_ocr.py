@@ -216,3 +216,37 @@ def test_the_fingerprint_names_the_models_and_the_settings():
     assert "PP-OCRv6_rec_small" in fingerprint()
     assert fingerprint() == fingerprint(OcrSettings())
     assert fingerprint(OcrSettings(detect_side=480)) != fingerprint()
+
+
+# ------------------------------------------------------------------------------ in an index
+
+def test_read_texts_as_the_index_pass_reader_makes_painted_words_searchable(tmp_path,
+                                                                            monkeypatch):
+    """pamir.index.passes.run_pass with read_texts as its reader: the painted words are
+    found by a word, a quoted phrase (stop words and all) and the text: filter."""
+    from pamir.index import Index
+    from pamir.index.passes import run_pass
+    from test_server import FakeSystem, make_pictures
+
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+    folder = tmp_path / "pictures"
+    make_pictures(folder)
+    Image.fromarray(paint("Fresh Bread", "DejaVuSans-Bold.ttf", 44, (20, 20, 20),
+                          (240, 232, 205), 3)).save(folder / "bakery.png")
+    Image.fromarray(paint("MUSEUM OF ART", "DejaVuSerif-Bold.ttf", 36, (255, 255, 255),
+                          (20, 100, 50), -4)).save(folder / "museum.jpg")
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a JPEG")
+    system = FakeSystem()
+    with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
+        ix.update([folder], system.transform_paths)
+        report = run_pass(ix, "text", ("text",), read_texts)
+        # the nine plain pictures read too, with no text (the corrupt file is not indexed)
+        assert (report.read, report.with_facts, report.failed) == (11, 2, 0)
+
+        def top(query):
+            return [h.path.rsplit("/", 1)[1] for h in ix.search(query, 1)]
+
+        assert top("bread") == ["bakery.png"]
+        assert top('"fresh bread"') == ["bakery.png"]
+        assert top('"museum of art"') == ["museum.jpg"]
+        assert top("text:museum") == ["museum.jpg"]
