@@ -322,7 +322,11 @@ FACT_PHRASE_WORDS = 3
 def join_fact_phrases(parsed: ParsedQuery, facts: Callable[[str], int]) -> ParsedQuery:
     """Runs of unquoted words (of one weight) that pictures hold as one fact become one
     phrase term, the longest first: `united kingdom` as `"united kingdom"`, `new york` as
-    `"new york"`; `facts(folded phrase)` counts the pictures holding it."""
+    `"new york"`; and a stop word that pictures hold as a fact (a tag `detail`, `top`) is a
+    term again. `facts(folded word or phrase)` counts the pictures holding it."""
+    held = [w for w in dict.fromkeys(parsed.stop_only) if facts(fold(w))]
+    parsed.terms += [Term(w, [w]) for w in held]
+    parsed.stop_only = [w for w in parsed.stop_only if w not in held]
     terms, out, i = parsed.terms, [], 0
     while i < len(terms):
         for n in range(min(FACT_PHRASE_WORDS, len(terms) - i), 1, -1):

@@ -220,3 +220,9 @@ def test_bare_words_that_pictures_hold_as_one_fact_are_one_phrase(tmp_path):
         assert [m.term for m in q.matches] == ["united kingdom", "red"]
         assert sorted(names(ix.search("united kingdom", 9))) == ["blue-1.png", "green-0.png"]
         assert [m.term for m in ix.parse_query("london red").matches] == ["london", "red"]
+
+
+def test_a_stop_word_that_pictures_are_tagged_with_is_searched(tmp_path):
+    with captioned_index(tmp_path, {"red-1.png": ["detail"]}) as ix:
+        assert names(ix.search("detail", 9)) == ["red-1.png"]
+        assert names(ix.search("detail red", 1)) == ["red-1.png"]
