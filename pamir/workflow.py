@@ -160,21 +160,37 @@ def update_index(index: Index, system, folders, transform=None, *, captions=None
                         batch_size=batch_size or BATCH_SIZE, progress=progress)
 
 
+def read_text(index: Index, *, client=None, progress=None):
+    """The text pass of `pamir index` (pamir.index.passes): the text written in every picture
+    not read yet as it is now (pamir.ocr), its words and phrases stored as facts; with a Dask
+    client, batches as tasks. Returns the PassReport. The pass is named after the reader, so
+    that another reader (other models, other settings) reads every picture again."""
+    from . import ocr  # noqa: PLC0415  (rapidocr: the [ocr] extra)
+    from .index.passes import run_pass  # noqa: PLC0415
+
+    return run_pass(index, f"text {ocr.fingerprint()}", ("text",), ocr.read_texts,
+                    client=client, progress=progress)
+
+
 def index_folders(model_dir, folders, *, index=None, captions: dict | None = None,
                   rebuild: bool = False, batch_size: int = BATCH_SIZE, progress=None,
-                  say=logger.info):
+                  say=logger.info, text: bool = False):
     """Index the pictures under `folders` with the trained system in model_dir (None: the
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
     (default: default_index_dir()). captions: {path: words} shown beside the pictures.
-    progress(done, total) follows the batches. Returns the UpdateReport."""
+    progress(done, total) follows the batches. text: then read the text written in the
+    pictures (`read_text`; report.text says what it read). Returns the UpdateReport."""
     index_dir = Path(index) if index is not None else default_index_dir()
     folders = picture_folders(folders)
     if model_dir is not None:
         model_dir = Path(model_dir).expanduser()
     system, fingerprint = indexing_system(model_dir)
     with open_index(index_dir, model_dir, system, fingerprint, rebuild, say=say) as ix:
-        return update_index(ix, system, folders, captions=captions, batch_size=batch_size,
-                            progress=progress)
+        report = update_index(ix, system, folders, captions=captions, batch_size=batch_size,
+                              progress=progress)
+        if text:
+            report.text = read_text(ix).as_dict()
+        return report
 
 
 # ------------------------------------------------------------------------ rescore, learn

@@ -250,3 +250,32 @@ def test_read_texts_as_the_index_pass_reader_makes_painted_words_searchable(tmp_
         assert top('"fresh bread"') == ["bakery.png"]
         assert top('"museum of art"') == ["museum.jpg"]
         assert top("text:museum") == ["museum.jpg"]
+
+
+def test_pamir_index_reads_the_text_after_the_pictures_and_no_text_turns_it_off(tmp_path, monkeypatch):
+    """The text pass of `pamir index` (a model's index here): painted words are found by
+    `pamir search` after it; `--no-text` reads nothing; a second run reads nothing again."""
+    import json
+
+    import pamir.commands.product as product
+    from test_product import run
+    from test_server import FakeSystem, make_pictures
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.json").write_text('{"fake": 1}')
+    monkeypatch.setattr(product, "load_system", lambda path: FakeSystem())
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+    pictures = tmp_path / "pictures"
+    make_pictures(pictures)
+    Image.fromarray(paint("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20),
+                          (240, 232, 205), 0)).save(pictures / "sign.png")
+    ix = tmp_path / "ix"
+    r = json.loads(run("index", model, pictures, "--index", ix, "--json", "--no-text").stdout)
+    assert r["text"] is None
+    r = json.loads(run("index", model, pictures, "--index", ix, "--json").stdout)
+    assert r["text"]["read"] == 10 and r["text"]["with_facts"] >= 1
+    hits = json.loads(run("search", "bread", "--index", ix, "--json").stdout)["hits"]
+    assert Path(hits[0]["path"]).name == "sign.png" and hits[0]["matched"] == ["bread"]
+    again = json.loads(run("index", model, pictures, "--index", ix, "--json").stdout)
+    assert again["text"]["read"] == 0

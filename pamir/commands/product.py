@@ -77,6 +77,9 @@ def index_command(
     compact: bool = typer.Option(False, "--compact", help="then merge the index's segments "
                                  "of sorted lists into one per shard, alike pictures side by "
                                  "side for faster search (results unchanged)"),
+    text: bool = typer.Option(True, "--text/--no-text", help="then read the text written in "
+                              "the pictures (signs, menus, covers), once per picture: `text:` "
+                              "and its words find it (the [ocr] extra)"),
 ):
     """Index folders of pictures, incrementally: only new and changed files are computed.
 
@@ -100,7 +103,7 @@ def index_command(
     caption_map = _caption_map(captions) if captions else None
     try:
         report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
-                                caption_map, batch, workers, scheduler, compact)
+                                caption_map, batch, workers, scheduler, compact, text)
     except (OSError, sqlite3.OperationalError) as e:
         # a full or failing disk: every batch committed before it stays indexed and searchable
         fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
@@ -125,6 +128,12 @@ def index_command(
         f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
         f"unreadable {len(report.failed)}); captions: {report.captioned} of the pictures read, "
         f"{report.recaptioned} read again (sidecar changed)")
+    if report.text is not None:
+        t = report.text
+        for note in t["notes"][:MAX_LISTED_FAILURES]:
+            console.print(f"[yellow]text not read:[/yellow] {escape(note)}", markup=True)
+        console.print(f"text: {t['read']:,} pictures read ({t['with_facts']:,} with text, "
+                      f"{t['failed']} unreadable) in {t['seconds']:.1f} s")
 
 
 def _is_model(path: Path) -> bool:
@@ -156,8 +165,8 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
 
 
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
-           workers, scheduler, compact):
-    """index_command's work: (report, status)."""
+           workers, scheduler, compact, text=True):
+    """index_command's work: (report, status); with `text`, the text pass after."""
     from ..progress import Bar  # noqa: PLC0415
 
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
@@ -178,7 +187,28 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
             index.compact()
         bar.stop()
         _prepare_word_mapping(index)
+        if text:
+            report.text = _read_text(index, getattr(transform, "client", None))
         return report, index.status()
+
+
+def _read_text(index: Index, client) -> dict | None:
+    """The text pass (pamir.workflow.read_text) with its own progress, after the pictures
+    are searchable; None, with a line, where the [ocr] extra is not installed."""
+    from ..extras import MissingExtra  # noqa: PLC0415
+    from ..progress import Bar  # noqa: PLC0415
+
+    try:
+        with Bar("reading text", console=console, unit="pictures") as bar:
+            return workflow.read_text(index, client=client, progress=lambda done, total:
+                                      bar.update(completed=done, total=total)).as_dict()
+    except MissingExtra as e:
+        console.print(f"text in pictures not read: {e}")
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {len(index):,} pictures are indexed and searchable; the "
+                      "text read so far is kept, and the same command reads the rest")
+        raise typer.Exit(130) from None
+    return None
 
 
 def _prepare_word_mapping(index: Index) -> None:

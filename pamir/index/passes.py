@@ -57,7 +57,7 @@ def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
         for (picture_id, path, digest), (found, note) in zip(batch, results):
             if found is None:
                 report.failed += 1
-                report.notes.append(f"{path}: {note or 'could not be read'}")
+                report.notes.append(note or f"{path}: could not be read")
             report.with_facts += bool(found)
             facts[picture_id] = found or []
             done.append((picture_id, digest))
