@@ -1,0 +1,195 @@
+"""Who each face is: names from the files, names carried to faces that look alike, and
+unnamed people.
+
+1. `name_faces`: a picture's named regions name the detected faces they overlap; a region
+   that overlaps none is embedded itself. A keyword (or People/ tag) that is a known
+   person's name names the face of a picture with one face.
+2. `assign`: an unnamed face takes the name of the nearest named person when the distance is
+   within NAME_DISTANCE, chosen so that strangers are not given someone's name.
+3. `group`: faces that match no name are grouped into unnamed people (Chinese whispers,
+   chosen over DBSCAN by measurement), incrementally: faces already grouped keep their group.
+
+benchmarks/results/faces.md gives the measurements behind each constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..facts import fold
+from .faces import EMBEDDING_SIZE, Face
+from .regions import Region
+
+#: A named region names the detected face it overlaps most, when their intersection over
+#: union is at least this: a region drawn by a person (or a tool's detector) is larger or
+#: smaller than HOG's tight box, a region 1.5 times as wide and high as the face box has
+#: an IoU of 0.44; another person's face beside it has about none.
+REGION_IOU = 0.3
+#: An unnamed face takes a person's name when its distance to the nearest of that person's
+#: named faces is at most this (Euclidean, dlib embeddings). Chosen on held-out named faces
+#: (benchmarks/bench_faces.py) so that few strangers are given a name; dlib's own rule of
+#: thumb is 0.6.
+NAME_DISTANCE = 0.5
+#: Faces closer than this are linked when grouping unnamed faces into people (Chinese
+#: whispers' edge threshold), chosen by pairwise precision and recall on the benchmark.
+GROUP_DISTANCE = 0.5
+#: Longest person's name, in words, looked for among a picture's keywords.
+MAX_NAME_WORDS = 4
+
+
+def iou(a, b) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@dataclass
+class NamedFace:
+    """A face and the name the files give it. name: as written ("Alice Smith"), None when
+    the files do not say; how: "region (sidecar NAME.xmp, MWG)", "keyword", or ""."""
+
+    face: Face
+    name: str | None = None
+    how: str = ""
+
+
+def name_faces(faces: Sequence[Face], regions: Sequence[Region], keywords: Iterable[str] = (),
+               known_names: Iterable[str] = (),
+               embed: Callable[[tuple], Face] | None = None) -> list[NamedFace]:
+    """The picture's faces with the names its files give them: the detected faces in their
+    order, then one face for each named region that overlaps no detection (embedded by
+    `embed(box)`, e.g. `lambda box: finder.embed(image, box)`; left out without it).
+
+    Regions first: each region names the face it overlaps most (IoU at least REGION_IOU),
+    pairs taken best first, each face and each region used once. Then keywords: on a picture
+    with exactly one face, still unnamed, a keyword (or phrase of consecutive keywords, or a
+    People/ tag) that is a known person's name (folded) names it, when exactly one such
+    name is found and no region already gave it."""
+    out = [NamedFace(f) for f in faces]
+    pairs = sorted(((iou(f.box, r.box), i, j) for i, f in enumerate(faces)
+                    for j, r in enumerate(regions)), reverse=True)
+    used_faces, used_regions = set(), set()
+    for overlap, i, j in pairs:
+        if overlap < REGION_IOU:
+            break
+        if i in used_faces or j in used_regions:
+            continue
+        used_faces.add(i)
+        used_regions.add(j)
+        out[i].name, out[i].how = regions[j].name, f"region ({regions[j].source})"
+    for j, r in enumerate(regions):
+        if j not in used_regions and embed is not None:
+            out.append(NamedFace(embed(r.box), r.name, f"region ({r.source}), embedded"))
+    if len(out) == 1 and out[0].name is None:
+        given = {fold(n.name) for n in out if n.name}
+        found = [n for n in keyword_names(keywords, known_names) if fold(n) not in given]
+        if len(found) == 1:
+            out[0].name, out[0].how = found[0], "keyword"
+    return out
+
+
+def keyword_names(keywords: Iterable[str], known_names: Iterable[str]) -> list[str]:
+    """The known names (folded) found among keywords: each keyword, and each run of up to
+    MAX_NAME_WORDS consecutive keywords (a caption split into words keeps "alice smith" as
+    "alice", "smith")."""
+    known = {fold(n) for n in known_names if n and fold(n)}
+    words = [fold(k) for k in keywords if k and fold(k)]
+    found = []
+    for i in range(len(words)):
+        for n in range(1, MAX_NAME_WORDS + 1):
+            phrase = " ".join(words[i:i + n])
+            if i + n <= len(words) and phrase in known and phrase not in found:
+                found.append(phrase)
+    # a name that is part of a longer name found ("alice" in "alice smith") is that name
+    return [f for f in found if not any(f != g and f" {f} " in f" {g} " for g in found)]
+
+
+def person_distances(unnamed: np.ndarray, named: np.ndarray, names: Sequence[str]
+                     ) -> tuple[list[str], np.ndarray]:
+    """(people, D): the distinct names (folded, first-seen order) and the (n, P) distance
+    from each unnamed face to the nearest named face of each person."""
+    unnamed, named = _rows(unnamed), _rows(named)
+    people = list(dict.fromkeys(fold(n) for n in names))
+    D = np.full((len(unnamed), len(people)), np.inf, np.float32)
+    if len(unnamed) and len(named):
+        pair = _distances(unnamed, named)
+        index = {p: k for k, p in enumerate(people)}
+        for j, n in enumerate(names):
+            k = index[fold(n)]
+            D[:, k] = np.minimum(D[:, k], pair[:, j])
+    return people, D
+
+
+def assign(unnamed: np.ndarray, named: np.ndarray, names: Sequence[str],
+           threshold: float = NAME_DISTANCE) -> list[tuple[str | None, float]]:
+    """For each unnamed face, (name, distance): the nearest named person (folded name) when
+    within threshold, else (None, distance to the nearest)."""
+    people, D = person_distances(unnamed, named, names)
+    if not people:
+        return [(None, float("inf"))] * len(D)
+    best = D.argmin(axis=1)
+    out = []
+    for i, k in enumerate(best):
+        d = float(D[i, k])
+        out.append((people[k] if d <= threshold else None, d))
+    return out
+
+
+def group(embeddings: np.ndarray, labels: Sequence[int] | None = None,
+          threshold: float = GROUP_DISTANCE) -> np.ndarray:
+    """Unnamed people: a group id per face (>= 0). labels: the groups faces already have
+    (-1: a new face); those keep theirs, a new face within threshold of a grouped face joins
+    the nearest one's group, and the other new faces are grouped among themselves by
+    Chinese whispers (dlib), taking new ids."""
+    X = _rows(embeddings)
+    out = np.full(len(X), -1, np.int64) if labels is None else np.array(labels, np.int64)
+    old = np.flatnonzero(out >= 0)
+    new = np.flatnonzero(out < 0)
+    if len(old) and len(new):
+        d = _distances(X[new], X[old])
+        near = d.argmin(axis=1)
+        close = d[np.arange(len(new)), near] <= threshold
+        out[new[close]] = out[old[near[close]]]
+        new = new[~close]
+    if len(new):
+        start = int(out.max()) + 1 if len(old) else 0
+        out[new] = start + chinese_whispers(X[new], threshold)
+    return out
+
+
+def chinese_whispers(X: np.ndarray, threshold: float = GROUP_DISTANCE) -> np.ndarray:
+    """dlib's Chinese whispers over the graph of faces closer than threshold: ids from 0."""
+    import dlib  # noqa: PLC0415 - the [faces] extra, as FaceFinder
+
+    if len(X) == 1:
+        return np.zeros(1, np.int64)
+    vectors = [dlib.vector(row.astype(np.float64).tolist()) for row in X]
+    ids = np.asarray(dlib.chinese_whispers_clustering(vectors, float(threshold)), np.int64)
+    return np.unique(ids, return_inverse=True)[1]
+
+
+def _rows(x) -> np.ndarray:
+    """Embeddings as an (n, 128) float32 array (n may be 0)."""
+    a = np.asarray(x, np.float32)
+    return a.reshape(-1, EMBEDDING_SIZE) if a.size else np.zeros((0, EMBEDDING_SIZE), np.float32)
+
+
+def _distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """(len(A), len(B)) Euclidean distances."""
+    A = A.astype(np.float32)
+    B = B.astype(np.float32)
+    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+    return np.sqrt(np.maximum(d2, 0.0))
+
+
+__all__ = ["GROUP_DISTANCE", "NAME_DISTANCE", "NamedFace", "REGION_IOU", "assign",
+           "chinese_whispers", "group", "iou", "keyword_names", "name_faces",
+           "person_distances"]
