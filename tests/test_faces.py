@@ -145,6 +145,31 @@ def test_a_face_written_both_ways_is_one_region_and_the_sidecar_wins(tmp_path):
 
 
 @needs_exiftool
+@pytest.mark.parametrize("drawn_on", ["stored", "shown"])
+def test_a_region_of_a_turned_photo_covers_the_face_as_shown(tmp_path, faces, drawn_on):
+    """A portrait phone photo is stored sideways with EXIF orientation 6: MWG regions are
+    drawn on the stored picture (Lightroom, digiKam), or by some writers on the picture as
+    shown, which their AppliedToDimensions then give."""
+    (face,) = faces["obama"]
+    x0, y0, x1, y1 = face.box
+    shown = Image.open(DATA / "obama.jpg")
+    p = tmp_path / "turned.jpg"
+    shown.rotate(90, expand=True).save(p)  # stored: the picture turned a quarter left
+    if drawn_on == "stored":  # (x, y) shown is (1 - y, x) stored
+        area, dims = ((y0 + y1) / 2, 1 - (x0 + x1) / 2, y1 - y0, x1 - x0), shown.size[::-1]
+    else:
+        area, dims = ((x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0), shown.size
+    exiftool(p, "-n", "-Orientation=6", "-XMP-mwg-rs:RegionInfo={AppliedToDimensions={"
+             f"W={dims[0]},H={dims[1]},Unit=pixel}},RegionList=[{{Area={{X={area[0]},"
+             f"Y={area[1]},W={area[2]},H={area[3]},Unit=normalized}},Name=Barack Obama,"
+             "Type=Face}]}")
+    (region,) = read_regions(p)
+    assert region.box == pytest.approx(face.box, abs=1e-3)
+    ((found,), _), = find_faces([p])
+    assert iou(found.box, region.box) > 0.8
+
+
+@needs_exiftool
 def test_people_tags_are_names(tmp_path):
     p = exiftool(picture(tmp_path / "a.jpg"), "-XMP-digiKam:TagsList=People/Alice Smith",
                  "-XMP-digiKam:TagsList=Places/Paris",
@@ -246,3 +271,22 @@ def test_without_the_faces_extra_the_message_names_it(monkeypatch):
                         else real(name, *a))
     with pytest.raises(MissingExtra, match=r"face_recognition_models .*pamir\[faces\]"):
         FaceFinder()
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_as_shown_turns_a_box_as_pillow_turns_the_pixels(orientation):
+    from PIL import ImageOps
+
+    from pamir.people.regions import as_shown
+
+    a = np.zeros((40, 60), np.uint8)
+    a[5:15, 10:30] = 255  # stored box (10/60, 5/40, 30/60, 15/40)
+    im = Image.fromarray(a)
+    exif = im.getexif()
+    exif[0x0112] = orientation
+    im.info["exif"] = exif.tobytes()
+    shown = np.asarray(ImageOps.exif_transpose(im))
+    ys, xs = np.nonzero(shown)
+    h, w = shown.shape
+    expected = (xs.min() / w, ys.min() / h, (xs.max() + 1) / w, (ys.max() + 1) / h)
+    assert as_shown((10 / 60, 5 / 40, 30 / 60, 15 / 40), orientation) == pytest.approx(expected)

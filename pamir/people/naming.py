@@ -21,7 +21,7 @@ import numpy as np
 
 from ..facts import fold
 from .faces import EMBEDDING_SIZE, Face
-from .regions import Region
+from .regions import Region, iou
 
 #: A named region names the detected face it overlaps most, when their intersection over
 #: union is at least this: a region drawn by a person (or a tool's detector) is larger or
@@ -42,17 +42,6 @@ NAME_DISTANCE = 0.56
 GROUP_DISTANCE = 0.55
 #: Longest person's name, in words, looked for among a picture's keywords.
 MAX_NAME_WORDS = 4
-
-
-def iou(a, b) -> float:
-    """Intersection over union of two (x0, y0, x1, y1) boxes."""
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    if w <= 0 or h <= 0:
-        return 0.0
-    inter = w * h
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 @dataclass

@@ -13,8 +13,12 @@ NAME.xmp), found, size-capped and parsed as pamir.metadata reads keywords (defus
 DTDs, no entities). The first place that holds regions wins, in pamir.metadata's order:
 sidecars first (the tool that wrote one keeps it up to date), then the picture.
 
-Boxes are taken in the picture as shown (EXIF orientation applied), which is how digiKam,
-Lightroom and Picasa write them.
+Boxes are returned in the picture as shown (EXIF orientation applied, as pamir decodes it).
+The MWG guidelines put regions in the picture as stored, before its orientation, and
+Lightroom and digiKam (since its bugs 372340 and 395243) write them so; viewers that skip
+the rotation misplace the faces of portrait phone photos (pigallery2 #515, #979, Damselfly
+#352). So a region is turned by the picture's EXIF orientation, unless its
+AppliedToDimensions are the picture's size as shown (a writer that used the shown picture).
 """
 
 from __future__ import annotations
@@ -44,6 +48,12 @@ _DIGIKAM = "{http://www.digikam.org/ns/1.0/}"
 #: The top levels of a keyword hierarchy whose children are people's names (digiKam's
 #: "People", Lightroom users' "People" or "Persons").
 PEOPLE_ROOTS = frozenset({"people", "persons", "person"})
+
+_ORIENTATION = 0x0112
+#: EXIF orientation -> where a normalised point (x, y) of the stored picture is shown.
+_TURNS = {1: lambda x, y: (x, y), 2: lambda x, y: (1 - x, y), 3: lambda x, y: (1 - x, 1 - y),
+          4: lambda x, y: (x, 1 - y), 5: lambda x, y: (y, x), 6: lambda x, y: (1 - y, x),
+          7: lambda x, y: (1 - y, 1 - x), 8: lambda x, y: (y, 1 - x)}
 
 #: The most regions read from one picture (a group photo has tens; a packet with thousands
 #: is hostile).
@@ -81,7 +91,7 @@ def read_people(path: str | Path) -> PeopleInFiles:
             data = _read_capped(Path(s), st.st_size, MAX_XMP_BYTES, notes)
             if data is not None:
                 places.append((f"sidecar {_sidecar_kind(path, Path(s))}", data))
-    embedded = _embedded_xmp(path, notes)
+    embedded, orientation, stored = _header(path, notes)
     if embedded:
         places.append(("embedded XMP", embedded))
     regions, tags = [], []
@@ -90,7 +100,8 @@ def read_people(path: str | Path) -> PeopleInFiles:
         if root is None:
             continue
         if not regions:
-            regions = _mwg_regions(root, where) + _mp_regions(root, where)
+            regions = _mwg_regions(root, where, orientation, stored) + \
+                _mp_regions(root, where, orientation)
             regions = _unique(regions)[:MAX_REGIONS]
         tags += _people_tags(root)
     return PeopleInFiles(regions, list(dict.fromkeys(tags)), notes)
@@ -107,21 +118,33 @@ def person_tags(path: str | Path) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ reading
-def _embedded_xmp(path: Path, notes: list[str]) -> bytes | None:
+def _header(path: Path, notes: list[str]) -> tuple[bytes | None, int, tuple[int, int]]:
+    """The picture's embedded XMP packet, EXIF orientation (1: none) and stored size, from its
+    header (no pixels decoded)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with open_picture(path) as im:
                 xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
+                orientation = im.getexif().get(_ORIENTATION, 1)
+                size = im.size
     except Exception:  # noqa: BLE001 - an unreadable picture: its decoder reports it, once
-        return None
+        return None, 1, (0, 0)
     if isinstance(xmp, str):
         xmp = xmp.encode("utf-8", "surrogatepass")
     if xmp and len(xmp) > MAX_XMP_BYTES:
         notes.append(f"{path}: XMP packet of {len(xmp):,} bytes, over the {MAX_XMP_BYTES:,} "
                      "read; ignored")
-        return None
-    return xmp or None
+        xmp = None
+    return xmp or None, orientation if orientation in _TURNS else 1, size
+
+
+def as_shown(box, orientation: int) -> tuple[float, float, float, float]:
+    """A normalised box of the picture as stored, in the picture as shown (EXIF orientation
+    applied, as Pillow's exif_transpose turns the pixels)."""
+    turn = _TURNS.get(orientation, _TURNS[1])
+    (ax, ay), (bx, by) = turn(box[0], box[1]), turn(box[2], box[3])
+    return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
 
 
 def _parse(data: bytes, where: str, notes: list[str]):
@@ -171,13 +194,17 @@ def _items(node) -> list:
     return [li for li in node.iter(_RDF + "li")]
 
 
-def _mwg_regions(root, where: str) -> list[Region]:
+def _mwg_regions(root, where: str, orientation: int = 1,
+                 stored: tuple[int, int] = (0, 0)) -> list[Region]:
     out = []
     for regions in root.iter(_MWG_RS + "Regions"):
         info = _props(regions)
         dims = _props(info[_MWG_RS + "AppliedToDimensions"]) \
             if not isinstance(info.get(_MWG_RS + "AppliedToDimensions", ""), str) else {}
         dim_w, dim_h = _number(dims.get(_ST_DIM + "w")), _number(dims.get(_ST_DIM + "h"))
+        # a writer that drew on the picture as shown says so by its dimensions
+        turn = 1 if orientation in (5, 6, 7, 8) and (dim_w, dim_h) == stored[::-1] \
+            and stored[0] != stored[1] else orientation
         listing = info.get(_MWG_RS + "RegionList")
         if listing is None or isinstance(listing, str):
             continue
@@ -199,11 +226,11 @@ def _mwg_regions(root, where: str) -> list[Region]:
                 x, y, w, h = x / dim_w, y / dim_h, w / dim_w, h / dim_h
             box = _clip((x - w / 2, y - h / 2, x + w / 2, y + h / 2))
             if box:
-                out.append(Region(name, box, f"{where}, MWG"))
+                out.append(Region(name, as_shown(box, turn), f"{where}, MWG"))
     return out
 
 
-def _mp_regions(root, where: str) -> list[Region]:
+def _mp_regions(root, where: str, orientation: int = 1) -> list[Region]:
     out = []
     for info in root.iter(_MP + "RegionInfo"):
         for li in _items(info)[:MAX_REGIONS]:
@@ -216,7 +243,7 @@ def _mp_regions(root, where: str) -> list[Region]:
             x, y, w, h = rect
             box = _clip((x, y, x + w, y + h))
             if box:
-                out.append(Region(name, box, f"{where}, MP"))
+                out.append(Region(name, as_shown(box, orientation), f"{where}, MP"))
     return out
 
 
@@ -226,11 +253,20 @@ def _clip(box) -> tuple[float, float, float, float] | None:
     return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None
 
 
-def _unique(regions: list[Region]) -> list[Region]:
-    """One region per person and place: tools that write both MWG and MP regions (exiftool's
-    MWG module, Lightroom) write each face twice."""
-    from .naming import iou  # noqa: PLC0415
+def iou(a, b) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
 
+
+def _unique(regions: list[Region]) -> list[Region]:
+    """One region per person and place: tools that write both MWG and MP regions (digiKam,
+    exiftool's MWG module) write each face twice."""
     kept: list[Region] = []
     for r in regions:
         if not any(k.name.casefold() == r.name.casefold() and iou(k.box, r.box) > 0.5
@@ -251,5 +287,5 @@ def _people_tags(root) -> list[str]:
     return out
 
 
-__all__ = ["MAX_REGIONS", "PEOPLE_ROOTS", "PeopleInFiles", "Region", "person_tags",
-           "read_people", "read_regions"]
+__all__ = ["MAX_REGIONS", "PEOPLE_ROOTS", "PeopleInFiles", "Region", "as_shown", "iou",
+           "person_tags", "read_people", "read_regions"]
