@@ -183,7 +183,19 @@ def strangers(rows):
     ok = [r for r in table if r["stranger_named"] <= MAX_STRANGER_RATE]
     chosen = max(ok, key=lambda r: r["threshold"]) if ok else table[0]
     return {"table": table, "chosen": chosen, "strangers": len(stranger_d),
-            "genuine": len(gd)}
+            "genuine": len(gd), "confidence": confidence_fit(gd, gright, stranger_d)}
+
+
+def confidence_fit(gd, gright, stranger_d) -> dict:
+    """P(the name is right | distance): a logistic fit, right names against wrong ones and
+    strangers (any name a stranger gets is wrong), the two sides weighted equally."""
+    from sklearn.linear_model import LogisticRegression  # noqa: PLC0415
+
+    x = np.concatenate([gd, stranger_d])[:, None]
+    y = np.concatenate([gright, np.zeros(len(stranger_d), bool)])
+    lr = LogisticRegression(C=1e4, class_weight="balanced").fit(x, y)
+    a, b = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+    return {"slope": -a, "midpoint": -b / a}
 
 
 def clustering(rows):
@@ -322,7 +334,10 @@ def report(r: dict) -> str:
               f"{MAX_STRANGER_RATE}: **{st['chosen']['threshold']}** (stranger named "
               f"{st['chosen']['stranger_named']:.3f}, right name "
               f"{st['chosen']['genuine_right']:.3f}, wrong name "
-              f"{st['chosen']['genuine_wrong']:.3f}).", "",
+              f"{st['chosen']['genuine_wrong']:.3f}). A name's confidence, P(right | "
+              f"distance d) = 1 / (1 + exp({st['confidence']['slope']:.1f} (d - "
+              f"{st['confidence']['midpoint']:.3f}))): a logistic fit of right names against "
+              "wrong names and strangers, both sides weighted equally.", "",
               "| threshold | strangers given a name | named people: right name | wrong name |",
               "|---|---|---|---|"]
     for t in st["table"]:

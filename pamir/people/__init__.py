@@ -8,10 +8,12 @@ nowhere (docs/usage.md, "People").
 from .faces import (DETECT_SIDE, Face, FaceFinder, face_finder, find_faces,
                     load_for_detection, models_dir)
 from .naming import (GROUP_DISTANCE, NAME_DISTANCE, REGION_IOU, NamedFace, assign, group,
-                     iou, keyword_names, name_faces, person_distances)
-from .regions import PeopleInFiles, Region, person_tags, read_people, read_regions
+                     keyword_names, name_confidence, name_faces, person_distances,
+                     person_facts)
+from .regions import PeopleInFiles, Region, iou, person_tags, read_people, read_regions
 
 __all__ = ["DETECT_SIDE", "Face", "FaceFinder", "GROUP_DISTANCE", "NAME_DISTANCE",
            "NamedFace", "PeopleInFiles", "REGION_IOU", "Region", "assign", "face_finder",
            "find_faces", "group", "iou", "keyword_names", "load_for_detection", "models_dir",
-           "name_faces", "person_distances", "person_tags", "read_people", "read_regions"]
+           "name_confidence", "name_faces", "person_distances", "person_facts", "person_tags",
+           "read_people", "read_regions"]

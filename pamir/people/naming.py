@@ -14,12 +14,14 @@ benchmarks/results/faces.md gives the measurements behind each constant.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..facts import fold
+from ..facts import Fact, fold
 from .faces import EMBEDDING_SIZE, Face
 from .regions import Region, iou
 
@@ -40,6 +42,11 @@ NAME_DISTANCE = 0.56
 #: 1.0 and recall 0.99 (DBSCAN alike at 0.55; at 0.60 Chinese whispers kept precision 0.98
 #: where DBSCAN chained people together, 0.90; Immich's min_samples=3 lost recall).
 GROUP_DISTANCE = 0.55
+#: P(the name is right | distance d) = 1 / (1 + exp(NAME_SLOPE * (d - NAME_MIDPOINT))), a
+#: logistic fit on the benchmark's named people's faces (right name) against strangers'
+#: faces (any name is wrong), at their distance to the nearest named person.
+NAME_SLOPE = 40.0
+NAME_MIDPOINT = 0.6
 #: Longest person's name, in words, looked for among a picture's keywords.
 MAX_NAME_WORDS = 4
 
@@ -169,6 +176,31 @@ def chinese_whispers(X: np.ndarray, threshold: float = GROUP_DISTANCE) -> np.nda
     return np.unique(ids, return_inverse=True)[1]
 
 
+def name_confidence(distance: float) -> float:
+    """How sure a name carried at this distance is, in [0, 1] (NAME_SLOPE's fit)."""
+    z = NAME_SLOPE * (float(distance) - NAME_MIDPOINT)
+    return 1.0 / (1.0 + math.exp(min(z, 700.0)))
+
+
+def person_facts(named: Iterable[tuple[str, tuple, float]]) -> list[Fact]:
+    """A picture's person facts from its named faces, (name as written, box, confidence):
+    the name as a phrase ("alice smith") and each of its words ("alice", "smith"), so that
+    either finds the person; one fact per word, at its surest face, its detail the name as
+    written and the boxes of the faces."""
+    best: dict[str, tuple[float, str, list]] = {}
+    for name, box, confidence in named:
+        phrase = fold(name)
+        if not phrase:
+            continue
+        for word in dict.fromkeys([phrase, *phrase.split()]):
+            c, shown, boxes = best.get(word, (0.0, name, []))
+            boxes.append([round(float(v), 4) for v in box])
+            best[word] = (max(c, float(confidence)), shown if c >= confidence else name, boxes)
+    return [Fact("person", w, round(min(max(c, 0.0), 1.0), 4),
+                 json.dumps({"shown": shown, "boxes": boxes}, ensure_ascii=False))
+            for w, (c, shown, boxes) in best.items()]
+
+
 def _rows(x) -> np.ndarray:
     """Embeddings as an (n, 128) float32 array (n may be 0)."""
     a = np.asarray(x, np.float32)
@@ -184,5 +216,5 @@ def _distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["GROUP_DISTANCE", "NAME_DISTANCE", "NamedFace", "REGION_IOU", "assign",
-           "chinese_whispers", "group", "iou", "keyword_names", "name_faces",
-           "person_distances"]
+           "chinese_whispers", "group", "iou", "keyword_names", "name_confidence", "name_faces",
+           "person_distances", "person_facts"]
