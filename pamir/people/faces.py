@@ -26,15 +26,16 @@ import numpy as np
 from ..extras import optional
 from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
 
-#: The longer side, in pixels, of the picture the detector sees (a larger one is shrunk). HOG finds faces of about
-#: 80 pixels and more, so faces of 8 % of the picture's longer side and more are found. On the
-#: benchmark's group photos 1024 found every face that 1600, or 640 with 2x upsampling,
-#: found, at half their cost; 640 missed 5 of 35 (benchmarks/results/faces.md).
+#: The longer side, in pixels, of the picture the detector sees (a larger one is shrunk).
+#: HOG finds faces of about 80 pixels and more, so faces of 8 % of the picture's longer side
+#: and more are found. On the benchmark's group photos 1024 found every face that 1600, or
+#: 640 with 2x upsampling, found, at half their cost; 640 missed 5 of 35
+#: (benchmarks/results/faces.md).
 DETECT_SIDE = 1024
 #: A small picture is enlarged at most this much for detection: faces of 40 pixels and
 #: more (HOG's 80 at 2x, as dlib's own 2x upsampling) are found, and a thumbnail costs a
 #: few milliseconds, not a 1024-pixel detection (Corel's 192 x 128 pictures: 60 ms at
-#: 1024 pixels, 8 ms at 2x). A face smaller than that is too small to tell people apart.
+#: 1024 pixels, 11 ms at 2x, decoding included). A face smaller than that is too small to tell people apart.
 MAX_ENLARGE = 2.0
 #: HOG's detection threshold (dlib's own default, 0): a lower one finds more faces in
 #: profile and more that are not faces.
@@ -195,5 +196,6 @@ def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
     return out
 
 
-__all__ = ["CHIP_PADDING", "DETECT_SIDE", "MAX_ENLARGE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
-           "FaceFinder", "face_finder", "find_faces", "load_for_detection", "models_dir"]
+__all__ = ["CHIP_PADDING", "DETECT_SIDE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
+           "FaceFinder", "MAX_ENLARGE", "face_finder", "find_faces", "load_for_detection",
+           "models_dir"]
