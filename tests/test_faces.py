@@ -290,3 +290,49 @@ def test_as_shown_turns_a_box_as_pillow_turns_the_pixels(orientation):
     h, w = shown.shape
     expected = (xs.min() / w, ys.min() / h, (xs.max() + 1) / w, (ys.max() + 1) / h)
     assert as_shown((10 / 60, 5 / 40, 30 / 60, 15 / 40), orientation) == pytest.approx(expected)
+
+
+def test_regions_written_as_attributes_are_read(tmp_path):
+    """digiKam and Lightroom write the same regions with attributes, not elements."""
+    p = picture(tmp_path / "a.jpg")
+    (tmp_path / "a.jpg.xmp").write_text("""<x:xmpmeta xmlns:x="adobe:ns:meta/">
+ <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">
+  <rdf:Description rdf:about="" xmlns:mwg-rs="http://www.metadataworkinggroup.com/schemas/regions/"
+    xmlns:stArea="http://ns.adobe.com/xmp/sType/Area#"
+    xmlns:stDim="http://ns.adobe.com/xap/1.0/sType/Dimensions#"
+    xmlns:digiKam="http://www.digikam.org/ns/1.0/">
+   <mwg-rs:Regions rdf:parseType="Resource">
+    <mwg-rs:AppliedToDimensions stDim:w="32" stDim:h="24" stDim:unit="pixel"/>
+    <mwg-rs:RegionList><rdf:Bag>
+     <rdf:li><rdf:Description mwg-rs:Name="Zoë Ångström" mwg-rs:Type="Face">
+      <mwg-rs:Area stArea:x="0.5" stArea:y="0.5" stArea:w="0.2" stArea:h="0.4"
+        stArea:unit="normalized"/>
+     </rdf:Description></rdf:li>
+     <rdf:li><rdf:Description mwg-rs:Name="Pixel Pete" mwg-rs:Type="Face">
+      <mwg-rs:Area stArea:x="8" stArea:y="6" stArea:w="8" stArea:h="6" stArea:unit="pixel"/>
+     </rdf:Description></rdf:li>
+     <rdf:li><rdf:Description mwg-rs:Name="" mwg-rs:Type="Face">
+      <mwg-rs:Area stArea:x="0.1" stArea:y="0.1" stArea:w="0.1" stArea:h="0.1"/>
+     </rdf:Description></rdf:li>
+    </rdf:Bag></mwg-rs:RegionList>
+   </mwg-rs:Regions>
+   <digiKam:TagsList><rdf:Seq><rdf:li>People/Zoë Ångström</rdf:li></rdf:Seq></digiKam:TagsList>
+  </rdf:Description>
+ </rdf:RDF>
+</x:xmpmeta>""", encoding="utf-8")
+    got = read_people(p)
+    assert [(r.name, r.box) for r in got.regions] == [
+        ("Zoë Ångström", pytest.approx((0.4, 0.3, 0.6, 0.7))),
+        ("Pixel Pete", pytest.approx((0.125, 0.125, 0.375, 0.375)))]
+    assert got.tags == ["Zoë Ångström"] and not got.notes
+
+
+def test_person_facts_are_the_name_and_its_words():
+    from pamir.people import person_facts
+
+    facts = person_facts([("Zoë Smith", (0, 0, 0.1, 0.1), 1.0), ("Bob", (0.5, 0.5, 0.6, 0.6),
+                                                                  0.7)])
+    assert [(f.kind, f.word, f.confidence) for f in facts] == [
+        ("person", "zoe smith", 1.0), ("person", "zoe", 1.0), ("person", "smith", 1.0),
+        ("person", "bob", 0.7)]
+    assert '"shown": "Zoë Smith"' in facts[0].detail

@@ -17,6 +17,7 @@ CNN detector, the detection size, embedding from the scaled picture against the 
 from __future__ import annotations
 
 import importlib.util
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -102,6 +103,10 @@ class FaceFinder:
         self._detector = dlib.get_frontal_face_detector()
         self._landmarks = dlib.shape_predictor(str(folder / _LANDMARKS))
         self._network = dlib.face_recognition_model_v1(str(folder / _NETWORK))
+        # the detector and the landmarks are read-only; the network keeps its layers' outputs
+        # between calls, so threads sharing one finder (a multi-threaded Dask worker) take
+        # turns on it
+        self._network_lock = threading.Lock()
 
     def find(self, image: np.ndarray, full_size: tuple[int, int] | None = None) -> list[Face]:
         """The faces of an (H, W, 3) uint8 RGB picture, in display orientation, any size.
@@ -152,7 +157,8 @@ class FaceFinder:
 
     def _embed(self, image: np.ndarray, rect) -> np.ndarray:
         shape = self._landmarks(image, rect)
-        v = self._network.compute_face_descriptor(image, shape, 0, CHIP_PADDING)
+        with self._network_lock:
+            v = self._network.compute_face_descriptor(image, shape, 0, CHIP_PADDING)
         return np.asarray(v, dtype=np.float32)
 
 

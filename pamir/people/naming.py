@@ -71,9 +71,9 @@ def name_faces(faces: Sequence[Face], regions: Sequence[Region], keywords: Itera
 
     Regions first: each region names the face it overlaps most (IoU at least REGION_IOU),
     pairs taken best first, each face and each region used once. Then keywords: on a picture
-    with exactly one face, still unnamed, a keyword (or phrase of consecutive keywords, or a
-    People/ tag) that is a known person's name (folded) names it, when exactly one such
-    name is found and no region already gave it."""
+    with exactly one face, which no region named, a keyword (or phrase of consecutive
+    keywords, or a People/ tag) that is a known person's name (folded) names it, when
+    exactly one such name is found."""
     out = [NamedFace(f) for f in faces]
     pairs = sorted(((iou(f.box, r.box), i, j) for i, f in enumerate(faces)
                     for j, r in enumerate(regions)), reverse=True)
@@ -90,8 +90,7 @@ def name_faces(faces: Sequence[Face], regions: Sequence[Region], keywords: Itera
         if j not in used_regions and embed is not None:
             out.append(NamedFace(embed(r.box), r.name, f"region ({r.source}), embedded"))
     if len(out) == 1 and out[0].name is None:
-        given = {fold(n.name) for n in out if n.name}
-        found = [n for n in keyword_names(keywords, known_names) if fold(n) not in given]
+        found = keyword_names(keywords, known_names)
         if len(found) == 1:
             out[0].name, out[0].how = found[0], "keyword"
     return out
