@@ -15,7 +15,7 @@ unit-test pictures (identities from its master.csv's "Yes" pairs).
 - Strangers: each person in turn is left out of the named faces; the share of their faces
   given someone's name at each threshold (and, for the others, the share given the right
   name). The threshold is chosen as the largest one whose stranger rate is at most
-  MAX_STRANGER_RATE.
+  MAX_STRANGER_RATE (none).
 - Unnamed people: every face grouped by Chinese whispers (dlib) and by DBSCAN (scikit-learn,
   as Immich), pairwise precision / recall / F1 against the identities.
 - Detectors (--groups DIR, group photos): faces found and ms per picture, dlib's HOG at
@@ -58,8 +58,9 @@ from pamir.people.naming import _distances, chinese_whispers  # noqa: E402
 STEM = "faces"
 SEEDS = (0, 1, 2, 3, 4)
 NAMED_PER_PERSON = 2
-#: The share of strangers' faces that may be given someone's name at the chosen threshold.
-MAX_STRANGER_RATE = 0.01
+#: The share of strangers' faces that may be given someone's name at the chosen threshold:
+#: none (a wrong name is worse than no name: an unnamed person can be named on the page).
+MAX_STRANGER_RATE = 0.0
 THRESHOLDS = np.round(np.arange(0.30, 0.701, 0.02), 2)
 GROUP_THRESHOLDS = (0.40, 0.45, 0.50, 0.55, 0.60)
 SUFFIXES = {".jpg", ".jpeg", ".png"}

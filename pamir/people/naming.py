@@ -32,22 +32,23 @@ from .regions import Region, iou
 REGION_IOU = 0.3
 #: An unnamed face takes a person's name when its distance to the nearest of that person's
 #: named faces is at most this (Euclidean, dlib embeddings). Chosen on held-out named faces
-#: (benchmarks/bench_faces.py, each person left out in turn as a stranger): the largest
-#: threshold that gave no more than 1 % of strangers' faces a name (0 of 400; 0.60, dlib's
-#: rule of thumb, named 4.3 %), while 97 % of the named people's other faces got the right
-#: name and none a wrong one.
-NAME_DISTANCE = 0.56
+#: (benchmarks/bench_faces.py, 117 pictures of 27 people, each person left out in turn as a
+#: stranger): the largest threshold at which no stranger's face was given a name (0 of 585;
+#: 0.52 named 0.7 %, 0.60, dlib's rule of thumb, 5.8 %), while 95 % of the named people's
+#: other faces got the right name and none a wrong one.
+NAME_DISTANCE = 0.50
 #: Faces closer than this are linked when grouping unnamed faces into people (Chinese
-#: whispers' edge threshold). On the benchmark's 80 faces of 23 people, pairwise precision
-#: 1.0 and recall 0.99 (DBSCAN alike at 0.55; at 0.60 Chinese whispers kept precision 0.98
-#: where DBSCAN chained people together, 0.90; Immich's min_samples=3 lost recall).
+#: whispers' edge threshold). On the benchmark's 117 faces of 27 people, pairwise precision
+#: and recall 1.0 (DBSCAN, as Immich groups, at 0.55: precision 0.92, its single linkage
+#: chaining people together; 0.76 at 0.60, where Chinese whispers kept 0.98).
 GROUP_DISTANCE = 0.55
 #: P(the name is right | distance d) = 1 / (1 + exp(NAME_SLOPE * (d - NAME_MIDPOINT))): a
 #: logistic fit (scikit-learn's default regularisation, both sides weighted equally) of the
 #: benchmark's named people's faces (the right name) against strangers' faces (any name is
-#: wrong), at their distance to the nearest named person. 0.97 at 0.40, 0.43 at NAME_DISTANCE.
-NAME_SLOPE = 23.4
-NAME_MIDPOINT = 0.548
+#: wrong), at their distance to the nearest named person: 0.96 at 0.42, 0.75 at
+#: NAME_DISTANCE.
+NAME_SLOPE = 27.3
+NAME_MIDPOINT = 0.541
 #: Longest person's name, in words, looked for among a picture's keywords.
 MAX_NAME_WORDS = 4
 
