@@ -336,3 +336,17 @@ def test_person_facts_are_the_name_and_its_words():
         ("person", "zoe smith", 1.0), ("person", "zoe", 1.0), ("person", "smith", 1.0),
         ("person", "bob", 0.7)]
     assert '"shown": "Zoë Smith"' in facts[0].detail
+
+
+@needs_exiftool
+def test_find_people_gives_faces_region_names_and_tags(tmp_path):
+    from pamir.people import find_people
+
+    p = tmp_path / "group.jpg"
+    shutil.copy(DATA / "obama_and_biden.jpg", p)
+    exiftool(p, MWG, "-XMP-digiKam:TagsList=People/Joe Biden")
+    (tmp_path / "bad.jpg").write_text("no")
+    got, bad = find_people([p, tmp_path / "bad.jpg"])
+    assert [n.name for n in got.faces] == ["Joe Biden", "Barack Obama", None]
+    assert got.tags == ["Joe Biden"] and not got.notes
+    assert bad.faces is None and "bad.jpg" in bad.notes[0]

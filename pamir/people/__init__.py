@@ -10,10 +10,11 @@ from .faces import (DETECT_SIDE, Face, FaceFinder, face_finder, find_faces,
 from .naming import (GROUP_DISTANCE, NAME_DISTANCE, REGION_IOU, NamedFace, assign, group,
                      keyword_names, name_confidence, name_faces, person_distances,
                      person_facts)
+from .pictures import PicturePeople, find_people
 from .regions import PeopleInFiles, Region, iou, person_tags, read_people, read_regions
 
 __all__ = ["DETECT_SIDE", "Face", "FaceFinder", "GROUP_DISTANCE", "NAME_DISTANCE",
-           "NamedFace", "PeopleInFiles", "REGION_IOU", "Region", "assign", "face_finder",
-           "find_faces", "group", "iou", "keyword_names", "load_for_detection", "models_dir",
-           "name_confidence", "name_faces", "person_distances", "person_facts", "person_tags",
-           "read_people", "read_regions"]
+           "NamedFace", "PeopleInFiles", "PicturePeople", "REGION_IOU", "Region", "assign",
+           "face_finder", "find_faces", "find_people", "group", "iou", "keyword_names",
+           "load_for_detection", "models_dir", "name_confidence", "name_faces",
+           "person_distances", "person_facts", "person_tags", "read_people", "read_regions"]
