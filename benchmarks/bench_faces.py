@@ -314,7 +314,16 @@ def corel_cost(n: int, finder: FaceFinder):
 def report(r: dict) -> str:
     lines = report_head("People: faces, names, strangers and unnamed people (issue 34)",
                         r["run"])
-    lines += ["", f"Identities: {r['identities']['folder_note']}", "",
+    lines += ["", "What pamir.people chose from these measurements: dlib's HOG detector on the "
+              f"picture scaled to a longer side of {DETECT_SIDE} px (enlarged at most 2x), the "
+              "embedding taken from that scaled picture (not the full-resolution one), a name "
+              "carried to an unnamed face within NAME_DISTANCE of one of that person's named "
+              "faces, unnamed faces grouped by Chinese whispers at GROUP_DISTANCE "
+              "(pamir/people/naming.py gives the numbers behind each).", "",
+              "No package ships OpenCV's YuNet and SFace weights (the candidates on PyPI, "
+              "alchemyface, moca-face-matcher and detekface, download them at run time or ship "
+              "none), so they were not measured.", "",
+              f"Identities: {r['identities']['folder_note']}", "",
               f"{r['identities']['pictures']} pictures of {r['identities']['people']} people; "
               f"a face found in {r['identities']['with_face']}; faces "
               f"{r['identities']['ms_per_picture']:.0f} ms (CPU) per picture (decode at "
