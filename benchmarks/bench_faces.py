@@ -407,7 +407,8 @@ def report(r: dict) -> str:
     if c:
         lines += ["", "## Cost on Corel 5k", "", _ran(c["run"]), "",
                   f"{c['pictures']} pictures spread over the 5,000: faces "
-                  f"{c['faces_cpu_ms']:.0f} ms CPU ({c['faces_wall_ms']:.0f} ms wall) per picture; {c['faces']} faces in "
+                  f"{c['faces_cpu_ms']:.0f} ms CPU ({c['faces_wall_ms']:.0f} ms wall) per "
+                  f"picture; {c['faces']} faces in "
                   f"{c['pictures_with_faces']} pictures. `pamir index` (no model: the CNN's "
                   f"ImageNet classes) on the same pictures, new to its feature cache: "
                   f"{c['index_cpu_ms']:.0f} ms CPU ({c['index_wall_ms']:.0f} ms wall) per "

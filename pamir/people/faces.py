@@ -36,7 +36,8 @@ DETECT_SIDE = 1024
 #: A small picture is enlarged at most this much for detection: faces of 40 pixels and
 #: more (HOG's 80 at 2x, as dlib's own 2x upsampling) are found, and a thumbnail costs a
 #: few milliseconds, not a 1024-pixel detection (Corel's 192 x 128 pictures: 60 ms at
-#: 1024 pixels, 11 ms at 2x, decoding included). A face smaller than that is too small to tell people apart.
+#: 1024 pixels, 11 ms at 2x, decoding included). A smaller face is too small to tell people
+#: apart.
 MAX_ENLARGE = 2.0
 #: HOG's detection threshold (dlib's own default, 0): a lower one finds more faces in
 #: profile and more that are not faces.
