@@ -341,7 +341,10 @@ def report(r: dict) -> str:
               "No package ships OpenCV's YuNet and SFace weights (the candidates on PyPI, "
               "alchemyface, moca-face-matcher and detekface, download them at run time or ship "
               "none), so they were not measured.", "",
-              f"Identities: {r['identities']['folder_note']}", "",
+              f"Identities: {r['identities']['folder_note']}, made by "
+              "benchmarks/faces_pictures.py from git clones of face-api.js (commit a86f011d), "
+              "deepface (243209fd) and face_recognition (2e2dccea), all three MIT-licensed "
+              "(not committed: 27 MB).", "",
               f"{r['identities']['pictures']} pictures of {r['identities']['people']} people; "
               f"a face found in {r['identities']['with_face']}; faces "
               f"{r['identities']['ms_per_picture']:.0f} ms (CPU) per picture (decode at "
@@ -425,7 +428,7 @@ def _ran(info: dict) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--identities", type=Path, required=True)
-    ap.add_argument("--note", default="", help="where the identities folder came from")
+    ap.add_argument("--note", default="", help="the identities folder, as the report names it")
     ap.add_argument("--groups", type=Path)
     ap.add_argument("--corel", type=int, default=0)
     args = ap.parse_args(argv)
