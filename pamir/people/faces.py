@@ -29,14 +29,15 @@ from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
 
 #: The longer side, in pixels, of the picture the detector sees (a larger one is shrunk).
 #: HOG finds faces of about 80 pixels and more, so faces of 8 % of the picture's longer side
-#: and more are found. On the benchmark's group photos 1024 found every face that 1600, or
-#: 640 with 2x upsampling, found, at half their cost; 640 missed 5 of 35
+#: and more are found. On the benchmark's ten group photos 1024 found every face that 1600,
+#: or 640 with 2x upsampling, found (35), in 63 ms a picture against their 148 and 103; 640
+#: missed 5; dlib's CNN detector found one more at 5 s a picture
 #: (benchmarks/results/faces.md).
 DETECT_SIDE = 1024
 #: A small picture is enlarged at most this much for detection: faces of 40 pixels and
 #: more (HOG's 80 at 2x, as dlib's own 2x upsampling) are found, and a thumbnail costs a
 #: few milliseconds, not a 1024-pixel detection (Corel's 192 x 128 pictures: 60 ms at
-#: 1024 pixels, 11 ms at 2x, decoding included). A smaller face is too small to tell people
+#: 1024 pixels, 10 ms at 2x, decoding and all). A smaller face is too small to tell people
 #: apart.
 MAX_ENLARGE = 2.0
 #: HOG's detection threshold (dlib's own default, 0): a lower one finds more faces in
