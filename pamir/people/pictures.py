@@ -1,0 +1,48 @@
+"""One picture's people, as a Dask task computes them: faces found and embedded, the names
+its files give (regions matched to faces, a region that matches no face embedded itself),
+its People tags. What needs the whole collection (keywords that are known names, names
+carried to unnamed faces, unnamed people) is left to the index's writer (pamir.people.naming).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..features.images import ImageError
+from .faces import face_finder, load_for_detection
+from .naming import NamedFace, name_faces
+from .regions import read_people
+
+
+@dataclass
+class PicturePeople:
+    """faces: the picture's faces with the names its regions give (None: not read, see
+    note); tags: the names of its People/ keywords; notes: what could not be read."""
+
+    faces: list[NamedFace] | None
+    tags: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def find_people(paths) -> list[PicturePeople]:
+    """Each picture's faces, region names and People tags. A plain function over paths, to
+    run as a Dask task; a bad file gives a note, never an exception."""
+    finder = face_finder()
+    out = []
+    for path in paths:
+        try:
+            written = read_people(path)
+            image, full = load_for_detection(path, finder.detect_side)
+            faces = finder.find(image, full)
+            named = name_faces(faces, written.regions,
+                               embed=lambda box: finder.embed(image, box, full))
+            out.append(PicturePeople(named, written.tags, written.notes))
+        except ImageError as e:
+            out.append(PicturePeople(None, notes=[f"{path}: {e}"]))
+        except Exception as e:  # noqa: BLE001 - one bad picture never stops a batch
+            out.append(PicturePeople(None, notes=[f"{path}: people not read "
+                                                  f"({type(e).__name__}: {e})"]))
+    return out
+
+
+__all__ = ["PicturePeople", "find_people"]
