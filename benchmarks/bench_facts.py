@@ -45,15 +45,20 @@ def recall_of_tags(ix: Index) -> dict:
     for p in ix.pictures("ok"):
         for w in p.caption or ():
             tagged.setdefault(w, set()).add(p.id)
-    recalls, worst = [], []
+    recalls, worst, refused = [], [], []
     for word, ids in sorted(tagged.items()):
-        hits = ix.search(word, len(ids))
+        try:
+            hits = ix.search(word, len(ids))
+        except QueryError as e:  # counted as recall 0, and listed
+            hits = []
+            refused.append(f"{word}: {e}")
         recall = len({h.id for h in hits} & ids) / len(ids)
         recalls.append(recall)
         if recall < 1:
             worst.append({"word": word, "tagged": len(ids), "recall": round(recall, 4)})
     return {"words": len(recalls), "mean_recall": round(float(np.mean(recalls)), 4),
-            "words_below_1": worst[:20], "min_recall": round(float(min(recalls)), 4)}
+            "words_below_1": worst[:20], "min_recall": round(float(min(recalls)), 4),
+            "refused": refused}
 
 
 def untagged_avgp(ix: Index, prot: Protocol) -> dict:
