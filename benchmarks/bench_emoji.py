@@ -1,7 +1,10 @@
 """Category words outside a fitted model's captions (issue 37): emoji pictures, P@10.
 
-    python benchmarks/bench_emoji.py [--report-only]      (each fit and index runs under
-                                                          flock /tmp/pamir-heavy.lock)
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_emoji.py [--report-only]
+
+(one lock around the whole run: a `flock` around each fit and index inside it would wait on
+the run's own lock). Each step keeps its result under /tmp/emoji and is not repeated by a
+second run (delete /tmp/emoji to start afresh).
 
 A collection of our own, never committed: Noto Color Emoji (Debian fonts-noto-color-emoji)
 rendered to pictures under /tmp/emoji/pictures, one folder per category (bird, mammal,
@@ -38,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import HEAVY, Run, report_cli, report_head, save_report
+from common import Run, report_cli, report_head, save_report
 
 FONT = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")  # fonts-noto-color-emoji
 EMOJI_TEST = Path("/usr/share/unicode/emoji/emoji-test.txt")     # unicode-data
@@ -176,12 +179,12 @@ def build() -> dict:
 
 # ------------------------------------------------------------------------------ the CLI
 
-def pamir(args: list[str], *, heavy: bool = False, prior: bool = True) -> str:
-    """`pamir ARGS` of this checkout, its stdout; under the heavy lock when `heavy`; with
-    prior=False the process sets pamir.config.PRIOR = False first (there is no switch)."""
+def pamir(args: list[str], *, prior: bool = True) -> str:
+    """`pamir ARGS` of this checkout, its stdout; with prior=False the process sets
+    pamir.config.PRIOR = False first (the command line has no switch)."""
     code = ("import pamir.config as c; c.PRIOR = False; " if not prior else "") + \
         "from pamir.cli import main; main()"
-    cmd = ([*HEAVY.split()] if heavy else []) + [sys.executable, "-c", code, *args]
+    cmd = [sys.executable, "-c", code, *args]
     env = {**os.environ, "PAMIR_CACHE": str(CACHE),
            "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     t0 = time.perf_counter()
@@ -203,8 +206,8 @@ def searches(index: Path) -> dict:
     for folder, (word, *_) in CATEGORIES.items():
         if word is None:
             continue
-        found = json.loads(pamir(["search", word, "-k", str(EVERY), "--json",
-                                  "--index", str(index)]))
+        out = pamir(["search", word, "-k", str(EVERY), "--json", "--index", str(index)])
+        found = json.loads(next(x for x in reversed(out.splitlines()) if x.startswith("{")))
         hits = found.get("hits", found.get("results", []))
         right = np.array([folder_of(h["path"]) == folder for h in hits], dtype=float)
         n_rel = sum(1 for p in (PICTURES / folder).glob("*.jpg"))
@@ -217,20 +220,43 @@ def searches(index: Path) -> dict:
     return out
 
 
+def step(name: str, work) -> dict:
+    """work()'s result, kept in WORK/NAME.json: a second run reads it instead."""
+    kept = WORK / f"{name}.json"
+    if kept.is_file():
+        return json.loads(kept.read_text())
+    value = work()
+    kept.write_text(json.dumps(value))
+    return value
+
+
 def index_and_search(name: str, model: Path | None) -> dict:
     index = WORK / f"index-{name}"
-    pamir(["index", *([str(model)] if model else []), str(PICTURES), "--index", str(index),
-           "--rebuild", "--json"], heavy=True)
-    return searches(index)
+
+    def work():
+        t0 = time.perf_counter()
+        pamir(["index", *([str(model)] if model else []), str(PICTURES), "--index",
+               str(index), "--rebuild", "--json"])
+        return {"index_seconds": round(time.perf_counter() - t0, 1)}
+    return {**step(f"index-{name}", work), "words": searches(index)}
 
 
 def fit(name: str, prior: bool) -> tuple[Path, dict]:
     model = WORK / f"model-{name}"
-    out = pamir(["fit", str(PICTURES / "captions.tsv"), "-o", str(model), "--quiet"],
-                heavy=True, prior=prior)
-    info = json.loads((model / "system.json").read_text()) if (model / "system.json").is_file() \
-        else {}
-    return model, {"output_tail": out.strip().splitlines()[-12:], "info": info}
+
+    def work():
+        t0 = time.perf_counter()
+        out = pamir(["fit", str(PICTURES / "captions.tsv"), "-o", str(model)], prior=prior)
+        head = json.loads((model / "model.json").read_text())
+        info = head.get("info", {})
+        return {"seconds": round(time.perf_counter() - t0, 1),
+                "summary": [x for x in out.strip().splitlines() if x.strip()][-15:],
+                "vocabulary": len(head.get("vocabulary", [])),
+                "category_words_in_vocabulary": sorted(
+                    {c[0] for c in CATEGORIES.values()} & set(head.get("vocabulary", []))),
+                "representation": info.get("representation"),
+                "prior": info.get("prior")}
+    return model, step(f"fit-{name}", work)
 
 
 def annotate(model: Path, word: str, folder: str, n: int = 3) -> list:
@@ -241,7 +267,7 @@ def annotate(model: Path, word: str, folder: str, n: int = 3) -> list:
 
 def measure() -> dict:
     run = Run("bench_emoji.py")
-    r = {**run.info(), "collection": build()}
+    r = {**run.info(), "collection": step("collection", build)}
     r["unfitted"] = index_and_search("zero", None)
     systems = {}
     for name, prior in (("prior", True), ("no-prior", False)):
@@ -249,8 +275,8 @@ def measure() -> dict:
         r[f"fitted_{name}"] = index_and_search(name, model)
         systems[name] = model
     r["annotations"] = {}
-    for word, zero in r["unfitted"].items():
-        if r["fitted_prior"][word]["p10"] < zero["p10"] - NOISE:
+    for word, zero in r["unfitted"]["words"].items():
+        if r["fitted_prior"]["words"][word]["p10"] < zero["p10"] - NOISE:
             folder = next(f for f, c in CATEGORIES.items() if c[0] == word)
             r["annotations"][word] = annotate(systems["prior"], word, folder)
     r["minutes"] = run.minutes()
@@ -271,7 +297,8 @@ def report(r: dict) -> str:
               "| word | `pamir index FOLDER`, no model | fitted, prior | fitted, no prior |",
               "|---|---|---|---|"]
     cols = ("unfitted", "fitted_prior", "fitted_no-prior")
-    words = list(r["unfitted"])
+    words = list(r["unfitted"]["words"])
+    r = {**r, **{k: r[k]["words"] for k in cols}}
     for w in words:
         mark = " (control: in the captions)" if w in CONTROL else ""
         lines.append(f"| {w}{mark} | " + " | ".join(
