@@ -206,8 +206,8 @@ def searches(index: Path) -> dict:
     for folder, (word, *_) in CATEGORIES.items():
         if word is None:
             continue
-        out = pamir(["search", word, "-k", str(EVERY), "--json", "--index", str(index)])
-        found = json.loads(next(x for x in reversed(out.splitlines()) if x.startswith("{")))
+        text = pamir(["search", word, "-k", str(EVERY), "--json", "--index", str(index)])
+        found = json.loads(next(x for x in reversed(text.splitlines()) if x.startswith("{")))
         hits = found.get("hits", found.get("results", []))
         right = np.array([folder_of(h["path"]) == folder for h in hits], dtype=float)
         n_rel = sum(1 for p in (PICTURES / folder).glob("*.jpg"))
