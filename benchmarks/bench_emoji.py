@@ -90,7 +90,11 @@ CATEGORIES = {
     # pictures no word asks for: tools, household things, sport
     "other": (None, ["tool", "household", "sport"], None, set()),
 }
-CONTROL = {"fish"}  # words the captions use: in the fitted model's vocabulary
+CONTROL = {"fish"}
+#: The runs compared, as the report names them.
+COLUMNS = {"unfitted": "`pamir index FOLDER`, no model",
+           "fitted_prior": "`pamir fit`, then `pamir index MODEL FOLDER` (prior on)",
+           "fitted_no-prior": "the same, fitted with config.PRIOR = False"}  # words the captions use: in the fitted model's vocabulary
 
 
 # ------------------------------------------------------------------------------ the pictures
@@ -288,29 +292,43 @@ def measure() -> dict:
 def report(r: dict) -> str:
     lines = report_head("Category words outside the captions: emoji pictures (issue 37)", r)
     c = r["collection"]
+    cols = [k for k in COLUMNS if k in r]
+    words = list(r["unfitted"]["words"])
+    table = {k: r[k]["words"] for k in cols}
     lines += ["", f"{c['pictures']} pictures ({VARIANTS} per emoji, {len(c['emoji'])} folders), "
               f"{c['captioned']} captioned with their emoji's name through a `caption` column; "
               "descriptions using each category word: "
               + ", ".join(f"{w} {n}" for w, n in c["descriptions_using_the_word"].items()) + ".",
               "", "P@10 of the pictures of the word's folder (AvgP over the whole collection "
               "in brackets):", "",
-              "| word | `pamir index FOLDER`, no model | fitted, prior | fitted, no prior |",
-              "|---|---|---|---|"]
-    cols = ("unfitted", "fitted_prior", "fitted_no-prior")
-    words = list(r["unfitted"]["words"])
-    r = {**r, **{k: r[k]["words"] for k in cols}}
+              "| word | " + " | ".join(COLUMNS[k] for k in cols) + " |",
+              "|---" * (len(cols) + 1) + "|"]
     for w in words:
         mark = " (control: in the captions)" if w in CONTROL else ""
         lines.append(f"| {w}{mark} | " + " | ".join(
-            f"{r[k][w]['p10']:.1f} ({r[k][w]['avgp']:.2f})" for k in cols) + " |")
+            f"{table[k][w]['p10']:.1f} ({table[k][w]['avgp']:.2f})" for k in cols) + " |")
     main = [w for w in words if w not in CONTROL]
     lines.append(f"| **mean** of the {len(main)} words outside | " + " | ".join(
-        f"**{np.mean([r[k][w]['p10'] for w in main]):.2f}** "
-        f"({np.mean([r[k][w]['avgp'] for w in main]):.2f})" for k in cols) + " |")
-    lines += ["", "How each word was understood (the search's `mapping`):", ""]
+        f"**{np.mean([table[k][w]['p10'] for w in main]):.2f}** "
+        f"({np.mean([table[k][w]['avgp'] for w in main]):.2f})" for k in cols) + " |")
+    missing = [COLUMNS[k] for k in COLUMNS if k not in r]
+    if missing:
+        lines += ["", "Not measured (the run did not get to them): " + "; ".join(missing) + "."]
+    for name in ("prior", "no-prior"):
+        f = r.get(f"fit_{name}")
+        if f:
+            lines += ["", f"`pamir fit` ({name}): {f['seconds']:.0f} s, representation "
+                      f"{f.get('representation')}, {f['vocabulary']} words; category words in "
+                      f"the vocabulary: {', '.join(f['category_words_in_vocabulary']) or 'none'}"
+                      + (f"; prior: global weight {f['prior'].get('global_weight')}, "
+                         f"{f['prior'].get('words_reaching_classes')} words reaching classes"
+                         if f.get("prior") else "; no prior") + "."]
+    lines += ["", "Each word's top 10 (folder/picture) and how it was understood (the "
+              "search's `mapping`):", ""]
     for w in words:
         for k in cols:
-            lines.append(f"- {w}, {k}: `{json.dumps(r[k][w]['mapping'])[:300]}`")
+            lines.append(f"- {w}, {COLUMNS[k]}: {', '.join(table[k][w]['top10'])}; "
+                         f"`{json.dumps(table[k][w]['mapping'])[:400]}`")
     return "\n".join(lines) + "\n"
 
 
