@@ -90,16 +90,17 @@ CATEGORIES = {
     # pictures no word asks for: tools, household things, sport
     "other": (None, ["tool", "household", "sport"], None, set()),
 }
+#: Words the captions use: in the fitted model's vocabulary.
 CONTROL = {"fish"}
-#: Broader words, none of them in WordNet's ImageNet table as a class word of ours nor in the
-#: descriptions: they reach the classes through the embedding bridge, where a fitted model's
-#: own words (saxophone, guitar, ...) compete with the classes.
+#: Broader words, over several folders or named otherwise; none in the descriptions. animal,
+#: food and transport are in WordNet's ImageNet table; music is not, and goes through the
+#: embedding bridge, where a fitted model's own words (guitar, saxophone) compete with classes.
 BROADER = {"animal": ("bird", "mammal", "insect", "reptile", "fish"),
            "food": ("fruit", "vegetable"), "music": ("instrument",), "transport": ("vehicle",)}
 #: The runs compared, as the report names them.
 COLUMNS = {"unfitted": "`pamir index FOLDER`, no model",
            "fitted_prior": "`pamir fit`, then `pamir index MODEL FOLDER` (prior on)",
-           "fitted_no-prior": "the same, fitted with config.PRIOR = False"}  # words the captions use: in the fitted model's vocabulary
+           "fitted_no-prior": "the same, fitted with config.PRIOR = False"}
 
 
 # ------------------------------------------------------------------------------ the pictures
@@ -341,8 +342,8 @@ def report(r: dict) -> str:
         + "; fit " + ", ".join(f"{n} {r[f'fit_{n}']['seconds']:.0f}" for n in ("prior", "no-prior")
                               if f"fit_{n}" in r)
         + " (the fitted indexes read the network's outputs from the feature cache the first "
-        "index filled; each step is kept under /tmp/emoji, a second run repeats only the searches and "
-        "annotations)."]
+        "index filled; each step is kept under /tmp/emoji, a second run repeats only the "
+        "searches and annotations)."]
     missing = [COLUMNS[k] for k in COLUMNS if k not in r]
     if missing:
         lines += ["", "Not measured (the run did not get to them): " + "; ".join(missing) + "."]
@@ -389,7 +390,8 @@ def findings(r: dict, table: dict, cols: list, main: list) -> list[str]:
                    f"AvgP: model {avgp.get('model')}, mixed {avgp.get('mixed')}): each "
                    f"emoji has {CAPTIONED} captioned pictures, so a validation picture is another "
                    "rendering of an emoji the model was trained on: the model alone ranks "
-                   "validation perfectly and the prior is given no weight; fitted with or without it, the system ranks "
+                   "validation perfectly and the prior is given no weight; fitted with or "
+                   "without it, the system ranks "
                    "alike. It changes nothing for words outside the vocabulary either (they "
                    "reach the classes in both).")
     sure = [f"{pic}: {w}" for pic, words in r.get("annotations", {}).get(
