@@ -331,6 +331,36 @@ def projector(X, dtype=np.float64):
     return lambda W: block @ W[:, :width].T + rest @ W[:, width:].T
 
 
+class Pictures:
+    """Pictures in the form PAMIR reads them, prepared once and shared, read-only, by every
+    fit on them (a selection's grid points and seeds, an ensemble's members, the retraining
+    seeds run in threads on one copy): `use` "train" keeps what the update loop reads (the
+    dense block and the CSR rest, `_dense_and_sparse`, and the squared row norms), "valid"
+    what early stopping scores with (`projector`, float64). Each fit used to make these
+    from its own copy of X; with a race's fits all alive at once (waiting at a rung), that
+    was one copy per fit (issue 35). The numbers are the same, so the fits are too."""
+
+    def __init__(self, X, use: str = "train", name: str = "X"):
+        if use not in ("train", "valid"):
+            raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
+        X = check_pictures(X, "PAMIR", name)
+        X = _dense(X, name) if _is_dense(X) else _csr(X, name=name)
+        self.shape, self.use = X.shape, use
+        if use == "train":
+            self.parts, self.Xsq = _dense_and_sparse(X), _row_norms_sq(X)
+        else:
+            self.project = projector(X)
+
+    @classmethod
+    def of(cls, X, use: str, name: str = "X") -> "Pictures":
+        """X prepared for `use`, or X itself when it already is."""
+        if isinstance(X, cls):
+            if X.use != use:
+                raise ValueError(f"PAMIR: {name} was prepared for {X.use}, not {use}")
+            return X
+        return cls(X, use, name)
+
+
 class PAMIR(TextSpaceModel):
     """Linear PAMIR trained with PA-I updates, early-stopped on validation AvgP.
 
@@ -397,8 +427,7 @@ class PAMIR(TextSpaceModel):
         """
         self._check_params()
         self.valid_queries_ = None
-        X = check_pictures(X, "PAMIR")
-        X = _dense(X, "X") if _is_dense(X) else _csr(X, name="X")
+        X = Pictures.of(X, "train")
         Y = caption_matrix(y if Y is None else Y, "PAMIR")
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"PAMIR: X has {X.shape[0]} pictures but Y has {Y.shape[0]} captions")
@@ -413,9 +442,7 @@ class PAMIR(TextSpaceModel):
         if validation is not None:
             X_valid, Y_valid = validation
             vq = self._validation_queries(Y_valid)
-            X_valid = _dense(X_valid, "X_valid") if _is_dense(X_valid) else _csr(X_valid,
-                                                                                  name="X_valid")
-            valid = (X_valid, vq.vectors, vq.relevance)
+            valid = (Pictures.of(X_valid, "valid", "X_valid"), vq.vectors, vq.relevance)
         self._train(X, Y, queries, valid, callback)
         return self
 
@@ -446,9 +473,7 @@ class PAMIR(TextSpaceModel):
         if validation is not None:
             X_valid, Y_valid = validation
             vq = self._validation_queries(Y_valid)
-            X_valid = _dense(X_valid, "X_valid") if _is_dense(X_valid) else _csr(
-                X_valid, name="X_valid")
-            valid = (X_valid, vq.vectors, vq.relevance)
+            valid = (Pictures.of(X_valid, "valid", "X_valid"), vq.vectors, vq.relevance)
         W = np.zeros((self.T_, self.V_), dtype=np.float32)
         A = np.zeros(W.shape) if self.average else np.zeros((0, 0))
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
@@ -477,14 +502,16 @@ class PAMIR(TextSpaceModel):
         if valid is None:
             score = None
         else:
-            project = projector(valid[0])
+            project = valid[0].project
 
             def score(weights):
                 return mean_average_precision(project(weights), valid[1], valid[2])
+        # the best W is held as float32, what W_ is (a race's waiting fits each hold one)
         run = train_pa(steps, lambda done: self._current(W, A, done), score,
                        n_updates=self.n_updates, eval_every=self.eval_every,
-                       patience=self.patience, callback=callback)
-        self.W_ = run.best.astype(np.float32)
+                       patience=self.patience, callback=callback,
+                       keep=lambda weights: weights.astype(np.float32))
+        self.W_ = run.best
         self.n_updates_ = run.n_updates
         self.best_update_ = run.best_update
         self.best_valid_avgp_ = run.best_valid_avgp
@@ -496,7 +523,13 @@ class PAMIR(TextSpaceModel):
         self.out_of_time_ = run.out_of_time  # stopped early by `pamir fit --time-budget`
         self.updates_per_second_ = run.n_updates / run.seconds if run.seconds > 0 else float("nan")
 
-    def _train(self, X, Y, queries: TrainingQueries, valid, callback) -> None:
+    @classmethod
+    def prepare_pictures(cls, X, use: str = "train") -> Pictures:
+        """X in the form `fit` reads for `use` ("train": X; "valid": validation's X_valid),
+        to share among many fits on the same pictures (pamir.selection does)."""
+        return Pictures.of(X, use)
+
+    def _train(self, X: Pictures, Y, queries: TrainingQueries, valid, callback) -> None:
         Q = _csr(queries.vectors, name="query vectors")
         R = sp.csr_matrix(queries.relevance)
         # captions as normalised idf vectors: relevance tests and the text-eps margin
@@ -507,7 +540,7 @@ class PAMIR(TextSpaceModel):
         if len(sample) == 0:
             raise ValueError("PAMIR: no training query has both relevant and non-relevant "
                              "pictures; the captions leave nothing to rank")
-        Xsq = _row_norms_sq(X)
+        Xsq = X.Xsq
         Qp, Qi, Qd = _parts(Q)
         Rp, Ri = R.indptr.astype(np.int64), R.indices.astype(np.int64)
         Cp, Ci, Cd = _parts(caps)
@@ -519,7 +552,7 @@ class PAMIR(TextSpaceModel):
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
                        dtype=np.uint64)
 
-        pictures = _dense_and_sparse(X)
+        pictures = X.parts
 
         def steps(done, k):
             return _train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
@@ -533,7 +566,11 @@ class PAMIR(TextSpaceModel):
         """The last W, or the average of W over the n updates so far."""
         if A.shape[0] == 0 or n == 0:
             return W.astype(np.float64)
-        return ((n + 1) * W.astype(np.float64) - A) / n
+        out = W.astype(np.float64)  # ((n + 1) W - A) / n, in place: one array, not four
+        out *= n + 1
+        out -= A
+        out /= n
+        return out
 
     @property
     def refit_params_(self) -> dict:

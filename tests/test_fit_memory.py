@@ -1,0 +1,48 @@
+"""Issue 35: the memory levers of `pamir fit` (pictures prepared once for every fit, a
+candidate's features let go during the grid) change no result."""
+
+import numpy as np
+import pytest
+
+from pamir import system as system_module
+from pamir.features import FeatureSettings
+from pamir.models.pamir import PAMIR, Pictures
+from pamir.system import fit_system
+from test_fit_speed import LOOKS, vectors
+from test_selection import striped_collection
+
+SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
+                           colour_max_pictures=60)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return striped_collection(tmp_path_factory.mktemp("pictures"), LOOKS, 90, (48, 72), 0, 3)
+
+
+def test_prepared_pictures_train_the_same_model():
+    Xt, Yt = vectors(200, 0)
+    Xv, Yv = vectors(60, 1)
+    params = dict(n_updates=3_000, eval_every=500)
+    alone = PAMIR(**params).fit(Xt, Yt, validation=(Xv, Yv))
+    shared_t, shared_v = PAMIR.prepare_pictures(Xt), PAMIR.prepare_pictures(Xv, "valid")
+    shared = [PAMIR(**params).fit(shared_t, Yt, validation=(shared_v, Yv)) for _ in range(2)]
+    for m in shared:
+        assert np.array_equal(m.W_, alone.W_) and m.W_.dtype == np.float32
+        assert m.history_[-1][:4] == alone.history_[-1][:4]
+    with pytest.raises(ValueError, match="prepared for valid"):
+        PAMIR(**params).fit(shared_v, Yt)
+    assert Pictures.of(shared_t, "train") is shared_t
+
+
+def test_letting_the_features_go_during_the_grid_changes_nothing(folder, tmp_path,
+                                                                   monkeypatch):
+    kw = dict(progress=False, cache_dir=tmp_path / "cache", log=None, ensemble=2,
+              retrain=True, representation=["visterms", "visterms+visterms"])
+    params = {"n_updates": 2_000, "eval_every": 500}
+    let_go = fit_system(folder, "pamir", SETTINGS, params, **kw)
+    monkeypatch.setattr(system_module, "_hold_features", lambda inputs, candidates: True)
+    held = fit_system(folder, "pamir", SETTINGS, params, **kw)
+    assert np.array_equal(let_go.model.W_, held.model.W_)
+    for key in ("representation", "params", "valid_avgp", "ensemble", "retrained"):
+        assert let_go.info[key] == held.info[key], key
