@@ -3,9 +3,11 @@ candidate's features let go during the grid) change no result."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from pamir import system as system_module
-from pamir.features import FeatureSettings
+from pamir.features import FeatureSettings, registry
+from pamir.features.registry import Concatenation
 from pamir.models.pamir import PAMIR, Pictures
 from pamir.system import fit_system
 from test_fit_speed import LOOKS, vectors
@@ -46,3 +48,23 @@ def test_letting_the_features_go_during_the_grid_changes_nothing(folder, tmp_pat
     assert np.array_equal(let_go.model.W_, held.model.W_)
     for key in ("representation", "params", "valid_avgp", "ensemble", "retrained"):
         assert let_go.info[key] == held.info[key], key
+
+
+def test_a_concatenation_combined_by_row_blocks_is_the_whole_stack(monkeypatch):
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(registry, "COMBINE_ROWS", 16)  # several blocks and a ragged last one
+    n = 37
+    dense = rng.normal(size=(n, 12)).astype(np.float32)
+    dense[rng.random(dense.shape) < 0.2] = 0  # exact zeros are not stored
+    bags = sp.random(n, 20, density=0.2, format="csr", dtype=np.float32, random_state=1)
+    bags.data[::5] = 0  # stored zeros stay stored
+    before = bags.copy()
+    c = Concatenation.__new__(Concatenation)
+    c.weights = [1.0, 0.5]
+    whole = sp.hstack([sp.csr_matrix(M, dtype=np.float32) * w
+                       for M, w in zip([dense, bags], c.weights)]).tocsr()
+    got = c.combine([dense, bags])
+    assert got.dtype == np.float32 and got.shape == whole.shape
+    for a in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(got, a), getattr(whole, a)), a
+    assert (bags != before).nnz == 0  # the parts are left as they were

@@ -326,9 +326,11 @@ def projector(X, dtype=np.float64):
     width = int(np.argmin(np.append(stored, False)))
     if width < MIN_DENSE_BLOCK:
         return lambda W: X @ W.T
-    block = np.ascontiguousarray(X[:, :width].toarray(), dtype=dtype)
+    # held in X's dtype (float32), widened for each product: a fit's validation pictures
+    # are held at half the size of float64, and score the same
+    block = np.ascontiguousarray(X[:, :width].toarray())
     rest = sp.csr_matrix(X[:, width:])
-    return lambda W: block @ W[:, :width].T + rest @ W[:, width:].T
+    return lambda W: block.astype(dtype, copy=False) @ W[:, :width].T + rest @ W[:, width:].T
 
 
 class Pictures:
