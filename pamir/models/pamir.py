@@ -39,6 +39,17 @@ from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matr
 from .pa import check_pa_params, pa1_tau, train_pa
 
 MARGINS = ("constant", "text")
+#: `pamir fit`'s update budget grows with the training pictures (issue 35): this many
+#: triplets per training picture, Corel 5k's 4,000,000 for its 4,000 (its winning fit was
+#: still improving at the last of them: benchmarks/results/fit_speed.json's curves, so not
+#: fewer there), at least BUDGET_MIN_UPDATES, at most BUDGET_MAX_UPDATES (today's constant:
+#: no larger budget has been measured).
+UPDATES_PER_PICTURE = 1_000
+BUDGET_MIN_UPDATES = 50_000
+BUDGET_MAX_UPDATES = 4_000_000
+#: Validation checkpoints a budget is cut into (Corel 5k: every 100,000 updates), so that
+#: early stopping's patience and the race's rungs (fractions of the budget) scale with it.
+BUDGET_EVALUATIONS = 40
 #: PA-I passes over a feedback round's triplets (each stops early once none has a loss).
 FEEDBACK_EPOCHS = 10
 #: Updates `partial_fit` draws per captioned picture, and the most it draws.
@@ -524,6 +535,17 @@ class PAMIR(TextSpaceModel):
         self.active_updates_ = run.active
         self.out_of_time_ = run.out_of_time  # stopped early by `pamir fit --time-budget`
         self.updates_per_second_ = run.n_updates / run.seconds if run.seconds > 0 else float("nan")
+
+    @classmethod
+    def update_budget(cls, n_train: int) -> dict:
+        """The n_updates and eval_every `pamir fit` gives a fit on n_train training pictures
+        (UPDATES_PER_PICTURE, within BUDGET_MIN_UPDATES..BUDGET_MAX_UPDATES, cut into
+        BUDGET_EVALUATIONS checkpoints): Corel 5k's 4,000 get today's 4,000,000 and
+        100,000; a folder of 270 gets 270,000 and 6,750."""
+        n_updates = int(np.clip(UPDATES_PER_PICTURE * int(n_train), BUDGET_MIN_UPDATES,
+                                BUDGET_MAX_UPDATES))
+        return {"n_updates": n_updates,
+                "eval_every": max(1, -(-n_updates // BUDGET_EVALUATIONS))}
 
     @classmethod
     def prepare_pictures(cls, X, use: str = "train") -> Pictures:
