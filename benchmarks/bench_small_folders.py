@@ -122,6 +122,8 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", nargs="+", default=["300:100", "1500:500"],
                     help="CAPTIONED:UNCAPTIONED pictures per folder")
     ap.add_argument("--before", default=None, help="also time this commit (side by side)")
+    ap.add_argument("--before-upto", type=int, default=None,
+                    help="time BEFORE only on folders of at most this many captioned pictures")
     ap.add_argument("--work", type=Path, default=None)
     args = ap.parse_args(argv)
     corel = find_corel5k()
@@ -142,6 +144,8 @@ def main(argv=None) -> None:
         folder = work / f"folder-{captioned}"
         f = build(folder, captioned, uncaptioned, corel)
         for name, src in paths:
+            if name == "before" and args.before_upto and captioned > args.before_upto:
+                continue
             cache = work / f"cache-{name}-{captioned}"
             f[name] = {"cold": fit(src, folder, cache, work / f"model-{name}-{captioned}-cold"),
                        "warm": fit(src, folder, cache, work / f"model-{name}-{captioned}-warm")}
