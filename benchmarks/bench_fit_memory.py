@@ -140,8 +140,10 @@ def main(argv=None) -> None:
                 [sys.executable, __file__, "--one", str(n), "--ensemble", str(args.ensemble)]
                 + (["--no-retrain"] if args.no_retrain else [])
                 + (["--updates", str(args.updates)] if args.updates else []),
-                check=True, capture_output=True, text=True, cwd=src,
+                capture_output=True, text=True, cwd=src,
                 env={**os.environ, "PYTHONPATH": str(src)})
+            if out.returncode:
+                raise SystemExit(f"{name}, {n} training pictures:\n{out.stderr[-3000:]}")
             r["sizes"].append({"code": name,
                                **json.loads(out.stdout.strip().splitlines()[-1])})
             print(r["sizes"][-1], flush=True)

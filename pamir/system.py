@@ -747,6 +747,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                 + ("" if part is not None else ": left out"))
             if part is not None:
                 valid_avgp = knn_info["valid_avgp"]
+        # what calibration reads (the validation pictures); the selection's prepared
+        # pictures are done with (issue 35: each is let go as soon as it is)
+        X_valid, chosen_one = chosen_one.pictures[1], None
         # calibration reads the train-only models' validation scores (not in-sample ones),
         # with the neighbours the training pictures made (the retraining refits them in place)
         trained_on_train = members
@@ -766,6 +769,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             # the neighbours' view first: the seeds then share one prepared copy of X_dev
             V_dev = part.view(take_rows(F, dev)) if part is not None else None
             X_dev = prepare_for_fits(cls, take_rows(F, dev), None)[0]
+            del F  # all the retraining reads is X_dev (and the neighbours' V_dev)
 
             def refit(params):
                 seed = params.get("random_state", "")
@@ -815,7 +819,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "model_seconds": round(time.perf_counter() - t0, 2),
     }
     system = System(rep, final, protocol.vocabulary, system_idf, info, part)
-    _calibrate(system, trained_on_train, trained_neighbours, cls, F, valid, train, protocol, say)
+    _calibrate(system, trained_on_train, trained_neighbours, cls, X_valid, valid, train,
+               protocol, say)
     return system
 
 
@@ -942,8 +947,8 @@ def _guarded(prepared, selections, results, flat, default, say):
     return (chosen, i)
 
 
-def _calibrate(system: System, trained_on_train, trained_neighbours, cls, F, valid, train,
-               protocol, say) -> None:
+def _calibrate(system: System, trained_on_train, trained_neighbours, cls, X_valid, valid,
+               train, protocol, say) -> None:
     """Issue 26: fit the system's calibrated probabilities of relevance on the validation
     pictures, from the scores of the models trained on train only when the system was
     retrained on train + validation (pamir.calibration)."""
@@ -954,7 +959,7 @@ def _calibrate(system: System, trained_on_train, trained_neighbours, cls, F, val
         scored = System(system.pipeline, cls.average(trained_on_train)
                         if len(trained_on_train) > 1 else trained_on_train[0],
                         system.vocabulary, system.idf, system.info, trained_neighbours)
-    system.calibration = calibrate_system(system, take_rows(F, valid),
+    system.calibration = calibrate_system(system, X_valid,
                                           protocol.presence(valid), protocol.presence(train),
                                           scored=scored, log=say)
     if system.calibration is not None:

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from pamir import system as system_module
 from pamir.features import FeatureSettings, registry
 from pamir.features.registry import Concatenation
+from pamir.models import pamir as pamir_module
 from pamir.models.pamir import PAMIR, Pictures
 from pamir.system import fit_system
 from test_fit_speed import LOOKS, vectors
@@ -68,3 +69,20 @@ def test_a_concatenation_combined_by_row_blocks_is_the_whole_stack(monkeypatch):
     for a in ("indptr", "indices", "data"):
         assert np.array_equal(getattr(got, a), getattr(whole, a)), a
     assert (bags != before).nnz == 0  # the parts are left as they were
+
+
+def test_the_block_and_rest_split_by_row_blocks_is_the_whole_split(monkeypatch):
+    rng = np.random.default_rng(1)
+    dense = rng.normal(size=(45, 30)).astype(np.float32)
+    bags = sp.random(45, 50, density=0.1, format="csr", dtype=np.float32, random_state=3)
+    X = sp.hstack([sp.csr_matrix(dense), bags], format="csr")
+    whole = pamir_module._dense_and_sparse(X)  # one block of rows
+    monkeypatch.setattr(pamir_module, "SPLIT_ROWS", 8)
+    split = pamir_module._dense_and_sparse(X)
+    assert whole[0].shape[1] >= 30 and split[0].flags.c_contiguous
+    for a, b in zip(whole, split):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    # a canonical float32 CSR is prepared without a copy of it, and left as it was
+    before = X.copy()
+    PAMIR.prepare_pictures(X)
+    assert (X != before).nnz == 0

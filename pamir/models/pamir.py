@@ -262,15 +262,19 @@ def _apply_triplets(W, A, first_step, c, margins, triplets,
 
 # ------------------------------------------------------------------------------ helpers
 
-def _csr(M, dtype=np.float32, name="X") -> sp.csr_matrix:
-    """CSR with sorted indices and the dtype the numba core is compiled for."""
+def _csr(M, dtype=np.float32, name="X", copy: bool = True) -> sp.csr_matrix:
+    """CSR with sorted indices and the dtype the numba core is compiled for. copy=False:
+    M itself when it already is that (nothing to change, so nothing copied)."""
     if not sp.issparse(M):
         M = np.asarray(M)
         if M.ndim != 2:
             raise ValueError(f"{name} must be a 2-D matrix, got shape {M.shape}")
-    M = sp.csr_matrix(M, dtype=dtype, copy=True)
-    M.sum_duplicates()
-    M.sort_indices()
+    ready = (not copy and sp.issparse(M) and M.format == "csr" and M.dtype == dtype
+             and M.has_canonical_format)
+    if not ready:
+        M = sp.csr_matrix(M, dtype=dtype, copy=True)
+        M.sum_duplicates()
+        M.sort_indices()
     if not np.isfinite(M.data).all():
         raise ValueError(f"{name} contains NaN or infinite values")
     return M
@@ -302,6 +306,8 @@ def _parts(M: sp.csr_matrix):
 
 #: A leading run of columns that most rows store becomes a dense block from this width on.
 MIN_DENSE_BLOCK = 16
+#: Rows split into block and rest at a time (`_dense_and_sparse`): its temporaries.
+SPLIT_ROWS = 1_024
 
 
 def _dense_and_sparse(X) -> tuple:
@@ -320,8 +326,17 @@ def _dense_and_sparse(X) -> tuple:
     width = int(np.argmin(np.append(stored, False)))
     if width < MIN_DENSE_BLOCK:
         return (np.zeros((n, 0), X.dtype), *_parts(X))
-    Xp, Xi, Xd = _parts(sp.csr_matrix(X[:, width:]))
-    return np.ascontiguousarray(X[:, :width].toarray()), Xp, Xi + width, Xd
+    # split SPLIT_ROWS rows at a time: slicing the whole matrix's columns held two more
+    # copies of it (issue 35); the block and the rest are the same
+    block = np.empty((n, width), X.dtype)
+    rests = []
+    for start in range(0, n, SPLIT_ROWS):
+        rows = X[start:start + SPLIT_ROWS]
+        block[start:start + rows.shape[0]] = rows[:, :width].toarray()
+        rests.append(sp.csr_matrix(rows[:, width:]))
+    rest = sp.vstack(rests, format="csr") if len(rests) > 1 else rests[0]
+    Xp, Xi, Xd = _parts(rest)
+    return block, Xp, Xi + width, Xd
 
 
 
@@ -357,7 +372,8 @@ class Pictures:
         if use not in ("train", "valid"):
             raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
         X = check_pictures(X, "PAMIR", name)
-        X = _dense(X, name) if _is_dense(X) else _csr(X, name=name)
+        # (no copy of a CSR that is already float32 and canonical: nothing here writes to it)
+        X = _dense(X, name) if _is_dense(X) else _csr(X, name=name, copy=False)
         self.shape, self.use = X.shape, use
         if use == "train":
             self.parts, self.Xsq = _dense_and_sparse(X), _row_norms_sq(X)
