@@ -13,7 +13,7 @@ then again on the cache that filled (warm). Wall seconds, peak resident memory o
 process (ru_maxrss of the child), the choice, its validation AvgP and the update budget
 recorded in model.json.
 
-Writes results/small_folders.json and .md.
+Writes results/small_folders.json and .md (--stem: another name).
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def main(argv=None) -> None:
     ap.add_argument("--before-upto", type=int, default=None,
                     help="time BEFORE only on folders of at most this many captioned pictures")
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--stem", default="small_folders", help="results/STEM.json and .md")
     args = ap.parse_args(argv)
     corel = find_corel5k()
     work = args.work or Path(tempfile.mkdtemp(prefix="pamir-small-folders-"))
@@ -152,7 +153,7 @@ def main(argv=None) -> None:
             print(name, size, f[name]["cold"]["seconds"], f[name]["warm"]["seconds"],
                   flush=True)
         r["folders"].append(f)
-    save_report("small_folders", r, report)
+    save_report(args.stem, r, report)
 
 
 if __name__ == "__main__":
