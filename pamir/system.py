@@ -772,9 +772,13 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             display.phase("retraining", fits=len(refits), workers=min(workers, len(refits)))
             Y_dev = protocol.presence(dev)
             # the neighbours' view first: the seeds then share one prepared copy of X_dev
-            V_dev = part.view(take_rows(F, dev)) if part is not None else None
-            X_dev = prepare_for_fits(cls, take_rows(F, dev), None)[0]
-            del F  # all the retraining reads is X_dev (and the neighbours' V_dev)
+            # all the retraining reads is X_dev (and the neighbours' V_dev): F is let go
+            # before X_dev is prepared, so that the two are never held with its rows
+            rows = take_rows(F, dev)
+            del F
+            V_dev = part.view(rows) if part is not None else None
+            X_dev = prepare_for_fits(cls, rows, None)[0]
+            del rows
 
             def refit(params):
                 seed = params.get("random_state", "")
