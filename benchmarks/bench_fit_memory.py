@@ -75,7 +75,7 @@ def one(n_train: int, ensemble: int, retrain: bool, updates: int | None) -> dict
                         log=None)
     seconds = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    test = evaluate_system(system, col, "test")["subsets"]["all"]
+    test = evaluate_system(system, col, "test")["evaluation"].table()["all"]
     info = system.info
     return {"train": info["pictures"]["train"], "valid": info["pictures"]["valid"],
             "pictures": len(col.ids), "peak_rss_mb": round(peak_mb),
