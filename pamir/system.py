@@ -626,7 +626,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     if left_out:
         candidates = candidates[-1:]
         say(f"{left_out['why']}: fitting {candidates[0][0]} alone")
-        if grid is None and not any(k in model_params for k in model_grid(cls)[0]):
+        # (the model's own grid: None, or as `pamir fit` passes it)
+        own = model_grid(cls, model_params)
+        if (grid is None or grid == own) and own != [{}]:
             grid = {}  # and its own parameters, not a grid (SMALL_FOLDER_PICTURES)
             left_out["what"].append("the parameter grid")
             left_out["why"] += "; so is the parameter grid (it moved test AvgP by 0.15 there)"
