@@ -8,7 +8,8 @@ branch point by default, and AFTER, this checkout's HEAD when its turn comes), a
 from nothing, exactly what a fresh clone does. What is timed is the whole command:
 
 1. main_job: the README's main command, `pamir fit corel5k -o M --ensemble 3 --retrain &&
-   pamir evaluate M --on corel5k:test --json`, BEFORE then AFTER; test AvgP / BEP / P10,
+   pamir evaluate M --on corel5k:test --json`, BEFORE then AFTER; the fit's peak resident
+   memory (peak_rss_mb, ru_maxrss; issue 35); test AvgP / BEP / P10,
    the chosen representation, its validation AvgP, and the model's own record of where the
    time went (features per candidate, each grid point).
 2. warm: AFTER's plain `pamir fit corel5k` on the feature cache its main job filled.
@@ -62,9 +63,11 @@ def archive(commit: str, dest: Path) -> str:
     return full
 
 
-def pamir(src: Path, cache: Path, args: list[str], log: Path) -> float:
+def pamir(src: Path, cache: Path, args: list[str], log: Path, peak: list | None = None
+          ) -> float:
     """Run `pamir ARGS` from the source tree src with feature cache `cache`; wall seconds.
-    stdout and stderr go to log (appended)."""
+    stdout and stderr go to log (appended). peak: gets the process's peak resident memory
+    (MB, its own ru_maxrss from wait4: what `/usr/bin/time -v` reports) appended."""
     env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(cache),
            "PAMIR_COREL5K": str(COREL)}
     code = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
@@ -72,8 +75,14 @@ def pamir(src: Path, cache: Path, args: list[str], log: Path) -> float:
     with open(log, "a") as out:
         out.write(f"\n$ pamir {' '.join(args)}\n")
         out.flush()
-        subprocess.run([sys.executable, "-c", code, *args], cwd=src, env=env, check=True,
-                       stdout=out, stderr=subprocess.STDOUT)
+        child = subprocess.Popen([sys.executable, "-c", code, *args], cwd=src, env=env,
+                                 stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode:
+            raise subprocess.CalledProcessError(child.returncode, ["pamir", *args])
+    if peak is not None:
+        peak.append(round(usage.ru_maxrss / 1024))
     return time.perf_counter() - t0
 
 
@@ -142,10 +151,12 @@ def main_job(src: Path, work: Path, name: str) -> dict:
     cache, model, log = work / f"cache-{name}", work / f"model-{name}", work / f"{name}.log"
     cache.mkdir()
     load0 = load_average()
+    peak = []
     fit = pamir(src, cache, ["fit", "corel5k", "-o", str(model), "--ensemble", "3",
-                             "--retrain", "--quiet"], log)
+                             "--retrain", "--quiet"], log, peak)
     scores, evaluate = test_scores(src, cache, model, log)
     return {"seconds": round(fit + evaluate, 1), "fit_seconds": round(fit, 1),
+            "peak_rss_mb": peak[0],
             "evaluate_seconds": round(evaluate, 1), "test": scores,
             "load_average": {"start": load0, "end": load_average()},
             "model": model_record(model), "cache": str(cache)}
@@ -297,6 +308,9 @@ def main_job_report(title: str, m: dict) -> list[str]:
                      f"{x['model'].get('valid_avgp')} | "
                      f"{t['avgp']:.2f} / {t['bep']:.2f} / {t['p10']:.2f} |")
     lines.append(f"\nSpeed-up: {m['seconds_before'] / m['seconds']:.2f}x.\n")
+    if m.get("peak_rss_mb"):  # issue 35: the fit's peak resident memory (ru_maxrss)
+        lines.append(f"Peak resident memory of the fit: before "
+                     f"{m.get('peak_rss_mb_before') or '-'} MB, after {m['peak_rss_mb']} MB.\n")
     for name in ("before", "after"):
         model = m[name]["model"]
         lines.append(f"{name}: features " + ", ".join(
@@ -465,6 +479,8 @@ def run_parts(args, work: Path, r: dict) -> None:
                          "test_avgp": after["test"]["avgp"],
                          "test_avgp_before": before["test"]["avgp"],
                          "speedup": round(before["seconds"] / after["seconds"], 2),
+                         "peak_rss_mb": after["peak_rss_mb"],
+                         "peak_rss_mb_before": before["peak_rss_mb"],
                          "before": before, "after": after}
         warm_cache = Path(after["cache"])
         if "warm" in args.parts:

@@ -230,7 +230,7 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
            grid: dict | list | None = None, seeds=None, log=print,
            progress: bool = False, executor=None, label: str = "",
            race: "Race | bool | None" = None, race_lane: int = 0,
-           guard: bool | None = None) -> Selection:
+           guard: bool | None = None, X_valid_fit=None) -> Selection:
     """Choose a model's parameters on validation (module docstring).
 
     params: fixed parameters (they drop out of the grid). grid: the grid to search instead of
@@ -244,6 +244,8 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     guard: keep the default point unless another beats it beyond the noise
     (`guarded_choice`); None: when there are fewer than config.SMALL_VALIDATION validation
     pictures (pamir.system guards across representations itself, and passes False).
+    X_valid_fit: X_valid as the fits read it, when the caller prepared it already
+    (`prepare_for_fits`; X_train may be prepared too): X_valid itself scores the fits.
     """
     cls = as_class(model)
     params = dict(params or {})
@@ -256,6 +258,13 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     queries = validation_queries(Y_valid, Y_train, most)
     during = {k: v for k, v in getattr(cls, "selection_params", {}).items() if k not in params}
     prefix = f"{label}: " if label else ""
+
+    # a model that can (PAMIR) prepares the pictures once for all the fits; the caller's
+    # copies are then not held by the fits (issue 35: one copy per fit was most of the memory)
+    X_fit, prepared_valid = prepare_for_fits(cls, X_train,
+                                             X_valid if X_valid_fit is None else None)
+    X_valid_fit = prepared_valid if X_valid_fit is None else X_valid_fit
+    del X_train
 
     if race is None:
         race = config.RACE and len(seeds) == 1 and getattr(cls, "fits_in_threads", False)
@@ -277,13 +286,13 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
             settings["random_state"] = seed
         text = f"{prefix}{cls.kind} {_fmt(point) or 'defaults'} ({k}/{len(points)})"
         if not race:
-            m = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid), text, progress)
+            m = _fit(cls, settings, X_fit, Y_train, (X_valid_fit, Y_valid), text, progress)
             return scored(m, started)
         key = (race_lane, k - 1, j)
         full = {**cls.default_params(), **settings}
         try:
-            m = race.run(key, lambda check: _fit(cls, settings, X_train, Y_train,
-                                                 (X_valid, Y_valid), text, progress, check),
+            m = race.run(key, lambda check: _fit(cls, settings, X_fit, Y_train,
+                                                 (X_valid_fit, Y_valid), text, progress, check),
                          full["n_updates"], full["eval_every"])
         except Eliminated:  # lost at a rung: its best validation AvgP so far, no model
             e = race.entries[key]
@@ -347,11 +356,21 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
         if seeds[0] is not None:
             settings["random_state"] = seeds[0]
         say(f"{prefix}{cls.kind}: fitting the chosen point with its full settings")
-        winner = _fit(cls, settings, X_train, Y_train, (X_valid, Y_valid),
+        winner = _fit(cls, settings, X_fit, Y_train, (X_valid_fit, Y_valid),
                       f"{prefix}{cls.kind} chosen", progress)
         score = 100 * validation_avgp(winner, X_valid, queries)
         fitted = [winner if i == best else None for i in range(len(fitted))]
     return Selection(winner, winner.get_params(), score, trials, fitted)
+
+
+def prepare_for_fits(cls, X_train, X_valid) -> tuple:
+    """(X_train, X_valid) as the model's fits read them, prepared once when the model can
+    (`prepare_pictures`, PAMIR's), else as given."""
+    prepare = getattr(cls, "prepare_pictures", None)
+    if prepare is None:
+        return X_train, X_valid
+    return (prepare(X_train, "train"),
+            None if X_valid is None else prepare(X_valid, "valid"))
 
 
 class Eliminated(Exception):
@@ -642,5 +661,6 @@ def _fmt(params: dict) -> str:
 
 
 __all__ = ["Eliminated", "FitDisplay", "Race", "Selection", "Trial", "check_points",
-           "default_point", "fit_pool", "fit_workers", "grid_points", "guarded_choice", "model_grid", "progress_callback",
+           "default_point", "fit_pool", "fit_workers", "grid_points", "guarded_choice", "model_grid",
+           "prepare_for_fits", "progress_callback",
            "select", "validation_avgp", "validation_per_query", "validation_queries"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -45,7 +46,8 @@ from .models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_s
                                 view_of)
 from .protocol import Protocol
 from .selection import (FitDisplay, Race, Selection, check_points, default_point, fit_pool,
-                        fit_workers, grid_points, guarded_choice, model_grid, progress_callback,
+                        fit_workers, grid_points, guarded_choice, model_grid,
+                        prepare_for_fits, progress_callback,
                         select, validation_avgp, validation_queries)
 from .text import idf as idf_weights
 from .text import query_vector, tokenize
@@ -466,6 +468,15 @@ COMBINATION_WEIGHTS = (0.5, 1.0)
 #: weights move it by less than a seed does (benchmarks/results/cnn_plateau.md).
 WIDE_COMBINATION_WEIGHTS = (1.0,)
 
+#: A folder with fewer captioned pictures than this fits only the richest default
+#: representation (the last of DEFAULT_REPRESENTATIONS the model reads), not every
+#: candidate (issue 35): on Corel 5k subsamples of 700 captioned pictures (5 seeds,
+#: benchmarks/results/small_selection.md) it won the validation every time, each narrower
+#: candidate scored below it on validation and on test, and choosing its c on validation
+#: rather than keeping the default gained 0.15 test AvgP on average (sd over seeds 0.3-0.5).
+#: The other candidates and the grid cannot pay there: one fit, the model's defaults.
+SMALL_FOLDER_PICTURES = 1_000
+
 #: A visterm codebook needs several training blocks per visterm; a small collection gets
 #: the largest size it supports, at most this many blocks per visterm (k-means with fewer
 #: points than centres cannot run, and with barely more each visterm is one block).
@@ -538,6 +549,32 @@ def supported_codebook(settings, n_train: int, log=logger.info):
     return settings.replace(n_visterms=most)
 
 
+def small_folder_candidates(candidates, representation, inputs, protocol) -> dict | None:
+    """What a small folder leaves out of the default candidates (SMALL_FOLDER_PICTURES):
+    {"what", "why"}, or None when every candidate runs (representations named by the
+    caller, features given, or enough captioned pictures)."""
+    n = len(protocol.development)
+    if representation is not None or inputs is not None or len(candidates) < 2 \
+            or n >= SMALL_FOLDER_PICTURES:
+        return None
+    return {"what": [name for name, _ in candidates[:-1]],
+            "why": f"{n:,} captioned pictures (under {SMALL_FOLDER_PICTURES:,}): the richest "
+                   "representation wins there on validation (Corel 5k subsamples of 700), so "
+                   f"the {len(candidates) - 1} narrower candidates are skipped"}
+
+
+def update_budget(cls, params: dict, n_train: int) -> dict:
+    """The update budget of a model's fits on n_train training pictures, as model.json
+    records it: the model's own `update_budget` (PAMIR's grows with the pictures) for what
+    the caller did not fix in `params`; {} for a model without one."""
+    budget = getattr(cls, "update_budget", None)
+    if budget is None:
+        return {}
+    scaled = budget(n_train)
+    return {**{k: params.get(k, v) for k, v in scaled.items()}, "train_pictures": int(n_train),
+            "scaled": sorted(k for k in scaled if k not in params)}
+
+
 def grid_reading(cls, params: dict, grid, representation: str) -> list[dict]:
     """The sub-grids of `grid` (the model's own when None) whose models read the named
     representation:
@@ -607,10 +644,23 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     check_points(cls, model_params, grid_points(model_grid(cls, model_params)
                                                 if grid is None else grid))
     _check_collection(collection, protocol)
+    updates = update_budget(cls, model_params, len(protocol.train))
+    model_params = {**{k: updates[k] for k in ("n_updates", "eval_every") if k in updates},
+                    **model_params}
     candidates = ([(None, None)] if inputs is not None
                   else representation_candidates(model, representation, model_params))
     t0 = time.perf_counter()
     timing, skipped = {}, []
+    left_out = small_folder_candidates(candidates, representation, inputs, protocol)
+    if left_out:
+        candidates = candidates[-1:]
+        say(f"{left_out['why']}: fitting {candidates[0][0]} alone")
+        # (the model's own grid: None, or as `pamir fit` passes it)
+        own = model_grid(cls, model_params)
+        if (grid is None or grid == own) and own != [{}]:
+            grid = {}  # and its own parameters, not a grid (SMALL_FOLDER_PICTURES)
+            left_out["what"].append("the parameter grid")
+            left_out["why"] += "; so is the parameter grid (it moved test AvgP by 0.15 there)"
     workers = fit_workers(cls)
     seeds_per_point = 1 if seeds is None else len(list(seeds))
     with FitDisplay(progress, log) as display, fit_pool(workers) as pool, \
@@ -633,12 +683,17 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             label = name + (f" (weights {', '.join(map(str, weights))})"
                             if weights and len(weights) > 1 else "")
             say(f"representation {label}: {feature_seconds:.1f} s of features")
-            prepared.append((name, weights, label, F, ok, rep, train, valid, feature_seconds))
+            prepared.append(_Candidate(name, weights, label, F, ok, rep, train, valid,
+                                       feature_seconds, _stored_per_row(F),
+                                       _fit_pictures(cls, F, train, valid)))
+            if not _hold_features(inputs, candidates):
+                prepared[-1].F = None  # read again from the cache if it wins
+            del F
         timing["features"] = round(time.perf_counter() - t0, 2)
 
         # 2. every candidate's grid on validation, all the fits sharing the threads
         started = time.perf_counter()
-        sub_grids = [grid_reading(cls, model_params, grid, p[0]) for p in prepared]
+        sub_grids = [grid_reading(cls, model_params, grid, p.name) for p in prepared]
         n_fits = seeds_per_point * sum(len(grid_points(g)) for g in sub_grids)
         display.phase("selection", workers=workers, fits=n_fits)
         # every candidate's grid in one race (pamir.selection.Race), one seed per point
@@ -646,7 +701,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         # a small validation split: the default point stays unless another beats it beyond
         # the noise (pamir.selection.guarded_choice), so it is never raced out
         flat = [(i, k) for i, g in enumerate(sub_grids) for k in range(len(grid_points(g)))]
-        default = default_point([(prepared[i][0], prepared[i][1] or (1.0,),
+        default = default_point([(prepared[i].name, prepared[i].weights or (1.0,),
                                   grid_points(sub_grids[i])[k]) for i, k in flat], cls)
         guard = len(protocol.valid) < config.SMALL_VALIDATION and default is not None
         default = flat[default] if guard else None
@@ -654,17 +709,17 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             else False
 
         def run(p, sub_grid, lane):
-            name, weights, label, F, ok, rep, train, valid, _ = p
-            return select(cls, take_rows(F, train), protocol.presence(train),
-                          take_rows(F, valid), protocol.presence(valid), params=model_params,
+            X_fit, X_valid, X_valid_fit = p.pictures
+            return select(cls, X_fit, protocol.presence(p.train), X_valid,
+                          protocol.presence(p.valid), params=model_params,
                           seeds=seeds, log=log, progress=progress, grid=sub_grid,
-                          executor=pool, label=label if len(prepared) > 1 else "",
-                          race=race, race_lane=lane, guard=False)
+                          executor=pool, label=p.label if len(prepared) > 1 else "",
+                          race=race, race_lane=lane, guard=False, X_valid_fit=X_valid_fit)
 
         # the costliest candidates' fits are queued first (longest processing time first):
         # the widest fits, last in the candidate order, would otherwise end the phase alone
         # on one core. The order changes when a fit runs, never what it computes.
-        costly_first = sorted(range(len(prepared)), key=lambda i: -_stored_per_row(prepared[i][3]))
+        costly_first = sorted(range(len(prepared)), key=lambda i: -prepared[i].stored_per_row)
         # (raced, every candidate's selection must run at once: its fits wait at the rungs
         # for the others')
         with fit_pool(len(prepared) if workers > 1 or race else 1) as candidates_pool:
@@ -673,32 +728,37 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             selections = [futures[i].result() for i in range(len(prepared))]  # candidate order
         timing["selection"] = round(time.perf_counter() - started, 2)
         results, best = [], None
-        for p, sel in zip(prepared, selections):
-            name, weights, label, F, ok, rep, train, valid, feature_seconds = p
-            results.append({"representation": name, "weights": list(weights or [1.0]),
+        for i, (p, sel) in enumerate(zip(prepared, selections)):
+            results.append({"representation": p.name, "weights": list(p.weights or [1.0]),
                             "valid_avgp": round(sel.valid_avgp, 3),
-                            "feature_seconds": round(feature_seconds, 2),
+                            "feature_seconds": round(p.feature_seconds, 2),
                             "grid": [t.as_dict() for t in sel.trials]})
             # (no model: every point was raced out by other candidates' fits)
             if sel.model is not None and (best is None or sel.valid_avgp > best[0].valid_avgp):
-                best = (sel, F, ok, rep, train, valid, name, results[-1])
+                best = (sel, i)
             if len(candidates) > 1:
-                say(f"representation {label}: validation AvgP {sel.valid_avgp:.2f}"
+                say(f"representation {p.label}: validation AvgP {sel.valid_avgp:.2f}"
                     + (" (raced out)" if sel.model is None else ""))
         if guard:
-            default_name = prepared[default[0]][0]
+            default_name = prepared[default[0]].name
             default_params = selections[default[0]].trials[default[1]].params
             best = _guarded(prepared, selections, results, flat, default, say) or best
+        sel, i = best
+        chosen_one, winner = prepared[i], results[i]
         del prepared, selections  # the losers' features
-        sel, F, ok, rep, train, valid, name, winner = best
+        name, rep, train, valid = chosen_one.name, chosen_one.rep, chosen_one.train, \
+            chosen_one.valid
+        F = chosen_one.F if chosen_one.F is not None else collection_inputs(
+            collection, protocol, name, feature_settings, weights=chosen_one.weights,
+            cnn_settings=cnn_settings, cache_dir=cache_dir, progress=False, log=None)[0]
         members, valid_avgp = [sel.model], sel.valid_avgp
         if ensemble > 1 and out_of_time():
             skipped.append("ensemble")
         elif ensemble > 1:
             started = time.perf_counter()
             display.phase("ensemble", fits=ensemble - 1, workers=min(workers, ensemble - 1))
-            grown, grown_avgp = _seed_ensemble(sel, ensemble, take_rows(F, train),
-                                               protocol.presence(train), take_rows(F, valid),
+            grown, grown_avgp = _seed_ensemble(sel, ensemble, chosen_one.pictures,
+                                               protocol.presence(train),
                                                protocol.presence(valid), progress, say, pool)
             if any(getattr(m, "out_of_time_", False) for m in grown):
                 skipped.append("ensemble")  # a member cut short: the chosen model alone
@@ -723,6 +783,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                 + ("" if part is not None else ": left out"))
             if part is not None:
                 valid_avgp = knn_info["valid_avgp"]
+        # what calibration reads (the validation pictures); the selection's prepared
+        # pictures are done with (issue 35: each is let go as soon as it is)
+        X_valid, chosen_one = chosen_one.pictures[1], None
         # calibration reads the train-only models' validation scores (not in-sample ones),
         # with the neighbours the training pictures made (the retraining refits them in place)
         trained_on_train = members
@@ -738,7 +801,15 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             say(f"retraining on train + valid ({len(dev)} pictures) with {chosen}"
                 + (f" and {len(refits) - 1} more seeds" if len(refits) > 1 else ""))
             display.phase("retraining", fits=len(refits), workers=min(workers, len(refits)))
-            X_dev, Y_dev = take_rows(F, dev), protocol.presence(dev)
+            Y_dev = protocol.presence(dev)
+            # the neighbours' view first: the seeds then share one prepared copy of X_dev
+            # all the retraining reads is X_dev (and the neighbours' V_dev): F is let go
+            # before X_dev is prepared, so that the two are never held with its rows
+            rows = take_rows(F, dev)
+            del F
+            V_dev = part.view(rows) if part is not None else None
+            X_dev = prepare_for_fits(cls, rows, None)[0]
+            del rows
 
             def refit(params):
                 seed = params.get("random_state", "")
@@ -754,7 +825,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             else:
                 members, system_idf = refitted, idf_weights(Y_dev)
                 if part is not None:  # the choices made on validation stay
-                    part.transfer.fit(part.view(X_dev), Y_dev,
+                    part.transfer.fit(V_dev, Y_dev,
                                       [collection.ids[i] for i in dev],
                                       [str(collection.paths[i]) for i in dev])
             timing["retrain"] = round(time.perf_counter() - started, 2)
@@ -773,7 +844,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         "valid_queries": None if scored is None else {
             "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED,
             **validation_cost(sel.model)},
-        "fit_workers": workers, "timing": timing, "neighbours": knn_info,
+        "fit_workers": workers, "timing": timing, "neighbours": knn_info, "updates": updates,
+        "skipped": [left_out] if left_out else [],
         "selection_rule": ({"rule": "guarded", "alpha": config.GUARD_ALPHA,
                             "default": {"representation": default_name,
                                         "params": default_params}}
@@ -788,9 +860,46 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     }
     system = System(rep, final, protocol.vocabulary, system_idf, info, part)
     scored = _trained_on_train(system, trained_on_train, trained_neighbours, cls)
-    P_valid = _fit_prior(system, scored, F, valid, protocol, collection, say)
-    _calibrate(system, scored, F, valid, train, protocol, say, P_valid)
+    P_valid = _fit_prior(system, scored, X_valid, valid, protocol, collection, say)
+    _calibrate(system, scored, X_valid, valid, train, protocol, say, P_valid)
     return system
+
+
+@dataclass
+class _Candidate:
+    """One representation candidate of fit_system: its features and the pictures its fits
+    read (`pictures`: X_train and X_valid prepared for the fits, and X_valid as given, to
+    score them). F, every picture's features, is dropped while the grid runs (None) unless
+    it cannot be read again (`_hold_features`): the winner's is read again from the cache."""
+
+    name: str
+    weights: tuple | None
+    label: str
+    F: object
+    ok: np.ndarray
+    rep: object
+    train: np.ndarray
+    valid: np.ndarray
+    feature_seconds: float
+    stored_per_row: float
+    pictures: tuple
+
+
+def _fit_pictures(cls, F, train, valid) -> tuple:
+    """(X_train, X_valid, X_valid_fit): a candidate's rows as its fits read them
+    (pamir.selection.prepare_for_fits, once for every fit), and X_valid as given."""
+    X_valid = take_rows(F, valid)
+    X_fit, X_valid_fit = prepare_for_fits(cls, take_rows(F, train), X_valid)
+    return X_fit, X_valid, X_valid_fit
+
+
+def _hold_features(inputs, candidates) -> bool:
+    """Whether fit_system keeps every candidate's features through the grid: when they were
+    given (`inputs`: nothing to read them again from) or there is one candidate. Otherwise
+    each candidate's F (every picture, all its parts: 0.4 GB for Corel 5k's widest) is let
+    go once its fits' pictures are prepared, and the winner's read again from the feature
+    cache (issue 35: holding all six was 2 GB of the peak)."""
+    return inputs is not None or len(candidates) == 1
 
 
 def neighbour_views(rep) -> list[tuple[int, int]]:
@@ -869,15 +978,14 @@ def _guarded(prepared, selections, results, flat, default, say):
         return None
     i, k = flat[guarded_choice(per_query, d)]
     sel, trial = selections[i], selections[i].trials[k]
-    name, weights, label, F, ok, rep, train, valid, _ = prepared[i]
     di, dk = default
-    say(f"{len(valid)} validation pictures: the default point ({prepared[di][2]}, "
+    say(f"{len(prepared[i].valid)} validation pictures: the default point ({prepared[di].label}, "
         f"{selections[di].trials[dk].params}) is kept unless another beats it beyond the noise "
-        f"(paired Wilcoxon, alpha {config.GUARD_ALPHA}): chose {label}, {trial.params}, "
-        f"validation AvgP {trial.valid_avgp:.2f}")
+        f"(paired Wilcoxon, alpha {config.GUARD_ALPHA}): chose {prepared[i].label}, "
+        f"{trial.params}, validation AvgP {trial.valid_avgp:.2f}")
     model = sel.models[k]
     chosen = Selection(model, model.get_params(), trial.valid_avgp, sel.trials, sel.models)
-    return (chosen, F, ok, rep, train, valid, name, results[i])
+    return (chosen, i)
 
 
 def _trained_on_train(system: System, trained_on_train, trained_neighbours, cls
@@ -892,8 +1000,8 @@ def _trained_on_train(system: System, trained_on_train, trained_neighbours, cls
                   system.vocabulary, system.idf, system.info, trained_neighbours)
 
 
-def _fit_prior(system: System, scored: System | None, F, valid, protocol, collection, say
-               ) -> np.ndarray | None:
+def _fit_prior(system: System, scored: System | None, X_valid, valid, protocol, collection,
+               say) -> np.ndarray | None:
     """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
     ImageNet CNN view, its weights chosen on the validation pictures; returns their class
     probabilities (None where there is no prior)."""
@@ -908,7 +1016,7 @@ def _fit_prior(system: System, scored: System | None, F, valid, protocol, collec
                        "class-words")
     if words.warm() is not None:  # no embedding model: WordNet's table alone
         words = ClassWords(imagenet_class_names(), use_model=False)
-    Z_valid = (scored or system).transform_features(take_rows(F, valid))
+    Z_valid = (scored or system).transform_features(X_valid)
     system.prior = choose_prior(Z_valid, P_valid, protocol.presence(valid),
                                 word_classes(system.vocabulary, words))
     info = system.prior.info
@@ -922,14 +1030,14 @@ def _fit_prior(system: System, scored: System | None, F, valid, protocol, collec
     return P_valid
 
 
-def _calibrate(system: System, scored: System | None, F, valid, train, protocol, say,
+def _calibrate(system: System, scored: System | None, X_valid, valid, train, protocol, say,
                P_valid: np.ndarray | None = None) -> None:
     """Issue 26: fit the system's calibrated probabilities of relevance on the validation
     pictures, from the scores of the models trained on train only when the system was
     retrained on train + validation (pamir.calibration), its prior mixed in."""
     from .calibration import calibrate_system  # noqa: PLC0415
 
-    system.calibration = calibrate_system(system, take_rows(F, valid),
+    system.calibration = calibrate_system(system, X_valid,
                                           protocol.presence(valid), protocol.presence(train),
                                           scored=scored, log=say, P_valid=P_valid)
     if system.calibration is not None:
@@ -951,16 +1059,18 @@ def _stored_per_row(F) -> float:
     return float(np.prod(F.shape[1:])) if hasattr(F, "shape") else 0.0
 
 
-def _seed_ensemble(sel, n: int, X_train, Y_train, X_valid, Y_valid, progress, say, pool):
+def _seed_ensemble(sel, n: int, pictures, Y_train, Y_valid, progress, say, pool):
     """The chosen PAMIR and n - 1 more trained with the next seeds (concurrently, on `pool`),
     each early-stopped on validation; returns (the models, the validation AvgP of their
-    average, percent)."""
+    average, percent). pictures: the selection's (X_train, X_valid, X_valid) as the fits
+    read them (`_fit_pictures`), shared by every member."""
     first, cls = int(sel.params.get("random_state", 0)), type(sel.model)
+    X_fit, X_valid, X_valid_fit = pictures
 
     def member(seed):
         with progress_callback(f"pamir seed {seed}", progress) as callback:
             return cls(**{**sel.params, "random_state": seed}).fit(
-                X_train, Y_train, validation=(X_valid, Y_valid), callback=callback)
+                X_fit, Y_train, validation=(X_valid_fit, Y_valid), callback=callback)
 
     futures = [pool.submit(member, seed) for seed in range(first + 1, first + n)]
     members = [sel.model] + [f.result() for f in futures]

@@ -191,6 +191,13 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
                       f"{knn['alpha']}: validation AvgP {knn['valid_avgp']:.2f} (the model alone "
                       f"{knn['model_valid_avgp']:.2f})" + ("" if knn["alpha"] else ": left out"))
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
+    updates = info.get("updates")
+    if updates:  # issue 35: the update budget grows with the training pictures
+        table.add_row("update budget", f"{updates['n_updates']:,} updates, validated every "
+                      f"{updates['eval_every']:,} ({updates['train_pictures']:,} training "
+                      "pictures)")
+    for skip in info.get("skipped") or []:
+        table.add_row("skipped", skip["why"])
     budget = info.get("budget")
     if budget:
         cut = ([f"{budget['fits_stopped']} fits stopped early"] if budget["fits_stopped"] else []

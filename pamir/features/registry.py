@@ -185,6 +185,21 @@ def make_representation(name: str, *, feature_settings=None, cnn_settings=None, 
     return Concatenation(parts, weights or [1.0] * len(parts))
 
 
+#: Rows a Concatenation combines at a time: its temporaries are this many rows of the
+#: parts, not the whole collection's.
+COMBINE_ROWS = 2_048
+
+
+def _scaled_rows(M, start: int, stop: int, weight: float):
+    """Rows start..stop of a part as float32 CSR times its weight (a copy: M is left as
+    it was); a dense part's exact zeros are not stored, as sp.csr_matrix drops them."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
+    block = sp.csr_matrix(M[start:stop], dtype=np.float32, copy=True)
+    block.data *= weight  # float32, as the product of the whole part was
+    return block
+
+
 class Concatenation:
     """Representations side by side, each scaled by its weight: [w_1 x_1, w_2 x_2, ...].
 
@@ -210,10 +225,30 @@ class Concatenation:
         return "+".join(representation_name(p) for p in self.parts)
 
     def combine(self, matrices):
+        """The parts' matrices side by side as one float32 CSR, built COMBINE_ROWS rows at a
+        time into arrays sized once (issue 35): converting each whole dense part to CSR,
+        scaling it, and stacking held about four copies of the result at once (3.5 GB for
+        Corel 5k's widest). The numbers, and the stored entries, are the same."""
         import scipy.sparse as sp  # noqa: PLC0415
 
-        return sp.hstack([sp.csr_matrix(M, dtype=np.float32) * w
-                          for M, w in zip(matrices, self.weights)]).tocsr()
+        n = matrices[0].shape[0]
+
+        def rows(start):
+            stop = min(start + COMBINE_ROWS, n)
+            return sp.hstack([_scaled_rows(M, start, stop, w)
+                              for M, w in zip(matrices, self.weights)], format="csr")
+
+        starts = range(0, n, COMBINE_ROWS)
+        counts = np.concatenate([[0]] + [np.diff(rows(s).indptr) for s in starts])
+        indptr = np.cumsum(counts, dtype=np.int64)
+        width = sum(M.shape[1] for M in matrices)
+        index = np.int32 if max(indptr[-1], width) < np.iinfo(np.int32).max else np.int64
+        data, indices = np.empty(indptr[-1], np.float32), np.empty(indptr[-1], index)
+        for s in starts:  # the rows again, each block copied into its place
+            block = rows(s)
+            data[indptr[s]:indptr[s] + block.nnz] = block.data
+            indices[indptr[s]:indptr[s] + block.nnz] = block.indices
+        return sp.csr_matrix((data, indices, indptr.astype(index)), shape=(n, width))
 
     def fit(self, train_paths) -> "Concatenation":
         for p in self.parts:

@@ -75,7 +75,7 @@ def out_of_time() -> bool:
 
 def train_pa(steps: Callable[[int, int], tuple[int, float]], current: Callable[[int], np.ndarray],
              score: Callable[[np.ndarray], float] | None, *, n_updates: int, eval_every: int,
-             patience: int | None, callback=None) -> PARun:
+             patience: int | None, callback=None, keep=None) -> PARun:
     """Run PA updates with early stopping on validation.
 
     steps(done, k): apply k more updates (the first is update done + 1); returns (updates
@@ -83,7 +83,10 @@ def train_pa(steps: Callable[[int, int], tuple[int, float]], current: Callable[[
     current(done): the weights to rank with after `done` updates (a fresh array).
     score(weights): validation mean AvgP of those weights; None: no validation data, so
         every update runs and the last weights are kept.
+    keep(weights): the form the best weights are held in until the end (None: as `current`
+        gave them); PAMIR keeps float32, what it stores, instead of the float64 it scores.
     """
+    keep = keep or (lambda weights: weights)
     total, done = int(n_updates), 0
     run = PARun(best=None, best_update=0, best_valid_avgp=None, n_updates=0)
     chunk = int(eval_every) if score is not None else max(total // 20, 1)
@@ -104,7 +107,7 @@ def train_pa(steps: Callable[[int, int], tuple[int, float]], current: Callable[[
             run.valid_seconds += time.perf_counter() - t0
             if avgp > best:
                 best, waited = avgp, 0
-                run.best, run.best_update = weights, done
+                run.best, run.best_update = keep(weights), done
             else:
                 waited += 1
         run.history.append([done, None if avgp is None else round(avgp, 6),
@@ -117,7 +120,7 @@ def train_pa(steps: Callable[[int, int], tuple[int, float]], current: Callable[[
             run.out_of_time = done < total
             break
     if run.best is None:
-        run.best, run.best_update = current(done), done
+        run.best, run.best_update = keep(current(done)), done
     run.n_updates = done
     run.best_valid_avgp = best if score is not None and best > -np.inf else None
     return run

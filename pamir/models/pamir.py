@@ -39,6 +39,17 @@ from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matr
 from .pa import check_pa_params, pa1_tau, train_pa
 
 MARGINS = ("constant", "text")
+#: `pamir fit`'s update budget grows with the training pictures (issue 35): this many
+#: triplets per training picture, Corel 5k's 4,000,000 for its 4,000 (its winning fit was
+#: still improving at the last of them: benchmarks/results/fit_speed.json's curves, so not
+#: fewer there), at least BUDGET_MIN_UPDATES, at most BUDGET_MAX_UPDATES (today's constant:
+#: no larger budget has been measured).
+UPDATES_PER_PICTURE = 1_000
+BUDGET_MIN_UPDATES = 50_000
+BUDGET_MAX_UPDATES = 4_000_000
+#: Validation checkpoints a budget is cut into (Corel 5k: every 100,000 updates), so that
+#: early stopping's patience and the race's rungs (fractions of the budget) scale with it.
+BUDGET_EVALUATIONS = 40
 #: PA-I passes over a feedback round's triplets (each stops early once none has a loss).
 FEEDBACK_EPOCHS = 10
 #: Updates `partial_fit` draws per captioned picture, and the most it draws.
@@ -251,15 +262,19 @@ def _apply_triplets(W, A, first_step, c, margins, triplets,
 
 # ------------------------------------------------------------------------------ helpers
 
-def _csr(M, dtype=np.float32, name="X") -> sp.csr_matrix:
-    """CSR with sorted indices and the dtype the numba core is compiled for."""
+def _csr(M, dtype=np.float32, name="X", copy: bool = True) -> sp.csr_matrix:
+    """CSR with sorted indices and the dtype the numba core is compiled for. copy=False:
+    M itself when it already is that (nothing to change, so nothing copied)."""
     if not sp.issparse(M):
         M = np.asarray(M)
         if M.ndim != 2:
             raise ValueError(f"{name} must be a 2-D matrix, got shape {M.shape}")
-    M = sp.csr_matrix(M, dtype=dtype, copy=True)
-    M.sum_duplicates()
-    M.sort_indices()
+    ready = (not copy and sp.issparse(M) and M.format == "csr" and M.dtype == dtype
+             and M.has_canonical_format)
+    if not ready:
+        M = sp.csr_matrix(M, dtype=dtype, copy=True)
+        M.sum_duplicates()
+        M.sort_indices()
     if not np.isfinite(M.data).all():
         raise ValueError(f"{name} contains NaN or infinite values")
     return M
@@ -291,6 +306,8 @@ def _parts(M: sp.csr_matrix):
 
 #: A leading run of columns that most rows store becomes a dense block from this width on.
 MIN_DENSE_BLOCK = 16
+#: Rows split into block and rest at a time (`_dense_and_sparse`): its temporaries.
+SPLIT_ROWS = 1_024
 
 
 def _dense_and_sparse(X) -> tuple:
@@ -309,8 +326,17 @@ def _dense_and_sparse(X) -> tuple:
     width = int(np.argmin(np.append(stored, False)))
     if width < MIN_DENSE_BLOCK:
         return (np.zeros((n, 0), X.dtype), *_parts(X))
-    Xp, Xi, Xd = _parts(sp.csr_matrix(X[:, width:]))
-    return np.ascontiguousarray(X[:, :width].toarray()), Xp, Xi + width, Xd
+    # split SPLIT_ROWS rows at a time: slicing the whole matrix's columns held two more
+    # copies of it (issue 35); the block and the rest are the same
+    block = np.empty((n, width), X.dtype)
+    rests = []
+    for start in range(0, n, SPLIT_ROWS):
+        rows = X[start:start + SPLIT_ROWS]
+        block[start:start + rows.shape[0]] = rows[:, :width].toarray()
+        rests.append(sp.csr_matrix(rows[:, width:]))
+    rest = sp.vstack(rests, format="csr") if len(rests) > 1 else rests[0]
+    Xp, Xi, Xd = _parts(rest)
+    return block, Xp, Xi + width, Xd
 
 
 
@@ -326,9 +352,42 @@ def projector(X, dtype=np.float64):
     width = int(np.argmin(np.append(stored, False)))
     if width < MIN_DENSE_BLOCK:
         return lambda W: X @ W.T
-    block = np.ascontiguousarray(X[:, :width].toarray(), dtype=dtype)
+    # held in X's dtype (float32), widened for each product: a fit's validation pictures
+    # are held at half the size of float64, and score the same
+    block = np.ascontiguousarray(X[:, :width].toarray())
     rest = sp.csr_matrix(X[:, width:])
-    return lambda W: block @ W[:, :width].T + rest @ W[:, width:].T
+    return lambda W: block.astype(dtype, copy=False) @ W[:, :width].T + rest @ W[:, width:].T
+
+
+class Pictures:
+    """Pictures in the form PAMIR reads them, prepared once and shared, read-only, by every
+    fit on them (a selection's grid points and seeds, an ensemble's members, the retraining
+    seeds run in threads on one copy): `use` "train" keeps what the update loop reads (the
+    dense block and the CSR rest, `_dense_and_sparse`, and the squared row norms), "valid"
+    what early stopping scores with (`projector`, float64). Each fit used to make these
+    from its own copy of X; with a race's fits all alive at once (waiting at a rung), that
+    was one copy per fit (issue 35). The numbers are the same, so the fits are too."""
+
+    def __init__(self, X, use: str = "train", name: str = "X"):
+        if use not in ("train", "valid"):
+            raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
+        X = check_pictures(X, "PAMIR", name)
+        # (no copy of a CSR that is already float32 and canonical: nothing here writes to it)
+        X = _dense(X, name) if _is_dense(X) else _csr(X, name=name, copy=False)
+        self.shape, self.use = X.shape, use
+        if use == "train":
+            self.parts, self.Xsq = _dense_and_sparse(X), _row_norms_sq(X)
+        else:
+            self.project = projector(X)
+
+    @classmethod
+    def of(cls, X, use: str, name: str = "X") -> "Pictures":
+        """X prepared for `use`, or X itself when it already is."""
+        if isinstance(X, cls):
+            if X.use != use:
+                raise ValueError(f"PAMIR: {name} was prepared for {X.use}, not {use}")
+            return X
+        return cls(X, use, name)
 
 
 class PAMIR(TextSpaceModel):
@@ -397,8 +456,7 @@ class PAMIR(TextSpaceModel):
         """
         self._check_params()
         self.valid_queries_ = None
-        X = check_pictures(X, "PAMIR")
-        X = _dense(X, "X") if _is_dense(X) else _csr(X, name="X")
+        X = Pictures.of(X, "train")
         Y = caption_matrix(y if Y is None else Y, "PAMIR")
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"PAMIR: X has {X.shape[0]} pictures but Y has {Y.shape[0]} captions")
@@ -413,9 +471,7 @@ class PAMIR(TextSpaceModel):
         if validation is not None:
             X_valid, Y_valid = validation
             vq = self._validation_queries(Y_valid)
-            X_valid = _dense(X_valid, "X_valid") if _is_dense(X_valid) else _csr(X_valid,
-                                                                                  name="X_valid")
-            valid = (X_valid, vq.vectors, vq.relevance)
+            valid = (Pictures.of(X_valid, "valid", "X_valid"), vq.vectors, vq.relevance)
         self._train(X, Y, queries, valid, callback)
         return self
 
@@ -446,9 +502,7 @@ class PAMIR(TextSpaceModel):
         if validation is not None:
             X_valid, Y_valid = validation
             vq = self._validation_queries(Y_valid)
-            X_valid = _dense(X_valid, "X_valid") if _is_dense(X_valid) else _csr(
-                X_valid, name="X_valid")
-            valid = (X_valid, vq.vectors, vq.relevance)
+            valid = (Pictures.of(X_valid, "valid", "X_valid"), vq.vectors, vq.relevance)
         W = np.zeros((self.T_, self.V_), dtype=np.float32)
         A = np.zeros(W.shape) if self.average else np.zeros((0, 0))
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
@@ -477,14 +531,16 @@ class PAMIR(TextSpaceModel):
         if valid is None:
             score = None
         else:
-            project = projector(valid[0])
+            project = valid[0].project
 
             def score(weights):
                 return mean_average_precision(project(weights), valid[1], valid[2])
+        # the best W is held as float32, what W_ is (a race's waiting fits each hold one)
         run = train_pa(steps, lambda done: self._current(W, A, done), score,
                        n_updates=self.n_updates, eval_every=self.eval_every,
-                       patience=self.patience, callback=callback)
-        self.W_ = run.best.astype(np.float32)
+                       patience=self.patience, callback=callback,
+                       keep=lambda weights: weights.astype(np.float32))
+        self.W_ = run.best
         self.n_updates_ = run.n_updates
         self.best_update_ = run.best_update
         self.best_valid_avgp_ = run.best_valid_avgp
@@ -496,7 +552,24 @@ class PAMIR(TextSpaceModel):
         self.out_of_time_ = run.out_of_time  # stopped early by `pamir fit --time-budget`
         self.updates_per_second_ = run.n_updates / run.seconds if run.seconds > 0 else float("nan")
 
-    def _train(self, X, Y, queries: TrainingQueries, valid, callback) -> None:
+    @classmethod
+    def update_budget(cls, n_train: int) -> dict:
+        """The n_updates and eval_every `pamir fit` gives a fit on n_train training pictures
+        (UPDATES_PER_PICTURE, within BUDGET_MIN_UPDATES..BUDGET_MAX_UPDATES, cut into
+        BUDGET_EVALUATIONS checkpoints): Corel 5k's 4,000 get today's 4,000,000 and
+        100,000; a folder of 270 gets 270,000 and 6,750."""
+        n_updates = int(np.clip(UPDATES_PER_PICTURE * int(n_train), BUDGET_MIN_UPDATES,
+                                BUDGET_MAX_UPDATES))
+        return {"n_updates": n_updates,
+                "eval_every": max(1, -(-n_updates // BUDGET_EVALUATIONS))}
+
+    @classmethod
+    def prepare_pictures(cls, X, use: str = "train") -> Pictures:
+        """X in the form `fit` reads for `use` ("train": X; "valid": validation's X_valid),
+        to share among many fits on the same pictures (pamir.selection does)."""
+        return Pictures.of(X, use)
+
+    def _train(self, X: Pictures, Y, queries: TrainingQueries, valid, callback) -> None:
         Q = _csr(queries.vectors, name="query vectors")
         R = sp.csr_matrix(queries.relevance)
         # captions as normalised idf vectors: relevance tests and the text-eps margin
@@ -507,7 +580,7 @@ class PAMIR(TextSpaceModel):
         if len(sample) == 0:
             raise ValueError("PAMIR: no training query has both relevant and non-relevant "
                              "pictures; the captions leave nothing to rank")
-        Xsq = _row_norms_sq(X)
+        Xsq = X.Xsq
         Qp, Qi, Qd = _parts(Q)
         Rp, Ri = R.indptr.astype(np.int64), R.indices.astype(np.int64)
         Cp, Ci, Cd = _parts(caps)
@@ -519,7 +592,7 @@ class PAMIR(TextSpaceModel):
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
                        dtype=np.uint64)
 
-        pictures = _dense_and_sparse(X)
+        pictures = X.parts
 
         def steps(done, k):
             return _train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
@@ -533,7 +606,11 @@ class PAMIR(TextSpaceModel):
         """The last W, or the average of W over the n updates so far."""
         if A.shape[0] == 0 or n == 0:
             return W.astype(np.float64)
-        return ((n + 1) * W.astype(np.float64) - A) / n
+        out = W.astype(np.float64)  # ((n + 1) W - A) / n, in place: one array, not four
+        out *= n + 1
+        out -= A
+        out /= n
+        return out
 
     @property
     def refit_params_(self) -> dict:
