@@ -45,22 +45,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, RESULTS, load_average, machine, parser, save_report  # noqa: E402
+from common import HEAVY, RESULTS, archive, load_average, machine, parser, save_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path
 COREL = Path(os.environ.get("PAMIR_COREL5K", ROOT.parent / "shared/data/corel5k")).resolve()
 LONG_PICTURES, LONG_MIN_WORDS, LONG_CDS = 1300, 10, 13
-
-
-def archive(commit: str, dest: Path) -> str:
-    """A pristine source tree of `commit` at dest; returns the full hash."""
-    dest.mkdir(parents=True)
-    full = subprocess.run(["git", "rev-parse", commit], cwd=ROOT, check=True,
-                          capture_output=True, text=True).stdout.strip()
-    tar = subprocess.run(["git", "archive", full], cwd=ROOT, check=True, capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
-    return full
 
 
 def pamir(src: Path, cache: Path, args: list[str], log: Path, peak: list | None = None

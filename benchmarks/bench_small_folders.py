@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_metadata import WAYS, corel_captions, exiftool_args  # noqa: E402
-from common import HEAVY, load_average, machine, save_report  # noqa: E402
+from common import HEAVY, archive, load_average, machine, save_report  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -62,15 +62,6 @@ def build(dest: Path, captioned: int, uncaptioned: int, corel: Path) -> dict:
     subprocess.run(["exiftool", "-q", "-q", "-@", str(dest.parent / f"{dest.name}.args")],
                    check=True)
     return {"captioned": captioned, "uncaptioned": uncaptioned}
-
-
-def archive(commit: str, dest: Path) -> str:
-    dest.mkdir(parents=True)
-    full = subprocess.run(["git", "rev-parse", commit], cwd=ROOT, check=True,
-                          capture_output=True, text=True).stdout.strip()
-    tar = subprocess.run(["git", "archive", full], cwd=ROOT, check=True, capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
-    return full
 
 
 def fit(src: Path, folder: Path, cache: Path, model: Path) -> dict:

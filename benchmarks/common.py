@@ -341,3 +341,15 @@ def save_report(stem: str, r: dict, report) -> None:
 
 def read_summary() -> dict:
     return json.loads(SUMMARY.read_text()) if SUMMARY.is_file() else {}
+
+
+def archive(commit: str, dest: Path) -> str:
+    """A pristine source tree of `commit` at dest (a `git archive` of this repository);
+    returns the full hash: how a benchmark times an older commit beside this one."""
+    root = Path(__file__).resolve().parent.parent
+    dest.mkdir(parents=True)
+    full = subprocess.run(["git", "rev-parse", commit], cwd=root, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    tar = subprocess.run(["git", "archive", full], cwd=root, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
+    return full
