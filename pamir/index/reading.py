@@ -122,7 +122,7 @@ class IndexReading(IndexLifecycle):
         if not text or not text.strip():
             raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
         try:
-            parsed = join_fact_phrases(parse(text, self.stop_words), self._catalog.fact_count)
+            parsed = join_fact_phrases(parse(text, self.stop_words), self._fact_count)
         except QuerySyntaxError as e:
             raise QueryError(str(e)) from None
         bridge = self.bridge
@@ -336,8 +336,9 @@ class IndexReading(IndexLifecycle):
     # ------------------------------------------------------------------ facts
     def _fact_count(self, word: str) -> int:
         """How many pictures hold a folded term as a fact (a phrase: `_fact_columns`)."""
-        n = self._catalog.fact_count(word)
-        return n if n or " " not in word else len(self._fact_columns(word)[0])
+        with self._lock:  # the catalogue's connection is shared by the server's threads
+            n = self._catalog.fact_count(word)
+            return n if n or " " not in word else len(self._fact_columns(word)[0])
 
     def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
@@ -422,7 +423,8 @@ class IndexReading(IndexLifecycle):
 
     def _with_facts(self, hits: list[Hit], q: Query | None = None) -> list[Hit]:
         """The hits with their facts of SHOWN_FACTS and the query's terms they hold."""
-        facts = self._catalog.facts_of(h.id for h in hits)
+        with self._lock:  # the catalogue's connection is shared by the server's threads
+            facts = self._catalog.facts_of(h.id for h in hits)
         terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
         for h in hits:
             held = facts.get(h.id, ())
