@@ -38,7 +38,6 @@ from pamir import config, zeroshot
 from pamir.bridge import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
-import pamir.index
 from pamir.index import TABLE_WORDS, Index, QueryError
 from pamir.prior import Prior
 from pamir.protocol import Protocol

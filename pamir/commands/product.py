@@ -23,7 +23,7 @@ from .. import config
 from ..annotation import annotate_pictures, write_sidecar
 from ..calibration import LIKELY
 from ..data import DataError, load_captions_table
-from ..index import BATCH_SIZE, Index, IndexDirError, QueryError, embeddings_enabled
+from ..index import BATCH_SIZE, Index, IndexDirError, QueryError
 from ..zeroshot import ZeroCaptionSystem
 from .. import workflow
 from ..workflow import default_index_dir
