@@ -27,6 +27,7 @@ from __future__ import annotations
 from ..query import Query
 from .catalog import Catalog, IndexDirError, Picture
 from .layout import CATALOG, SCHEMA_VERSION
+from .people import FaceRow, IndexPeople, PersonRow
 from .lifecycle import model_fingerprint
 from .reading import (CLASS_SCALE, EMBEDDINGS_ENV, Hit, IndexReading, QueryError,
                       embeddings_enabled, folder_patterns)
@@ -44,7 +45,7 @@ from .writing import IndexWriting
 TABLE_WORDS = False
 
 
-class Index(IndexReading, IndexWriting):
+class Index(IndexReading, IndexWriting, IndexPeople):
     """A picture index folder. Get one with `Index.create`, `Index.open` or `Index.rebuild`.
 
     Thread-safe: one lock serialises catalogue and matrix access (the server calls it from a
@@ -54,7 +55,7 @@ class Index(IndexReading, IndexWriting):
 
 __all__ = [
     "BATCH_SIZE", "CATALOG", "CLASS_SCALE", "EMBEDDINGS_ENV", "SCHEMA_VERSION", "TABLE_WORDS",
-    "Catalog", "Hit", "Index", "IndexDirError", "Picture", "Query", "QueryError",
-    "UpdateReport", "embeddings_enabled", "file_hash", "folder_patterns", "model_fingerprint",
+    "Catalog", "FaceRow", "Hit", "Index", "IndexDirError", "Picture", "Query", "QueryError",
+    "PersonRow", "UpdateReport", "embeddings_enabled", "file_hash", "folder_patterns", "model_fingerprint",
     "scan_pictures",
 ]

@@ -44,10 +44,14 @@ class PassReport:
 
 def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
              batch_size: int = PASS_BATCH, client=None,
-             progress: Callable[[int, int], None] | None = None) -> PassReport:
+             progress: Callable[[int, int], None] | None = None,
+             record: Callable | None = None) -> PassReport:
     """Read every picture of `index` that the pass `name` has not read as it is now, with
     `reader`, writing the facts of `kinds` it finds (see the module docstring);
-    progress(done, total) after each commit."""
+    progress(done, total) after each commit. record(name, kinds, {id: found}, done) commits
+    a batch (default: index.record_pass, for a reader of facts; the faces pass stores
+    faces, Index.record_faces)."""
+    record = record or index.record_pass
     started = time.perf_counter()
     report = PassReport(name)
     todo = index.pass_todo(name)
@@ -61,7 +65,7 @@ def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
             report.with_facts += bool(found)
             facts[picture_id] = found or []
             done.append((picture_id, digest))
-        index.record_pass(name, kinds, facts, done)
+        record(name, kinds, facts, done)
         report.read += len(batch)
         if progress is not None:
             progress(report.read, len(todo))
