@@ -130,6 +130,21 @@ class IndexPeople:
                 "ORDER BY count(DISTINCT f.picture) DESC, p.name IS NULL, p.name, p.id").fetchall()
         return [PersonRow(*r) for r in rows]
 
+    def cover_faces(self) -> dict[int, int]:
+        """{person id: the face that shows them}: one an editor or the files named, else the
+        detector's surest, the largest at a tie."""
+        with self._lock:
+            if not self._has_faces():
+                return {}
+            rows = self._sql().execute(
+                "SELECT person, id FROM faces WHERE person IS NOT NULL ORDER BY "
+                "how IN ('editor', 'region', 'tag', 'keyword') DESC, score IS NULL, "
+                "score DESC, size DESC, id").fetchall()
+        out: dict[int, int] = {}
+        for person, fid in rows:
+            out.setdefault(int(person), int(fid))
+        return out
+
     def person(self, person_id: int) -> PersonRow | None:
         with self._lock:
             if not self._has_faces():
