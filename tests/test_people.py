@@ -175,6 +175,23 @@ def test_a_pass_killed_half_way_resumes_and_an_unchanged_folder_reads_nothing(tm
                             "ON p.id = f.picture WHERE p.id IS NULL").fetchone()[0] == 0
 
 
+def test_local_processes_read_what_this_process_reads(built, tmp_path):
+    """Without Dask, the pass reads its batches in local processes (one per core); they
+    find the same faces as reading here."""
+    directory = index_of(built, tmp_path)
+    with Index.open(directory) as ix:
+        here = {(f.picture, f.box) for f in ix.faces()}
+    conn = sqlite3.connect(directory / "catalog.sqlite")
+    with conn:
+        conn.execute("DELETE FROM passes")
+        conn.execute("DELETE FROM faces")
+    conn.close()
+    with Index.open(directory, writable=True) as ix:
+        report = run_pass(ix, f"faces {fingerprint()}", ("person",), read_faces, batch_size=2,
+                          record=ix.record_faces, processes=2)
+        assert report.read == 8 and {(f.picture, f.box) for f in ix.faces()} == here
+
+
 def test_an_unreadable_picture_is_a_note(tmp_path):
     (tmp_path / "bad.jpg").write_text("not a picture")
     ((found, note),) = read_faces([tmp_path / "bad.jpg"])
@@ -322,6 +339,13 @@ def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
         assert "obama3.jpg" not in names(ix.search("obama", 9))
         identify(ix)  # and again: nothing changes
         assert names(ix.search("kit", 5)) == ["kit_harington.jpg"]
+    # a sidecar written afterwards (digiKam tags a picture): its picture is read again
+    subprocess.run(["exiftool", "-q", "-q", "-XMP-digiKam:TagsList=People/Rose Leslie", "-o",
+                    str(copy / "rose_leslie.xmp"), str(copy / "rose_leslie.jpg")], check=True)
+    with Index.open(directory, writable=True) as ix:
+        assert ix.update([copy], system.transform_paths).recaptioned == 1
+        assert workflow.read_faces(ix)["read"] == 1
+        assert names(ix.search("person:rose", 5)) == ["rose_leslie.jpg"]
 
 
 # ----------------------------------------------------------------------------- forget

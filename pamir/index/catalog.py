@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import FILE_KINDS, Fact, keyword_facts
-from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA,
+from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
                      METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
 _BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
@@ -411,6 +411,10 @@ class Catalog:
             "WHERE id = ?",
             (_caption_text(entry.get("caption")), *_metadata_of(entry), int(picture_id)))
         self._write_file_facts(picture_id, entry)
+        if self.has_facts:  # the passes that read the files too read them again
+            for prefix in FILE_PASSES:
+                self._conn.execute("DELETE FROM passes WHERE picture = ? AND pass LIKE ?",
+                                   (int(picture_id), f"{prefix} %"))
 
     # ------------------------------------------------------------------ facts
     def set_facts(self, picture_id: int, kinds: Sequence[str], facts: Iterable[Fact]) -> None:

@@ -196,6 +196,10 @@ FACES_SCHEMA = (
     DELETE FROM faces WHERE picture = old.id;
 END""")
 CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA + FACES_SCHEMA)
+#: Passes that read a picture's files besides its pixels, named "<prefix> <reader>": the
+#: faces pass reads the names in the regions and People/ tags of its XMP and sidecars, so a
+#: picture whose metadata is read again (a sidecar changed) is read by it again.
+FILE_PASSES = ("faces",)
 #: The metadata columns of schemas 3 and 4 (position: "lat,lon" in degrees): a catalogue
 #: older than that, opened read-only, reads NULL for them (Catalog.columns); `upgrade` adds
 #: them.

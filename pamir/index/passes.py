@@ -15,12 +15,18 @@ tasks on the cluster; this process stays the one writer and commits them as they
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 #: Pictures read per commit: a few seconds of OCR, so a killed pass loses little.
 PASS_BATCH = 32
+#: The most local processes a pass reads with (`processes`): each loads its reader's models
+#: (the faces pass: 30 MB of weights, about a second to start).
+MAX_PROCESSES = 4
 
 #: reader(paths) -> for each path (its Facts, or None where the picture could not be read,
 #: and a note): a plain function of paths, so that it can run as a Dask task.
@@ -45,17 +51,31 @@ class PassReport:
 def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
              batch_size: int = PASS_BATCH, client=None,
              progress: Callable[[int, int], None] | None = None,
-             record: Callable | None = None) -> PassReport:
+             record: Callable | None = None, processes: int = 1) -> PassReport:
     """Read every picture of `index` that the pass `name` has not read as it is now, with
     `reader`, writing the facts of `kinds` it finds (see the module docstring);
     progress(done, total) after each commit. record(name, kinds, {id: found}, done) commits
     a batch (default: index.record_pass, for a reader of facts; the faces pass stores
-    faces, Index.record_faces)."""
+    faces, Index.record_faces). processes: without a client, read batches in this many
+    local processes (`local_processes()`; 1: in this one), when there are more batches
+    than processes."""
     record = record or index.record_pass
     started = time.perf_counter()
     report = PassReport(name)
     todo = index.pass_todo(name)
     batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
+    pool = _Processes(processes) if client is None and 1 < processes < len(batches) else None
+    try:
+        _run(index, name, kinds, reader, batches, client or pool, record, report, progress,
+             len(todo))
+    finally:
+        if pool is not None:
+            pool.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _run(index, name, kinds, reader, batches, client, record, report, progress, total):
     for batch, results in _read(batches, reader, client):
         facts, done = {}, []
         for (picture_id, path, digest), (found, note) in zip(batch, results):
@@ -68,9 +88,36 @@ def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
         record(name, kinds, facts, done)
         report.read += len(batch)
         if progress is not None:
-            progress(report.read, len(todo))
-    report.seconds = time.perf_counter() - started
-    return report
+            progress(report.read, total)
+
+
+def local_processes() -> int:
+    """The processes a pass reads with on this machine: its cores (those this process may
+    use), at most MAX_PROCESSES."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_PROCESSES))
+
+
+class _Processes:
+    """Local processes that read a pass's batches, as a Dask client's workers would
+    (`_read`): started afresh ("spawn"), so that they inherit none of this process's
+    threads (torch's, BLAS's)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self._pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+
+    def scheduler_info(self) -> dict:
+        return {"workers": dict.fromkeys(range(self.n))}
+
+    def submit(self, fn, *args, pure: bool = False):
+        return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _read(batches: list[list[tuple]], reader: Reader, client):
@@ -90,4 +137,4 @@ def _read(batches: list[list[tuple]], reader: Reader, client):
                 yield done_batch, future.result()
 
 
-__all__ = ["PASS_BATCH", "PassReport", "run_pass"]
+__all__ = ["MAX_PROCESSES", "PASS_BATCH", "PassReport", "local_processes", "run_pass"]

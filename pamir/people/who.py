@@ -229,8 +229,8 @@ def name_person(index, person_id: int, name: str) -> dict:
     person from now on (kept as decisions, so that a re-read keeps them). A name another
     person already has merges the two."""
     shown = " ".join(str(name).split())
-    if not fold(shown):
-        raise PeopleError("give a name with at least one letter")
+    if not fold(shown) or not shown.isprintable() or _not_text(shown):
+        raise PeopleError("give a name with at least one letter, of printable characters")
     p = _person(index, person_id)
     other = index.person_named(shown)
     if other is not None and other.id != p.id:
@@ -238,6 +238,14 @@ def name_person(index, person_id: int, name: str) -> dict:
     index.decide([f.id for f in index.faces(person=p.id)], "is", p.id)
     index.rename_person(p.id, fold(shown), shown)
     return {"person": p.id, "name": shown, "identified": identify(index).as_dict()}
+
+
+def _not_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: no text SQLite can store
+        return True
+    return False
 
 
 def merge_people(index, source: int, target: int) -> dict:

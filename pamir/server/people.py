@@ -13,7 +13,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Path as PathParameter
 from fastapi.responses import FileResponse
 from PIL import Image, ImageOps, UnidentifiedImageError
 from pydantic import BaseModel, Field
@@ -28,6 +31,11 @@ router = APIRouter()
 #: A face's crop is its box grown by this fraction of its size on each side (hair, chin).
 CROP_MARGIN = 0.3
 CROP_SIZES = (64, 128, 256)
+#: Ids are SQLite integers: a larger number is no person or face (404), never an overflow.
+MAX_ID = 2**63 - 1
+PersonId = Annotated[int, PathParameter(ge=0, le=MAX_ID, description="a person's id")]
+FaceId = Annotated[int, PathParameter(ge=0, le=MAX_ID, description="a face's id")]
+PictureId = Annotated[int, PathParameter(ge=0, le=MAX_ID, description="a picture's id")]
 
 
 class Name(BaseModel):
@@ -35,12 +43,12 @@ class Name(BaseModel):
 
 
 class Merge(BaseModel):
-    into: int = Field(..., description="the person the other one is")
+    into: int = Field(..., ge=0, le=MAX_ID, description="the person the other one is")
 
 
 class NotPerson(BaseModel):
-    person: int | None = Field(None, description="who the face is not (default: the person "
-                                                 "it is now)")
+    person: int | None = Field(None, ge=0, le=MAX_ID, description="who the face is not "
+                               "(default: the person it is now)")
 
 
 def _index(request: Request) -> Index:
@@ -64,10 +72,10 @@ def _require_editor(request: Request) -> None:
 
 
 def _change(request: Request, change) -> dict:
-    """Run change(writable index) with the index opened for writing for its moment."""
+    """Run change(writable index) with the index opened for writing for its moment (the
+    route's dependency checked the role first, before its body is read)."""
     from ..people.who import PeopleError  # noqa: PLC0415
 
-    _require_editor(request)
     index = _index(request)
     try:
         with Index.open(index.directory, writable=True) as writable:
@@ -101,7 +109,7 @@ def people(request: Request):
 
 
 @router.get("/api/people/{person_id}", summary="A person and their faces")
-def person(request: Request, person_id: int):
+def person(request: Request, person_id: PersonId):
     index = _index(request)
     p = index.person(person_id)
     if p is None or p.same_as is not None:
@@ -112,7 +120,7 @@ def person(request: Request, person_id: int):
 
 
 @router.get("/api/pictures/{picture_id}/faces", summary="The faces of a picture, and who")
-def picture_faces(request: Request, picture_id: int):
+def picture_faces(request: Request, picture_id: PictureId):
     index = _index(request)
     everyone = index.all_people()
     return {"faces": [_face_json(f, everyone) for f in index.faces(picture=picture_id)]}
@@ -120,7 +128,7 @@ def picture_faces(request: Request, picture_id: int):
 
 @router.get("/api/faces/{face_id}/crop", summary="A face, cropped from its picture (JPEG)",
             response_class=FileResponse)
-def face_crop(request: Request, face_id: int, size: int = Query(128, ge=16, le=512)):
+def face_crop(request: Request, face_id: FaceId, size: int = Query(128, ge=16, le=512)):
     index = _index(request)
     found = index.picture_of_face(face_id)
     f = index.face(face_id)
@@ -155,25 +163,33 @@ def _crop(path: Path, box, size: int, face_id: int) -> bytes:
         raise HTTPException(422, f"face {face_id}'s picture cannot be decoded ({e})") from None
 
 
-@router.post("/api/people/{person_id}/name", summary="Name a person (editor)")
-def name_person(request: Request, person_id: int, body: Name):
+@router.post("/api/people/{person_id}/name", summary="Name a person (editor)",
+             dependencies=[Depends(_require_editor)])
+def name_person(request: Request, person_id: PersonId, body: Name):
     from ..people.who import name_person as name  # noqa: PLC0415
 
     return _change(request, lambda ix: name(ix, person_id, body.name))
 
 
-@router.post("/api/people/{person_id}/merge", summary="This person is another (editor)")
-def merge_people(request: Request, person_id: int, body: Merge):
+@router.post("/api/people/{person_id}/merge", summary="This person is another (editor)",
+             dependencies=[Depends(_require_editor)])
+def merge_people(request: Request, person_id: PersonId, body: Merge):
     from ..people.who import merge_people as merge  # noqa: PLC0415
 
     return _change(request, lambda ix: merge(ix, person_id, body.into))
 
 
-@router.post("/api/faces/{face_id}/not", summary="This face is not this person (editor)")
-def not_person(request: Request, face_id: int, body: NotPerson):
+@router.post("/api/faces/{face_id}/not", summary="This face is not this person (editor)",
+             dependencies=[Depends(_require_editor)])
+def not_person(request: Request, face_id: FaceId, body: NotPerson):
     from ..people.who import not_person as refuse  # noqa: PLC0415
 
     return _change(request, lambda ix: refuse(ix, face_id, body.person))
 
 
-__all__ = ["router"]
+#: The routes only an editor may call (and none on a read-only server), as the router
+#: declares them.
+EDITOR_ROUTES = ("/api/people/{person_id}/name", "/api/people/{person_id}/merge",
+                 "/api/faces/{face_id}/not")
+
+__all__ = ["EDITOR_ROUTES", "router"]
