@@ -40,8 +40,9 @@ from ..bridge import CACHE_PREFIX
 # ---------------------------------------------------------------------------- versions
 #: 5: the faces found in the pictures, the people they are and the editors' decisions
 #: (`faces`, `people`, `face_decisions`: FACES_SCHEMA); 4: the pictures' facts (the `facts`
-#: table: keywords, places, text, people, camera) and their GPS position; 3: the pictures' metadata columns (taken, source, sidecars); 2: the
-#: score matrix in shards with sorted lists (`meta.shards`); 1: one matrix file
+#: table: keywords, places, text, people, camera) and their GPS position; 3: the pictures'
+#: metadata columns (taken, source, sidecars); 2: the score matrix in shards with sorted
+#: lists (`meta.shards`); 1: one matrix file
 #: (`meta.matrix`, `meta.capacity`). Older ones are still read (no dates, no facts; see
 #: `shards_of`), and upgraded when opened for writing (`upgrade`).
 SCHEMA_VERSION = 5

@@ -212,5 +212,4 @@ def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
 
 __all__ = ["CHIP_PADDING", "DETECT_SIDE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
            "FaceFinder", "MAX_ENLARGE", "face_finder", "find_faces", "fingerprint",
-           "load_for_detection",
-           "models_dir"]
+           "load_for_detection", "models_dir"]
