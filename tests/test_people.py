@@ -192,6 +192,26 @@ def test_local_processes_read_what_this_process_reads(built, tmp_path):
         assert report.read == 8 and {(f.picture, f.box) for f in ix.faces()} == here
 
 
+def test_with_a_dask_client_faces_are_read_as_tasks(built, tmp_path):
+    """`pamir index --workers/--scheduler`: the pass's batches are Dask tasks (here on a
+    cluster of threads in this process), and find the faces read here."""
+    distributed = pytest.importorskip("distributed")
+    directory = index_of(built, tmp_path)
+    with Index.open(directory) as ix:
+        here = who(ix)
+    conn = sqlite3.connect(directory / "catalog.sqlite")
+    with conn:
+        conn.execute("DELETE FROM passes")
+        conn.execute("DELETE FROM faces")
+    conn.close()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client, \
+            Index.open(directory, writable=True) as ix:
+        report = workflow.read_faces(ix, client=client)
+        assert report["read"] == 8 and who(ix) == here
+
+
 def test_an_unreadable_picture_is_a_note(tmp_path):
     (tmp_path / "bad.jpg").write_text("not a picture")
     ((found, note),) = read_faces([tmp_path / "bad.jpg"])
@@ -251,6 +271,7 @@ def test_viewers_see_people_and_editors_name_merge_and_correct(clients):
                == _picture_id(directory, "kit_harington.jpg"))
     crop = viewer("GET", f"/api/faces/{kit['face']}/crop?size=64")
     assert crop.status_code == 200 and crop.headers["content-type"] == "image/jpeg"
+    assert len(list((directory / "thumbnails").glob("face-*.jpg"))) == 1
 
     # a viewer cannot change anything
     for method, url, body in [("POST", f"/api/people/{kit['id']}/name", {"name": "Kit"}),
@@ -373,6 +394,15 @@ def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_pat
     assert conn.execute("SELECT count(*) FROM facts WHERE kind = 'person' AND word LIKE "
                         "'%obama%'").fetchone()[0] == 0
     with Index.open(directory, writable=True) as ix:
+        crops = directory / "thumbnails"
+        crops.mkdir()
+        kept = [crops / f"face-x-{f.id}-64.jpg" for f in ix.faces()]
+        for crop in kept:
+            crop.write_bytes(b"a crop")
+        forget(ix, "Joe Biden")  # their faces' crops go with them
+        assert sorted(crops.iterdir()) == sorted(
+            crops / f"face-x-{f.id}-64.jpg" for f in ix.faces())
+        assert len(kept) - len(list(crops.iterdir())) == 3
         with pytest.raises(PeopleError, match="no person called"):
             forget(ix, "Nobody")
         assert workflow.read_faces(ix)["read"] == 0  # forgotten faces are not found again

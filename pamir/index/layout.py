@@ -60,6 +60,17 @@ THUMBNAILS = "thumbnails"
 COLUMNS_PREFIX = "columns-"
 
 
+def face_crop_name(digest: str, face_id: int, size: int) -> str:
+    """A face's crop's name in the thumbnail cache (the server's people page): it shows the
+    face, so `pamir people --forget` deletes it with the face (`face_crops`)."""
+    return f"face-{digest}-{int(face_id)}-{int(size)}.jpg"
+
+
+def face_crops(directory: Path, face_id: int) -> list[Path]:
+    """Every cached crop of a face."""
+    return sorted((Path(directory) / THUMBNAILS).glob(f"face-*-{int(face_id)}-*.jpg"))
+
+
 def matrix_name(generation: int) -> str:
     return f"scores-{generation}.f32"
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..facts import Fact, fold
+from . import layout
 from .catalog import IndexDirError, _path
 
 #: A box is stored (and a decision matched to a face) at this many decimals: the detector
@@ -316,7 +317,7 @@ class IndexPeople:
     def forget_person(self, person_id: int) -> dict:
         """Remove a person from the index: their faces (embeddings included), the decisions
         about them, their name (the rows of people merged into them too) and the person facts
-        their faces gave, in one commit. Returns {"faces", "pictures"} removed from."""
+        their faces gave, in one commit; then their faces' crops in the thumbnail cache. Returns {"faces", "pictures"} removed from."""
         self._require_writable()
         with self._lock:
             sql = self._sql()
@@ -328,8 +329,8 @@ class IndexPeople:
                 marks = ",".join("?" * len(ids))
                 pictures = [int(r[0]) for r in sql.execute(
                     f"SELECT DISTINCT picture FROM faces WHERE person IN ({marks})", ids)]
-                (n,) = sql.execute(f"SELECT count(*) FROM faces WHERE person IN ({marks})",
-                                   ids).fetchone()
+                faces = [int(r[0]) for r in sql.execute(
+                    f"SELECT id FROM faces WHERE person IN ({marks})", ids)]
                 sql.execute(f"DELETE FROM faces WHERE person IN ({marks})", ids)
                 sql.execute(f"DELETE FROM face_decisions WHERE person IN ({marks})", ids)
                 sql.execute(f"DELETE FROM people WHERE id IN ({marks})", ids)
@@ -338,7 +339,10 @@ class IndexPeople:
                             f"({','.join('?' * len(pictures))})", pictures)
             # and out of the write-ahead log, into the (zeroed) catalogue
             self._catalog.checkpoint()
-        return {"faces": int(n), "pictures": len(pictures)}
+        for face in faces:  # their crops in the page's thumbnail cache
+            for crop in layout.face_crops(self.directory, face):
+                crop.unlink(missing_ok=True)
+        return {"faces": len(faces), "pictures": len(pictures)}
 
 
 __all__ = ["BOX_DECIMALS", "FaceRow", "IndexDirError", "IndexPeople", "PersonRow", "box_key"]

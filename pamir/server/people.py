@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from ..features.images import ImageError, open_image
 from ..index import Index, IndexDirError
+from ..index.layout import face_crop_name
 from ..storage import atomic_write_bytes
 from .sharing import COOKIE, bearer
 
@@ -136,7 +137,7 @@ def face_crop(request: Request, face_id: FaceId, size: int = Query(128, ge=16, l
         raise HTTPException(404, f"no face {face_id}")
     _, path, digest = found
     size = min((s for s in CROP_SIZES if s >= size), default=CROP_SIZES[-1])
-    out = request.app.state.pamir.thumbnails / f"face-{digest}-{face_id}-{size}.jpg"
+    out = request.app.state.pamir.thumbnails / face_crop_name(digest, face_id, size)
     if not out.is_file():
         atomic_write_bytes(out, _crop(Path(path), f.box, size, face_id))
     return FileResponse(out, media_type="image/jpeg",
