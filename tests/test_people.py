@@ -375,6 +375,10 @@ def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_pat
     runner = CliRunner()
     from pamir.cli import app
 
+    with Index.open(directory) as ix:
+        obama = ix.person_named("barack obama")
+        embeddings = [f.embedding.tobytes() for f in ix.faces(person=obama.id,
+                                                               embeddings=True)]
     listed = runner.invoke(app, ["people", "--index", str(directory)])
     assert listed.exit_code == 0 and "     4  Barack Obama" in listed.stdout
     r = runner.invoke(app, ["people", "--index", str(directory), "--forget", "barack obama"])
@@ -389,6 +393,9 @@ def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_pat
         assert names(ix.search("obama", 9)) == ["obama.jpg"]
         # Biden is still found
         assert "biden2.jpg" in names(ix.search("biden", 9))
+    # the embeddings are not left in the catalogue's free pages nor its journal
+    stored = b"".join(f.read_bytes() for f in directory.glob("catalog.sqlite*"))
+    assert len(embeddings) == 4 and not any(e in stored for e in embeddings)
     conn = sqlite3.connect(directory / "catalog.sqlite")
     assert conn.execute("SELECT count(*) FROM faces").fetchone()[0] == 6
     assert conn.execute("SELECT count(*) FROM facts WHERE kind = 'person' AND word LIKE "

@@ -144,6 +144,9 @@ class Catalog:
             # commit is on disk when it returns, since score columns are written before it.
             catalog._conn.execute("PRAGMA journal_mode = WAL")
             catalog._conn.execute("PRAGMA synchronous = FULL")
+            # a deleted row is overwritten, not left in free pages: face embeddings are
+            # biometric data (`pamir people --forget`, a picture's faces read again)
+            catalog._conn.execute("PRAGMA secure_delete = ON")
         return catalog
 
     @classmethod

@@ -321,8 +321,7 @@ class IndexPeople:
         self._require_writable()
         with self._lock:
             sql = self._sql()
-            # deleted rows are overwritten with zeros, not left in the file's free pages
-            sql.execute("PRAGMA secure_delete = ON")
+            # deleted rows are overwritten (the writer's secure_delete, Catalog.open)
             with self._catalog.transaction():
                 ids = [int(person_id)] + [int(r[0]) for r in sql.execute(
                     "SELECT id FROM people WHERE same_as = ?", (int(person_id),))]
