@@ -215,15 +215,18 @@ class IndexPeople:
                      done: Sequence[tuple[int, str]]) -> None:
         """A batch of the faces pass (pamir.index.passes.run_pass's `record`): each picture's
         faces replaced by those found ({id: [pamir.people.NamedFace], None: not readable}),
-        and the record that the pass read them, in one commit. A face found at the box it had
-        keeps the person it was grouped into, so that unnamed people keep their numbers."""
+        and the record that the pass read them, in one commit; its person facts go until
+        pamir.people.who says who the faces are. A face found at the box it had keeps the
+        unnamed person it was grouped into, so that unnamed people keep their numbers."""
         self._require_writable()
         with self._lock, self._catalog.transaction():
             sql = self._sql()
             for picture_id, faces in found.items():
                 old = {box: (person, how) for box, person, how in sql.execute(
-                    "SELECT box, person, how FROM faces WHERE picture = ?", (int(picture_id),))}
+                    "SELECT box, person, how FROM faces WHERE picture = ? AND how = 'group'",
+                    (int(picture_id),))}
                 sql.execute("DELETE FROM faces WHERE picture = ?", (int(picture_id),))
+                self._catalog.set_facts(picture_id, ("person",), ())
                 rows = []
                 for named in faces or ():
                     f = named.face

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..facts import fold
-from .naming import NAME_DISTANCE, group, keyword_names, name_confidence, person_facts
+from .naming import (NAME_DISTANCE, group, keyword_names, name_confidence, person_distances,
+                     person_facts)
 
 #: How sure a name is that people gave (an editor, a region, a tag, a keyword): a fact
 #: like a keyword people wrote.
@@ -56,9 +57,15 @@ class Identified:
         return dict(self.__dict__)
 
 
-def identify(index) -> Identified:
+#: Unnamed faces compared with the named ones at a time (a block of distances of this many
+#: rows by the named faces: 100,000 named faces make 800 MB a block of 2,048).
+BLOCK = 2048
+
+
+def identify(index, everything: bool = False) -> Identified:
     """Decide who every face of `index` (a writable pamir.index.Index) is and write it, with
-    the person facts of their pictures (the module's doc)."""
+    the person facts of their pictures (the module's doc): the faces whose person changed
+    and the facts of their pictures, or everything (a person's name changed)."""
     faces = index.faces(embeddings=True)
     people = index.all_people()
     decisions = index.face_decisions()
@@ -113,16 +120,9 @@ def identify(index) -> Identified:
     rest = [i for i in range(len(faces)) if person[i] is None]
     if seeds and rest:
         ids = [str(person[i]) for i in seeds]
-        order, D = _person_distances(E[rest], E[seeds], ids)
-        for row, i in enumerate(rest):
-            d = D[row].copy()
-            for k, pid in enumerate(order):
-                if int(pid) in refused[i]:
-                    d[k] = np.inf
-            k = int(d.argmin())
-            if d[k] <= NAME_DISTANCE:
-                person[i], how[i] = int(order[k]), "carried"
-                confidence[i] = name_confidence(float(d[k]))
+        for start in range(0, len(rest), BLOCK):
+            _carry(rest[start:start + BLOCK], E, seeds, ids, person, how, confidence,
+                   refused)
 
     # 5. the others grouped into unnamed people, a face already grouped keeping its group
     unnamed_ids = {pid for pid, (n, _, s) in people.items() if not n and s is None}
@@ -135,17 +135,19 @@ def identify(index) -> Identified:
     shown = {pid: s or n for pid, (n, s, _) in {**people, **index.all_people()}.items()}
     names = {pid: n for pid, (n, _, _) in index.all_people().items() if n}
 
-    # person facts of every picture with faces, and of those that had some
-    named = defaultdict(list)
+    # who changed, and the person facts of their pictures (of every picture with faces, and
+    # of those that had some, with `everything`)
+    changed = [i for i, f in enumerate(faces)
+               if everything or (f.person, f.how, round(f.confidence, 4))
+               != (person[i], how[i], round(confidence[i], 4))]
+    pictures = {faces[i].picture for i in changed}
+    facts = {p: [] for p in index.person_fact_pictures() if everything or p not in per_picture}
+    facts.update({p: [] for p in pictures})
     for i, f in enumerate(faces):
-        if person[i] in names:
-            named[f.picture].append((shown[person[i]], f.box, confidence[i]))
-    facts = {p: [] for p in index.person_fact_pictures()}
-    facts.update({p: [] for p in per_picture})
-    for picture, held in named.items():
-        facts[picture] = person_facts(held)
-    index.set_who([(f.id, person[i], how[i], confidence[i]) for i, f in enumerate(faces)],
-                  facts)
+        if f.picture in facts and person[i] in names:
+            facts[f.picture].append((shown[person[i]], f.box, confidence[i]))
+    facts = {p: person_facts(held) for p, held in facts.items()}
+    index.set_who([(faces[i].id, person[i], how[i], confidence[i]) for i in changed], facts)
     for i in range(len(faces)):
         if how[i] == "carried":
             out.carried += 1
@@ -210,10 +212,19 @@ def _name(i, name, how_named, by_name, new_names, person, how, refused) -> None:
     how[i] = how_named
 
 
-def _person_distances(unnamed, named, ids):
-    from .naming import person_distances  # noqa: PLC0415
-
-    return person_distances(unnamed, named, ids)
+def _carry(rest, E, seeds, ids, person, how, confidence, refused) -> None:
+    """Step 4 for the unnamed faces `rest`: the name of the nearest named person within
+    NAME_DISTANCE (but one an editor refused), with its calibrated confidence."""
+    order, D = person_distances(E[rest], E[seeds], ids)
+    for row, i in enumerate(rest):
+        d = D[row]
+        for k, pid in enumerate(order):
+            if int(pid) in refused[i]:
+                d[k] = np.inf
+        k = int(d.argmin())
+        if d[k] <= NAME_DISTANCE:
+            person[i], how[i] = int(order[k]), "carried"
+            confidence[i] = name_confidence(float(d[k]))
 
 
 # ------------------------------------------------------------------------------ editing
@@ -237,7 +248,7 @@ def name_person(index, person_id: int, name: str) -> dict:
         return merge_people(index, p.id, other.id)
     index.decide([f.id for f in index.faces(person=p.id)], "is", p.id)
     index.rename_person(p.id, fold(shown), shown)
-    return {"person": p.id, "name": shown, "identified": identify(index).as_dict()}
+    return {"person": p.id, "name": shown, "identified": identify(index, everything=True).as_dict()}
 
 
 def _not_text(name: str) -> bool:
@@ -259,7 +270,7 @@ def merge_people(index, source: int, target: int) -> dict:
     if b.name is None and a.name is not None:  # an unnamed person merged with a named one
         index.rename_person(a.id, None, None)
         index.rename_person(b.id, a.name, a.shown)
-    return {"person": b.id, "merged": a.id, "identified": identify(index).as_dict()}
+    return {"person": b.id, "merged": a.id, "identified": identify(index, everything=True).as_dict()}
 
 
 def not_person(index, face_id: int, person_id: int | None = None) -> dict:
@@ -274,7 +285,7 @@ def not_person(index, face_id: int, person_id: int | None = None) -> dict:
     _person(index, pid)
     # an earlier "is" of this face goes: an editor changed their mind
     index.decide([f.id], "not", pid)
-    return {"face": f.id, "not": pid, "identified": identify(index).as_dict()}
+    return {"face": f.id, "not": pid, "identified": identify(index, everything=True).as_dict()}
 
 
 def forget(index, name: str) -> dict:
@@ -291,7 +302,7 @@ def forget(index, name: str) -> dict:
         raise PeopleError(f"no person called {text!r} in the index (`pamir people` lists "
                           "them)")
     removed = index.forget_person(p.id)
-    identify(index)
+    identify(index, everything=True)
     return {"person": p.label, **removed}
 
 
