@@ -69,7 +69,7 @@ def people_command(
         return
     try:
         with Index.open(index_dir) as index:
-            people = index.people()
+            people = [p for p in index.people() if p.faces]
     except IndexDirError as e:
         fail(str(e))
     if as_json:

@@ -21,12 +21,15 @@ function peopleStyle() {
   .person button.face:hover img { border-color: var(--accent); }
   .person button.more { position: absolute; top: 0; right: 0; padding: 0 .3rem; font-size: .8rem;
                         background: rgba(255,255,255,.9); color: var(--fg); border: 1px solid var(--line); }
-  #person-panel { border: 1px solid var(--line); border-radius: 8px; padding: .6rem; margin: 0 0 .8rem; }
+  #person-panel { border: 1px solid var(--line); border-radius: 8px; padding: .6rem; margin: 0 0 .8rem;
+                  position: relative; }
+  #person-panel .close { position: absolute; top: .3rem; right: .3rem; }
   #person-panel[hidden] { display: none; }
   #person-panel .faces { display: flex; flex-wrap: wrap; gap: .5rem; margin: .5rem 0; }
-  .person-face { text-align: center; font-size: .75rem; }
+  .person-face { display: flex; flex-direction: column; align-items: center; gap: .2rem; }
   .person-face button { font-size: .75rem; padding: .1rem .4rem; background: white; color: var(--fg);
                         border: 1px solid var(--line); }
+  .person-face button.look { border: none; padding: 0; }
   #person-panel form { display: inline-flex; gap: .3rem; max-width: none; flex: none; margin-right: .8rem; }`;
   document.head.append(style);
 }
@@ -104,6 +107,7 @@ async function openPerson(id) {
     const box = document.createElement("div");
     box.className = "person-face";
     const look = document.createElement("button");
+    look.className = "look";
     look.append(faceImg(f.id, p.label));
     look.title = "open the picture";
     look.addEventListener("click", () => openDetail(f.picture));
