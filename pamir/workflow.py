@@ -172,18 +172,19 @@ def read_text(index: Index, *, client=None, progress=None):
                     client=client, progress=progress)
 
 
-def read_faces(index: Index, *, client=None, progress=None, processes: int | None = None
-               ) -> dict:
+def read_faces(index: Index, *, client=None, progress=None, processes: int = 1) -> dict:
     """The faces pass of `pamir index` (pamir.index.passes): the faces of every picture not
     read yet as it is now, found, embedded and stored with the names their files give
     (pamir.people.read_faces); with a Dask client, batches as tasks, else in `processes`
-    local processes (default: the machine's cores, pamir.index.passes.local_processes).
+    local processes (`pamir index` reads in one per core, pamir.index.passes.local_processes;
+    they start Python afresh, which imports the calling script's main module again: a
+    script that asks for them runs its work under `if __name__ == "__main__":`).
     Then who every face is
     (pamir.people.who.identify: names from files and keywords, names carried, unnamed
     people) and their pictures' person facts. Returns the pass's report with "people": what
     was identified. MissingExtra without the [faces] extra."""
     from .extras import optional  # noqa: PLC0415
-    from .index.passes import local_processes, run_pass  # noqa: PLC0415
+    from .index.passes import run_pass  # noqa: PLC0415
     from .people import faces as people_faces  # noqa: PLC0415
     from .people.pictures import read_faces as reader  # noqa: PLC0415
     from .people.who import identify  # noqa: PLC0415
@@ -193,7 +194,7 @@ def read_faces(index: Index, *, client=None, progress=None, processes: int | Non
     people_faces.models_dir()
     report = run_pass(index, f"faces {people_faces.fingerprint()}", ("person",), reader,
                       client=client, progress=progress, record=index.record_faces,
-                      processes=local_processes() if processes is None else processes)
+                      processes=processes)
     return {**report.as_dict(), "people": identify(index).as_dict()}
 
 

@@ -127,6 +127,32 @@ def test_faces_are_found_named_and_searchable(built, tmp_path):
         assert len(unnamed) == 3 and all(q.label.startswith("person ") for q in unnamed)
 
 
+@needs_exiftool
+def test_a_keyword_names_a_lone_face_that_looks_like_the_person_not_a_description(tmp_path):
+    """A keyword that is a known name names the one face of its picture; not a word of a
+    description (it names a scene's people), nor a face far from the person's named ones."""
+    pictures = tmp_path / "pictures"
+    pictures.mkdir()
+    for name in ("obama", "obama2", "obama3", "kit_harington", "rose_leslie"):
+        shutil.copy(DATA / f"{name}.jpg", pictures / f"{name}.jpg")
+    exiftool("-XMP-digiKam:TagsList=People/Barack Obama", pictures / "obama.jpg")
+    exiftool("-XMP-dc:Subject=Barack Obama", pictures / "obama2.jpg")
+    exiftool("-EXIF:ImageDescription=Barack Obama at the beach", pictures / "kit_harington.jpg")
+    exiftool("-EXIF:ImageDescription=Barack Obama speaking", pictures / "obama3.jpg")
+    exiftool("-XMP-dc:Subject=Barack Obama", pictures / "rose_leslie.jpg")
+    system = FakeSystem()
+    with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
+        ix.update([pictures], system.transform_paths)
+        workflow.read_faces(ix)
+        assert who(ix) == {"obama.jpg": "Barack Obama", "obama2.jpg": "Barack Obama",
+                           "obama3.jpg": "Barack Obama", "kit_harington.jpg": "-",
+                           "rose_leslie.jpg": "-"}
+        how = {Path(ix.picture(f.picture).path).name: f.how for f in ix.faces()}
+        # obama3's description names him, but only his look gives him the name
+        assert [how[n] for n in ("obama.jpg", "obama2.jpg", "obama3.jpg")] == [
+            "tag", "keyword", "carried"]
+
+
 def test_faces_are_stored_with_box_embedding_and_quality(built, tmp_path):
     with Index.open(index_of(built, tmp_path)) as ix:
         faces = ix.faces(embeddings=True)

@@ -22,13 +22,16 @@ MAX_LISTED = 20
 
 def read_faces(index: Index, client) -> dict | None:
     """The faces pass (pamir.workflow.read_faces) with its own progress, after the pictures
-    are searchable; None, with one line, where the [faces] extra is not installed."""
+    are searchable, in one process per core (the command's main module is safe to import
+    again); None, with one line, where the [faces] extra is not installed."""
     from ..extras import MissingExtra  # noqa: PLC0415
+    from ..index.passes import local_processes  # noqa: PLC0415
     from ..progress import Bar  # noqa: PLC0415
 
     try:
         with Bar("finding faces", console=console, unit="pictures") as bar:
-            return workflow.read_faces(index, client=client, progress=lambda done, total:
+            return workflow.read_faces(index, client=client, processes=local_processes(),
+                                       progress=lambda done, total:
                                        bar.update(completed=done, total=total))
     except MissingExtra as e:
         console.print(f"faces not found: {e}")

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -104,20 +105,42 @@ def local_processes() -> int:
 class _Processes:
     """Local processes that read a pass's batches, as a Dask client's workers would
     (`_read`): started afresh ("spawn"), so that they inherit none of this process's
-    threads (torch's, BLAS's)."""
+    threads (torch's, BLAS's). A process that dies (out of memory) leaves its batch, and
+    the rest, to be read in this process."""
 
     def __init__(self, n: int):
         self.n = n
+        self.broken = False
         self._pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
 
     def scheduler_info(self) -> dict:
         return {"workers": dict.fromkeys(range(self.n))}
 
     def submit(self, fn, *args, pure: bool = False):
-        return self._pool.submit(fn, *args)
+        if not self.broken:
+            try:
+                return _Fallback(self, self._pool.submit(fn, *args), fn, args)
+            except BrokenProcessPool:
+                self.broken = True
+        return _Fallback(self, None, fn, args)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Fallback:
+    """A batch's future in a local process, read in this process when that one died."""
+
+    def __init__(self, pool: _Processes, future, fn, args):
+        self.pool, self.future, self.fn, self.args = pool, future, fn, args
+
+    def result(self):
+        if self.future is not None:
+            try:
+                return self.future.result()
+            except BrokenProcessPool:
+                self.pool.broken = True
+        return self.fn(*self.args)
 
 
 def _read(batches: list[list[tuple]], reader: Reader, client):

@@ -191,16 +191,17 @@ class IndexPeople:
             out.setdefault(int(fid), []).append((decision, int(person)))
         return out
 
-    def face_captions(self) -> dict[int, tuple[str, ...]]:
-        """{picture id: its caption words} of the pictures that have faces (their keywords
-        may name a known person)."""
+    def face_captions(self) -> dict[int, tuple[tuple[str, ...], str]]:
+        """{picture id: (its caption words, where they came from)} of the pictures that have
+        faces (their keywords may name a known person)."""
         with self._lock:
             if not self._has_faces():
                 return {}
+            source = "NULL" if "NULL AS source" in self._catalog.columns else "p.source"
             rows = self._sql().execute(
-                "SELECT p.id, p.caption FROM pictures p WHERE p.caption IS NOT NULL AND "
+                f"SELECT p.id, p.caption, {source} FROM pictures p WHERE p.caption IS NOT NULL AND "
                 "EXISTS (SELECT 1 FROM faces f WHERE f.picture = p.id)").fetchall()
-        return {int(i): tuple(c.split()) for i, c in rows}
+        return {int(i): (tuple(c.split()), source or "") for i, c, source in rows}
 
     def picture_of_face(self, face_id: int) -> tuple[int, str, str] | None:
         """(picture id, path, hash) of a face's picture."""
@@ -320,7 +321,8 @@ class IndexPeople:
     def forget_person(self, person_id: int) -> dict:
         """Remove a person from the index: their faces (embeddings included), the decisions
         about them, their name (the rows of people merged into them too) and the person facts
-        their faces gave, in one commit; then their faces' crops in the thumbnail cache. Returns {"faces", "pictures"} removed from."""
+        their faces gave, in one commit; then their faces' crops in the thumbnail cache.
+        Returns {"faces", "pictures"} removed from."""
         self._require_writable()
         with self._lock:
             sql = self._sql()
