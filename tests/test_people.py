@@ -23,6 +23,7 @@ from pamir.index.passes import run_pass  # noqa: E402
 from pamir.people.faces import fingerprint  # noqa: E402
 from pamir.people.pictures import read_faces  # noqa: E402
 from pamir.people.who import PeopleError, forget, identify  # noqa: E402
+from test_product import fake, run  # noqa: E402, F401 - a fixture
 from test_server import FakeSystem  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "faces"
@@ -151,6 +152,36 @@ def test_a_keyword_names_a_lone_face_that_looks_like_the_person_not_a_descriptio
         # obama3's description names him, but only his look gives him the name
         assert [how[n] for n in ("obama.jpg", "obama2.jpg", "obama3.jpg")] == [
             "tag", "keyword", "carried"]
+
+
+@needs_exiftool
+def test_pamir_index_then_pamir_search_name(fake, tmp_path, monkeypatch):
+    """The commands end to end: `pamir index` finds the faces (one line says what), `pamir
+    search NAME` finds the unnamed pictures of a named person, `pamir people` lists them;
+    --no-faces, or no [faces] extra (one line says so), leaves faces out."""
+    import sys
+
+    model, _ = fake
+    pictures = folder_of_faces(tmp_path / "faces")
+    r = run("index", model, pictures, "--index", tmp_path / "ix", "--no-text")
+    assert "faces: 8 pictures read (8 with faces, 0 unreadable)" in r.output
+    assert "10 faces: 3 named, 4 given a name they look like, 3 in 3 unnamed people" \
+        in r.output
+    r = run("search", "obama", "--index", tmp_path / "ix", "-k", "4", "-f")
+    assert sorted(Path(p).name for p in r.stdout.split()) == [
+        "obama.jpg", "obama2.jpg", "obama3.jpg", "obama_and_biden.jpg"]
+    r = run("search", "person:biden", "--index", tmp_path / "ix", "-f")
+    assert sorted(Path(p).name for p in r.stdout.split()) == [
+        "biden.jpg", "biden2.jpg", "obama_and_biden.jpg"]
+    assert run("people", "--index", tmp_path / "ix").stdout.splitlines()[:2] == [
+        "     4  Barack Obama", "     3  Joe Biden"]
+    r = run("index", model, pictures, "--index", tmp_path / "ix2", "--no-faces", "--no-text")
+    assert "faces" not in r.output
+    monkeypatch.setitem(sys.modules, "dlib", None)
+    r = run("index", model, pictures, "--index", tmp_path / "ix3", "--no-text")
+    assert [line for line in r.output.splitlines() if "faces" in line] == [
+        line for line in r.output.splitlines() if line.startswith("faces not found:")]
+    assert "pamir[faces]" in r.output
 
 
 def test_faces_are_stored_with_box_embedding_and_quality(built, tmp_path):

@@ -34,7 +34,7 @@ def read_faces(index: Index, client) -> dict | None:
                                        progress=lambda done, total:
                                        bar.update(completed=done, total=total))
     except MissingExtra as e:
-        console.print(f"faces not found: {e}")
+        console.print(f"faces not found: {escape(str(e))}", markup=True)  # "[faces]" stays
     except KeyboardInterrupt:
         console.print(f"interrupted: {len(index):,} pictures are indexed and searchable; the "
                       "faces found so far are kept, and the same command finds the rest")
