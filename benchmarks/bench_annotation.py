@@ -24,7 +24,7 @@ is also run as the README's command trains it, an ensemble of 3 seeds (`pamir fi
 each seed is retrained on the 4,500 pictures before they are averaged.
 
 Issue 26 (`--calibrated [--model-dir-free]`, the row that `pamir fit` would make): the
-default representation through pamir.system.fit_system (whatever the system's model is,
+default representation through pamir.training.fit_system (whatever the system's model is,
 neighbours included once they are part of it) on the 260-word protocol, calibrated on
 validation (pamir.calibration), and two rules reported on test: the standard top 5, and the
 calibrated per-word thresholds (pamir.evaluation.annotation), with the rule validation
@@ -57,7 +57,7 @@ from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.selection import select, validation_avgp
-from pamir.system import collection_inputs
+from pamir.training import collection_inputs
 from pamir.text import idf
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -138,7 +138,7 @@ def run_calibrated(collection, protocol, c: float | None = None) -> dict:
     from pamir.calibration import Calibration
     from pamir.evaluation import prediction_metrics
     from pamir.evaluation.annotation import RULES, choose_rule, fit_thresholds, threshold_predictions
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     t0 = time.perf_counter()
     name, weights = DEFAULT

@@ -46,7 +46,7 @@ from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.selection import select
 from pamir.storage import locked_json_update
-from pamir.system import collection_inputs
+from pamir.training import collection_inputs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METRICS = ("avgp", "bep", "p10")

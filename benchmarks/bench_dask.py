@@ -38,7 +38,8 @@ from pamir.index_job import DaskTransform, worker_system  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
-from pamir.system import System, collection_inputs, index_transform  # noqa: E402
+from pamir.system import System, index_transform  # noqa: E402
+from pamir.training import collection_inputs  # noqa: E402
 
 
 def build_model(root: Path) -> Path:

@@ -3,7 +3,8 @@ two trees of pamir (BEFORE: a `git archive` of a commit; AFTER: this working tre
 slice of Corel 5k, in several settings that reach every phase (features, the race, the
 guarded choice, the small-folder rule, the ensemble, the neighbours, the retraining, the
 prior, the calibration); their saved systems (every array, model.json without timings) and
-their log lines (seconds blanked) compared.
+their log lines (seconds and progress counts blanked, sorted: concurrent selections
+interleave them) compared.
 
     flock /tmp/pamir-heavy.lock python scripts/same_fit.py --before 91bf3af \
         [--after COMMIT] [--pictures 300] [--work /tmp/same-fit] [--only race guard]
@@ -68,13 +69,15 @@ head = json.load(open(f"{out}/model.json"))
 def timeless(x):
     if isinstance(x, dict):
         return {k: timeless(v) for k, v in x.items()
-                if k not in ("timing", "seconds", "model_seconds", "feature_seconds")}
+                if k not in ("timing", "seconds", "model_seconds", "feature_seconds", "share")}
     if isinstance(x, list):
         return [timeless(v) for v in x]
     return x
 seconds = re.compile(r"\d+(\.\d+)? s\b")
+progress = re.compile(r" \[fits \d+/\d+(, ETA # s)?\]")
+# (the candidates' selections run at once: their lines interleave as the threads go)
 print(json.dumps({"arrays": digest, "model.json": timeless(head),
-                  "log": [seconds.sub("# s", line) for line in lines]}))
+                  "log": sorted(progress.sub("", seconds.sub("# s", line)) for line in lines)}))
 """
 
 

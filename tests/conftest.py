@@ -84,7 +84,7 @@ def reliability_pictures(root, n: int = 60, seed: int = 0, size=(48, 64)):
 def reliability_fit(table, out, cache_dir, n_updates: int = 3_000):
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     settings = FeatureSettings(short_side=48, n_visterms=16, n_colours=8, kmeans_iterations=4,
                                colour_max_pictures=60)

@@ -41,7 +41,7 @@ def system_dir(tmp_path_factory):
     """(model folder, pictures folder): a tiny real visterms + PAMIR system."""
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     root = tmp_path_factory.mktemp("dask")
     table = make_collection(root / "pictures")
@@ -169,7 +169,7 @@ def test_fit_features_on_the_cluster_equal_in_process(system_dir, client, tmp_pa
     from pamir.features import FeatureSettings
     from pamir.distributed import on_cluster
     from pamir.models.base import load_directory
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     _, pictures = system_dir
     coll = load_collection(pictures / "captions.tsv")

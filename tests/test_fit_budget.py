@@ -10,8 +10,9 @@ import pytest
 from pamir.features import FeatureSettings
 from pamir.models.pamir import (BUDGET_EVALUATIONS, BUDGET_MAX_UPDATES, BUDGET_MIN_UPDATES,
                                 PAMIR)
-from pamir.system import (SMALL_FOLDER_PICTURES, System, fit_system, representation_candidates,
-                          small_folder_candidates)
+from pamir.system import System
+from pamir.training import (SMALL_FOLDER_PICTURES, fit_system, representation_candidates,
+                            small_folder_candidates)
 from test_fit_speed import LOOKS
 from test_selection import striped_collection
 

@@ -12,7 +12,8 @@ from pamir.features import FeatureSettings
 from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR
 from pamir.selection import select
-from pamir.system import System, fit_system
+from pamir.system import System
+from pamir.training import fit_system
 from test_selection import striped_collection
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,

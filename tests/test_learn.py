@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from pamir.cli import app
 from pamir.index import Index, IndexDirError
 from pamir.models.pamir import PAMIR
-from pamir.system import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
+from pamir.online import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
                           neighbour_scores)
 from test_product import SHAPES, generated_collection
 
@@ -131,7 +131,8 @@ def test_pamir_learn_teaches_a_new_word(tmp_path, monkeypatch):
     import pamir.features.extract as extract
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import System, fit_system
+    from pamir.system import System
+    from pamir.training import fit_system
 
     table = generated_collection(tmp_path / "pictures", n=48)
     lines = table.read_text().splitlines()

@@ -11,7 +11,9 @@ import scipy.sparse as sp
 from pamir.data import Collection
 from pamir.features.cnn import CNNSettings
 from pamir.models.neighbours import LabelTransfer, Neighbours, mix_stats, mixed, view_of
-from pamir.system import System, apply_delta, fit_system, learn, neighbour_views
+from pamir.online import apply_delta, learn
+from pamir.system import System
+from pamir.training import fit_system, neighbour_views
 from test_system import fitted, folder  # noqa: F401 - fixtures: a small visterm system
 
 WORDS = ["sky", "sea", "sand", "snow"]

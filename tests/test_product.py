@@ -230,7 +230,7 @@ def real_model(tmp_path_factory):
     """A real PAMIR system fitted on 60 generated captioned pictures (a few seconds)."""
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     root = tmp_path_factory.mktemp("real")
     table = generated_collection(root / "pictures")
@@ -298,7 +298,7 @@ def test_an_index_refuses_a_model_of_another_representation(real_model, tmp_path
     names both representations and the way out (--rebuild), and nothing indexed is lost."""
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     pictures, ix = real_model / "pictures", tmp_path / "ix"
     cnn_model = tmp_path / "cnn-model"

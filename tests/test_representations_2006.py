@@ -138,7 +138,7 @@ def test_pamir_fit_with_each_representation(folder, tmp_path, monkeypatch, name)
 
 
 def test_blobs_arff_refuses_pictures_outside_corel(folder, tmp_path):
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     with pytest.raises(ValueError, match="blobs-arff|ARFF"):
         fit_system(load_collection(folder / "captions.tsv"), "pamir", progress=False,

@@ -14,7 +14,7 @@ from pamir.features import FeatureSettings
 from pamir.models import MODELS, model_class
 from pamir.protocol import Protocol
 from pamir.selection import grid_points, model_grid, select
-from pamir.system import collection_inputs, fit_system, grid_reading
+from pamir.training import collection_inputs, fit_system, grid_reading
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)

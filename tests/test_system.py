@@ -12,7 +12,8 @@ from pamir.features import FeatureSettings
 from pamir.protocol import Protocol
 from pamir.features.representation import take_rows
 from pamir.selection import model_grid
-from pamir.system import System, fit_system
+from pamir.system import System
+from pamir.training import fit_system
 
 #: word -> (colour, stripes?): each word is a colour or a texture the features can see.
 LOOKS = {"sun": (230, 200, 30), "sea": (20, 60, 200), "grass": (40, 170, 40),
