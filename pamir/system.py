@@ -139,16 +139,16 @@ class System:
         return query_vector(known, self.idf), unknown
 
     def annotate(self, Z_rows, k: int | None = None) -> list[list[tuple[str, float]]]:
-        """Each text-space row's words, best first, with their scores (pamir.annotation,
-        which `pamir annotate` and the API use, adds the calibrated probabilities and
-        ImageNet's words). k None: by the rule validation preferred, as `pamir annotate`
-        gives them: the 5 best, or with per-word thresholds the words likely enough; k: the
-        k best words."""
+        """Each text-space row's words, best first, with their scores: the model's words as
+        `pamir annotate` gives them (pamir.annotation, which adds the calibrated
+        probabilities and ImageNet's words). k None: by the rule validation preferred, the 5
+        best or with per-word thresholds the words likely enough; k: the k best words, as
+        `pamir annotate -k`."""
         from .calibration import annotate  # noqa: PLC0415  the rule's home
 
-        rule = self.calibration if k is None else None  # an explicit k is a count
         return [[(word, score) for word, score, _ in row]
-                for row in annotate(rule, Z_rows, self.vocabulary, k)]
+                for row in annotate(self.calibration, Z_rows, self.vocabulary, k,
+                                    count=k is not None)]
 
     # -------------------------------------------------------------------------- saving
     def save(self, path) -> Path:

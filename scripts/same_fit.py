@@ -66,12 +66,13 @@ arrays = np.load(f"{out}/arrays.npz")
 digest = {k: hashlib.sha256(np.ascontiguousarray(arrays[k]).tobytes()).hexdigest()[:16]
           for k in sorted(arrays.files)}
 head = json.load(open(f"{out}/model.json"))
-def timeless(x):
+def timeless(x, key=None):
+    # (what the clock measured: timings, seconds, their shares, a history row's 5th column)
     if isinstance(x, dict):
-        return {k: timeless(v) for k, v in x.items()
-                if k not in ("timing", "seconds", "model_seconds", "feature_seconds", "share")}
+        return {k: timeless(v, k) for k, v in x.items()
+                if k not in ("timing", "share") and "second" not in k}
     if isinstance(x, list):
-        return [timeless(v) for v in x]
+        return [r[:4] if key == "history_" and isinstance(r, list) else timeless(r) for r in x]
     return x
 seconds = re.compile(r"\d+(\.\d+)? s\b")
 progress = re.compile(r" \[fits \d+/\d+(, ETA # s)?\]")
@@ -87,7 +88,8 @@ def fit(tree: Path, env: dict, table: Path, out: Path, kw: dict) -> dict:
                        text=True)
     if r.returncode:
         raise SystemExit(f"{tree}: fit_system({kw}) failed:\n{r.stderr[-3000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    out.with_suffix(".json").write_text(r.stdout.strip().splitlines()[-1])
+    return json.loads(out.with_suffix(".json").read_text())
 
 
 def first_difference(a, b, where="") -> str | None:

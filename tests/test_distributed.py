@@ -21,7 +21,7 @@ import dask  # noqa: E402
 
 from pamir.index_job import BatchesFailed, DaskTransform, transform_batch  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
-from test_product import generated_collection  # noqa: E402
+from pictures import coloured_pictures  # noqa: E402
 
 # The kill switch below runs on the workers: send this module's functions by value (the
 # workers cannot import the tests folder).
@@ -31,7 +31,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 def make_collection(root: Path, n: int = 48) -> Path:
     """n small generated pictures (plain or striped colours), their captions table, and one
     file that is no picture."""
-    table = generated_collection(root, n)
+    table = coloured_pictures(root, n, digits=2)
     (root / "junk.png").write_bytes(b"\x00not a picture" * 10)  # recorded as unreadable
     return table
 

@@ -13,8 +13,7 @@ from pamir.models.pamir import (BUDGET_EVALUATIONS, BUDGET_MAX_UPDATES, BUDGET_M
 from pamir.system import System
 from pamir.training import (SMALL_FOLDER_PICTURES, fit_system, representation_candidates,
                             small_folder_candidates)
-from test_fit_speed import LOOKS
-from test_selection import striped_collection
+from pictures import LOOKS, striped_collection
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)

@@ -11,8 +11,7 @@ from pamir.features.registry import Concatenation
 from pamir.models import pamir as pamir_module
 from pamir.models.pamir import PAMIR, Pictures
 from pamir.training import fit_system
-from test_fit_speed import LOOKS, vectors
-from test_selection import striped_collection
+from pictures import LOOKS, striped_collection, vectors
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)

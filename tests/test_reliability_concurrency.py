@@ -172,7 +172,7 @@ def test_readers_never_see_a_torn_state(index_dir, tmp_path):
     reader.close()
     out, err = writer.communicate(timeout=30)
     assert writer.returncode == 0, err
-    from test_reliability_crash import record
+    from conftest import record
 
     record("concurrency", {"seconds": SECONDS, "writer_rounds": int(out.split()[-1]),
                            "exact_answers": answers[0], "wrong_answers": len(errors),
@@ -219,11 +219,11 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_ones_lock_recov
 def test_a_killed_pamir_index_leaves_a_lock_the_next_run_takes(tiny_system, fork_server,
                                                                tmp_path):
     """The real command: killed mid-run while holding the lock, then run again."""
-    from conftest import reliability_pictures
+    from pictures import coloured_pictures
 
     _, model, _, _ = tiny_system
     pictures = tmp_path / "pictures"
-    reliability_pictures(pictures, n=30, seed=9)
+    coloured_pictures(pictures, n=30, seed=9)
     ix = tmp_path / "ix"
     status, _ = fork_server.run(["index", model, pictures, "--index", ix, "--batch", "5"],
                                 kill_after=1.0)
