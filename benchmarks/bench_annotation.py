@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import machine, parser
+from common import machine, parser, save_report
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -201,9 +201,7 @@ def main(argv=None) -> None:
                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                            "minutes": round((time.perf_counter() - started) / 60, 1)}
         r["published"], r["goal_26"] = PUBLISHED, GOAL_26
-        (RESULTS / "annotation.json").write_text(json.dumps(r, indent=1))
-        (RESULTS / "annotation.md").write_text(report(r))
-        print(report(r))
+        save_report("annotation", r, report)
         return
     started = time.perf_counter()
     collection = load_corel5k()
@@ -224,9 +222,7 @@ def main(argv=None) -> None:
               "command": "python benchmarks/bench_annotation.py", "machine": machine(),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "minutes": round((time.perf_counter() - started) / 60, 1)}
-    (RESULTS / "annotation.json").write_text(json.dumps(result, indent=1))
-    (RESULTS / "annotation.md").write_text(report(result))
-    print(report(result))
+    save_report("annotation", result, report)
 
 
 def report(r: dict) -> str:

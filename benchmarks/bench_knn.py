@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, parser, report_head
+from common import (HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, parser, report_head,
+                    save_report)
 
 from pamir import config
 from pamir.evaluation import evaluate_text_space, wilcoxon
@@ -261,9 +262,7 @@ def main(argv=None) -> None:
     entries = dict(old.get("entries", {})) | updates
     result |= {"entries": entries, "minutes": run.minutes(), "parts": parts,
                "unlocked": args.unlocked} | run.info()
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, default=float))
-    (RESULTS / f"{name}.md").write_text(report(result))
-    print(report(result))
+    save_report(name, result, report)
 
 
 def from_base(corel: Corel, path: Path) -> System:

@@ -291,6 +291,8 @@ def plain(value):
             return o.item()
         if isinstance(o, np.ndarray):
             return o.tolist()
+        if isinstance(o, Path):
+            return str(o)
         raise TypeError(f"{type(o).__name__} is not JSON serialisable")
     return json.loads(json.dumps(value, default=default))
 
