@@ -3,7 +3,7 @@ records (a `Fitting` every phase reads, a `Candidate` per representation, the `W
 the selection, the `Trained` models the later phases refine):
 
 1. features (`candidate_features`): each representation candidate's features, fitted on
-   the training pictures only (pamir.candidates), and the pictures its fits read;
+   the training pictures only (`candidates.py`), and the pictures its fits read;
 2. selection (`select_candidate`): every candidate's grid on validation by
    pamir.selection.select, all in one race; the best validation mean wins (or the guarded
    default point, on a small validation split);
@@ -27,7 +27,8 @@ from ..data import Collection
 from ..models.neighbours import Neighbours
 from ..models.pa import deadline, out_of_time
 from ..protocol import Protocol
-from ..selection import FitDisplay, fit_pool
+from ..progress import FitDisplay
+from ..selection import fit_pool
 from ..system import System
 from .candidates import (COMBINATION_WEIGHTS, DEFAULT_REPRESENTATIONS, MIN_BLOCKS_PER_VISTERM,
                          SMALL_FOLDER_PICTURES, WIDE_COMBINATION_WEIGHTS, collection_inputs,
@@ -108,10 +109,10 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     system = System(winner.candidate.rep, final, fitting.protocol.vocabulary, trained.idf,
                     info, trained.neighbours)
     scored = trained_on_train(system, trained.on_train, trained.neighbours_on_train,
-                               fitting.cls)
+                              fitting.cls)
     train, valid = winner.candidate.train, winner.candidate.valid
     P_valid = fit_prior(system, scored, X_valid, valid, fitting.protocol, collection,
-                         fitting.say)
+                        fitting.say)
     calibrate(system, scored, X_valid, valid, train, fitting.protocol, fitting.say, P_valid)
     return system
 

@@ -18,7 +18,8 @@ from ..features.registry import takes
 from ..models import model_class
 from ..models.neighbours import Neighbours
 from ..protocol import Protocol
-from ..selection import FitDisplay, Selection, check_points, fit_workers, grid_points, model_grid
+from ..progress import FitDisplay
+from ..selection import Selection, check_points, fit_workers, grid_points, model_grid
 from .candidates import representation_candidates, small_folder_candidates
 
 
@@ -139,9 +140,11 @@ def plan(collection, model, feature_settings, model_params, progress, representa
             left_out["what"].append("the parameter grid")
             left_out["why"] += "; so is the parameter grid (it moved test AvgP by 0.15 there)"
     fitting = Fitting(
-        collection, protocol, model, cls, model_params, grid, seeds,
-        1 if seeds is None else len(list(seeds)), feature_settings, cnn_settings, cache_dir,
-        progress, log, say, fit_workers(cls), updates, left_out, started)
+        collection=collection, protocol=protocol, model=model, cls=cls, params=model_params,
+        grid=grid, seeds=seeds, seeds_per_point=1 if seeds is None else len(list(seeds)),
+        feature_settings=feature_settings, cnn_settings=cnn_settings, cache_dir=cache_dir,
+        progress=progress, log=log, say=say, workers=fit_workers(cls), updates=updates,
+        left_out=left_out, started=started)
     return fitting, candidates
 
 

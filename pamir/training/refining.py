@@ -16,10 +16,12 @@ from ..features.registry import Concatenation
 from ..features.representation import take_rows
 from ..imagenet import imagenet_class_names
 from ..models.base import dense_float32
-from ..models.neighbours import LabelTransfer, Neighbours, fit_projection, mix_stats, mixed, view_of
+from ..models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats, mixed,
+                                 view_of)
 from ..models.pa import out_of_time
 from ..protocol import Protocol
-from ..selection import prepare_for_fits, progress_callback, validation_avgp, validation_queries
+from ..progress import progress_callback
+from ..selection import prepare_for_fits, validation_avgp, validation_queries
 from ..system import System, cnn_part
 from ..text import idf as idf_weights
 from .plan import Fitting, Trained, Winner
@@ -205,7 +207,7 @@ def retrain_on_development(fitting: Fitting, winner: Winner, trained: Trained) -
 
 
 def trained_on_train(system: System, trained_on_train, trained_neighbours, cls
-                      ) -> System | None:
+                     ) -> System | None:
     """The system as trained on train only, when it was retrained on train + validation (its
     validation scores are what validation choices read: the retrained ones are in-sample);
     None when it was not retrained."""
@@ -217,7 +219,7 @@ def trained_on_train(system: System, trained_on_train, trained_neighbours, cls
 
 
 def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, collection,
-               say) -> np.ndarray | None:
+              say) -> np.ndarray | None:
     """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
     ImageNet CNN view, its weights chosen on the validation pictures; returns their class
     probabilities (None where there is no prior)."""
@@ -247,7 +249,7 @@ def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, c
 
 
 def calibrate(system: System, scored: System | None, X_valid, valid, train, protocol, say,
-               P_valid: np.ndarray | None = None) -> None:
+              P_valid: np.ndarray | None = None) -> None:
     """Issue 26: fit the system's calibrated probabilities of relevance on the validation
     pictures, from the scores of the models trained on train only when the system was
     retrained on train + validation (pamir.calibration), its prior mixed in."""
