@@ -250,6 +250,10 @@ def validation_queries(Y_valid, Y_train, most=config.VALID_MAX_QUERIES) -> Train
     return queries.sample(most, config.VALID_QUERY_SEED)
 
 
+# select is longer than the 80 lines a function here keeps to: its fits (fit_point, scored)
+# are closures over the one grid's data, prepared pictures and race, which split into
+# functions would each take a dozen arguments; the race and guard are set up apart
+# (plan_race), and a fit and its report (_fit, stopping) are functions of their own.
 def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = None,
            grid: dict | list | None = None, seeds=None, log=print,
            progress: bool = False, executor=None, label: str = "",

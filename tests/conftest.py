@@ -23,6 +23,15 @@ def feature_cache_of_the_session(tmp_path_factory):
     mp.undo()
 
 
+@pytest.fixture(scope="module")
+def cache_of_the_module(tmp_path_factory):
+    """PAMIR_CACHE in a folder of the test module's own (what it caches, an exported .onnx
+    for one, is not shared with other modules)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("pamir-cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def extractor_warnings_restored():
     """The commands quiet the feature extractor's logger for the rest of the process (they

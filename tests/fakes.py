@@ -185,6 +185,14 @@ def default_system(root, name: str = DEFAULT, weights=(1.0, 0.7, 0.7, 0.5)) -> S
     return System(rep, model, VOCAB, idf)
 
 
+
+def name_vector(path: str, T: int) -> np.ndarray:
+    """A picture's (T,) vector as a function of its name alone ("rROUND-J.png"): what a
+    writer stores, so that a reader in another process can check any answer."""
+    stem = Path(path).stem
+    n = int(stem.split("-")[-1]) + 1000 * int(stem.split("-")[0][1:])
+    return np.random.default_rng(n).random(T).astype(np.float32)
+
 # ------------------------------------------------------------------ a shared server
 #: The tokens of a shared server (pamir.server.sharing): a viewer's and an editor's.
 TOKENS = {"viewer": "v" * 20 + "-viewer-token", "editor": "e" * 20 + "-editor-token"}

@@ -22,11 +22,7 @@ from fakes import DEFAULT, SMALL, VOCAB, default_system
 from pictures import disc_picture
 
 
-@pytest.fixture(scope="module", autouse=True)
-def onnx_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("pamir-cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("cache_of_the_module")
 
 
 @pytest.fixture(scope="module")
