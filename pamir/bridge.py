@@ -37,8 +37,6 @@ import numpy as np
 
 from . import lexicon as _lexicon
 from .embedding import MODEL_NAME, EmbeddingUnavailable, embedder
-# re-exported for the modules that still import them from here (pamir.system)
-from .imagenet import class_probabilities, imagenet_class_names  # noqa: F401
 from .storage import atomic_write
 
 #: Defaults of the mapping, measured on Corel 5k validation pictures with held-out words
