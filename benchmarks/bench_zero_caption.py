@@ -35,13 +35,14 @@ import numpy as np
 from common import RESULTS, Run, SUMMARY, report_cli, report_head, save_report
 
 from pamir import config, zeroshot
-from pamir.bridge import imagenet_class_names
+from pamir.imagenet import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
 from pamir.index import TABLE_WORDS, Index, QueryError
 from pamir.prior import Prior
 from pamir.protocol import Protocol
-from pamir.system import fit_system, index_transform
+from pamir.system import index_transform
+from pamir.training import fit_system
 
 #: The validation grid of the embedding bridge (chosen values in pamir.zeroshot).
 NEIGHBOURS = (5, 10, 20, 50)

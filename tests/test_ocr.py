@@ -226,7 +226,8 @@ def test_read_texts_as_the_index_pass_reader_makes_painted_words_searchable(tmp_
     found by a word, a quoted phrase (stop words and all) and the text: filter."""
     from pamir.index import Index
     from pamir.index.passes import run_pass
-    from test_server import FakeSystem, make_pictures
+    from fakes import FakeSystem
+    from pictures import make_pictures
 
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
     folder = tmp_path / "pictures"
@@ -258,8 +259,9 @@ def test_pamir_index_reads_the_text_after_the_pictures_and_no_text_turns_it_off(
     import json
 
     import pamir.commands.product as product
-    from test_product import run
-    from test_server import FakeSystem, make_pictures
+    from fakes import run
+    from fakes import FakeSystem
+    from pictures import make_pictures
 
     model = tmp_path / "model"
     model.mkdir()

@@ -16,7 +16,7 @@ from PIL.TiffImagePlugin import IFDRational
 from pamir.facts import Fact
 from pamir.metadata import read_metadata, xmp_coordinate
 from pamir.places import COUNTRY_KM, PLACE_KM, place_facts, place_of
-from test_metadata import exiftool, picture, write_packet
+from pictures import exiftool, picture, write_packet
 
 pytestmark = pytest.mark.skipif(__import__("shutil").which("exiftool") is None,
                                 reason="exiftool not installed (.ci/run installs it)")
@@ -217,7 +217,7 @@ def test_place_facts_are_facts_with_the_form_shown():
 # ------------------------------------------------------------------------ through the index
 def test_an_index_finds_pictures_by_place_and_sees_a_sidecar_move_them(tmp_path):
     from pamir.index import Index, QueryError
-    from test_server import FakeSystem
+    from fakes import FakeSystem
 
     system = FakeSystem()
     pics = tmp_path / "pics"
