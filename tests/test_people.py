@@ -2,7 +2,7 @@
 (tests/data/faces), names from regions, tags and keywords carried to unnamed faces and found
 by `pamir search NAME`, the pass killed and resumed, an index of schema 4 upgraded, naming,
 merging and "not this person" through the API with both roles, decisions kept when a
-picture is read again, and `pamir people --forget`."""
+picture is read again, `pamir people --forget`, and the page in a headless Chromium."""
 
 from __future__ import annotations
 
@@ -23,11 +23,9 @@ from pamir.index.passes import run_pass  # noqa: E402
 from pamir.people.faces import fingerprint  # noqa: E402
 from pamir.people.pictures import read_faces  # noqa: E402
 from pamir.people.who import PeopleError, forget, identify  # noqa: E402
-from test_product import fake, run  # noqa: E402, F401 - a fixture
-from test_server import FakeSystem  # noqa: E402
+from fakes import TOKENS, FakeSystem, run  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "faces"
-TOKENS = {"viewer": "v" * 20 + "-viewer-token", "editor": "e" * 20 + "-editor-token"}
 needs_exiftool = pytest.mark.skipif(shutil.which("exiftool") is None,
                                     reason="exiftool not installed (.ci/run installs it)")
 #: obama_and_biden.jpg's Biden, as a digiKam region (MWG: x, y the centre).
@@ -472,3 +470,62 @@ def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_pat
         assert workflow.read_faces(ix)["read"] == 0  # forgotten faces are not found again
         unnamed = next(p for p in ix.people() if p.name is None)
         assert forget(ix, unnamed.label)["faces"] == 1
+
+
+# ----------------------------------------------------------------------------- the page
+@pytest.fixture(scope="module")
+def people_server(built):
+    """The page over the folder's index, served as `pamir serve` serves it."""
+    from conftest import free_port, serve_in_thread
+
+    from pamir.commands.product import LOOPBACK_NAMES
+    from pamir.server import create_app
+
+    root, _ = built
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAMIR_EMBEDDINGS", "0")
+        index = root / "page-index"
+        shutil.copytree(root / "index", index)
+        app = create_app(index, system=FakeSystem(), allowed_hosts=LOOPBACK_NAMES,
+                         warm_mapping=False)
+        yield from serve_in_thread(app, port=free_port())
+
+
+def labels(browser) -> list[str]:
+    """The people strip's cards, read in one go (the strip is redrawn after a change)."""
+    return browser.execute_script(
+        "return [...document.querySelectorAll('#people .person button.face')]"
+        ".map((b) => b.textContent.trim())")
+
+
+def click_card(browser, label: str) -> None:
+    browser.execute_script(
+        "[...document.querySelectorAll('#people .person button.face')]"
+        ".find((b) => b.textContent.trim() === arguments[0]).click()", label)
+
+
+def test_the_page_shows_people_as_faces_searches_and_names(people_server, browser):
+    """People on the page, in a real headless Chromium: the people as faces with their
+    counts; a named one's face searches person:"name"; an unnamed one is named in their
+    panel (skipped where Chromium or selenium is absent)."""
+    from conftest import wait
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    browser.get(people_server)
+    wait(browser).until(lambda d: "Barack Obama (4)" in labels(d))
+    faces = browser.find_elements(By.CSS_SELECTOR, "#people .person img")
+    wait(browser).until(lambda d: all(d.execute_script(
+        "return arguments[0].complete && arguments[0].naturalWidth > 0", img) for img in faces))
+    click_card(browser, "Barack Obama (4)")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) == 4)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == 'person:"barack obama"'
+
+    unnamed = next(label for label in labels(browser) if label.startswith("person "))
+    click_card(browser, unnamed)  # no name yet: their panel
+    panel = wait(browser).until(EC.visibility_of_element_located((By.ID, "person-panel")))
+    field = panel.find_element(By.CSS_SELECTOR, "input[type=text]")
+    field.send_keys("Someone Else")
+    field.submit()
+    wait(browser).until(lambda d: "Someone Else (1)" in labels(d))
+    assert unnamed not in labels(browser)
