@@ -225,6 +225,8 @@ SETTINGS = {
     "detect at 640": OcrSettings(detect_side=640),
     "detect at 480": OcrSettings(detect_side=480),
     "detect at 320": OcrSettings(detect_side=320),
+    "detect at 320, through rapidocr's pipeline line by line, no arena (before)":
+        OcrSettings(detect_side=320, direct=False, arena=False),
     "detect at 640, angle classifier": OcrSettings(detect_side=640, angle_classifier=True),
     "detect at 640, 2 threads": OcrSettings(detect_side=640, threads=2),
     "detect at 640, lines of any height": OcrSettings(detect_side=640, max_line_share=1.0),

@@ -189,15 +189,15 @@ def test_the_bundled_models_are_used_and_nothing_is_downloaded(monkeypatch):
 # ------------------------------------------------------------------------------ cost
 
 def test_a_coarse_detection_that_finds_nothing_ends_the_reading():
-    coarse = TextReader(OcrSettings(coarse_side=320))
-    calls = []
-    engine = coarse.engine
-    coarse.engine = lambda *a, **kw: calls.append(kw) or engine(*a, **kw)
+    coarse = TextReader(OcrSettings(coarse_side=320, detect_side=640))
+    sides = []
+    boxes = coarse._boxes
+    coarse._boxes = lambda bgr, side, engine: sides.append(side) or boxes(bgr, side, engine)
     assert coarse.read(np.asarray(backdrop(seed=5))) == []
-    assert calls == []  # the full-size detection never ran
+    assert sides == [320]  # the full-size detection never ran
     words = {f.word for f in text_facts(coarse.read(
         paint("LIBRARY", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0)))}
-    assert "library" in words and calls
+    assert "library" in words and sides == [320, 320, 640]
 
 
 def test_only_the_largest_lines_are_read():
