@@ -94,9 +94,6 @@ def index_command(
     except workflow.WorkflowError as e:
         fail(str(e))
     if model is None:
-        if workers or scheduler:
-            fail("--workers and --scheduler run a fitted model's batches; the zero-caption "
-                 "system runs in this process (leave them out, or give a MODEL)")
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
     system, fingerprint = workflow.indexing_system(model, load=load_system)
@@ -171,7 +168,7 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
 
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
     with index, _batch_runner(workers, scheduler, model, fingerprint, system,
-                              bool(index.classes)) as (transform, default_batch), \
+                              bool(index.classes)) as (transform, default_batch, client), \
             Bar("indexing", console=console, unit="pictures") as bar:
         try:
             report = workflow.update_index(index, system, folders, transform,
@@ -188,7 +185,7 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
         bar.stop()
         _prepare_word_mapping(index)
         if text:
-            report.text = _read_text(index, getattr(transform, "client", None))
+            report.text = _read_text(index, client)
         return report, index.status()
 
 
@@ -241,20 +238,20 @@ def _prepare_word_mapping(index: Index) -> None:
 
 
 @contextlib.contextmanager
-def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, classes: bool):
-    """(transform, default batch size) that `pamir index` computes batches with: in this
-    process, or as Dask tasks (--workers: a LocalCluster; --scheduler: a running cluster;
-    pamir.index_job)."""
+def _batch_runner(workers, scheduler, model: Path | None, fingerprint: str, system,
+                  classes: bool):
+    """(transform, default batch size, client) that `pamir index` computes batches with
+    (pamir.index_job.batch_runner): in this process, or as Dask tasks (--workers: a
+    LocalCluster; --scheduler: a running cluster), its failures said."""
     if not workers and not scheduler:  # pamir.workflow.update_index's own
-        yield None, BATCH_SIZE
+        yield None, BATCH_SIZE, None
         return
-    from ..distributed import DASK_BATCH, dask_client  # noqa: PLC0415
-    from ..index_job import BatchesFailed, DaskTransform  # noqa: PLC0415
+    from ..index_job import BatchesFailed, batch_runner  # noqa: PLC0415
 
-    with dask_client(workers, scheduler) as client:
+    with batch_runner(workers, scheduler, model, fingerprint, classes,
+                      cache_dir=config.default_cache_dir()) as (transform, batch, client):
         try:
-            yield (DaskTransform(client, model, fingerprint, classes,
-                                 cache_dir=config.default_cache_dir()), DASK_BATCH)
+            yield transform, batch, client
         except BatchesFailed as e:
             fail(str(e))
 

@@ -89,8 +89,11 @@ def _read(batches: list[list[tuple]], reader: Reader, client, threads: int
         return [p for _, p, _ in batch]
 
     if client is not None:
+        from ..distributed import submit_batch  # noqa: PLC0415
+
         ahead = max(2, 2 * len(client.scheduler_info().get("workers", {})))
-        yield from _in_order(batches, lambda b: client.submit(reader, paths(b), pure=False),
+        # a failed batch is tried again (RETRIES), as an index's batches are
+        yield from _in_order(batches, lambda b: submit_batch(client, reader, (), paths(b)),
                              ahead)
         return
     if threads <= 1 or len(batches) <= 1:
