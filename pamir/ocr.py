@@ -403,6 +403,29 @@ def text_facts(lines: list[TextLine]) -> list[Fact]:
     return [Fact("text", w, c, d) for w, (c, d) in best.items()]
 
 
+def lines_of(facts) -> list[TextLine]:
+    """The lines of text a picture's text facts were read from (`text_facts` keeps each
+    word's line, as shown, and its box in the fact's detail), each once, top to bottom
+    then left to right: what the page outlines on the picture. Facts of other kinds, and
+    details without a box, are left out."""
+    best: dict[tuple, TextLine] = {}
+    for f in facts:
+        if getattr(f, "kind", None) != "text":
+            continue
+        try:
+            d = json.loads(f.detail) if f.detail else {}
+            box = tuple(float(v) for v in d["box"])
+            shown = str(d.get("shown") or f.word)
+        except (ValueError, KeyError, TypeError):
+            continue
+        if len(box) != 4:
+            continue
+        key = (shown, box)
+        if key not in best or f.confidence > best[key].confidence:
+            best[key] = TextLine(shown, float(f.confidence), box)
+    return sorted(best.values(), key=lambda line: (line.box[1], line.box[0]))
+
+
 # ------------------------------------------------------------------------------ batches
 
 _local = threading.local()
@@ -440,5 +463,5 @@ def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fa
 
 
 __all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings",
-           "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint", "phrase",
-           "read_texts", "shared_reader", "text_facts"]
+           "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint",
+           "lines_of", "phrase", "read_texts", "shared_reader", "text_facts"]

@@ -142,6 +142,8 @@ function hitCard(hit) {
     when.textContent = hit.taken.slice(0, 10);
     meta.append(when);
   }
+  const where = placeSpan(hit);  // places.js: the place it was taken, beside the date
+  if (where) meta.append(where);
   if (hit.caption && hit.caption.length) b.title = `${hit.path}\n${hit.caption.join(", ")}`;
   b.append(img, meta);
   b.addEventListener("click", () => openDetail(hit.id));
@@ -250,6 +252,7 @@ async function openDetail(id, push = true) {
   $("explain-note").textContent = "";
   $("explain-voters").replaceChildren();
   clearCanvas();
+  showText({});
   const img = $("detail-img");
   img.src = `/api/pictures/${id}/thumbnail?size=512`;
   try {
@@ -260,7 +263,9 @@ async function openDetail(id, push = true) {
     $("caption-box").hidden = !p.caption.length;
     $("caption").textContent = p.caption.join(", ") +
       (p.caption_source ? ` (from ${p.caption_source})` : "");
-    $("detail-taken").textContent = p.taken ? `taken ${p.taken.replace("T", " ")}` : "";
+    $("detail-taken").textContent = [p.taken ? `taken ${p.taken.replace("T", " ")}` : "",
+                                     placeOf(p)].filter(Boolean).join(" · ");
+    showText(p);  // places.js: the text read on it, outlined
   } catch (e) {
     $("detail-name").textContent = e.message;
     return;
@@ -418,6 +423,9 @@ document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("deta
 $("detail-img").addEventListener("load", drawBlocks);
 $("show-blocks").addEventListener("change", drawBlocks);
 window.addEventListener("resize", drawBlocks);
+$("detail-img").addEventListener("load", fitText);
+$("show-text").addEventListener("change", fitText);
+window.addEventListener("resize", fitText);
 window.addEventListener("popstate", fromUrl);
 $("upload").addEventListener("change", (e) => { if (e.target.files[0]) annotateUpload(e.target.files[0]); });
 $("annotation-close").addEventListener("click", () => { $("annotation").hidden = true; });
@@ -428,4 +436,5 @@ api("/api/status").then((s) => {
 api("/api/vocabulary").then((v) => {
   $("vocabulary").replaceChildren(...v.words.map((w) => Object.assign(document.createElement("option"), { value: w })));
 }).catch(() => {});
+loadPlaces();
 fromUrl();

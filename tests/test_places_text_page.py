@@ -1,0 +1,157 @@
+"""Places and text on the API and the page (issue 33): the collection's places with their
+counts (GET /api/places, a country's other forms one entry, its query finds its pictures),
+a hit's and a picture's place beside the date, a picture's lines of text with their boxes
+(GET /api/pictures/{id}), on real files: GPS written by exiftool, words painted and read by
+the OCR pass."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from pamir.facts import Fact
+from pamir.ocr import TextLine, lines_of, text_facts
+from pamir.places import listed_places
+from pamir.query import filter_term, parse
+
+KYOTO = (35.0394, 135.7292)     # Kinkaku-ji: Kamigyō-ku, Kyoto, Japan
+LONDON = (51.5079, -0.1281)     # Trafalgar Square
+
+
+@pytest.fixture(autouse=True)
+def no_embedding_model(monkeypatch):
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
+# ------------------------------------------------------------------------------ library
+
+def test_a_place_and_its_other_forms_are_one_entry_with_the_query_that_finds_it():
+    def d(shown, level):
+        return json.dumps({"shown": shown, "level": level})
+
+    rows = [("japan", d("Japan", "country"), 3), ("kyoto", d("Kyoto", "city"), 2),
+            ("uk", d("United Kingdom", "country"), 2),
+            ("united kingdom", d("United Kingdom", "country"), 2),
+            ("britain", d("United Kingdom", "country"), 2),
+            ("kamigyo-ku", d("Kamigyō-ku", "place"), 1), ("odd", "not json", 1)]
+    places = listed_places(rows)
+    assert [(p["shown"], p["pictures"]) for p in places] == [
+        ("Japan", 3), ("Kyoto", 2), ("United Kingdom", 2), ("Kamigyō-ku", 1), ("odd", 1)]
+    uk = places[2]
+    assert uk["word"] == "united kingdom" and sorted(uk["words"]) == [
+        "britain", "uk", "united kingdom"]
+    assert uk["query"] == 'place:"united kingdom"' and places[1]["query"] == "place:kyoto"
+    assert places[3]["level"] == "place" and places[4]["level"] == ""
+
+
+@pytest.mark.parametrize("word", ["kyoto", "united kingdom", "kamigyo-ku", "cote d'ivoire"])
+def test_a_filter_term_reads_back_as_its_filter(word):
+    assert parse(filter_term("place", word)).facts == [("place", word)]
+    assert filter_term("text", 'say "cheese"') == 'text:"say cheese"'
+
+
+def test_the_lines_of_a_pictures_text_facts_each_once_in_reading_order():
+    lines = [TextLine("Fresh Bread", 0.9, (0.1, 0.5, 0.6, 0.6)),
+             TextLine("BAKERY", 0.97, (0.2, 0.1, 0.7, 0.25))]
+    facts = text_facts(lines) + [Fact("place", "kyoto"), Fact("text", "odd", 0.5, "{}")]
+    assert lines_of(facts) == [lines[1], lines[0]]  # top to bottom; words of a line, once
+    assert lines_of([]) == []
+
+
+# ------------------------------------------------------------------------------ the API
+
+def paint_sign(path: Path) -> Path:
+    from test_ocr import paint
+
+    Image.fromarray(paint("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20),
+                          (240, 232, 205), 0, where=(60, 150))).save(path, quality=92)
+    return path
+
+
+@pytest.fixture
+def indexed(tmp_path):
+    return build_places_and_text(tmp_path)
+
+
+def build_places_and_text(tmp_path: Path):
+    """(index folder, system): the server tests' pictures, two taken in Kyoto, and a sign
+    painted with FRESH BREAD taken in London (its text read by the OCR pass)."""
+    if shutil.which("exiftool") is None:
+        pytest.skip("exiftool not installed (.ci/run installs it)")
+    pytest.importorskip("rapidocr")
+    from pamir.index import Index
+    from pamir.index.passes import run_pass
+    from pamir.ocr import read_texts
+    from test_places import gps_tags
+    from test_metadata import exiftool, picture
+    from test_server import FakeSystem, make_pictures
+
+    folder = tmp_path / "pictures"
+    make_pictures(folder)
+    exiftool(picture(folder / "temple.jpg"), *gps_tags(*KYOTO),
+             "-EXIF:DateTimeOriginal=2019:07:01 10:00:00")
+    exiftool(picture(folder / "garden.jpg", (40, 160, 60)), *gps_tags(*KYOTO))
+    exiftool(paint_sign(folder / "sign.jpg"), *gps_tags(*LONDON))
+    system = FakeSystem()
+    with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
+        ix.update([folder], system.transform_paths)
+        report = run_pass(ix, "text", ("text",), read_texts)
+        assert report.with_facts == 1
+    return tmp_path / "index", system
+
+
+def test_the_api_lists_places_and_shows_place_and_text(indexed):
+    from pamir.server import create_app
+
+    index_dir, system = indexed
+    with TestClient(create_app(index_dir, system=system, warm_mapping=False)) as c:
+        places = c.get("/api/places").json()["places"]
+        counts = {p["shown"]: p["pictures"] for p in places}
+        assert counts["Kyoto"] == 2 and counts["Japan"] == 2 and counts["Kamigyō-ku"] == 2
+        assert counts["United Kingdom"] == 1 and counts["London"] == 1
+        assert sum(p["shown"] == "United Kingdom" for p in places) == 1  # uk, britain: one
+        assert [p["shown"] for p in c.get("/api/places?limit=1").json()["places"]] == [
+            places[0]["shown"]]
+        assert places[0]["pictures"] == 2
+
+        # a place's query finds its pictures, and each hit says where, beside its date
+        kyoto = next(p for p in places if p["shown"] == "Kyoto")
+        hits = c.get("/api/search", params={"q": kyoto["query"]}).json()["hits"]
+        assert sorted(h["name"] for h in hits) == ["garden.jpg", "temple.jpg"]
+        temple = next(h for h in hits if h["name"] == "temple.jpg")
+        assert temple["facts"]["place"][:2] == ["Kamigyō-ku", "Kyoto"]
+        assert temple["facts"]["place"][-1] == "Japan"
+        assert temple["taken"].startswith("2019-07-01")
+        uk = next(p for p in places if p["shown"] == "United Kingdom")
+        assert [h["name"] for h in c.get("/api/search", params={"q": uk["query"]}).json()[
+            "hits"]] == ["sign.jpg"]
+
+        # the picture: its place and the line of text read on it, with its box
+        sign = c.get("/api/search", params={"q": "text:bread"}).json()["hits"][0]
+        p = c.get(f"/api/pictures/{sign['id']}").json()
+        assert p["facts"]["place"][0] == "London" and "United Kingdom" in p["facts"]["place"]
+        [line] = p["text"]
+        assert line["text"] == "FRESH BREAD" and 0.5 <= line["confidence"] <= 1
+        x0, y0, x1, y1 = line["box"]
+        # painted at (60, 150) on a 640 x 427 picture, about 420 x 60 pixels with its plate
+        assert 0.05 < x0 < 0.15 and 0.3 < y0 < 0.42 and 0.6 < x1 < 0.85 and y0 < y1 < 0.6
+        # a picture with no place and no text
+        plain = c.get("/api/search", params={"q": "red"}).json()["hits"][0]
+        p = c.get(f"/api/pictures/{plain['id']}").json()
+        assert p["facts"] == {} and p["text"] == []
+
+
+def test_no_places_is_an_empty_list(tmp_path):
+    from pamir.server import create_app
+    from test_server import FakeSystem, build_index
+
+    system = FakeSystem()
+    with TestClient(create_app(build_index(tmp_path, system), system=system,
+                               warm_mapping=False)) as c:
+        assert c.get("/api/places").json() == {"places": []}
+        assert c.get("/api/places?limit=0").status_code == 422
