@@ -155,3 +155,70 @@ def test_no_places_is_an_empty_list(tmp_path):
                                warm_mapping=False)) as c:
         assert c.get("/api/places").json() == {"places": []}
         assert c.get("/api/places?limit=0").status_code == 422
+
+
+# ------------------------------------------------------------------------------ annotate
+
+def test_annotate_adds_the_place_and_the_text_alike_in_the_library_cli_and_api(
+        indexed, tmp_path, monkeypatch):
+    """`pamir annotate` of a picture the index holds prints its place and the words read on
+    it, marked; the library (annotate_pictures with the index) and the API's picture give
+    the same keywords."""
+    from typer.testing import CliRunner
+
+    from pamir.annotation import annotate_pictures, fact_keywords
+    from pamir.cli import app
+    from pamir.index import Index
+    from pamir.server import create_app
+
+    index_dir, system = indexed
+    sign = index_dir.parent / "pictures" / "sign.jpg"
+    import pamir.commands.product as product
+
+    model = system.save(tmp_path / "model")
+    monkeypatch.setattr(product, "load_system", lambda path: system)
+
+    def annotate(*options):
+        r = CliRunner().invoke(app, ["annotate", str(model), str(sign), *options])
+        assert r.exit_code == 0, r.output
+        return r.stdout, r.output
+
+    line, _ = annotate("--index", str(index_dir))
+    assert "London (place)" in line and "United Kingdom (place)" in line
+    assert "fresh (text)" in line and "bread (text)" in line and "uk (place)" not in line
+    assert line.index("London (place)") < line.index("United Kingdom (place)")  # nearest first
+    cli = json.loads(annotate("--index", str(index_dir), "--json")[0])["keywords"]
+    facts = [w for w in cli if w.get("source") in ("place", "text")]
+    assert {"word": "london", "shown": "London", "source": "place", "confidence": 1.0} in facts
+    assert {w["word"] for w in facts if w["source"] == "text"} == {"fresh", "bread"}
+
+    with Index.open(index_dir) as ix:
+        [library], ok, _ = annotate_pictures(system, [sign], index=ix)
+        assert annotate_pictures(system, [sign])[0][0] == [
+            w for w in library if w.get("source") not in ("place", "text")]  # no index
+    with TestClient(create_app(index_dir, model, system=system, warm_mapping=False)) as c:
+        hit = c.get("/api/search", params={"q": "text:bread"}).json()["hits"][0]
+        api = c.get(f"/api/pictures/{hit['id']}").json()["keywords"]
+    assert ok.tolist() == [True]
+    assert [(w["word"], w.get("source")) for w in cli] == [
+        (w["word"], w.get("source")) for w in library] == [
+        (w["word"], w.get("source")) for w in api]
+
+    # without an index, or a picture it does not hold: no facts, nothing else changes
+    other, said = annotate("--index", str(tmp_path / "nowhere"))
+    assert "(place)" not in other and "(text)" not in other and "no index" in said
+    assert fact_keywords([]) == []
+
+
+def test_fact_keywords_put_places_nearest_first_and_the_surest_words_first():
+    from pamir.annotation import fact_keywords
+    from pamir.places import place_facts
+
+    lines = [TextLine("Fresh Bread", 0.6, (0, 0, 1, 0.2)), TextLine("BAKERY", 0.97,
+                                                                    (0, 0.5, 1, 0.7))]
+    records = fact_keywords(place_facts(KYOTO)[::-1] + text_facts(lines), k=2)
+    # the city and its region are both "Kyoto": shown once; phrases ("fresh bread") left out
+    assert [(r["shown"], r["source"]) for r in records] == [
+        ("Kamigyō-ku", "place"), ("Kyoto", "place"), ("Japan", "place"),
+        ("bakery", "text"), ("bread", "text")]
+    assert records[3]["confidence"] == 0.97

@@ -221,7 +221,8 @@ def create_app(index_dir, model_dir=None, *, system=None,
         p = _picture(index, picture_id)
         return {**_hit_json(p),
                 "caption_source": p.source,
-                "keywords": _keywords(index.vector(p.id, classes=True), index, k),
+                "keywords": _keywords(index.vector(p.id, classes=True), index, k,
+                                      index.facts_of(p.id)),
                 # its place beside its date, and the lines of text read on it with their
                 # boxes (fractions of the picture's width and height) for the page to outline
                 "facts": index.shown_facts(p.id),
@@ -411,12 +412,13 @@ def _picture(index: Index, picture_id: int):
         raise HTTPException(404, str(e)) from None
 
 
-def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
+def _keywords(z: np.ndarray, index: Index, k: int, facts=None) -> list[dict]:
     """A picture's keywords as the API gives them (pamir.annotation), from its stored column
     or an upload's: its text-space vector, then its class probabilities where the index has
-    classes."""
+    classes, then an indexed picture's place and text facts."""
     P = z[None, index.T:] if index.classes and len(z) == index.rows else None
-    [words] = keywords_of_rows(z[None, : index.T], index.vocabulary, index.calibration, P, k)
+    [words] = keywords_of_rows(z[None, : index.T], index.vocabulary, index.calibration, P, k,
+                               None if facts is None else [facts])
     return words
 
 

@@ -376,12 +376,14 @@ function keywordItems(keywords) {
   return keywords.map((k) => {
     const li = document.createElement("li");
     li.innerHTML = `<span class="kw"></span><span class="kw-score"></span>`;
-    li.querySelector(".kw").textContent = k.word;
-    // ImageNet's words (no captions needed) carry their classes' probability, not a score
-    li.querySelector(".kw-score").textContent = k.source === "imagenet"
+    li.querySelector(".kw").textContent = k.shown || k.word;
+    // ImageNet's words (no captions needed) carry their classes' probability, not a score;
+    // a place or a word read on the picture is a fact: its kind says so
+    const fact = k.source === "place" || k.source === "text";
+    li.querySelector(".kw-score").textContent = fact ? k.source : k.source === "imagenet"
       ? `ImageNet ${Math.round(100 * k.probability)} %`
       : fmt(k.score) + (k.probability !== undefined ? ` · ${Math.round(100 * k.probability)} %` : "");
-    if (k.source === "imagenet") li.className = "imagenet";
+    if (k.source === "imagenet" || fact) li.className = k.source;
     return li;
   });
 }
