@@ -163,6 +163,42 @@ def test_bad_files_give_a_note_not_an_exception(tmp_path, monkeypatch):
     assert read_texts([good])[0][0][0].word == "harbour"
 
 
+def test_a_batch_reads_as_each_picture_alone_and_a_failing_picture_is_named(tmp_path,
+                                                                            monkeypatch):
+    """read_texts detects alike-sized pictures together: the same words as one at a time;
+    a picture whose reading fails is named, the others of its batch are read."""
+    from pamir.ocr import shared_reader
+
+    paths = []
+    for i, (text, tilt) in enumerate([("BAKERY", 0), ("Museum", 3), ("TICKET", -4)]):
+        paths.append(tmp_path / f"sign-{i}.jpg")
+        Image.fromarray(paint(text, "DejaVuSans-Bold.ttf", 44, (20, 20, 20), (240, 232, 205),
+                              tilt, seed=i)).save(paths[-1], quality=92)
+    paths.append(tmp_path / "plain.jpg")
+    backdrop(seed=4).save(paths[-1], quality=92)
+    odd = tmp_path / "odd.png"  # another size: detected on its own
+    Image.fromarray(paint("harbour", "DejaVuSerif.ttf", 40, (255, 255, 255), (20, 100, 50),
+                          0)).resize((500, 333)).save(odd)
+    paths.insert(2, odd)
+    alone = [{f.word for f in text_facts(TextReader().read(p))} for p in paths]
+    together = read_texts(paths)
+    assert [{f.word for f in facts} for facts, _ in together] == alone
+    assert alone[0] >= {"bakery"} and alone[2] >= {"harbour"} and alone[-1] == set()
+
+    reader = shared_reader()
+    read_many = reader.read_many
+
+    def failing(pictures):
+        if any(p is not None and p.shape[:2] == (333, 500) for p in pictures):
+            raise RuntimeError("the network refused it")
+        return read_many(pictures)
+
+    monkeypatch.setattr(reader, "read_many", failing)
+    out = read_texts(paths)
+    assert out[2][0] is None and str(odd) in out[2][1] and "refused" in out[2][1]
+    assert [{f.word for f in facts} for facts, _ in out[:2] + out[3:]] == alone[:2] + alone[3:]
+
+
 def test_extreme_shapes_do_not_break_the_reader(reader):
     for shape in ((4, 3000, 3), (3000, 6, 3), (1, 1, 3), (10, 1600, 3), (40, 5000, 3)):
         assert reader.read(np.full(shape, 200, np.uint8)) == []
