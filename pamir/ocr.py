@@ -20,7 +20,10 @@ recognition only on the lines detected (the largest MAX_LINES of them), without 
 classifier, on one intra-op thread. benchmarks/bench_ocr.py measures each setting on Corel
 and on photo-sized pictures with and without painted words; the constants below are its
 choice: about 13 ms a Corel picture and 31 ms a photo-sized one without text, 50x less than
-rapidocr's defaults.
+rapidocr's defaults. The networks are called directly (rapidocr's pipeline read its settings
+through omegaconf and normalised in float64 at every call), alike-sized pictures of a batch
+are detected together, a picture's lines recognised together, and the index's pass runs one
+reader per core (pamir.index.passes).
 """
 
 from __future__ import annotations
