@@ -41,6 +41,7 @@ def test_a_place_is_a_way_in_and_hits_say_where(server, browser):
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) == 2)
     assert browser.find_element(By.ID, "q").get_attribute("value") == "place:kyoto"
     assert "q=place%3Akyoto" in browser.current_url
+    assert "2 of 12 pictures for “place:kyoto”" in browser.find_element(By.ID, "message").text
     cards = browser.find_elements(By.CSS_SELECTOR, "#results .hit")
     wheres = [c.find_element(By.CLASS_NAME, "where") for c in cards]
     assert {w.text for w in wheres} == {"Kamigyō-ku"}

@@ -45,7 +45,8 @@ async function search(q, push = true) {
     state.hits = res.hits;
     const terms = res.mapping.filter((m) => m.how !== "unknown")
       .map((m) => (m.weight < 0 ? "−" : "") + m.term + (Math.abs(m.weight) !== 1 ? `^${Math.abs(m.weight)}` : ""));
-    let msg = `${res.hits.length} of ${res.pictures} pictures for “${terms.join(" ")}”`;
+    // a query of filters alone (place:kyoto, a place clicked) has no terms: say the query
+    let msg = `${res.hits.length} of ${res.pictures} pictures for “${terms.join(" ") || state.q}”`;
     // the calibrated count (pamir.calibration); none where the query has no probability
     if (res.likely !== null && res.likely !== undefined) {
       msg += ` — ${res.likely} likely relevant (probability ≥ ${res.likely_probability})`;
