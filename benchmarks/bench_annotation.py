@@ -24,7 +24,7 @@ is also run as the README's command trains it, an ensemble of 3 seeds (`pamir fi
 each seed is retrained on the 4,500 pictures before they are averaged.
 
 Issue 26 (`--calibrated [--model-dir-free]`, the row that `pamir fit` would make): the
-default representation through pamir.system.fit_system (whatever the system's model is,
+default representation through pamir.training.fit_system (whatever the system's model is,
 neighbours included once they are part of it) on the 260-word protocol, calibrated on
 validation (pamir.calibration), and two rules reported on test: the standard top 5, and the
 calibrated per-word thresholds (pamir.evaluation.annotation), with the rule validation
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import machine, parser
+from common import machine, parser, save_report
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -57,7 +57,7 @@ from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.selection import select, validation_avgp
-from pamir.system import collection_inputs
+from pamir.training import collection_inputs
 from pamir.text import idf
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -138,7 +138,7 @@ def run_calibrated(collection, protocol, c: float | None = None) -> dict:
     from pamir.calibration import Calibration
     from pamir.evaluation import prediction_metrics
     from pamir.evaluation.annotation import RULES, choose_rule, fit_thresholds, threshold_predictions
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     t0 = time.perf_counter()
     name, weights = DEFAULT
@@ -201,9 +201,7 @@ def main(argv=None) -> None:
                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                            "minutes": round((time.perf_counter() - started) / 60, 1)}
         r["published"], r["goal_26"] = PUBLISHED, GOAL_26
-        (RESULTS / "annotation.json").write_text(json.dumps(r, indent=1))
-        (RESULTS / "annotation.md").write_text(report(r))
-        print(report(r))
+        save_report("annotation", r, report)
         return
     started = time.perf_counter()
     collection = load_corel5k()
@@ -224,9 +222,7 @@ def main(argv=None) -> None:
               "command": "python benchmarks/bench_annotation.py", "machine": machine(),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "minutes": round((time.perf_counter() - started) / 60, 1)}
-    (RESULTS / "annotation.json").write_text(json.dumps(result, indent=1))
-    (RESULTS / "annotation.md").write_text(report(result))
-    print(report(result))
+    save_report("annotation", result, report)
 
 
 def report(r: dict) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import machine, parser
+from common import machine, parser, save_report
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -46,7 +46,7 @@ from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.selection import select
 from pamir.storage import locked_json_update
-from pamir.system import collection_inputs
+from pamir.training import collection_inputs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METRICS = ("avgp", "bep", "p10")
@@ -278,9 +278,7 @@ def main(argv=None) -> None:
               "machine": machine(), "date": when,
               "minutes": round((time.perf_counter() - started) / 60, 1)}
     name = "cnn_quick" if args.quick else "cnn"
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
-    (RESULTS / f"{name}.md").write_text(report(result))
-    print(report(result))
+    save_report(name, result, report)
 
 
 def report(r: dict) -> str:

@@ -37,7 +37,7 @@ from pamir.features import cnn_engines
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
 
-from common import cpu_model, parser  # noqa: E402  (benchmarks/ is the script's folder)
+from common import cpu_model, parser, save_report  # noqa: E402  (the script's folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHORT_SIDES = (128, 160, 224, 260)
@@ -134,10 +134,7 @@ def main(argv=None) -> int:
     out["machine"]["load_at_end"] = load()
     out["total_seconds"] = round(time.perf_counter() - t_start, 1)
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "cnn_speed.json").write_text(json.dumps(out, indent=2) + "\n")
-    (RESULTS / "cnn_speed.md").write_text(markdown(out))
-    print(f"wrote {RESULTS / 'cnn_speed.md'}")
+    save_report("cnn_speed", out, markdown)
     return 0
 
 

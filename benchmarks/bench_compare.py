@@ -46,7 +46,7 @@ from pamir.features import FeatureSettings
 from pamir.models import model_class
 from pamir.protocol import Protocol
 from pamir.selection import grid_points, model_grid
-from pamir.system import fit_system
+from pamir.training import fit_system
 
 MODELS = ("cmrm", "cmtt", "plsa", "svm", "bbnn", "kernel-pamir")
 METRICS = ("avgp", "bep", "p10")

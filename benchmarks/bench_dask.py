@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, Run, parser, report_head  # noqa: E402
+from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
 
 from pamir.data import find_corel5k, load_collection  # noqa: E402
 from pamir.distributed import (DASK_BATCH, batch_for_overhead, dask_client,  # noqa: E402
@@ -38,7 +38,8 @@ from pamir.index_job import DaskTransform, worker_system  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
-from pamir.system import System, collection_inputs, index_transform  # noqa: E402
+from pamir.system import System, index_transform  # noqa: E402
+from pamir.training import collection_inputs  # noqa: E402
 
 
 def build_model(root: Path) -> Path:
@@ -94,9 +95,7 @@ def main(argv=None) -> None:
         out = json.loads((RESULTS / "dask.json").read_text())
         with dask_client(workers=args.workers) as client:
             out["cnn_fit"] = cnn_extraction(client, args.cnn_pictures, Run("bench_dask.py", argv))
-        (RESULTS / "dask.json").write_text(json.dumps(out, indent=2) + "\n")
-        (RESULTS / "dask.md").write_text(report(out))
-        print(report(out))
+        save_report("dask", out, report)
         return
     run = Run("bench_dask.py", argv)
     root = Path(tempfile.mkdtemp(prefix="pamir-bench-dask-"))
@@ -161,10 +160,7 @@ def main(argv=None) -> None:
             "round_trip": batch_for_overhead(overhead["per_task_s_round_trip"], per_picture)},
         "dask_batch_default": DASK_BATCH,
     })
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "dask.json").write_text(json.dumps(out, indent=2) + "\n")
-    (RESULTS / "dask.md").write_text(report(out))
-    print(report(out))
+    save_report("dask", out, report)
 
 
 def cnn_extraction(client, n: int, run) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from common import RESULTS, cpu_model, parser
+from common import RESULTS, cpu_model, parser, save_report
 from pamir import config
 from pamir.data import load_collection
 from pamir.features import FeatureSettings, extract_blocks
@@ -208,10 +208,7 @@ def main() -> None:
     print("kNN vote AvgP", res["knn_vote_avgp"], flush=True)
     print("assignment", res["assignment"], flush=True)
     res["machine_end"] = {"load_average": os.getloadavg()}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "features.json").write_text(json.dumps(res, indent=2) + "\n")
-    (RESULTS / "features.md").write_text(report(res))
-    print(f"wrote {RESULTS / 'features.md'}")
+    save_report("features", res, report)
 
 
 def report(r: dict) -> str:

@@ -64,7 +64,8 @@ def subset(collection, n_train: int, seed: int = SEED):
 def one(n_train: int, ensemble: int, retrain: bool, updates: int | None) -> dict:
     """One fit in this process: its peak memory, time and choice."""
     from pamir.data import load_collection  # noqa: PLC0415
-    from pamir.system import evaluate_system, fit_system  # noqa: PLC0415
+    from pamir.system import evaluate_system  # noqa: PLC0415
+    from pamir.training import fit_system  # noqa: PLC0415
 
     col = load_collection("corel5k")
     if n_train < 4000:

@@ -200,7 +200,7 @@ def cap_study(out: Path, cap_sizes=(250, 500, 1000), draws: int = 200) -> None:
     from pamir.models.pamir import PAMIR  # noqa: PLC0415
     from pamir.evaluation import evaluate_model  # noqa: PLC0415
     from pamir.protocol import Protocol  # noqa: PLC0415
-    from pamir.system import collection_inputs  # noqa: PLC0415
+    from pamir.training import collection_inputs  # noqa: PLC0415
 
     col = load_collection("corel5k")
     pr = Protocol(col)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, parser
+from common import RESULTS, Run, parser, write_json
 from pamir import config
 from pamir.index import Index
 from pamir.index import compaction
@@ -256,7 +256,7 @@ def main() -> None:
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         results[str(n)] = entry
-        JSON.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        write_json(JSON, results)
     write_report(results)
 
 

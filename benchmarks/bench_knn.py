@@ -4,7 +4,7 @@
 
 1. `pamir fit corel5k` on the README's representation (cnn+cnn-lite1+cnn-lite2+visterms, the
    one its validation chooses), trained on the 4,000 training pictures, with the neighbour
-   part chosen on validation as pamir.system.choose_neighbours does: `pamir-cnn-knn` in
+   part chosen on validation as pamir.training.choose_neighbours does: `pamir-cnn-knn` in
    corel5k.json (TPAMI shape), with a per-query Wilcoxon test against the same PAMIR alone
    and against `pamir`.
 2. A study on validation only, on that PAMIR: which views the neighbours compare (the global
@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, parser, report_head
+from common import (HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, parser, report_head,
+                    save_report)
 
 from pamir import config
 from pamir.evaluation import evaluate_text_space, wilcoxon
@@ -39,7 +40,8 @@ from pamir.models.neighbours import (LabelTransfer, Neighbours, fit_projection, 
                                      mixed, view_of)
 from pamir.selection import validation_queries
 from pamir.storage import locked_json_update
-from pamir.system import System, choose_neighbours, fit_system, neighbour_views
+from pamir.system import System
+from pamir.training import choose_neighbours, fit_system, neighbour_views
 
 REPRESENTATION = "cnn+cnn-lite1+cnn-lite2+visterms"
 METRICS = ("avgp", "bep", "p10")
@@ -260,14 +262,12 @@ def main(argv=None) -> None:
     entries = dict(old.get("entries", {})) | updates
     result |= {"entries": entries, "minutes": run.minutes(), "parts": parts,
                "unlocked": args.unlocked} | run.info()
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, default=float))
-    (RESULTS / f"{name}.md").write_text(report(result))
-    print(report(result))
+    save_report(name, result, report)
 
 
 def from_base(corel: Corel, path: Path) -> System:
     """A saved train-only system with the neighbour part fit_system would give it (the
-    same pamir.system.choose_neighbours on the same validation pictures)."""
+    same pamir.training.choose_neighbours on the same validation pictures)."""
     base = System.load(path, progress=False)
     info = base.info
     if (info.get("representation") != REPRESENTATION or info.get("retrained")

@@ -9,7 +9,7 @@ idf), fitted on the 4,000 train pictures, evaluated once on the 2,241 test queri
 - PLSA: aspects x fold-in EM iterations x output (P(t|p) or its log);
 - SVM: C per word inside WordSVM.fit (AvgP of the word's single-word query on validation),
   then class weighting x query fusion on the validation queries.
-The benchmark then runs `pamir fit` itself (pamir.system.fit_system) and records whether it
+The benchmark then runs `pamir fit` itself (pamir.training.fit_system) and records whether it
 chose alike (`cli_choice`).
 
 PLSA study (the model is defined on counts, and TPAMI Table VI used a larger codebook): the
@@ -38,7 +38,7 @@ from pamir import config
 from pamir.data import load_collection
 from pamir.models.plsa import PLSA
 from pamir.models.svm import WordSVM
-from pamir.system import fit_system
+from pamir.training import fit_system
 
 #: The PLSA study: inputs beside the bags and codebook sizes beside the default.
 STUDY_INPUTS = ("counts",)

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, Run, parser, report_head  # noqa: E402
+from common import RESULTS, Run, parser, report_head, write_json  # noqa: E402
 
 T, D, RANK, NOISE, SEED = 150, 256, 24, 3.0, 0
 
@@ -131,7 +131,7 @@ def main(argv=None) -> None:
     path = RESULTS / "scale_training.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else {}
     runs[str(store.pictures)] = out  # one entry per size: peak RSS against the set's size
-    path.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+    write_json(path, {"runs": runs})
     text = "\n".join(report(runs[k]) for k in sorted(runs, key=int, reverse=True))
     (RESULTS / "scale_training.md").write_text(text)
     print(report(out))

@@ -12,11 +12,11 @@
   pictures, then test AvgP is reported beside a random ranking and beside the model trained
   with the word (targets: >= 3x random, >= 40 % of supervised).
 - feedback: every test query; the top 10 of the 499 test pictures are judged with the true
-  relevance, one round re-ranks the rest: PA-I updates (pamir.system.feedback_delta), plus
-  the neighbour term (pamir.system.neighbour_scores), whose setting is chosen on the
+  relevance, one round re-ranks the rest: PA-I updates (pamir.online.feedback_delta), plus
+  the neighbour term (pamir.online.neighbour_scores), whose setting is chosen on the
   validation queries; AvgP over the unjudged pictures before and after (target +25 %
   relative), PA alone beside it.
-- learn: a held-out word is taught with pamir.system.learn (what `pamir learn` runs) from
+- learn: a held-out word is taught with pamir.online.learn (what `pamir learn` runs) from
   N = 1, 2, 5, 10, 20 captioned training pictures that have it plus 50 that do not; its
   test AvgP against N, beside the model trained with the word.
 - latency: loading the embedding model, the vocabulary's embeddings (computed, then from
@@ -60,10 +60,10 @@ from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.query import parse, resolve
 from pamir.storage import atomic_write_bytes
-from pamir.system import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WRONG_WEIGHT,
-                          System,
+from pamir.online import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WRONG_WEIGHT,
                           feedback_delta, feedback_scores, learn, neighbour_scores)
-from pamir.system import collection_inputs
+from pamir.system import System
+from pamir.training import collection_inputs
 
 from common import machine, parser  # noqa: E402  (benchmarks/ is the script's folder)
 
@@ -99,7 +99,7 @@ def class_probability_scores(logits: np.ndarray, classes) -> np.ndarray:
         out += s * P[:, c]
     return out
 JUDGED = 10
-#: The neighbour term's grid (pamir.system.neighbour_scores), searched on validation.
+#: The neighbour term's grid (pamir.online.neighbour_scores), searched on validation.
 SHARPNESS_GRID = (2.0, 5.0, 8.0)
 RIGHT_GRID = (0.0, 1.0, 2.0, 3.0)
 WRONG_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0)
@@ -672,9 +672,9 @@ def feedback_report(f: dict, ran: str) -> list[str]:
     lines = ["## One round of feedback\n", ran,
              f"Every query: the top {f['judged']} pictures judged with the true relevance, "
              "then one round re-ranks the rest: PA-I updates with the right pictures as "
-             "positives and the wrong ones as negatives (pamir.system.feedback_delta: the "
+             "positives and the wrong ones as negatives (pamir.online.feedback_delta: the "
              "model's c and margin, 10 passes; it needs a right and a wrong picture), plus "
-             "the neighbour term (pamir.system.neighbour_scores): in the model's text space, "
+             "the neighbour term (pamir.online.neighbour_scores): in the model's text space, "
              "a picture near a right one rises and one near a wrong one sinks. AvgP (%) over "
              "the unjudged pictures; queries with no relevant unjudged picture are left out.",
              "",
@@ -776,7 +776,7 @@ def write_report(r: dict, path: Path) -> None:
         lines += ["## Learning a new word with `pamir learn`\n", ran(lr),
                   f"{lr['words']} held-out words (fold models above), each taught from N "
                   f"captioned training pictures that have it plus {lr['negatives']} that do "
-                  f"not (pamir.system.learn, 200 PA updates a picture, W averaged over the "
+                  f"not (pamir.online.learn, 200 PA updates a picture, W averaged over the "
                   f"updates), {lr['seeds']} seeds. Test AvgP (%) of the word alone. The new "
                   "word's row starts from zero (what `pamir learn` does), or from the rows of "
                   "the vocabulary words the bridge maps it to.\n",

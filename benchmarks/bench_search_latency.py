@@ -44,7 +44,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from common import RESULTS, Run, parser  # noqa: E402
+from common import RESULTS, Run, parser, write_json  # noqa: E402
 
 from pamir.index import Index  # noqa: E402
 
@@ -331,7 +331,7 @@ def main() -> None:
         results["runs_of_parts"][part] = {
             **run.info(), "command": (f"PAMIR_CACHE={cache} " if cache else "") +
             run.info()["command"]}
-    JSON.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(JSON, results)
     write_report(json.loads(JSON.read_text()))
 
 

@@ -6,7 +6,7 @@ Corel 5k subsamples of 700 captioned pictures, averaged over seeds.
 For each seed, 700 pictures drawn from Corel's development set (its 4,500 train + valid
 pictures) stand for a person's captioned folder: a tenth of them (70) is the validation split,
 as pamir.protocol splits a collection this small, the rest trains. Every point `pamir fit`
-chooses among (pamir.system.representation_candidates: 6 representation settings x the
+chooses among (pamir.training.representation_candidates: 6 representation settings x the
 c grid, 18 fits) is trained on the 630 as the product trains (PAMIR's defaults, early
 stopping on the 70, the full loop: no race) and scored on every validation query (every
 subset of a validation caption); its test mean AvgP is read on Corel's 500 test pictures
@@ -63,7 +63,7 @@ from pamir.text import text_vectors  # noqa: E402
 PICTURES = 700
 RULES = ("argmax", "default", "guarded")
 PARTS = ("cnn", "cnn-lite1", "cnn-lite2", "visterms")
-#: the candidates of `pamir fit` (pamir.system.representation_candidates("pamir")), spelt
+#: the candidates of `pamir fit` (pamir.training.representation_candidates("pamir")), spelt
 #: out so that --from needs no feature code
 CANDIDATES = (("visterms", (1.0,)), ("cnn", (1.0,)), ("cnn+visterms", (1.0, 0.5)),
               ("cnn+visterms", (1.0, 1.0)), ("cnn+cnn-lite2+visterms", (1.0, 1.0, 1.0)),
@@ -84,7 +84,7 @@ def subsample(development: np.ndarray, seed: int, n: int, pool: int | None = Non
 
 def export(path: Path, seeds, n: int, pool: int | None) -> None:
     """What the fits need, for the pictures they use (module docstring)."""
-    from pamir.system import collection_inputs  # noqa: PLC0415
+    from pamir.training import collection_inputs  # noqa: PLC0415
 
     col = load_collection("corel5k")
     protocol = Protocol(col)

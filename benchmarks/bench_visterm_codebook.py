@@ -33,7 +33,7 @@ from pamir.features.collection import collection_features  # noqa: E402
 from pamir.features.representation import take_rows  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
-from pamir.system import collection_inputs  # noqa: E402
+from pamir.training import collection_inputs  # noqa: E402
 
 WIDE = "cnn+cnn-lite1+cnn-lite2+visterms"
 #: (k-means iterations, most blocks sampled): the default first

@@ -34,14 +34,16 @@ import numpy as np
 
 from common import RESULTS, Run, SUMMARY, report_cli, report_head, save_report
 
-from pamir import config, zeroshot
-from pamir.bridge import imagenet_class_names
+from pamir import config, query, zeroshot
+from pamir.imagenet import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
 from pamir.index import TABLE_WORDS, Index, QueryError
+from pamir.index import reading
 from pamir.prior import Prior
 from pamir.protocol import Protocol
-from pamir.system import fit_system, index_transform
+from pamir.system import index_transform
+from pamir.training import fit_system
 
 #: The validation grid of the embedding bridge (chosen values in pamir.zeroshot).
 NEIGHBOURS = (5, 10, 20, 50)
@@ -52,6 +54,13 @@ CAPTIONED = (50, 200, 1000, 4000)
 #: Draws of the n captioned pictures (seeds config.SEED, + 1, + 2): the spread of the curve.
 DRAWS = 3
 RANDOM_SEEDS = 20
+#: How a word outside the model's vocabulary meets ImageNet's classes (CLASSES_ALONE,
+#: CLASS_MIX): before issue 37's second stop, its classes at half their share and the
+#: vocabulary's nearest words too; its classes alone at half their share; alone at their
+#: share (the product's choice since).
+QUERY_RULES = {"nearest words and classes, mix 0.5": (False, 0.5),
+               "classes alone, mix 0.5": (True, 0.5),
+               "classes alone, mix 1.0": (True, 1.0)}
 
 
 def metrics(S: np.ndarray, qs) -> dict:
@@ -185,6 +194,7 @@ def captioned_curve(prot, cache, run_dir: Path, draws: int = DRAWS) -> list[dict
                 variants["_global_prior"] = Prior(
                     np.where(reach, fitted.info["global_weight"], 0.0), fitted.spreads,
                     fitted.classes, fitted.info)
+            vectors = {}
             for suffix, prior in variants.items():
                 system.prior = prior
                 for split in ("valid", "test"):
@@ -192,11 +202,32 @@ def captioned_curve(prot, cache, run_dir: Path, draws: int = DRAWS) -> list[dict
                     Z, ok, _ = index_transform(system, classes=True)(
                         [str(coll.paths[i]) for i in idx])
                     key = split + suffix
+                    vectors[key] = np.asarray(Z, np.float32)
                     point[key] = through_index(
-                        np.asarray(Z, np.float32), prot, system.vocabulary, system.idf,
+                        vectors[key], prot, system.vocabulary, system.idf,
                         imagenet_class_names(), run_dir / f"n{n}-{draw}-{key}", split)
+            system.prior = fitted
+            point["query_rules"] = query_rules(vectors["valid"], prot, system,
+                                               run_dir / f"n{n}-{draw}-rules")
             out.append(point)
             print(out[-1], flush=True)
+    return out
+
+
+def query_rules(Z_valid: np.ndarray, prot, system, folder: Path) -> dict:
+    """Validation all-query AvgP of the ways a word outside the vocabulary can meet the
+    classes (pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX), the product's settings
+    restored after."""
+    kept = query.CLASSES_ALONE, reading.CLASS_MIX
+    out = {}
+    try:
+        for name, (alone, mix) in QUERY_RULES.items():
+            query.CLASSES_ALONE, reading.CLASS_MIX = alone, mix
+            out[name] = through_index(Z_valid, prot, system.vocabulary, system.idf,
+                                      imagenet_class_names(), folder / name,
+                                      "valid")["all"]["avgp"]
+    finally:
+        query.CLASSES_ALONE, reading.CLASS_MIX = kept
     return out
 
 
@@ -317,6 +348,19 @@ def report(r: dict) -> str:
             f"{spread(ps, 'test', 'single-word')} | "
             f"{', '.join('-' if w is None else f'{w:g}' for w in weights)} | "
             f"{np.mean([p['fit_seconds'] for p in ps]):.0f} |")
+    ruled = [p for p in curve if p.get("query_rules")]
+    if ruled:
+        names = list(ruled[0]["query_rules"])
+        lines += ["", "### How a query meets the classes", "",
+                  "Validation AvgP (%), all 2,028 queries, of the fitted systems above (with "
+                  "their prior) as a word outside the vocabulary reaches ImageNet's classes "
+                  "(pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX): mean over the draws.",
+                  "", "| captioned pictures | " + " | ".join(names) + " |",
+                  "|---:|" + "---:|" * len(names)]
+        for n in sorted({p["captioned"] for p in ruled}):
+            ps = [p for p in ruled if p["captioned"] == n]
+            lines.append(f"| {n:,} | " + " | ".join(
+                f"{np.mean([p['query_rules'][k] for p in ps]):.2f}" for k in names) + " |")
     lines += ["", f"Class probabilities of the {r['pictures']:,} pictures: {r['class_seconds']} s "
                   f"(from the feature cache when warm). Whole run: {r['minutes']} min.", ""]
     return "\n".join(lines)

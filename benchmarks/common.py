@@ -35,7 +35,7 @@ from pamir.features.visterms import inverse_document_frequency, term_frequencies
 from pamir.protocol import Protocol
 from pamir.selection import select
 from pamir.storage import locked_json_update
-from pamir.system import collection_inputs
+from pamir.training import collection_inputs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PERQUERY = RESULTS / "perquery"
@@ -137,7 +137,7 @@ class Corel:
     """Corel 5k, its protocol, and one representation of every picture split three ways.
 
     Corel(): the default visterm bags, exactly what `pamir fit corel5k` reads
-    (pamir.system.collection_inputs, cached); `settings` other FeatureSettings;
+    (pamir.training.collection_inputs, cached); `settings` other FeatureSettings;
     representation="blocks" block descriptors (BBNN, the block kernels), "blobs" Duygulu's
     blobs as L2 tf-idf bags with the training idf (ECML 2006 Table 3); F: features made
     elsewhere (visterm counts), rows in collection order.
@@ -162,7 +162,7 @@ class Corel:
                 raise RuntimeError(f"corel5k: {int((~np.asarray(ok)).sum())} pictures could "
                                    "not be read; the benchmarks expect every picture")
             # as `pamir fit`, a codebook larger than the training blocks support is capped
-            # (pamir.system.supported_codebook: 10 blocks per visterm at least)
+            # (pamir.training.supported_codebook: 10 blocks per visterm at least)
             self.settings = getattr(self.rep, "settings", self.settings)
         self.feature_seconds = time.perf_counter() - started
         self.F = F
@@ -291,6 +291,8 @@ def plain(value):
             return o.item()
         if isinstance(o, np.ndarray):
             return o.tolist()
+        if isinstance(o, Path):
+            return str(o)
         raise TypeError(f"{type(o).__name__} is not JSON serialisable")
     return json.loads(json.dumps(value, default=default))
 

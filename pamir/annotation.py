@@ -22,7 +22,9 @@ never over a file pamir did not write.
 
 `System.annotate` gives the model's words of text-space rows by the same rule; `pamir
 annotate` prints `annotate_pictures`; the API gives `keywords_of_rows` of an index's stored
-row or of an upload's, so the three agree.
+row or of an upload's, so the three agree. A count of words asked for (`pamir annotate -k
+5`, `System.annotate(Z, k=5)`) is the k best words whatever the rule; the API's `k` (5 by
+default) is a most: the rule's words, at most k (tests/test_annotation.py compares them).
 """
 
 from __future__ import annotations
@@ -38,16 +40,17 @@ from . import config
 from .storage import atomic_write_bytes
 
 
-def model_words(Z, vocabulary: Sequence[str], calibration=None, k: int | None = None
-                ) -> list[list[tuple[str, float, float | None]]]:
+def model_words(Z, vocabulary: Sequence[str], calibration=None, k: int | None = None, *,
+                count: bool = False) -> list[list[tuple[str, float, float | None]]]:
     """Each text-space row's words as (word, score, probability or None), by the rule
-    validation preferred (calibration None: the k best, 5 by default)."""
+    validation preferred (calibration None: the k best, 5 by default); count: the k best
+    whatever the rule (pamir.calibration.annotate)."""
     from .calibration import annotate  # noqa: PLC0415
 
     Z = np.atleast_2d(np.asarray(Z))
     if not len(vocabulary):  # the zero-caption system has no text space
         return [[] for _ in range(Z.shape[0])]
-    return annotate(calibration, Z, vocabulary, k)
+    return annotate(calibration, Z, vocabulary, k, count=count)
 
 
 def imagenet_words(P, k: int | None = None) -> list[list[tuple[str, float]]]:
@@ -114,11 +117,13 @@ def indexed_facts(index, paths: Sequence) -> list[list]:
 
 
 def keywords_of_rows(Z, vocabulary: Sequence[str], calibration=None, P=None,
-                     k: int | None = None, facts=None) -> list[list[dict]]:
+                     k: int | None = None, facts=None, *, count: bool = False
+                     ) -> list[list[dict]]:
     """The keywords of each picture from its text-space row Z[i], where given its ImageNet
-    class probabilities P[i], and where given its facts facts[i] (keyword_records)."""
+    class probabilities P[i], and where given its facts facts[i] (keyword_records). k: at
+    most k words by the rule (the API's k), or with count the k best (model_words)."""
     Z = np.atleast_2d(np.asarray(Z))
-    best = model_words(Z, vocabulary, calibration, k)
+    best = model_words(Z, vocabulary, calibration, k, count=count)
     more = imagenet_words(P, k) if P is not None else [[] for _ in best]
     held = [fact_keywords(f, k) for f in facts] if facts is not None else [[] for _ in best]
     return [keyword_records(b, m, f) for b, m, f in zip(best, more, held)]
@@ -127,9 +132,10 @@ def keywords_of_rows(Z, vocabulary: Sequence[str], calibration=None, P=None,
 def annotate_pictures(system, paths: Sequence, k: int | None = None, *, index=None
                       ) -> tuple[list[list[dict]], np.ndarray, list]:
     """(keywords of each picture, which were read, the reason for each that was not): the
-    system's words and, for a system with an ImageNet CNN view, ImageNet's words; with an
-    `index` (pamir.index.Index), the place and text facts it holds of each picture. A
-    picture the classifier cannot read counts as unread."""
+    system's words (k None: by the rule validation preferred; k: the k best, as
+    `System.annotate(Z, k)` gives them) and, for a system with an ImageNet CNN view,
+    ImageNet's words; with an `index` (pamir.index.Index), the place and text facts it
+    holds of each picture. A picture the classifier cannot read counts as unread."""
     from .imagenet import class_probabilities  # noqa: PLC0415
     from .system import cnn_part  # noqa: PLC0415
 
@@ -143,7 +149,8 @@ def annotate_pictures(system, paths: Sequence, k: int | None = None, *, index=No
         P, ok = class_probabilities(logits), ok & np.asarray(class_ok, bool)
     facts = indexed_facts(index, paths) if index is not None else None
     keywords = keywords_of_rows(Z, list(system.vocabulary),
-                                getattr(system, "calibration", None), P, k, facts)
+                                getattr(system, "calibration", None), P, k, facts,
+                                count=k is not None)
     return keywords, ok, reasons
 
 

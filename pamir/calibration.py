@@ -442,12 +442,14 @@ def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, se
 
 
 def annotate(cal: Calibration | None, Z: np.ndarray, vocabulary: Sequence[str],
-             k: int | None = None) -> list[list[tuple[str, float, float | None]]]:
+             k: int | None = None, *, count: bool = False
+             ) -> list[list[tuple[str, float, float | None]]]:
     """Each text-space row's words, best first, as (word, score, probability): by the rule
     validation preferred (cal.annotation_rule): the k best (5 by default), or with per-word
     thresholds every word whose probability reaches its threshold (at most k if given, so
     none at all where no word is likely enough). Without a calibration: the k best words,
-    probability None."""
+    probability None. count: the k best words whatever the rule (what a person asking for
+    k words gets: `pamir annotate -k`, `System.annotate(Z, k)`), with their probabilities."""
     from .config import ANNOTATION_WORDS  # noqa: PLC0415
 
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))[:, :len(vocabulary)]
@@ -455,7 +457,7 @@ def annotate(cal: Calibration | None, Z: np.ndarray, vocabulary: Sequence[str],
     thresholds = None if cal is None or cal.thresholds is None else cal.thresholds
     out = []
     for z, p in zip(Z, P):
-        if thresholds is not None:
+        if thresholds is not None and not count:
             over = np.flatnonzero(np.nan_to_num(p[:len(thresholds)], nan=-1) >= thresholds)
             chosen = over[np.argsort(-p[over], kind="stable")][:k]
         else:

@@ -103,8 +103,8 @@ def corel5k_candidates() -> list[Path]:
 
 #: The representations `pamir fit` chooses among on validation when none is named, in order
 #: (the first wins a tie); those the model cannot read are left out. A combination's second
-#: part is tried at each of pamir.system.COMBINATION_WEIGHTS. (Kept here, not in pamir.system,
-#: so that `pamir fit --help` shows them without importing the models.)
+#: part is tried at each of pamir.training.COMBINATION_WEIGHTS. (Kept here, not in
+#: pamir.training, so that `pamir fit --help` shows them without importing the models.)
 DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms",
                            "cnn+cnn-lite1+cnn-lite2+visterms")
 

@@ -9,12 +9,17 @@ informative line when it ends: "blocks: 4,000 pictures in 35.2 s (114 pictures/s
         for ...:
             bar.update(completed=done)
         bar.note("skipped broken.jpg: not a picture")   # above the bar, or a line of its own
+
+A whole `pamir fit` has one `FitDisplay` (its phase, a bar per running fit, the phase's
+ETA), which each fit's `progress_callback` joins.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -120,4 +125,106 @@ class Bar:
             self.say(self.summary())
 
 
-__all__ = ["Bar", "QUIET_UNDER_S", "in_terminal", "report", "rich_bar", "stderr_console"]
+# ------------------------------------------------------------------ a fit's phases
+class FitDisplay:
+    """One progress display for a whole `pamir fit`: the phase, a bar per running fit, and
+    the ETA of the phase (from the fits finished so far and the threads). In a terminal it
+    is a live rich display; elsewhere (a log, a pipe) the log lines carry the same: each
+    phase's start and each finished point with `[fits k/n, ETA]`.
+
+        with FitDisplay(progress, log) as display:
+            display.phase("selection", fits=18, workers=2)
+            ...   # progress_callback bars join this display
+    """
+
+    _active: "FitDisplay | None" = None
+
+    def __init__(self, enabled: bool, log=print):
+        console = stderr_console()
+        self.live = enabled and in_terminal(console)
+        self.bar = rich_bar(console) if self.live else None
+        self.say = log or (lambda *a: None)
+        self.lock = threading.Lock()
+        self.task = None
+        self.total = self.done = 0
+        self.workers = 1
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> "FitDisplay":
+        FitDisplay._active = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        FitDisplay._active = None
+        if self.bar is not None and self.bar.live.is_started:
+            self.bar.stop()
+
+    def phase(self, name: str, fits: int, workers: int = 1) -> None:
+        with self.lock:
+            self.total, self.done, self.workers = int(fits), 0, int(workers)
+            self.started = time.perf_counter()
+            if self.bar is not None:
+                # started at the first phase, not before: feature extraction draws its own
+                # bars first, and a terminal holds one live display at a time
+                if not self.bar.live.is_started:
+                    self.bar.start()
+                if self.task is not None:
+                    self.bar.remove_task(self.task)
+                self.task = self.bar.add_task(f"[bold]{name}", total=fits)
+        self.say(f"{name}: {fits} fit{'s' * (fits != 1)} on {workers} thread"
+                 f"{'s' * (workers != 1)}")
+
+    def finished_fit(self) -> None:
+        with self.lock:
+            self.done += 1
+            if self.bar is not None and self.task is not None:
+                self.bar.update(self.task, completed=self.done)
+
+    def eta(self) -> float | None:
+        """Seconds left in the phase, from the fits finished so far (None before the first)."""
+        if self.done == 0:
+            return None
+        return (time.perf_counter() - self.started) / self.done * (self.total - self.done)
+
+    @classmethod
+    def eta_text(cls) -> str:
+        d = cls._active
+        if d is None or d.total == 0:
+            return ""
+        eta = d.eta()
+        return f" [fits {d.done}/{d.total}" + ("" if eta is None else f", ETA {eta:.0f} s") + "]"
+
+
+@contextmanager
+def progress_callback(label: str, enabled: bool):
+    """A callback(done, total, valid_avgp) drawing a progress bar (None if not enabled): a
+    bar of the active FitDisplay when there is one (several fits may run at once), else a
+    transient bar of its own. A fit that ends counts towards the display's phase."""
+    display = FitDisplay._active
+    if display is not None:
+        task = display.bar.add_task(label, total=None) if (enabled and display.bar) else None
+
+        def update(done, total, score):
+            extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
+            display.bar.update(task, total=total, completed=done, description=f"{label}{extra}")
+
+        try:
+            yield update if task is not None else None
+        finally:
+            if task is not None:
+                display.bar.remove_task(task)
+            display.finished_fit()
+        return
+    if not enabled:
+        yield None
+        return
+    with Bar(label, unit="updates") as bar:
+
+        def update(done, total, score):
+            extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
+            bar.update(total=total, completed=done, description=f"{label}{extra}")
+
+        yield update
+
+__all__ = ["Bar", "FitDisplay", "QUIET_UNDER_S", "in_terminal", "progress_callback", "report",
+           "rich_bar", "stderr_console"]

@@ -30,7 +30,7 @@ config.RACE_RUNGS (1/16, 1/8, 1/4, 1/2 of a fit's updates) the fits still runnin
 by their best validation AvgP so far and the better half goes on; the last
 config.RACE_FINALISTS run to their end, so the winner is the model the full loop would have
 trained, at a fraction of the updates. A raced-out point's trial keeps its AvgP so far and
-`raced_out` (updates). `pamir.system` races every representation's grid in one race.
+`raced_out` (updates). `pamir.training` races every representation's grid in one race.
 
 Small validation splits (issue 26): with fewer than config.SMALL_VALIDATION validation
 pictures, the best mean chases noise; the default point (`default_point`: the model's own
@@ -55,7 +55,7 @@ from . import config
 from .evaluation import evaluate_model
 from .models import model_class
 from .models.base import TextSpaceModel, TrainingQueries, training_queries
-from .progress import Bar, in_terminal, rich_bar, stderr_console
+from .progress import FitDisplay, progress_callback
 from .text import idf as idf_weights
 
 
@@ -82,7 +82,7 @@ class Trial:
 class Selection:
     """The winner of a selection: `model` fitted on train (the first seed), `params` all its
     parameters, `valid_avgp` (percent), and every trial. `model` is None when every point
-    lost in a race shared with other selections (pamir.system's candidates): `valid_avgp`
+    lost in a race shared with other selections (pamir.training's candidates): `valid_avgp`
     is then the best any reached before it lost."""
 
     model: TextSpaceModel
@@ -169,6 +169,30 @@ def default_point(points: list[tuple], model) -> int | None:
     return same[0] if same else None
 
 
+def plan_race(cls, lanes: list[tuple], n_seeds: int, n_valid: int, workers: int, *,
+              race=None, guard: bool | None = None, lane: int = 0) -> tuple:
+    """The race and the guard of a selection over `lanes` of grid points, one lane a
+    `select` call that shares the race ((representation, weights, points) in candidate
+    order; `lane`: the first lane's number). Returns (race, guarded): the `Race` (race None:
+    config.RACE decides, for a model that fits in threads and one seed; True: one; False or
+    a Race: as given), and the (lane, point) of the default point the guard keeps unless
+    another beats it beyond the noise (`guarded_choice`; guard None: when there are fewer
+    than config.SMALL_VALIDATION validation pictures), or None: no guard. A guarded default
+    point is never raced out."""
+    flat = [(lane + i, k) for i, (_, _, points) in enumerate(lanes) for k in range(len(points))]
+    if race is None:
+        race = config.RACE and n_seeds == 1 and getattr(cls, "fits_in_threads", False)
+    default = default_point([(name, weights, p) for name, weights, points in lanes
+                             for p in points], cls)
+    if guard is None:
+        guard = n_valid < config.SMALL_VALIDATION
+    guarded = flat[default] if guard and default is not None else None
+    if race is True:
+        race = Race(len(flat) * n_seeds, workers,
+                    protect=[(*guarded, 0)] if guarded is not None else ())
+    return race, guarded
+
+
 def guarded_choice(per_query: list, default: int, alpha: float = config.GUARD_ALPHA) -> int:
     """The point to keep when validation is small (config.SMALL_VALIDATION): `default`,
     unless other points beat it on the validation queries in a one-sided paired Wilcoxon
@@ -226,6 +250,10 @@ def validation_queries(Y_valid, Y_train, most=config.VALID_MAX_QUERIES) -> Train
     return queries.sample(most, config.VALID_QUERY_SEED)
 
 
+# select is longer than the 80 lines a function here keeps to: its fits (fit_point, scored)
+# are closures over the one grid's data, prepared pictures and race, which split into
+# functions would each take a dozen arguments; the race and guard are set up apart
+# (plan_race), and a fit and its report (_fit, stopping) are functions of their own.
 def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = None,
            grid: dict | list | None = None, seeds=None, log=print,
            progress: bool = False, executor=None, label: str = "",
@@ -236,14 +264,14 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     params: fixed parameters (they drop out of the grid). grid: the grid to search instead of
     the model's own ({} : none, the defaults alone). seeds: random_state values; each point's
     score is the mean over them. log: one line per point (None: silent). executor: where the
-    fits run (pamir.system shares one among candidates; default: fit_workers threads).
+    fits run (pamir.training shares one among candidates; default: fit_workers threads).
     label: what the log lines and progress bars name the data by (a representation).
     race: race the points (`Race`, module docstring): None: config.RACE decides, for a model
     that fits in threads and one seed; False: every point to its end; a Race: join that race
     (shared with other calls; `race_lane` orders this call's fits among theirs for ties).
     guard: keep the default point unless another beats it beyond the noise
     (`guarded_choice`); None: when there are fewer than config.SMALL_VALIDATION validation
-    pictures (pamir.system guards across representations itself, and passes False).
+    pictures (pamir.training guards across representations itself, and passes False).
     X_valid_fit: X_valid as the fits read it, when the caller prepared it already
     (`prepare_for_fits`; X_train may be prepared too): X_valid itself scores the fits.
     """
@@ -266,15 +294,9 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     X_valid_fit = prepared_valid if X_valid_fit is None else X_valid_fit
     del X_train
 
-    if race is None:
-        race = config.RACE and len(seeds) == 1 and getattr(cls, "fits_in_threads", False)
-    default = default_point([("", (), p) for p in points], cls)
-    if guard is None:
-        guard = Y_valid.shape[0] < config.SMALL_VALIDATION
-    guard = guard and default is not None
-    if race is True:  # the default point is never raced out when the guard compares with it
-        race = Race(len(points) * len(seeds), fit_workers(cls),
-                    protect=[(race_lane, default, 0)] if guard else ())
+    race, guarded = plan_race(cls, [("", (), points)], len(seeds), Y_valid.shape[0],
+                              fit_workers(cls), race=race, guard=guard, lane=race_lane)
+    guard, default = guarded is not None, None if guarded is None else guarded[1]
     keys = [(race_lane, k, s) for k in range(len(points)) for s in range(len(seeds))]
     if race:
         race.join(keys)
@@ -402,7 +424,7 @@ class Race:
     deterministic for a seed, whatever the number of threads.
 
     `entrants`: how many fits will join (a rung is decided only once all have joined).
-    One race may span several `select` calls (pamir.system races every representation's grid
+    One race may span several `select` calls (pamir.training races every representation's grid
     together): `keys` order the fits for ties. `protect`: keys never raced out (the default
     point, which a small collection's guarded choice compares the others with).
     """
@@ -555,112 +577,11 @@ def stopping(model) -> dict:
     return out
 
 
-class FitDisplay:
-    """One progress display for a whole `pamir fit`: the phase, a bar per running fit, and
-    the ETA of the phase (from the fits finished so far and the threads). In a terminal it
-    is a live rich display; elsewhere (a log, a pipe) the log lines carry the same: each
-    phase's start and each finished point with `[fits k/n, ETA]`.
-
-        with FitDisplay(progress, log) as display:
-            display.phase("selection", fits=18, workers=2)
-            ...   # progress_callback bars join this display
-    """
-
-    _active: "FitDisplay | None" = None
-
-    def __init__(self, enabled: bool, log=print):
-        console = stderr_console()
-        self.live = enabled and in_terminal(console)
-        self.bar = rich_bar(console) if self.live else None
-        self.say = log or (lambda *a: None)
-        self.lock = threading.Lock()
-        self.task = None
-        self.total = self.done = 0
-        self.workers = 1
-        self.started = time.perf_counter()
-
-    def __enter__(self) -> "FitDisplay":
-        FitDisplay._active = self
-        return self
-
-    def __exit__(self, *exc) -> None:
-        FitDisplay._active = None
-        if self.bar is not None and self.bar.live.is_started:
-            self.bar.stop()
-
-    def phase(self, name: str, fits: int, workers: int = 1) -> None:
-        with self.lock:
-            self.total, self.done, self.workers = int(fits), 0, int(workers)
-            self.started = time.perf_counter()
-            if self.bar is not None:
-                # started at the first phase, not before: feature extraction draws its own
-                # bars first, and a terminal holds one live display at a time
-                if not self.bar.live.is_started:
-                    self.bar.start()
-                if self.task is not None:
-                    self.bar.remove_task(self.task)
-                self.task = self.bar.add_task(f"[bold]{name}", total=fits)
-        self.say(f"{name}: {fits} fit{'s' * (fits != 1)} on {workers} thread"
-                 f"{'s' * (workers != 1)}")
-
-    def finished_fit(self) -> None:
-        with self.lock:
-            self.done += 1
-            if self.bar is not None and self.task is not None:
-                self.bar.update(self.task, completed=self.done)
-
-    def eta(self) -> float | None:
-        """Seconds left in the phase, from the fits finished so far (None before the first)."""
-        if self.done == 0:
-            return None
-        return (time.perf_counter() - self.started) / self.done * (self.total - self.done)
-
-    @classmethod
-    def eta_text(cls) -> str:
-        d = cls._active
-        if d is None or d.total == 0:
-            return ""
-        eta = d.eta()
-        return f" [fits {d.done}/{d.total}" + ("" if eta is None else f", ETA {eta:.0f} s") + "]"
-
-
-@contextmanager
-def progress_callback(label: str, enabled: bool):
-    """A callback(done, total, valid_avgp) drawing a progress bar (None if not enabled): a
-    bar of the active FitDisplay when there is one (several fits may run at once), else a
-    transient bar of its own. A fit that ends counts towards the display's phase."""
-    display = FitDisplay._active
-    if display is not None:
-        task = display.bar.add_task(label, total=None) if (enabled and display.bar) else None
-
-        def update(done, total, score):
-            extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
-            display.bar.update(task, total=total, completed=done, description=f"{label}{extra}")
-
-        try:
-            yield update if task is not None else None
-        finally:
-            if task is not None:
-                display.bar.remove_task(task)
-            display.finished_fit()
-        return
-    if not enabled:
-        yield None
-        return
-    with Bar(label, unit="updates") as bar:
-
-        def update(done, total, score):
-            extra = f"  valid AvgP {100 * score:.2f}" if score is not None else ""
-            bar.update(total=total, completed=done, description=f"{label}{extra}")
-
-        yield update
-
-
 def _fmt(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-__all__ = ["Eliminated", "FitDisplay", "Race", "Selection", "Trial", "check_points",
-           "default_point", "fit_pool", "fit_workers", "grid_points", "guarded_choice", "model_grid",
-           "prepare_for_fits", "progress_callback",
-           "select", "validation_avgp", "validation_per_query", "validation_queries"]
+__all__ = ["Eliminated", "Race", "Selection", "Trial", "check_points", "default_point",
+           "fit_pool", "fit_workers", "grid_points", "guarded_choice", "model_grid", "plan_race",
+           "prepare_for_fits", "select", "validation_avgp", "validation_per_query",
+           "validation_queries"]

@@ -242,11 +242,11 @@ def update_indexes(model: Path, system, index_dirs) -> list[dict]:
 def learn_pictures(model, system, pairs, *, index_dirs=None, n_updates: int | None = None
                    ) -> dict:
     """Teach the system new captioned pictures, pairs of (path, words): PA updates
-    (pamir.system.learn), the model saved over `model` (the previous one kept as
+    (pamir.online.learn), the model saved over `model` (the previous one kept as
     MODEL.previous), then the indexes built with it rescored (update_indexes). Returns
     learn's report with "skipped" [(path, reason)], "model", "previous" and "indexes"."""
     from .features.representation import take_rows  # noqa: PLC0415
-    from .system import learn, save_keeping_previous  # noqa: PLC0415
+    from .online import learn, save_keeping_previous  # noqa: PLC0415
 
     model = Path(model)
     if not pairs:
@@ -324,8 +324,8 @@ def rerank_feedback(index: Index, system, query, right, wrong, *, k: int = 60,
     pictures and the judged ones re-ranked by q . (W + delta) p + the neighbour term.
 
     query: a parsed query (index.parse_query). right, wrong: index ids. delta: PA-I updates
-    (pamir.system.feedback_delta) with the right pictures as positives and the wrong ones as
-    negatives, where there are both; the neighbour term (pamir.system.neighbour_scores) lifts
+    (pamir.online.feedback_delta) with the right pictures as positives and the wrong ones as
+    negatives, where there are both; the neighbour term (pamir.online.neighbour_scores) lifts
     pictures near a right one and lowers those near a wrong one. keep_in: a model folder to
     keep the round in (keep_feedback: delta folded into the model, saved, the index
     rescored). lock: held while the round reads and changes the model, so that no other
@@ -337,7 +337,7 @@ def rerank_feedback(index: Index, system, query, right, wrong, *, k: int = 60,
     marked id the index does not hold; NotImplementedError: a model that cannot learn online;
     NotKept: the Keep did not reach the disk."""
     from .features.representation import take_rows  # noqa: PLC0415
-    from .system import feedback_delta, feedback_scores  # noqa: PLC0415
+    from .online import feedback_delta, feedback_scores  # noqa: PLC0415
 
     right, wrong = _round_marks(right, wrong, keep=keep_in is not None)
     learns = bool(right and wrong)
@@ -369,7 +369,7 @@ def _scores_with_neighbours(index: Index, q: np.ndarray, ids, at_right, at_wrong
     """The pictures' indexed scores q . z plus the neighbour term of the judged ones (at_right,
     at_wrong: their places in ids), scaled by the spread of the query's scores over the
     whole index."""
-    from .system import neighbour_scores  # noqa: PLC0415
+    from .online import neighbour_scores  # noqa: PLC0415
 
     Z = np.stack([index.vector(i) for i in ids]).astype(np.float64)
     every = index.scores(q)
@@ -402,13 +402,13 @@ class NotKept(Exception):
 
 
 def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None)) -> dict:
-    """Fold a feedback round (rows, delta from pamir.system.feedback_delta) into the system's
+    """Fold a feedback round (rows, delta from pamir.online.feedback_delta) into the system's
     model, save it over model_dir (the previous one kept as MODEL.previous) and rescore the
     index at index_dir. If the save fails the model in memory is put back as it was.
     right: (model inputs, paths) of the pictures marked right, which join the neighbours of a
-    system that has them (pamir.system.apply_delta)."""
-    from .system import (apply_delta, index_transform, linear_map,  # noqa: PLC0415
-                         save_keeping_previous)
+    system that has them (pamir.online.apply_delta)."""
+    from .online import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
+    from .system import index_transform  # noqa: PLC0415
 
     try:
         writer = Index.open(index_dir, writable=True)

@@ -1,9 +1,11 @@
 import logging
 import os
+import shutil
 
 import pytest
 
 from pamir.data import DataError, find_corel5k
+from pictures import LOOKS, coloured_pictures, look_picture
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -19,6 +21,15 @@ def feature_cache_of_the_session(tmp_path_factory):
     mp.setenv("PAMIR_LEXICON_WORDS", "0")
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def cache_of_the_module(tmp_path_factory):
+    """PAMIR_CACHE in a folder of the test module's own (what it caches, an exported .onnx
+    for one, is not shared with other modules)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("pamir-cache")))
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -47,44 +58,79 @@ def corel_protocol(corel_root):
     return Protocol(load_corel5k(corel_root))
 
 
+# ----------------------------------------------------------- fixtures several modules share
+@pytest.fixture
+def no_embedding_model(monkeypatch):
+    """Words outside the vocabulary stay unknown unless a test maps them (modules make it
+    autouse with their own, or `pytestmark = pytest.mark.usefixtures(...)`)."""
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A model folder (model.json marks one) whose loading gives the stand-in system
+    (tests/fakes.py), and a folder of make_pictures' pictures."""
+    import pamir.commands.product as product
+    from fakes import FakeSystem
+    from pictures import make_pictures
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.json").write_text('{"fake": 1}')
+    system = FakeSystem()
+    monkeypatch.setattr(product, "load_system", lambda path: system)
+    monkeypatch.delenv("PAMIR_INDEX", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    pictures = tmp_path / "pictures"
+    make_pictures(pictures)
+    return model, pictures
+
+
+@pytest.fixture(scope="module")
+def looks_folder(tmp_path_factory):
+    """120 pictures of LOOKS (a look each in turn, stripes on every third) and their
+    captions table."""
+    import numpy as np
+
+    root = tmp_path_factory.mktemp("pictures")
+    rng = np.random.default_rng(0)
+    words = list(LOOKS)
+    lines = ["path\tkeywords"]
+    for i in range(120):
+        caption = [words[i % 4]] + (["stripes"] if i % 3 == 0 else [])
+        look_picture(caption, rng).save(root / f"p{i:03d}.png")
+        lines.append(f"p{i:03d}.png\t{' '.join(caption)}")
+    (root / "captions.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def looks_system(looks_folder, tmp_path_factory):
+    """(collection, system, feature cache): a small visterm PAMIR system fitted on
+    looks_folder, its grid chosen on validation."""
+    from pamir.data import load_collection
+    from pamir.features import FeatureSettings
+    from pamir.training import fit_system
+
+    settings = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
+                               colour_max_pictures=60)
+    collection = load_collection(looks_folder / "captions.tsv")
+    cache = tmp_path_factory.mktemp("cache")
+    system = fit_system(collection, "pamir", settings, {"n_updates": 6_000, "eval_every": 1_000},
+                        progress=False, cache_dir=cache, log=None, representation="visterms")
+    return collection, system, cache
+
+
 # ------------------------------------------------------------------ reliability (issue 15)
 # A tiny real system (60 small generated pictures, visterms + PAMIR, a few seconds to fit),
 # shared by the tests/test_reliability_*.py files, and a way to run the real `pamir` command
-# in a child process (so a test can kill it).
-RELIABILITY_COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
-                       "yellow": (230, 210, 40)}
-
-
-def reliability_pictures(root, n: int = 60, seed: int = 0, size=(48, 64)):
-    """n generated pictures (plain or striped colours) and a captions table in `root`."""
-    from pathlib import Path
-
-    import numpy as np
-    from PIL import Image
-
-    root = Path(root)
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    rows = ["path\tkeywords"]
-    names = list(RELIABILITY_COLOURS)
-    for i in range(n):
-        colour = names[i % len(names)]
-        striped = (i // len(names)) % 2 == 0
-        a = np.empty((*size, 3), np.float32)
-        a[:] = RELIABILITY_COLOURS[colour]
-        a += rng.normal(0, 12, a.shape)
-        if striped:
-            a[:, (np.arange(size[1]) // 4) % 2 == 0] = 250
-        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:03d}.png")
-        rows.append(f"p{i:03d}.png\t{colour} {'stripes' if striped else 'plain'}")
-    (root / "captions.tsv").write_text("\n".join(rows) + "\n")
-    return root / "captions.tsv"
+# in a child process (so a test can kill it). The pictures: pictures.coloured_pictures.
 
 
 def reliability_fit(table, out, cache_dir, n_updates: int = 3_000):
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     settings = FeatureSettings(short_side=48, n_visterms=16, n_colours=8, kmeans_iterations=4,
                                colour_max_pictures=60)
@@ -121,14 +167,14 @@ def fit_argv(table, out) -> list:
 @pytest.fixture(scope="module")
 def fit_table(tmp_path_factory):
     root = tmp_path_factory.mktemp("fit")
-    return reliability_pictures(root / "pictures", n=24, seed=5, size=(32, 40))
+    return coloured_pictures(root / "pictures", n=24, seed=5, size=(32, 40))
 
 
 @pytest.fixture(scope="session")
 def tiny_system(tmp_path_factory):
     """(root, model folder, pictures folder, captions table) of a tiny fitted real system."""
     root = tmp_path_factory.mktemp("reliability")
-    table = reliability_pictures(root / "pictures")
+    table = coloured_pictures(root / "pictures")
     reliability_fit(table, root / "model", root / "fit-cache")
     return root, root / "model", root / "pictures", table
 
@@ -244,3 +290,116 @@ def fork_server(tmp_path_factory):
     server = PamirForkServer(tmp_path_factory.mktemp("forks"))
     yield server
     server.close()
+
+
+# ----------------------------------------------------------- what the reliability tests share
+def record(name: str, result: dict) -> None:
+    """Add a result to the benchmark's report file, when one runs these tests."""
+    out = os.environ.get("PAMIR_RELIABILITY_REPORT")
+    if out:
+        from pamir.storage import locked_json_update
+
+        locked_json_update(out, {name: result})
+
+
+def index_vectors(ix) -> dict:
+    """{path: vector} of every picture an index holds."""
+    from pamir.index import Index
+
+    with Index.open(ix) as index:
+        return {p.path: index.vector(p.id) for p in index.pictures("ok")}
+
+
+def catalog_integrity(ix) -> str:
+    """SQLite's integrity check of an index's catalogue ("ok")."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{ix / 'catalog.sqlite'}?mode=ro", uri=True)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        con.close()
+
+
+def clear_message(log: str, path) -> str:
+    """'' if `log` is a clear refusal naming `path`; else what is wrong with it."""
+    if "Traceback" in log:
+        return "a traceback"
+    if "error:" not in log:
+        return "no `error:` line"
+    if str(path) not in log.replace("\n", ""):
+        return f"the message does not name {path}"
+    if "--rebuild" in log:  # --rebuild would throw the whole index away
+        return "the message advises --rebuild, which would discard a whole index"
+    return ""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------- a server, a browser
+def serve_in_thread(app, host: str = "127.0.0.1", port: int | None = None):
+    """Run `app` with uvicorn on host in a thread; yields its base URL, stops it after."""
+    import threading
+    import time
+
+    import uvicorn
+
+    port = free_port(host) if port is None else port
+    srv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.fail("the server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+#: Debian's headless Chromium and its driver (the browser tests skip where they are absent).
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def chromium_or_skip():
+    """selenium's webdriver; the calling test module is skipped, with the reason, where
+    Chromium, its driver or selenium is absent (CI installs them)."""
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.skip("headless Chromium absent: apt-get install chromium chromium-driver",
+                    allow_module_level=True)
+    return pytest.importorskip("selenium.webdriver",
+                               reason="selenium absent: pip install -e .[dev]")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (selenium), one per module."""
+    webdriver = chromium_or_skip()
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1200,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def wait(driver, seconds=15):
+    """selenium's WebDriverWait of a driver."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, seconds)

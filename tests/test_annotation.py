@@ -57,6 +57,53 @@ def test_cli_api_and_library_agree(tiny_system, tmp_path):
     assert [s for _, s in own] == pytest.approx([w["score"] for w in cli], rel=1e-6)
 
 
+def test_a_count_of_words_and_a_query_agree_through_library_cli_and_api(tiny_system, tmp_path):
+    """The README's `system.annotate(Z, k=5)` and `pamir annotate -k 5` give the same five
+    words (a count: the k best, whatever the rule); `system.annotate(Z)`, `pamir annotate`
+    and the API (whose k, 5 by default, is a most: the rule's words, at most k) give the
+    rule's words. And one query, `sort:date` included, gives the same pictures in the same
+    order through `Index.search`, `pamir search` and GET /api/search."""
+    _, model, pictures, _ = tiny_system
+    picture = pictures / "p002.png"
+    system = load_system(model)
+    assert system.calibration.thresholds is not None  # where the rule and a count differ
+
+    def cli_words(*more):
+        r = CliRunner().invoke(app, ["annotate", str(model), str(picture), *more, "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["keywords"]
+
+    cli5, cli = cli_words("-k", "5"), cli_words()
+    Z, _, _ = system.transform_paths([str(picture)])
+    [readme5], [own] = system.annotate(Z, k=5), system.annotate(Z)
+    [library5], _, _ = annotate_pictures(system, [picture], k=5)
+    index_folders(model, [pictures], index=tmp_path / "ix")
+    queries = [own[0][0], f"{own[0][0]} sort:date", f"{own[0][0]} -{readme5[-1][0]}"]
+    with TestClient(create_app(tmp_path / "ix", model, warm_mapping=False)) as client:
+        api = client.post("/api/annotate", content=picture.read_bytes(),
+                          headers={"content-type": "image/png"}).json()["keywords"]
+        api_hits = [client.get("/api/search", params={"q": q, "k": 12}).json()["hits"]
+                    for q in queries]
+
+    assert len(cli5) == 5 and all("probability" in w for w in cli5)
+    assert words(cli5) == [w for w, _ in readme5] == words(library5)
+    assert [s for _, s in readme5] == pytest.approx([w["score"] for w in cli5], rel=1e-6)
+    assert 1 <= len(cli) < 5  # the rule chose fewer words than the count here
+    assert words(cli) == [w for w, _ in own] == words(api)
+
+    for q, from_api in zip(queries, api_hits):
+        r = CliRunner().invoke(app, ["search", q, "--index", str(tmp_path / "ix"), "-k", "12",
+                                     "--json"])
+        assert r.exit_code == 0, r.output
+        from_cli = json.loads(r.stdout)["hits"]
+        with Index.open(tmp_path / "ix") as index:
+            from_library = index.search(q, 12)
+        assert len(from_library) == 12, q
+        assert [h["path"] for h in from_cli] == [h.path for h in from_library] \
+            == [h["path"] for h in from_api], q
+        assert [h["score"] for h in from_api] == pytest.approx([h.score for h in from_library])
+
+
 def test_a_model_of_another_vocabulary_is_refused(tiny_system, tmp_path):
     _, model, pictures, _ = tiny_system
     system = load_system(model)

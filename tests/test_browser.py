@@ -6,38 +6,18 @@ reason, only when they are absent (CI installs them).
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import threading
-import time
-
 import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+from conftest import chromium_or_skip, free_port, serve_in_thread, wait
 
-if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-    pytest.skip("headless Chromium absent: apt-get install chromium chromium-driver",
-                allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver",
-                                reason="selenium absent: pip install -e .[dev]")
+webdriver = chromium_or_skip()
 
-import uvicorn  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from pamir.commands.product import LOOPBACK_NAMES  # noqa: E402
 from pamir.server import create_app  # noqa: E402
-from test_server import FakeSystem, build_index, use_fake_embedder  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from fakes import FakeSystem, build_index, use_fake_embedder
 
 
 @pytest.fixture(scope="module")
@@ -59,38 +39,7 @@ def _serve(tmp_path_factory):
     port = free_port()
     # as `pamir serve` runs it: bound to 127.0.0.1, answering only to the loopback names
     app = create_app(index_dir, model_dir, system=system, allowed_hosts=LOOPBACK_NAMES)
-    yield from _run(app, port)
-
-
-def _run(app, port):
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1200,900"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
-
-
-def wait(driver, seconds=15):
-    return WebDriverWait(driver, seconds)
+    yield from serve_in_thread(app, port=port)
 
 
 def test_type_a_query_and_see_thumbnails(server, browser):
@@ -136,7 +85,7 @@ def painted_colours(browser) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def cnn_server(tmp_path_factory):
     """A model of the default shape (cnn+cnn-lite1+cnn-lite2+visterms, test_explain)."""
-    from test_explain import default_system
+    from fakes import default_system
 
     with pytest.MonkeyPatch.context() as mp:
         use_fake_embedder(mp)  # as `server`: both may be up at once
@@ -144,7 +93,7 @@ def cnn_server(tmp_path_factory):
         system = default_system(root)
         app = create_app(build_index(root, system), system=system,
                          allowed_hosts=LOOPBACK_NAMES)
-        yield from _run(app, free_port())
+        yield from serve_in_thread(app)
 
 
 def test_overlay_on_the_default_model(cnn_server, browser):

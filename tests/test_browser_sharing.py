@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import CHROMEDRIVER, CHROMIUM  # noqa: F401 - skips where Chromium is absent
+from conftest import chromium_or_skip, serve_in_thread, wait
 
-webdriver = pytest.importorskip("selenium.webdriver")
+webdriver = chromium_or_skip()
 
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from pamir.server import create_app  # noqa: E402
 from pamir.server.sharing import Sharing  # noqa: E402
-from test_browser import browser, wait  # noqa: E402, F401 - the module's Chromium fixture
-from test_server_sharing import TOKENS, indexed_with_model, serve  # noqa: E402
+from fakes import TOKENS, indexed_with_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +25,7 @@ def shared(tmp_path_factory):
     index_dir, model_dir, system = indexed_with_model(tmp_path_factory.mktemp("browser-sharing"))
     app = create_app(index_dir, model_dir, system=system, sharing=Sharing(dict(TOKENS)),
                      warm_mapping=False)
-    yield from serve(app)
+    yield from serve_in_thread(app, "127.0.0.2")
 
 
 def test_the_token_url_sets_an_httponly_cookie_and_the_page_works(shared, browser):

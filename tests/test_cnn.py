@@ -33,12 +33,8 @@ def reference_picture() -> np.ndarray:
     return img
 
 
-@pytest.fixture(scope="module", autouse=True)
-def onnx_cache(tmp_path_factory):
-    """The exported .onnx goes under the default cache folder: a temporary one here."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("pamir-cache")))
-        yield
+# the exported .onnx goes under the default cache folder: a temporary one here
+pytestmark = pytest.mark.usefixtures("cache_of_the_module")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import dask  # noqa: E402
 
 from pamir.index_job import BatchesFailed, DaskTransform, transform_batch  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
-from test_product import generated_collection  # noqa: E402
+from pictures import coloured_pictures  # noqa: E402
 
 # The kill switch below runs on the workers: send this module's functions by value (the
 # workers cannot import the tests folder).
@@ -31,7 +31,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 def make_collection(root: Path, n: int = 48) -> Path:
     """n small generated pictures (plain or striped colours), their captions table, and one
     file that is no picture."""
-    table = generated_collection(root, n)
+    table = coloured_pictures(root, n, digits=2)
     (root / "junk.png").write_bytes(b"\x00not a picture" * 10)  # recorded as unreadable
     return table
 
@@ -41,7 +41,7 @@ def system_dir(tmp_path_factory):
     """(model folder, pictures folder): a tiny real visterms + PAMIR system."""
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     root = tmp_path_factory.mktemp("dask")
     table = make_collection(root / "pictures")
@@ -169,7 +169,7 @@ def test_fit_features_on_the_cluster_equal_in_process(system_dir, client, tmp_pa
     from pamir.features import FeatureSettings
     from pamir.distributed import on_cluster
     from pamir.models.base import load_directory
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     _, pictures = system_dir
     coll = load_collection(pictures / "captions.tsv")
@@ -230,8 +230,8 @@ def test_a_bare_folder_and_its_text_on_the_cluster_equal_in_process(client, tmp_
 
     import skimage.data
     from PIL import Image
-    from test_ocr import paint
-    from test_product import run
+    from fakes import run
+    from pictures import paint
 
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
     folder = tmp_path / "bare"

@@ -10,70 +10,19 @@ import scipy.sparse as sp
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from pamir.features import FeatureSettings
 from pamir.features.cnn import CNNRepresentation, CNNSettings, prepare_picture
 from pamir.features.cnn_maps import (cell_boxes, crop_box, map_contributions, pool, regions,
                                      view_contributions)
 from pamir.features.cnn_network import feature_map
 from pamir.features.images import read_bytes
-from pamir.features.registry import make_representation
-from pamir.models.pamir import PAMIR
 from pamir.server import create_app
 from pamir.server.explain import explanation, heat_map
 from pamir.system import System
-
-DEFAULT = "cnn+cnn-lite1+cnn-lite2+visterms"  # config.DEFAULT_REPRESENTATIONS' first choice
-VOCAB = ["red", "green", "blue", "sky", "stripes"]
-SMALL = CNNSettings(short_side=64, engine="torch", batch_size=4, n_jobs=1)
+from fakes import DEFAULT, SMALL, VOCAB, default_system
+from pictures import disc_picture
 
 
-@pytest.fixture(scope="module", autouse=True)
-def onnx_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("pamir-cache")))
-        yield
-
-
-def picture(seed: int, size=(48, 72)) -> np.ndarray:
-    """A coloured background with a disc and stripes at places that depend on the seed."""
-    rng = np.random.default_rng(seed)
-    h, w = size
-    y, x = np.mgrid[0:h, 0:w]
-    a = np.empty((h, w, 3), np.float32)
-    a[:] = rng.integers(20, 235, 3)
-    cy, cx, r = rng.integers(0, h), rng.integers(0, w), rng.integers(6, 16)
-    a[(x - cx) ** 2 + (y - cy) ** 2 < r ** 2] = rng.integers(0, 255, 3)
-    a[(x // 4 % 2 == 0) & (y > h // 2)] = 250
-    a += rng.normal(0, 8, a.shape)
-    return np.clip(a, 0, 255).astype(np.uint8)
-
-
-def make_pictures(folder, n=10) -> list:
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i in range(n):
-        p = folder / f"p{i:02d}.png"
-        Image.fromarray(picture(i, (48, 72) if i % 3 else (72, 48))).save(p)
-        paths.append(p)
-    return paths
-
-
-def default_system(root, name: str = DEFAULT, weights=(1.0, 0.7, 0.7, 0.5)) -> System:
-    """A system of the default model's shape: the default four views (CNN views run by eager
-    torch, visterms on a small codebook), fitted on generated pictures, and a PAMIR with a
-    random W (exactness does not depend on training)."""
-    paths = make_pictures(root / "pictures")
-    settings = FeatureSettings(short_side=48, n_visterms=16, n_colours=8, kmeans_iterations=4,
-                               colour_max_pictures=60)
-    rep = make_representation(name, feature_settings=settings, cnn_settings=SMALL,
-                              weights=list(weights)[:len(name.split("+"))], progress=False,
-                              sift_visterms=8)
-    rep.fit(paths)
-    X = rep.transform(paths).X
-    model = PAMIR()
-    model.W_ = np.random.default_rng(0).normal(0, 1, (len(VOCAB), X.shape[1])).astype(np.float32)
-    idf = np.linspace(1.0, 2.0, len(VOCAB))
-    return System(rep, model, VOCAB, idf)
+pytestmark = pytest.mark.usefixtures("cache_of_the_module")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +82,7 @@ def test_regions_are_the_trunks():
 @pytest.mark.parametrize("flip", [False, True])
 def test_the_map_pools_to_the_representations_vector(tmp_path, flip):
     path = tmp_path / "odd.png"
-    Image.fromarray(picture(4, (37, 61))).save(path)
+    Image.fromarray(disc_picture(4, (37, 61))).save(path)
     settings = SMALL.replace(regions=2, flip=flip)
     F = feature_map(prepare_picture(read_bytes(path), settings.short_side), settings)
     assert F.shape == (1280, 2, 4)  # 64 x 106 pixels: ceil(/ 32)
@@ -167,7 +116,7 @@ def test_heat_map_keeps_the_total():
 
 def test_default_model_explanation_adds_up_to_the_linear_score(system, tmp_path):
     path = tmp_path / "seen.png"
-    Image.fromarray(picture(11, (60, 90))).save(path)
+    Image.fromarray(disc_picture(11, (60, 90))).save(path)
     q = np.array([1.0, 0.0, 0.5, 0.0, 0.8])
     linear = float(system.transform_paths([path])[0][0] @ q)
     ex = explanation(system, str(path), q)
@@ -199,7 +148,7 @@ def test_a_view_with_no_place_is_counted_not_placed(tmp_path):
 
 
 def test_the_route_explains_a_cnn_model(system, tmp_path, monkeypatch):
-    from test_server import build_index
+    from fakes import build_index
 
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")  # the query's words are the vocabulary's
 
@@ -221,7 +170,7 @@ def test_the_route_explains_a_cnn_model(system, tmp_path, monkeypatch):
 
 def test_view_contributions_place_cells_on_the_displayed_picture(tmp_path):
     path = tmp_path / "wide.png"
-    Image.fromarray(picture(3, (20, 100))).save(path)  # 5:1, cropped to 60 x 20
+    Image.fromarray(disc_picture(3, (20, 100))).save(path)  # 5:1, cropped to 60 x 20
     rep = rep_with_stats(SMALL, np.random.default_rng(0))
     v = view_contributions(rep, path, np.ones(1280))
     assert (v["width"], v["height"]) == (100, 20)
@@ -232,7 +181,7 @@ def test_view_contributions_place_cells_on_the_displayed_picture(tmp_path):
 def test_a_mixed_model_explains_its_neighbour_part_by_the_voters(system, tmp_path, monkeypatch):
     """Issue 26: the map explains the linear part; the captioned pictures that voted for the
     query's words explain the neighbour part, with their page ids where the index holds them."""
-    from test_server import build_index
+    from fakes import build_index
 
     from pamir.models.neighbours import LabelTransfer, Neighbours, mix_stats, view_of
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from test_metadata import exiftool, picture  # noqa: E402 - the metadata tests' writers
+from pictures import exiftool, picture
 
 pytest.importorskip("dlib")
 from pamir.people import (NAME_DISTANCE, Face, FaceFinder, Region, assign, find_faces,  # noqa: E402

@@ -14,8 +14,9 @@ from pamir.index import Index
 from pamir.index.reading import FACT_PROBABILITY
 from pathlib import Path
 
-from test_product import fake  # noqa: F401 - a fixture
-from test_server import FakeSystem, make_pictures
+
+from fakes import FakeSystem
+from pictures import make_pictures
 
 
 @pytest.fixture(autouse=True)
@@ -190,7 +191,7 @@ def test_the_cli_and_the_api_find_a_keyword_and_show_why(fake, tmp_path):
     from fastapi.testclient import TestClient
 
     from pamir.server import create_app
-    from test_product import run
+    from fakes import run
 
     model, pictures = fake
     table = pictures / "captions.tsv"

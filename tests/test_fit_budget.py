@@ -10,10 +10,10 @@ import pytest
 from pamir.features import FeatureSettings
 from pamir.models.pamir import (BUDGET_EVALUATIONS, BUDGET_MAX_UPDATES, BUDGET_MIN_UPDATES,
                                 PAMIR)
-from pamir.system import (SMALL_FOLDER_PICTURES, System, fit_system, representation_candidates,
-                          small_folder_candidates)
-from test_fit_speed import LOOKS
-from test_selection import striped_collection
+from pamir.system import System
+from pamir.training import (SMALL_FOLDER_PICTURES, fit_system, representation_candidates,
+                            small_folder_candidates)
+from pictures import LOOKS, striped_collection
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)

@@ -5,14 +5,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pamir import system as system_module
+from pamir.training import selecting
 from pamir.features import FeatureSettings, registry
 from pamir.features.registry import Concatenation
 from pamir.models import pamir as pamir_module
 from pamir.models.pamir import PAMIR, Pictures
-from pamir.system import fit_system
-from test_fit_speed import LOOKS, vectors
-from test_selection import striped_collection
+from pamir.training import fit_system
+from pictures import LOOKS, striped_collection, vectors
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)
@@ -44,7 +43,7 @@ def test_letting_the_features_go_during_the_grid_changes_nothing(folder, tmp_pat
               retrain=True, representation=["visterms", "visterms+visterms"])
     params = {"n_updates": 2_000, "eval_every": 500}
     let_go = fit_system(folder, "pamir", SETTINGS, params, **kw)
-    monkeypatch.setattr(system_module, "_hold_features", lambda inputs, candidates: True)
+    monkeypatch.setattr(selecting, "_hold_features", lambda inputs, candidates: True)
     held = fit_system(folder, "pamir", SETTINGS, params, **kw)
     assert np.array_equal(let_go.model.W_, held.model.W_)
     for key in ("representation", "params", "valid_avgp", "ensemble", "retrained"):

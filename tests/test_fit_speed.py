@@ -12,23 +12,12 @@ from pamir.features import FeatureSettings
 from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR
 from pamir.selection import select
-from pamir.system import System, fit_system
-from test_selection import striped_collection
+from pamir.system import System
+from pamir.training import fit_system
+from pictures import LOOKS, striped_collection, vectors
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)
-LOOKS = {"sun": (230, 200, 30), "sea": (20, 60, 200), "grass": (40, 170, 40),
-         "night": (15, 15, 25)}
-
-
-def vectors(n, seed):
-    """Pictures as dense vectors that show their words (plus noise), captions of 1-3 words."""
-    rng = np.random.default_rng(seed)
-    T, D = 6, 24
-    Y = (rng.random((n, T)) < 0.3).astype(np.float64)
-    Y[np.arange(n), rng.integers(0, T, n)] = 1
-    X = Y @ rng.normal(size=(T, D)) + 0.5 * rng.normal(size=(n, D))
-    return X.astype(np.float32), sp.csr_matrix(Y)
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,7 @@ def test_new_formats_are_found_indexed_and_thumbnailed(tmp_path):
 
     from pamir.index import Index
     from pamir.server import create_app
-    from test_server import VOCAB
+    from fakes import VOCAB
 
     pics = tmp_path / "pics"
     pics.mkdir()

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from pamir.cli import app
 from pamir.index import Index, IndexDirError
 from pamir.models.pamir import PAMIR
-from pamir.system import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
+from pamir.online import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
                           neighbour_scores)
-from test_product import SHAPES, generated_collection
+from pictures import COLOURS, coloured_pictures
 
 runner = CliRunner()
 
@@ -131,9 +131,10 @@ def test_pamir_learn_teaches_a_new_word(tmp_path, monkeypatch):
     import pamir.features.extract as extract
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import System, fit_system
+    from pamir.system import System
+    from pamir.training import fit_system
 
-    table = generated_collection(tmp_path / "pictures", n=48)
+    table = coloured_pictures(tmp_path / "pictures", n=48, digits=2)
     lines = table.read_text().splitlines()
     (tmp_path / "pictures" / "train.tsv").write_text("\n".join(
         [lines[0]] + [line.replace(" stripes", "") for line in lines[1:]]) + "\n")
@@ -152,7 +153,7 @@ def test_pamir_learn_teaches_a_new_word(tmp_path, monkeypatch):
     r = runner.invoke(app, ["search", "stripes", "--index", str(ix)])
     assert r.exit_code == 2 and "vocabulary" in r.output, r.output
 
-    new = generated_collection(tmp_path / "new", n=10)  # captioned with "stripes"
+    new = coloured_pictures(tmp_path / "new", n=10, digits=2)  # captioned with "stripes"
     computed = []
     histograms = extract.block_histograms
     monkeypatch.setattr(extract, "block_histograms",
@@ -178,4 +179,4 @@ def test_pamir_learn_teaches_a_new_word(tmp_path, monkeypatch):
     r = runner.invoke(app, ["index", str(model), str(tmp_path / "pictures"), "--index", str(ix),
                             "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["added"] == 0
-    assert set(SHAPES) <= set(learnt.vocabulary)
+    assert set(COLOURS) <= set(learnt.vocabulary)

@@ -1,20 +1,18 @@
 """pamir as a library: `import pamir` stays light, its names resolve, and the README's "Use
 from Python" example runs as written on generated pictures."""
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PIL import Image
 
 import pamir
+from pictures import captioned_photos
 
 ROOT = Path(__file__).resolve().parents[1]
-COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210)}
 
 
 def test_import_pamir_loads_nothing_heavy():
@@ -41,32 +39,13 @@ def readme_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def photos(folder: Path, n: int = 36, seed: int = 3) -> None:
-    """Pictures whose captions are in their sidecars (Google Takeout's NAME.EXT.json), as a
-    folder of a person's own pictures carries them."""
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True)
-    for i in range(n):
-        colour = list(COLOURS)[i % len(COLOURS)]
-        striped = (i // len(COLOURS)) % 2 == 0
-        a = np.empty((40, 48, 3), np.float32)
-        a[:] = COLOURS[colour]
-        a += rng.normal(0, 12, a.shape)
-        if striped:
-            a[:, (np.arange(48) // 4) % 2 == 0] = 250
-        name = f"p{i:03d}.png"
-        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(folder / name)
-        words = f"{colour} {'stripes' if striped else 'plain'}"
-        (folder / f"{name}.json").write_text(json.dumps({"description": words}))
-
-
 def test_the_readme_example_runs(tmp_path, monkeypatch, capsys):
     """The example as written, in a folder holding `photos/` and `new.jpg`. Two changes only:
     the query names the generated pictures' words, and fit_system gets small settings (the
     defaults fit three CNN views and a 15-point grid: minutes, not a test's seconds)."""
     from pamir.features import FeatureSettings
 
-    photos(tmp_path / "photos")
+    captioned_photos(tmp_path / "photos")
     Image.open(tmp_path / "photos" / "p000.png").convert("RGB").save(tmp_path / "new.jpg")
     monkeypatch.chdir(tmp_path)
     fit = pamir.fit_system

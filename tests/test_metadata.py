@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from pamir.data import caption_sources, load_collection, load_folder
 from pamir.metadata import MAX_XMP_BYTES, read_metadata
+from pictures import exiftool, picture, write_packet
 
 pytestmark = pytest.mark.skipif(shutil.which("exiftool") is None,
                                 reason="exiftool not installed (.ci/run installs it)")
@@ -22,24 +22,6 @@ pytestmark = pytest.mark.skipif(shutil.which("exiftool") is None,
 def no_embedding_model(monkeypatch):
     """Words outside the vocabulary stay unknown; the server loads no embedding model."""
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
-
-
-def picture(path: Path, colour=(200, 40, 40), size=(24, 32)) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    a = np.zeros((*size, 3), np.uint8)
-    a[:] = colour
-    if path.suffix.lower() == ".heic":
-        import pillow_heif
-
-        pillow_heif.register_heif_opener()
-    Image.fromarray(a).save(path)
-    return path
-
-
-def exiftool(path: Path, *tags: str) -> Path:
-    subprocess.run(["exiftool", "-q", "-q", "-overwrite_original", *tags, str(path)],
-                   check=True)
-    return path
 
 
 @pytest.mark.parametrize("tags, words, source", [
@@ -115,16 +97,6 @@ def test_a_table_wins_over_sidecars_and_unlisted_pictures_stay_uncaptioned(tmp_p
     assert read_metadata(p).caption == ("embedded",)
 
 
-def write_packet(path: Path, packet: bytes) -> Path:
-    """A PNG whose XMP is exactly `packet` (an iTXt chunk, as exiftool writes it)."""
-    from PIL import PngImagePlugin
-
-    info = PngImagePlugin.PngInfo()
-    info.add_itxt("XML:com.adobe.xmp", packet.decode("latin-1"))
-    Image.new("RGB", (8, 8)).save(path, pnginfo=info)
-    return path
-
-
 BOMB = b"""<?xml version="1.0"?>
 <!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">
 <!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;"><!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">
@@ -190,7 +162,7 @@ def dated_pictures(root: Path) -> dict[str, Path]:
 
 def test_index_keeps_captions_and_dates_and_sees_sidecar_changes(tmp_path):
     from pamir.index import Index
-    from test_server import FakeSystem
+    from fakes import FakeSystem
 
     system = FakeSystem()
     pics = dated_pictures(tmp_path / "pics")
@@ -239,7 +211,7 @@ def test_search_shows_dates_and_captions_cli_and_api(tmp_path, monkeypatch):
     import pamir.commands.product as product
     from pamir.cli import app
     from pamir.server import create_app
-    from test_server import FakeSystem
+    from fakes import FakeSystem
 
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
     system = FakeSystem()
@@ -286,7 +258,7 @@ def test_an_index_from_before_dates_is_read_then_upgraded(tmp_path):
     import sqlite3
 
     from pamir.index import Index
-    from test_server import FakeSystem
+    from fakes import FakeSystem
 
     system = FakeSystem()
     dated_pictures(tmp_path / "pics")
@@ -315,10 +287,11 @@ def test_pamir_fit_folder_learns_what_pamir_fit_table_does(tmp_path):
     (XMP dc:subject, written by exiftool into the PNGs): the same model, array for array."""
     from typer.testing import CliRunner
 
-    from conftest import fit_argv, model_arrays, reliability_pictures
+    from conftest import fit_argv, model_arrays
+    from pictures import coloured_pictures
     from pamir.cli import app
 
-    table = reliability_pictures(tmp_path / "pics", n=24, seed=5, size=(32, 40))
+    table = coloured_pictures(tmp_path / "pics", n=24, seed=5, size=(32, 40))
     rows = [line.split("\t") for line in table.read_text().splitlines()[1:]]
     args = []
     for name, words in rows:

@@ -11,8 +11,9 @@ import scipy.sparse as sp
 from pamir.data import Collection
 from pamir.features.cnn import CNNSettings
 from pamir.models.neighbours import LabelTransfer, Neighbours, mix_stats, mixed, view_of
-from pamir.system import System, apply_delta, fit_system, learn, neighbour_views
-from test_system import fitted, folder  # noqa: F401 - fixtures: a small visterm system
+from pamir.online import apply_delta, learn
+from pamir.system import System
+from pamir.training import fit_system, neighbour_views
 
 WORDS = ["sky", "sea", "sand", "snow"]
 
@@ -200,8 +201,8 @@ def test_learn_and_kept_feedback_add_voters_at_once(xor_system):
     assert len(system.neighbours.transfer) == before + 3 and again[sea] < 0.01
 
 
-def test_save_and_load_keep_the_neighbours(fitted, tmp_path):  # noqa: F811
-    collection, system, cache = fitted
+def test_save_and_load_keep_the_neighbours(looks_system, tmp_path):
+    collection, system, cache = looks_system
     F, ok, _ = system.features(collection.paths[:30])
     plain = system.transform_features(F, ok)
     # a visterm system has no CNN view; any columns make a view for this round trip

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 pytest.importorskip("rapidocr")
 
@@ -18,42 +18,7 @@ from pamir.facts import Fact, fold  # noqa: E402
 from pamir.features import images  # noqa: E402
 from pamir.ocr import (OcrSettings, TextLine, TextReader, bundled_models,  # noqa: E402
                        fingerprint, phrase, read_texts, text_facts)
-
-SIZE = (640, 427)
-
-
-def font(name: str, size: int) -> ImageFont.FreeTypeFont:
-    """matplotlib's DejaVu fonts: installed wherever the tests run ([dev])."""
-    import matplotlib
-
-    return ImageFont.truetype(
-        str(Path(matplotlib.__file__).parent / "mpl-data" / "fonts" / "ttf" / name), size)
-
-
-def backdrop(seed: int = 0) -> Image.Image:
-    """A smooth, textured picture with nothing written on it."""
-    rng = np.random.default_rng(seed)
-    small = rng.normal(125, 45, (SIZE[1] // 16, SIZE[0] // 16, 3)).clip(0, 255)
-    return Image.fromarray(small.astype(np.uint8)).resize(SIZE, Image.Resampling.BICUBIC)
-
-
-def paint(text: str, face: str, size: int, colour, plate, tilt: float, where=(60, 150),
-          seed: int = 0) -> np.ndarray:
-    """`text` on a plate (or outlined on nothing when plate is None), turned by `tilt`
-    degrees, on a backdrop; (H, W, 3) uint8 RGB."""
-    f = font(face, size)
-    stroke = 0 if plate else 2
-    left, top, right, bottom = f.getbbox(text, stroke_width=stroke)
-    pad = size // 3
-    sign = Image.new("RGBA", (right - left + 2 * pad, bottom - top + 2 * pad),
-                     (*plate, 255) if plate else (0, 0, 0, 0))
-    ImageDraw.Draw(sign).text((pad - left, pad - top), text, font=f, fill=(*colour, 255),
-                              stroke_width=stroke, stroke_fill=(0, 0, 0, 255))
-    sign = sign.rotate(tilt, expand=True, resample=Image.Resampling.BICUBIC)
-    im = backdrop(seed)
-    im.paste(sign, where, sign)
-    return np.asarray(im)
-
+from pictures import backdrop, font, paint  # noqa: E402
 
 @pytest.fixture(scope="module")
 def reader():
@@ -262,7 +227,8 @@ def test_read_texts_as_the_index_pass_reader_makes_painted_words_searchable(tmp_
     found by a word, a quoted phrase (stop words and all) and the text: filter."""
     from pamir.index import Index
     from pamir.index.passes import run_pass
-    from test_server import FakeSystem, make_pictures
+    from fakes import FakeSystem
+    from pictures import make_pictures
 
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
     folder = tmp_path / "pictures"
@@ -294,8 +260,9 @@ def test_pamir_index_reads_the_text_after_the_pictures_and_no_text_turns_it_off(
     import json
 
     import pamir.commands.product as product
-    from test_product import run
-    from test_server import FakeSystem, make_pictures
+    from fakes import run
+    from fakes import FakeSystem
+    from pictures import make_pictures
 
     model = tmp_path / "model"
     model.mkdir()

@@ -2,7 +2,8 @@
 counts (GET /api/places, a country's other forms one entry, its query finds its pictures),
 a hit's and a picture's place beside the date, a picture's lines of text with their boxes
 (GET /api/pictures/{id}), on real files: GPS written by exiftool, words painted and read by
-the OCR pass."""
+the OCR pass; in a real headless Chromium, the places as a way in and the text outlined;
+`pamir annotate`'s place and text."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_the_lines_of_a_pictures_text_facts_each_once_in_reading_order():
 # ------------------------------------------------------------------------------ the API
 
 def paint_sign(path: Path) -> Path:
-    from test_ocr import paint
+    from pictures import paint
 
     Image.fromarray(paint("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20),
                           (240, 232, 205), 0, where=(60, 150))).save(path, quality=92)
@@ -87,9 +88,8 @@ def build_places_and_text(tmp_path: Path):
     from pamir.index import Index
     from pamir.index.passes import run_pass
     from pamir.ocr import read_texts
-    from test_places import gps_tags
-    from test_metadata import exiftool, picture
-    from test_server import FakeSystem, make_pictures
+    from fakes import FakeSystem
+    from pictures import exiftool, gps_tags, make_pictures, picture
 
     folder = tmp_path / "pictures"
     make_pictures(folder)
@@ -148,7 +148,7 @@ def test_the_api_lists_places_and_shows_place_and_text(indexed):
 
 def test_no_places_is_an_empty_list(tmp_path):
     from pamir.server import create_app
-    from test_server import FakeSystem, build_index
+    from fakes import FakeSystem, build_index
 
     system = FakeSystem()
     with TestClient(create_app(build_index(tmp_path, system), system=system,
@@ -222,3 +222,76 @@ def test_fact_keywords_put_places_nearest_first_and_the_surest_words_first():
         ("Kamigyō-ku", "place"), ("Kyoto", "place"), ("Japan", "place"),
         ("bakery", "text"), ("bread", "text")]
     assert records[3]["confidence"] == 0.97
+
+
+# ------------------------------------------------------------------------------ the page
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """The server of `build_places_and_text`'s index, as `pamir serve` runs it."""
+    from conftest import serve_in_thread
+
+    from pamir.commands.product import LOOPBACK_NAMES
+    from pamir.server import create_app
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAMIR_EMBEDDINGS", "0")
+        index_dir, system = build_places_and_text(tmp_path_factory.mktemp("browser-places"))
+        app = create_app(index_dir, system=system, allowed_hosts=LOOPBACK_NAMES,
+                         warm_mapping=False)
+        yield from serve_in_thread(app)
+
+
+def test_a_place_is_a_way_in_and_hits_say_where(page, browser):
+    from conftest import wait
+    from selenium.webdriver.common.by import By
+
+    browser.get(page + "/")
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#places .place"))
+    assert browser.find_element(By.ID, "places").get_attribute("open") is not None
+    places = {b.find_element(By.CLASS_NAME, "place-name").text:
+              b.find_element(By.CLASS_NAME, "count").text
+              for b in browser.find_elements(By.CSS_SELECTOR, "#places .place")}
+    assert places["Kyoto"] == "2" and places["United Kingdom"] == "1"
+    next(b for b in browser.find_elements(By.CSS_SELECTOR, "#places .place")
+         if b.find_element(By.CLASS_NAME, "place-name").text == "Kyoto").click()
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) == 2)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "place:kyoto"
+    assert "q=place%3Akyoto" in browser.current_url
+    assert "2 of 12 pictures for “place:kyoto”" in browser.find_element(By.ID, "message").text
+    cards = browser.find_elements(By.CSS_SELECTOR, "#results .hit")
+    wheres = [c.find_element(By.CLASS_NAME, "where") for c in cards]
+    assert {w.text for w in wheres} == {"Kamigyō-ku"}
+    assert all("Japan" in w.get_attribute("title") for w in wheres)
+    assert any(c.find_elements(By.CLASS_NAME, "taken") for c in cards)  # temple.jpg's date
+
+
+def test_the_detail_view_outlines_the_text_read_on_a_picture(page, browser):
+    from conftest import wait
+    from selenium.webdriver.common.by import By
+
+    browser.get(page + "/?q=text%3Abread")
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .hit"))
+    browser.find_elements(By.CSS_SELECTOR, "#results .hit .open")[0].click()
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#text-lines li"))
+    assert [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#text-lines li")] == [
+        "FRESH BREAD"]
+    assert "London" in browser.find_element(By.ID, "detail-taken").text
+    wait(browser).until(lambda d: d.execute_script(
+        "const i = document.getElementById('detail-img'); return i.complete && i.naturalWidth"))
+    # the outline lies where the words are on the picture as drawn: its box's fractions of
+    # the drawn picture (a 640 x 427 picture, painted at (60, 150))
+    where = browser.execute_script("""
+        const img = document.getElementById('detail-img');
+        const r = document.querySelector('#detail-text rect').getBoundingClientRect();
+        const i = img.getBoundingClientRect();
+        const s = Math.min(i.width / img.naturalWidth, i.height / img.naturalHeight);
+        const w = img.naturalWidth * s, h = img.naturalHeight * s;
+        const left = i.left + (i.width - w) / 2, top = i.top + (i.height - h) / 2;
+        return [(r.left - left) / w, (r.top - top) / h, (r.right - left) / w,
+                (r.bottom - top) / h];""")
+    x0, y0, x1, y1 = where
+    assert 0.05 < x0 < 0.15 and 0.3 < y0 < 0.42 and 0.6 < x1 < 0.85 and y0 < y1 < 0.6, where
+    # the toggle hides the outline
+    browser.find_element(By.ID, "show-text").click()
+    assert not browser.find_element(By.ID, "detail-text").is_displayed()

@@ -80,7 +80,8 @@ def test_a_fitted_cnn_system_keeps_its_prior_and_scores_with_it(tmp_path):
 
     from pamir.data import load_collection
     from pamir.features.cnn import CNNSettings
-    from pamir.system import System, fit_system
+    from pamir.system import System
+    from pamir.training import fit_system
 
     folder = tmp_path / "pics"
     folder.mkdir()

@@ -12,41 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from typer.testing import CliRunner
 
 import pamir.commands.product as product
-from pamir.cli import app
-from test_server import FakeSystem, make_pictures, use_fake_embedder
-
-runner = CliRunner()
+from fakes import run, use_fake_embedder
+from pictures import COLOURS, coloured_pictures
 
 
 @pytest.fixture(autouse=True)
 def no_embedding_model(monkeypatch):
     """Words outside the vocabulary stay unknown unless a test maps them."""
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
-
-
-def run(*args, ok=True):
-    r = runner.invoke(app, [str(a) for a in args])
-    if ok:
-        assert r.exit_code == 0, r.output + repr(r.exception)
-    return r
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    """A model folder (model.json marks one) whose loading gives the stand-in system."""
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "model.json").write_text('{"fake": 1}')
-    system = FakeSystem()
-    monkeypatch.setattr(product, "load_system", lambda path: system)
-    monkeypatch.delenv("PAMIR_INDEX", raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    pictures = tmp_path / "pictures"
-    make_pictures(pictures)
-    return model, pictures
 
 
 def test_index_then_search(fake, tmp_path):
@@ -200,40 +175,15 @@ def test_annotate_reports_unreadable(fake, tmp_path):
     assert "red-1.png" in r.stdout
 
 
-# ---------------------------------------------------------------------------- the real thing
-SHAPES = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
-          "yellow": (230, 220, 40)}
-
-
-def generated_collection(root: Path, n: int = 60) -> Path:
-    """n pictures of coloured backgrounds, half with stripes, and a captions table."""
-    rng = np.random.default_rng(0)
-    root.mkdir(parents=True)
-    rows = ["path\tkeywords"]
-    names = list(SHAPES)
-    for i in range(n):
-        colour = names[i % len(names)]
-        striped = (i // len(names)) % 2 == 0
-        a = np.empty((48, 64, 3), np.float32)
-        a[:] = SHAPES[colour]
-        a += rng.normal(0, 12, a.shape)
-        if striped:
-            a[:, (np.arange(64) // 4) % 2 == 0] = 250
-        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / f"p{i:02d}.png")
-        rows.append(f"p{i:02d}.png\t{colour} {'stripes' if striped else 'plain'}")
-    (root / "captions.tsv").write_text("\n".join(rows) + "\n")
-    return root / "captions.tsv"
-
-
 @pytest.fixture(scope="module")
 def real_model(tmp_path_factory):
     """A real PAMIR system fitted on 60 generated captioned pictures (a few seconds)."""
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     root = tmp_path_factory.mktemp("real")
-    table = generated_collection(root / "pictures")
+    table = coloured_pictures(root / "pictures", digits=2)
     settings = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                                colour_max_pictures=60)
     system = fit_system(load_collection(table), "pamir", settings,
@@ -272,7 +222,7 @@ def test_fit_index_search_annotate_explain(real_model, tmp_path):
     # Annotation of a new picture the system never saw.
     new = tmp_path / "new.png"
     a = np.empty((48, 64, 3), np.float32)
-    a[:] = SHAPES["green"]
+    a[:] = COLOURS["green"]
     a += np.random.default_rng(5).normal(0, 12, a.shape)  # as noisy as the training pictures
     a[:, (np.arange(64) // 4) % 2 == 0] = 250
     Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(new)
@@ -298,7 +248,7 @@ def test_an_index_refuses_a_model_of_another_representation(real_model, tmp_path
     names both representations and the way out (--rebuild), and nothing indexed is lost."""
     from pamir.data import load_collection
     from pamir.features import FeatureSettings
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     pictures, ix = real_model / "pictures", tmp_path / "ix"
     cnn_model = tmp_path / "cnn-model"

@@ -155,7 +155,7 @@ def test_the_class_bridge_of_a_cnn_index(tmp_path, monkeypatch):
     """An index of a CNN representation also stores the classifier's class probabilities; a
     word outside the vocabulary that names a class is answered with them."""
     from pamir.system import index_transform
-    from test_server import FakeEmbedder, use_fake_embedder
+    from fakes import FakeEmbedder, use_fake_embedder
 
     use_fake_embedder(monkeypatch)
     vocab = ["red", "green", "blue", "sky", "stripes"]

@@ -12,7 +12,7 @@ import pytest
 
 from pamir import config
 from pamir.selection import Eliminated, Race, default_point, guarded_choice, select
-from test_fit_speed import vectors
+from pictures import vectors
 
 
 @pytest.fixture(scope="module")

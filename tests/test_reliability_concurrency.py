@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import pamir_command_raw
+from fakes import name_vector
 
 T = 12
 VOCAB = [f"w{t}" for t in range(T)]
@@ -29,15 +30,14 @@ SECONDS = float(os.environ.get("PAMIR_RELIABILITY_CONCURRENCY_SECONDS", "4"))
 
 def vector_of(path: str) -> np.ndarray:
     """The vector the writer stores for a picture: a function of its name only."""
-    n = int(Path(path).stem.split("-")[-1]) + 1000 * int(Path(path).stem.split("-")[0][1:])
-    return np.random.default_rng(n).random(T).astype(np.float32)
+    return name_vector(path, T)
 
 
 WRITER = r'''
 import sys, time, numpy as np
 from pathlib import Path
 sys.path.insert(0, {tests!r})
-from test_reliability_concurrency import vector_of
+from fakes import name_vector
 from pamir.index import Index
 ix = Index.open({ix!r}, writable=True)
 print("writing", flush=True)
@@ -48,7 +48,7 @@ while time.time() < end:
     paths = [f"/nowhere/r{{r}}-{{j}}.png" for j in range(7 + r % 5)]
     entries = [{{"path": p, "size": 1, "mtime_ns": r, "hash": f"{{r}}-{{j}}"}}
                for j, p in enumerate(paths)]
-    ids[r] = ix.add(entries, np.stack([vector_of(p) for p in paths]))
+    ids[r] = ix.add(entries, np.stack([name_vector(p, {T}) for p in paths]))
     if r >= 3:
         ix.remove(ids.pop(r - 3))
     r += 1
@@ -58,7 +58,7 @@ print("rounds", r, flush=True)
 
 
 def start_writer(ix: Path, seconds: float):
-    code = WRITER.format(tests=str(Path(__file__).parent), ix=str(ix), seconds=seconds)
+    code = WRITER.format(tests=str(Path(__file__).parent), ix=str(ix), seconds=seconds, T=T)
     p = pamir_command_raw(code, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "writing", p.stderr.read()
     return p
@@ -172,7 +172,7 @@ def test_readers_never_see_a_torn_state(index_dir, tmp_path):
     reader.close()
     out, err = writer.communicate(timeout=30)
     assert writer.returncode == 0, err
-    from test_reliability_crash import record
+    from conftest import record
 
     record("concurrency", {"seconds": SECONDS, "writer_rounds": int(out.split()[-1]),
                            "exact_answers": answers[0], "wrong_answers": len(errors),
@@ -219,11 +219,11 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_ones_lock_recov
 def test_a_killed_pamir_index_leaves_a_lock_the_next_run_takes(tiny_system, fork_server,
                                                                tmp_path):
     """The real command: killed mid-run while holding the lock, then run again."""
-    from conftest import reliability_pictures
+    from pictures import coloured_pictures
 
     _, model, _, _ = tiny_system
     pictures = tmp_path / "pictures"
-    reliability_pictures(pictures, n=30, seed=9)
+    coloured_pictures(pictures, n=30, seed=9)
     ix = tmp_path / "ix"
     status, _ = fork_server.run(["index", model, pictures, "--index", ix, "--batch", "5"],
                                 kill_after=1.0)

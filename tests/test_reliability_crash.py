@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import fit_argv, pamir_command_raw, reliability_pictures, same_model
+from conftest import fit_argv, index_vectors, pamir_command_raw, record, same_model
+from pictures import coloured_pictures
 
 INDEX_KILLS = int(os.environ.get("PAMIR_RELIABILITY_INDEX_KILLS", "20"))
 FIT_KILLS = int(os.environ.get("PAMIR_RELIABILITY_FIT_KILLS", "4"))
@@ -34,24 +35,8 @@ PICTURES = int(os.environ.get("PAMIR_RELIABILITY_PICTURES", "36"))
 SEED = int(os.environ.get("PAMIR_RELIABILITY_SEED", "15"))
 
 
-def record(name: str, result: dict) -> None:
-    """Add a result to the benchmark's report file, when one runs these tests."""
-    out = os.environ.get("PAMIR_RELIABILITY_REPORT")
-    if out:
-        from pamir.storage import locked_json_update
-
-        locked_json_update(out, {name: result})
-
-
 # ------------------------------------------------------------------------------ checks
 INDEX_FILES = {"catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", ".writer.lock"}
-
-
-def index_vectors(ix: Path) -> dict[str, np.ndarray]:
-    from pamir.index import Index
-
-    with Index.open(ix) as index:
-        return {p.path: index.vector(p.id) for p in index.pictures("ok")}
 
 
 def check_index(ix: Path, reference: dict[str, np.ndarray]) -> None:
@@ -107,7 +92,7 @@ def run_index(fork_server, model, pictures, ix, kill_after=None, **env):
 def test_index_killed_at_random_moments_then_rerun(tiny_system, fork_server, tmp_path):
     _, model, _, _ = tiny_system
     pictures = tmp_path / "pictures"
-    reliability_pictures(pictures, n=PICTURES, seed=3)
+    coloured_pictures(pictures, n=PICTURES, seed=3)
     (pictures / "captions.tsv").unlink()
     ref = tmp_path / "reference"
     t0 = time.perf_counter()
@@ -147,7 +132,7 @@ def test_index_killed_while_removing_and_adding(tiny_system, fork_server, tmp_pa
     """An update that drops and adds pictures, killed: the rerun gives exactly the new set."""
     _, model, _, _ = tiny_system
     pictures = tmp_path / "pictures"
-    reliability_pictures(pictures, n=24, seed=4)
+    coloured_pictures(pictures, n=24, seed=4)
     ix = tmp_path / "ix"
     assert run_index(fork_server, model, pictures, ix)[0] == 0
     ref = tmp_path / "reference"
@@ -155,7 +140,7 @@ def test_index_killed_while_removing_and_adding(tiny_system, fork_server, tmp_pa
     for round_ in range(3):
         for p in sorted(pictures.glob("p*.png"))[round_::4]:
             p.unlink()
-        reliability_pictures(pictures / f"new{round_}", n=8, seed=10 + round_)
+        coloured_pictures(pictures / f"new{round_}", n=8, seed=10 + round_)
         status, _ = run_index(fork_server, model, pictures, ix, kill_after=rng.uniform(0.1, 0.8))
         assert run_index(fork_server, model, pictures, ix)[0] == 0
         if ref.exists():
@@ -282,7 +267,7 @@ def test_learn_killed_at_random_moments(tiny_system, fork_server, tmp_path):
 
     _, model0, pictures, _ = tiny_system
     new = tmp_path / "new"
-    table = reliability_pictures(new, n=8, seed=7)
+    table = coloured_pictures(new, n=8, seed=7)
     text = table.read_text().replace("stripes", "stripes zebra")  # a new word too
     table.write_text(text)
     def learn_argv(model, ix):

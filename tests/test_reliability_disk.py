@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import fit_argv, reliability_pictures, same_model
+from conftest import catalog_integrity, clear_message, fit_argv, index_vectors, record, same_model
+from pictures import coloured_pictures
 
 LEVELS = [int(x) for x in os.environ.get("PAMIR_RELIABILITY_DISK_LEVELS",
                                           "0,16,64,108").split(",")]
@@ -78,27 +78,6 @@ def empty(disk: Path) -> Path:
     return disk
 
 
-def clear_message(log: str, path: Path) -> str:
-    """'' if `log` is a clear refusal naming `path`; else what is wrong with it."""
-    if "Traceback" in log:
-        return "a traceback"
-    if "error:" not in log:
-        return "no `error:` line"
-    if str(path) not in log.replace("\n", ""):
-        return f"the message does not name {path}"
-    if "--rebuild" in log:  # --rebuild would throw the whole index away
-        return "the message advises --rebuild, which would discard a whole index"
-    return ""
-
-
-# -------------------------------------------------------------------------- pamir index
-def _vectors(ix: Path) -> dict[str, np.ndarray]:
-    from pamir.index import Index
-
-    with Index.open(ix) as index:
-        return {p.path: index.vector(p.id) for p in index.pictures("ok")}
-
-
 def _answers(ix: Path) -> dict[str, list]:
     """Every one-word query's ranked (path, score) list, through the Index API."""
     from pamir.index import Index
@@ -107,14 +86,6 @@ def _answers(ix: Path) -> dict[str, list]:
         return {w: [(h.path, round(h.score, 5)) for h in
                     index.search(index.parse_query(w, mapping=False), 100)]
                 for w in index.vocabulary}
-
-
-def _integrity(ix: Path) -> str:
-    con = sqlite3.connect(f"file:{ix / 'catalog.sqlite'}?mode=ro", uri=True)
-    try:
-        return con.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        con.close()
 
 
 def _same_vectors(got: dict, want: dict) -> None:
@@ -130,21 +101,21 @@ def index_runs(tiny_system, fork_server, disk, tmp_path_factory):
     _, model, _, _ = tiny_system
     root = tmp_path_factory.mktemp("disk-index")
     pictures = root / "pictures"
-    reliability_pictures(pictures, n=36, seed=21)
+    coloured_pictures(pictures, n=36, seed=21)
     argv = ["index", model, pictures, "--index"]
     env = {"PAMIR_CACHE": str(root / "cache")}  # the feature cache is not on the full disk
     pristine = root / "pristine"
     status, log = fork_server.run([*argv, pristine, "--batch", "6"], env=env)
     assert status == 0, log
-    before_vectors, before_answers = _vectors(pristine), _answers(pristine)
+    before_vectors, before_answers = index_vectors(pristine), _answers(pristine)
     more = root / "more"
-    reliability_pictures(more, n=30, seed=22)
+    coloured_pictures(more, n=30, seed=22)
     for p in more.glob("*.png"):
         shutil.copy(p, pictures / f"m{p.name}")
     full = root / "full"
     status, log = fork_server.run([*argv, full, "--batch", "6"], env=env)
     assert status == 0, log
-    full_vectors = _vectors(full)
+    full_vectors = index_vectors(full)
     assert len(full_vectors) == 66
     runs = []
     empty(disk)
@@ -161,16 +132,14 @@ def index_runs(tiny_system, fork_server, disk, tmp_path_factory):
         except Exception as e:  # noqa: BLE001 - recorded: a test below says what it means
             run["answers_while_full"] = f"{type(e).__name__}: {e}"
         unfill(disk)
-        run["integrity"] = _integrity(ix)
-        run["vectors"] = _vectors(ix)
+        run["integrity"] = catalog_integrity(ix)
+        run["vectors"] = index_vectors(ix)
         run["answers"] = _answers(ix)
         status2, log2 = fork_server.run([*argv, ix, "--batch", "6"], env=env)
         run["rerun"] = (status2, log2)
-        run["rerun_vectors"] = _vectors(ix) if status2 == 0 else None
+        run["rerun_vectors"] = index_vectors(ix) if status2 == 0 else None
         runs.append(run)
     shutil.rmtree(disk / "ix")
-    from test_reliability_crash import record
-
     record("disk_index", {"free_kb_levels": LEVELS, "stopped": sum(r["status"] != 0 for r in
                                                                     runs),
                           "exit_status": [r["status"] for r in runs],
@@ -253,8 +222,6 @@ def test_pamir_fit_on_a_full_disk_keeps_the_previous_model(tiny_system, fit_tabl
     assert not same_model(model, old, with_json=True)
     System.load(model, progress=False)
     assert sorted(p.name for p in disk.iterdir()) == ["model"]
-    from test_reliability_crash import record
-
     record("disk_fit", {"free_kb_levels": FIT_LEVELS, "runs": [
         {"free_kb": f, "exit": s, "message": m} for f, s, m in outcomes]})
 

@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (PamirForkServer, fit_argv, pamir_command, reliability_pictures,
-                      same_model)
-from test_reliability_disk import _integrity, _vectors, clear_message
+from conftest import (PamirForkServer, catalog_integrity, clear_message, fit_argv, free_port,
+                      index_vectors, pamir_command, record, same_model)
+from pictures import coloured_pictures, hostile_names
 
 LEVELS = [int(x) for x in os.environ.get("PAMIR_RELIABILITY_FAULT_LEVELS",
                                           "0,4096,12000,24000,40000").split(",")]
@@ -71,12 +71,6 @@ def fault_env(under: Path, after: int, code: str = "EIO", **more) -> dict:
             "PAMIR_FAULT_ERRNO": str(ERRNOS[code]), **more}
 
 
-def _record(name: str, value) -> None:
-    from test_reliability_crash import record
-
-    record(name, value)
-
-
 def _stopped_clearly(status: int, log: str, path: Path) -> str:
     """'' if the run completed or stopped with a clear message naming `path`."""
     if status == 0:
@@ -89,17 +83,17 @@ def _stopped_clearly(status: int, log: str, path: Path) -> str:
 def test_pamir_index_with_eio_keeps_the_previous_index(tiny_system, faulty, tmp_path):
     _, model, _, _ = tiny_system
     pictures = tmp_path / "pictures"
-    reliability_pictures(pictures, n=36, seed=31)
+    coloured_pictures(pictures, n=36, seed=31)
     argv = ["index", model, pictures, "--batch", "6", "--index"]
     env = {"PAMIR_CACHE": str(tmp_path / "cache")}
     pristine = tmp_path / "pristine"
     assert faulty.run([*argv, pristine], env=env)[0] == 0
-    before = _vectors(pristine)
-    for p in reliability_pictures(tmp_path / "more", n=30, seed=32).parent.glob("*.png"):
+    before = index_vectors(pristine)
+    for p in coloured_pictures(tmp_path / "more", n=30, seed=32).parent.glob("*.png"):
         shutil.copy(p, pictures / f"m{p.name}")
     whole = tmp_path / "whole"
     assert faulty.run([*argv, whole], env=env)[0] == 0
-    everything = _vectors(whole)
+    everything = index_vectors(whole)
     outcomes, bad = [], []
     for after in LEVELS:
         ix = tmp_path / f"ix-{after}"
@@ -108,18 +102,18 @@ def test_pamir_index_with_eio_keeps_the_previous_index(tiny_system, faulty, tmp_
         outcomes.append({"after_bytes": after, "exit": status,
                          "message": log.strip().splitlines()[-1][:300]})
         why = _stopped_clearly(status, log, ix)
-        got = _vectors(ix)
+        got = index_vectors(ix)
         if why:
             bad.append((after, why, log[-1500:]))
-        if _integrity(ix) != "ok" or not set(before) <= set(got):
+        if catalog_integrity(ix) != "ok" or not set(before) <= set(got):
             bad.append((after, "index damaged or pictures lost"))
         for path, v in got.items():  # the previous scores, or a committed batch's exact ones
             if not np.allclose(v, everything[path], rtol=1e-5, atol=1e-6):
                 bad.append((after, "scores changed", path))
         status, log = faulty.run([*argv, ix], env=env)
-        if status != 0 or _vectors(ix).keys() != everything.keys():
+        if status != 0 or index_vectors(ix).keys() != everything.keys():
             bad.append((after, "the rerun without the fault did not complete", log[-1500:]))
-    _record("eio_index", outcomes)
+    record("eio_index", outcomes)
     assert any(o["exit"] != 0 for o in outcomes), "no fault landed"
     assert not bad, bad
 
@@ -145,7 +139,7 @@ def test_pamir_fit_with_eio_keeps_the_previous_model(tiny_system, fit_table, fau
         assert sorted(p.name for p in where.iterdir()) == ["model"]
     status, log = faulty.run(fit_argv(fit_table, model), env=env)
     assert status == 0 and not same_model(model, old), log[-2000:]
-    _record("eio_fit", outcomes)
+    record("eio_fit", outcomes)
 
 
 # ------------------------------------------------------------------------------ pamir learn
@@ -156,7 +150,7 @@ def learn_setup(tiny_system, faulty, tmp_path_factory):
     _, model, pictures, _ = tiny_system
     root = tmp_path_factory.mktemp("learn-faults")
     env = {"PAMIR_CACHE": str(root / "cache")}
-    new = reliability_pictures(root / "new", n=12, seed=41)
+    new = coloured_pictures(root / "new", n=12, seed=41)
     base = root / "base"
     shutil.copytree(model, base / "model")
     assert faulty.run(["index", base / "model", pictures, "--index", base / "ix"],
@@ -166,7 +160,7 @@ def learn_setup(tiny_system, faulty, tmp_path_factory):
     assert status == 0, log
     assert "rescored" in log, log
     return {"base": base, "new": new, "env": env, "root": root,
-            "old_vectors": _vectors(base / "ix"), "new_vectors": _vectors(done / "ix"),
+            "old_vectors": index_vectors(base / "ix"), "new_vectors": index_vectors(done / "ix"),
             "new_model": done / "model"}
 
 
@@ -206,15 +200,15 @@ def test_pamir_learn_with_a_write_fault_keeps_a_whole_model_and_a_consistent_ind
         learnt = same_model(model, s["new_model"])
         if not (old or learnt):
             bad.append((after, "the model is neither the previous one nor the learnt one"))
-        got = _vectors(ix)
-        if _integrity(ix) != "ok" or not (_same_vectors(got, s["old_vectors"])
+        got = index_vectors(ix)
+        if catalog_integrity(ix) != "ok" or not (_same_vectors(got, s["old_vectors"])
                                           or _same_vectors(got, s["new_vectors"])):
             bad.append((after, "the index is damaged or holds a mix of scores"))
         left = sorted(p.name for p in work.iterdir() if p.name not in ("model", "ix",
                                                                        "model.previous"))
         if left:
             bad.append((after, "left beside the model", left))
-    _record(f"{code.lower()}_learn", outcomes)
+    record(f"{code.lower()}_learn", outcomes)
     assert any(o["exit"] != 0 for o in outcomes), "no fault landed"
     assert not bad, bad
 
@@ -258,7 +252,7 @@ def test_keep_with_a_write_fault_is_507_and_changes_nothing(tiny_system, shim, t
                     ["model"], ["model", "model.previous"]), list(model.parent.iterdir())
                 again = c.get(f"{base}/api/search", params={"q": words[0], "k": 60}).json()
                 assert [(h["id"], round(h["score"], 5)) for h in again["hits"]] == before
-                assert _integrity(ix) == "ok"
+                assert catalog_integrity(ix) == "ok"
             r = c.post(f"{base}/api/feedback/keep", json=round_)
             assert r.status_code == 200, r.text[:500]
         kept_models[run] = model
@@ -281,9 +275,7 @@ class _served:
     def __enter__(self):
         import httpx
 
-        from test_reliability_load import _free_port
-
-        port = _free_port()
+        port = free_port()
         with open(self.log, "wb") as log:
             self.proc = pamir_command("serve", "--index", self.args[0], "--model",
                                       self.args[1], "--port", port, env=self.env,
@@ -319,13 +311,12 @@ def test_json_of_pamir_search_escapes_non_utf8_paths_as_the_api_does(tmp_path):
 
     from pamir.index import Index
     from pamir.server import create_app
-    from test_reliability_hostile import _hostile_names
-    from test_server import FakeSystem
+    from fakes import FakeSystem
 
     system = FakeSystem()
     folder = tmp_path / "pictures"
     folder.mkdir()
-    _hostile_names(folder, invalid_utf8=True)
+    hostile_names(folder, invalid_utf8=True)
     with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
         ix.update([folder], system.transform_paths)
     os.environ.setdefault("PAMIR_EMBEDDINGS", "0")

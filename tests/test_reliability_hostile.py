@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from pamir.server import create_app
-from test_server import FakeSystem, build_index
+from fakes import FakeSystem, build_index
+from pictures import hostile_names, red_png
 
 EXAMPLES = int(os.environ.get("PAMIR_RELIABILITY_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES * 5, deadline=None, derandomize=True,
@@ -76,19 +77,13 @@ def test_schemathesis_no_5xx_and_answers_match_the_schema(app):
                 failures.append((operation.label, response.status_code, str(e)[:300]))
 
         run()
-    from test_reliability_crash import record
+    from conftest import record
 
     record("schemathesis", {"calls": calls, "failures": len(failures)})
     assert calls > 0 and not failures, failures[:5]
 
 
 # ----------------------------------------------------------------------------- uploads
-def _png(w=40, h=30) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (w, h), (200, 20, 20)).save(buf, "PNG")
-    return buf.getvalue()
-
-
 def _bomb() -> bytes:
     """A small PNG declaring 30000 x 30000 pixels (900 M > PIL's 179 M limit)."""
     buf = io.BytesIO()
@@ -100,7 +95,7 @@ def test_uploads_over_the_limit_are_413(client, monkeypatch):
     import pamir.server.app as server
 
     monkeypatch.setattr(server, "MAX_UPLOAD_BYTES", 10_000)
-    big = _png() + b"\0" * 20_000
+    big = red_png() + b"\0" * 20_000
     for route in ("/api/annotate", "/api/similar"):
         assert client.post(route, content=big).status_code == 413
         # no Content-Length (chunked): counted while read
@@ -123,7 +118,7 @@ def test_the_server_never_writes_an_upload_where_the_client_says(client, tmp_pat
     for headers in ({"content-disposition": f'attachment; filename="{target}"'},
                     {"content-disposition": 'attachment; filename="../../../chosen.png"'},
                     {"x-file-name": str(target)}):
-        r = client.post("/api/annotate", content=_png(), headers=headers,
+        r = client.post("/api/annotate", content=red_png(), headers=headers,
                         params={"filename": str(target), "path": str(target)})
         assert r.status_code == 200
     assert not target.exists() and not Path("chosen.png").exists()
@@ -143,7 +138,7 @@ def test_host_header_and_cross_origin_requests_are_refused(client):
         r = client.post("/api/feedback", json={"q": "red", "right": [1], "wrong": [2]},
                         headers={**h, "content-type": "text/plain"})
         assert r.status_code == 403
-        assert client.post("/api/annotate", content=_png(), headers=h).status_code == 403
+        assert client.post("/api/annotate", content=red_png(), headers=h).status_code == 403
         r = client.options("/api/search", headers={**h, "access-control-request-method": "GET"})
         assert "access-control-allow-origin" not in {k.lower() for k in r.headers}
 
@@ -171,32 +166,6 @@ def test_invalid_utf8_in_the_url_is_a_client_error(client):
     assert r.status_code in (404, 422)
 
 
-def _hostile_names(folder: Path, invalid_utf8: bool = False) -> list[Path]:
-    """Pictures whose names have newlines, control characters, and a path of about 4,000
-    characters (NUL cannot be in a file name: the OS refuses it); with invalid_utf8, only
-    one whose name is not UTF-8."""
-    made = []
-    png = _png()
-    names = [b"new\nline.png", b"tab\tand\x1bescape.png", b"quote\"'<script>.png",
-             "é😀.png".encode()]
-    if invalid_utf8:
-        names = [b"bad-\xff\xfe-utf8.png"]
-    for n in names:
-        p = os.path.join(os.fsencode(folder), n)
-        with open(p, "wb") as f:
-            f.write(png)
-        made.append(Path(os.fsdecode(p)))
-    if invalid_utf8:
-        return made
-    deep = folder
-    while len(str(deep)) < 3800:  # the whole path ~4,000 characters (PATH_MAX 4096)
-        deep = deep / ("d" * 200)
-    deep.mkdir(parents=True)
-    (deep / ("x" * 200 + ".png")).write_bytes(png)
-    made.append(deep / ("x" * 200 + ".png"))
-    return made
-
-
 def test_hostile_file_names_are_indexed_and_served(tmp_path):
     """Index, search, thumbnails and the JSON of pictures whose names are hostile."""
     _index_and_serve(tmp_path, invalid_utf8=False)
@@ -214,7 +183,7 @@ def _index_and_serve(tmp_path, invalid_utf8: bool):
     system = FakeSystem()
     folder = tmp_path / "pictures"
     folder.mkdir()
-    made = _hostile_names(folder, invalid_utf8)
+    made = hostile_names(folder, invalid_utf8)
     with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
         report = ix.update([folder], system.transform_paths)
         assert report.added == len(made) and not report.failed
@@ -285,7 +254,7 @@ TABLE_BYTES = st.one_of(
 def table_folder(tmp_path_factory):
     d = tmp_path_factory.mktemp("tables")
     for i in range(2):
-        (d / f"p{i}.png").write_bytes(_png())
+        (d / f"p{i}.png").write_bytes(red_png())
     return d
 
 

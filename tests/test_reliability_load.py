@@ -17,7 +17,6 @@ import json
 import os
 import random
 import signal
-import socket
 import threading
 import time
 from urllib.parse import urlencode
@@ -25,7 +24,7 @@ from urllib.parse import urlencode
 import numpy as np
 import pytest
 
-from conftest import pamir_command
+from conftest import free_port, pamir_command
 
 SECONDS = float(os.environ.get("PAMIR_RELIABILITY_LOAD_SECONDS", "4"))
 CLIENTS = int(os.environ.get("PAMIR_RELIABILITY_LOAD_CLIENTS", "50"))
@@ -38,12 +37,6 @@ CAP_SECONDS = float(os.environ.get("PAMIR_RELIABILITY_LOAD_CAP_SECONDS",
 #: What a client asks for, and how often.
 MIX = [("search", 0.50), ("thumbnail", 0.20), ("explain", 0.12), ("annotate", 0.10),
        ("similar", 0.08)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _png(seed: int) -> bytes:
@@ -81,7 +74,7 @@ def server(request, tiny_system, fork_server, tmp_path_factory):
         tokens, _ = load_or_create_tokens(token_file)
         options = ["--host", host, "--token-file", token_file, "--uploads-per-minute", "0"]
         headers = {"authorization": f"Bearer {tokens['editor']}"}
-    port = _free_port()
+    port = free_port()
     log_path = root / "serve.log"
     with open(log_path, "wb") as log_file:
         proc = pamir_command("serve", "--index", ix, "--model", model, "--port", port,
@@ -231,7 +224,7 @@ def test_concurrent_clients_get_no_errors_and_memory_stays_flat(server):
                          "end": round(rss_end / 2**20, 1)},
               "rss_tolerance": RSS_TOLERANCE}
     print("\nload:", json.dumps(result, indent=1))
-    from test_reliability_crash import record
+    from conftest import record
 
     record("load" if not server[4] else "load_tokens", result)
     log = log_path.read_text(errors="replace")

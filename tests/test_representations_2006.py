@@ -12,15 +12,7 @@ from pamir.features.blobs import ArffBlobs, BlobSettings, SegmentedBlobs, load_b
 from pamir.features.registry import make_representation, representation_name
 from pamir.features.segmentation import N_FEATURES, region_features, segment
 from pamir.features.sift import sift_descriptors
-
-RED, BLUE = (220, 30, 30), (30, 40, 210)
-
-
-def two_colours(h=64, w=96):
-    a = np.zeros((h, w, 3), np.uint8)
-    a[:, : w // 3] = RED
-    a[:, w // 3:] = BLUE
-    return a
+from pictures import BLUE, RED, fake_corel, two_colours
 
 
 def test_a_two_colour_picture_is_two_regions_of_the_right_colours():
@@ -47,23 +39,6 @@ def test_sift_finds_keypoints_at_corners():
         for x in range(16, 112, 32):
             a[y:y + 16, x:x + 16] = 0  # 9 black squares: 36 corners
     assert len(sift_descriptors(a)) >= 9
-
-
-def fake_corel(root, ids_train, ids_test):
-    """A Corel-5k-shaped folder: labels, pictures, and mulan-style sparse ARFF blobs whose
-    row r has blob r (train) or blob 10 + r (test)."""
-    (root / "labels").mkdir(parents=True)
-    (root / "blobs").mkdir()
-    (root / "images" / "0").mkdir(parents=True)  # the CD folder: id // 1000
-    (root / "labels" / "words").write_text("sky\nsea\n")
-    for name, ids, arff, base in (("training_label", ids_train, "Corel5k-train-sparse.arff", 0),
-                                  ("test_label", ids_test, "Corel5k-test-sparse.arff", 10)):
-        (root / "labels" / name).write_text("".join(f"{i} 1\n" for i in ids))
-        rows = "".join(f"{{{base + r} 1,{499 + 1} 1}}\n" for r in range(len(ids)))
-        (root / "blobs" / arff).write_text("@relation c\n@data\n" + rows)
-        for i in ids:
-            Image.fromarray(two_colours()).save(root / "images" / "0" / f"{i}.jpeg")
-    return root
 
 
 def test_arff_rows_are_mapped_to_picture_ids(tmp_path):
@@ -138,7 +113,7 @@ def test_pamir_fit_with_each_representation(folder, tmp_path, monkeypatch, name)
 
 
 def test_blobs_arff_refuses_pictures_outside_corel(folder, tmp_path):
-    from pamir.system import fit_system
+    from pamir.training import fit_system
 
     with pytest.raises(ValueError, match="blobs-arff|ARFF"):
         fit_system(load_collection(folder / "captions.tsv"), "pamir", progress=False,

@@ -18,7 +18,7 @@ from pamir.features.blobs import BlobSettings
 from pamir.features.registry import (OUTPUTS, REPRESENTATIONS, make_representation,
                                      output_kind, representation_from_saved,
                                      representation_name)
-from test_representations_2006 import fake_corel
+from pictures import fake_corel
 
 SMALL = FeatureSettings(short_side=48, n_visterms=8, n_colours=8, kmeans_iterations=4,
                         colour_max_pictures=8)

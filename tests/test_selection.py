@@ -5,21 +5,18 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from PIL import Image
 from typer.testing import CliRunner
 
 from pamir.cli import app
-from pamir.data import load_collection
 from pamir.features import FeatureSettings
 from pamir.models import MODELS, model_class
 from pamir.protocol import Protocol
 from pamir.selection import grid_points, model_grid, select
-from pamir.system import collection_inputs, fit_system, grid_reading
+from pamir.training import collection_inputs, fit_system, grid_reading
+from pictures import LOOKS, striped_collection
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
                            colour_max_pictures=60)
-COLOURS = {"sun": (230, 200, 30), "sea": (20, 60, 200), "grass": (40, 170, 40),
-           "night": (15, 15, 25)}
 
 #: Small settings and grids so that every kind is selected in seconds; each grid has two or
 #: more points, so the choice is a real one.
@@ -36,27 +33,9 @@ FAST = {
 }
 
 
-def striped_collection(root, colours: dict, n: int, size: tuple, seed: int, digits: int):
-    """n generated pictures, a colour word each (round robin) and "stripes" on every third,
-    with noise, and the captions table that names them; the collection it loads."""
-    rng = np.random.default_rng(seed)
-    words, lines = list(colours), ["path\tkeywords"]
-    for i in range(n):
-        caption = [words[i % 4]] + (["stripes"] if i % 3 == 0 else [])
-        a = np.zeros((*size, 3)) + colours[caption[0]]
-        if "stripes" in caption:
-            a[:, ::4] = 255
-        a += rng.normal(0, 12, a.shape)
-        name = f"p{i:0{digits}d}.png"
-        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(root / name)
-        lines.append(f"{name}\t{' '.join(caption)}")
-    (root / "captions.tsv").write_text("\n".join(lines) + "\n")
-    return load_collection(root / "captions.tsv")
-
-
 @pytest.fixture(scope="module")
 def collection(tmp_path_factory):
-    return striped_collection(tmp_path_factory.mktemp("pictures"), COLOURS, 80, (48, 64), 1, 2)
+    return striped_collection(tmp_path_factory.mktemp("pictures"), LOOKS, 80, (48, 64), 1, 2)
 
 
 def test_every_grid_key_is_a_parameter_and_models_lists_them():

@@ -10,23 +10,20 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import stat
-import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 from PIL import Image
 
 from pamir.server import create_app
 from pamir.server.app import MAX_PIXELS
 from pamir.server.sharing import Sharing, TokenFileError, load_or_create_tokens
-from test_server import FakeSystem, build_index
+from conftest import free_port, serve_in_thread
+from fakes import TOKENS, indexed_with_model
 
 HOST = "127.0.0.2"
-TOKENS = {"viewer": "v" * 20 + "-viewer-token", "editor": "e" * 20 + "-editor-token"}
 EXAMPLES = int(os.environ.get("PAMIR_RELIABILITY_EXAMPLES", "40"))
 #: Wrong tokens one client tries (the benchmark: 1,000).
 WRONG_TOKENS = int(os.environ.get("PAMIR_RELIABILITY_WRONG_TOKENS", "30"))
@@ -41,12 +38,6 @@ EDITOR_ROUTES = ["/api/feedback", "/api/feedback/keep"]
 @pytest.fixture(autouse=True)
 def no_embedding_model(monkeypatch):
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def _png(w=40, h=30, colour=(200, 20, 20)) -> bytes:
@@ -68,33 +59,7 @@ class Clock:
 def serve(app):
     """Run `app` on HOST in a thread; yields its base URL."""
     os.environ["PAMIR_EMBEDDINGS"] = "0"
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://{HOST}:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(10)
-
-
-def indexed_with_model(root):
-    """(index folder, model folder, system): the stand-in system saved, and an index of the
-    generated pictures that names it as its model."""
-    from pamir.index import Index
-
-    os.environ["PAMIR_EMBEDDINGS"] = "0"
-    system = FakeSystem()
-    index_dir = build_index(root, system)
-    model_dir = system.save(root / "model")
-    with Index.open(index_dir, writable=True) as ix:
-        ix.set_model(model_dir, "fake")
-    return index_dir, model_dir, system
+    yield from serve_in_thread(app, HOST)
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +169,7 @@ def test_wrong_tokens_are_limited_per_client_and_a_right_one_elsewhere_works(sha
             assert other.get("/api/status").status_code == 200
         clock.now += 61
         assert c.get("/api/status", headers=right).status_code == 200
-    from test_reliability_crash import record
+    from conftest import record
 
     record("wrong_tokens", {"tried": WRONG_TOKENS, "limit_per_minute": 5,
                             "answered_401": statuses.count(401),
@@ -286,7 +251,7 @@ def test_pamir_serve_off_loopback_needs_a_token_and_never_logs_it(tmp_path, inde
     from conftest import pamir_command
 
     index_dir, model_dir, _ = index_and_model
-    port = _free_port()
+    port = free_port(HOST)
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as log:
         proc = pamir_command("serve", "--index", index_dir, "--host", HOST, "--port", port,
@@ -370,7 +335,7 @@ def test_schemathesis_for_each_role(fuzzed, role):
                 bad.append((operation.label, status, case.path_parameters, case.query))
 
         run()
-    from test_reliability_crash import record
+    from conftest import record
 
     record(f"schemathesis_{role}", {"calls": calls, "failures": len(bad)})
     assert calls > 0 and not bad, bad[:5]
@@ -400,7 +365,7 @@ def test_certfile_and_keyfile_serve_https_with_a_secure_cookie(tmp_path, index_a
     assert r.returncode == 2 and "--keyfile" in r.stdout + r.stderr
     token_file = tmp_path / "tokens.json"
     tokens, _ = load_or_create_tokens(token_file)
-    port = _free_port()
+    port = free_port(HOST)
     proc = pamir_command("serve", "--index", index_dir, "--host", HOST, "--port", port,
                          "--token-file", token_file, "--certfile", cert, "--keyfile", key,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -10,7 +10,7 @@ import pytest
 
 import pamir.index.tuning as scores_mod
 from pamir.index import SCHEMA_VERSION, Index
-from test_product import fake, no_embedding_model, run  # noqa: F401 - fixtures
+from fakes import run
 
 pytestmark = pytest.mark.usefixtures("no_embedding_model")
 

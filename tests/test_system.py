@@ -12,34 +12,8 @@ from pamir.features import FeatureSettings
 from pamir.protocol import Protocol
 from pamir.features.representation import take_rows
 from pamir.selection import model_grid
-from pamir.system import System, fit_system
-
-#: word -> (colour, stripes?): each word is a colour or a texture the features can see.
-LOOKS = {"sun": (230, 200, 30), "sea": (20, 60, 200), "grass": (40, 170, 40),
-         "night": (15, 15, 25)}
-
-
-def draw(words, rng):
-    a = np.zeros((48, 72, 3), np.float64)
-    a[:] = np.mean([LOOKS[w] for w in words if w in LOOKS], axis=0)
-    if "stripes" in words:
-        a[:, ::4] = 255
-    a += rng.normal(0, 12, a.shape)
-    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pictures")
-    rng = np.random.default_rng(0)
-    words = list(LOOKS)
-    lines = ["path\tkeywords"]
-    for i in range(120):
-        caption = [words[i % 4]] + (["stripes"] if i % 3 == 0 else [])
-        draw(caption, rng).save(root / f"p{i:03d}.png")
-        lines.append(f"p{i:03d}.png\t{' '.join(caption)}")
-    (root / "captions.tsv").write_text("\n".join(lines) + "\n")
-    return root
+from pamir.system import System
+from pamir.training import fit_system
 
 
 SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_iterations=5,
@@ -47,12 +21,13 @@ SETTINGS = FeatureSettings(short_side=48, n_visterms=24, n_colours=8, kmeans_ite
 
 
 @pytest.fixture(scope="module")
-def fitted(folder, tmp_path_factory):
-    collection = load_collection(folder / "captions.tsv")
-    cache = tmp_path_factory.mktemp("cache")
-    system = fit_system(collection, "pamir", SETTINGS, {"n_updates": 6_000, "eval_every": 1_000},
-                        progress=False, cache_dir=cache, log=None, representation="visterms")
-    return collection, system, cache
+def folder(looks_folder):
+    return looks_folder
+
+
+@pytest.fixture(scope="module")
+def fitted(looks_system):
+    return looks_system
 
 
 def test_fit_selects_on_validation(fitted):

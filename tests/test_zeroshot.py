@@ -13,10 +13,11 @@ from PIL import Image
 
 import pamir.commands.product as product
 from pamir import zeroshot
-from pamir.bridge import imagenet_class_names
+from pamir.imagenet import imagenet_class_names
 from pamir.index import Index
-from test_product import run
-from test_server import FakeEmbedder, FakeSystem, make_pictures, use_fake_embedder
+from fakes import run
+from fakes import FakeEmbedder, FakeSystem, use_fake_embedder
+from pictures import make_pictures
 
 @pytest.fixture(autouse=True)
 def no_embedding_model(monkeypatch):

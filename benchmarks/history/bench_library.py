@@ -10,7 +10,7 @@ figure as it was.
    in its own process on the shared feature cache, compared bit for bit: `pamir evaluate
    MODEL --on corel5k:test --json` (System.load, transforms, evaluation); a PAMIR
    `fit_system` on the cached Lite0 CNN features of Corel 5k (the fit path, 300,000
-   updates, no grid); `pamir.system.learn` with new words and a start from neighbours,
+   updates, no grid); `pamir.online.learn` with new words and a start from neighbours,
    then a feedback round (now PAMIR.partial_fit and PAMIR.feedback_delta); and an index of
    300 Corel pictures made with MODEL, searched four ways and asked for similar pictures.
 """
@@ -39,7 +39,7 @@ BRANCH_POINT = "51034fd"
 FIT = """
 import sys, numpy as np
 from pamir.data import load_corel5k
-from pamir.system import fit_system
+from pamir.training import fit_system
 s = fit_system(load_corel5k(), "pamir", representation="cnn", grid={}, log=None,
                model_params={"n_updates": 300_000, "eval_every": 100_000})
 np.save(sys.argv[1], s.model.W_)
@@ -49,7 +49,8 @@ print(s.info["valid_avgp"])
 LEARN = """
 import sys, numpy as np, scipy.sparse as sp
 from pamir.models.pamir import PAMIR
-from pamir.system import System, learn, feedback_delta, apply_delta
+from pamir.online import learn, feedback_delta, apply_delta
+from pamir.system import System
 rng = np.random.default_rng(0)
 Y = sp.csr_matrix((rng.random((80, 5)) < 0.35).astype(float))
 keep = np.flatnonzero(np.asarray(Y.sum(1)).ravel() > 0)

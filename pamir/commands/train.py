@@ -102,7 +102,7 @@ def fit_command(
     from ..models import MODELS  # noqa: PLC0415
     from ..models.base import check_replaceable  # noqa: PLC0415
     from ..selection import model_grid  # noqa: PLC0415
-    from ..system import fit_system  # noqa: PLC0415
+    from ..training import fit_system  # noqa: PLC0415
 
     if model not in MODELS:
         fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")

@@ -174,7 +174,8 @@ class Compaction:
                 self._listed[sh.offset + seg.ids[0]] = True
 
     def _build_segment(self, sh: Shard, cols: np.ndarray, ordered: bool = False) -> Segment:
-        """Write the sorted lists of these local columns of a shard (one sort per word)."""
+        """Write the sorted lists of these local columns of a shard (one sort per word), the
+        block bounds of every row."""
         self.generation += 1
         name = lists_name(self.generation)
         cols = np.sort(np.asarray(cols, np.int64))  # ascending: the blocks are runs of it
@@ -184,7 +185,14 @@ class Compaction:
         whole = L and cols[0] == 0 and cols[-1] == L - 1  # every column: a slice, no gather
         blocks, starts = np.unique(cols // block, return_index=True)
 
-        def fill(ids, vals, bmax, bmin):
+        C = self.T - W  # a model's class rows: bounds only (layout._segment_parts)
+
+        def fill(ids, vals, bmax, bmin, cmax):
+            for c in range(C):
+                v = np.array(sh.map[W + c, :L]) if whole else np.asarray(sh.map[W + c, cols])
+                if L:
+                    cmax[c] = -np.inf
+                    cmax[c, blocks] = np.maximum.reduceat(v, starts)
             for t in range(W):
                 v = np.array(sh.map[t, :L]) if whole else np.asarray(sh.map[t, cols])
                 order = np.argsort(-v)  # the order among equal scores does not matter to TA
@@ -196,7 +204,7 @@ class Compaction:
                     bmax[t, blocks] = np.maximum.reduceat(v, starts)
                     bmin[t, blocks] = np.minimum.reduceat(v, starts)
 
-        write_segment(self.directory / name, W, L, B, fill)
+        write_segment(self.directory / name, W, L, B, fill, C)
         return open_segment(self.directory, {"name": name, "length": L, "block": block,
-                                             "blocks": B, **({"ordered": True} if ordered
-                                                             else {})}, W)
+                                             "blocks": B, "class_rows": C,
+                                             **({"ordered": True} if ordered else {})}, W)

@@ -9,8 +9,8 @@ An index folder holds:
     catalog.sqlite (+ -wal, -shm)   the catalogue: `meta` and one row per picture (CATALOG_SCHEMA)
     scores-<generation>.f32         a shard of the score matrix: raw float32, rows x capacity,
                                     row t holding word t's score of each of its columns
-    lists-<generation>.bin          a segment's per-word sorted lists and block bounds
-                                    (`_segment_parts`)
+    lists-<generation>.bin          a segment's per-word sorted lists and block bounds, and
+                                    the block bounds of the class rows (`_segment_parts`)
     columns-<commits>.npy           a reader's copy of one committed state's (column, id) map
     vocabulary-embeddings-<h>.npy   the bridge's embeddings of the vocabulary (pamir.bridge
                                     names and writes it)
@@ -20,7 +20,8 @@ An index folder holds:
 and, beside the folder while `Index.create` builds it, `.NAME.creating-<pid>`.
 
 The catalogue's `meta.shards` records the matrix: per shard {"matrix": file, "capacity": c,
-"segments": [{"name": file, "length": L, "block": columns, "blocks": B, "ordered": true}]},
+"segments": [{"name": file, "length": L, "block": columns, "blocks": B, "class_rows": C,
+"ordered": true}]},
 and `meta.generation` the last generation a file was named with. A new file is always a new
 name (the next generation), so a file a commit names is never rewritten in place but for its
 free columns (see pamir.index.scores).
@@ -200,11 +201,25 @@ class Segment:
     bmax: np.ndarray | None = None  # (words, blocks) float32 the highest score in a block
     bmin: np.ndarray | None = None  # (words, blocks) float32 the lowest (-inf/+inf: none)
     ordered: bool = False  # its columns were put in block_order by a compaction
+    #: (classes, blocks) float32 the highest class probability in a block, for the class rows
+    #: after a model's words (a zero-caption index's classes are its words: bmax has them)
+    cmax: np.ndarray | None = None
+
+    def row_bounds(self, row: int, words: int) -> np.ndarray | None:
+        """The highest score of matrix row `row` in each block (None: no bounds for it)."""
+        if not self.block:
+            return None
+        if row < words:
+            return self.bmax[row]
+        return None if self.cmax is None or row - words >= len(self.cmax) else \
+            self.cmax[row - words]
 
     def meta(self) -> dict:
         meta = {"name": self.name, "length": self.length}
         if self.block:
             meta.update(block=self.block, blocks=self.bmax.shape[1])
+        if self.cmax is not None and len(self.cmax):
+            meta.update(class_rows=len(self.cmax))
         if self.ordered:
             meta.update(ordered=True)
         return meta
@@ -248,13 +263,19 @@ def open_shard(directory: Path, offset: int, meta: ShardMeta, rows: int, words: 
                  [open_segment(directory, g, words) for g in meta.get("segments", [])])
 
 
-def _segment_parts(W: int, L: int, B: int) -> list[tuple[type, tuple[int, int], int]]:
+def _segment_parts(W: int, L: int, B: int, C: int = 0
+                   ) -> list[tuple[type, tuple[int, int], int]]:
     """(dtype, shape, byte offset) of a lists file's arrays, one after another: per word row
     the local columns sorted by that word's score, descending (int32, W x L), the scores in
     that order (float32, W x L), then per word row the highest and the lowest score of the
-    segment's columns in each block of `block` local columns (float32, W x B each)."""
+    segment's columns in each block of `block` local columns (float32, W x B each), then per
+    class row (C of them, "class_rows"; files before issue 37 have none) the highest score
+    in each block (float32, C x B). Class rows get no sorted lists: at 1,000 classes they
+    would take 8 KB a picture, and their bounds answer a class query's top-k alone."""
+    end = 8 * W * L + 8 * W * B
     return [(np.int32, (W, L), 0), (np.float32, (W, L), 4 * W * L),
-            (np.float32, (W, B), 8 * W * L), (np.float32, (W, B), 8 * W * L + 4 * W * B)]
+            (np.float32, (W, B), 8 * W * L), (np.float32, (W, B), 8 * W * L + 4 * W * B),
+            (np.float32, (C, B), end)]
 
 
 def open_segment(directory: Path, meta: dict, words: int) -> Segment:
@@ -267,18 +288,20 @@ def open_segment(directory: Path, meta: dict, words: int) -> Segment:
 
     if "blocks" not in meta:  # written before block bounds: the shard is scanned whole
         return Segment(meta["name"], L, *map(read, _segment_parts(words, L, 0)[:2]))
-    ids, vals, bmax, bmin = map(read, _segment_parts(words, L, int(meta["blocks"])))
+    C = int(meta.get("class_rows", 0))
+    ids, vals, bmax, bmin, cmax = map(read, _segment_parts(words, L, int(meta["blocks"]), C))
     return Segment(meta["name"], L, ids, vals, int(meta["block"]), bmax, bmin,
-                   bool(meta.get("ordered")))
+                   bool(meta.get("ordered")), cmax if C else None)
 
 
 def write_segment(path: Path, W: int, L: int, B: int,
-                  fill: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]) -> None:
-    """A new lists file of W word rows, L columns and B blocks: fill(ids, vals, bmax, bmin)
-    writes its arrays, which are on disk when this returns."""
-    out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(max(1, 8 * W * (L + B)),))
+                  fill: Callable[..., None], C: int = 0) -> None:
+    """A new lists file of W word rows, L columns, B blocks and C class rows:
+    fill(ids, vals, bmax, bmin, cmax) writes its arrays, which are on disk when this
+    returns."""
+    out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(max(1, 8 * W * (L + B) + 4 * C * B),))
     fill(*(out[offset: offset + np.dtype(dtype).itemsize * shape[0] * shape[1]]
-           .view(dtype).reshape(shape) for dtype, shape, offset in _segment_parts(W, L, B)))
+           .view(dtype).reshape(shape) for dtype, shape, offset in _segment_parts(W, L, B, C)))
     out.flush()
     del out
     _fsync(path)

@@ -28,8 +28,10 @@ from ..bridge import CLASS_MIX, Bridge
 from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
 from ..config import default_cache_dir
 from ..query import SORT_ORDERS, Query, QuerySyntaxError, join_fact_phrases, parse, resolve
-from ..zeroshot import ClassWords, mass_score
+from ..zeroshot import ClassWords
+from . import class_topk
 from .catalog import Picture
+from .class_topk import class_part
 from .layout import SCHEMA_VERSION
 from .lifecycle import IndexLifecycle
 
@@ -194,13 +196,22 @@ class IndexReading(IndexLifecycle):
             return self._matrix.scores(self._padded(q))
         if not q.class_terms or not self.classes:
             return self._matrix.scores(self._padded(q.vector))
-        c = sum(w * mass_score(self._matrix.scores(self._padded(v, start=self.T)))
-                for w, v in q.class_terms)
+        base, mult = self._class_mix(q)
+        c = class_part(self._matrix, q.class_terms, self.T)
+        out = (c if base is None else base + mult * c).astype(np.float32)
+        out[~self._matrix._live[:len(out)]] = -np.inf
+        return out
+
+    def _class_mix(self, q: Query) -> tuple[np.ndarray | None, float]:
+        """(base, mult) of a query with classes: its score is base + mult x the class part
+        (pamir.index.class_topk), base the words' part, None for classes alone."""
         if not q.words:
-            return c.astype(np.float32)
-        s = self._matrix.scores(self._padded(q.vector))
-        return ((1 - q.class_mix) * _standard(s) + q.class_mix * CLASS_SCALE * c
-                ).astype(np.float32)
+            return None, 1.0
+        standard = _standard(self._matrix.scores(self._padded(q.vector)))
+        base = np.full(len(standard), -np.inf)  # a picture left out stays out (0 x -inf)
+        live = np.isfinite(standard)
+        base[live] = (1 - q.class_mix) * standard[live]
+        return base, q.class_mix * CLASS_SCALE
 
     @property
     def calibration(self) -> Calibration | None:
@@ -315,6 +326,13 @@ class IndexReading(IndexLifecycle):
             if factual:
                 return self._factual(q, int(k), floor, sort, folders or (), dates or (), last,
                                      line, p_floor)
+            if mixed and method != "brute" and not (sort != "score" and floor is not None):
+                base, mult = self._class_mix(q)
+                keep = self._filter_mask(folders or (), dates or ())
+                best = class_topk.top(self._matrix, q.class_terms, self.T, int(k), base=base,
+                                      mult=mult, keep=keep, floor=floor)
+                if best is not None:  # None: an index without the class rows' bounds
+                    return self._hits(best, int(k), sort, last)
             if method == "brute" or mixed or (sort != "score" and floor is not None):
                 s = self._query_scores(q)
                 return self._ranked(s, int(k), floor, sort, folders or (), last, dates or ())

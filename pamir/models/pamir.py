@@ -666,7 +666,7 @@ class PAMIR(TextSpaceModel):
         which W_ gains rows (grow_vocabulary). Rows with no word are left out. idf (T',):
         the query weights (default: idf_, the new words' from Y). init: {new word's column:
         [(column, weight)]}: its row starts as the weighted mean of those rows instead of
-        zero (measured worse on Corel 5k: pamir.system.learn). n_updates: default
+        zero (measured worse on Corel 5k: pamir.online.learn). n_updates: default
         LEARN_UPDATES_PER_PICTURE a picture, at most LEARN_MAX_UPDATES. average: keep the
         average of W over these updates, as training does. A model not fitted yet starts
         from W = 0. What the call did is in `last_update_` (queries, updates, active)."""

@@ -1,0 +1,189 @@
+"""What the phases of `fit_system` read and hand on: small typed records (a `Fitting`
+every phase reads, a `Candidate` per representation, the selection's `Winner`, the
+`Trained` models the later phases refine), and the set-up that makes the Fitting (the
+request checked, the update budget, the candidates).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .. import config
+from ..data import Collection
+from ..features.registry import takes
+from ..models import model_class
+from ..models.neighbours import Neighbours
+from ..protocol import Protocol
+from ..progress import FitDisplay
+from ..selection import Selection, check_points, fit_workers, grid_points, model_grid
+from .candidates import representation_candidates, small_folder_candidates
+
+
+@dataclass
+class Fitting:
+    """What every phase of one fit_system call reads: the data and its protocol, the model
+    (`cls`, its fixed parameters with the update budget, the grid and seeds), where the
+    features come from, how to report, the shared thread pool and display; and what the
+    phases record for model.json (timing, what the time budget skipped)."""
+
+    collection: Collection
+    protocol: Protocol
+    model: str
+    cls: type
+    params: dict
+    grid: dict | list | None
+    seeds: object
+    seeds_per_point: int
+    feature_settings: object
+    cnn_settings: object
+    cache_dir: object
+    progress: bool
+    log: Callable | None
+    say: Callable
+    workers: int
+    updates: dict
+    left_out: dict | None
+    started: float
+    pool: object = None
+    display: FitDisplay | None = None
+    timing: dict = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    """One representation candidate of fit_system: its features and the pictures its fits
+    read (`pictures`: X_train and X_valid prepared for the fits, and X_valid as given, to
+    score them). F, every picture's features, is dropped while the grid runs (None) unless
+    it cannot be read again (`_hold_features`): the winner's is read again from the cache."""
+
+    name: str
+    weights: tuple | None
+    label: str
+    F: object
+    ok: np.ndarray
+    rep: object
+    train: np.ndarray
+    valid: np.ndarray
+    feature_seconds: float
+    stored_per_row: float
+    pictures: tuple | None
+
+
+@dataclass
+class Winner:
+    """What the selection chose: the winning candidate, its selection (the model and its
+    parameters), every candidate's record (info["representations"]), the default point the
+    small-validation guard compared with ({"representation", "params"}; None: no guard),
+    and whether the grids were raced."""
+
+    candidate: Candidate
+    selection: Selection
+    results: list[dict]
+    record: dict
+    guarded: dict | None
+    raced: bool
+
+
+@dataclass
+class Trained:
+    """The chosen system's models as the phases after the selection leave them: the
+    members averaged into its model, their validation AvgP, the chosen parameters, the idf,
+    the neighbour part (and what its choice tried); and what calibration reads, the models
+    and neighbours trained on train only (the retrained ones score validation in-sample)."""
+
+    members: list
+    valid_avgp: float
+    params: dict
+    idf: np.ndarray
+    neighbours: Neighbours | None = None
+    knn_info: dict | None = None
+    on_train: list | None = None
+    neighbours_on_train: Neighbours | None = None
+
+
+def plan(collection, model, feature_settings, model_params, progress, representation, grid,
+         protocol, inputs, seeds, cnn_settings, ensemble, cache_dir, log
+         ) -> tuple[Fitting, list]:
+    """Check the request (what would fail after minutes of features fails now), scale the
+    update budget to the training pictures, and list the candidates (the small-folder
+    rule); returns the Fitting the phases read and the (name, weights) candidates."""
+    say = log or (lambda *a: None)
+    protocol = protocol or Protocol(collection)
+    model_params = dict(model_params or {})
+    cls = model_class(model)
+    if ensemble < 1 or (ensemble > 1 and cls.kind != "pamir"):
+        raise ValueError(f"an ensemble of {ensemble} seeds: give a count of 1 or more, and more "
+                         "than 1 only with the pamir model (a linear model, whose models average "
+                         "into one)")
+    check_points(cls, model_params, grid_points(model_grid(cls, model_params)
+                                                if grid is None else grid))
+    _check_collection(collection, protocol)
+    updates = update_budget(cls, model_params, len(protocol.train))
+    model_params = {**{k: updates[k] for k in ("n_updates", "eval_every") if k in updates},
+                    **model_params}
+    candidates = ([(None, None)] if inputs is not None
+                  else representation_candidates(model, representation, model_params))
+    started = time.perf_counter()
+    left_out = small_folder_candidates(candidates, representation, inputs, protocol)
+    if left_out:
+        candidates = candidates[-1:]
+        say(f"{left_out['why']}: fitting {candidates[0][0]} alone")
+        # (the model's own grid: None, or as `pamir fit` passes it)
+        own = model_grid(cls, model_params)
+        if (grid is None or grid == own) and own != [{}]:
+            grid = {}  # and its own parameters, not a grid (SMALL_FOLDER_PICTURES)
+            left_out["what"].append("the parameter grid")
+            left_out["why"] += "; so is the parameter grid (it moved test AvgP by 0.15 there)"
+    fitting = Fitting(
+        collection=collection, protocol=protocol, model=model, cls=cls, params=model_params,
+        grid=grid, seeds=seeds, seeds_per_point=1 if seeds is None else len(list(seeds)),
+        feature_settings=feature_settings, cnn_settings=cnn_settings, cache_dir=cache_dir,
+        progress=progress, log=log, say=say, workers=fit_workers(cls), updates=updates,
+        left_out=left_out, started=started)
+    return fitting, candidates
+
+
+def update_budget(cls, params: dict, n_train: int) -> dict:
+    """The update budget of a model's fits on n_train training pictures, as model.json
+    records it: the model's own `update_budget` (PAMIR's grows with the pictures) for what
+    the caller did not fix in `params`; {} for a model without one."""
+    budget = getattr(cls, "update_budget", None)
+    if budget is None:
+        return {}
+    scaled = budget(n_train)
+    return {**{k: params.get(k, v) for k, v in scaled.items()}, "train_pictures": int(n_train),
+            "scaled": sorted(k for k in scaled if k not in params)}
+
+
+def grid_reading(cls, params: dict, grid, representation: str) -> list[dict]:
+    """The sub-grids of `grid` (the model's own when None) whose models read the named
+    representation:
+    kernel PAMIR's block kernels are tried on blocks, its linear kernel on vectors."""
+    subs = model_grid(cls, params) if grid is None else (grid if isinstance(grid, list)
+                                                         else [grid])
+    kept = [sub for sub in subs if takes(cls(**params, **{k: v[0] for k, v in sub.items()}).input,
+                                         representation)]
+    return kept or [{}]
+
+
+def _check_collection(collection, protocol) -> None:
+    """What would only fail after minutes of feature extraction, said at once."""
+    if protocol.T == 0:
+        rule = (f"in at least {config.COREL_MIN_TEST_PICTURES} test pictures"
+                if len(protocol.test) else
+                f"in at least {config.MIN_WORD_PICTURES} training pictures")
+        raise ValueError(
+            f"{collection.name}: no caption word is {rule} ({len(protocol.train)} training "
+            "pictures), so there is nothing to learn; caption more pictures")
+    if len(protocol.valid) == 0:
+        raise ValueError(
+            f"{collection.name}: {len(protocol.development)} captioned pictures leave none "
+            "for validation; caption at least 10")
+
+
+__all__ = ["Candidate", "Fitting", "Trained", "Winner", "grid_reading", "plan", "update_budget"]

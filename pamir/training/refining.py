@@ -1,0 +1,266 @@
+"""The phases of `fit_system` after the selection: more seeds of the chosen PAMIR
+(`grow_ensemble`), the neighbour part (`add_neighbours`, `choose_neighbours`), the
+retraining on train + valid (`retrain_on_development`), and the system's ImageNet prior
+(pamir.prior) and calibration (pamir.calibration), which read the validation scores of the
+models trained on train only.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import config
+from ..features.registry import Concatenation
+from ..features.representation import take_rows
+from ..imagenet import imagenet_class_names
+from ..models.base import dense_float32
+from ..models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats, mixed,
+                                 view_of)
+from ..models.pa import out_of_time
+from ..protocol import Protocol
+from ..progress import progress_callback
+from ..selection import prepare_for_fits, validation_avgp, validation_queries
+from ..system import System, cnn_part
+from ..text import idf as idf_weights
+from .plan import Fitting, Trained, Winner
+
+
+def grow_ensemble(fitting: Fitting, winner: Winner, ensemble: int) -> Trained:
+    """Phase 3: with `ensemble` > 1, the chosen PAMIR and ensemble - 1 more seeds, averaged
+    (left out when the time budget is spent, or cut short during it)."""
+    f, sel = fitting, winner.selection
+    trained = Trained([sel.model], sel.valid_avgp, sel.params, f.protocol.idf)
+    if ensemble > 1 and out_of_time():
+        f.skipped.append("ensemble")
+    elif ensemble > 1:
+        started = time.perf_counter()
+        f.display.phase("ensemble", fits=ensemble - 1, workers=min(f.workers, ensemble - 1))
+        c = winner.candidate
+        grown, grown_avgp = _seed_ensemble(sel, ensemble, c.pictures,
+                                           f.protocol.presence(c.train),
+                                           f.protocol.presence(c.valid), f.progress, f.say,
+                                           f.pool)
+        if any(getattr(m, "out_of_time_", False) for m in grown):
+            f.skipped.append("ensemble")  # a member cut short: the chosen model alone
+            f.say("time budget spent during the ensemble: keeping the chosen model alone")
+        else:
+            trained.members, trained.valid_avgp = grown, grown_avgp
+        f.timing["ensemble"] = round(time.perf_counter() - started, 2)
+    return trained
+
+
+def _seed_ensemble(sel, n: int, pictures, Y_train, Y_valid, progress, say, pool):
+    """The chosen PAMIR and n - 1 more trained with the next seeds (concurrently, on `pool`),
+    each early-stopped on validation; returns (the models, the validation AvgP of their
+    average, percent). pictures: the selection's (X_train, X_valid, X_valid) as the fits
+    read them (`_fit_pictures`), shared by every member."""
+    first, cls = int(sel.params.get("random_state", 0)), type(sel.model)
+    X_fit, X_valid, X_valid_fit = pictures
+
+    def member(seed):
+        with progress_callback(f"pamir seed {seed}", progress) as callback:
+            return cls(**{**sel.params, "random_state": seed}).fit(
+                X_fit, Y_train, validation=(X_valid_fit, Y_valid), callback=callback)
+
+    futures = [pool.submit(member, seed) for seed in range(first + 1, first + n)]
+    members = [sel.model] + [f.result() for f in futures]
+    queries = validation_queries(Y_valid, Y_train, sel.params.get("max_valid_queries",
+                                                                  config.VALID_MAX_QUERIES))
+    scores = [100 * validation_avgp(m, X_valid, queries) for m in members]
+    averaged = 100 * validation_avgp(cls.average(members), X_valid, queries)
+    say(f"ensemble of seeds {first}-{first + n - 1}: validation AvgP {averaged:.2f} (each "
+        f"{', '.join(f'{v:.2f}' for v in scores)})")
+    return members, averaged
+
+
+def add_neighbours(fitting: Fitting, winner: Winner, trained: Trained) -> None:
+    """Phase 4: a PAMIR system on CNN views gets a neighbour part (`choose_neighbours`),
+    kept where it beats the model alone on validation."""
+    f, c = fitting, winner.candidate
+    views = neighbour_views(c.rep)
+    if not views:
+        return
+    started = time.perf_counter()
+    members = trained.members
+    part, knn_info = choose_neighbours(
+        f.cls.average(members) if len(members) > 1 else members[0], c.F, f.protocol, c.train,
+        c.valid, views, ids=[f.collection.ids[i] for i in c.train],
+        paths=[str(f.collection.paths[i]) for i in c.train])
+    f.timing["neighbours"] = round(time.perf_counter() - started, 2)
+    f.say(f"neighbours: k {knn_info['k']}, temperature {knn_info['temperature']}, "
+          f"weight {knn_info['alpha']}: validation AvgP {knn_info['valid_avgp']:.2f} "
+          f"(the model alone {knn_info['model_valid_avgp']:.2f})"
+          + ("" if part is not None else ": left out"))
+    trained.neighbours, trained.knn_info = part, knn_info
+    if part is not None:
+        trained.valid_avgp = knn_info["valid_avgp"]
+
+
+def neighbour_views(rep) -> list[tuple[int, int]]:
+    """[start, stop) column ranges of the CNN views in the model's input, for the
+    neighbours: the global average of each (config.NEIGHBOUR_GLOBAL_VIEWS) or all of it. Only
+    the CNN parts before any other part are used (their widths are known without reading
+    the pictures); [] when the representation starts with none."""
+    parts = rep.parts if isinstance(rep, Concatenation) else [rep]
+    views, at = [], 0
+    for p in parts:
+        if getattr(p, "kind", None) != "cnn":
+            break
+        width = p.dim // (1 + p.settings.regions ** 2) if config.NEIGHBOUR_GLOBAL_VIEWS else p.dim
+        views.append((at, at + width))
+        at += p.dim
+    return views
+
+
+def choose_neighbours(model, F, protocol: Protocol, train: np.ndarray, valid: np.ndarray,
+                      views, *, ids=None, paths=None, grid: dict | None = None
+                      ) -> tuple[Neighbours | None, dict]:
+    """The neighbour part for a fitted model: the training pictures vote, and k, the
+    temperature and the mix weight alpha are chosen on the validation pictures' AvgP (grid:
+    {"k", "temperature", "alpha"} lists, config.NEIGHBOUR_* by default; the first best
+    wins). The mix's statistics are measured on the validation pictures too. Returns (the
+    part, or None where alpha = 0 wins; what was tried)."""
+    from ..evaluation.retrieval import mean_average_precision  # noqa: PLC0415
+
+    grid = {"k": config.NEIGHBOUR_K, "temperature": config.NEIGHBOUR_TEMPERATURE,
+            "alpha": config.NEIGHBOUR_ALPHA} | dict(grid or {})
+    Y_train, Y_valid = protocol.presence(train), protocol.presence(valid)
+    X_valid = take_rows(F, valid)
+    queries = validation_queries(Y_valid, Y_train)
+    P = dense_float32(model.transform(X_valid))
+
+    def avgp(Z):
+        return 100 * mean_average_precision(Z, queries.vectors, queries.relevance)
+
+    V_train = view_of(take_rows(F, train), views)
+    projection = (fit_projection(V_train, config.NEIGHBOUR_DIMS, config.SEED)
+                  if config.NEIGHBOUR_DIMS else None)
+    shape = Neighbours(LabelTransfer(), views, 0.0, {}, projection)  # the views it compares
+    transfer = LabelTransfer(k=max(grid["k"]), floor=config.NEIGHBOUR_FLOOR).fit(
+        shape.project(V_train), Y_train, ids, paths)
+    sims, nbrs = transfer.search(shape.view(X_valid))
+    alone = avgp(P)
+    trials, best = [], None
+    for k in grid["k"]:
+        for temperature in grid["temperature"]:
+            transfer.set_params(k=k, temperature=temperature)
+            L = transfer.log_vote(transfer.vote_of(sims, nbrs))
+            stats = mix_stats(P, L)
+            for alpha in grid["alpha"]:
+                value = alone if alpha == 0 else avgp(mixed(P, L, alpha, stats))
+                trials.append({"k": k, "temperature": temperature, "alpha": alpha,
+                               "valid_avgp": round(float(value), 3)})
+                if best is None or value > best[0]:
+                    best = (value, k, temperature, alpha, stats)
+    value, k, temperature, alpha, stats = best
+    transfer.set_params(k=k, temperature=temperature)
+    info = {"k": k, "temperature": temperature, "alpha": alpha, "floor": transfer.floor,
+            "valid_avgp": round(float(value), 3), "model_valid_avgp": round(float(alone), 3),
+            "views": [list(v) for v in views], "dims": int(transfer.vectors_.shape[1]),
+            "stats": stats, "grid": trials}
+    return (Neighbours(transfer, views, alpha, stats, projection) if alpha > 0 else None), info
+
+
+def retrain_on_development(fitting: Fitting, winner: Winner, trained: Trained) -> None:
+    """Phase 5: the chosen settings (plus where each member stopped) trained again on train +
+    valid, each member; the neighbours then vote with the train + valid pictures, the
+    choices made on validation kept. Cut short by the time budget: the models trained on
+    train stay."""
+    f, c, cls = fitting, winner.candidate, fitting.cls
+    started = time.perf_counter()
+    dev = np.sort(np.concatenate([c.train, c.valid]))
+    refits = [{**m.get_params(), **getattr(m, "refit_params_", {})} for m in trained.members]
+    trained.params = refits[0]
+    f.say(f"retraining on train + valid ({len(dev)} pictures) with {trained.params}"
+          + (f" and {len(refits) - 1} more seeds" if len(refits) > 1 else ""))
+    f.display.phase("retraining", fits=len(refits), workers=min(f.workers, len(refits)))
+    Y_dev = f.protocol.presence(dev)
+    part = trained.neighbours
+    # the neighbours' view first: the seeds then share one prepared copy of X_dev
+    # all the retraining reads is X_dev (and the neighbours' V_dev): F is let go
+    # before X_dev is prepared, so that the two are never held with its rows
+    rows = take_rows(c.F, dev)
+    c.F = None
+    V_dev = part.view(rows) if part is not None else None
+    X_dev = prepare_for_fits(cls, rows, None)[0]
+    del rows
+
+    def refit(params):
+        seed = params.get("random_state", "")
+        with progress_callback(f"{f.model} train+valid {seed}", f.progress) as callback:
+            return cls(**params).fit(X_dev, Y_dev, callback=callback)
+
+    refitted = [done.result() for done in [f.pool.submit(refit, p) for p in refits]]
+    if any(getattr(m, "out_of_time_", False) for m in refitted):
+        f.skipped.append("retrain")  # cut short: the models trained on train stay
+        trained.params = winner.selection.params
+        f.say("time budget spent during the retraining: keeping the models trained on "
+              "train")
+    else:
+        trained.members, trained.idf = refitted, idf_weights(Y_dev)
+        if part is not None:  # the choices made on validation stay
+            part.transfer.fit(V_dev, Y_dev, [f.collection.ids[i] for i in dev],
+                              [str(f.collection.paths[i]) for i in dev])
+    f.timing["retrain"] = round(time.perf_counter() - started, 2)
+
+
+def trained_on_train(system: System, trained_on_train, trained_neighbours, cls
+                     ) -> System | None:
+    """The system as trained on train only, when it was retrained on train + validation (its
+    validation scores are what validation choices read: the retrained ones are in-sample);
+    None when it was not retrained."""
+    if not system.info.get("retrained"):
+        return None
+    return System(system.pipeline, cls.average(trained_on_train)
+                  if len(trained_on_train) > 1 else trained_on_train[0],
+                  system.vocabulary, system.idf, system.info, trained_neighbours)
+
+
+def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, collection,
+              say) -> np.ndarray | None:
+    """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
+    ImageNet CNN view, its weights chosen on the validation pictures; returns their class
+    probabilities (None where there is no prior)."""
+    from ..prior import choose_prior, word_classes  # noqa: PLC0415
+    from ..zeroshot import ClassWords  # noqa: PLC0415
+
+    if not config.PRIOR or cnn_part(system.pipeline) is None or not len(valid):
+        return None
+    started = time.perf_counter()
+    P_valid = system.class_probabilities([str(collection.paths[i]) for i in valid])
+    words = ClassWords(imagenet_class_names(), cache_dir=config.default_cache_dir() /
+                       "class-words")
+    if words.warm() is not None:  # no embedding model: WordNet's table alone
+        words = ClassWords(imagenet_class_names(), use_model=False)
+    Z_valid = (scored or system).transform_features(X_valid)
+    system.prior = choose_prior(Z_valid, P_valid, protocol.presence(valid),
+                                word_classes(system.vocabulary, words))
+    info = system.prior.info
+    info["seconds"] = round(time.perf_counter() - started, 2)
+    system.info["prior"] = info
+    avgp = info.get("valid_single_word_avgp", {})
+    say(f"ImageNet prior: global weight {info['global_weight']:g} on "
+        f"{info['words_reaching_classes']} words reaching classes"
+        + (f"; validation single-word AvgP {avgp['model']:.2f} -> {avgp['mixed']:.2f}"
+           if avgp else ""))
+    return P_valid
+
+
+def calibrate(system: System, scored: System | None, X_valid, valid, train, protocol, say,
+              P_valid: np.ndarray | None = None) -> None:
+    """Issue 26: fit the system's calibrated probabilities of relevance on the validation
+    pictures, from the scores of the models trained on train only when the system was
+    retrained on train + validation (pamir.calibration), its prior mixed in."""
+    from ..calibration import calibrate_system  # noqa: PLC0415
+
+    system.calibration = calibrate_system(system, X_valid,
+                                          protocol.presence(valid), protocol.presence(train),
+                                          scored=scored, log=say, P_valid=P_valid)
+    if system.calibration is not None:
+        system.info["calibration"] = system.calibration.info
+
+
+__all__ = ["add_neighbours", "calibrate", "choose_neighbours", "fit_prior", "grow_ensemble",
+           "neighbour_views", "retrain_on_development", "trained_on_train"]
