@@ -38,6 +38,7 @@ from pamir import config, query, zeroshot
 from pamir.imagenet import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
+from pamir import index
 from pamir.index import TABLE_WORDS, Index, QueryError
 from pamir.index import reading
 from pamir.prior import Prior
@@ -58,9 +59,11 @@ RANDOM_SEEDS = 20
 #: CLASS_MIX): before issue 37's second stop, its classes at half their share and the
 #: vocabulary's nearest words too; its classes alone at half their share; alone at their
 #: share (the product's choice since).
-QUERY_RULES = {"nearest words and classes, mix 0.5": (False, 0.5),
-               "classes alone, mix 0.5": (True, 0.5),
-               "classes alone, mix 1.0": (True, 1.0)}
+#: the last, with the model's own words that name classes reaching them too (TABLE_WORDS).
+QUERY_RULES = {"nearest words and classes, mix 0.5": (False, 0.5, False),
+               "classes alone, mix 0.5": (True, 0.5, False),
+               "classes alone, mix 1.0": (True, 1.0, False),
+               "classes alone, mix 1.0, table words": (True, 1.0, True)}
 
 
 def metrics(S: np.ndarray, qs) -> dict:
@@ -216,18 +219,18 @@ def captioned_curve(prot, cache, run_dir: Path, draws: int = DRAWS) -> list[dict
 
 def query_rules(Z_valid: np.ndarray, prot, system, folder: Path) -> dict:
     """Validation all-query AvgP of the ways a word outside the vocabulary can meet the
-    classes (pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX), the product's settings
-    restored after."""
-    kept = query.CLASSES_ALONE, reading.CLASS_MIX
+    classes (pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX, pamir.index.TABLE_WORDS),
+    the product's settings restored after."""
+    kept = query.CLASSES_ALONE, reading.CLASS_MIX, index.TABLE_WORDS
     out = {}
     try:
-        for name, (alone, mix) in QUERY_RULES.items():
-            query.CLASSES_ALONE, reading.CLASS_MIX = alone, mix
+        for name, (alone, mix, table) in QUERY_RULES.items():
+            query.CLASSES_ALONE, reading.CLASS_MIX, index.TABLE_WORDS = alone, mix, table
             out[name] = through_index(Z_valid, prot, system.vocabulary, system.idf,
                                       imagenet_class_names(), folder / name,
                                       "valid")["all"]["avgp"]
     finally:
-        query.CLASSES_ALONE, reading.CLASS_MIX = kept
+        query.CLASSES_ALONE, reading.CLASS_MIX, index.TABLE_WORDS = kept
     return out
 
 

@@ -60,18 +60,22 @@ _IRREGULAR = {
     "leaves": "leaf", "wolves": "wolf", "knives": "knife", "wives": "wife", "lives": "life",
     "calves": "calf", "halves": "half", "shelves": "shelf", "loaves": "loaf",
     "thieves": "thief", "cacti": "cactus", "fungi": "fungus", "dice": "die",
-    "ran": "run", "flew": "fly", "swam": "swim", "grew": "grow", "sat": "sit", "stood": "stand",
 }
+_IRREGULAR_VERBS = {"ran": "run", "flew": "fly", "swam": "swim", "grew": "grow", "sat": "sit",
+                    "stood": "stand"}
 _VOWELS = set("aeiou")
 
 
-def lemmas(word: str) -> list[str]:
+def lemmas(word: str, nouns: bool = False) -> list[str]:
     """Candidate base forms of an English word (the word itself excluded), most likely first:
-    plural nouns, -ing and -ed forms, irregular plurals and past tenses."""
+    plural nouns, -ing and -ed forms, irregular plurals and past tenses; with `nouns`, the
+    plurals alone (a noun's table: "flying" is not a fly)."""
     w = word.lower()
     out: list[str] = []
     if w in _IRREGULAR:
         out.append(_IRREGULAR[w])
+    if w in _IRREGULAR_VERBS and not nouns:
+        out.append(_IRREGULAR_VERBS[w])
     n = len(w)
     if n > 4 and w.endswith("ies"):
         out.append(w[:-3] + "y")
@@ -81,7 +85,7 @@ def lemmas(word: str) -> list[str]:
         out.append(w[:-2])
     if n > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
         out.append(w[:-1])
-    for suffix in ("ing", "ed"):
+    for suffix in () if nouns else ("ing", "ed"):
         if n > len(suffix) + 2 and w.endswith(suffix):
             stem = w[: -len(suffix)]
             if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS:

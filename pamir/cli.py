@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     ("features", "pamir.commands.features"),
     (None, "pamir.commands.train"),
     (None, "pamir.commands.product"),
+    (None, "pamir.commands.people"),
 ]
 
 

@@ -163,23 +163,52 @@ def update_index(index: Index, system, folders, transform=None, *, captions=None
 def read_text(index: Index, *, client=None, progress=None):
     """The text pass of `pamir index` (pamir.index.passes): the text written in every picture
     not read yet as it is now (pamir.ocr), its words and phrases stored as facts; with a Dask
-    client, batches as tasks. Returns the PassReport. The pass is named after the reader, so
+    client, batches as tasks, else on one thread per core. Returns the PassReport. The pass is named after the reader, so
     that another reader (other models, other settings) reads every picture again."""
     from . import ocr  # noqa: PLC0415  (rapidocr: the [ocr] extra)
+    from .features.cnn_engines import streams  # noqa: PLC0415
     from .index.passes import run_pass  # noqa: PLC0415
 
+    # without a cluster, one reader per core, each on its own thread (pamir.index.passes)
     return run_pass(index, f"text {ocr.fingerprint()}", ("text",), ocr.read_texts,
-                    client=client, progress=progress)
+                    client=client, progress=progress, threads=streams())
+
+
+def read_faces(index: Index, *, client=None, progress=None, processes: int = 1) -> dict:
+    """The faces pass of `pamir index` (pamir.index.passes): the faces of every picture not
+    read yet as it is now, found, embedded and stored with the names their files give
+    (pamir.people.read_faces); with a Dask client, batches as tasks, else in `processes`
+    local processes (`pamir index` reads in one per core, pamir.index.passes.local_processes;
+    they start Python afresh, which imports the calling script's main module again: a
+    script that asks for them runs its work under `if __name__ == "__main__":`).
+    Then who every face is
+    (pamir.people.who.identify: names from files and keywords, names carried, unnamed
+    people) and their pictures' person facts. Returns the pass's report with "people": what
+    was identified. MissingExtra without the [faces] extra."""
+    from .extras import optional  # noqa: PLC0415
+    from .index.passes import run_pass  # noqa: PLC0415
+    from .people import faces as people_faces  # noqa: PLC0415
+    from .people.pictures import read_faces as reader  # noqa: PLC0415
+    from .people.who import identify  # noqa: PLC0415
+
+    with optional():  # the [faces] extra, or MissingExtra before any work
+        import dlib  # noqa: F401, PLC0415
+    people_faces.models_dir()
+    report = run_pass(index, f"faces {people_faces.fingerprint()}", ("person",), reader,
+                      client=client, progress=progress, record=index.record_faces,
+                      processes=processes)
+    return {**report.as_dict(), "people": identify(index).as_dict()}
 
 
 def index_folders(model_dir, folders, *, index=None, captions: dict | None = None,
                   rebuild: bool = False, batch_size: int = BATCH_SIZE, progress=None,
-                  say=logger.info, text: bool = False):
+                  say=logger.info, text: bool = False, faces: bool = False):
     """Index the pictures under `folders` with the trained system in model_dir (None: the
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
     (default: default_index_dir()). captions: {path: words} shown beside the pictures.
     progress(done, total) follows the batches. text: then read the text written in the
-    pictures (`read_text`; report.text says what it read). Returns the UpdateReport."""
+    pictures (`read_text`; report.text says what it read); faces: then find the faces and
+    who they are (`read_faces`; report.faces). Returns the UpdateReport."""
     index_dir = Path(index) if index is not None else default_index_dir()
     folders = picture_folders(folders)
     if model_dir is not None:
@@ -190,6 +219,8 @@ def index_folders(model_dir, folders, *, index=None, captions: dict | None = Non
                               progress=progress)
         if text:
             report.text = read_text(ix).as_dict()
+        if faces:
+            report.faces = read_faces(ix)
         return report
 
 

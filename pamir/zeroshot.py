@@ -161,7 +161,9 @@ class ClassWords:
         if len(words) > 1:
             joined = "_".join(words)
             return joined if joined in index else None
-        return next((f for f in (words[0], *lemmas(words[0])) if f in index), None)
+        # ImageNet's classes are nouns: a plural names them, a verb's form does not
+        # ("birds flying" went to the fly)
+        return next((f for f in (words[0], *lemmas(words[0], nouns=True)) if f in index), None)
 
     def match(self, text: str, words: Sequence[str] | None = None) -> ClassMatch:
         """The classes of a term (its text, and its tokens)."""

@@ -241,7 +241,7 @@ def test_read_texts_as_the_index_pass_reader_makes_painted_words_searchable(tmp_
     system = FakeSystem()
     with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
         ix.update([folder], system.transform_paths)
-        report = run_pass(ix, "text", ("text",), read_texts)
+        report = run_pass(ix, "text", ("text",), read_texts, batch_size=4, threads=2)
         # the nine plain pictures read too, with no text (the corrupt file is not indexed)
         assert (report.read, report.with_facts, report.failed) == (11, 2, 0)
 

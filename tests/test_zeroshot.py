@@ -226,3 +226,10 @@ def test_a_word_the_class_table_knows_reaches_its_classes_not_the_nearest_words(
     q = resolve(parse("democracy"), vocabulary, np.ones(2), Near(), classes=classes,
                 class_mix=0.5)
     assert q.words == ["penguin", "language"] and q.matches[0].how == "embedding"
+
+
+def test_the_class_table_takes_plurals_not_verb_forms():
+    """ImageNet's classes are nouns: "birds" is a bird, "flying" is not a fly."""
+    classes = zeroshot.ClassWords(imagenet_class_names(), use_model=False)
+    assert classes.lookup(["birds"]) == "bird" and classes.lookup(["mice"]) == "mouse"
+    assert classes.lookup(["flying"]) is None and classes.lookup(["flew"]) is None

@@ -80,6 +80,9 @@ def index_command(
     text: bool = typer.Option(True, "--text/--no-text", help="then read the text written in "
                               "the pictures (signs, menus, covers), once per picture: `text:` "
                               "and its words find it (the [ocr] extra)"),
+    faces: bool = typer.Option(True, "--faces/--no-faces", help="then find the faces and who "
+                               "they are, once per picture: names find them (`pamir people`; "
+                               "the [faces] extra)"),
 ):
     """Index folders of pictures, incrementally: only new and changed files are computed.
 
@@ -100,7 +103,7 @@ def index_command(
     caption_map = _caption_map(captions) if captions else None
     try:
         report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
-                                caption_map, batch, workers, scheduler, compact, text)
+                                caption_map, batch, workers, scheduler, compact, text, faces)
     except (OSError, sqlite3.OperationalError) as e:
         # a full or failing disk: every batch committed before it stays indexed and searchable
         fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
@@ -131,6 +134,10 @@ def index_command(
             console.print(f"[yellow]text not read:[/yellow] {escape(note)}", markup=True)
         console.print(f"text: {t['read']:,} pictures read ({t['with_facts']:,} with text, "
                       f"{t['failed']} unreadable) in {t['seconds']:.1f} s")
+    if report.faces is not None:
+        from .people import print_faces_report  # noqa: PLC0415
+
+        print_faces_report(report.faces)
 
 
 def _is_model(path: Path) -> bool:
@@ -162,8 +169,9 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
 
 
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
-           workers, scheduler, compact, text=True):
-    """index_command's work: (report, status); with `text`, the text pass after."""
+           workers, scheduler, compact, text=True, faces=True):
+    """index_command's work: (report, status); with `text`, the text pass after, with
+    `faces`, the faces pass."""
     from ..progress import Bar  # noqa: PLC0415
 
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
@@ -186,6 +194,10 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
         _prepare_word_mapping(index)
         if text:
             report.text = _read_text(index, client)
+        if faces:
+            from .people import read_faces  # noqa: PLC0415
+
+            report.faces = read_faces(index, client)
         return report, index.status()
 
 

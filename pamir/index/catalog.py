@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import FILE_KINDS, Fact, keyword_facts
-from .layout import (CATALOG, CATALOG_SCHEMA, FACTS_SCHEMA, METADATA_COLUMNS,
-                     READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
+from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
+                     METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
 _BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
 
@@ -74,14 +74,15 @@ class Catalog:
         return self._columns
 
     def upgrade(self) -> None:
-        """Add the metadata columns and the facts an older catalogue lacks (inside the
-        caller's transaction): its pictures' metadata is read at the next update, their
-        captions' keywords become facts at once."""
+        """Add the metadata columns, the facts and the faces tables an older catalogue lacks
+        (inside the caller's transaction): its pictures' metadata is read at the next
+        update, their captions' keywords become facts at once, their faces are found by the
+        next `pamir index`."""
         have = {r[1] for r in self._conn.execute("PRAGMA table_info(pictures)")}
         for statement in added_columns_sql(have):
             self._conn.execute(statement)
         had_facts = self.has_facts
-        for statement in FACTS_SCHEMA:
+        for statement in FACTS_SCHEMA + FACES_SCHEMA:
             self._conn.execute(statement)
         self._columns, self._has_facts = None, True
         if not had_facts:
@@ -143,6 +144,9 @@ class Catalog:
             # commit is on disk when it returns, since score columns are written before it.
             catalog._conn.execute("PRAGMA journal_mode = WAL")
             catalog._conn.execute("PRAGMA synchronous = FULL")
+            # a deleted row is overwritten, not left in free pages: face embeddings are
+            # biometric data (`pamir people --forget`, a picture's faces read again)
+            catalog._conn.execute("PRAGMA secure_delete = ON")
         return catalog
 
     @classmethod
@@ -410,6 +414,10 @@ class Catalog:
             "WHERE id = ?",
             (_caption_text(entry.get("caption")), *_metadata_of(entry), int(picture_id)))
         self._write_file_facts(picture_id, entry)
+        if self.has_facts:  # the passes that read the files too read them again
+            for prefix in FILE_PASSES:
+                self._conn.execute("DELETE FROM passes WHERE picture = ? AND pass LIKE ?",
+                                   (int(picture_id), f"{prefix} %"))
 
     # ------------------------------------------------------------------ facts
     def set_facts(self, picture_id: int, kinds: Sequence[str], facts: Iterable[Fact]) -> None:

@@ -39,13 +39,15 @@ import numpy as np
 from ..bridge import CACHE_PREFIX
 
 # ---------------------------------------------------------------------------- versions
-#: 4: the pictures' facts (the `facts` table: keywords, places, text, people, camera) and
-#: their GPS position; 3: the pictures' metadata columns (taken, source, sidecars); 2: the
-#: score matrix in shards with sorted lists (`meta.shards`); 1: one matrix file
+#: 5: the faces found in the pictures, the people they are and the editors' decisions
+#: (`faces`, `people`, `face_decisions`: FACES_SCHEMA); 4: the pictures' facts (the `facts`
+#: table: keywords, places, text, people, camera) and their GPS position; 3: the pictures'
+#: metadata columns (taken, source, sidecars); 2: the score matrix in shards with sorted
+#: lists (`meta.shards`); 1: one matrix file
 #: (`meta.matrix`, `meta.capacity`). Older ones are still read (no dates, no facts; see
 #: `shards_of`), and upgraded when opened for writing (`upgrade`).
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 # ---------------------------------------------------------------------------- file names
 #: The catalogue's file (SQLite adds -wal and -shm beside it).
@@ -57,6 +59,17 @@ THUMBNAILS = "thumbnails"
 #: A reader's copy of the (column, id) map of one committed state: columns-<commits>.npy
 #: (Catalog.transaction counts commits).
 COLUMNS_PREFIX = "columns-"
+
+
+def face_crop_name(digest: str, face_id: int, size: int) -> str:
+    """A face's crop's name in the thumbnail cache (the server's people page): it shows the
+    face, so `pamir people --forget` deletes it with the face (`face_crops`)."""
+    return f"face-{digest}-{int(face_id)}-{int(size)}.jpg"
+
+
+def face_crops(directory: Path, face_id: int) -> list[Path]:
+    """Every cached crop of a face."""
+    return sorted((Path(directory) / THUMBNAILS).glob(f"face-*-{int(face_id)}-*.jpg"))
 
 
 def matrix_name(generation: int) -> str:
@@ -146,7 +159,60 @@ FACTS_SCHEMA = (
     DELETE FROM facts WHERE picture = old.id;
     DELETE FROM passes WHERE picture = old.id;
 END""")
-CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA)
+#: Schema 5's people (pamir.people, issue 34). Face embeddings are biometric data: they
+#: live here, in the index folder, and nowhere else.
+#: - `faces`: one row per face a pass found (or a named region embedded): its box (JSON
+#:   [x0, y0, x1, y1], fractions of the picture as shown), its embedding (128 float32, raw
+#:   bytes), its quality (the detector's score, NULL for a region no detection matched;
+#:   its shorter side in pixels), the name its files give (`written`, how they give it), and
+#:   who it is now (`person`, `how`: "region", "tag", "keyword", "editor", "carried",
+#:   "group"; `confidence`: 1 for a name given, the carried name's calibrated probability).
+#: - `people`: one row per person, named (`name` folded, `shown` as written) or not (NULL);
+#:   `same_as`: the person this one was merged into (its name keeps pointing there).
+#: - `face_decisions`: what an editor said of a face ("is" this person, "not" this person),
+#:   keyed by the face's picture (its hash or its path) and box, not by the face's row, so
+#:   that a decision survives the picture being read again (a new `faces` row).
+#: Deleting a picture deletes its faces (a trigger, as its facts); a person's decisions go
+#: with the person (`pamir people --forget`).
+FACES_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS faces (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    picture INTEGER NOT NULL,
+    box TEXT NOT NULL,
+    embedding BLOB NOT NULL,
+    score REAL,
+    size INTEGER NOT NULL,
+    written TEXT,
+    written_how TEXT NOT NULL DEFAULT '',
+    person INTEGER,
+    how TEXT NOT NULL DEFAULT '',
+    confidence REAL NOT NULL DEFAULT 1
+)""",
+    "CREATE INDEX IF NOT EXISTS faces_picture ON faces (picture)",
+    "CREATE INDEX IF NOT EXISTS faces_person ON faces (person)",
+    """CREATE TABLE IF NOT EXISTS people (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT UNIQUE,
+    shown TEXT,
+    same_as INTEGER
+)""",
+    """CREATE TABLE IF NOT EXISTS face_decisions (
+    hash TEXT NOT NULL,
+    path TEXT NOT NULL,
+    box TEXT NOT NULL,
+    decision TEXT NOT NULL CHECK (decision IN ('is', 'not')),
+    person INTEGER NOT NULL,
+    PRIMARY KEY (hash, box, decision, person)
+) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS face_decisions_path ON face_decisions (path)",
+    """CREATE TRIGGER IF NOT EXISTS faces_of_removed AFTER DELETE ON pictures BEGIN
+    DELETE FROM faces WHERE picture = old.id;
+END""")
+CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA + FACES_SCHEMA)
+#: Passes that read a picture's files besides its pixels, named "<prefix> <reader>": the
+#: faces pass reads the names in the regions and People/ tags of its XMP and sidecars, so a
+#: picture whose metadata is read again (a sidecar changed) is read by it again.
+FILE_PASSES = ("faces",)
 #: The metadata columns of schemas 3 and 4 (position: "lat,lon" in degrees): a catalogue
 #: older than that, opened read-only, reads NULL for them (Catalog.columns); `upgrade` adds
 #: them.
@@ -172,8 +238,9 @@ def shards_of(meta: Callable[[str], object]) -> list[dict]:
 
 def upgrade(catalog, matrix_layout: dict) -> None:
     """Bring an older index, opened for writing, to SCHEMA_VERSION in one transaction: its
-    pictures table gains the metadata columns (read at the next update) and the facts table
-    (its captions' keywords written as facts at once), and its matrix is recorded as shards
+    pictures table gains the metadata columns (read at the next update), the facts table
+    (its captions' keywords written as facts at once) and the faces tables (empty: the
+    next `pamir index` finds the faces), and its matrix is recorded as shards
     (`matrix_layout`: ScoreMatrix.layout())."""
     if catalog.meta("schema_version") == SCHEMA_VERSION:
         return

@@ -383,13 +383,19 @@ class IndexReading(IndexLifecycle):
         the picture holds as facts, times their confidence; sure: the probability of the
         pictures holding every positive term as a fact, 0 for the others)."""
         keep = np.ones(width, bool) if keep is None else keep[:width].copy()
+        # the filters' facts' confidence (a name carried to a face that looks like the
+        # person's is less sure than one written): in the probability, and the order of a
+        # query of filters alone
+        filtered = np.ones(width, np.float64)
         for kind, word in q.fact_filters:
-            cols = self._fact_columns(word, (kind,))[0]
-            held = np.zeros(width, bool)
-            held[cols[cols < width]] = True
-            keep &= held
+            cols, conf = self._fact_columns(word, (kind,))
+            inside = cols < width
+            held = np.zeros(width, np.float64)
+            held[cols[inside]] = conf[inside]
+            keep &= held > 0
+            filtered *= held
         level = np.zeros(width, np.float64)
-        sure = np.full(width, FACT_PROBABILITY, np.float64)
+        sure = np.full(width, FACT_PROBABILITY, np.float64) * filtered
         positive = [term for term in q.fact_terms if term[0] > 0]
         for weight, word in q.fact_terms:
             cols, conf = self._fact_columns(word)
@@ -408,7 +414,7 @@ class IndexReading(IndexLifecycle):
         if len(positive) < len(terms) or not (positive or q.fact_filters):
             sure[:] = 0.0
         if not terms:
-            level[:] = 1.0
+            level[:] = np.where(keep, filtered, 0.0)
         return keep, level, sure
 
     def _factual(self, q: Query, k: int, floor, sort: str, folders, dates, last: bool,

@@ -62,6 +62,7 @@ class UpdateReport:
     captioned: int = 0    # pictures added or read again that have a caption
     notes: list[str] = field(default_factory=list)  # metadata that could not be read
     text: dict | None = None  # what the text pass read (pamir.index.passes), if it ran
+    faces: dict | None = None  # what the faces pass read and who they are, if it ran
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)

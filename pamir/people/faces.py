@@ -168,6 +168,12 @@ def _short_side(box, width: int, height: int) -> int:
     return int(round(min((box[2] - box[0]) * width, (box[3] - box[1]) * height)))
 
 
+def fingerprint() -> str:
+    """What the faces pass is named after (pamir.index.passes): the detector, its size and
+    threshold and the networks; another setting reads every picture again."""
+    return f"dlib-hog{DETECT_SIDE}x{MAX_ENLARGE:g}t{DETECT_THRESHOLD:g}-resnet-v1-5pt"
+
+
 @cache
 def face_finder() -> FaceFinder:
     """The process's FaceFinder, built on first use (a Dask worker builds it once)."""
@@ -205,5 +211,5 @@ def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
 
 
 __all__ = ["CHIP_PADDING", "DETECT_SIDE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
-           "FaceFinder", "MAX_ENLARGE", "face_finder", "find_faces", "load_for_detection",
-           "models_dir"]
+           "FaceFinder", "MAX_ENLARGE", "face_finder", "find_faces", "fingerprint",
+           "load_for_detection", "models_dir"]

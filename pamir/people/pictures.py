@@ -45,4 +45,21 @@ def find_people(paths) -> list[PicturePeople]:
     return out
 
 
-__all__ = ["PicturePeople", "find_people"]
+def read_faces(paths) -> list[tuple[list[NamedFace] | None, str]]:
+    """The faces pass's reader (pamir.index.passes): each picture's faces with the names its
+    files give, (faces, "") or (None, why it could not be read). A picture with one face
+    that no region names, and one People/ tag, has that face named by the tag (a tag is a
+    name: it needs no known person). A plain function over paths, to run as a Dask task."""
+    out = []
+    for path, found in zip(paths, find_people(paths)):
+        if found.faces is None:
+            out.append((None, "; ".join(found.notes) or f"{path}: faces not read"))
+            continue
+        faces = found.faces
+        if len(faces) == 1 and faces[0].name is None and len(found.tags) == 1:
+            faces[0].name, faces[0].how = found.tags[0], "tag"
+        out.append((faces, ""))
+    return out
+
+
+__all__ = ["PicturePeople", "find_people", "read_faces"]

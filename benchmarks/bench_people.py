@@ -1,0 +1,352 @@
+"""People end to end (issue 34): `pamir search NAME` over the pictures nobody named, the names
+given to strangers, and what the faces pass costs `pamir index`.
+
+- Identities (--identities DIR: a sub-folder of pictures per person, the sub-folder's name the
+  person's; the one measured is benchmarks/faces_pictures.py's, from three MIT-licensed face
+  libraries' pictures, see results/faces.md). The folder is copied and indexed by
+  `pamir index FOLDER --no-text` (no model: ImageNet's words; its faces pass). Then, per
+  seed, STRANGERS people are named nowhere, and of each other person NAMED pictures with a
+  face are named by an MWG face region in a sidecar (NAME.EXT.xmp, as digiKam writes it, on
+  the largest face the index found), and the same `pamir index` runs again: the pictures
+  whose sidecars changed are read again and every face is identified. Each named person's
+  name is then searched as `pamir search NAME` does (Index.search, every hit), ranked over
+  the unnamed pictures: mean AvgP (target 0.9), with every unnamed picture of the person
+  relevant (those where no face was found included). Strangers: their faces given a name.
+- Cost (--corel N): N Corel 5k pictures copied into a folder and indexed by
+  `pamir index FOLDER --no-text`, with --no-faces and with faces, each from an empty
+  feature cache of its own, in the order off, on, on, off (target: on at most 1.5x off);
+  and faces ms per picture read in one process (decode, detect, embed).
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_people.py \\
+        --identities /work/faces-bench/pictures --corel 1000
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pamir
+from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
+
+from pamir.facts import fold  # noqa: E402
+from pamir.index import Index  # noqa: E402
+
+STEM = "people"
+SEEDS = (0, 1, 2, 3, 4)
+#: Pictures of each person named, as in results/faces.md.
+NAMED = 2
+#: People named nowhere in a seed: strangers among the unnamed.
+STRANGERS = 4
+SUFFIXES = {".jpg", ".jpeg", ".png", ".webp"}
+COREL = Path("/work/shared/data/corel5k/images")
+#: A command's environment: no lexicon of word embeddings and no embedding model, whose
+#: one-off builds would count in every run and hide the ratio.
+ENV = {"PAMIR_LEXICON_WORDS": "0", "PAMIR_EMBEDDINGS": "0"}
+
+REGION = """<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF
+ xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description rdf:about=""
+ xmlns:mwg-rs="http://www.metadataworkinggroup.com/schemas/regions/"
+ xmlns:stArea="http://ns.adobe.com/xmp/sType/Area#"><mwg-rs:Regions rdf:parseType="Resource">
+<mwg-rs:RegionList><rdf:Bag><rdf:li rdf:parseType="Resource"><mwg-rs:Name>{name}</mwg-rs:Name>
+<mwg-rs:Type>Face</mwg-rs:Type><mwg-rs:Area stArea:x="{x}" stArea:y="{y}" stArea:w="{w}"
+ stArea:h="{h}" stArea:unit="normalized"/></rdf:li></rdf:Bag></mwg-rs:RegionList>
+</mwg-rs:Regions></rdf:Description></rdf:RDF></x:xmpmeta>
+"""
+
+
+def pamir_cli(*args, env=None) -> subprocess.CompletedProcess:
+    """`pamir ARGS` of this checkout, in a child process."""
+    return subprocess.run([sys.executable, "-c", "from pamir.cli import main; main()", *args],
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, **ENV, **(env or {})},
+                          cwd=Path(__file__).resolve().parents[1])
+
+
+def person_name(folder: str) -> str:
+    return " ".join(w.capitalize() for w in folder.split("_"))
+
+
+# ------------------------------------------------------------------------------ identities
+def identities(source: Path, work: Path) -> dict:
+    folder = work / "pictures"
+    people = {}
+    for d in sorted(p for p in source.iterdir() if p.is_dir()):
+        (folder / d.name).mkdir(parents=True)
+        people[d.name] = []
+        for p in sorted(d.iterdir()):
+            if p.suffix.lower() in SUFFIXES:
+                shutil.copy(p, folder / d.name / p.name)
+                people[d.name].append(str((folder / d.name / p.name).resolve()))
+    index = work / "index"
+    env = {"PAMIR_CACHE": str(work / "cache")}
+    t = time.perf_counter()
+    pamir_cli("index", str(folder), "--index", str(index), "--no-text", env=env)
+    first_s = time.perf_counter() - t
+    with Index.open(index) as ix:
+        largest = {}
+        for f in ix.faces():
+            path = ix.picture(f.picture).path
+            if path not in largest or f.size > largest[path].size:
+                largest[path] = f
+    seeds = [one_seed(seed, people, largest, folder, index, env) for seed in SEEDS]
+    return {"pictures": sum(map(len, people.values())), "people": len(people),
+            "with_face": len(largest), "first_index_s": round(first_s, 1), "seeds": seeds,
+            "mean_avgp": round(float(np.mean([s["mean_avgp"] for s in seeds])), 4),
+            "stranger_faces": sum(s["stranger_faces"] for s in seeds),
+            "strangers_named": sum(s["strangers_named"] for s in seeds),
+            "wrong_names": sum(s["wrong_names"] for s in seeds)}
+
+
+def one_seed(seed: int, people: dict, largest: dict, folder: Path, index: Path, env) -> dict:
+    rng = np.random.default_rng(seed)
+    for sidecar in folder.rglob("*.xmp"):
+        sidecar.unlink()
+    order = sorted(people)
+    strangers = set(rng.choice(order, STRANGERS, replace=False).tolist())
+    named: dict[str, list[str]] = {}
+    for person in order:
+        if person in strangers:
+            continue
+        with_face = [p for p in rng.permutation(people[person]).tolist() if p in largest]
+        if len(people[person]) <= NAMED or len(with_face) < NAMED:
+            continue  # a person with no unnamed picture left: not searched, not a stranger
+        named[person] = with_face[:NAMED]
+        for p in named[person]:
+            x0, y0, x1, y1 = largest[p].box
+            Path(p + ".xmp").write_text(REGION.format(
+                name=person_name(person), x=(x0 + x1) / 2, y=(y0 + y1) / 2, w=x1 - x0,
+                h=y1 - y0))
+    t = time.perf_counter()
+    pamir_cli("index", str(folder), "--index", str(index), "--no-text", env=env)
+    again_s = time.perf_counter() - t
+    all_named = {p for ps in named.values() for p in ps}
+    aps = {}
+    with Index.open(index) as ix:
+        n = len(ix)
+        for person, paths in named.items():
+            relevant = set(people[person]) - all_named
+            hits = [h.path for h in ix.search(person_name(person), n)
+                    if h.path not in all_named]
+            aps[person] = average_precision(hits, relevant)
+        stranger_faces = strangers_named = wrong = 0
+        owner = {p: person for person, ps in people.items() for p in ps}
+        names = {p.id: p.name for p in ix.people() if p.name}
+        for f in ix.faces():
+            path = ix.picture(f.picture).path
+            given = names.get(f.person)
+            if owner[path] in strangers:
+                stranger_faces += 1
+                strangers_named += given is not None
+            elif (path not in all_named and given is not None and path in largest
+                  and f.id == largest[path].id):  # the person's own face, named wrongly
+                wrong += given != fold(person_name(owner[path]))
+    return {"seed": seed, "strangers": sorted(strangers), "searched": len(aps),
+            "named_pictures": len(all_named), "reindex_s": round(again_s, 1),
+            "mean_avgp": round(float(np.mean(list(aps.values()))), 4),
+            "avgp": {k: round(v, 4) for k, v in aps.items()},
+            "stranger_faces": stranger_faces, "strangers_named": strangers_named,
+            "wrong_names": wrong, "pictures": n}
+
+
+def average_precision(ranked: list[str], relevant: set[str]) -> float:
+    """AvgP of a ranking: the mean over the relevant pictures of the precision at each one's
+    rank, 0 for those not returned."""
+    if not relevant:
+        return float("nan")
+    found, total = 0, 0.0
+    for rank, p in enumerate(ranked, 1):
+        if p in relevant:
+            found += 1
+            total += found / rank
+    return total / len(relevant)
+
+
+# ------------------------------------------------------------------------------ cost
+def cost(n: int, work: Path) -> dict:
+    folder = work / "corel"
+    folder.mkdir()
+    paths = sorted(COREL.glob("*/*.jpeg"))[:n]
+    for p in paths:
+        shutil.copy(p, folder / f"{p.parent.name}-{p.name}")
+    for p in folder.iterdir():  # in the page cache for every run alike
+        p.read_bytes()
+    runs = []
+    for i, faces in enumerate((False, True, True, False)):
+        env = {"PAMIR_CACHE": str(work / f"cache-{i}")}
+        t = time.perf_counter()
+        out = pamir_cli("index", str(folder), "--index", str(work / f"index-{i}"), "--no-text",
+                        *([] if faces else ["--no-faces"]), "--json", env=env)
+        runs.append({"faces": faces, "seconds": round(time.perf_counter() - t, 1),
+                     "pass": _faces_of(out.stdout)})
+        shutil.rmtree(work / f"index-{i}", ignore_errors=True)
+        shutil.rmtree(work / f"cache-{i}", ignore_errors=True)
+    off = np.mean([r["seconds"] for r in runs if not r["faces"]])
+    on = np.mean([r["seconds"] for r in runs if r["faces"]])
+    return {"pictures": len(paths), "runs": runs, "off_s": round(float(off), 1),
+            "on_s": round(float(on), 1), "ratio": round(float(on / off), 2),
+            "faces_ms_one_process": faces_ms(sorted(folder.iterdir())[:200]),
+            "processes": _processes()}
+
+
+def _faces_of(stdout: str) -> dict | None:
+    faces = json.loads(stdout).get("faces")
+    if not faces:
+        return None
+    return {k: faces[k] for k in ("read", "seconds")} | {"faces": faces["people"]["faces"]}
+
+
+def _processes() -> int:
+    from pamir.index.passes import local_processes  # noqa: PLC0415
+
+    return local_processes()
+
+
+def faces_ms(paths: list[Path]) -> float:
+    """ms per picture of the faces pass's reader in this one process (its models loaded)."""
+    from pamir.people.pictures import read_faces  # noqa: PLC0415
+
+    read_faces(paths[:2])
+    t = time.perf_counter()
+    read_faces(paths)
+    return round((time.perf_counter() - t) / len(paths) * 1000, 1)
+
+
+def enlargement(identities: Path, corel: int) -> dict:
+    """What the small pictures' enlargement (pamir.people.faces.MAX_ENLARGE) costs and finds:
+    ms a picture (one process) and faces found at 2x and 1x, on Corel pictures, on the
+    identity pictures smaller than DETECT_SIDE, and on the group photos beside them."""
+    import glob  # noqa: PLC0415
+
+    import pamir.people.faces as faces  # noqa: PLC0415
+
+    sets = {"corel": sorted(COREL.glob("*/*.jpeg"))[:corel],
+            "small identity pictures": [
+                p for p in sorted(identities.glob("*/*"))
+                if max(faces.load_for_detection(p)[1]) < faces.DETECT_SIDE],
+            "group photos": [Path(p) for p in sorted(glob.glob(
+                str(identities.parent / "groups" / "*")))]}
+    chosen = faces.MAX_ENLARGE
+    out = {}
+    try:
+        for enlarge in (2.0, 1.0, 2.0, 1.0):  # twice each, alternating: the machine is shared
+            faces.MAX_ENLARGE = enlarge
+            finder = faces.FaceFinder()
+            for name, paths in sets.items():
+                t = time.perf_counter()
+                found = [len(finder.find(*faces.load_for_detection(p))) for p in paths]
+                row = out.setdefault(f"{enlarge:g}x", {}).setdefault(
+                    name, {"pictures": len(paths), "ms": []})
+                row["ms"].append(round((time.perf_counter() - t) / len(paths) * 1000, 1))
+                row["faces"], row["with_face"] = sum(found), sum(k > 0 for k in found)
+    finally:
+        faces.MAX_ENLARGE = chosen
+    return out
+
+
+# ------------------------------------------------------------------------------ report
+def report(r: dict) -> str:
+    lines = report_head("People end to end: `pamir search NAME` and what faces cost "
+                        "`pamir index`", r["run"])
+    i = r.get("identities")
+    if i:
+        lines += ["", f"Identities: {r['identities_note']}: {i['pictures']} pictures of "
+                  f"{i['people']} people, a face found in {i['with_face']}; indexed by "
+                  f"`pamir index FOLDER --no-text` (no model) in {i['first_index_s']} s. Per "
+                  f"seed, {STRANGERS} people are strangers (named nowhere) and {NAMED} "
+                  "pictures of each other person are named by an MWG face region in a "
+                  "sidecar; `pamir index` again, then each name searched (Index.search, "
+                  "as `pamir search NAME`) and ranked over the unnamed pictures, every "
+                  "unnamed picture of the person relevant.", "",
+                  "| seed | people searched | named pictures | `pamir index` again (s) | "
+                  "mean AvgP | strangers' faces named | wrong names |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for s in i["seeds"]:
+            lines.append(f"| {s['seed']} | {s['searched']} | {s['named_pictures']} | "
+                         f"{s['reindex_s']} | {s['mean_avgp']:.3f} | {s['strangers_named']} "
+                         f"of {s['stranger_faces']} | {s['wrong_names']} |")
+        lines += ["", f"**Mean AvgP of `pamir search NAME` over the unnamed pictures: "
+                  f"{i['mean_avgp']:.3f}** (target 0.9). Strangers' faces given a name: "
+                  f"{i['strangers_named']} of {i['stranger_faces']}; named people's "
+                  f"unnamed pictures whose face got another person's name: "
+                  f"{i['wrong_names']}.", ""]
+    c = r.get("cost")
+    if c:
+        lines += ["", f"Cost: `pamir index FOLDER --no-text` on {c['pictures']:,} Corel 5k "
+                  "pictures (a subset: the whole 5,000 twice each would take too long on "
+                  "this shared machine), each run from an empty feature cache of its own, "
+                  f"the files in the page cache; the faces pass in {c['processes']} local "
+                  "processes.", "", "| run | faces | seconds | faces pass |",
+                  "|---|---|---:|---|"]
+        for k, run in enumerate(c["runs"], 1):
+            p = run["pass"]
+            lines.append(f"| {k} | {'on' if run['faces'] else 'off'} | {run['seconds']} | "
+                         + (f"{p['read']} read in {p['seconds']} s, {p['faces']} faces"
+                            if p else "") + " |")
+        lines += ["", f"**Faces on: {c['on_s']} s, off: {c['off_s']} s: {c['ratio']}x** "
+                  "(target at most 1.5x). Faces, one process: "
+                  f"{c['faces_ms_one_process']} ms a Corel picture (decode, detect, embed).",
+                  ""]
+    e = r.get("enlargement")
+    if e:
+        lines += ["", "The cost is the detection of faces in small pictures: pamir.people.faces "
+                  "enlarges a picture smaller than 1,024 pixels up to 2x, so that faces of 40 "
+                  "pixels are found. At 1x (no enlargement), in one process, twice each "
+                  f"(`{r['enlargement_run']['command']}`, {r['enlargement_run']['date']}, "
+                  f"load average {r['enlargement_run']['load_average']['start']}):", "",
+                  "| enlargement | set | pictures | ms a picture | faces | pictures with a "
+                  "face |", "|---|---|---:|---|---:|---:|"]
+        for enlarge, sets in e.items():
+            for name, row in sets.items():
+                lines.append(f"| {enlarge} | {name} | {row['pictures']} | "
+                             f"{', '.join(map(str, row['ms']))} | {row['faces']} | "
+                             f"{row['with_face']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = parser(__doc__)
+    ap.add_argument("--identities", type=Path, help="a sub-folder of pictures per person")
+    ap.add_argument("--note", default="", help="the identities folder, as the report names it")
+    ap.add_argument("--corel", type=int, default=0, help="Corel 5k pictures for the cost")
+    ap.add_argument("--enlargement", type=int, default=0,
+                    help="Corel pictures for the study of the enlargement (with --identities; "
+                         "kept with the last results)")
+    ap.add_argument("--report-only", action="store_true",
+                    help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
+    args = ap.parse_args(argv)
+    if args.report_only:
+        r = json.loads((RESULTS / f"{STEM}.json").read_text())
+        (RESULTS / f"{STEM}.md").write_text(report(r))
+        return
+    run = Run("bench_people.py", argv)
+    if args.enlargement:  # a study beside the last results
+        r = json.loads((RESULTS / f"{STEM}.json").read_text())
+        r["enlargement"] = enlargement(args.identities, args.enlargement)
+        r["enlargement_run"] = run.info()
+        save_report(STEM, r, report)
+        return
+    r = {"run": None}
+    with tempfile.TemporaryDirectory(prefix="pamir-people-") as tmp:
+        if args.identities:
+            r["identities_note"] = args.note or str(args.identities)
+            r["identities"] = identities(args.identities, Path(tmp) / "ids")
+        if args.corel:
+            (Path(tmp) / "cost").mkdir()
+            r["cost"] = cost(args.corel, Path(tmp) / "cost")
+    r["run"] = run.info()
+    save_report(STEM, r, report)
+
+
+if __name__ == "__main__":
+    main()
