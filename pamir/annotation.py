@@ -8,10 +8,14 @@ A picture's keywords are two lists, best first:
   calibration (raw scores alone where it has none);
 - **ImageNet's words** (`pamir.zeroshot.annotate`): for a system with an ImageNet CNN view
   (and the zero-caption system), WordNet's words whose classes hold a good share of the
-  classifier's probability, those the model already gave left out.
+  classifier's probability, those the model already gave left out;
+- **its facts** (`fact_keywords`), for a picture an index holds: where it was taken (its
+  place, nearest first) and the words read on it (pamir.ocr), each marked with its kind
+  (`"source": "place"` or `"text"`): what the picture holds for certain, not a guess.
 
     import pamir.annotation
-    keywords, ok, reasons = pamir.annotation.annotate_pictures(system, ["a.jpg"], k=5)
+    keywords, ok, reasons = pamir.annotation.annotate_pictures(system, ["a.jpg"], k=5,
+                                                               index=index)
 
 `write_sidecar` writes them beside a picture (PICTURE.txt, `pamir annotate --sidecar`),
 never over a file pamir did not write.
@@ -56,35 +60,82 @@ def imagenet_words(P, k: int | None = None) -> list[list[tuple[str, float]]]:
     return annotate(np.atleast_2d(P), k or config.ANNOTATION_WORDS)
 
 
-def keyword_records(best, imagenet=()) -> list[dict]:
+def keyword_records(best, imagenet=(), facts=()) -> list[dict]:
     """A picture's keywords as `pamir annotate --json` and the API give them: the model's
     words [{word, score, probability where calibrated}] (best: (word, score, probability or
     None) triples), then ImageNet's words not among them [{word, probability, source:
-    "imagenet"}] (imagenet: (word, probability) pairs)."""
+    "imagenet"}] (imagenet: (word, probability) pairs), then its facts' keywords (facts:
+    `fact_keywords`' records, as they are)."""
     out = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None else {})}
            for w, s, p in best]
     own = {w["word"] for w in out}
     return out + [{"word": w, "probability": round(p, 4), "source": "imagenet"}
-                  for w, p in imagenet if w not in own]
+                  for w, p in imagenet if w not in own] + list(facts)
+
+
+def fact_keywords(facts, k: int | None = None) -> list[dict]:
+    """A picture's facts (pamir.facts.Fact) as keyword records, marked with their kind:
+    [{word, shown, source: "place" | "text", confidence}]. Its place nearest first (the
+    place, city, region, country), each form shown once ("United Kingdom", not also "uk"
+    and "britain"); then the words read on it, the most confident first, at most k
+    (default config.ANNOTATION_WORDS: a page of print would drown the rest), phrases left
+    out (their words are there)."""
+    import json  # noqa: PLC0415
+
+    from .facts import fold  # noqa: PLC0415
+    from .index.reading import PLACE_LEVELS  # noqa: PLC0415
+
+    def detail(f) -> dict:
+        try:
+            d = json.loads(f.detail) if f.detail else {}
+        except ValueError:
+            return {}
+        return d if isinstance(d, dict) else {}
+
+    places, seen = [], set()
+    for f in sorted((f for f in facts if f.kind == "place"), key=lambda f: (
+            PLACE_LEVELS.index(detail(f).get("level")) if detail(f).get("level") in
+            PLACE_LEVELS else len(PLACE_LEVELS))):
+        shown = str(detail(f).get("shown") or f.word)
+        if shown not in seen:
+            seen.add(shown)
+            places.append({"word": fold(shown), "shown": shown, "source": "place",
+                           "confidence": round(float(f.confidence), 4)})
+    words = sorted((f for f in facts if f.kind == "text" and " " not in f.word),
+                   key=lambda f: (-f.confidence, f.word))[:k or config.ANNOTATION_WORDS]
+    return places + [{"word": f.word, "shown": f.word, "source": "text",
+                      "confidence": round(float(f.confidence), 4)} for f in words]
+
+
+def indexed_facts(index, paths: Sequence) -> list[list]:
+    """The facts `index` holds of each picture (by its path; [] for one it does not hold)."""
+    out = []
+    for p in paths:
+        picture_id = index.id_of_path(p)
+        out.append(index.facts_of(picture_id) if picture_id is not None else [])
+    return out
 
 
 def keywords_of_rows(Z, vocabulary: Sequence[str], calibration=None, P=None,
-                     k: int | None = None, *, count: bool = False) -> list[list[dict]]:
-    """The keywords of each picture from its text-space row Z[i] and, where given, its
-    ImageNet class probabilities P[i] (keyword_records). k: at most k words by the rule
-    (the API's k), or with count the k best (model_words)."""
+                     k: int | None = None, facts=None, *, count: bool = False
+                     ) -> list[list[dict]]:
+    """The keywords of each picture from its text-space row Z[i], where given its ImageNet
+    class probabilities P[i], and where given its facts facts[i] (keyword_records). k: at
+    most k words by the rule (the API's k), or with count the k best (model_words)."""
     Z = np.atleast_2d(np.asarray(Z))
     best = model_words(Z, vocabulary, calibration, k, count=count)
     more = imagenet_words(P, k) if P is not None else [[] for _ in best]
-    return [keyword_records(b, m) for b, m in zip(best, more)]
+    held = [fact_keywords(f, k) for f in facts] if facts is not None else [[] for _ in best]
+    return [keyword_records(b, m, f) for b, m, f in zip(best, more, held)]
 
 
-def annotate_pictures(system, paths: Sequence, k: int | None = None
+def annotate_pictures(system, paths: Sequence, k: int | None = None, *, index=None
                       ) -> tuple[list[list[dict]], np.ndarray, list]:
     """(keywords of each picture, which were read, the reason for each that was not): the
     system's words (k None: by the rule validation preferred; k: the k best, as
     `System.annotate(Z, k)` gives them) and, for a system with an ImageNet CNN view,
-    ImageNet's words. A picture the classifier cannot read counts as unread."""
+    ImageNet's words; with an `index` (pamir.index.Index), the place and text facts it
+    holds of each picture. A picture the classifier cannot read counts as unread."""
     from .imagenet import class_probabilities  # noqa: PLC0415
     from .system import cnn_part  # noqa: PLC0415
 
@@ -96,8 +147,9 @@ def annotate_pictures(system, paths: Sequence, k: int | None = None
     if part is not None:
         logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
         P, ok = class_probabilities(logits), ok & np.asarray(class_ok, bool)
+    facts = indexed_facts(index, paths) if index is not None else None
     keywords = keywords_of_rows(Z, list(system.vocabulary),
-                                getattr(system, "calibration", None), P, k,
+                                getattr(system, "calibration", None), P, k, facts,
                                 count=k is not None)
     return keywords, ok, reasons
 
@@ -143,5 +195,6 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-__all__ = ["SIDECAR_REGISTRY", "annotate_pictures", "imagenet_words", "keyword_records",
-           "keywords_of_rows", "model_words", "sidecar_path", "write_sidecar"]
+__all__ = ["SIDECAR_REGISTRY", "annotate_pictures", "fact_keywords",
+           "imagenet_words", "indexed_facts", "keyword_records", "keywords_of_rows",
+           "model_words", "sidecar_path", "write_sidecar"]

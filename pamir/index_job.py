@@ -16,8 +16,15 @@ result comes back (pamir.index.sync, `map_batches`), so
 
 Each worker loads the system itself, once (`worker_system`), from the model folder's JSON +
 npz at the same path (shared storage), and checks that its files hash to the client's
-fingerprint. Only paths go out and (Z, ok, reasons, hashes) come back. Workers need pamir
-installed at the same version, and the pictures at the same paths.
+fingerprint; with no model (`pamir index FOLDER`, model_dir None) it builds the
+zero-caption system (ImageNet's classifier, from the installed weights) and checks its
+fingerprint the same way. Only paths go out and (Z, ok, reasons, hashes) come back. Workers
+need pamir installed at the same version, and the pictures at the same paths.
+
+`batch_runner` is the whole of it for a caller (the CLI, a script): a cluster (a
+LocalCluster of N processes, or a running scheduler's) and the transform that runs an index's
+batches on it; the same client then runs the index's passes (the text pass,
+pamir.index.passes) as tasks.
 
 This job sits beside the index and the workflow, above the system; the cluster plumbing it
 runs on (the client, submitting a batch, what a worker builds once) stays low in
@@ -26,6 +33,7 @@ pamir.distributed, where the feature extraction of `pamir fit --workers` uses it
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -33,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .distributed import RETRIES, once_per_worker, submit_batch
+from .distributed import DASK_BATCH, RETRIES, dask_client, once_per_worker, submit_batch
 from .index import model_fingerprint
 from .index.sync import file_hash
 from .workflow import load_system
@@ -58,18 +66,36 @@ class BatchesFailed(RuntimeError):
 
 def worker_system(model_dir: str, fingerprint: str, cache_dir: str | None):
     """The system at model_dir, loaded once per worker process (checked against the client's
-    fingerprint: a model folder that differs here is not on shared storage)."""
+    fingerprint: a model folder that differs here is not on shared storage); model_dir ""
+    (no model): the zero-caption system."""
     return once_per_worker(("system", model_dir, fingerprint, cache_dir),
                            lambda: _load_system(model_dir, fingerprint, cache_dir))
 
 
 def _load_system(model_dir: str, fingerprint: str, cache_dir: str | None):
+    if not model_dir:
+        return _zero_caption_system(fingerprint, cache_dir)
     if fingerprint and model_fingerprint(model_dir) != fingerprint:
         raise RuntimeError(f"{model_dir} on this worker is not the client's model (another "
                            "fingerprint): put it on storage every worker shares")
     # the client lists unreadable pictures with their reasons, once
     logging.getLogger("pamir.features.extract").setLevel(logging.ERROR)
     system = load_system(model_dir, cache_dir=cache_dir)
+    _single_threaded(system.pipeline)
+    return system
+
+
+def _zero_caption_system(fingerprint: str, cache_dir: str | None):
+    """What `pamir index FOLDER` indexes with no model (pamir.zeroshot), as the client built
+    it: another network or weights installed here would give other class probabilities."""
+    from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415  (the [cnn] extra)
+
+    logging.getLogger("pamir.features.cnn").setLevel(logging.ERROR)
+    system = ZeroCaptionSystem(cache_dir)
+    if fingerprint and system.fingerprint != fingerprint:
+        raise RuntimeError(f"this worker's zero-caption system ({system.fingerprint}) is not "
+                           f"the client's ({fingerprint}): install the same pamir and "
+                           "network weights on every worker")
     _single_threaded(system.pipeline)
     return system
 
@@ -110,7 +136,9 @@ class DaskTransform:
     def __init__(self, client, model_dir, fingerprint: str, classes: bool = False, *,
                  cache_dir=None, retries: int = RETRIES, task=transform_batch):
         self.client = client
-        self.args = (str(Path(model_dir).resolve()), fingerprint, bool(classes),
+        # model_dir None: the zero-caption system ("" on the wire)
+        self.args = ("" if model_dir is None else str(Path(model_dir).resolve()),
+                     fingerprint, bool(classes),
                      None if cache_dir is None else str(Path(cache_dir).resolve()))
         self.retries = retries
         self.task = task
@@ -156,6 +184,22 @@ class DaskTransform:
             raise BatchesFailed(failed)
 
 
+@contextlib.contextmanager
+def batch_runner(workers: int | None, scheduler: str | None, model_dir, fingerprint: str,
+                 classes: bool, cache_dir=None):
+    """(transform, batch size, client) that `pamir index` runs with: (None, None, None) --
+    the index's own transform in this process -- without `workers` or `scheduler`; else a
+    DaskTransform on a LocalCluster of `workers` processes or on the cluster of `scheduler`
+    (closed on exit), DASK_BATCH, and its client for the passes. model_dir None: the
+    zero-caption system."""
+    if not workers and not scheduler:
+        yield None, None, None
+        return
+    with dask_client(workers, scheduler) as client:
+        yield (DaskTransform(client, model_dir, fingerprint, classes, cache_dir=cache_dir),
+               DASK_BATCH, client)
+
+
 def _take(it, n):
     out = []
     for _ in range(n):
@@ -166,5 +210,5 @@ def _take(it, n):
     return out
 
 
-__all__ = ["BatchesFailed", "DaskTransform", "IN_FLIGHT_PER_THREAD", "transform_batch",
-           "worker_system"]
+__all__ = ["BatchesFailed", "DaskTransform", "IN_FLIGHT_PER_THREAD", "batch_runner",
+           "transform_batch", "worker_system"]

@@ -20,7 +20,10 @@ recognition only on the lines detected (the largest MAX_LINES of them), without 
 classifier, on one intra-op thread. benchmarks/bench_ocr.py measures each setting on Corel
 and on photo-sized pictures with and without painted words; the constants below are its
 choice: about 13 ms a Corel picture and 31 ms a photo-sized one without text, 50x less than
-rapidocr's defaults.
+rapidocr's defaults. The networks are called directly (rapidocr's pipeline read its settings
+through omegaconf and normalised in float64 at every call), alike-sized pictures of a batch
+are detected together, a picture's lines recognised together, and the index's pass runs one
+reader per core (pamir.index.passes).
 """
 
 from __future__ import annotations
@@ -87,6 +90,20 @@ ANGLE_CLASSIFIER = False
 #: detecting at 320 alone, so off. The setting for a collection of small text, with
 #: DETECT_SIDE = 640.
 COARSE_SIDE = 0
+#: ONNX Runtime's CPU memory arena, which rapidocr turns off: a detection's buffers are
+#: then allocated afresh at each call. On: 8.1 ms against 8.8 for the detection network on
+#: a Corel picture (192x128, one thread, 100 calls; this machine, 2026-11-26).
+ARENA = True
+#: Alike-sized pictures detected in one call of the detection network: 7.6-7.9 ms a Corel
+#: picture (192x128, one thread) in batches of 2 to 8, against 8.0-8.7 one at a time (this
+#: machine, 2026-11-26); 8 bounds the batch's memory (8 x 3 x 320 x 320 floats, 10 MB).
+DETECT_BATCH = 8
+#: rapidocr's pipeline pads a picture whose short side is at most this (its Global
+#: min_height and min_side_len, 30) or whose width is over PIPELINE_MAX_RATIO times its
+#: height (width_height_ratio) before detecting: such pictures go through it, the others
+#: are detected directly (`TextReader._boxes`), alike.
+PIPELINE_MIN_SIDE = 30
+PIPELINE_MAX_RATIO = 8
 #: Multi-word phrases of up to this many words are facts of their own (`"fresh bread"`).
 MAX_PHRASE_WORDS = 4
 
@@ -113,6 +130,11 @@ class OcrSettings:
     #: >0: a first detection with the longest side at most this; a picture where it finds
     #: nothing is not detected again at detect_side (0: one detection)
     coarse_side: int = COARSE_SIDE
+    #: the networks called directly (`TextReader._boxes`); False: through rapidocr's
+    #: pipeline, line by line (the benchmark's comparison)
+    direct: bool = True
+    #: ONNX Runtime's memory arena (rapidocr turns it off)
+    arena: bool = ARENA
 
 
 @dataclass(frozen=True)
@@ -172,17 +194,51 @@ class TextReader:
         if s.threads > 0:  # 0: ONNX Runtime's own choice (one thread per core)
             params.update({"EngineConfig.onnxruntime.intra_op_num_threads": s.threads,
                            "EngineConfig.onnxruntime.inter_op_num_threads": 1})
+        if s.arena:
+            params["EngineConfig.onnxruntime.enable_cpu_mem_arena"] = True
         self.coarse = None
         if not s.rapidocr_defaults:
             params.update({"Det.limit_type": "max", "Det.limit_side_len": s.detect_side})
             if s.coarse_side:
                 self.coarse = RapidOCR(params={**params, "Det.limit_side_len": s.coarse_side})
         self.engine = RapidOCR(params=params)
+        # The networks themselves (rapidocr's TextDetector and TextRecognizer), called
+        # directly where rapidocr's own pipeline would only add cost (see `_detect`); None on
+        # a rapidocr without them, which then runs its whole pipeline for each call.
+        self.detector = self.recogniser = None
+        if s.direct and not s.rapidocr_defaults:
+            try:
+                self.detector = self.engine._load_det_model()
+                self.recogniser = self.engine._load_rec_model()
+            except AttributeError:  # another rapidocr: its public calls below
+                self.detector = self.recogniser = None
 
     # -------------------------------------------------------------------- one picture
     def read(self, image) -> list[TextLine]:
         """The lines of text on a picture: a path, encoded bytes, a Pillow image or an
         (H, W, 3) uint8 RGB array. ImageError if the file cannot be decoded."""
+        return self.read_many([self.prepare(image)])[0]
+
+    def read_many(self, pictures: list[np.ndarray | None]) -> list[list[TextLine]]:
+        """The lines of text on each of several prepared pictures (`prepare`; None: none):
+        alike-sized pictures are detected together, in batches of DETECT_BATCH."""
+        if self.settings.rapidocr_defaults:
+            return [self._whole(bgr) if bgr is not None else [] for bgr in pictures]
+        out = []
+        for bgr, boxes in zip(pictures, self._detect_many(pictures)):
+            if not boxes:
+                out.append([])  # no line detected: nothing to recognise (most photos)
+            elif self.recogniser is not None:
+                out.append(self._recognise_lines(bgr, boxes))
+            else:
+                out.append([line for line in (self._recognise(bgr, box) for box in boxes)
+                            if line])
+        return out
+
+    def prepare(self, image) -> np.ndarray | None:
+        """A picture as the reader reads it: decoded (`load`), its longest side bounded by
+        read_side, as OpenCV's BGR; None for one too thin to hold a line of text (which
+        rapidocr would refuse). ImageError if it cannot be decoded."""
         if isinstance(image, Image.Image):
             rgb = to_rgb(ImageOps.exif_transpose(image))
         else:
@@ -190,14 +246,10 @@ class TextReader:
         if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
             raise ImageError(f"not an RGB picture (array of shape {rgb.shape}, {rgb.dtype})")
         if min(rgb.shape[:2]) < self.settings.min_line_height:
-            return []  # too thin to hold a line of text (and rapidocr would refuse it)
+            return None
         if max(rgb.shape[:2]) > self.settings.read_side:
             rgb = bounded(rgb, self.settings.read_side)
-        bgr = np.ascontiguousarray(rgb[:, :, ::-1])  # rapidocr reads arrays as OpenCV's BGR
-        if self.settings.rapidocr_defaults:
-            return self._whole(bgr)
-        boxes = self._detect(bgr)
-        return [line for line in (self._recognise(bgr, box) for box in boxes) if line]
+        return np.ascontiguousarray(rgb[:, :, ::-1])  # rapidocr reads arrays as OpenCV's BGR
 
     def load(self, source) -> np.ndarray:
         """A picture decoded by pamir's reader (HEIC, RAW, EXIF rotation, decompression
@@ -207,18 +259,47 @@ class TextReader:
         scale = min(1.0, self.settings.read_side / max(w, h, 1))
         return decode_rgb(data, short_side=max(1, round(min(w, h) * scale)))
 
+    def _detect_many(self, pictures: list[np.ndarray | None]) -> list[list[np.ndarray]]:
+        """`_detect` of each picture (None: no lines); pictures that the detection network
+        takes directly at the same size (`_direct_size`) are run through it together."""
+        out: list[list[np.ndarray]] = [[] for _ in pictures]
+        alike: dict[tuple[int, int], list[int]] = {}
+        for i, bgr in enumerate(pictures):
+            if bgr is None:
+                continue
+            size = self._direct_size(bgr, self.settings.detect_side)
+            if size is None or self.coarse is not None:
+                out[i] = self._detect(bgr)
+            elif min(size) > 0:
+                alike.setdefault(size, []).append(i)
+        det = self.detector
+        for size, members in alike.items():
+            for lo in range(0, len(members), DETECT_BATCH):
+                chunk = members[lo:lo + DETECT_BATCH]
+                blob = np.concatenate([self._blob(pictures[i], size) for i in chunk])
+                maps = det.session(blob)
+                for j, i in enumerate(chunk):
+                    h, w = pictures[i].shape[:2]
+                    boxes, _ = det.postprocess_op(maps[j:j + 1], (h, w))
+                    boxes = det.sorted_boxes(np.asarray(boxes)) if len(boxes) else boxes
+                    out[i] = self._kept(boxes, pictures[i])
+        return out
+
     def _detect(self, bgr: np.ndarray) -> list[np.ndarray]:
         """The detected lines' quadrilaterals (4 x 2, pixels of bgr), the largest
         max_lines of those at least min_line_height high and at most max_line_share of the
         picture's short side."""
         s = self.settings
         if self.coarse is not None and max(bgr.shape[:2]) > s.coarse_side:
-            first = self.coarse(bgr, use_det=True, use_cls=False, use_rec=False)
-            if getattr(first, "boxes", None) is None or len(first.boxes) == 0:
+            if not len(self._boxes(bgr, s.coarse_side, self.coarse)):
                 return []
-        found = self.engine(bgr, use_det=True, use_cls=False, use_rec=False)
-        boxes = getattr(found, "boxes", None)
-        if boxes is None or len(boxes) == 0:
+        return self._kept(self._boxes(bgr, s.detect_side, self.engine), bgr)
+
+    def _kept(self, boxes, bgr: np.ndarray) -> list[np.ndarray]:
+        """The quadrilaterals worth recognising, the largest first up to max_lines, back in
+        reading order (see `_detect`)."""
+        s = self.settings
+        if len(boxes) == 0:
             return []
         boxes = [np.asarray(b, dtype=np.float32) for b in boxes]
         heights = [min(np.linalg.norm(b[0] - b[3]), np.linalg.norm(b[1] - b[2]))
@@ -229,6 +310,68 @@ class TextReader:
         kept.sort(key=lambda i: -heights[i] * widths[i])
         kept = sorted(kept[:s.max_lines])  # back to reading order (rapidocr's)
         return [boxes[i] for i in kept]
+
+    def _direct_size(self, bgr: np.ndarray, side: int) -> tuple[int, int] | None:
+        """(width, height) the detection network takes the picture at with its longest side
+        at most `side` (rapidocr's resizing: multiples of 32; (0, x) for a picture it would
+        not detect on), or None where it goes through rapidocr's pipeline instead: without
+        the networks at hand, or for a picture the pipeline pads or enlarges first (short
+        side under PIPELINE_MIN_SIDE, or banner-like: over PIPELINE_MAX_RATIO times as wide
+        as high)."""
+        h, w = bgr.shape[:2]
+        if (self.detector is None or min(h, w) <= PIPELINE_MIN_SIDE
+                or w > PIPELINE_MAX_RATIO * h):
+            return None
+        ratio = min(1.0, side / max(h, w))
+        return (int(round(int(w * ratio) / 32) * 32), int(round(int(h * ratio) / 32) * 32))
+
+    @staticmethod
+    def _blob(bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+        """The picture as the detection network reads it: resized (bilinear) to `size`,
+        (x - 127.5) / 127.5 -- rapidocr's (x / 255 - 0.5) / 0.5 -- as 1 x 3 x H x W."""
+        import cv2  # noqa: PLC0415 - rapidocr's own dependency
+
+        return cv2.dnn.blobFromImage(bgr, 1 / 127.5, size, (127.5, 127.5, 127.5),
+                                     swapRB=False, crop=False)
+
+    def _boxes(self, bgr: np.ndarray, side: int, engine) -> np.ndarray:
+        """The detected quadrilaterals (n x 4 x 2, pixels of bgr) with the longest side at
+        most `side`: the detection network called directly, as rapidocr's pipeline calls it
+        for such a picture (same resizing to multiples of 32, normalisation, DB
+        post-processing and reading order), without its per-call costs (its settings read
+        through omegaconf, the normalisation in float64); through the pipeline where
+        `_direct_size` says so."""
+        size = self._direct_size(bgr, side)
+        if size is None:
+            found = engine(bgr, use_det=True, use_cls=False, use_rec=False)
+            boxes = getattr(found, "boxes", None)
+            return np.zeros((0, 4, 2), np.float32) if boxes is None else np.asarray(boxes)
+        if min(size) <= 0:
+            return np.zeros((0, 4, 2), np.float32)
+        det = self.detector
+        boxes, _ = det.postprocess_op(det.session(self._blob(bgr, size)), bgr.shape[:2])
+        if len(boxes) == 0:
+            return np.zeros((0, 4, 2), np.float32)
+        return det.sorted_boxes(np.asarray(boxes))
+
+    def _recognise_lines(self, bgr: np.ndarray, boxes: list[np.ndarray]) -> list[TextLine]:
+        """The lines in `boxes` recognised in batches (rapidocr's TextRecognizer: lines of
+        alike widths together), as rapidocr's pipeline recognises the lines it detects."""
+        from rapidocr.ch_ppocr_rec.typings import TextRecInput  # noqa: PLC0415
+        from rapidocr.utils.process_img import get_rotate_crop_image  # noqa: PLC0415
+
+        crops = [get_rotate_crop_image(bgr, box.copy()) for box in boxes]
+        keep = [i for i, c in enumerate(crops) if min(c.shape[:2]) >= 1]
+        if not keep:
+            return []
+        out = self.recogniser(TextRecInput(img=[crops[i] for i in keep]))
+        lines = []
+        for i, text, score in zip(keep, out.txts or (), out.scores or ()):
+            text, score = str(text).strip(), float(score)
+            if text and score >= self.settings.min_score:
+                lines.append(TextLine(text, round(min(1.0, max(0.0, score)), 4),
+                                      normalised_box(boxes[i], bgr)))
+        return lines
 
     def _recognise(self, bgr: np.ndarray, box: np.ndarray) -> TextLine | None:
         from rapidocr.utils.process_img import get_rotate_crop_image  # noqa: PLC0415
@@ -285,7 +428,8 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
             f"-coarse{s.coarse_side}-read{s.read_side}-lines{s.max_lines}"
             f"-score{s.min_score}-heights{s.min_line_height}:{s.max_line_share:.2f}"
             f"-cls{int(s.angle_classifier)}"
-            f"{'-defaults' if s.rapidocr_defaults else ''}")
+            f"{'-defaults' if s.rapidocr_defaults else ''}"
+            f"{'-direct' if s.direct and not s.rapidocr_defaults else ''}")
 
 
 # ------------------------------------------------------------------------------ facts
@@ -324,6 +468,29 @@ def text_facts(lines: list[TextLine]) -> list[Fact]:
     return [Fact("text", w, c, d) for w, (c, d) in best.items()]
 
 
+def lines_of(facts) -> list[TextLine]:
+    """The lines of text a picture's text facts were read from (`text_facts` keeps each
+    word's line, as shown, and its box in the fact's detail), each once, top to bottom
+    then left to right: what the page outlines on the picture. Facts of other kinds, and
+    details without a box, are left out."""
+    best: dict[tuple, TextLine] = {}
+    for f in facts:
+        if getattr(f, "kind", None) != "text":
+            continue
+        try:
+            d = json.loads(f.detail) if f.detail else {}
+            box = tuple(float(v) for v in d["box"])
+            shown = str(d.get("shown") or f.word)
+        except (ValueError, KeyError, TypeError):
+            continue
+        if len(box) != 4:
+            continue
+        key = (shown, box)
+        if key not in best or f.confidence > best[key].confidence:
+            best[key] = TextLine(shown, float(f.confidence), box)
+    return sorted(best.values(), key=lambda line: (line.box[1], line.box[0]))
+
+
 # ------------------------------------------------------------------------------ batches
 
 _local = threading.local()
@@ -347,19 +514,37 @@ def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fa
     MissingExtra and OcrUnavailable (rapidocr or its models missing) are raised: they
     concern every file."""
     reader = shared_reader(settings)
-    out: list[tuple[list[Fact] | None, str]] = []
-    for path in paths:
+    out: list[tuple[list[Fact] | None, str]] = [([], "")] * len(paths)
+    ready: list[tuple[int, np.ndarray | None]] = []  # decoded, read together
+    for i, path in enumerate(paths):
         try:
-            out.append((text_facts(reader.read(path)), ""))
-        except ImageError as e:
-            out.append((None, f"{path}: {e}"))
-        except MemoryError:
-            out.append((None, f"{path}: too large to read for text (out of memory)"))
+            ready.append((i, reader.prepare(path)))
         except Exception as e:  # noqa: BLE001 - one hostile file must not end a batch
-            out.append((None, f"{path}: text not read ({type(e).__name__}: {e})"))
+            out[i] = (None, _note(path, e))
+    try:
+        found: list = reader.read_many([bgr for _, bgr in ready])
+    except Exception:  # noqa: BLE001 - one picture spoilt the batch: each alone, to name it
+        found = []
+        for _, bgr in ready:
+            try:
+                found.append(reader.read_many([bgr])[0])
+            except Exception as e:  # noqa: BLE001
+                found.append(e)
+    for (i, _), lines in zip(ready, found):
+        out[i] = ((None, _note(paths[i], lines)) if isinstance(lines, Exception)
+                  else (text_facts(lines), ""))
     return out
 
 
+def _note(path, e: Exception) -> str:
+    """Why a picture's text was not read, in one line naming it."""
+    if isinstance(e, ImageError):
+        return f"{path}: {e}"
+    if isinstance(e, MemoryError):
+        return f"{path}: too large to read for text (out of memory)"
+    return f"{path}: text not read ({type(e).__name__}: {e})"
+
+
 __all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings",
-           "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint", "phrase",
-           "read_texts", "shared_reader", "text_facts"]
+           "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint",
+           "lines_of", "phrase", "read_texts", "shared_reader", "text_facts"]

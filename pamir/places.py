@@ -285,6 +285,41 @@ def place_facts(position) -> list:
             for w, shown, level in place_words(place)]
 
 
-__all__ = ["COUNTRY_WORDS", "CITY_RADIUS_KM", "LARGE_CITY_POPULATION", "PLACE_KM", "Place",
-           "city_of", "country_name", "country_words", "place_facts", "place_of",
-           "place_words", "valid_position"]
+#: The most words one country is found by (its name and COUNTRY_WORDS' other forms): the
+#: rows of a collection's places to read for `limit` places, each country once.
+COUNTRY_ALIASES_MAX = 1 + max(len(forms) for forms in COUNTRY_WORDS.values())
+
+
+def listed_places(rows) -> list[dict]:
+    """A collection's places as the page lists them, from the catalogue's (word, detail,
+    pictures) rows of place facts (pamir.index.catalog.fact_words), the most pictures first:
+    {"word", "shown", "level", "pictures", "query", "words"}. The forms of one place (a
+    country's "uk", "britain", "united kingdom": one form shown, one level) are one entry,
+    found by the folded form shown where it is one of them; `query` is the filter that
+    finds its pictures (`place:kyoto`, `place:"united kingdom"`)."""
+    from .facts import fold  # noqa: PLC0415
+    from .query import filter_term  # noqa: PLC0415
+
+    groups: dict[tuple[str, str], dict] = {}
+    for word, detail, count in rows:
+        try:
+            d = json.loads(detail) if detail else {}
+        except ValueError:
+            d = {}
+        d = d if isinstance(d, dict) else {}
+        shown, level = str(d.get("shown") or word), str(d.get("level") or "")
+        g = groups.setdefault((shown, level), {"word": word, "shown": shown, "level": level,
+                                                "pictures": 0, "words": []})
+        g["words"].append(word)
+        g["pictures"] = max(g["pictures"], int(count))
+        if word == fold(shown):
+            g["word"] = word
+    out = sorted(groups.values(), key=lambda g: (-g["pictures"], g["shown"].casefold()))
+    for g in out:
+        g["query"] = filter_term("place", g["word"])
+    return out
+
+
+__all__ = ["COUNTRY_ALIASES_MAX", "COUNTRY_WORDS", "CITY_RADIUS_KM", "LARGE_CITY_POPULATION",
+           "PLACE_KM", "Place", "city_of", "country_name", "country_words", "listed_places",
+           "place_facts", "place_of", "place_words", "valid_position"]

@@ -326,6 +326,14 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
 FACT_PHRASE_WORDS = 3
 
 
+def filter_term(key: str, value: str) -> str:
+    """The grammar's filter `key:value` for a value (a fact's word): quoted where it has
+    spaces (`place:"united kingdom"`); a double quote in it, which the grammar cannot
+    quote, is left out."""
+    value = str(value).replace('"', "").strip()
+    return f'{key}:"{value}"' if not value or any(c.isspace() for c in value) else f"{key}:{value}"
+
+
 def join_fact_phrases(parsed: ParsedQuery, facts: Callable[[str], int]) -> ParsedQuery:
     """Runs of unquoted words (of one weight) that pictures hold as one fact become one
     phrase term, the longest first: `united kingdom` as `"united kingdom"`, `new york` as
@@ -437,5 +445,5 @@ def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
     return Match(term.text, term.weight, "unknown", [], note)
 
 
-__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "join_fact_phrases",
-           "parse", "resolve"]
+__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "filter_term",
+           "join_fact_phrases", "parse", "resolve"]

@@ -163,13 +163,15 @@ def update_index(index: Index, system, folders, transform=None, *, captions=None
 def read_text(index: Index, *, client=None, progress=None):
     """The text pass of `pamir index` (pamir.index.passes): the text written in every picture
     not read yet as it is now (pamir.ocr), its words and phrases stored as facts; with a Dask
-    client, batches as tasks. Returns the PassReport. The pass is named after the reader, so
+    client, batches as tasks, else on one thread per core. Returns the PassReport. The pass is named after the reader, so
     that another reader (other models, other settings) reads every picture again."""
     from . import ocr  # noqa: PLC0415  (rapidocr: the [ocr] extra)
+    from .features.cnn_engines import streams  # noqa: PLC0415
     from .index.passes import run_pass  # noqa: PLC0415
 
+    # without a cluster, one reader per core, each on its own thread (pamir.index.passes)
     return run_pass(index, f"text {ocr.fingerprint()}", ("text",), ocr.read_texts,
-                    client=client, progress=progress)
+                    client=client, progress=progress, threads=streams())
 
 
 def read_faces(index: Index, *, client=None, progress=None, processes: int = 1) -> dict:

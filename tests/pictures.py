@@ -12,6 +12,8 @@
 - `two_colours`, `fake_corel`: a two-region picture and a Corel-5k-shaped folder of them.
 - `red_png`, `hostile_names`: an upload's bytes, and pictures whose names are hostile.
 - `vectors`: not pictures, the vectors a model reads: dense rows that show their words.
+- `paint`, `backdrop`, `font`: words painted on a sign over a textured picture (the text
+  tests read them back); `gps_tags`: exiftool's arguments for an EXIF GPS position.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFont
 
 #: Named colours (RGB): far apart in every colour space the features use.
 COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
@@ -252,3 +254,48 @@ def hostile_names(folder: Path, invalid_utf8: bool = False) -> list[Path]:
     (deep / ("x" * 200 + ".png")).write_bytes(png)
     made.append(deep / ("x" * 200 + ".png"))
     return made
+
+
+# ---------------------------------------------------------------- text and places
+#: The painted pictures' size (a photo's shape, small enough for fast tests).
+PAINTED_SIZE = (640, 427)
+
+
+def font(name: str, size: int) -> ImageFont.FreeTypeFont:
+    """matplotlib's DejaVu fonts: installed wherever the tests run ([dev])."""
+    import matplotlib
+
+    return ImageFont.truetype(
+        str(Path(matplotlib.__file__).parent / "mpl-data" / "fonts" / "ttf" / name), size)
+
+
+def backdrop(seed: int = 0) -> Image.Image:
+    """A smooth, textured picture with nothing written on it."""
+    rng = np.random.default_rng(seed)
+    small = rng.normal(125, 45, (PAINTED_SIZE[1] // 16, PAINTED_SIZE[0] // 16, 3)).clip(0, 255)
+    return Image.fromarray(small.astype(np.uint8)).resize(PAINTED_SIZE, Image.Resampling.BICUBIC)
+
+
+def paint(text: str, face: str, size: int, colour, plate, tilt: float, where=(60, 150),
+          seed: int = 0) -> np.ndarray:
+    """`text` on a plate (or outlined on nothing when plate is None), turned by `tilt`
+    degrees, on a backdrop; (H, W, 3) uint8 RGB."""
+    f = font(face, size)
+    stroke = 0 if plate else 2
+    left, top, right, bottom = f.getbbox(text, stroke_width=stroke)
+    pad = size // 3
+    sign = Image.new("RGBA", (right - left + 2 * pad, bottom - top + 2 * pad),
+                     (*plate, 255) if plate else (0, 0, 0, 0))
+    ImageDraw.Draw(sign).text((pad - left, pad - top), text, font=f, fill=(*colour, 255),
+                              stroke_width=stroke, stroke_fill=(0, 0, 0, 255))
+    sign = sign.rotate(tilt, expand=True, resample=Image.Resampling.BICUBIC)
+    im = backdrop(seed)
+    im.paste(sign, where, sign)
+    return np.asarray(im)
+
+
+def gps_tags(lat: float, lon: float) -> list[str]:
+    """exiftool arguments for EXIF GPS only (the -GPS* shorthands write XMP too)."""
+    return [f"-EXIF:GPSLatitude={abs(lat)}", f"-EXIF:GPSLatitudeRef={'N' if lat >= 0 else 'S'}",
+            f"-EXIF:GPSLongitude={abs(lon)}",
+            f"-EXIF:GPSLongitudeRef={'E' if lon >= 0 else 'W'}"]

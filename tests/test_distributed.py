@@ -217,3 +217,56 @@ def test_fit_cnn_features_on_the_cluster_equal_in_process(system_dir, client, tm
     np.testing.assert_allclose(X1, X2, atol=1e-5)
     np.testing.assert_allclose(local.mean_, remote.mean_, atol=1e-5)
     assert len(list((tmp_path / "cache-remote" / "cnn").rglob("*.npy"))) == 12
+
+
+def test_a_bare_folder_and_its_text_on_the_cluster_equal_in_process(client, tmp_path,
+                                                                    monkeypatch):
+    """`pamir index FOLDER --scheduler ADDRESS` with no model: the zero-caption system's
+    batches (ImageNet's classifier) and the text pass run as Dask tasks, and give the index
+    that the same command gives in this process: the same pictures, class probabilities
+    (within the network's float tolerance) and text facts, the junk file unreadable."""
+    pytest.importorskip("rapidocr")
+    import json
+
+    import skimage.data
+    from PIL import Image
+    from fakes import run
+    from pictures import paint
+
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    for name in ("chelsea", "coffee"):
+        Image.fromarray(getattr(skimage.data, name)()).save(folder / f"{name}.png")
+    Image.fromarray(paint("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20),
+                          (240, 232, 205), 0)).save(folder / "sign.jpg")
+    (folder / "junk.png").write_bytes(b"\x00not a picture" * 10)
+
+    def indexed(name, *options):
+        # each run computes its features afresh (a feature cache of its own)
+        monkeypatch.setenv("PAMIR_CACHE", str(tmp_path / f"cache-{name}"))
+        r = json.loads(run("index", folder, "--index", tmp_path / name, "--json",
+                           *options).stdout)
+        with Index.open(tmp_path / name) as ix:
+            got = {}
+            for p in ix.pictures():
+                row = ix.vector(p.id, classes=True) if p.state == "ok" else None
+                got[Path(p.path).name] = (p.hash, p.state, row,
+                                          [(f.kind, f.word) for f in ix.facts_of(p.id)])
+        return r, got
+
+    r1, local = indexed("local")
+    r2, remote = indexed("remote", "--scheduler", client.scheduler.address)
+    assert (r1["added"], r1["text"]["read"], r1["text"]["with_facts"]) == (3, 3, 1)
+    assert (r2["added"], r2["text"]["read"], r2["text"]["with_facts"]) == (3, 3, 1)
+    assert [Path(f["path"]).name for f in r2["failed"]] == ["junk.png"]
+    assert local.keys() == remote.keys() == {"chelsea.png", "coffee.png", "sign.jpg",
+                                             "junk.png"}
+    for name, (digest, state, row, facts) in local.items():
+        assert remote[name][:2] == (digest, state) and remote[name][3] == facts, name
+        if row is not None:
+            assert row.shape == (1000,)
+            np.testing.assert_allclose(remote[name][2], row, atol=1e-5, err_msg=name)
+    assert ("text", "fresh bread") in local["sign.jpg"][3]
+    # the workers filled the feature cache the command named
+    assert list((tmp_path / "cache-remote").rglob("*.npy"))

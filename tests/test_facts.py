@@ -149,16 +149,17 @@ def test_a_pass_reads_each_picture_once_resumes_and_reads_changed_ones_again(tmp
     class Killed(Exception):
         pass
 
-    def dying(paths):
-        if read:
+    def dying(paths):  # read the first batch, then died (its batches read on 2 threads)
+        if paths != first:
             raise Killed
         return reader(paths)
 
     with captioned_index(tmp_path, {}) as ix:
+        first = [p for _, p, _ in ix.pass_todo("text")[:4]]
         with pytest.raises(Killed):
-            run_pass(ix, "text", ("text",), dying, batch_size=4)
+            run_pass(ix, "text", ("text",), dying, batch_size=4, threads=2)
         assert len(read) == 4 and len(ix.pass_todo("text")) == 5
-        report = run_pass(ix, "text", ("text",), reader, batch_size=4)
+        report = run_pass(ix, "text", ("text",), reader, batch_size=4, threads=2)
         assert report.read == 5 and len(read) == 9 and len(set(read)) == 9
         assert sorted(names(ix.search("bakery", 9))) == ["red-0.png", "red-1.png", "red-2.png"]
         assert sorted(names(ix.search("text:bakery blue", 9))) == [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 pytest.importorskip("rapidocr")
 
@@ -18,42 +18,7 @@ from pamir.facts import Fact, fold  # noqa: E402
 from pamir.features import images  # noqa: E402
 from pamir.ocr import (OcrSettings, TextLine, TextReader, bundled_models,  # noqa: E402
                        fingerprint, phrase, read_texts, text_facts)
-
-SIZE = (640, 427)
-
-
-def font(name: str, size: int) -> ImageFont.FreeTypeFont:
-    """matplotlib's DejaVu fonts: installed wherever the tests run ([dev])."""
-    import matplotlib
-
-    return ImageFont.truetype(
-        str(Path(matplotlib.__file__).parent / "mpl-data" / "fonts" / "ttf" / name), size)
-
-
-def backdrop(seed: int = 0) -> Image.Image:
-    """A smooth, textured picture with nothing written on it."""
-    rng = np.random.default_rng(seed)
-    small = rng.normal(125, 45, (SIZE[1] // 16, SIZE[0] // 16, 3)).clip(0, 255)
-    return Image.fromarray(small.astype(np.uint8)).resize(SIZE, Image.Resampling.BICUBIC)
-
-
-def paint(text: str, face: str, size: int, colour, plate, tilt: float, where=(60, 150),
-          seed: int = 0) -> np.ndarray:
-    """`text` on a plate (or outlined on nothing when plate is None), turned by `tilt`
-    degrees, on a backdrop; (H, W, 3) uint8 RGB."""
-    f = font(face, size)
-    stroke = 0 if plate else 2
-    left, top, right, bottom = f.getbbox(text, stroke_width=stroke)
-    pad = size // 3
-    sign = Image.new("RGBA", (right - left + 2 * pad, bottom - top + 2 * pad),
-                     (*plate, 255) if plate else (0, 0, 0, 0))
-    ImageDraw.Draw(sign).text((pad - left, pad - top), text, font=f, fill=(*colour, 255),
-                              stroke_width=stroke, stroke_fill=(0, 0, 0, 255))
-    sign = sign.rotate(tilt, expand=True, resample=Image.Resampling.BICUBIC)
-    im = backdrop(seed)
-    im.paste(sign, where, sign)
-    return np.asarray(im)
-
+from pictures import backdrop, font, paint  # noqa: E402
 
 @pytest.fixture(scope="module")
 def reader():
@@ -163,6 +128,42 @@ def test_bad_files_give_a_note_not_an_exception(tmp_path, monkeypatch):
     assert read_texts([good])[0][0][0].word == "harbour"
 
 
+def test_a_batch_reads_as_each_picture_alone_and_a_failing_picture_is_named(tmp_path,
+                                                                            monkeypatch):
+    """read_texts detects alike-sized pictures together: the same words as one at a time;
+    a picture whose reading fails is named, the others of its batch are read."""
+    from pamir.ocr import shared_reader
+
+    paths = []
+    for i, (text, tilt) in enumerate([("BAKERY", 0), ("Museum", 3), ("TICKET", -4)]):
+        paths.append(tmp_path / f"sign-{i}.jpg")
+        Image.fromarray(paint(text, "DejaVuSans-Bold.ttf", 44, (20, 20, 20), (240, 232, 205),
+                              tilt, seed=i)).save(paths[-1], quality=92)
+    paths.append(tmp_path / "plain.jpg")
+    backdrop(seed=4).save(paths[-1], quality=92)
+    odd = tmp_path / "odd.png"  # another size: detected on its own
+    Image.fromarray(paint("harbour", "DejaVuSerif.ttf", 40, (255, 255, 255), (20, 100, 50),
+                          0)).resize((500, 333)).save(odd)
+    paths.insert(2, odd)
+    alone = [{f.word for f in text_facts(TextReader().read(p))} for p in paths]
+    together = read_texts(paths)
+    assert [{f.word for f in facts} for facts, _ in together] == alone
+    assert alone[0] >= {"bakery"} and alone[2] >= {"harbour"} and alone[-1] == set()
+
+    reader = shared_reader()
+    read_many = reader.read_many
+
+    def failing(pictures):
+        if any(p is not None and p.shape[:2] == (333, 500) for p in pictures):
+            raise RuntimeError("the network refused it")
+        return read_many(pictures)
+
+    monkeypatch.setattr(reader, "read_many", failing)
+    out = read_texts(paths)
+    assert out[2][0] is None and str(odd) in out[2][1] and "refused" in out[2][1]
+    assert [{f.word for f in facts} for facts, _ in out[:2] + out[3:]] == alone[:2] + alone[3:]
+
+
 def test_extreme_shapes_do_not_break_the_reader(reader):
     for shape in ((4, 3000, 3), (3000, 6, 3), (1, 1, 3), (10, 1600, 3), (40, 5000, 3)):
         assert reader.read(np.full(shape, 200, np.uint8)) == []
@@ -189,15 +190,15 @@ def test_the_bundled_models_are_used_and_nothing_is_downloaded(monkeypatch):
 # ------------------------------------------------------------------------------ cost
 
 def test_a_coarse_detection_that_finds_nothing_ends_the_reading():
-    coarse = TextReader(OcrSettings(coarse_side=320))
-    calls = []
-    engine = coarse.engine
-    coarse.engine = lambda *a, **kw: calls.append(kw) or engine(*a, **kw)
+    coarse = TextReader(OcrSettings(coarse_side=320, detect_side=640))
+    sides = []
+    boxes = coarse._boxes
+    coarse._boxes = lambda bgr, side, engine: sides.append(side) or boxes(bgr, side, engine)
     assert coarse.read(np.asarray(backdrop(seed=5))) == []
-    assert calls == []  # the full-size detection never ran
+    assert sides == [320]  # the full-size detection never ran
     words = {f.word for f in text_facts(coarse.read(
         paint("LIBRARY", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0)))}
-    assert "library" in words and calls
+    assert "library" in words and sides == [320, 320, 640]
 
 
 def test_only_the_largest_lines_are_read():
@@ -240,7 +241,7 @@ def test_read_texts_as_the_index_pass_reader_makes_painted_words_searchable(tmp_
     system = FakeSystem()
     with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
         ix.update([folder], system.transform_paths)
-        report = run_pass(ix, "text", ("text",), read_texts)
+        report = run_pass(ix, "text", ("text",), read_texts, batch_size=4, threads=2)
         # the nine plain pictures read too, with no text (the corrupt file is not indexed)
         assert (report.read, report.with_facts, report.failed) == (11, 2, 0)
 

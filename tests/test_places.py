@@ -16,7 +16,7 @@ from PIL.TiffImagePlugin import IFDRational
 from pamir.facts import Fact
 from pamir.metadata import read_metadata, xmp_coordinate
 from pamir.places import COUNTRY_KM, PLACE_KM, place_facts, place_of
-from pictures import exiftool, picture, write_packet
+from pictures import exiftool, gps_tags, picture, write_packet
 
 pytestmark = pytest.mark.skipif(__import__("shutil").which("exiftool") is None,
                                 reason="exiftool not installed (.ci/run installs it)")
@@ -38,13 +38,6 @@ HEMISPHERES = [
 
 def words(position) -> set[str]:
     return {f.word for f in place_facts(position)}
-
-
-def gps_tags(lat: float, lon: float) -> list[str]:
-    """exiftool arguments for EXIF GPS only (the -GPS* shorthands write XMP too)."""
-    return [f"-EXIF:GPSLatitude={abs(lat)}", f"-EXIF:GPSLatitudeRef={'N' if lat >= 0 else 'S'}",
-            f"-EXIF:GPSLongitude={abs(lon)}",
-            f"-EXIF:GPSLongitudeRef={'E' if lon >= 0 else 'W'}"]
 
 
 @pytest.mark.parametrize("lat, lon, expected", HEMISPHERES)

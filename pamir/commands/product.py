@@ -97,9 +97,6 @@ def index_command(
     except workflow.WorkflowError as e:
         fail(str(e))
     if model is None:
-        if workers or scheduler:
-            fail("--workers and --scheduler run a fitted model's batches; the zero-caption "
-                 "system runs in this process (leave them out, or give a MODEL)")
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
     system, fingerprint = workflow.indexing_system(model, load=load_system)
@@ -179,7 +176,7 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
 
     index = _open_for(index_dir, model, system, fingerprint, rebuild)
     with index, _batch_runner(workers, scheduler, model, fingerprint, system,
-                              bool(index.classes)) as (transform, default_batch), \
+                              bool(index.classes)) as (transform, default_batch, client), \
             Bar("indexing", console=console, unit="pictures") as bar:
         try:
             report = workflow.update_index(index, system, folders, transform,
@@ -196,11 +193,11 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
         bar.stop()
         _prepare_word_mapping(index)
         if text:
-            report.text = _read_text(index, getattr(transform, "client", None))
+            report.text = _read_text(index, client)
         if faces:
             from .people import read_faces  # noqa: PLC0415
 
-            report.faces = read_faces(index, getattr(transform, "client", None))
+            report.faces = read_faces(index, client)
         return report, index.status()
 
 
@@ -253,20 +250,20 @@ def _prepare_word_mapping(index: Index) -> None:
 
 
 @contextlib.contextmanager
-def _batch_runner(workers, scheduler, model: Path, fingerprint: str, system, classes: bool):
-    """(transform, default batch size) that `pamir index` computes batches with: in this
-    process, or as Dask tasks (--workers: a LocalCluster; --scheduler: a running cluster;
-    pamir.index_job)."""
+def _batch_runner(workers, scheduler, model: Path | None, fingerprint: str, system,
+                  classes: bool):
+    """(transform, default batch size, client) that `pamir index` computes batches with
+    (pamir.index_job.batch_runner): in this process, or as Dask tasks (--workers: a
+    LocalCluster; --scheduler: a running cluster), its failures said."""
     if not workers and not scheduler:  # pamir.workflow.update_index's own
-        yield None, BATCH_SIZE
+        yield None, BATCH_SIZE, None
         return
-    from ..distributed import DASK_BATCH, dask_client  # noqa: PLC0415
-    from ..index_job import BatchesFailed, DaskTransform  # noqa: PLC0415
+    from ..index_job import BatchesFailed, batch_runner  # noqa: PLC0415
 
-    with dask_client(workers, scheduler) as client:
+    with batch_runner(workers, scheduler, model, fingerprint, classes,
+                      cache_dir=config.default_cache_dir()) as (transform, batch, client):
         try:
-            yield (DaskTransform(client, model, fingerprint, classes,
-                                 cache_dir=config.default_cache_dir()), DASK_BATCH)
+            yield transform, batch, client
         except BatchesFailed as e:
             fail(str(e))
 
@@ -458,10 +455,14 @@ def annotate_command(
     sidecar: bool = typer.Option(False, help="write PICTURE.txt beside each picture (never "
                                              "over a file pamir did not write)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines"),
+    index_dir: Path = typer.Option(None, "--index", help="the index whose facts of the "
+                                   "pictures it holds are added: where each was taken, the "
+                                   "words read on it [default: the default index, if any]"),
 ):
     """The words that best describe each picture, with their scores and calibrated
     probabilities; beside them, ImageNet's words (marked) whose classes hold a good share
-    of the classifier's probability."""
+    of the classifier's probability; and for a picture the index holds, where it was taken
+    and the words read on it (marked "(place)", "(text)")."""
     if not _is_model(model):
         model, pictures = None, [model, *(pictures or [])]
     missing = [p for p in pictures if not p.is_file()]
@@ -472,7 +473,8 @@ def annotate_command(
     if not pictures:
         fail("no picture to annotate")
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else load_system(model)
-    keywords, ok, reasons = annotate_pictures(system, pictures, k)
+    with _facts_index(index_dir) as index:
+        keywords, ok, reasons = annotate_pictures(system, pictures, k, index=index)
     failed = len(missing)
     for path, good, reason, words in zip(pictures, ok, reasons, keywords):
         if not good:
@@ -482,7 +484,9 @@ def annotate_command(
             continue
         note = ""
         if sidecar:
-            written, why = write_sidecar(path, [w["word"] for w in words])
+            # the words pictures are described by; their place and text they hold already
+            written, why = write_sidecar(path, [w["word"] for w in words
+                                                if w.get("source") not in ("place", "text")])
             note = why
         if as_json:
             print(json.dumps({"path": str(path), "keywords": words,
@@ -495,15 +499,40 @@ def annotate_command(
         raise typer.Exit(1)
 
 
+@contextlib.contextmanager
+def _facts_index(index_dir: Path | None):
+    """The index `pamir annotate` reads the pictures' facts from (read-only): --index, else
+    the default one where there is one; None (no facts) where there is none to read, with a
+    line when --index named it."""
+    where = index_dir or default_index_dir()
+    if not Index.exists(where):
+        if index_dir is not None:
+            console.print(f"[yellow]no index at {index_dir}: no place or text added[/yellow]",
+                          markup=True)
+        yield None
+        return
+    try:
+        index = Index.open(where)
+    except IndexDirError as e:
+        console.print(f"[yellow]{escape(str(e))}: no place or text added[/yellow]", markup=True)
+        yield None
+        return
+    with index:
+        yield index
+
+
 def _annotation_line(words: list[dict]) -> str:
-    """"blue 0.812  sea 0.640  [ImageNet] pelican 0.93  bird 0.98": the model's words with
-    their scores, then ImageNet's with their probability mass."""
+    """"blue 0.812  sea 0.640  [ImageNet] pelican 0.93  bird 0.98  Kyoto (place)  bakery
+    (text)": the model's words with their scores, then ImageNet's with their probability
+    mass, then the picture's facts marked with their kind."""
     own = "  ".join(f"{w['word']} {w['score']:.3f}"
                     + (f" (p {w['probability']:.2f})" if "probability" in w else "")
                     for w in words if "score" in w)
     more = "  ".join(f"{w['word']} {w['probability']:.2f}" for w in words
                      if w.get("source") == "imagenet")
-    return "  ".join(x for x in (own, f"[ImageNet] {more}" if more else "") if x) or \
+    facts = "  ".join(f"{w.get('shown') or w['word']} ({w['source']})" for w in words
+                      if w.get("source") in ("place", "text"))
+    return "  ".join(x for x in (own, f"[ImageNet] {more}" if more else "", facts) if x) or \
         "(no word: the classifier is unsure of this picture)"
 
 

@@ -493,6 +493,17 @@ class Catalog:
         self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
                                [(int(i), name, digest) for i, digest in done])
 
+    def fact_words(self, kind: str, limit: int = 100) -> list[tuple[str, str, int]]:
+        """fact_counts with a detail each word is stored with: (word, detail, pictures),
+        the most common first (the page's places: the form shown, the level)."""
+        if not self.has_facts:
+            return []
+        rows = self._conn.execute(
+            "SELECT f.word, max(f.detail), count(*) AS n FROM facts f "
+            "JOIN pictures p ON p.id = f.picture WHERE f.kind = ? AND p.col IS NOT NULL "
+            "GROUP BY f.word ORDER BY n DESC, f.word LIMIT ?", (kind, int(limit)))
+        return [(w, d or "", int(n)) for w, d, n in rows.fetchall()]
+
     def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
         """The most common words of one kind of fact, with how many scored pictures hold
         each (the page's places, people)."""

@@ -9,8 +9,13 @@ pass killed half-way goes on from its last commit, and a changed picture is read
 picture that cannot be read is recorded too, with a note, and read again only once its bytes
 change.
 
-With a Dask client (`pamir index --workers N | --scheduler ADDRESS`), the batches are read as
-tasks on the cluster; this process stays the one writer and commits them as they come back.
+Without a cluster, a pass reads its batches in this process: on `threads` threads (the text
+pass: one per core, pamir.features.cnn_engines.streams, as the CNN features run; a reader
+such as pamir.ocr.read_texts keeps one set of ONNX Runtime sessions per thread, each on one
+intra-op thread, and ONNX Runtime lets go of the GIL while it runs), or in `processes` local
+processes (the faces pass). With a Dask client (`pamir index --workers N | --scheduler
+ADDRESS`), the batches are read as tasks on the cluster. Either way this process stays the
+one writer and commits the batches in order as they come back.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 #: Pictures read per commit: a few seconds of OCR, so a killed pass loses little.
@@ -30,7 +35,8 @@ PASS_BATCH = 32
 MAX_PROCESSES = 4
 
 #: reader(paths) -> for each path (its Facts, or None where the picture could not be read,
-#: and a note): a plain function of paths, so that it can run as a Dask task.
+#: and a note): a plain function of paths, so that it can run as a Dask task (and, for a
+#: pass read on threads, safe to call from several at once, as pamir.ocr's readers).
 Reader = Callable[[Sequence[str]], list]
 
 
@@ -52,14 +58,16 @@ class PassReport:
 def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
              batch_size: int = PASS_BATCH, client=None,
              progress: Callable[[int, int], None] | None = None,
-             record: Callable | None = None, processes: int = 1) -> PassReport:
+             record: Callable | None = None, processes: int = 1,
+             threads: int = 1) -> PassReport:
     """Read every picture of `index` that the pass `name` has not read as it is now, with
     `reader`, writing the facts of `kinds` it finds (see the module docstring);
     progress(done, total) after each commit. record(name, kinds, {id: found}, done) commits
     a batch (default: index.record_pass, for a reader of facts; the faces pass stores
     faces, Index.record_faces). processes: without a client, read batches in this many
     local processes (`local_processes()`; 1: in this one), when there are more batches
-    than processes."""
+    than processes; else on this many threads of this process (`threads`; 1: one batch
+    after another)."""
     record = record or index.record_pass
     started = time.perf_counter()
     report = PassReport(name)
@@ -68,7 +76,7 @@ def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
     pool = _Processes(processes) if client is None and 1 < processes < len(batches) else None
     try:
         _run(index, name, kinds, reader, batches, client or pool, record, report, progress,
-             len(todo))
+             len(todo), threads)
     finally:
         if pool is not None:
             pool.close()
@@ -76,8 +84,9 @@ def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
     return report
 
 
-def _run(index, name, kinds, reader, batches, client, record, report, progress, total):
-    for batch, results in _read(batches, reader, client):
+def _run(index, name, kinds, reader, batches, client, record, report, progress, total,
+         threads):
+    for batch, results in _read(batches, reader, client, threads):
         facts, done = {}, []
         for (picture_id, path, digest), (found, note) in zip(batch, results):
             if found is None:
@@ -116,7 +125,7 @@ class _Processes:
     def scheduler_info(self) -> dict:
         return {"workers": dict.fromkeys(range(self.n))}
 
-    def submit(self, fn, *args, pure: bool = False):
+    def submit(self, fn, *args, pure: bool = False, **dask_options):  # retries: Dask's
         if not self.broken:
             try:
                 return _Fallback(self, self._pool.submit(fn, *args), fn, args)
@@ -143,21 +152,47 @@ class _Fallback:
         return self.fn(*self.args)
 
 
-def _read(batches: list[list[tuple]], reader: Reader, client):
-    """(batch, its results) in order: read here one after another, or as tasks on a Dask
-    client, a few in flight at a time so that results come back while others are read."""
-    if client is None:
-        for batch in batches:
-            yield batch, reader([path for _, path, _ in batch])
+def _read(batches: list[list[tuple]], reader: Reader, client, threads: int = 1
+          ) -> Iterator[tuple[list[tuple], list]]:
+    """(batch, its results) in the batches' order: as tasks on a Dask client (or local
+    processes, `_Processes`), or on `threads` threads here (one after another for one thread
+    or one batch), a few batches in flight at a time so that results come back while others
+    are read."""
+    def paths(batch):
+        return [p for _, p, _ in batch]
+
+    if client is not None:
+        from ..distributed import submit_batch  # noqa: PLC0415
+
+        ahead = max(2, 2 * len(client.scheduler_info().get("workers", {})))
+        # a failed batch is tried again (RETRIES), as an index's batches are
+        yield from _in_order(batches, lambda b: submit_batch(client, reader, (), paths(b)),
+                             ahead)
         return
-    ahead = max(2, 2 * len(client.scheduler_info().get("workers", {})))
-    futures = []
-    for i, batch in enumerate(batches):
-        futures.append((batch, client.submit(reader, [p for _, p, _ in batch], pure=False)))
-        if len(futures) >= ahead or i == len(batches) - 1:
-            while futures and (len(futures) >= ahead or i == len(batches) - 1):
-                done_batch, future = futures.pop(0)
-                yield done_batch, future.result()
+    if threads <= 1 or len(batches) <= 1:
+        for batch in batches:
+            yield batch, reader(paths(batch))
+        return
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="pamir-pass")
+    try:
+        yield from _in_order(batches, lambda b: pool.submit(reader, paths(b)), 2 * threads)
+    finally:
+        # interrupted (Ctrl-C, a reader's error): batches not started are dropped, those
+        # running end on their own; their pictures were not recorded, the next run reads them
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _in_order(batches, submit, ahead: int):
+    """(batch, submit(batch)'s result) in order, at most `ahead` submitted and not yet
+    yielded."""
+    pending: list = []
+    for batch in batches:
+        pending.append((batch, submit(batch)))
+        if len(pending) >= ahead:
+            done, future = pending.pop(0)
+            yield done, future.result()
+    for done, future in pending:
+        yield done, future.result()
 
 
 __all__ = ["MAX_PROCESSES", "PASS_BATCH", "PassReport", "local_processes", "run_pass"]

@@ -673,6 +673,20 @@ class IndexReading(IndexLifecycle):
         with self._lock:
             return self._catalog.fact_counts(kind, limit)
 
+    def places(self, limit: int = 100) -> list[dict]:
+        """The collection's places, the most pictures first (pamir.places.listed_places:
+        each with the form shown, its level, its count and the query that finds it)."""
+        from ..places import COUNTRY_ALIASES_MAX, listed_places  # noqa: PLC0415
+
+        with self._lock:  # a country's other forms ("uk") are rows of their own: room for them
+            rows = self._catalog.fact_words("place", limit * COUNTRY_ALIASES_MAX)
+        return listed_places(rows)[:limit]
+
+    def shown_facts(self, picture_id: int) -> dict[str, list[str]]:
+        """The picture's facts of SHOWN_FACTS as a hit shows them: {"place": ["Kyoto",
+        "Japan"], ...}."""
+        return self._with_facts([Hit(int(picture_id), "", 0.0)])[0].facts
+
     def same_bytes(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with this content hash at another path, if any."""
         with self._lock:

@@ -26,6 +26,7 @@ from ..annotation import keywords_of_rows
 from ..calibration import LIKELY
 from ..features.images import ImageError, open_image
 from ..index import Index, QueryError, embeddings_enabled
+from ..ocr import lines_of
 from ..query import SORTS
 from ..storage import atomic_write_bytes, shown_path
 from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
@@ -159,6 +160,13 @@ def create_app(index_dir, model_dir=None, *, system=None,
     def vocabulary():
         return {"words": index.vocabulary}
 
+    @app.get("/api/places", summary="The collection's places, with how many pictures each")
+    def places(limit: int = Query(100, ge=1, le=MAX_K, description="how many places")):
+        """The places the pictures were taken (pamir.places, from their GPS), the most
+        pictures first: each with the form shown, its level (place, city, region, country),
+        its pictures and the `query` that finds them (`place:kyoto`)."""
+        return {"places": index.places(limit)}
+
     @app.get("/api/search", summary="Pictures ranked for a text query")
     def search(q: str = Query(..., description="a query: words, -word, word^2, \"a phrase\", "
                                                 "p:0.5, floor:X, sort:date, in:FOLDER, "
@@ -216,7 +224,13 @@ def create_app(index_dir, model_dir=None, *, system=None,
         p = _picture(index, picture_id)
         return {**_hit_json(p),
                 "caption_source": p.source,
-                "keywords": _keywords(index.vector(p.id, classes=True), index, k)}
+                "keywords": _keywords(index.vector(p.id, classes=True), index, k,
+                                      index.facts_of(p.id)),
+                # its place beside its date, and the lines of text read on it with their
+                # boxes (fractions of the picture's width and height) for the page to outline
+                "facts": index.shown_facts(p.id),
+                "text": [{"text": t.text, "confidence": t.confidence, "box": list(t.box)}
+                         for t in lines_of(index.facts_of(p.id))]}
 
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
              response_class=Response,
@@ -401,12 +415,13 @@ def _picture(index: Index, picture_id: int):
         raise HTTPException(404, str(e)) from None
 
 
-def _keywords(z: np.ndarray, index: Index, k: int) -> list[dict]:
+def _keywords(z: np.ndarray, index: Index, k: int, facts=None) -> list[dict]:
     """A picture's keywords as the API gives them (pamir.annotation), from its stored column
     or an upload's: its text-space vector, then its class probabilities where the index has
-    classes."""
+    classes, then an indexed picture's place and text facts."""
     P = z[None, index.T:] if index.classes and len(z) == index.rows else None
-    [words] = keywords_of_rows(z[None, : index.T], index.vocabulary, index.calibration, P, k)
+    [words] = keywords_of_rows(z[None, : index.T], index.vocabulary, index.calibration, P, k,
+                               None if facts is None else [facts])
     return words
 
 

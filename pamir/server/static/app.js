@@ -45,7 +45,8 @@ async function search(q, push = true) {
     state.hits = res.hits;
     const terms = res.mapping.filter((m) => m.how !== "unknown")
       .map((m) => (m.weight < 0 ? "−" : "") + m.term + (Math.abs(m.weight) !== 1 ? `^${Math.abs(m.weight)}` : ""));
-    let msg = `${res.hits.length} of ${res.pictures} pictures for “${terms.join(" ")}”`;
+    // a query of filters alone (place:kyoto, a place clicked) has no terms: say the query
+    let msg = `${res.hits.length} of ${res.pictures} pictures for “${terms.join(" ") || state.q}”`;
     // the calibrated count (pamir.calibration); none where the query has no probability
     if (res.likely !== null && res.likely !== undefined) {
       msg += ` — ${res.likely} likely relevant (probability ≥ ${res.likely_probability})`;
@@ -142,6 +143,8 @@ function hitCard(hit) {
     when.textContent = hit.taken.slice(0, 10);
     meta.append(when);
   }
+  const where = placeSpan(hit);  // places.js: the place it was taken, beside the date
+  if (where) meta.append(where);
   if (hit.caption && hit.caption.length) b.title = `${hit.path}\n${hit.caption.join(", ")}`;
   b.append(img, meta);
   b.addEventListener("click", () => openDetail(hit.id));
@@ -250,6 +253,7 @@ async function openDetail(id, push = true) {
   $("explain-note").textContent = "";
   $("explain-voters").replaceChildren();
   clearCanvas();
+  showText({});
   const img = $("detail-img");
   img.src = `/api/pictures/${id}/thumbnail?size=512`;
   try {
@@ -260,7 +264,9 @@ async function openDetail(id, push = true) {
     $("caption-box").hidden = !p.caption.length;
     $("caption").textContent = p.caption.join(", ") +
       (p.caption_source ? ` (from ${p.caption_source})` : "");
-    $("detail-taken").textContent = p.taken ? `taken ${p.taken.replace("T", " ")}` : "";
+    $("detail-taken").textContent = [p.taken ? `taken ${p.taken.replace("T", " ")}` : "",
+                                     placeOf(p)].filter(Boolean).join(" · ");
+    showText(p);  // places.js: the text read on it, outlined
   } catch (e) {
     $("detail-name").textContent = e.message;
     return;
@@ -371,12 +377,14 @@ function keywordItems(keywords) {
   return keywords.map((k) => {
     const li = document.createElement("li");
     li.innerHTML = `<span class="kw"></span><span class="kw-score"></span>`;
-    li.querySelector(".kw").textContent = k.word;
-    // ImageNet's words (no captions needed) carry their classes' probability, not a score
-    li.querySelector(".kw-score").textContent = k.source === "imagenet"
+    li.querySelector(".kw").textContent = k.shown || k.word;
+    // ImageNet's words (no captions needed) carry their classes' probability, not a score;
+    // a place or a word read on the picture is a fact: its kind says so
+    const fact = k.source === "place" || k.source === "text";
+    li.querySelector(".kw-score").textContent = fact ? k.source : k.source === "imagenet"
       ? `ImageNet ${Math.round(100 * k.probability)} %`
       : fmt(k.score) + (k.probability !== undefined ? ` · ${Math.round(100 * k.probability)} %` : "");
-    if (k.source === "imagenet") li.className = "imagenet";
+    if (k.source === "imagenet" || fact) li.className = k.source;
     return li;
   });
 }
@@ -418,6 +426,9 @@ document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("deta
 $("detail-img").addEventListener("load", drawBlocks);
 $("show-blocks").addEventListener("change", drawBlocks);
 window.addEventListener("resize", drawBlocks);
+$("detail-img").addEventListener("load", fitText);
+$("show-text").addEventListener("change", fitText);
+window.addEventListener("resize", fitText);
 window.addEventListener("popstate", fromUrl);
 $("upload").addEventListener("change", (e) => { if (e.target.files[0]) annotateUpload(e.target.files[0]); });
 $("annotation-close").addEventListener("click", () => { $("annotation").hidden = true; });
@@ -428,4 +439,5 @@ api("/api/status").then((s) => {
 api("/api/vocabulary").then((v) => {
   $("vocabulary").replaceChildren(...v.words.map((w) => Object.assign(document.createElement("option"), { value: w })));
 }).catch(() => {});
+loadPlaces();
 fromUrl();
