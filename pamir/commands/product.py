@@ -212,7 +212,7 @@ def _read_text(index: Index, client) -> dict | None:
             return workflow.read_text(index, client=client, progress=lambda done, total:
                                       bar.update(completed=done, total=total)).as_dict()
     except MissingExtra as e:
-        console.print(f"text in pictures not read: {e}")
+        console.print(f"text in pictures not read: {escape(str(e))}")
     except KeyboardInterrupt:
         console.print(f"interrupted: {len(index):,} pictures are indexed and searchable; the "
                       "text read so far is kept, and the same command reads the rest")
