@@ -83,7 +83,7 @@ def fact_keywords(facts, k: int | None = None) -> list[dict]:
     import json  # noqa: PLC0415
 
     from .facts import fold  # noqa: PLC0415
-    from .index.reading import PLACE_LEVELS  # noqa: PLC0415
+    from .index.fact_reading import PLACE_LEVELS  # noqa: PLC0415
 
     def detail(f) -> dict:
         try:

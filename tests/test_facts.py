@@ -11,7 +11,7 @@ import pytest
 
 from pamir.facts import Fact, fold, keyword_facts
 from pamir.index import Index
-from pamir.index.reading import FACT_PROBABILITY
+from pamir.index.fact_reading import FACT_PROBABILITY
 from pathlib import Path
 
 

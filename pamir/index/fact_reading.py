@@ -1,0 +1,187 @@
+"""Reading an index's facts, a part of `Index` (pamir.index.reading): the pictures holding a
+query's terms as facts (pamir.facts: keywords, places, text, people, the camera), ranked first
+and with their probability (`_factual`), the facts a hit shows, and the collection's facts
+listed (places with their counts). The reader's state, lock and ranking are IndexReading's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..query import Query
+
+if TYPE_CHECKING:
+    from .reading import Hit
+
+#: The probability that a picture holding a query word as a fact (pamir.facts) is relevant to
+#: it, times the fact's confidence. A keyword people wrote defines relevance in a model's
+#: protocol, so on its validation every tag is right by construction and cannot measure this
+#: lower than 1; 0.95 leaves room for a wrong tag, a wrongly read place or sign.
+FACT_PROBABILITY = 0.95
+#: The kinds of facts a hit shows beside its caption (its keywords are the caption; text read
+#: on it can be long and is shown by the page's detail view).
+SHOWN_FACTS = ("place", "person", "camera")
+
+#: The order a place's words are shown in: "Kamigyō-ku, Kyoto, Kyoto, Japan".
+PLACE_LEVELS = ("place", "city", "region", "country")
+
+
+def _detail(fact) -> dict:
+    try:
+        detail = json.loads(fact.detail) if fact.detail else {}
+    except ValueError:
+        return {}
+    return detail if isinstance(detail, dict) else {}
+
+
+def _shown(fact) -> str:
+    """A fact as a person reads it: the form its producer kept ("Kyōto"), else its word."""
+    shown = _detail(fact).get("shown")
+    return str(shown) if shown else fact.word
+
+
+def _shown_order(fact) -> tuple:
+    """A hit's facts in the order they are shown: a place from the nearest to the country."""
+    level = _detail(fact).get("level")
+    return (fact.kind, PLACE_LEVELS.index(level) if level in PLACE_LEVELS else len(PLACE_LEVELS))
+
+
+class FactReading:
+    """The facts' part of IndexReading."""
+
+    def _fact_count(self, word: str) -> int:
+        """How many pictures hold a folded term as a fact (a phrase: `_fact_columns`)."""
+        with self._lock:  # the catalogue's connection is shared by the server's threads
+            n = self._catalog.fact_count(word)
+            return n if n or " " not in word else len(self._fact_columns(word)[0])
+
+    def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, confidences) of the pictures holding a folded term as a fact: the term
+        itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
+        word a keyword), the lowest of their confidences."""
+        cols, conf = self._catalog.fact_columns(word, kinds)
+        words = word.split()
+        if len(cols) or len(words) < 2:
+            return cols, conf
+        held = None
+        for w in words:
+            c, f = self._catalog.fact_columns(w, kinds)
+            part = dict(zip(c.tolist(), f.tolist()))
+            held = part if held is None else {k: min(v, part[k]) for k, v in held.items()
+                                              if k in part}
+            if not held:
+                break
+        return (np.array(list(held), np.int64), np.array(list(held.values()), np.float32))
+
+    def _fact_state(self, q: Query, width: int, keep: np.ndarray | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For a query with facts, per column: (keep: the filters' mask with the fact filters
+        and the excluded terms' facts applied; level: the summed weight of the positive terms
+        the picture holds as facts, times their confidence; sure: the probability of the
+        pictures holding every positive term as a fact, 0 for the others)."""
+        keep = np.ones(width, bool) if keep is None else keep[:width].copy()
+        # the filters' facts' confidence (a name carried to a face that looks like the
+        # person's is less sure than one written): in the probability, and the order of a
+        # query of filters alone
+        filtered = np.ones(width, np.float64)
+        for kind, word in q.fact_filters:
+            cols, conf = self._fact_columns(word, (kind,))
+            inside = cols < width
+            held = np.zeros(width, np.float64)
+            held[cols[inside]] = conf[inside]
+            keep &= held > 0
+            filtered *= held
+        level = np.zeros(width, np.float64)
+        sure = np.full(width, FACT_PROBABILITY, np.float64) * filtered
+        positive = [term for term in q.fact_terms if term[0] > 0]
+        for weight, word in q.fact_terms:
+            cols, conf = self._fact_columns(word)
+            inside = cols < width
+            cols, conf = cols[inside], conf[inside]
+            if weight < 0:
+                keep[cols] = False
+                continue
+            level[cols] += weight * conf
+            held = np.zeros(width, np.float64)
+            held[cols] = conf
+            sure *= held
+        # a query whose terms are not all facts leaves no picture sure (its other words are
+        # the model's to answer); one of filters alone holds in every picture it keeps
+        terms = [m for m in q.matches if m.weight > 0]
+        if len(positive) < len(terms) or not (positive or q.fact_filters):
+            sure[:] = 0.0
+        if not terms:
+            level[:] = np.where(keep, filtered, 0.0)
+        return keep, level, sure
+
+    def _factual(self, q: Query, k: int, floor, sort: str, folders, dates, last: bool,
+                 line, p_floor) -> list[Hit]:
+        """The hits of a query with facts: the pictures holding its terms as facts first
+        (most terms held first, then by the look's score, then by id), then the pictures
+        that only look like it (model, classes), each after the filters; `sort` orders each
+        of the two parts by date. A fact's probability is FACT_PROBABILITY x its confidence
+        where the picture holds every positive term as a fact."""
+        live = self._matrix.live_mask()
+        width = len(live)
+        s = (self._query_scores(q)[:width] if q.looks else
+             np.where(live, 0.0, -np.inf).astype(np.float32))
+        keep, level, sure = self._fact_state(q, width, self._filter_mask(folders, dates))
+        s = np.where(keep, s, -np.inf)
+        first = np.flatnonzero((level > 0) & np.isfinite(s))
+        if p_floor is not None:  # facts under the floor go back to the look's hits
+            first = first[sure[first] >= p_floor]
+        first = first[np.lexsort((self._matrix.ids_of(first), -s[first], -level[first]))][:k]
+        col_of = dict(zip(self._matrix.ids_of(first).tolist(), first.tolist()))
+        hits = self._hits([(i, float(s[c])) for i, c in col_of.items()], k, sort, last)
+        for h in hits:
+            p = sure[col_of[h.id]]
+            h.probability = float(p) if p > 0 else None
+        rest = k - len(hits)
+        if rest > 0 and q.looks and (p_floor is None or line is not None):
+            s[first] = -np.inf  # shown already
+            hits += self._ranked(s, rest, floor, sort, (), last)
+        return self._with_facts(hits, q)
+
+    def _with_facts(self, hits: list[Hit], q: Query | None = None) -> list[Hit]:
+        """The hits with their facts of SHOWN_FACTS and the query's terms they hold."""
+        with self._lock:  # the catalogue's connection is shared by the server's threads
+            facts = self._catalog.facts_of(h.id for h in hits)
+        terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
+        for h in hits:
+            held = facts.get(h.id, ())
+            for f in sorted(held, key=_shown_order):
+                shown = _shown(f)
+                if f.kind in SHOWN_FACTS and shown not in h.facts.get(f.kind, ()):
+                    h.facts.setdefault(f.kind, []).append(shown)
+            h.matched = [w for w in dict.fromkeys(f.word for f in held) if w in terms]
+        return hits
+
+    def facts_of(self, picture_id: int) -> list:
+        """The picture's facts (pamir.facts.Fact), by kind then word."""
+        with self._lock:
+            return self._catalog.facts_of([picture_id]).get(int(picture_id), [])
+
+    def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
+        """The most common words of one kind of fact, with their pictures' counts."""
+        with self._lock:
+            return self._catalog.fact_counts(kind, limit)
+
+    def places(self, limit: int = 100) -> list[dict]:
+        """The collection's places, the most pictures first (pamir.places.listed_places:
+        each with the form shown, its level, its count and the query that finds it)."""
+        from ..places import COUNTRY_ALIASES_MAX, listed_places  # noqa: PLC0415
+
+        with self._lock:  # a country's other forms ("uk") are rows of their own: room for them
+            rows = self._catalog.fact_words("place", limit * COUNTRY_ALIASES_MAX)
+        return listed_places(rows)[:limit]
+
+    def shown_facts(self, picture_id: int) -> dict[str, list[str]]:
+        """The picture's facts of SHOWN_FACTS as a hit shows them: {"place": ["Kyoto",
+        "Japan"], ...}."""
+        from .reading import Hit  # noqa: PLC0415 - reading builds on this module
+
+        return self._with_facts([Hit(int(picture_id), "", 0.0)])[0].facts
