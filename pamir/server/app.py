@@ -98,6 +98,11 @@ def create_app(index_dir, model_dir=None, *, system=None,
     them. sharing: the tokens, roles and per-client limits (pamir.server.sharing; default: no
     token, no per-client limit). max_upload_bytes, max_pixels: the upload limits
     (default MAX_UPLOAD_BYTES, MAX_PIXELS).
+
+    Longer than a function should be, for a reason: each route is a few lines declared here,
+    as FastAPI declares them, over this server's state; what a route does lives in the
+    library (pamir.workflow, pamir.annotation, Index), and the people's routes in
+    pamir.server.people.
     """
     # Pillow's decompression-bomb limit, explicit: a header over it is refused before decoding
     Image.MAX_IMAGE_PIXELS = max_pixels or MAX_PIXELS
