@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from pamir.training import selecting
 from pamir.features import FeatureSettings, registry
 from pamir.features.registry import Concatenation
-from pamir.models import pamir as pamir_module
+from pamir.models import pamir_core as pamir_module
 from pamir.models.pamir import PAMIR, Pictures
 from pamir.training import fit_system
 from pictures import LOOKS, striped_collection, vectors

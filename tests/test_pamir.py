@@ -205,7 +205,7 @@ def test_dense_pictures_train_as_their_sparse_copy():
 def test_a_dense_block_beside_sparse_bags_trains_as_all_sparse(monkeypatch):
     """[CNN vector, visterm bag] rows are split into a dense block and a sparse rest; the
     updates must be those of walking every entry through the sparse indices."""
-    import pamir.models.pamir as core
+    import pamir.models.pamir_core as core
 
     rng = np.random.default_rng(4)
     dense = rng.normal(size=(60, 20)).astype(np.float32)
