@@ -11,7 +11,7 @@ import numpy as np
 from pamir.data import load_corel5k, load_collection
 from pamir.evaluation.metrics import average_precision
 from pamir.index import Index
-from pamir.system import fit_system
+from pamir.training import fit_system
 from pamir.workflow import index_folders
 
 BIRDS = {"birds", "bird", "nest", "flight", "wings"}
