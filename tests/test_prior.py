@@ -35,8 +35,10 @@ def synthetic(n=200, seed=0):
 
 
 def test_weights_follow_what_validation_says_of_each_word():
+    """With a finite shrinkage, each word's own choice counts (validation chose none for
+    pamir's default: test_the_default_gives_every_word_the_global_weight)."""
     Z, P, Y, classes = synthetic()
-    prior = choose_prior(Z, P, Y, classes)
+    prior = choose_prior(Z, P, Y, classes, shrink=10.0)
     w = prior.weights
     assert w[2] == 0.0                           # no classes: the model alone
     assert w[0] < 0.4 < 0.8 < w[1]                # tiger: the model; bird: the classes
@@ -48,7 +50,7 @@ def test_weights_follow_what_validation_says_of_each_word():
 
 def test_few_validation_pictures_shrink_a_word_to_the_global_weight():
     Z, P, Y, classes = synthetic()
-    many = choose_prior(Z, P, Y, classes).weights[0]
+    many = choose_prior(Z, P, Y, classes, shrink=10.0).weights[0]
     few = choose_prior(Z, P, Y, classes, shrink=1e6).weights[0]
     assert few == pytest.approx(choose_prior(Z, P, Y, classes).info["global_weight"], abs=1e-3)
     assert many < few
@@ -57,9 +59,17 @@ def test_few_validation_pictures_shrink_a_word_to_the_global_weight():
     assert small.info["global_weight"] == prior_mod.DEFAULT_WEIGHT
 
 
+def test_the_default_gives_every_word_the_global_weight():
+    Z, P, Y, classes = synthetic()
+    prior = choose_prior(Z, P, Y, classes)
+    g = prior.info["global_weight"]
+    assert prior.info["shrink"] is None and g > 0
+    np.testing.assert_allclose(prior.weights, np.where(np.arange(8) == 2, 0.0, g), rtol=1e-6)
+
+
 def test_the_mix_ranks_as_the_chosen_weights_and_survives_saving():
     Z, P, Y, classes = synthetic(seed=1)
-    prior = choose_prior(Z, P, Y, classes)
+    prior = choose_prior(Z, P, Y, classes, shrink=10.0)
     mixed = prior.mix(Z, P)
     assert mixed.dtype == np.float32 and mixed.shape == Z.shape
     np.testing.assert_allclose(mixed[:, 2], Z[:, 2], rtol=1e-6)  # sky untouched
