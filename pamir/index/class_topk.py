@@ -82,7 +82,7 @@ def top(matrix, terms: Terms, start: int, k: int, *, base: np.ndarray | None = N
     exact_cols, blocks = [], []  # columns scored outright; (shard, block, bound) to order
     tails = matrix._tail_cols()
     for n_shard, (sh, a, b) in enumerate(matrix._spans()):
-        bound = _shard_bounds(matrix, sh, b - a, parts, start, base, mult)
+        bound = _shard_bounds(matrix, sh, b - a, parts, start, base, mult, ok[a:b])
         if bound is None:
             return None
         exact_cols.append(sh.offset + tails[n_shard])
@@ -127,10 +127,11 @@ def top(matrix, terms: Terms, start: int, k: int, *, base: np.ndarray | None = N
     return [(int(i), float(s)) for i, s in zip(matrix._col_id[best_c], best_s)]
 
 
-def _shard_bounds(matrix, sh, local: int, parts, start: int, base, mult: float
-                  ) -> np.ndarray | None:
+def _shard_bounds(matrix, sh, local: int, parts, start: int, base, mult: float,
+                  ok: np.ndarray) -> np.ndarray | None:
     """Per block of a shard's columns, the most a listed column there can score (-inf:
-    no listed column); None where a segment has no bounds for a class row of the query."""
+    no listed column, or none the filters keep: ok); None where a segment has no bounds for
+    a class row of the query."""
     if not sh.segments:
         return np.zeros(0)
     block = sh.segments[0].block
@@ -159,7 +160,8 @@ def _shard_bounds(matrix, sh, local: int, parts, start: int, base, mult: float
         total += b.reshape(nb, block).max(axis=1)
     finite = np.isfinite(total)
     total[finite] += BOUND_MARGIN * (1.0 + np.abs(total[finite]))
-    return np.where(listed, total, -np.inf)
+    kept = np.concatenate([ok[:local], np.zeros(nb * block - local, bool)])
+    return np.where(listed & kept.reshape(nb, block).any(axis=1), total, -np.inf)
 
 
 def _block_columns(matrix, spans, shards: np.ndarray, blocks: np.ndarray) -> np.ndarray:
