@@ -108,6 +108,14 @@ def corel5k_candidates() -> list[Path]:
 DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms",
                            "cnn+cnn-lite1+cnn-lite2+visterms")
 
+# ------------------------------------------------------------------------------- CNN views
+#: Issue 35: the precision the CNN views run at unless their settings say otherwise
+#: (pamir.features.cnn.CNNSettings.precision): "int8", the networks quantized once per
+#: machine (pamir.features.cnn_int8), or "fp32", the exported networks as they are. The
+#: environment's PAMIR_CNN_PRECISION overrides it for every command. Saved models keep the
+#: precision they were fitted with. Where the choice came from: benchmarks/results/int8.md.
+CNN_PRECISION = os.environ.get("PAMIR_CNN_PRECISION", "fp32")
+
 # ------------------------------------------------------------------------------- prior
 #: Issue 37: a system with an ImageNet CNN view mixes each of its words' scores with the
 #: zero-caption system's score of the word (pamir.prior), the weights chosen on validation.
