@@ -51,6 +51,8 @@ PRECISIONS = ("fp32", "int8")
 VIEWS = {"cnn": {}, **CNN_PRESETS}
 #: Pictures per view for the extraction speed.
 SPEED_PICTURES = 200
+#: PAMIR's seeds (random_state) of the fitted systems, each precision.
+SEEDS = (0, 1)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -84,9 +86,9 @@ def quality(cache: Path, representation: str) -> dict:
                                 progress=False)
         t0 = time.perf_counter()
         logits[p], ok, _ = rep.class_scores(paths)
-        pooled[p] = rep.pooled(paths)[0]
         out[f"{p}_features"] = {**rep.stats_, "seconds_with_classes": round(time.perf_counter()
                                                                            - t0, 1)}
+        pooled[p] = rep.pooled(paths)[0]
         assert ok.all() and rep.settings.precision == p, (p, rep.settings.precision)
     a, b = pooled["fp32"], pooled["int8"]
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
@@ -100,10 +102,17 @@ def quality(cache: Path, representation: str) -> dict:
                                                    zip(top5["fp32"], top5["int8"])])), 4),
         "top5_overlap": round(float(np.mean([len(set(x) & set(y)) / 5 for x, y in
                                              zip(top5["fp32"], top5["int8"])])), 4)}
+    # where top-1 differs: by how sure fp32 is of its top class
+    P = {p: class_probabilities(logits[p]) for p in PRECISIONS}
+    sure = P["fp32"].max(1)
+    out["imagenet"]["top1_agreement_by_fp32_probability"] = [
+        {"from": lo, "to": hi, "pictures": int(m.sum()),
+         "agreement": round(float((top5["fp32"][m, 0] == top5["int8"][m, 0]).mean()), 4)}
+        for lo, hi in ((0, .2), (.2, .5), (.5, .8), (.8, 1.0))
+        for m in [(sure >= lo) & ((sure < hi) | (hi == 1.0))]]
     print(out, flush=True)
 
-    # the zero-caption system, as bench_zero_caption measures it
-    P = {p: class_probabilities(logits[p]) for p in PRECISIONS}
+    # the zero-caption system, as bench_zero_caption measures it (test, and validation)
     idx, qs = prot.split("test"), prot.queries("test")
     words = zeroshot.ClassWords(imagenet_class_names(), cache_dir=cache)
     one = qs.n_words == 1
@@ -112,6 +121,10 @@ def quality(cache: Path, representation: str) -> dict:
         for p in PRECISIONS:
             zero[p] = through_index(P[p][idx].astype(np.float32), prot, [], np.zeros(0),
                                     imagenet_class_names(), Path(tmp) / p)
+            valid = prot.split("valid")
+            zero[p]["valid"] = through_index(P[p][valid].astype(np.float32), prot, [],
+                                             np.zeros(0), imagenet_class_names(),
+                                             Path(tmp) / f"{p}-valid", "valid")
             S = query_matrix(word_scores(P[p][idx], words, prot.vocabulary), qs, len(idx))
             per_query[p] = ranking_metrics(S, qs.relevance)["avgp"]
     out["zero_caption"] = {**zero, "paired_single_word": paired(per_query["fp32"][one],
@@ -134,20 +147,35 @@ def quality(cache: Path, representation: str) -> dict:
                        "pictures": len(idx)}
     print(out["zero_caption"], out["annotate"], flush=True)
 
-    # a fitted system on each precision's features
+    # a fitted system on each precision's features, two seeds each: two fp32 seeds differ
+    # by what training alone moves (the control the int8 difference is read against)
     fits = {}
-    for p in PRECISIONS:
-        t0 = time.perf_counter()
-        system = fit_system(coll, representation=representation, protocol=prot,
-                            cnn_settings=CNNSettings(precision=p), cache_dir=cache, log=print)
-        seconds = time.perf_counter() - t0
-        ev = evaluate_system(system, coll, "test")["evaluation"]
-        fits[p] = {"seconds": round(seconds, 1), "valid_avgp": system.info.get("valid_avgp"),
-                   "params": system.info.get("params"), "test": ev.table(),
-                   "per_query": ev.per_query["avgp"]}
-    out["fit"] = {"representation": representation,
-                  **{p: {k: v for k, v in f.items() if k != "per_query"} for p, f in fits.items()},
-                  "paired_test": paired(fits["fp32"]["per_query"], fits["int8"]["per_query"])}
+    for seed in SEEDS:
+        for p in PRECISIONS:
+            t0 = time.perf_counter()
+            system = fit_system(coll, representation=representation, protocol=prot,
+                                model_params={"random_state": seed},
+                                cnn_settings=CNNSettings(precision=p), cache_dir=cache, log=print)
+            seconds = time.perf_counter() - t0
+            ev = evaluate_system(system, coll, "test")["evaluation"]
+            fits[p, seed] = {"seconds": round(seconds, 1), "valid_avgp": system.info.get("valid_avgp"),
+                             "c": system.info.get("params", {}).get("c"), "test": ev.table(),
+                             "per_query": ev.per_query["avgp"]}
+            print(p, seed, {k: v for k, v in fits[p, seed].items() if k != "per_query"},
+                  flush=True)
+    mean = {p: {"valid_avgp": round(float(np.mean([fits[p, k]["valid_avgp"] for k in SEEDS])), 3),
+                "test_avgp": round(float(np.mean([fits[p, k]["test"]["all"]["avgp"]
+                                                  for k in SEEDS])), 2)} for p in PRECISIONS}
+    out["fit"] = {"representation": representation, "seeds": list(SEEDS), "mean": mean,
+                  "runs": [{"precision": p, "seed": k,
+                            **{x: v for x, v in f.items() if x != "per_query"}}
+                           for (p, k), f in fits.items()],
+                  "paired_test": paired(fits["fp32", 0]["per_query"], fits["int8", 0]["per_query"]),
+                  "paired_test_seed_control": paired(fits["fp32", 0]["per_query"],
+                                                     fits["fp32", 1]["per_query"]),
+                  "paired_test_seed_mean": paired(
+                      np.mean([fits["fp32", k]["per_query"] for k in SEEDS], 0),
+                      np.mean([fits["int8", k]["per_query"] for k in SEEDS], 0))}
     print(out["fit"], flush=True)
     return out
 
@@ -259,10 +287,30 @@ def report(r: dict) -> str:
                   f"| {z['int8']['single-word']['avgp']} | {pair(z['paired_single_word'])} |",
                   f"| zero captions, all-query test AvgP | {z['fp32']['all']['avgp']} | "
                   f"{z['int8']['all']['avgp']} | {pair(z['paired_all'])} |",
-                  f"| `pamir fit --representation {f['representation']}`: validation AvgP | "
-                  f"{f['fp32']['valid_avgp']} | {f['int8']['valid_avgp']} | |",
-                  f"| the same model, test AvgP | {f['fp32']['test']['all']['avgp']} | "
-                  f"{f['int8']['test']['all']['avgp']} | {pair(f['paired_test'])} |"]
+                  f"| zero captions, single-word validation AvgP | "
+                  f"{z['fp32']['valid']['single-word']['avgp']} | "
+                  f"{z['int8']['valid']['single-word']['avgp']} | |",
+                  f"| zero captions, all-query validation AvgP | "
+                  f"{z['fp32']['valid']['all']['avgp']} | {z['int8']['valid']['all']['avgp']} | |"]
+        m = f["mean"]
+        lines += [f"| `pamir fit --representation {f['representation']}`, mean of seeds "
+                  f"{f['seeds']}: validation AvgP | {m['fp32']['valid_avgp']} | "
+                  f"{m['int8']['valid_avgp']} | |",
+                  f"| the same models, test AvgP | {m['fp32']['test_avgp']} | "
+                  f"{m['int8']['test_avgp']} | {pair(f['paired_test_seed_mean'])} (the seeds' "
+                  "mean per query) |",
+                  "", "Each fit (one model, no ensemble or retraining):", "",
+                  "| precision | seed | c | validation AvgP | test AvgP | seconds |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {x['precision']} | {x['seed']} | {x['c']} | {x['valid_avgp']} | "
+                  f"{x['test']['all']['avgp']} | {x['seconds']} |" for x in f["runs"]]
+        lines += ["", f"Per query, test AvgP: int8 - fp32 at seed 0 {pair(f['paired_test'])}; "
+                  f"the control, fp32 seed 1 - fp32 seed 0, "
+                  f"{pair(f['paired_test_seed_control'])}.", "",
+                  "ImageNet top-1 agreement by fp32's probability of its top class: " +
+                  "; ".join(f"[{b['from']}, {b['to']}): {b['pictures']} pictures, "
+                            f"{100 * b['agreement']:.1f} %"
+                            for b in q["imagenet"]["top1_agreement_by_fp32_probability"]) + "."]
         a = q["annotate"]
         lines += ["", f"`pamir annotate`'s ImageNet words on the {a['pictures']} test pictures: "
                   f"fp32 {a['fp32']['words']} words ({a['fp32']['in_caption']} in the Corel "
@@ -270,9 +318,7 @@ def report(r: dict) -> str:
                   f"{a['int8']['words']} ({a['int8']['in_caption']}, "
                   f"{a['int8']['pictures_with_words']}); the same words for "
                   f"{100 * a['same_words']:.1f} % of the pictures.", "",
-                  f"Fits: fp32 {f['fp32']['seconds']} s ({f['fp32']['params']}), int8 "
-                  f"{f['int8']['seconds']} s ({f['int8']['params']}); one model each, no "
-                  "ensemble or retraining. Features: fp32 "
+                  "Features: fp32 "
                   f"{q['fp32_features'].get('cached')} cached / "
                   f"{q['fp32_features'].get('extracted')} computed, int8 "
                   f"{q['int8_features'].get('cached')} / {q['int8_features'].get('extracted')}."]
