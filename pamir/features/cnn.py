@@ -556,6 +556,11 @@ def pooled_task(settings: dict, cache_dir, paths: list) -> list[tuple]:
     rep, lock = once_per_worker(key, build)
     with lock:
         P, ok, reasons = rep.pooled(paths)
+    if rep.settings.precision != settings.get("precision", rep.settings.precision):
+        # this worker could not run the int8 network: its fp32 vectors must not join int8 ones
+        raise RuntimeError(f"a Dask worker cannot run the int8 {rep.settings.model} network "
+                           "(its warning says why): set PAMIR_CNN_PRECISION=fp32 everywhere, or "
+                           "install onnxruntime's quantization tools on the workers")
     return [(P[i] if ok[i] else None, reasons[i]) for i in range(len(paths))]
 
 
