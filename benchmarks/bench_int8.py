@@ -296,7 +296,8 @@ def report(r: dict) -> str:
         z = q["zero_caption"]
 
         def pair(d):
-            return (f"{d['mean_difference']:+.2f} ({d['standard_error']}; p = {d['wilcoxon_p']};"
+            p = f"p = {d['wilcoxon_p']}" if d["wilcoxon_p"] >= 0.001 else "p < 0.001"
+            return (f"{d['mean_difference']:+.2f} ({d['standard_error']}; {p};"
                     f" {d['better']} / {d['worse']} of {d['queries']})")
         lines += [f"| zero captions, single-word test AvgP | {z['fp32']['single-word']['avgp']} "
                   f"| {z['int8']['single-word']['avgp']} | {pair(z['paired_single_word'])} |",
