@@ -31,7 +31,6 @@ fp32 0.9909 mean / 0.961 worst against 0.9913 / 0.966, on 200 other Corel pictur
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import tempfile
@@ -122,8 +121,17 @@ def int8_key(model: str) -> str:
     quantization's."""
     what = {"model": model, "weights": weights_digest(model), "export": EXPORT_VERSION,
             "quantization": QUANT_VERSION, "calibration": calibration_digest(),
-            "onnxruntime": importlib.metadata.version("onnxruntime")}
+            "onnxruntime": _onnxruntime_version()}
     return hashlib.blake2b(json.dumps(what, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+
+def _onnxruntime_version() -> str | None:
+    """The installed ONNX Runtime's version (whichever build: onnxruntime, -gpu, ...)."""
+    try:
+        import onnxruntime  # noqa: PLC0415
+        return onnxruntime.__version__
+    except Exception:  # noqa: BLE001 - no ONNX Runtime: int8 cannot run, the key is moot
+        return None
 
 
 def int8_path(model: str) -> Path:
