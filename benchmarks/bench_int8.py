@@ -153,6 +153,24 @@ def quality(cache: Path, representation: str) -> dict:
     return out
 
 
+def view_cosines(cache: Path) -> dict:
+    """Each view's pooled vectors, int8 against fp32, on all Corel 5k pictures (the global
+    average's 1,280 numbers, and the whole vector with its 2x2 regions)."""
+    paths = list(load_corel5k().paths)
+    out = {}
+    for view, preset in VIEWS.items():
+        P = {p: CNNRepresentation(CNNSettings(precision=p, **preset), cache_dir=cache,
+                                  progress=False).pooled(paths)[0] for p in PRECISIONS}
+        for part, cut in (("global", slice(0, 1280)), ("whole", slice(None))):
+            a, b = P["fp32"][:, cut], P["int8"][:, cut]
+            cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+            out.setdefault(view, {})[part] = {"mean": round(float(cos.mean()), 4),
+                                              "p1": round(float(np.percentile(cos, 1)), 4),
+                                              "min": round(float(cos.min()), 4)}
+        print(view, out[view], flush=True)
+    return out
+
+
 def fitted(coll, prot, cache: Path, representation: str) -> dict:
     """`pamir fit --representation REPRESENTATION` (one model) on each precision's features,
     validation and test AvgP."""
@@ -337,7 +355,15 @@ def report(r: dict) -> str:
                       f"{pair(g['paired_test_seed_control'])}). Each fit: " +
                       "; ".join(f"{x['precision']} seed {x['seed']}: c {x['c']}, validation "
                                 f"{x['valid_avgp']}, test {x['test']['all']['avgp']}, "
-                                f"{x['seconds']} s" for x in g["runs"]) + "."]
+                                f"{x['seconds']} s" for x in g["runs"]) +
+                      " (a precision's first fit includes extracting its features)."]
+        if q.get("view_cosines"):
+            lines += ["", "Pooled vectors, int8 against fp32, on all 5,000 pictures (cosine: "
+                      "mean / 1st percentile / worst):", "",
+                      "| view | global average | with the 2x2 regions |", "|---|---|---|"]
+            lines += [f"| {v} | {c['global']['mean']} / {c['global']['p1']} / "
+                      f"{c['global']['min']} | {c['whole']['mean']} / {c['whole']['p1']} / "
+                      f"{c['whole']['min']} |" for v, c in q["view_cosines"].items()]
         a = q["annotate"]
         lines += ["", f"`pamir annotate`'s ImageNet words on the {a['pictures']} test pictures: "
                   f"fp32 {a['fp32']['words']} words ({a['fp32']['in_caption']} in the Corel "
@@ -380,7 +406,7 @@ def main(argv=None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", type=Path, required=True)
     ap.add_argument("--parts", nargs="+", default=["quality", "speed"],
-                    choices=["quality", "speed", "fit"],
+                    choices=["quality", "speed", "fit", "cosines"],
                     help="fit: only the fitted systems' comparison, for --representation, kept "
                          "under quality.more_fits")
     ap.add_argument("--pictures", type=int, default=1000)
@@ -400,6 +426,8 @@ def main(argv=None) -> None:
             coll = load_corel5k()
             r["quality"].setdefault("more_fits", {})[args.representation] = fitted(
                 coll, Protocol(coll), args.cache, args.representation)
+        if "cosines" in args.parts:
+            r["quality"]["view_cosines"] = view_cosines(args.cache)
         if "speed" in args.parts:
             r["speed"] = speed(args.cache, args.pictures, args.speed_pictures)
         r["minutes"] = run.minutes()

@@ -14,12 +14,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from pamir import config
 from pamir.features import cnn
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.cnn_network import build_network, build_trunk
 
 REFERENCE = Path(__file__).parent / "data" / "cnn_lite0_reference.npz"
-SMALL = CNNSettings(short_side=64, batch_size=3, n_jobs=2)
+# fp32: this module tests the network against its torch reference (int8: test_cnn_int8.py)
+SMALL = CNNSettings(short_side=64, batch_size=3, n_jobs=2, precision="fp32")
 
 
 def reference_picture() -> np.ndarray:
@@ -35,9 +37,11 @@ def reference_picture() -> np.ndarray:
 
 @pytest.fixture(scope="module", autouse=True)
 def onnx_cache(tmp_path_factory):
-    """The exported .onnx goes under the default cache folder: a temporary one here."""
+    """The exported .onnx goes under the default cache folder: a temporary one here. The
+    fp32 network, whatever PAMIR_CNN_PRECISION says: its torch reference is what is tested."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("pamir-cache")))
+        mp.setattr(config, "CNN_PRECISION", "fp32")
         yield
 
 
