@@ -24,6 +24,12 @@ REFERENCE = Path(__file__).parent / "data" / "cnn_lite0_reference.npz"
 SMALL = CNNSettings(short_side=64, batch_size=3, n_jobs=2, precision="fp32")
 
 
+@pytest.fixture(autouse=True)
+def fp32_network(monkeypatch):
+    """The fp32 network, whatever PAMIR_CNN_PRECISION says (CNNSettings() reads it)."""
+    monkeypatch.setattr(config, "CNN_PRECISION", "fp32")
+
+
 def reference_picture() -> np.ndarray:
     """A fixed 128x192 RGB picture: colour gradients, a disc, a bright box and stripes,
     made with integer arithmetic only (no random stream that could change)."""
@@ -37,11 +43,9 @@ def reference_picture() -> np.ndarray:
 
 @pytest.fixture(scope="module", autouse=True)
 def onnx_cache(tmp_path_factory):
-    """The exported .onnx goes under the default cache folder: a temporary one here. The
-    fp32 network, whatever PAMIR_CNN_PRECISION says: its torch reference is what is tested."""
+    """The exported .onnx goes under the default cache folder: a temporary one here."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("pamir-cache")))
-        mp.setattr(config, "CNN_PRECISION", "fp32")
         yield
 
 
