@@ -108,6 +108,18 @@ def corel5k_candidates() -> list[Path]:
 DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+visterms",
                            "cnn+cnn-lite1+cnn-lite2+visterms")
 
+# ------------------------------------------------------------------------------- CNN views
+#: Issue 35: the precision the CNN views run at unless their settings say otherwise
+#: (pamir.features.cnn.CNNSettings.precision): "int8", the networks quantized once per
+#: machine (pamir.features.cnn_int8), or "fp32", the exported networks as they are. The
+#: environment's PAMIR_CNN_PRECISION overrides it for every command. Saved models keep the
+#: precision they were fitted with. int8 because validation on Corel 5k shows no loss beyond
+#: noise (two seeds each; two fp32 seeds alone differ by 1.6 test AvgP): `pamir fit` on cnn
+#: validation AvgP 47.85 fp32 / 48.20 int8, on cnn+cnn-lite1+cnn-lite2 51.7 / 52.1 (seed 0),
+#: zero captions single-word 23.01 / 23.05; and it is faster: `pamir index` of 1,000 bare
+#: pictures 41 -> 71 pictures/s, the views 1.9-2.4x (benchmarks/results/int8.md).
+CNN_PRECISION = os.environ.get("PAMIR_CNN_PRECISION", "int8")
+
 # ------------------------------------------------------------------------------- prior
 #: Issue 37: a system with an ImageNet CNN view mixes each of its words' scores with the
 #: zero-caption system's score of the word (pamir.prior), the weights chosen on validation.

@@ -261,7 +261,10 @@ class ZeroCaptionSystem:
     def fingerprint(self) -> str:
         from .features.cnn import weights_digest  # noqa: PLC0415
 
-        return f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
+        base = f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
+        # int8 class probabilities are not mixed into an index of fp32 ones (issue 35)
+        int8 = self.pipeline.resolve_precision() == "int8"
+        return base + (f"/int8-{self.pipeline.settings.feature_key()['quantization']}" if int8 else "")
 
     def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
         """No text space: (n x 0) and every picture ok; the class probabilities that the

@@ -4,6 +4,12 @@ import shutil
 
 import pytest
 
+# The suite's expectations (the torch reference, exact scores, cached vectors) were written
+# for the fp32 networks; the int8 ones, the default since issue 35, are tested by
+# tests/test_cnn_int8.py, which names its precision. Set before pamir.config reads it; a run
+# that sets PAMIR_CNN_PRECISION itself keeps its own.
+os.environ.setdefault("PAMIR_CNN_PRECISION", "fp32")
+
 from pamir.data import DataError, find_corel5k
 from pictures import LOOKS, coloured_pictures, look_picture
 

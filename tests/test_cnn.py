@@ -14,12 +14,20 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from pamir import config
 from pamir.features import cnn
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.cnn_network import build_network, build_trunk
 
 REFERENCE = Path(__file__).parent / "data" / "cnn_lite0_reference.npz"
-SMALL = CNNSettings(short_side=64, batch_size=3, n_jobs=2)
+# fp32: this module tests the network against its torch reference (int8: test_cnn_int8.py)
+SMALL = CNNSettings(short_side=64, batch_size=3, n_jobs=2, precision="fp32")
+
+
+@pytest.fixture(autouse=True)
+def fp32_network(monkeypatch):
+    """The fp32 network, whatever PAMIR_CNN_PRECISION says (CNNSettings() reads it)."""
+    monkeypatch.setattr(config, "CNN_PRECISION", "fp32")
 
 
 def reference_picture() -> np.ndarray:

@@ -84,8 +84,8 @@ def _extract_cnn(paths, name: str, jobs: int, cache_dir, as_json: bool) -> dict:
 
     rep = make_representation(name, cnn_settings=CNNSettings(n_jobs=jobs), cache_dir=cache_dir,
                               progress=not as_json)
-    settings = rep.settings
     rep.pooled(paths)  # the pooled vectors are what is cached; standardising needs a fit
+    settings = rep.settings  # after the run: int8 that could not run here is fp32 (cnn_int8)
     stats = rep.stats_  # engine: None when every picture came from the cache
     return {**{k: stats[k] for k in ("pictures", "done", "extracted", "cached", "skipped",
                                      "failed", "seconds", "pictures_per_second", "engine",

@@ -40,18 +40,20 @@ import threading
 import time
 import warnings
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from .. import config
 from ..distributed import active_cluster, cluster_chunks, once_per_worker
 from ..progress import report
 from ..storage import atomic_write
 from .cnn_engines import (ENGINES, OnnxEngine, ShapeBatches, TorchEngine, pooled_batch,
                           read_ahead, streams, threads_per_stream, torch_threads_kept)
+from .cnn_int8 import PRECISIONS, int8_graph, int8_key
 from .cnn_network import CHANNELS, MODELS, WeightsMissing, classifier, weights_digest
 # tests/test_cnn.py reaches these two through this module (cnn._load_state, cnn.onnx_path)
 from .cnn_network import _load_state, onnx_path  # noqa: F401
@@ -96,6 +98,10 @@ class CNNSettings(SettingsRecord):
     standardise: per-dimension mean/std learnt by `fit` on training pictures.
     l2: L2-normalise each output row.
     engine: "onnx" (ONNX Runtime) or "torch" (eager, the reference).
+    precision: "int8" (the network quantized once per machine, pamir.features.cnn_int8; the
+        onnx engine only) or "fp32"; by default config.CNN_PRECISION (PAMIR_CNN_PRECISION).
+        Where int8 cannot run (no quantization tools, the torch engine, a graph ONNX Runtime
+        cannot quantize) the representation runs fp32 and says so in one line.
     batch_size: pictures of one resized shape run together; n_jobs: decoding threads.
     """
 
@@ -107,6 +113,7 @@ class CNNSettings(SettingsRecord):
     standardise: bool = True
     l2: bool = True
     engine: str = "onnx"
+    precision: str = field(default_factory=lambda: config.CNN_PRECISION)
     batch_size: int = 2
     n_jobs: int = JOBS
 
@@ -117,6 +124,9 @@ class CNNSettings(SettingsRecord):
             raise ValueError(f"model={self.model!r}: use one of {', '.join(MODELS)}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine={self.engine!r}: use one of {', '.join(ENGINES)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r}: use one of {', '.join(PRECISIONS)} "
+                             "(PAMIR_CNN_PRECISION sets the default)")
         if self.regions not in REGIONS or isinstance(self.regions, bool):
             raise ValueError(f"regions={self.regions!r}: use 0 (global average only) or 2 "
                              f"(plus the 2x2 grid)")
@@ -141,17 +151,25 @@ class CNNSettings(SettingsRecord):
 
     def feature_key(self) -> dict:
         """The settings that change the pooled vectors (not the engine: both agree within
-        ~1e-4; not batching, threads or the post-processing)."""
-        return {"model": self.model, "short_side": self.short_side, "regions": self.regions,
-                "flip": self.flip}
+        ~1e-4; not batching, threads or the post-processing). int8 adds the quantized
+        graph's key (cnn_int8.int8_key); fp32's key is what it was before int8 existed, so
+        caches made then are still read."""
+        key = {"model": self.model, "short_side": self.short_side, "regions": self.regions,
+               "flip": self.flip}
+        if self.precision == "int8":
+            key.update(precision="int8", quantization=int8_key(self.model))
+        return key
 
 
-def make_engine(model: str, engine: str, threads: int = 1):
-    """The engine asked for; "onnx" falls back to "torch" (with a warning) when the trunk
-    cannot be exported or loaded here: both give the same pooled vectors, so the feature
-    cache holds the same numbers either way."""
+def make_engine(model: str, engine: str, threads: int = 1, precision: str = "fp32"):
+    """The engine asked for; "onnx" falls back to "torch" (with a warning) when the fp32
+    trunk cannot be exported or loaded here: both give the same pooled vectors, so the
+    feature cache holds the same numbers either way. The int8 trunk has no such fallback
+    (its vectors differ, and are cached apart): CNNRepresentation decides before it asks."""
     if engine == "torch":
         return TorchEngine(model, threads)
+    if precision == "int8":
+        return OnnxEngine(model, threads, precision)
     try:
         return OnnxEngine(model, threads)
     except WeightsMissing:
@@ -297,6 +315,7 @@ class CNNRepresentation:
         self._engine = None
         self._fc = None
         self._engine_seconds = 0.0
+        self._int8_checked = False
         self.stats_: dict = {}
 
     @property
@@ -309,7 +328,7 @@ class CNNRepresentation:
         if self._engine is None:
             t0 = time.perf_counter()
             self._engine = make_engine(self.settings.model, self.settings.engine,
-                                       threads_per_stream())
+                                       threads_per_stream(), self.settings.precision)
             self._engine_seconds = time.perf_counter() - t0
         return self._engine
 
@@ -320,6 +339,7 @@ class CNNRepresentation:
         pamir.distributed.on_cluster is active (`pamir fit --workers`), computed by Dask
         tasks on the cluster's workers."""
         paths = list(paths)
+        self.resolve_precision()
         if active_cluster() is not None:
             return self._pooled_on_cluster(paths)
         s = self.settings
@@ -342,11 +362,37 @@ class CNNRepresentation:
                     tally.unreadable(i, path, status, reason)
                 batches.collect()
             batches.finish()
-        self.stats_ = {**tally.stats(),
+        self.stats_ = {**tally.stats(), "precision": s.precision,
                        "engine": self._engine.name if self._engine is not None else None,
                        # building the network (and exporting it, the first time) in this run
                        "engine_seconds": round(self._engine_seconds, 3)}
         return Extracted(tally.P, tally.ok, tally.reasons)
+
+    def resolve_precision(self) -> str:
+        """Settle whether int8 runs here, before a cache key or a network depends on it: the
+        quantized graph is found (or made, the first time on this machine) now. Where it
+        cannot be, the representation runs fp32 from then on, its settings saying so (and so
+        its saved model and its cache), and one line says why."""
+        s = self.settings
+        if s.precision != "int8" or self._int8_checked:
+            return s.precision
+        if s.engine != "onnx":
+            reason = f"the {s.engine} engine runs fp32 only"
+        else:
+            try:
+                int8_graph(s.model)
+                reason = None
+            except WeightsMissing:
+                raise
+            except Exception as e:  # noqa: BLE001 - no quantization, or ORT refused the graph
+                reason = f"{type(e).__name__}: {e}"
+        self._int8_checked = True
+        if reason is not None:
+            warnings.warn(f"int8 {s.model} network unavailable ({reason}); running it in fp32 "
+                          f"(PAMIR_CNN_PRECISION=fp32 asks for fp32)", RuntimeWarning,
+                          stacklevel=3)
+            self.settings = s.replace(precision="fp32")
+        return self.settings.precision
 
     def _load(self, item: tuple, cache: PooledCache | None) -> tuple:
         """(status, payload, digest, reason) of the picture item = (position, path): its
@@ -470,8 +516,10 @@ class CNNRepresentation:
     def from_saved(cls, d: dict, arrays: dict[str, np.ndarray], **kwargs) -> "CNNRepresentation":
         if d.get("kind") != KIND or d.get("version") != VERSION:
             raise ValueError(f"not a {KIND} v{VERSION}: kind={d.get('kind')} v{d.get('version')}")
-        # representations saved before `power` existed used the pooled numbers as they are
-        rep = cls(CNNSettings.from_dict({"power": 1.0, **d["settings"]}), **kwargs)
+        # representations saved before `power` existed used the pooled numbers as they are,
+        # before `precision` existed the fp32 network
+        rep = cls(CNNSettings.from_dict({"power": 1.0, "precision": "fp32", **d["settings"]}),
+                  **kwargs)
         saved = (d.get("weights") or {}).get("digest")
         if saved and saved != weights_digest(rep.settings.model):
             warnings.warn(f"the installed {rep.settings.model} weights differ from the ones "
@@ -508,6 +556,11 @@ def pooled_task(settings: dict, cache_dir, paths: list) -> list[tuple]:
     rep, lock = once_per_worker(key, build)
     with lock:
         P, ok, reasons = rep.pooled(paths)
+    if rep.settings.precision != settings.get("precision", rep.settings.precision):
+        # this worker could not run the int8 network: its fp32 vectors must not join int8 ones
+        raise RuntimeError(f"a Dask worker cannot run the int8 {rep.settings.model} network "
+                           "(its warning says why): set PAMIR_CNN_PRECISION=fp32 everywhere, or "
+                           "install onnxruntime's quantization tools on the workers")
     return [(P[i] if ok[i] else None, reasons[i]) for i in range(len(paths))]
 
 

@@ -94,17 +94,23 @@ _EXPORT_LOCK = threading.Lock()
 
 class OnnxEngine:
     """The exported trunk run by ONNX Runtime on the CPU; one session, safe to call from
-    several threads at once, each call on `threads` intra-op threads."""
+    several threads at once, each call on `threads` intra-op threads. precision "int8": the
+    quantized trunk (pamir.features.cnn_int8), made the first time on this machine."""
 
     name = "onnx"
 
-    def __init__(self, model: str, threads: int = 1):
-        self.threads = threads
+    def __init__(self, model: str, threads: int = 1, precision: str = "fp32"):
+        self.threads, self.precision = threads, precision
         import onnxruntime as ort
         path = onnx_path(model)
         with _EXPORT_LOCK:
-            if path.is_file():
-                source: str | bytes = str(path)
+            if precision == "int8":
+                from .cnn_int8 import int8_graph  # noqa: PLC0415
+                t0 = time.perf_counter()
+                source: str | bytes = int8_graph(model)
+                self.export_seconds = time.perf_counter() - t0
+            elif path.is_file():
+                source = str(path)
                 self.export_seconds = 0.0
             else:
                 t0 = time.perf_counter()
