@@ -80,26 +80,14 @@ def fact_keywords(facts, k: int | None = None) -> list[dict]:
     and "britain"); then the words read on it, the most confident first, at most k
     (default config.ANNOTATION_WORDS: a page of print would drown the rest), phrases left
     out (their words are there)."""
-    import json  # noqa: PLC0415
-
-    from .facts import fold  # noqa: PLC0415
-    from .index.fact_reading import PLACE_LEVELS  # noqa: PLC0415
-
-    def detail(f) -> dict:
-        try:
-            d = json.loads(f.detail) if f.detail else {}
-        except ValueError:
-            return {}
-        return d if isinstance(d, dict) else {}
+    from .facts import fold, shown, shown_order  # noqa: PLC0415
 
     places, seen = [], set()
-    for f in sorted((f for f in facts if f.kind == "place"), key=lambda f: (
-            PLACE_LEVELS.index(detail(f).get("level")) if detail(f).get("level") in
-            PLACE_LEVELS else len(PLACE_LEVELS))):
-        shown = str(detail(f).get("shown") or f.word)
-        if shown not in seen:
-            seen.add(shown)
-            places.append({"word": fold(shown), "shown": shown, "source": "place",
+    for f in sorted((f for f in facts if f.kind == "place"), key=shown_order):
+        form = shown(f)
+        if form not in seen:
+            seen.add(form)
+            places.append({"word": fold(form), "shown": form, "source": "place",
                            "confidence": round(float(f.confidence), 4)})
     words = sorted((f for f in facts if f.kind == "text" and " " not in f.word),
                    key=lambda f: (-f.confidence, f.word))[:k or config.ANNOTATION_WORDS]

@@ -62,6 +62,31 @@ def fold(text: str) -> str:
     return _SPACES.sub(" ", bare.casefold()).strip()
 
 
+#: The order a place's words are shown in: "Kamigyō-ku, Kyoto, Kyoto, Japan".
+PLACE_LEVELS = ("place", "city", "region", "country")
+
+
+def detail_of(fact: Fact) -> dict:
+    """A fact's detail as a dict ({} where it has none or it is not JSON of a dict)."""
+    try:
+        detail = json.loads(fact.detail) if fact.detail else {}
+    except ValueError:
+        return {}
+    return detail if isinstance(detail, dict) else {}
+
+
+def shown(fact: Fact) -> str:
+    """A fact as a person reads it: the form its producer kept ("Kyōto"), else its word."""
+    form = detail_of(fact).get("shown")
+    return str(form) if form else fact.word
+
+
+def shown_order(fact: Fact) -> tuple:
+    """Facts in the order they are shown: by kind, a place from the nearest to the country."""
+    level = detail_of(fact).get("level")
+    return (fact.kind, PLACE_LEVELS.index(level) if level in PLACE_LEVELS else len(PLACE_LEVELS))
+
+
 def camera_facts(camera: str | None) -> list[Fact]:
     """A camera's make and model (pamir.metadata: "Canon EOS 5D") as camera facts: the whole
     name, the make and the model ("canon eos 5d", "canon", "eos 5d"), so that `camera:canon`

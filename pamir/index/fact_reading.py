@@ -6,12 +6,12 @@ listed (places with their counts). The reader's state, lock and ranking are Inde
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..facts import shown, shown_order
 from ..query import Query
 
 if TYPE_CHECKING:
@@ -25,30 +25,6 @@ FACT_PROBABILITY = 0.95
 #: The kinds of facts a hit shows beside its caption (its keywords are the caption; text read
 #: on it can be long and is shown by the page's detail view).
 SHOWN_FACTS = ("place", "person", "camera")
-
-#: The order a place's words are shown in: "Kamigyō-ku, Kyoto, Kyoto, Japan".
-PLACE_LEVELS = ("place", "city", "region", "country")
-
-
-def _detail(fact) -> dict:
-    try:
-        detail = json.loads(fact.detail) if fact.detail else {}
-    except ValueError:
-        return {}
-    return detail if isinstance(detail, dict) else {}
-
-
-def _shown(fact) -> str:
-    """A fact as a person reads it: the form its producer kept ("Kyōto"), else its word."""
-    shown = _detail(fact).get("shown")
-    return str(shown) if shown else fact.word
-
-
-def _shown_order(fact) -> tuple:
-    """A hit's facts in the order they are shown: a place from the nearest to the country."""
-    level = _detail(fact).get("level")
-    return (fact.kind, PLACE_LEVELS.index(level) if level in PLACE_LEVELS else len(PLACE_LEVELS))
-
 
 class FactReading:
     """The facts' part of IndexReading."""
@@ -153,10 +129,10 @@ class FactReading:
         terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
         for h in hits:
             held = facts.get(h.id, ())
-            for f in sorted(held, key=_shown_order):
-                shown = _shown(f)
-                if f.kind in SHOWN_FACTS and shown not in h.facts.get(f.kind, ()):
-                    h.facts.setdefault(f.kind, []).append(shown)
+            for f in sorted(held, key=shown_order):
+                form = shown(f)
+                if f.kind in SHOWN_FACTS and form not in h.facts.get(f.kind, ()):
+                    h.facts.setdefault(f.kind, []).append(form)
             h.matched = [w for w in dict.fromkeys(f.word for f in held) if w in terms]
         return hits
 
