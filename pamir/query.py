@@ -60,7 +60,7 @@ FOLDER_KEYS = ("in", "folder")
 #: alone (True), or also by the vocabulary's nearest words by meaning (False, as before issue
 #: 37): "fish" by its fish classes, not by penguin and language. On the Corel 5k validation
 #: pictures, for models of 50, 200 and 1,000 captioned pictures (3 draws each), all-query AvgP
-#: rose 0.6, 0.1 and 0.1 (benchmarks/results/zero_caption.md, "How a query meets the
+#: rose 1.0, 0.0 and 0.2 (benchmarks/results/zero_caption.md, "How a query meets the
 #: classes"). `resolve` reads it at each call, so that a benchmark can switch it.
 CLASSES_ALONE = True
 #: The largest weight a term may carry (a guard against "1e30:word").
