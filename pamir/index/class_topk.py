@@ -44,10 +44,9 @@ def class_part(matrix, terms: Terms, start: int, cols: np.ndarray | None = None)
     the width by default): the one computation of a class query's score, so that the
     bounded top-k and the scan agree exactly. start: the matrix row of the first class."""
     parts = [_rows(v) for _, v in terms]
-    spans = list(matrix._spans())
     n = matrix._width if cols is None else len(cols)
     masses = [np.zeros(n, np.float32) for _ in terms]
-    for sh, a, b in spans:
+    for sh, a, b in matrix._spans():
         if cols is None:
             at, local = slice(a, b), slice(0, b - a)
         else:
@@ -81,7 +80,8 @@ def top(matrix, terms: Terms, start: int, k: int, *, base: np.ndarray | None = N
         ok &= kept
     exact_cols, blocks = [], []  # columns scored outright; (shard, block, bound) to order
     tails = matrix._tail_cols()
-    for n_shard, (sh, a, b) in enumerate(matrix._spans()):
+    spans = list(matrix._spans())
+    for n_shard, (sh, a, b) in enumerate(spans):
         bound = _shard_bounds(matrix, sh, b - a, parts, start, base, mult, ok[a:b])
         if bound is None:
             return None
@@ -89,7 +89,6 @@ def top(matrix, terms: Terms, start: int, k: int, *, base: np.ndarray | None = N
         if len(bound):
             nb = len(bound)
             blocks.append((np.full(nb, n_shard), np.arange(nb), bound))
-    spans = list(matrix._spans())
     best_s = np.zeros(0, np.float32)
     best_c = np.zeros(0, np.int64)
 
