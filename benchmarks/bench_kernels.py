@@ -34,8 +34,8 @@ from common import (RESULTS, Corel, Run, parser, pct, query_ms, report_head, tes
                     write_results)
 from pamir import config
 from pamir.evaluation import evaluate_text_space
-from pamir.models.kernel_pamir import (ExpectedLikelihoodKernel, KernelPAMIR, match_grams,
-                                       pa_updates)
+from pamir.models.kernel_pamir import KernelPAMIR, pa_updates
+from pamir.models.kernels import ExpectedLikelihoodKernel, match_grams
 
 # TPAMI Table IV: best validation AvgP per kernel (Corel Small) and its parameters.
 PAPER = {"elk": (23.1, "num. of Gaussians per picture (1)"),

@@ -27,7 +27,11 @@ console = Console()
 COMMAND_MODULES = [
     ("features", "pamir.commands.features"),
     (None, "pamir.commands.train"),
-    (None, "pamir.commands.product"),
+    (None, "pamir.commands.product"),  # `pamir index`, then the commands of the index
+    (None, "pamir.commands.search"),
+    (None, "pamir.commands.annotate"),
+    (None, "pamir.commands.learn"),
+    (None, "pamir.commands.serve"),
     (None, "pamir.commands.people"),
 ]
 

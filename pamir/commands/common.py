@@ -1,7 +1,9 @@
-"""What every command shares: the console its messages go to, and how it fails."""
+"""What every command shares: the console its messages go to, how it fails, the help of the
+--index option, and who reports unreadable pictures."""
 
 from __future__ import annotations
 
+import logging
 from typing import NoReturn
 
 import typer
@@ -11,6 +13,7 @@ from rich.markup import escape
 #: Messages for the person (progress, warnings, errors) go to stderr, so that stdout carries
 #: only results a program can read; soft wrap keeps long paths whole.
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -20,4 +23,10 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-__all__ = ["console", "fail"]
+def own_the_reports() -> None:
+    """The commands that read pictures list the unreadable ones themselves, with the reason;
+    the feature extractor's own warning line for each would say it a second time."""
+    logging.getLogger("pamir.features.extract").setLevel(logging.ERROR)
+
+
+__all__ = ["INDEX_HELP", "console", "fail", "own_the_reports"]

@@ -14,7 +14,8 @@ The package's rooms:
   removals, batches, unreadable pictures.
 - `Index`, the facade the CLI, the server and the workflow use, made of its three jobs:
   `lifecycle` (create, open, rebuild, destroy, the writer lock, reading the committed
-  state), `reading` (queries, search, similar pictures, look-ups) and `writing` (add,
+  state), `reading` (search, similar pictures, look-ups; made with `queries`, parsing a
+  query on the vocabulary, and `fact_reading`, a query's facts) and `writing` (add,
   remove, move, rescore, update, seal, compact).
 
 The index takes what it stores from its callers: a transform from pictures to text-space
@@ -29,8 +30,8 @@ from .catalog import Catalog, IndexDirError, Picture
 from .layout import CATALOG, SCHEMA_VERSION
 from .people import FaceRow, IndexPeople, PersonRow
 from .lifecycle import model_fingerprint
-from .reading import (CLASS_SCALE, EMBEDDINGS_ENV, Hit, IndexReading, QueryError,
-                      embeddings_enabled, folder_patterns)
+from .queries import EMBEDDINGS_ENV, Hit, QueryError, embeddings_enabled
+from .reading import CLASS_SCALE, IndexReading, folder_patterns
 from .sync import BATCH_SIZE, UpdateReport, file_hash, scan_pictures
 from .writing import IndexWriting
 

@@ -7,15 +7,12 @@ listed (places with their counts). The reader's state, lock and ranking are Inde
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..facts import shown, shown_order
 from ..query import Query
-
-if TYPE_CHECKING:
-    from .reading import Hit
+from .queries import Hit
 
 #: The probability that a picture holding a query word as a fact (pamir.facts) is relevant to
 #: it, times the fact's confidence. A keyword people wrote defines relevance in a model's
@@ -158,6 +155,4 @@ class FactReading:
     def shown_facts(self, picture_id: int) -> dict[str, list[str]]:
         """The picture's facts of SHOWN_FACTS as a hit shows them: {"place": ["Kyoto",
         "Japan"], ...}."""
-        from .reading import Hit  # noqa: PLC0415 - reading builds on this module
-
         return self._with_facts([Hit(int(picture_id), "", 0.0)])[0].facts

@@ -1,8 +1,7 @@
-"""Reading an index, the part of `Index` that answers: parsing a query on the vocabulary
-(pamir.query, words outside it through pamir.bridge and, for an index with class rows,
-pamir.zeroshot), searching (the exact top-k of the score matrix, or every picture's score
-where a query mixes in classes), similar pictures, calibrated probabilities, and looking
-pictures up.
+"""Reading an index, the part of `Index` that answers: searching (the exact top-k of the score
+matrix, or every picture's score where a query mixes in classes), similar pictures, calibrated
+probabilities, and looking pictures up. Parsing a query on the vocabulary, and what a hit is,
+are pamir.index.queries'; the facts' part of an answer pamir.index.fact_reading's.
 
 Scores are linear: score(picture, q) = z_picture . q, with q the query's vector (pamir.query:
 the normalised idf vector of TPAMI §III-A for plain words, with weights, exclusions and words
@@ -15,25 +14,21 @@ process may commit meanwhile: `_consistent` makes each answer come from one stat
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
-from ..bridge import CLASS_MIX, Bridge
 from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
-from ..config import default_cache_dir
-from ..query import SORT_ORDERS, Query, QuerySyntaxError, join_fact_phrases, parse, resolve
-from ..zeroshot import ClassWords
+from ..query import SORT_ORDERS, Query
 from . import class_topk
 from .catalog import Picture
 from .class_topk import class_part
 from .layout import SCHEMA_VERSION
 from .fact_reading import FactReading
 from .lifecycle import IndexLifecycle
+from .queries import Hit, QueryError, QueryParsing
 
 #: How many `in:` filters' columns a reader keeps for its state.
 FOLDERS_KEPT = 64
@@ -45,123 +40,25 @@ _SEARCH_TRIES = 20
 #: let one confident picture among pictures with none score sqrt(n) deviations and swamp
 #: every word of the query (a standard score of 15 against 3 for the next picture).
 CLASS_SCALE = 3.0
-#: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
-EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
-
-
-def embeddings_enabled() -> bool:
-    return os.environ.get(EMBEDDINGS_ENV, "1").strip().lower() not in ("0", "no", "off", "false")
-
-
-class QueryError(ValueError):
-    """A query that cannot be answered: empty, or no word of it in the vocabulary."""
-
-    def __init__(self, message: str, unknown: Sequence[str] = ()):
-        super().__init__(message)
-        self.unknown = list(unknown)
 
 
 class _Stale(Exception):
     """A hit's picture was removed by another process after this reader's last refresh."""
 
 
-@dataclass
-class Hit:
-    id: int
-    path: str
-    score: float
-    taken: str | None = None  # ISO date-time taken (pamir.metadata; None: not read yet)
-    caption: list[str] | None = None  # the caption's words, from a table or the files
-    #: the calibrated probability that the picture is relevant (pamir.calibration); None
-    #: where the model has no calibration or the query is not made of its words
-    probability: float | None = None
-    #: the query's terms the picture holds as facts ("sky", "kyoto"): why it ranks first
-    matched: list[str] = field(default_factory=list)
-    #: its facts of SHOWN_FACTS, as shown: {"place": ["Kyoto", "Japan"], ...}
-    facts: dict[str, list[str]] = field(default_factory=dict)
-
-
-class IndexReading(FactReading, IndexLifecycle):
+class IndexReading(QueryParsing, FactReading, IndexLifecycle):
     """Queries, searches and picture look-ups of an open index (see `Index`)."""
 
     def _load_state(self) -> None:
         """The committed state, and what this reader derived from an older one forgotten."""
         super()._load_state()
-        old = getattr(self, "_bridge", None)
-        self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
         self._mean = None  # the pictures' mean text-space vector, for `similar`
-        self._class_words = None
         key = (self.model_dir, self.model_fingerprint)
         if getattr(self, "_calibration_key", None) != key:
             self._calibration_key, self._calibration = key, False  # False: not read yet
         self._folder_columns: dict[tuple, np.ndarray] = {}  # `_columns_under`, this state's
 
-    # ------------------------------------------------------------------ queries
-    @property
-    def bridge(self) -> Bridge:
-        """Unknown words onto the vocabulary (pamir.bridge): its embeddings are cached in
-        the index folder, the model loaded on the first word that needs it."""
-        with self._lock:
-            if self._bridge is None:
-                self._bridge = Bridge(self.vocabulary, cache_dir=self.directory)
-            return self._bridge
-
-    def parse_query(self, text: str, *, mapping: bool | None = None) -> Query:
-        """Read a query (the grammar of pamir.query) and resolve it on the vocabulary: words
-        outside it go through the bridge (inflections, then the embedding model unless
-        `mapping` is False or $PAMIR_EMBEDDINGS is 0). QueryError if nothing searchable is
-        left, or for a bad option."""
-        from . import TABLE_WORDS  # noqa: PLC0415 - the package's switch, read at each query
-
-        if not text or not text.strip():
-            raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
-        try:
-            parsed = join_fact_phrases(parse(text, self.stop_words), self._fact_count)
-        except QuerySyntaxError as e:
-            raise QueryError(str(e)) from None
-        bridge = self.bridge
-        use_model = embeddings_enabled() if mapping is None else mapping
-        if bridge.use_model != use_model:
-            bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
-        classes = self.class_words if self.classes else None
-        if classes is not None and classes.use_model != use_model:
-            classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
-        query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
-                        classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS,
-                        facts=self._fact_count)
-        if not query.searchable:
-            raise self._nothing_searchable(text, parsed, query)
-        return query
-
-    @property
-    def class_words(self) -> ClassWords | None:
-        """The words of an index with class scores (pamir.zeroshot): the ImageNet word table,
-        then the embedding bridge over the classes' descriptions, whose embeddings are the
-        same for every index: cached once per machine, in the feature cache."""
-        with self._lock:
-            if self._class_words is None and self.classes:
-                self._class_words = ClassWords(self.classes, cache_dir=_class_cache())
-            return self._class_words
-
-    def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
-        if not parsed.terms:
-            if parsed.stop_only:
-                return QueryError(f"query {text!r} has only stop words; use content words")
-            return QueryError(f"query {text!r} has no words to search for")
-        notes = sorted({m.note for m in query.matches if m.note and m.note !=
-                        "not in the vocabulary"})
-        why = f" ({'; '.join(notes)})" if notes else ""
-        if not self.vocabulary:  # the zero-caption system's index
-            return QueryError(
-                f"no word of the query names an ImageNet class: {', '.join(query.unknown)}"
-                f"{why}; with no captions pamir knows ImageNet's words (dog, bird, car, "
-                "flower, boat, ...), and `pamir fit` on captioned pictures teaches it yours",
-                query.unknown)
-        common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
-        return QueryError(
-            f"no word of the query is in the vocabulary: {', '.join(query.unknown)}{why}; it "
-            f"has {len(self.vocabulary)} words, e.g. {', '.join(common)}", query.unknown)
-
+    # ------------------------------------------------------------------ scores
     def scores(self, q: np.ndarray) -> np.ndarray:
         """z . q for every matrix column (free columns -inf)."""
         with self._lock:
@@ -575,10 +472,6 @@ def _sort_order(sort: str | None) -> str:
     if sort not in SORT_ORDERS:
         raise QueryError(f"sort {sort!r}: by {', '.join(SORT_ORDERS[:-1])} or {SORT_ORDERS[-1]}")
     return sort
-
-
-def _class_cache() -> Path:
-    return default_cache_dir() / "class-words"
 
 
 def _date_key(row: tuple) -> tuple[str, int]:

@@ -1,0 +1,133 @@
+"""Queries on an index, the part of `Index` that reads them (pamir.index.reading answers
+them): a query's text parsed with the grammar of pamir.query and resolved on the index's
+vocabulary, words outside it reaching it through pamir.bridge and, for an index with class
+rows, ImageNet's classes through pamir.zeroshot; the error a query that cannot be answered
+raises, and what an answer is made of (`Hit`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..bridge import CLASS_MIX, Bridge
+from ..config import default_cache_dir
+from ..query import Query, QuerySyntaxError, join_fact_phrases, parse, resolve
+from ..zeroshot import ClassWords
+
+#: Set to 0 to keep queries to the vocabulary and its inflections (no embedding model).
+EMBEDDINGS_ENV = "PAMIR_EMBEDDINGS"
+
+
+def embeddings_enabled() -> bool:
+    return os.environ.get(EMBEDDINGS_ENV, "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+class QueryError(ValueError):
+    """A query that cannot be answered: empty, or no word of it in the vocabulary."""
+
+    def __init__(self, message: str, unknown: Sequence[str] = ()):
+        super().__init__(message)
+        self.unknown = list(unknown)
+
+
+
+@dataclass
+class Hit:
+    id: int
+    path: str
+    score: float
+    taken: str | None = None  # ISO date-time taken (pamir.metadata; None: not read yet)
+    caption: list[str] | None = None  # the caption's words, from a table or the files
+    #: the calibrated probability that the picture is relevant (pamir.calibration); None
+    #: where the model has no calibration or the query is not made of its words
+    probability: float | None = None
+    #: the query's terms the picture holds as facts ("sky", "kyoto"): why it ranks first
+    matched: list[str] = field(default_factory=list)
+    #: its facts of SHOWN_FACTS, as shown: {"place": ["Kyoto", "Japan"], ...}
+    facts: dict[str, list[str]] = field(default_factory=dict)
+
+
+class QueryParsing:
+    """The queries' part of IndexReading: the bridges it keeps for its state, and parsing."""
+
+    def _load_state(self) -> None:
+        """The committed state; a bridge of another vocabulary, and the class words, let go."""
+        super()._load_state()
+        old = getattr(self, "_bridge", None)
+        self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
+        self._class_words = None
+
+    @property
+    def bridge(self) -> Bridge:
+        """Unknown words onto the vocabulary (pamir.bridge): its embeddings are cached in
+        the index folder, the model loaded on the first word that needs it."""
+        with self._lock:
+            if self._bridge is None:
+                self._bridge = Bridge(self.vocabulary, cache_dir=self.directory)
+            return self._bridge
+
+    def parse_query(self, text: str, *, mapping: bool | None = None) -> Query:
+        """Read a query (the grammar of pamir.query) and resolve it on the vocabulary: words
+        outside it go through the bridge (inflections, then the embedding model unless
+        `mapping` is False or $PAMIR_EMBEDDINGS is 0). QueryError if nothing searchable is
+        left, or for a bad option."""
+        from . import TABLE_WORDS  # noqa: PLC0415 - the package's switch, read at each query
+
+        if not text or not text.strip():
+            raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
+        try:
+            parsed = join_fact_phrases(parse(text, self.stop_words), self._fact_count)
+        except QuerySyntaxError as e:
+            raise QueryError(str(e)) from None
+        bridge = self.bridge
+        use_model = embeddings_enabled() if mapping is None else mapping
+        if bridge.use_model != use_model:
+            bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
+        classes = self.class_words if self.classes else None
+        if classes is not None and classes.use_model != use_model:
+            classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
+        query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
+                        classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS,
+                        facts=self._fact_count)
+        if not query.searchable:
+            raise self._nothing_searchable(text, parsed, query)
+        return query
+
+    @property
+    def class_words(self) -> ClassWords | None:
+        """The words of an index with class scores (pamir.zeroshot): the ImageNet word table,
+        then the embedding bridge over the classes' descriptions, whose embeddings are the
+        same for every index: cached once per machine, in the feature cache."""
+        with self._lock:
+            if self._class_words is None and self.classes:
+                self._class_words = ClassWords(self.classes, cache_dir=_class_cache())
+            return self._class_words
+
+    def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
+        if not parsed.terms:
+            if parsed.stop_only:
+                return QueryError(f"query {text!r} has only stop words; use content words")
+            return QueryError(f"query {text!r} has no words to search for")
+        notes = sorted({m.note for m in query.matches if m.note and m.note !=
+                        "not in the vocabulary"})
+        why = f" ({'; '.join(notes)})" if notes else ""
+        if not self.vocabulary:  # the zero-caption system's index
+            return QueryError(
+                f"no word of the query names an ImageNet class: {', '.join(query.unknown)}"
+                f"{why}; with no captions pamir knows ImageNet's words (dog, bird, car, "
+                "flower, boat, ...), and `pamir fit` on captioned pictures teaches it yours",
+                query.unknown)
+        common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
+        return QueryError(
+            f"no word of the query is in the vocabulary: {', '.join(query.unknown)}{why}; it "
+            f"has {len(self.vocabulary)} words, e.g. {', '.join(common)}", query.unknown)
+
+
+def _class_cache() -> Path:
+    return default_cache_dir() / "class-words"
+
