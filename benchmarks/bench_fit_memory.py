@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, load_average, machine, save_report  # noqa: E402
+from common import HEAVY, load_average, machine, parser, save_report  # noqa: E402
 
 SEED = 0
 TEST_PICTURES = 500
@@ -108,7 +108,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--train", type=int, nargs="+", default=[1000, 2000, 4000])
     ap.add_argument("--ensemble", type=int, default=3)
     ap.add_argument("--no-retrain", action="store_true")

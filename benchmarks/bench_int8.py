@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, report_head, write_json
+from common import RESULTS, Run, parser, report_head, write_json
 
 from pamir import config, zeroshot
 from pamir.data import load_corel5k
@@ -400,10 +400,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--cache", type=Path, required=True)
     ap.add_argument("--parts", nargs="+", default=["quality", "speed"],
                     choices=["quality", "speed", "fit", "cosines"],

@@ -23,7 +23,6 @@ Results: results/ocr.json and .md (--search adds its part to both).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -38,7 +37,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, report_head, save_report  # noqa: E402
+from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
 
 from pamir.data import DataError, find_corel5k  # noqa: E402
 from pamir.facts import fold  # noqa: E402
@@ -496,7 +495,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--corel", type=int, default=100, help="Corel pictures timed")
     ap.add_argument("--painted", type=int, default=40, help="painted pictures")
     ap.add_argument("--only", nargs="*", help="settings to run (names of SETTINGS)")

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, report_head, write_json  # noqa: E402
+from common import RESULTS, Run, parser, report_head, write_json  # noqa: E402
 
 from pamir import places  # noqa: E402
 from pamir.facts import fold  # noqa: E402
@@ -439,9 +439,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None):
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--districts", action="store_true", help="part 1 only (no index)")
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)

@@ -18,7 +18,6 @@ Writes results/small_folders.json and .md (--stem: another name).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -33,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_metadata import WAYS, corel_captions, exiftool_args  # noqa: E402
-from common import HEAVY, archive, load_average, machine, save_report  # noqa: E402
+from common import HEAVY, archive, load_average, machine, parser, save_report  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -109,7 +108,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--sizes", nargs="+", default=["300:100", "1500:500"],
                     help="CAPTIONED:UNCAPTIONED pictures per folder")
     ap.add_argument("--before", default=None, help="also time this commit (side by side)")

@@ -59,6 +59,26 @@ run benchmarks/bench_reliability.py                # load, kills, hostile input 
 run benchmarks/bench_zero_caption.py                # search with no captions, and what captions add
 run benchmarks/bench_metadata.py                   # keywords from the files: fit FOLDER = fit TABLE
 run benchmarks/bench_knn.py                        # neighbours beside PAMIR: train only, README command, cost
+run benchmarks/bench_emoji.py                      # category words outside a model's captions
+run benchmarks/bench_facts.py                      # keywords as facts, searched with no model
+run benchmarks/bench_places.py                     # places from GPS: the district rule, P@k
+run benchmarks/bench_ocr.py                        # text in pictures: its cost, words read
+run benchmarks/bench_ocr.py --search-only          #   ... and text: queries (ocr_search.md)
+I=/work/bench-data/int8                            # int8 CNN views against fp32: quality, speed,
+run benchmarks/bench_int8.py --cache "$I/cache"    #   then each view's cosines, added to int8.json
+run benchmarks/bench_int8.py --cache "$I/cache" --parts cosines
+# People (issue 34): the identities folder is made once by benchmarks/faces_pictures.py from
+# git clones of three MIT-licensed face libraries (its docstring says how); nothing is
+# downloaded here, so without the folder these two are skipped, and say so.
+F=/work/faces-bench
+if [ -d "$F/pictures" ]; then
+    run benchmarks/bench_faces.py --identities "$F/pictures" --groups "$F/groups" --corel 100 \
+        --note "$F/pictures"
+    run benchmarks/bench_people.py --identities "$F/pictures" --corel 1000 \
+        --note "$F/pictures (benchmarks/faces_pictures.py)"
+else
+    echo "=== skipped bench_faces.py and bench_people.py: no $F/pictures (benchmarks/faces_pictures.py)"
+fi
 # Calibrated probabilities on a train-only `pamir fit corel5k` (calibration.md's model was
 # one made at an earlier commit: validation AvgP 51.908).
 T=/work/bench-data/train-only
@@ -80,8 +100,23 @@ flock /tmp/pamir-heavy.lock pamir index "$L/model" ../shared/data/corel5k/images
 mkdir -p "$L/old" && git archive 574a405 | tar -x -C "$L/old"
 run benchmarks/bench_search_latency.py --index "$L/idx" --model "$L/model" --old "$L/old" \
     --old-label "git archive 574a405, main before issue 25" --big "$L/big" --runs 5
+# Words that reach ImageNet classes at 1,000,000 pictures (issue 37), on the same model: the
+# old scan (bf8d204) against the class rows' block bounds.
+run benchmarks/bench_class_latency.py --model "$L/model" --folder ../shared/data/corel5k/images \
+    --work "$L/class" --old-commit bf8d204 --size 1000000 --rounds 2 --requests 200
 # One-off comparisons against older commits (benchmarks/history/): each runs the code of the
 # commits it names from a `git archive`, so its result stays what it was.
 run benchmarks/bench_fit_speed.py --parts main --before 7418ef7 --after HEAD   # fit_speed.md
 run benchmarks/history/bench_library.py --before 9a94e5d --model "$T"   # library.md (its run read the
                                                    #   README command's model): import cost, same results
+run benchmarks/bench_fit_memory.py --before 91bf3af --updates 40000 --train 1000 2000   # fit_memory.md
+run benchmarks/bench_small_folders.py --sizes 300:100 1500:500 --before 91bf3af --before-upto 300
+run benchmarks/bench_small_folders.py --sizes 300:100 --before 91bf3af --stem small_folders_300
+run benchmarks/bench_small_folders.py --sizes 300:100 --stem small_folders_300_one_fit
+# Refactorings that changed nothing (issue 36): outputs and saved systems of two trees compared;
+# same_behaviour.md and same_fit.md keep what each run printed.
+run scripts/same_behaviour.py --before 965eb15     # same_behaviour.md
+run scripts/same_fit.py --before bf8d204           # same_fit.md
+# By hand, each noting its commands: readme_command.md (the README's two commands, timed as a
+# newcomer runs them) and fit_memory_readme.md (/usr/bin/time -v of the README's main fit on
+# each commit's tree); defaults.md says where the defaults came from.

@@ -1,16 +1,10 @@
 import json
 
 import pytest
-from PIL import Image
 
 from pamir.data import DataError, load_captions_table, load_collection
 from pamir.text import split_keywords, tokenize
-
-
-def picture(path, colour=(200, 30, 30)):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", (24, 16), colour).save(path)
-    return path
+from pictures import picture  # the tests' one picture writer
 
 
 @pytest.fixture

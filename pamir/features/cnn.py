@@ -229,14 +229,21 @@ def prepare_picture(data: bytes, short_side: int) -> np.ndarray:
     if max(w, h) <= MAX_ASPECT * min(w, h):
         return decode_rgb(data, short_side)
     rgb = decode_rgb(data)
-    h, w = rgb.shape[:2]
-    if w > h:
-        keep = max(1, int(MAX_ASPECT * h))
-        rgb = rgb[:, (w - keep) // 2:(w - keep) // 2 + keep]
-    else:
-        keep = max(1, int(MAX_ASPECT * w))
-        rgb = rgb[(h - keep) // 2:(h - keep) // 2 + keep]
-    return resize_short_side(np.ascontiguousarray(rgb), short_side)
+    x, y, cw, ch = (int(v) for v in crop_box(rgb.shape[1], rgb.shape[0]))
+    return resize_short_side(np.ascontiguousarray(rgb[y:y + ch, x:x + cw]), short_side)
+
+
+def crop_box(width: int, height: int) -> tuple[float, float, float, float]:
+    """(x, y, w, h) of the part of a width x height displayed picture that the network sees:
+    all of it, or the centred MAX_ASPECT : 1 crop of a longer one (the one home of the rule:
+    prepare_picture crops by it, pamir.features.cnn_maps places the cells with it)."""
+    if max(width, height) <= MAX_ASPECT * min(width, height):
+        return 0.0, 0.0, float(width), float(height)
+    if width > height:
+        keep = max(1, int(MAX_ASPECT * height))
+        return float((width - keep) // 2), 0.0, float(keep), float(height)
+    keep = max(1, int(MAX_ASPECT * width))
+    return 0.0, float((height - keep) // 2), float(width), float(keep)
 
 
 class _Tally:
@@ -567,5 +574,5 @@ def pooled_task(settings: dict, cache_dir, paths: list) -> list[tuple]:
 _report = partial(report, log=log)  # _report(line, console or None)
 
 
-__all__ = ["CNNRepresentation", "CNNSettings", "MAX_ASPECT", "PooledCache", "make_engine",
-           "pooled_task", "prepare_picture"]
+__all__ = ["CNNRepresentation", "CNNSettings", "MAX_ASPECT", "PooledCache", "crop_box",
+           "make_engine", "pooled_task", "prepare_picture"]

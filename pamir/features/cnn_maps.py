@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cnn import MAX_ASPECT, CNNRepresentation, prepare_picture
+from .cnn import CNNRepresentation, crop_box, prepare_picture
 from .cnn_network import feature_map
 from .images import displayed_size, read_bytes
 
@@ -94,18 +94,6 @@ def map_contributions(F: np.ndarray, g: np.ndarray, rep: CNNRepresentation
         cells[rows, cols] += (np.tensordot(weights, F[:, rows, cols], 1)
                               - a[part] @ mu[part]) / size
     return cells, float(a @ (S - mu)), float(-(a @ mu))
-
-
-def crop_box(width: int, height: int) -> tuple[float, float, float, float]:
-    """(x, y, w, h) of the part of a width x height displayed picture that the network sees:
-    all of it, or the centred MAX_ASPECT : 1 crop that prepare_picture takes of a longer one."""
-    if max(width, height) <= MAX_ASPECT * min(width, height):
-        return 0.0, 0.0, float(width), float(height)
-    if width > height:
-        keep = max(1, int(MAX_ASPECT * height))
-        return float((width - keep) // 2), 0.0, float(keep), float(height)
-    keep = max(1, int(MAX_ASPECT * width))
-    return 0.0, float((height - keep) // 2), float(width), float(keep)
 
 
 def cell_boxes(grid: tuple[int, int], seen: tuple[int, int],

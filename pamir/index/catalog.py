@@ -507,13 +507,7 @@ class Catalog:
     def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
         """The most common words of one kind of fact, with how many scored pictures hold
         each (the page's places, people)."""
-        if not self.has_facts:
-            return []
-        rows = self._conn.execute(
-            "SELECT f.word, count(*) AS n FROM facts f JOIN pictures p ON p.id = f.picture "
-            "WHERE f.kind = ? AND p.col IS NOT NULL GROUP BY f.word ORDER BY n DESC, f.word "
-            "LIMIT ?", (kind, int(limit)))
-        return [(w, int(n)) for w, n in rows.fetchall()]
+        return [(word, n) for word, _, n in self.fact_words(kind, limit)]
 
 
 def _cannot_open(e: BaseException | None) -> bool:
