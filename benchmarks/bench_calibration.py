@@ -163,7 +163,6 @@ def diagram(bins: list[dict], path: Path, title: str) -> None:
 
 
 def main(argv=None) -> None:
-    import argparse
     ap = parser(__doc__)
     ap.add_argument("--model", type=Path, default=MODEL, help="a system trained on train only")
     ap.add_argument("--retrain-study", action="store_true",

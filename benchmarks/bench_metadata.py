@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, parser, report_head, write_json  # noqa: E402
+from common import RESULTS, Run, archive, parser, report_head, write_json  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -150,10 +150,7 @@ def fit(data: Path, out: Path) -> dict:
 def old_checkout(commit: str) -> Path:
     target = Path(f"/tmp/pamir-old-{commit[:10]}")
     if not target.exists():
-        target.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "pamir"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+        archive(commit, target)
     return target
 
 
@@ -247,8 +244,6 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    import argparse
-
     ap = parser(__doc__)
     ap.add_argument("--old", default="574a405", help="the commit to compare index times with")
     args = ap.parse_args(argv)
