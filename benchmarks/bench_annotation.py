@@ -41,11 +41,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-from common import machine, parser, save_report
+from common import RESULTS, Run, parser, rerender, run_clause, save_report
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -60,7 +59,6 @@ from pamir.selection import select, validation_avgp
 from pamir.training import collection_inputs
 from pamir.text import idf
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 #: Published figures (P / R / N+ in %, %, words), the 5-word Corel 5k protocol.
 PUBLISHED = {"JEC (Makadia et al. 2008)": (27, 32, 139),
@@ -186,24 +184,18 @@ def main(argv=None) -> None:
                     help="with --calibrated: PAMIR's c instead of choosing it on validation")
     args = ap.parse_args(argv)
     if args.report_only:
-        r = json.loads((RESULTS / "annotation.json").read_text())
-        (RESULTS / "annotation.md").write_text(report(r))
+        rerender("annotation", report)
         return
+    run = Run("bench_annotation.py", argv)
     if args.calibrated:
-        started = time.perf_counter()
         collection = load_corel5k()
         vocabulary = annotation_vocabulary(collection, Protocol(collection))
         row = run_calibrated(collection, Protocol(collection, vocabulary=vocabulary), args.c)
         r = json.loads((RESULTS / "annotation.json").read_text())
-        r["calibrated"] = {**row, "command": "python benchmarks/bench_annotation.py --calibrated"
-                           + (f" --c {args.c:g}" if args.c is not None else ""),
-                           "machine": machine(),
-                           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                           "minutes": round((time.perf_counter() - started) / 60, 1)}
+        r["calibrated"] = {**row, **run.info(), "minutes": run.minutes()}
         r["published"], r["goal_26"] = PUBLISHED, GOAL_26
         save_report("annotation", r, report)
         return
-    started = time.perf_counter()
     collection = load_corel5k()
     vocabulary = annotation_vocabulary(collection, Protocol(collection))
     protocol = Protocol(collection, vocabulary=vocabulary)
@@ -219,15 +211,13 @@ def main(argv=None) -> None:
               "pictures": {"train": len(protocol.train), "valid": len(protocol.valid),
                            "test": len(protocol.test)},
               "published": PUBLISHED, "goal": GOAL, "seed": config.SEED,
-              "command": "python benchmarks/bench_annotation.py", "machine": machine(),
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "minutes": round((time.perf_counter() - started) / 60, 1)}
+              **run.info(), "minutes": run.minutes()}
     save_report("annotation", result, report)
 
 
 def report(r: dict) -> str:
     L = ["# Annotation on the standard Corel 5k protocol", "",
-         f"`{r['command']}` on {r['machine']}, {r['date']} ({r['minutes']} min), seed "
+         f"{run_clause(r)}, seed "
          f"{r['seed']}. {r['vocabulary']} words (in both the development and the test "
          f"captions), 5 words a picture; trained on {r['pictures']['train']:,} pictures with "
          f"{r['pictures']['valid']} for validation, then retrained on all "
@@ -265,7 +255,7 @@ def report(r: dict) -> str:
 
 def calibrated_report(c: dict, goal: dict) -> list[str]:
     L = ["", "## Issue 26: calibrated probabilities and per-word thresholds", "",
-         f"`{c['command']}` on {c['machine']}, {c['date']} ({c['minutes']} min). "
+         f"{run_clause(c)}. "
          f"{c['model']}: {c['representation']} (weights {c['weights']}), c = {c['c']}, "
          f"validation retrieval AvgP {c['valid_retrieval_avgp']}. Thresholds chosen on the "
          "train-only model's validation probabilities; test read once.", "",

@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import itertools
 import sys
-import time
 
 import numpy as np
 
 from bench_annotation import GOAL, annotation_vocabulary, apply_rule
-from common import machine, report_cli, save_report
+from common import Run, report_cli, run_clause, save_report
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -102,7 +101,7 @@ def balanced(S: np.ndarray, prior: np.ndarray, share: float, floor: float,
 def main(argv=None) -> None:
     if report_cli(__doc__, "annotation_rules", report, argv) is None:
         return
-    started = time.perf_counter()
+    run = Run("bench_annotation_rules.py", argv)
     collection = load_corel5k()
     p = Protocol(collection, vocabulary=annotation_vocabulary(collection, Protocol(collection)))
     F, _, _ = collection_inputs(collection, p, NAME, FeatureSettings(), weights=WEIGHTS,
@@ -143,9 +142,7 @@ def main(argv=None) -> None:
             V / np.sqrt(prior))
     r = {"representation": NAME, "c": sel.params["c"], "rows": rows, "goal": GOAL,
          "valid_pictures": len(va), "words": len(p.vocabulary),
-         "command": "python benchmarks/bench_annotation_rules.py " + " ".join(sys.argv[1:]),
-         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "minutes": round((time.perf_counter() - started) / 60, 1)}
+         **run.info(), "minutes": run.minutes()}
     save_report("annotation_rules", r, report)
 
 
@@ -155,7 +152,8 @@ def report(r: dict) -> str:
     base = {x["rule"]: x for x in rows[:2]}
     best = {k: max(rows, key=lambda x: x[k]) for k in ("P", "F1", "N+")}
     lines = ["# Annotation rules on validation (Corel 5k, 5 words a picture)", "",
-             f"`{r['command'].strip()}` on {r['machine']}, {r['date']} ({r['minutes']} min). "
+             # the command once stored a trailing space
+             f"{run_clause({**r, 'command': r['command'].strip()})}. "
              f"PAMIR on {r['representation']} (c = {r['c']:g}), trained on the 4,000 training "
              f"pictures; {r['words']} words; the {r['valid_pictures']} validation pictures "
              "annotated. Test is not read. Goal (on test): P >= {0}, R >= {1}, N+ >= {2}."

@@ -31,11 +31,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-from common import machine, parser, save_report
+from common import (METRICS, PERQUERY, SUMMARY, Run, parser, rerender, run_clause, save_report,
+                    write_results)
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -45,11 +45,8 @@ from pamir.features.cnn import CNNSettings
 from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.selection import select
-from pamir.storage import locked_json_update
 from pamir.training import collection_inputs
 
-RESULTS = Path(__file__).resolve().parent / "results"
-METRICS = ("avgp", "bep", "p10")
 
 #: CNN settings studied on validation (the first is CNNSettings' default). Flip averaging
 #: doubles the network's time; regions cost nothing more (the same map, pooled five ways).
@@ -221,9 +218,9 @@ def main(argv=None) -> None:
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)
     if args.report_only:
-        (RESULTS / "cnn.md").write_text(report(json.loads((RESULTS / "cnn.json").read_text())))
+        rerender("cnn", report)
         return
-    started = time.perf_counter()
+    run = Run("bench_cnn.py", argv)
     corel = Corel()
     print("representation study (validation AvgP, PAMIR's c chosen per row):", flush=True)
     rows, best = study(corel, QUICK_STUDY if args.quick else
@@ -241,13 +238,11 @@ def main(argv=None) -> None:
         row["test"] = figures(ev)
         reported[key] = (ev, row)
     chosen_key = "ensemble" if ens_row["valid_avgp"] > best["row"]["valid_avgp"] else "single"
-    base = np.load(RESULTS / "perquery" / "pamir.npz")
+    base = np.load(PERQUERY / "pamir.npz")
     # the SVMs on the default CNN setting (1,280 dims): 179 words x 9 C values x 2 class
     # weightings of liblinear fits are ~5x slower on the 6,400 dims of the 2x2 regions
     svm = None if args.quick or args.no_svm else svm_on(corel, corel.features("cnn", STUDY[0])[0])
-    command = "python benchmarks/bench_cnn.py" + (" --quick" if args.quick else "") + (
-        " --no-svm" if args.no_svm else "")
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    stamp = {"command": run.command, "machine": run.machine, "date": run.date}
 
     def entry_of(key):
         """A corel5k.json entry in `pamir`'s shape, with a Wilcoxon test against it."""
@@ -257,7 +252,7 @@ def main(argv=None) -> None:
                 "valid_avgp": row["valid_avgp"], "test": row["test"],
                 "subsets": ev.table(METRICS),
                 "wilcoxon_vs_pamir": {m: wilcoxon(ev.per_query[m], base[m]) for m in METRICS},
-                "command": command, "machine": machine(), "date": when, "seed": config.SEED}
+                **stamp, "seed": config.SEED}
 
     ev = reported[chosen_key][0]
     entry = entry_of(chosen_key)
@@ -266,17 +261,15 @@ def main(argv=None) -> None:
         # retrained ensemble is the product's `pamir fit --ensemble 3 --retrain`
         updates = {"pamir-cnn": entry, "pamir-cnn-retrained": entry_of("retrained")}
         if svm:
-            updates["svm-cnn"] = svm | {"representation": f"cnn {label(STUDY[0])}",
-                                        "command": command, "machine": machine(), "date": when}
-        locked_json_update(RESULTS / "corel5k.json", updates)
-        np.savez(RESULTS / "perquery" / "pamir-cnn.npz",
+            updates["svm-cnn"] = svm | {"representation": f"cnn {label(STUDY[0])}", **stamp}
+        write_results(updates)
+        np.savez(PERQUERY / "pamir-cnn.npz",
                  **{m: ev.per_query[m] for m in METRICS}, curve=ev.curve)
-    pamir = json.loads((RESULTS / "corel5k.json").read_text())["pamir"]
+    pamir = json.loads(SUMMARY.read_text())["pamir"]
     result = {"rows": rows, "chosen": chosen_key, "pamir-cnn": entry, "svm-cnn": svm,
               "pamir": {"test": pamir["test"], "subsets": pamir.get("subsets")},
-              "weights": list(WEIGHTS), "seeds": list(seeds), "command": command,
-              "machine": machine(), "date": when,
-              "minutes": round((time.perf_counter() - started) / 60, 1)}
+              "weights": list(WEIGHTS), "seeds": list(seeds), **run.info(),
+              "minutes": run.minutes()}
     name = "cnn_quick" if args.quick else "cnn"
     save_report(name, result, report)
 
@@ -284,7 +277,7 @@ def main(argv=None) -> None:
 def report(r: dict) -> str:
     e = r["pamir-cnn"]
     L = ["# PAMIR on EfficientNet-Lite features (Corel 5k)", "",
-         f"`{r['command']}` on {r['machine']}, {r['date']} ({r['minutes']} min). Seed "
+         f"{run_clause(r)}. Seed "
          f"{e['seed']}; every choice on the 500 validation pictures; test (2,241 queries) read "
          "once per configuration that has a test column.", "",
          "## Representation study (PAMIR, c chosen on validation for each row)", "",

@@ -20,13 +20,11 @@ Writes benchmarks/results/cnn_plateau.json and cnn_plateau.md.
 from __future__ import annotations
 
 import json
-import sys
-import time
 
 import numpy as np
 
 from bench_cnn import Corel
-from common import RESULTS, machine, report_cli, save_report
+from common import RESULTS, Run, report_cli, run_clause, save_report
 
 from pamir.evaluation import evaluate_text_space
 from pamir.models.pamir import PAMIR
@@ -90,7 +88,7 @@ def report(r: dict) -> str:
     base = r["rows"][0]["valid"]
     lines = ["# Seeds against settings: PAMIR on cnn+cnn-lite2+visterms and variants (Corel 5k)",
              "",
-             f"`{r['command']}` on {r['machine']}, {r['date']} ({r['minutes']} min). "
+             f"{run_clause(r)}. "
              f"PAMIR c = {r['c']:g}, early-stopped on the 500 validation pictures; validation "
              "AvgP (%) of each seed. Test is not read: nothing here is chosen.", "",
              "| variant | " + " | ".join(f"seed {s}" for s in r["seeds"])
@@ -106,7 +104,7 @@ def report(r: dict) -> str:
     e = r.get("ensembles")
     if e:
         lines += ["", f"## Ensembles of seeds: PAMIR on {e['representation']}", "",
-                  f"`{e['command']}` on {e['machine']}, {e['date']} ({e['minutes']} min). "
+                  f"{run_clause(e)}. "
                   "Validation AvgP (%) of each seed alone, and of the average of it and the "
                   "seeds before it (`PAMIR.average`, what `pamir fit --ensemble k` trains).", "",
                   "| seeds k | " + " | ".join(str(k + 1) for k in range(len(e["seeds"]))) + " |",
@@ -119,20 +117,13 @@ def report(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stamp(command: str, started: float) -> dict:
-    return {"command": command, "machine": machine(),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "minutes": round((time.perf_counter() - started) / 60, 1)}
-
-
 def main(argv=None) -> None:
     args = report_cli(__doc__, "cnn_plateau", report, argv,
                       {"--ensembles": "only the ensemble sizes, added to the variants' JSON"})
     if args is None:
         return
-    started = time.perf_counter()
+    run = Run("bench_cnn_plateau.py", argv)
     corel = Corel()
-    command = "python benchmarks/bench_cnn_plateau.py " + " ".join(sys.argv[1:])
     if args.ensembles:
         r = json.loads((RESULTS / "cnn_plateau.json").read_text())
     else:
@@ -142,9 +133,9 @@ def main(argv=None) -> None:
             rows.append({"variant": label, "weights": list(weights), "cnn": cnn,
                          "params": params, "valid": measure(corel, weights, cnn, params)})
         r = {"representation": NAME, "c": C, "seeds": list(SEEDS), "rows": rows,
-             **stamp(command, started)}
-    started = time.perf_counter()
-    r["ensembles"] = ensembles(corel) | stamp(command, started)
+             **run.info(), "minutes": run.minutes()}
+    run = Run("bench_cnn_plateau.py", argv)  # the ensembles' own minutes and load
+    r["ensembles"] = ensembles(corel) | run.info() | {"minutes": run.minutes()}
     save_report("cnn_plateau", r, report)
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from common import (PERQUERY, RESULTS, Corel, Run, Split, indexing, parser, query_ms, read_summary,
-                    selection_rows, test_entry, write_json, write_results)
+                    report_head, selection_rows, test_entry, write_json, write_results)
 from pamir import config
 from pamir.data import load_collection
 from pamir.evaluation import annotation_metrics, evaluate_model, wilcoxon
@@ -397,9 +397,8 @@ def main(argv=None) -> None:
         protocol = Protocol(load_collection("corel5k"))
     summary = read_summary()
     test = Split(protocol, sp.csr_matrix((len(protocol.collection), 1)), "test")
-    report = [f"# Models compared on Corel 5k\n\nCommand: `flock /tmp/pamir-heavy.lock "
-              f"{run.command}`  \nMachine: {run.machine}; {run.date}  "
-              f"\nSeed {config.SEED}; {len(protocol.train)} train / {len(protocol.valid)} valid /"
+    report = [*report_head("Models compared on Corel 5k", run.info()),
+              f"Seed {config.SEED}; {len(protocol.train)} train / {len(protocol.valid)} valid /"
               f" {len(protocol.test)} test pictures; vocabulary {protocol.T}."]
     report.append(own_models_section(summary, suffix))
     text, data = comparison(protocol, test, summary, suffix)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, load_average, machine, parser, save_report  # noqa: E402
+from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
 
 from pamir.features.cnn import prepare_picture  # noqa: E402
 from pamir.features.images import decode_rgb, read_bytes, resize_short_side  # noqa: E402
@@ -40,10 +40,9 @@ def per_picture_ms(fn, items) -> float:
 
 
 def report(r: dict) -> str:
-    lines = ["# Decoding each picture once for the three CNN views\n",
-             f"Command: `{r['command']}`  ",
-             f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']} (a shared "
-             "machine: the times are upper bounds, their ratios are what counts).\n",
+    lines = [*report_head("Decoding each picture once for the three CNN views", r, heavy=False,
+                          note="a shared machine: the times are upper bounds, their ratios "
+                               "are what counts"), "",
              f"On {r['pictures']} Corel pictures (192x128 JPEG), one thread, ms per picture:\n",
              "| step | ms |", "|---|---:|",
              f"| decode (JPEG to RGB) | {r['decode_ms']:.2f} |"]
@@ -66,9 +65,8 @@ def main(argv=None) -> None:
     rows = [line.split("\t") for line in (COREL / "annotations.tsv").read_text().splitlines()[1:]]
     data = [read_bytes(COREL / row[2]) for row in rows[:args.pictures]]
     decoded = [decode_rgb(d) for d in data]
-    r = {"command": "python benchmarks/bench_decode_once.py " + " ".join(argv or sys.argv[1:]),
-         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "load_average": load_average(), "pictures": len(data),
+    run = Run("bench_decode_once.py", argv)
+    r = {**run.info(), "pictures": len(data),
          "decode_ms": per_picture_ms(decode_rgb, data), "views": {}}
     for view, side in SIDES.items():
         r["views"][view] = {

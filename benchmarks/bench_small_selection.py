@@ -33,7 +33,6 @@ draws its pictures from the same N development pictures (a smaller export).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -45,10 +44,8 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-# benchmarks/common.py is imported where results are written, not by --from (which runs
-# where only the model code need import: no feature code, no faiss)
-HEAVY = "flock /tmp/pamir-heavy.lock"
-
+# common imports no feature code (no faiss): --from runs where only the model code need import
+from common import Run, parser, report_head, save_report  # noqa: E402
 from pamir import config  # noqa: E402
 from pamir.data import load_collection  # noqa: E402
 from pamir.evaluation import evaluate_model  # noqa: E402
@@ -208,10 +205,10 @@ def summary(seeds: list[dict]) -> dict:
 
 def report(r: dict) -> str:
     s = r.get("summary", {})
-    lines = ["# Selection on small collections: Corel 5k subsamples of "
-             f"{r['pictures']} pictures\n",
-             f"Command: `{r['command'] if 'device' in r['command'] else HEAVY + ' ' + r['command']}`  ",
-             f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']}.  ",
+    # a run split between this machine and a lent one says so in its command (no heavy lock)
+    lines = [*report_head(f"Selection on small collections: Corel 5k subsamples of "
+                          f"{r['pictures']} pictures", r, heavy="device" not in r["command"],
+                          note=None),
              f"Seeds: {[x['seed'] for x in r['seeds']]}; each: {r['seeds'][0]['train']} "
              f"training, {r['seeds'][0]['valid']} validation pictures (about "
              f"{np.mean([x['valid_queries'] for x in r['seeds']]):.0f} validation queries), "
@@ -253,7 +250,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--pictures", type=int, default=PICTURES)
     ap.add_argument("--pool", type=int, default=None)
@@ -262,19 +259,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, help="with --from: the per-seed results (JSON)")
     ap.add_argument("--report", type=Path, help="write the results of a --from run")
     args = ap.parse_args(argv)
-    command = "python benchmarks/bench_small_selection.py " + " ".join(argv or sys.argv[1:])
-    if not args.source:
-        from common import load_average, machine, save_report  # noqa: PLC0415
-    else:
-        import os  # noqa: PLC0415
-        import platform  # noqa: PLC0415
-
-        def machine():
-            return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
-                   f"Python {platform.python_version()}"
-
-        def load_average():
-            return ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    run = Run("bench_small_selection.py", argv)
     if args.export:
         export(args.export, args.seeds, args.pictures, args.pool)
         return
@@ -288,14 +273,12 @@ def main(argv=None) -> None:
         source = Path(tempfile.mkdtemp()) / "inputs.npz"
         export(source, args.seeds, args.pictures, args.pool)
     data = load_export(source)
-    r = {"command": command, "machine": machine(),
-         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "load_average": load_average(), "pictures": args.pictures, "pool": args.pool,
+    r = {**run.info(), "pictures": args.pictures, "pool": args.pool,
          "seeds": []}
     def finished(result):
         r["seeds"] = sorted(r["seeds"] + [result], key=lambda x: x["seed"])
         r["summary"] = summary(r["seeds"])
-        r["load_average"] = load_average()
+        r["load_average"] = run.info()["load_average"]
         if args.out:  # after each seed: a run cut short keeps what it measured
             args.out.write_text(json.dumps(r))
         else:

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, load_average, machine, parser, save_report  # noqa: E402
+from common import Run, parser, report_head, save_report  # noqa: E402
 
 from pamir import config  # noqa: E402
 from pamir.data import load_collection  # noqa: E402
@@ -85,9 +85,8 @@ def baseline(col, protocol, model: Path) -> dict:
 
 
 def report(r: dict) -> str:
-    lines = ["# A cheaper visterm codebook: seconds saved, validation AvgP lost (Corel 5k)\n",
-             f"Command: `{HEAVY} {r['command']}`  ",
-             f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']}.  ",
+    lines = [*report_head("A cheaper visterm codebook: seconds saved, validation AvgP lost "
+                          "(Corel 5k)", r, note=None),
              "Validation AvgP (2,028 queries, one seed, early stopping); the test pictures are "
              "not read. Noise: about ±1.5 AvgP between settings on these 500 pictures.\n",
              "| k-means iterations | blocks sampled (at most) | k-means s | bags s | final "
@@ -115,14 +114,13 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     col = load_collection("corel5k")
     protocol = Protocol(col)
-    r = {"command": "python benchmarks/bench_visterm_codebook.py " + " ".join(argv or sys.argv[1:]),
-         "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "load_average": load_average(), "variants": [baseline(col, protocol, args.baseline)]}
+    run = Run("bench_visterm_codebook.py", argv)
+    r = {**run.info(), "variants": [baseline(col, protocol, args.baseline)]}
     for v in args.variants:
         iterations, most = (int(x) for x in v.split(":"))
         print(f"{iterations} iterations, at most {most:,} blocks ...", flush=True)
         r["variants"].append(one(col, protocol, iterations, most))
-        r["load_average"] = load_average()
+        r["load_average"] = run.info()["load_average"]
         save_report("visterm_codebook", r, report)
 
 

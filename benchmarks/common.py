@@ -29,13 +29,15 @@ import scipy.sparse as sp
 from pamir import config
 from pamir.data import load_collection
 from pamir.evaluation import evaluate_model
-from pamir.features import FeatureSettings, extract_blocks, load_blobs
+from pamir.features import FeatureSettings
 from pamir.features.representation import take_rows
-from pamir.features.visterms import inverse_document_frequency, term_frequencies, tfidf
 from pamir.protocol import Protocol
 from pamir.selection import select
 from pamir.storage import locked_json_update
-from pamir.training import collection_inputs
+
+# The feature code (faiss, OpenCV, Pillow) is imported by the Corel methods that use it, so
+# that the run and report part of this module loads where only the model code is installed
+# (bench_small_selection.py --from fits on a lent machine with it).
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PERQUERY = RESULTS / "perquery"
@@ -88,14 +90,49 @@ class Run:
                 "load_average": {"start": self.load_start, "end": load_average()}}
 
 
-def report_head(title: str, info: dict) -> list[str]:
-    """A report's title, then the command, machine, date and load it was measured under."""
+#: What a report head says of its timings, unless the script says more.
+SHARED = "a shared machine: timings are upper bounds"
+
+
+def load_text(load) -> str:
+    """One stored load average reading (1, 5 and 15 min) as the reports print it: the string
+    load_average() gives, or the numbers os.getloadavg() gives (bench_features' results)."""
+    return load if isinstance(load, str) else ", ".join(f"{v:.1f}" for v in load)
+
+
+def load_clause(load) -> str:
+    """'load average S at start, E at end' for Run.info()'s {"start", "end"}; 'load average L'
+    for one reading, the form results measured before Run kept both still store."""
+    if isinstance(load, dict):
+        return f"load average {load_text(load['start'])} at start, {load_text(load['end'])} at end"
+    return f"load average {load_text(load)}"
+
+
+def report_head(title: str, info: dict, *, heavy: bool = True,
+                note: str | None = SHARED) -> list[str]:
+    """A report's title, then the command, machine, date and load it was measured under.
+
+    info: Run.info(), or a results file's own keys of the same names (date and load average
+    may be missing; the load may be one reading, see load_clause). heavy: the command ran
+    under the heavy lock (written before it); note: said of the timings in parentheses
+    (None: nothing)."""
     load = info.get("load_average")
     where = f"Machine: {info['machine']}" + (f"; {info['date']}" if info.get("date") else "")
     if load:
-        where += f"; load average {load['start']} at start, {load['end']} at end"
-    return [f"# {title}\n", f"Command: `{HEAVY} {info['command']}`  ",
-            where + " (a shared machine: timings are upper bounds).  "]
+        where += f"; {load_clause(load)}"
+    command = f"{HEAVY} {info['command']}" if heavy else info["command"]
+    return [f"# {title}\n", f"Command: `{command}`  ",
+            where + (f" ({note})" if note else "") + ".  "]
+
+
+def run_clause(info: dict) -> str:
+    """'`COMMAND` on MACHINE, DATE (M min)': the run a report's first sentence (or a
+    section's) names, for reports that say it inline; info: Run.info() with "minutes", or a
+    results file's own keys of the same names. The load average follows the minutes when
+    stored."""
+    load = info.get("load_average")
+    return (f"`{info['command']}` on {info['machine']}, {info['date']} "
+            f"({info['minutes']} min{'; ' + load_clause(load) if load else ''})")
 
 
 # ------------------------------------------------------------------------------ the data
@@ -151,6 +188,8 @@ class Corel:
         self.representation = representation
         self.rep = None
         started = time.perf_counter()
+        from pamir.features.visterms import inverse_document_frequency, tfidf  # noqa: PLC0415
+        from pamir.training import collection_inputs  # noqa: PLC0415
         if F is None and representation == "blobs":
             presence = self.counts()
             F = tfidf(presence, inverse_document_frequency(presence[self.protocol.train]))
@@ -185,6 +224,8 @@ class Corel:
         """What the bags count, for every picture: blob presence, or the exact visterm
         counts (the cached blocks assigned to the cached pipeline's codewords again). CMRM,
         CMTT and PLSA are defined on counts; the bags are tf-idf and L2-normalised."""
+        from pamir.features import extract_blocks, load_blobs  # noqa: PLC0415
+        from pamir.features.visterms import term_frequencies  # noqa: PLC0415
         if self.representation == "blobs":
             return sp.csr_matrix(load_blobs(self.collection)[0], dtype=np.float32)
         pipe = self.rep
@@ -329,16 +370,25 @@ def report_cli(doc: str, stem: str, report, argv=None, flags: dict | None = None
     args = ap.parse_args(argv)
     if not args.report_only:
         return args
-    (RESULTS / f"{stem}.md").write_text(report(json.loads((RESULTS / f"{stem}.json")
-                                                          .read_text())))
+    rerender(stem, report)
     return None
 
 
-def save_report(stem: str, r: dict, report) -> None:
-    """results/STEM.json and its report STEM.md; the report is printed too."""
-    write_json(RESULTS / f"{stem}.json", r)
+def rerender(stem: str, report) -> dict:
+    """results/STEM.md written again from results/STEM.json with `report` (json -> markdown),
+    measuring nothing (--report-only); the results read."""
+    r = json.loads((RESULTS / f"{stem}.json").read_text())
     (RESULTS / f"{stem}.md").write_text(report(r))
-    print(report(r))
+    return r
+
+
+def save_report(stem: str, r: dict, report, echo: bool = True) -> None:
+    """results/STEM.json and its report STEM.md; the report is printed too (echo)."""
+    write_json(RESULTS / f"{stem}.json", r)
+    text = report(r)
+    (RESULTS / f"{stem}.md").write_text(text)
+    if echo:
+        print(text)
 
 
 def read_summary() -> dict:
