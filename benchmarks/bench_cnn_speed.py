@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from importlib.metadata import version
-from pathlib import Path
 
 import numpy as np
 
@@ -37,9 +34,8 @@ from pamir.features import cnn_engines
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
 
-from common import cpu_model, parser, save_report  # noqa: E402  (the script's folder)
+from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402  (the script's folder)
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SHORT_SIDES = (128, 160, 224, 260)
 MODELS = ("lite0", "lite1", "lite2")
 ENGINES = ("onnx", "torch")
@@ -88,15 +84,10 @@ def main(argv=None) -> int:
     collection = load_collection("corel5k")
     order = np.random.default_rng(config.SEED).permutation(len(collection.paths))
     paths = [collection.paths[i] for i in order]
-    started = datetime.now(timezone.utc)
+    run = Run("bench_cnn_speed.py", argv, torch=True)
     t_start = time.perf_counter()
     out = {
-        "command": "python benchmarks/bench_cnn_speed.py " + " ".join(sys.argv[1:] if argv is None
-                                                                   else argv),
-        "date": started.isoformat(timespec="seconds"),
-        "machine": {"cpu": cpu_model(), "cores": cnn_engines.cores(),
-                    "python": platform.python_version(), "torch": version("torch"),
-                    "onnxruntime": version("onnxruntime"), "load_at_start": load()},
+        **run.info(), "machine": f"{run.machine}, onnxruntime {version('onnxruntime')}",
         "streams": cnn_engines.streams(), "threads_per_stream": cnn_engines.threads_per_stream(),
         "default_settings": CNNSettings().to_dict(),
     }
@@ -131,25 +122,37 @@ def main(argv=None) -> int:
                 print(f"{model} {side} {engine}: {r['pictures_per_second']} pictures/s "
                       f"({r['pictures']} pictures, load {r['load_before']})", flush=True)
     out["table"] = cells
-    out["machine"]["load_at_end"] = load()
+    out["load_average"] = run.info()["load_average"]
     out["total_seconds"] = round(time.perf_counter() - t_start, 1)
 
     save_report("cnn_speed", out, markdown)
     return 0
 
 
+def run_info(out: dict) -> dict:
+    """The run's command, machine, date and load average as common.report_head reads them.
+    Results measured before this script used common.Run (cnn_speed.json of 2026-11-24) store
+    the machine as a dict {cpu, cores, python, torch, onnxruntime, load_at_start,
+    load_at_end}: they are read as they are, not rewritten."""
+    m = out["machine"]
+    if not isinstance(m, dict):
+        return out
+    return {"command": out["command"].strip(), "date": out["date"],
+            "machine": f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, "
+                       f"torch {m['torch']}, onnxruntime {m['onnxruntime']}",
+            "load_average": {"start": ", ".join(map(str, m["load_at_start"])),
+                             "end": ", ".join(map(str, m["load_at_end"]))}}
+
+
 def markdown(out: dict) -> str:
-    m, d = out["machine"], out["default"]
+    d = out["default"]
     lines = [
-        "# CNN representation: speed on Corel 5k",
-        "",
-        f"`{out['command'].strip()}` (under `flock /tmp/pamir-heavy.lock`) — {out['date']}, "
-        f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, torch {m['torch']}, "
-        f"onnxruntime {m['onnxruntime']}; load average at start "
-        f"{', '.join(map(str, m['load_at_start']))}, at end "
-        f"{', '.join(map(str, m['load_at_end']))}. Where other developers' jobs share the 2 "
-        f"cores a figure is a lower bound of what a quiet machine gives; the load average "
-        f"before each run is in cnn_speed.json. Whole run: {out['total_seconds'] / 60:.1f} min.",
+        # pictures per second: the load makes each figure a lower bound, not an upper one
+        *report_head("CNN representation: speed on Corel 5k", run_info(out),
+                     note="other developers' jobs share the 2 cores: a figure is a lower bound "
+                          "of what a quiet machine gives"),
+        f"The load average before each run is in cnn_speed.json. Whole run: "
+        f"{out['total_seconds'] / 60:.1f} min.",
         "",
         "End to end from an empty feature cache: read + content hash, decode, resize (shorter "
         "side = short side, aspect kept), network, pooling, cache write. The network is built "

@@ -21,18 +21,14 @@ slow every figure down: the load average at the start and end is recorded with t
 from __future__ import annotations
 
 import json
-import os
-import platform
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from common import RESULTS, cpu_model, parser, save_report
+from common import RESULTS, Run, load_clause, parser, report_head, save_report
 from pamir import config
 from pamir.data import load_collection
 from pamir.features import FeatureSettings, extract_blocks
@@ -43,9 +39,17 @@ from pamir.features.lbp import circle, code_table, lbp_codes
 from pamir.protocol import Protocol
 
 
-def machine() -> dict:
-    return {"cpu": cpu_model(), "nproc": os.cpu_count(), "python": platform.python_version(),
-            "load_average": os.getloadavg()}
+def run_info(r: dict) -> dict:
+    """The run's command, machine, date and load average as common.report_head reads them.
+    Results measured before this script used common.Run (features.json of 2026-11-23) store
+    the machine as a dict {cpu, nproc, python, load_average} and the load at the end apart,
+    in machine_end: they are read as they are, not rewritten."""
+    m = r["machine"]
+    if not isinstance(m, dict):
+        return r
+    return {"command": r["command"], "date": r["date"],
+            "machine": f"{m['cpu']}, {m['nproc']} cores, Python {m['python']}",
+            "load_average": {"start": m["load_average"], "end": r["machine_end"]["load_average"]}}
 
 
 def stage_times(paths, settings, codebook) -> dict:
@@ -138,14 +142,12 @@ def main() -> None:
     ap.add_argument("--skip-kmeans", action="store_true", help="only the block descriptors")
     ap.add_argument("--large", type=int, default=1000, help="pictures for the 384x256 run")
     args = ap.parse_args()
-    command = "python benchmarks/bench_features.py " + " ".join(sys.argv[1:])
-    started = machine()
+    run = Run("bench_features.py")
     collection = load_collection("corel5k")
     protocol = Protocol(collection)
     settings = FeatureSettings()
     paths = collection.paths
-    res: dict = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "machine": started, "settings": settings.to_dict()}
+    res: dict = {**run.info(), "settings": settings.to_dict()}
 
     t0 = time.perf_counter()
     codebook = colour_codebook_for(collection, protocol.train, settings, cache_dir=None)
@@ -198,8 +200,7 @@ def main() -> None:
         previous = json.loads((RESULTS / "features.json").read_text())
         if "visterms" in previous:
             res["visterms"] = {"measured": previous["date"], "command": previous["command"],
-                               "load_average": [previous["machine"]["load_average"],
-                                                previous["machine_end"]["load_average"]],
+                               "load_average": run_info(previous)["load_average"],
                                **previous["visterms"]}
     res["assignment"] = assignment_speed(collection, protocol, settings)
     X, _, _ = collection_features(collection, protocol.train, settings,
@@ -207,21 +208,22 @@ def main() -> None:
     res["knn_vote_avgp"] = knn_sanity(protocol, X)
     print("kNN vote AvgP", res["knn_vote_avgp"], flush=True)
     print("assignment", res["assignment"], flush=True)
-    res["machine_end"] = {"load_average": os.getloadavg()}
+    res["load_average"] = run.info()["load_average"]
     save_report("features", res, report)
+
+
+def kmeans_load(load) -> str:
+    """The load of a k-means run kept from an earlier run: {start, end}, or the [start, end]
+    pair of os.getloadavg() lists that runs before common.Run kept."""
+    return load_clause(load if isinstance(load, dict) else {"start": load[0], "end": load[1]})
 
 
 def report(r: dict) -> str:
     c = r["corel5k_192x128"]
     s192, s384 = r["stages_ms_per_picture_192x128"], r["stages_ms_per_picture_384x256"]
     lines = [
-        "# Visual features: speed on Corel 5k",
-        "",
-        f"`{r['command']}` — {r['date']}, {r['machine']['cpu']}, {r['machine']['nproc']} cores, "
-        f"Python {r['machine']['python']}; load average at start "
-        f"{', '.join(f'{v:.1f}' for v in r['machine']['load_average'])}, at end "
-        f"{', '.join(f'{v:.1f}' for v in r['machine_end']['load_average'])} "
-        "(other developers' jobs share the 2 cores: wall times are upper bounds).",
+        *report_head("Visual features: speed on Corel 5k", run_info(r),
+                     note="other developers' jobs share the 2 cores: wall times are upper bounds"),
         "",
         "## Block descriptors (uniform LBP 59 + colour 50 per block, 77 blocks per picture)",
         "",
@@ -261,9 +263,8 @@ def report(r: dict) -> str:
             "",
             "## Visterm codebook (faiss k-means) and bags",
             "",
-            (f"(Measured by `{v['command']}` on {v['measured']}, load average "
-             f"{v['load_average'][0][0]:.1f} at its start and {v['load_average'][1][0]:.1f} at its "
-             "end: other jobs shared the cores.)\n\n" if "measured" in v else "")
+            (f"(Measured by `{v['command']}` on {v['measured']}, {kmeans_load(v['load_average'])}: "
+             "other jobs shared the cores.)\n\n" if "measured" in v else "")
             + f"K = {v['k']:,} codewords on the {v['training_blocks']:,} blocks of the "
             f"{v['training_blocks'] // 77:,} training pictures (protocol.train), "
             f"{v['scaling']} scaling, {v['iterations']} iterations:",
