@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, parser, write_json
+from common import RESULTS, Run, parser, report_head, write_json
 from pamir import config
 from pamir.index import Index
 from pamir.index import compaction
@@ -279,10 +279,21 @@ def side_by_side(intro: str, names: tuple[str, str], words: str, rows) -> list[s
 
 
 def write_report(results: dict) -> None:
+    """results/index.md (and index.png) from index.json's entries."""
+    (RESULTS / "index.md").write_text(report(results))
+    plot(results, sorted(results, key=int))
+    print("wrote", RESULTS / "index.md")
+
+
+def report(results: dict) -> str:
     sizes = sorted(results, key=int)
     any_entry = results[sizes[-1]]
     lines = [
-        "# Index: query latency, build time and size (synthetic, Corel-like scores)", "",
+        # each size names its own run (command, date, load) below the machine
+        *report_head("Index: query latency, build time and size (synthetic, Corel-like scores)",
+                     {"machine": any_entry["machine"]},
+                     note="single-threaded queries; shared with other engineers' work, load "
+                          "averages below: timings are upper bounds"),
         ("Command (one run for every size): " if len({results[n]["date"] for n in sizes}) == 1
          else "Command (per size; the figures of each size come from its own run): ")
         + "; ".join(dict.fromkeys(f"`{results[n].get('prefix', '')} {results[n]['command']}` "
@@ -290,8 +301,6 @@ def write_report(results: dict) -> None:
         + "; load average at the start / end of each size: " + "; ".join(
             f"{int(n):,}: {results[n]['load_average']['start']} / "
             f"{results[n]['load_average']['end']}" for n in sizes) + ".  ",
-        f"Machine: {any_entry['machine']}; single-threaded queries; the machine is shared "
-        "with other engineers' work (load averages above), so timings are upper bounds.  ",
         f"Scores: {any_entry['scores']}. Top-{K}, median (90th percentile) of "
         f"{REPEATS} random queries of 1, 2 and 3 words, after 5 warm-up queries, timed "
         "after the brute-force and scan series have read every row (page cache warm; the "
@@ -350,9 +359,7 @@ def write_report(results: dict) -> None:
         b = results[n]["build"]
         lines.append(f"| {int(n):,} | {b['add_s']} | {b['compact_s']} | {b['build_s']} | "
                      f"{b['matrix_mb']:,} | {b['lists_mb']:,} | {b['catalogue_mb']:,} |")
-    (RESULTS / "index.md").write_text("\n".join(lines) + "\n")
-    plot(results, sizes)
-    print("wrote", RESULTS / "index.md")
+    return "\n".join(lines) + "\n"
 
 
 def plot(results: dict, sizes) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from common import (HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, parser, report_head,
-                    save_report)
+                    save_report, write_results)
 
 from pamir import config
 from pamir.evaluation import evaluate_text_space, wilcoxon
@@ -39,7 +39,6 @@ from pamir.evaluation.retrieval import mean_average_precision
 from pamir.models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats,
                                      mixed, view_of)
 from pamir.selection import validation_queries
-from pamir.storage import locked_json_update
 from pamir.system import System
 from pamir.training import choose_neighbours, fit_system, neighbour_views
 
@@ -255,7 +254,7 @@ def main(argv=None) -> None:
         print(f"pamir-cnn-knn-retrained test {entry['test']} (alone "
               f"{entry['model_alone']['test']})", flush=True)
     if not args.quick:  # a smoke test writes knn_quick.* only
-        locked_json_update(SUMMARY, updates)
+        write_results(updates)
     for part in ("study", "speed"):  # parts not run this time: as they were
         if part not in result and part in old:
             result[part] = old[part]

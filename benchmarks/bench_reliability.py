@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from common import machine, parser  # noqa: E402  (benchmarks/ is the script's folder)
+from common import (RESULTS, load_clause, machine, parser, report_head, rerender,  # noqa: E402
+                    write_results)
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 KNOBS = {
     # crash safety
     "PAMIR_RELIABILITY_INDEX_KILLS": "40", "PAMIR_RELIABILITY_FIT_KILLS": "8",
@@ -55,8 +55,6 @@ def main() -> None:
     if set(parts) == set(FILES):
         report.unlink(missing_ok=True)
     env = {**os.environ, **KNOBS, "PAMIR_RELIABILITY_REPORT": str(report)}
-    from pamir.storage import locked_json_update
-
     old = json.loads(report.read_text()) if report.is_file() else {}
     outcome = dict(old.get("runs", {}))
     load = {"start": list(os.getloadavg())}
@@ -88,31 +86,28 @@ def main() -> None:
     command = "python benchmarks/bench_reliability.py" + (
         f" --only {args.only}" if set(parts) != set(FILES) else "") + (
         f" ({os.environ['PAMIR_BENCH_NOTE']})" if os.environ.get("PAMIR_BENCH_NOTE") else "")
-    data = locked_json_update(report, {
+    data = write_results({
         "runs": outcome, "knobs": {**old.get("knobs", {}), **KNOBS}, "command": command,
         "machine": machine(system=True), "load_average": load,
         "hypothesis_examples_per_fuzz_test": int(KNOBS["PAMIR_RELIABILITY_EXAMPLES"]) * 5,
         "schemathesis_examples_per_operation": int(KNOBS["PAMIR_RELIABILITY_EXAMPLES"]),
-        "note": "a shared machine: other engineers' jobs ran beside this one (the heavy "
-                "lock keeps only other heavy runs out); latencies are this machine's, under "
-                "that load"})
+        "note": "a shared machine: other engineers' jobs ran beside this one, the heavy "
+                "lock keeps only other heavy runs out; latencies are this machine's, under "
+                "that load"}, report)
     (RESULTS / "reliability.md").write_text(markdown(data))
 
 
 def rewrite_markdown() -> None:
     """reliability.md again from reliability.json (after editing the json by hand)."""
-    (RESULTS / "reliability.md").write_text(markdown(json.loads(
-        (RESULTS / "reliability.json").read_text())))
+    rerender("reliability", markdown)
 
 
 def markdown(d: dict) -> str:
-    out = ["# Reliability benchmark (issues 15 and 28)", "",
-           f"Command: `{d['command']}`  ",
-           f"Machine: {d['machine']}. {d['note']}. Load average (1/5/15 min) at start "
-           f"{_la(d['load_average']['start'])}, at end {_la(d['load_average']['end'])}.", "",
-           *([f"Issue 28's parts: load average at start "
-              f"{_la(d['load_average_issue28']['start'])}, at end "
-              f"{_la(d['load_average_issue28']['end'])}.", ""]
+    # the command says whether the heavy lock was held (PAMIR_BENCH_NOTE)
+    out = [*report_head("Reliability benchmark (issues 15 and 28)",
+                        {**d, "load_average": _la(d["load_average"])}, heavy=False,
+                        note=d["note"]), "",
+           *([f"Issue 28's parts: {load_clause(_la(d['load_average_issue28']))}.", ""]
              if "load_average_issue28" in d else []),
            "Knobs: " + ", ".join(f"`{k}={v}`" for k, v in sorted(d["knobs"].items())), "",
            "## Parts", "", "| part | seconds | pytest summary |", "|---|---|---|"]
@@ -155,8 +150,9 @@ def markdown(d: dict) -> str:
     return "\n".join(out)
 
 
-def _la(v) -> str:
-    return " / ".join(f"{x:.2f}" for x in v)
+def _la(load: dict) -> dict:
+    """{start, end} of os.getloadavg() lists (1, 5, 15 min) as text, to two decimals."""
+    return {k: ", ".join(f"{x:.2f}" for x in v) for k, v in load.items()}
 
 
 if __name__ == "__main__":

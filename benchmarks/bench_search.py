@@ -36,7 +36,6 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -59,15 +58,14 @@ from pamir.index import Index
 from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.query import parse, resolve
-from pamir.storage import atomic_write_bytes
 from pamir.online import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WRONG_WEIGHT,
                           feedback_delta, feedback_scores, learn, neighbour_scores)
 from pamir.system import System
 from pamir.training import collection_inputs
 
-from common import machine, parser  # noqa: E402  (benchmarks/ is the script's folder)
+from common import (HEAVY, RESULTS, Run, parser, report_head, rerender,  # noqa: E402
+                    save_report)
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FOLDS = 5
 FLOORS = (0.3, 0.4, 0.5)
 NEIGHBOURS = (1, 3, 5)
@@ -610,11 +608,10 @@ def main() -> None:
     stem = "search" if args.representation == "visterms" else "search_" + "_".join(
         args.representation.split("+"))
     if args.report_only:
-        write_report(json.loads((RESULTS / f"{stem}.json").read_text()), RESULTS / f"{stem}.md")
+        rerender(stem, report)
         return
-    started = time.perf_counter()
-    head = {"command": "python benchmarks/bench_search.py " + " ".join(sys.argv[1:]),
-            "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    run = Run("bench_search.py")
+    head = {"command": run.command, "machine": run.machine, "date": run.date}
     data = Data(args.representation)
     out_path = RESULTS / f"{stem}.json"
     results = json.loads(out_path.read_text()) if out_path.is_file() else {}
@@ -654,9 +651,8 @@ def main() -> None:
     for m in args.measures:  # a partial run leaves the other measures' runs as they were
         if isinstance(results.get(m), dict):
             results[m]["run"] = {"command": head["command"], "date": head["date"]}
-    results["minutes"] = round((time.perf_counter() - started) / 60, 1)
-    atomic_write_bytes(out_path, (json.dumps(clean(results), indent=1) + "\n").encode())
-    write_report(results, RESULTS / f"{stem}.md")
+    results["minutes"] = run.minutes()
+    save_report(stem, clean(results), report, echo=False)
 
 
 def feedback_report(f: dict, ran: str) -> list[str]:
@@ -717,14 +713,15 @@ def feedback_report(f: dict, ran: str) -> list[str]:
     return lines + [""]
 
 
-def write_report(r: dict, path: Path) -> None:
+def report(r: dict) -> str:
     def pct(x):  # a fraction, as percent
         return "-" if x is None else f"{100 * x:.2f}"
-    lines = ["# Search: unseen words, feedback, learning new words, latency (Corel 5k, "
-             f"{r.get('representation', 'visterms')} PAMIR)\n",
-             f"Machine: {r['machine']} (a shared machine: timings are upper bounds). Each "
-             "section says the command (run under `flock /tmp/pamir-heavy.lock`) and date "
-             "it was measured with.\n"]
+    # each section names its own run: the head is the machine's
+    lines = [*report_head("Search: unseen words, feedback, learning new words, latency (Corel "
+                          f"5k, {r.get('representation', 'visterms')} PAMIR)",
+                          {"machine": r["machine"]}),
+             f"Each section says the command (run under `{HEAVY}`) and date it was measured "
+             "with.\n"]
 
     def ran(section: dict) -> str:
         run = section.get("run") or {"command": r["command"], "date": r["date"]}
@@ -804,7 +801,7 @@ def write_report(r: dict, path: Path) -> None:
                   f"{q['unknown_max']}) for a word that must be embedded ({q['words']} ImageNet "
                   f"class names): the mapping adds {q['added_median']} ms (p90 "
                   f"{q['added_p90']}); a word seen before is cached.", ""]
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

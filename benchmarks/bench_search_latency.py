@@ -44,7 +44,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from common import RESULTS, Run, parser, write_json  # noqa: E402
+from common import RESULTS, Run, load_clause, parser, report_head, rerender, write_json  # noqa: E402
 
 from pamir.index import Index  # noqa: E402
 
@@ -227,15 +227,16 @@ def cell(d: dict) -> str:
     return f"{d['median_s']:.2f} ({min(d['runs_s']):.2f} - {max(d['runs_s']):.2f})"
 
 
-def write_report(results: dict) -> None:
+def report(results: dict) -> str:
     info = results["run"]
-    lines = ["# Search latency: what a person waits (issue 25)\n",
-             f"Machine: {info['machine']} (2 cores shared with other engineers' jobs: "
-             "timings are upper bounds; the load averages below say how busy it was).  "]
+    # each part names its own run: the head is the machine's
+    lines = report_head("Search latency: what a person waits (issue 25)",
+                        {"machine": info["machine"]},
+                        note="2 cores shared with other engineers' jobs: timings are upper "
+                             "bounds; the load averages below say how busy it was")
     for part, r in results.get("runs_of_parts", {}).items():
         lines.append(f"Part `{part}`: `{r['command']}`, {r['date']}, "
-                     f"load average {r['load_average']['start']} at start, "
-                     f"{r['load_average']['end']} at end.  ")
+                     f"{load_clause(r['load_average'])}.  ")
     lines += [f"Old: the tree of `{results['old']}` ({results.get('old_label') or 'the old code'})"
               f"; new: `{results['new']}`.  ",
               "Each figure: the whole process (`python -c \"from pamir.cli import main; "
@@ -267,7 +268,7 @@ def write_report(results: dict) -> None:
     if "big" in results:
         lines += [f"The 1,000,000-picture index: built in {results['big']['build_s']} s, "
                   f"{results['big']['size_mb']:,} MB.\n"]
-    (RESULTS / "search_latency.md").write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -332,7 +333,7 @@ def main() -> None:
             **run.info(), "command": (f"PAMIR_CACHE={cache} " if cache else "") +
             run.info()["command"]}
     write_json(JSON, results)
-    write_report(json.loads(JSON.read_text()))
+    rerender("search_latency", report)  # from the file: what it holds, as JSON reads it
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from pamir.features import FeatureSettings
 from pamir.features.representation import take_rows
 from pamir.protocol import Protocol
 from pamir.selection import select
-from pamir.storage import locked_json_update
+from pamir.storage import atomic_write_bytes, locked_json_update
 
 # The feature code (faiss, OpenCV, Pillow) is imported by the Corel methods that use it, so
 # that the run and report part of this module loads where only the model code is installed
@@ -113,16 +113,19 @@ def report_head(title: str, info: dict, *, heavy: bool = True,
     """A report's title, then the command, machine, date and load it was measured under.
 
     info: Run.info(), or a results file's own keys of the same names (date and load average
-    may be missing; the load may be one reading, see load_clause). heavy: the command ran
-    under the heavy lock (written before it); note: said of the timings in parentheses
-    (None: nothing)."""
+    may be missing; the load may be one reading, see load_clause; without a command, a
+    report of several runs that each section names, the head is the title and the machine).
+    heavy: the command ran under the heavy lock (written before it); note: said of the
+    timings in parentheses (None: nothing)."""
     load = info.get("load_average")
     where = f"Machine: {info['machine']}" + (f"; {info['date']}" if info.get("date") else "")
     if load:
         where += f"; {load_clause(load)}"
+    where += (f" ({note})" if note else "") + ".  "
+    if "command" not in info:
+        return [f"# {title}\n", where]
     command = f"{HEAVY} {info['command']}" if heavy else info["command"]
-    return [f"# {title}\n", f"Command: `{command}`  ",
-            where + (f" ({note})" if note else "") + ".  "]
+    return [f"# {title}\n", f"Command: `{command}`  ", where]
 
 
 def run_clause(info: dict) -> str:
@@ -345,8 +348,9 @@ def write_results(updates: dict, path: Path = SUMMARY) -> dict:
 
 
 def write_json(path: Path, value) -> None:
-    """A benchmark's own results file (no other writer)."""
-    path.write_text(json.dumps(plain(value), indent=1) + "\n")
+    """A benchmark's own results file (no other writer), replaced atomically: a run stopped
+    while writing leaves the last results whole."""
+    atomic_write_bytes(path, (json.dumps(plain(value), indent=1) + "\n").encode())
 
 
 def parser(doc: str) -> argparse.ArgumentParser:
