@@ -30,7 +30,6 @@ Writes benchmarks/results/calibration.json, calibration.md and calibration.png.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import RESULTS, Run, parser, report_head, save_report
+from common import RESULTS, Run, parser, report_head, rerender, save_report
 
 from pamir import config
 from pamir.calibration import (FEATURES, Calibration, _fit_with_ceiling, _sigmoid,
@@ -170,8 +169,7 @@ def main(argv=None) -> None:
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)
     if args.report_only:
-        r = json.loads((RESULTS / "calibration.json").read_text())
-        (RESULTS / "calibration.md").write_text(report(r))
+        r = rerender("calibration", report)
         diagram(r["bins"], RESULTS / "calibration.png", diagram_title(r))
         return
     model_dir = args.model

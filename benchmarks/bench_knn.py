@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import (HEAVY, PERQUERY, RESULTS, SUMMARY, Corel, Run, parser, report_head,
+from common import (HEAVY, PERQUERY, RESULTS, Corel, Run, parser, report_head,
                     save_report, write_results)
 
 from pamir import config

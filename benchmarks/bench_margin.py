@@ -14,8 +14,8 @@ Writes benchmarks/results/margin.md and margin.json.
 from __future__ import annotations
 
 
-from bench_resolution import defaults, figures, rewrite_report, study, study_options
-from common import parser, report_head
+from bench_resolution import defaults, figures, study, study_options
+from common import parser, report_head, rerender
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 
@@ -47,7 +47,7 @@ def main(argv=None) -> None:
     name = study_options(ap, "margin")
     args = ap.parse_args(argv)
     if args.report_only:
-        rewrite_report(name(args), report)
+        rerender(name(args), report)
         return
     study(name(args), [(FeatureSettings(scaling=args.scaling), dict(p)) for p in POINTS],
           args.seeds, argv, report)

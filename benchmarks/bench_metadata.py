@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, archive, parser, report_head, write_json  # noqa: E402
+from common import Run, archive, parser, report_head, save_report  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -265,9 +265,7 @@ def main(argv=None) -> None:
     print("index, cold", r["index_cold"], flush=True)
     r["read_alone"] = read_alone()
     r["run"] = run.info()
-    write_json(RESULTS / f"{STEM}.json", r)
-    (RESULTS / f"{STEM}.md").write_text(report(r))
-    print(report(r))
+    save_report(STEM, r, report)
 
 
 if __name__ == "__main__":

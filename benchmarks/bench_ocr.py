@@ -23,7 +23,6 @@ Results: results/ocr.json and .md (--search adds its part to both).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -37,7 +36,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
+from common import Run, parser, report_head, rerender, save_report  # noqa: E402
 
 from pamir.data import DataError, find_corel5k  # noqa: E402
 from pamir.facts import fold  # noqa: E402
@@ -520,8 +519,7 @@ def main(argv=None):
         save_report(f"{STEM}_search", r, search_report)
         return
     if args.report_only:
-        (RESULTS / f"{STEM}.md").write_text(report(json.loads(
-            (RESULTS / f"{STEM}.json").read_text())))
+        rerender(STEM, report)
         return
     from importlib.metadata import version  # noqa: PLC0415
 

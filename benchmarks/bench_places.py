@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, parser, report_head, write_json  # noqa: E402
+from common import RESULTS, Run, parser, report_head, rerender, save_report  # noqa: E402
 
 from pamir import places  # noqa: E402
 from pamir.facts import fold  # noqa: E402
@@ -445,16 +445,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     path = RESULTS / f"{STEM}.json"
     if args.report_only:
-        (RESULTS / f"{STEM}.md").write_text(report(json.loads(path.read_text())))
+        rerender(STEM, report)
         return
     old = json.loads(path.read_text()) if path.is_file() else {}
     run = Run("bench_places.py", argv)
     r = {**old, "run": run.info(), "districts": measure_districts()}
     if not args.districts:
         r["search"] = measure_search()
-    write_json(path, r)
-    (RESULTS / f"{STEM}.md").write_text(report(r))
-    print(report(r))
+    save_report(STEM, r, report)
 
 
 if __name__ == "__main__":

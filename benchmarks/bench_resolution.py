@@ -18,12 +18,11 @@ Writes benchmarks/results/resolution.md and resolution.json.
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 
 from bench_pamir import METRICS, PAPER_TABLE_III, PAPER_TABLE_IX
-from common import RESULTS, Corel, Run, parser, pct, report_head, write_json
+from common import RESULTS, Corel, Run, parser, pct, report_head, rerender, save_report
 from pamir import config
 from pamir.features import FeatureSettings
 from pamir.features.settings import SCALINGS
@@ -115,7 +114,7 @@ def main(argv=None) -> None:
     name = study_options(ap, "resolution")
     args = ap.parse_args(argv)
     if args.report_only:
-        rewrite_report(name(args), report)
+        rerender(name(args), report)
         return
     if max(args.short_sides) > NATIVE:
         ap.error(f"--short-sides above {NATIVE} upsample Corel 5k: that adds pixels, not detail")
@@ -145,14 +144,9 @@ def study(name: str, points: list[tuple[FeatureSettings, dict]], seeds: int, arg
     run = Run(f"bench_{name}.py", argv)
     rows = [measure(s, seeds, **params) for s, params in points]
     r = {"rows": rows, **run.info(), **summary(rows)}
-    write_json(RESULTS / f"{name}.json", r)
-    (RESULTS / f"{name}.md").write_text(report(r))
+    save_report(name, r, report, echo=False)
     print(f"wrote {RESULTS / name}.md ({run.minutes()} min)")
 
-
-def rewrite_report(name: str, report) -> None:
-    """The markdown again from results/NAME.json, without running anything."""
-    (RESULTS / f"{name}.md").write_text(report(json.loads((RESULTS / f"{name}.json").read_text())))
 
 
 if __name__ == "__main__":

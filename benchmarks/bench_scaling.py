@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 
 from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX
-from bench_resolution import defaults, figures, rewrite_report, study
-from common import RESULTS, Corel, parser, report_head, write_json
+from bench_resolution import defaults, figures, study
+from common import RESULTS, Corel, parser, report_head, rerender, write_json
 from pamir import config
 from pamir.evaluation import wilcoxon
 from pamir.features import FeatureSettings
@@ -96,7 +96,7 @@ def main(argv=None) -> None:
         r["significance"] = significance(r["rows"])
         write_json(path, r)
     if args.report_only or args.significance:
-        rewrite_report("scaling", report)
+        rerender("scaling", report)
         return
     study("scaling", [(FeatureSettings(scaling=s), {}) for s in args.scalings], args.seeds, argv,
           report, lambda rows: {"best_on_validation": max(
