@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from common import RESULTS, Corel, Run, parser, report_head, write_json
+from common import Corel, Run, parser, report_head, save_report
 from pamir import config
 from pamir.models.pamir import PAMIR
 
@@ -53,22 +53,24 @@ def main(argv=None) -> None:
     out = {**run.info(), "pictures": int(Xtr.shape[0]), "visterms": int(Xtr.shape[1]),
            "visterms_per_picture": round(float(Xtr.getnnz(axis=1).mean()), 1),
            "words": int(Ytr.shape[1]), "results": results}
-    write_json(RESULTS / "pa_speed.json", out)
+    save_report("pa_speed", out, report)
+
+
+def report(out: dict) -> str:
     L = [*report_head("PA updates per second (linear PAMIR, numba core, one core)", out),
          f"Data: the {out['pictures']:,} Corel 5k training pictures, {out['visterms']:,} "
          f"visterms ({out['visterms_per_picture']} per picture), {out['words']} words; c = "
          f"{PAMIR.default_params()['c']}.\n",
          "| W | triplets/s (best) | median | fraction with loss > 0 | runs (triplets/s) |",
          "|---|---|---|---|---|"]
-    for r in results:
+    for r in out["results"]:
         L.append(f"| {'averaged' if r['average'] else 'last'} | "
                  f"{r['best_updates_per_second']:,} | {r['median_updates_per_second']:,} | "
                  f"{r['runs'][0]['active_fraction']} | "
                  f"{', '.join(format(x['updates_per_second'], ',') for x in r['runs'])} |")
     L.append("\nPaper: 2.53M updates in less than its 17 s of indexing (~150,000/s, Athlon64 "
              "2.4 GHz). Target: 1,000,000/s.")
-    (RESULTS / "pa_speed.md").write_text("\n".join(L) + "\n")
-    print("\n".join(L))
+    return "\n".join(L) + "\n"
 
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ with its cached features, indexing and query timings, and writing results.
     sel = corel.select("cmrm")                # pamir.selection.select on train / valid
     ev = corel.test.evaluate(sel.model)       # the 2,241 test queries, with their subsets
     write_results({"cmrm": entry})            # merged into results/corel5k.json, locked
+    save_report("stem", r, report)            # results/stem.json and stem.md (report(r))
+    report_head(title, r)                     # a report's title, command, machine and load
+
+A script's report is a function of its results file alone, so that --report-only
+(report_cli, rerender) writes the .md again from the committed .json: report_head reads the
+forms of run older results files store as well as Run.info()'s.
 
 Every benchmark chooses its parameters with pamir.selection.select, as `pamir fit` does; a
 benchmark adds the studies and timings the papers report around it.
