@@ -66,6 +66,13 @@ def text_side(system) -> tuple[list[str], np.ndarray]:
     return list(system.vocabulary), np.asarray(system.idf, dtype=np.float64)
 
 
+def word_scales(system) -> np.ndarray | None:
+    """The spread of the system's scores of each word (its prior's), which the index
+    measures a query's words by (IndexLifecycle.create); None without a prior."""
+    prior = getattr(system, "prior", None)
+    return None if prior is None else prior.spreads
+
+
 # ------------------------------------------------------------------------------ open
 def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = False, *,
                say=logger.info) -> Index:
@@ -79,7 +86,8 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
     index_dir = Path(index_dir)
     model = None if model_dir is None else Path(model_dir)
     vocabulary, idf = text_side(system)
-    new = {"model_dir": model, "fingerprint": fingerprint, "classes": class_names_of(system)}
+    new = {"model_dir": model, "fingerprint": fingerprint, "classes": class_names_of(system),
+           "scales": word_scales(system)}
     if rebuild:
         return Index.rebuild(index_dir, vocabulary, idf, **new)
     if not Index.exists(index_dir):
@@ -100,7 +108,8 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
             say(f"{model} has changed since {index_dir} was built (pamir learn, feedback "
                 "kept): rescoring its pictures")
             index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
-                          model_dir=model, fingerprint=fingerprint)
+                          model_dir=model, fingerprint=fingerprint,
+                          scales=word_scales(system))
             return index
         index.close()
         raise WorkflowError(f"{index_dir} was built with another model ({index.model_dir}"
@@ -254,7 +263,8 @@ def update_indexes(model: Path, system, index_dirs) -> list[dict]:
                 continue
             try:
                 r = index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
-                                  model_dir=model, fingerprint=fingerprint)
+                                  model_dir=model, fingerprint=fingerprint,
+                                  scales=word_scales(system))
             except IndexDirError as e:
                 out.append({"index": str(d), "status": f"needs a rebuild: {e}"})
                 continue
@@ -462,7 +472,7 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
         try:
             report = writer.rescore(system.vocabulary, system.idf,
                                     index_transform(system, bool(writer.classes)),
-                                    model_dir=model_dir,
+                                    model_dir=model_dir, scales=word_scales(system),
                                     fingerprint=model_fingerprint(model_dir))
         except (OSError, sqlite3.OperationalError) as e:
             # the model is saved; the rescoring's one transaction did not commit, so the

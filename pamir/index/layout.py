@@ -225,6 +225,19 @@ def added_columns_sql(have: set[str]) -> list[str]:
             if c not in have]
 
 
+def scales_meta(scales, words: int) -> dict:
+    """The catalogue's "scales" entry: each word's spread of the model's scores (floats,
+    one per word, positive), or nothing where the model has none (an index without it
+    standardises a query's words by the pictures' own spread)."""
+    if scales is None:
+        return {}
+    out = [float(x) for x in np.asarray(scales, dtype=np.float64).ravel()]
+    if len(out) != words or not all(np.isfinite(x) and x > 0 for x in out):
+        raise ValueError(f"{len(out)} word scales for {words} words: each must be a "
+                         "positive number")
+    return {"scales": out}
+
+
 def shards_of(meta: Callable[[str], object]) -> list[dict]:
     """The score matrix's shards as `meta` (Catalog.meta) records them; a version-1 index's
     single matrix file is one shard without sorted lists (searched brute force until

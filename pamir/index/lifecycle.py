@@ -125,11 +125,14 @@ class IndexLifecycle:
     @classmethod
     def create(cls, directory, vocabulary: Sequence[str], idf: np.ndarray, *,
                model_dir: str | Path | None = None, fingerprint: str = "",
-               stop_words: Iterable[str] = STOP_WORDS, classes: Sequence[str] = ()) -> Self:
+               stop_words: Iterable[str] = STOP_WORDS, classes: Sequence[str] = (),
+               scales: np.ndarray | None = None) -> Self:
         """A new empty index, open for writing. The folder is built aside and renamed into
         place; an existing index there is an error. classes: the ImageNet class names of a
         CNN representation, whose probabilities are stored after the T word scores (each
-        picture's column then has T + C rows: see pamir.system.index_transform)."""
+        picture's column then has T + C rows: see pamir.system.index_transform). scales: the
+        spread of the model's scores of each word (pamir.prior.Prior.spreads), which puts a
+        query's words on the class part's scale (IndexReading._class_mix)."""
         directory = Path(directory)
         if cls.exists(directory):
             raise IndexDirError(f"{directory}: an index already exists there; open it, or delete "
@@ -145,7 +148,8 @@ class IndexLifecycle:
         shutil.rmtree(tmp, ignore_errors=True)  # a same-pid leftover (pid reused)
         tmp.mkdir(parents=True)
         try:
-            cls._fill_new(tmp, vocabulary, idf, model_dir, fingerprint, stop_words, classes)
+            cls._fill_new(tmp, vocabulary, idf, model_dir, fingerprint, stop_words, classes,
+                          scales)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -161,7 +165,7 @@ class IndexLifecycle:
 
     @staticmethod
     def _fill_new(tmp: Path, vocabulary, idf, model_dir, fingerprint, stop_words,
-                  classes) -> None:
+                  classes, scales=None) -> None:
         Catalog.create(tmp, {
             "vocabulary": list(vocabulary),
             "idf": idf.tolist(),
@@ -170,6 +174,7 @@ class IndexLifecycle:
             "model_dir": str(Path(model_dir).resolve()) if model_dir else "",
             "model_fingerprint": fingerprint,
             "classes": list(classes),
+            **layout.scales_meta(scales, len(vocabulary)),
             "shards": [],  # no score matrix until the first picture
         })
 
@@ -266,6 +271,8 @@ class IndexLifecycle:
         self.model_dir: str = meta("model_dir") or ""
         self.model_fingerprint: str = meta("model_fingerprint") or ""
         self.classes: list[str] = meta("classes") or []
+        scales = meta("scales")  # None: an index from before them, or a model with no prior
+        self.scales = None if scales is None else np.asarray(scales, dtype=np.float64)
         self._moves = meta("moves") or 0  # compactions that moved pictures, as of this state
         self._matrix = ScoreMatrix(self.directory, self.rows, layout.shards_of(meta),
                                    int(meta("generation") or 0), self._writable,

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import tuning
 from .catalog import IndexDirError
+from .layout import scales_meta
 from .lifecycle import IndexLifecycle
 from .sync import BATCH_SIZE, Transform, UpdateReport
 from .sync import update as sync_update
@@ -156,21 +157,22 @@ class IndexWriting(IndexLifecycle):
 
     def rescore(self, vocabulary: Sequence[str], idf: np.ndarray, transform: Transform, *,
                 model_dir: str | Path | None = None, fingerprint: str = "",
-                batch_size: int = BATCH_SIZE,
+                batch_size: int = BATCH_SIZE, scales: np.ndarray | None = None,
                 progress: Callable[[int, int], None] | None = None) -> dict:
         """Bring every picture's scores in line with a model that has learnt since the index
         was built (`pamir learn`, the web page's feedback): the vocabulary may have grown by
         words at its end. Pictures go through transform (System.transform_paths: features
         come from the feature cache, so pictures are not decoded again when cached) in
         batches into a new score matrix, which replaces the old one with the new vocabulary,
-        idf and model in one transaction. A picture that cannot be read now keeps its old
-        scores (0 for new words) and is reported. Returns {"rescored", "kept": [paths]}."""
+        idf, word scales (IndexLifecycle.create) and model in one transaction. A picture
+        that cannot be read now keeps its old scores (0 for new words) and is reported. Returns {"rescored", "kept": [paths]}."""
         self._require_writable()
         vocabulary = list(vocabulary)
         if vocabulary[: self.T] != self.vocabulary:
             raise IndexDirError(f"{self.directory}: the model's vocabulary is not this "
                                 "index's (grown at its end); rebuild the index with --rebuild")
         idf = np.asarray(idf, dtype=np.float64)
+        scales = scales_meta(scales, len(vocabulary)) or {"scales": None}
         report = {"rescored": 0, "kept": []}
         with self._lock:
             pictures = [p for p in self._catalog.pictures("ok") if p.col is not None]
@@ -191,7 +193,7 @@ class IndexWriting(IndexLifecycle):
             def commit(layout):
                 with self._catalog.transaction():
                     self._catalog.set_meta(
-                        **layout, vocabulary=vocabulary, idf=idf.tolist(),
+                        **layout, **scales, vocabulary=vocabulary, idf=idf.tolist(),
                         **({"model_fingerprint": fingerprint} if fingerprint else {}),
                         **({"model_dir": str(Path(model_dir).resolve())} if model_dir else {}))
 

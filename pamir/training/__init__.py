@@ -35,7 +35,7 @@ from .candidates import (COMBINATION_WEIGHTS, DEFAULT_REPRESENTATIONS, MIN_BLOCK
                          representation_candidates, small_folder_candidates, supported_codebook)
 from .plan import Fitting, Trained, Winner, grid_reading, plan, update_budget
 from .refining import (add_neighbours, calibrate, choose_neighbours, fit_prior, grow_ensemble,
-                       neighbour_views, retrain_on_development, trained_on_train)
+                       neighbour_views, retrain_on_development, spread_rows, trained_on_train)
 from .selecting import candidate_features, read_features, select_candidate
 
 #: Where fitting reports its steps unless given `log` (quiet unless logging is configured;
@@ -112,7 +112,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                               fitting.cls)
     train, valid = winner.candidate.train, winner.candidate.valid
     P_valid = fit_prior(system, scored, X_valid, valid, fitting.protocol, collection,
-                        fitting.say)
+                        fitting.say, spread_rows(winner.candidate, train))
     calibrate(system, scored, X_valid, valid, train, fitting.protocol, fitting.say, P_valid)
     return system
 

@@ -219,10 +219,11 @@ def trained_on_train(system: System, trained_on_train, trained_neighbours, cls
 
 
 def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, collection,
-              say) -> np.ndarray | None:
+              say, X_train=None) -> np.ndarray | None:
     """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
-    ImageNet CNN view, its weights chosen on the validation pictures; returns their class
-    probabilities (None where there is no prior)."""
+    ImageNet CNN view, its weights chosen on the validation pictures, its spreads measured
+    on them and on X_train (some training pictures' features: `spread_rows`); returns the
+    validation pictures' class probabilities (None where there is no prior)."""
     from ..prior import choose_prior, word_classes  # noqa: PLC0415
     from ..zeroshot import ClassWords  # noqa: PLC0415
 
@@ -234,9 +235,11 @@ def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, c
                        "class-words")
     if words.warm() is not None:  # no embedding model: WordNet's table alone
         words = ClassWords(imagenet_class_names(), use_model=False)
-    Z_valid = (scored or system).transform_features(X_valid)
+    model = scored or system
+    Z_valid = model.transform_features(X_valid)
+    Z_train = None if X_train is None else model.transform_features(X_train)
     system.prior = choose_prior(Z_valid, P_valid, protocol.presence(valid),
-                                word_classes(system.vocabulary, words))
+                                word_classes(system.vocabulary, words), Z_train=Z_train)
     info = system.prior.info
     info["seconds"] = round(time.perf_counter() - started, 2)
     system.info["prior"] = info
@@ -246,6 +249,19 @@ def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, c
         + (f"; validation single-word AvgP {avgp['model']:.2f} -> {avgp['mixed']:.2f}"
            if avgp else ""))
     return P_valid
+
+
+def spread_rows(candidate, train: np.ndarray):
+    """The features of at most pamir.prior.SPREAD_PICTURES of the training pictures (a
+    seeded draw), which the prior's spreads are measured on; None where the candidate's
+    features were let go."""
+    from ..prior import SPREAD_PICTURES  # noqa: PLC0415
+
+    if candidate.F is None or not len(train):
+        return None
+    rng = np.random.default_rng(config.SEED)
+    pick = np.sort(rng.choice(train, min(len(train), SPREAD_PICTURES), replace=False))
+    return take_rows(candidate.F, pick)
 
 
 def calibrate(system: System, scored: System | None, X_valid, valid, train, protocol, say,
@@ -263,4 +279,4 @@ def calibrate(system: System, scored: System | None, X_valid, valid, train, prot
 
 
 __all__ = ["add_neighbours", "calibrate", "choose_neighbours", "fit_prior", "grow_ensemble",
-           "neighbour_views", "retrain_on_development", "trained_on_train"]
+           "neighbour_views", "retrain_on_development", "spread_rows", "trained_on_train"]
