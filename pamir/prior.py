@@ -10,7 +10,8 @@ by the words' classes together:
 z_w: the model's score of the word; P: the picture's 1,000 class probabilities; c_w: the
 word's classes (pamir.zeroshot.ClassWords: WordNet's table, else the embedding of the
 classes' descriptions); mass_score puts their probability mass in [0, 1]; s_w the spread
-(standard deviation) of the model's scores of the word over the validation pictures, so that
+(standard deviation) of the model's scores of the word over the validation pictures and some
+training pictures (SPREAD_PICTURES), so that
 SCALE sets how many of the model's standard deviations a certain class match is worth (the
 index's CLASS_SCALE, for the same reason). For one word this ranks as (1 - a) x the model's
 standard score + a x SCALE x the class score, which is how the index mixes a word outside the
@@ -21,7 +22,10 @@ The weight a_w is chosen on validation: per word, the weight of WEIGHTS with the
 of the word's single-word query over the validation pictures, shrunk toward one global
 weight (the best mean over the words) by how many validation pictures carry the word:
 a_w = (n_w a*_w + SHRINK a_g) / (n_w + SHRINK); validation chose SHRINK infinite, the global
-weight for every word (SHRINK's comment says why). A word the classes do not reach keeps the
+weight for every word (SHRINK's comment says why). The global weight chosen on few validation
+pictures is itself settled toward DEFAULT_WEIGHT (SETTLE). The index measures a query's words
+by the same spreads (pamir.workflow.word_scales), so that a word mixed here and a word outside
+the vocabulary, which reaches the classes at query time, weigh alike in one query. A word the classes do not reach keeps the
 model alone (a_w = 0). With 45 training pictures the classes take most of the weight; with
 4,000 the model keeps it (benchmarks/results/zero_caption.md).
 """

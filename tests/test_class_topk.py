@@ -128,3 +128,42 @@ def test_the_bounds_skip_most_blocks(tmp_path, monkeypatch):
         hits = ix.search(q, 20)
     assert len(hits) == 20 and all(h.score == hits[0].score for h in hits)
     assert sum(scored) < n / 8  # at most the 30 pictures' blocks, and the first round's
+
+
+def test_a_querys_words_are_measured_by_the_models_spread(tmp_path):
+    """With the prior's spreads (`scales`) a mixed query's words are a standard score in the
+    model's units: minus their mean over the pictures, over ||q x scales||, so that they weigh
+    what a class term weighs; an index without scales keeps the pictures' own spread. The
+    scales survive reopening, a rescore replaces them, and wrong ones are refused."""
+    n, T = 40, len(WORDS)
+    X = columns(n, T)
+    scales = np.array([0.5, 2.0, 1.0])
+    q = Query("q", np.array([0.6, 0.8, 0.0], np.float32), ["sky", "sea"], [], [],
+              class_terms=[(1.0, np.eye(len(CLASSES), dtype=np.float32)[0])], class_mix=0.5)
+    with Index.create(tmp_path / "scaled", WORDS, np.ones(T), classes=CLASSES,
+                      scales=scales) as ix:
+        ix.add(entries(n), X)
+    with Index.open(tmp_path / "scaled", writable=True) as ix:
+        assert ix.scales == pytest.approx(scales)
+        s = ix.scores(q.vector).astype(np.float64)  # the words' part, column by column
+        live = np.isfinite(s)
+        z = s[live]
+        assert np.sort(z) == pytest.approx(np.sort(X[:, :T] @ q.vector), abs=1e-5)
+        base, mult = ix._class_mix(q)
+        sigma = np.linalg.norm(q.vector * scales)  # 0.6 x 0.5, 0.8 x 2.0: 1.628
+        assert base[live] == pytest.approx(0.5 * (z - z.mean()) / sigma, abs=1e-5)
+        assert mult == pytest.approx(0.5 * 3.0)
+        ix.rescore(WORDS, np.ones(T), lambda paths: (X[[int(p.split("/")[-1][:-4])
+                                                         for p in paths]],
+                                                       np.ones(len(paths), bool), []))
+        assert ix.scales is None  # a model without a prior: the pictures' spread again
+        s = ix.scores(q.vector).astype(np.float64)  # (a rescore may move the columns)
+        live = np.isfinite(s)
+        z = s[live]
+        base, _ = ix._class_mix(q)
+        assert base[live] == pytest.approx(0.5 * (z - z.mean()) / z.std(), abs=1e-5)
+    with pytest.raises(ValueError, match="2 word scales for 3 words"):
+        Index.create(tmp_path / "bad", WORDS, np.ones(T), classes=CLASSES, scales=[1.0, 2.0])
+    with pytest.raises(ValueError, match="positive"):
+        Index.create(tmp_path / "bad", WORDS, np.ones(T), classes=CLASSES, scales=[1, 0, 1])
+    assert not (tmp_path / "bad").exists()  # nothing half-made is left

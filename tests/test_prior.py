@@ -59,6 +59,34 @@ def test_few_validation_pictures_shrink_a_word_to_the_global_weight():
     assert small.info["global_weight"] == prior_mod.DEFAULT_WEIGHT
 
 
+def test_a_global_weight_chosen_on_few_pictures_settles_toward_the_default():
+    """a = (n a* + SETTLE DEFAULT_WEIGHT) / (n + SETTLE) for n validation pictures: with 200
+    the choice stands nearly whole, with 10 the default weighs twice as much."""
+    Z, P, Y, classes = synthetic()
+    d, settle = prior_mod.DEFAULT_WEIGHT, prior_mod.SETTLE
+    for n in (200, 10):
+        info = choose_prior(Z[:n], P[:n], Y[:n], classes).info
+        best = info["global_best_on_validation"]
+        assert info["global_weight"] == pytest.approx((n * best + settle * d) / (n + settle),
+                                                      abs=1e-3)
+    assert choose_prior(Z, P, Y, classes, settle=0).info["global_weight"] == \
+        choose_prior(Z, P, Y, classes).info["global_best_on_validation"]
+
+
+def test_the_spreads_include_the_training_pictures():
+    """A spread measured on a handful of validation pictures is noise: the training
+    pictures' scores count too, and a word with no spread takes the usual one."""
+    Z, P, Y, classes = synthetic()
+    Z_train = np.random.default_rng(5).normal(0, 4, (300, Z.shape[1]))
+    Z_train[:, 3] = 0.0
+    Z_few = Z[:5].copy()
+    Z_few[:, 3] = 0.0  # word 3 never varies, here or in training
+    spreads = choose_prior(Z_few, P[:5], Y[:5], classes, Z_train=Z_train).spreads
+    both = np.vstack([Z_few, Z_train]).std(axis=0)
+    assert spreads[0] == pytest.approx(both[0], rel=1e-5) and spreads[0] > 3
+    assert spreads[3] == pytest.approx(np.median(both[both > 0]), rel=1e-5)
+
+
 def test_the_default_gives_every_word_the_global_weight():
     Z, P, Y, classes = synthetic()
     prior = choose_prior(Z, P, Y, classes)
@@ -119,3 +147,7 @@ def test_a_fitted_cnn_system_keeps_its_prior_and_scores_with_it(tmp_path):
     assert ok.all() and not np.allclose(Z, raw)
     np.testing.assert_allclose(Z, loaded.prior.mix(raw, loaded.class_probabilities(paths)),
                                rtol=1e-5)
+    # the index measures a mixed query's words by the prior's spreads (IndexReading._class_mix)
+    from pamir import workflow
+    with workflow.open_index(tmp_path / "index", tmp_path / "model", loaded, "fp") as ix:
+        np.testing.assert_allclose(ix.scales, loaded.prior.spreads, rtol=1e-6)
