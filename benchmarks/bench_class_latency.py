@@ -10,6 +10,9 @@ the scan of every picture (the old code) against the top-k over the class rows' 
 3. `pamir serve` of the old tree and of this one, alternately for --rounds rounds: p50 / p99
    of GET /api/search for each of bench_search_latency.py's queries (bench_search_latency's
    `serve_latency`), and the top 20 of the class queries compared between the trees.
+4. `--parts cli`: the whole `pamir search QUERY -k 20` process of each tree, on the Corel
+   index and the big one, alternately (bench_search_latency's `side_by_side`): what a person
+   waits at a terminal. Parts not run keep their figures from the committed JSON.
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_class_latency.py --model MODEL \
         --folder /work/shared/data/corel5k/images --work /tmp/class-latency --old-commit REV
@@ -29,7 +32,7 @@ from pathlib import Path
 
 from common import RESULTS, Run, archive, report_head, save_report
 
-from bench_search_latency import CLI, QUERIES, build_big, env_for, serve_latency
+from bench_search_latency import CLI, QUERIES, build_big, env_for, serve_latency, side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The queries whose words reach classes (the others are the model's words: unchanged).
@@ -66,6 +69,8 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--parts", nargs="+", choices=("serve", "cli"), default=["serve", "cli"])
+    ap.add_argument("--cli-runs", type=int, default=5)
     args = ap.parse_args(argv)
     run = Run("bench_class_latency.py", argv)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -80,19 +85,34 @@ def main(argv=None) -> None:
     if not (big / "catalog.sqlite").exists():
         r["big"] = build_big(corel, big, args.size)
         print("big index", r["big"], flush=True)
-    rounds = {name: [] for name in trees}
-    for _ in range(args.rounds):
-        for name, tree in trees.items():
-            rounds[name].append(serve_latency(big, tree, args.requests, {}))
-            print(name, json.dumps(rounds[name][-1]), flush=True)
-    r["serve"] = {name: {q: {m: statistics.median(x[q][m] for x in runs)
-                             for m in ("p50_ms", "p99_ms")}
-                         for q in QUERIES} for name, runs in rounds.items()}
-    r["same_top_20"] = {q: top_ids(big, trees["old"], QUERIES[q]) == top_ids(big, ROOT, QUERIES[q])
-                        for q in CLASS_QUERIES}
-    r["rounds"] = rounds
-    r["run"] = run.info()
+    kept = json.loads((RESULTS / "class_latency.json").read_text())
+    if "serve" in args.parts:
+        r.update(serve_part(big, trees, args.rounds, args.requests), run=run.info())
+    else:
+        r.update({k: kept[k] for k in ("serve", "same_top_20", "rounds", "run")})
+    if "cli" in args.parts:
+        r["cli"] = {"run": run.info(), "runs": args.cli_runs, "indexes": {
+            name: side_by_side({q: ["search", text, "-k", "20", "--index", str(index)]
+                                for q, text in QUERIES.items()}, trees, args.cli_runs, {})
+            for name, index in (("corel", corel), ("big", big))}}
+    elif "cli" in kept:
+        r["cli"] = kept["cli"]
     save_report("class_latency", r, report)
+
+
+def serve_part(big: Path, trees: dict, rounds_n: int, requests: int) -> dict:
+    """`pamir serve` of each tree in turn: the medians of each round's p50 and p99."""
+    rounds = {name: [] for name in trees}
+    for _ in range(rounds_n):
+        for name, tree in trees.items():
+            rounds[name].append(serve_latency(big, tree, requests, {}))
+            print(name, json.dumps(rounds[name][-1]), flush=True)
+    return {"serve": {name: {q: {m: statistics.median(x[q][m] for x in runs)
+                                 for m in ("p50_ms", "p99_ms")}
+                             for q in QUERIES} for name, runs in rounds.items()},
+            "same_top_20": {q: top_ids(big, trees["old"], QUERIES[q]) ==
+                            top_ids(big, ROOT, QUERIES[q]) for q in CLASS_QUERIES},
+            "rounds": rounds}
 
 
 def report(r: dict) -> str:
@@ -117,7 +137,33 @@ def report(r: dict) -> str:
               "them alone, and weighs classes by their share of the query: `giraffe` and "
               "the three-word query may differ for that reason, not the bounds; the "
               "bounds' exactness is tests/test_class_topk.py's).", ""]
+    if "cli" in r:
+        lines += cli_report(r)
     return "\n".join(lines)
+
+
+def cli_report(r: dict) -> list[str]:
+    c = r["cli"]
+    run = c["run"]
+    lines = ["## `pamir search` at a terminal", "",
+             f"`{run['command']}`, {run['date']}, load average {run.get('load_average')}: "
+             f"the whole process (`python -c \"{CLI}\" search QUERY -k 20 --index INDEX`, "
+             f"what the `pamir` script runs), wall time, warm OS cache, median of "
+             f"{c['runs']} runs (fastest - slowest), the trees alternating in each round. "
+             "Target: <= 0.5 s on Corel and at 1,000,000 pictures for a word that reaches "
+             "classes.", ""]
+    for name, title in (("corel", "Corel 5k (5,000 pictures)"),
+                        ("big", f"{r['size']:,} pictures")):
+        d = c["indexes"][name]
+        numpy_s = d.get('python -c "import numpy"', {}).get("median_s")
+        lines += [f"### {title}", "", f"`python -c \"import numpy\"` in the same rounds: "
+                  f"{numpy_s} s.", "", "| query | old (s) | new (s) |", "|---|---:|---:|"]
+        for q, text in QUERIES.items():
+            cell = [f"{d[q][t]['median_s']:.2f} ({min(d[q][t]['runs_s']):.2f} - "
+                    f"{max(d[q][t]['runs_s']):.2f})" for t in ("old", "new")]
+            lines.append(f"| `{text}` ({q}) | {cell[0]} | {cell[1]} |")
+        lines.append("")
+    return lines
 
 
 if __name__ == "__main__":
