@@ -1,9 +1,10 @@
 """Faces found in a picture and embedded, on the CPU, with dlib and the weights that the
 `face-recognition-models` package installs (nothing is downloaded at run time).
 
-- Detection: dlib's HOG + linear SVM frontal-face detector, on the picture scaled so that its
-  longer side is DETECT_SIDE pixels: a 24-megapixel photo costs what a 1-megapixel one does,
-  and a small picture is enlarged so that a face of a few tens of pixels is still found.
+- Detection: dlib's HOG + linear SVM frontal-face detector, on the picture shrunk so that its
+  longer side is at most DETECT_SIDE pixels: a 24-megapixel photo costs what a 1-megapixel
+  one does; a small picture is enlarged up to MAX_ENLARGE times, so that a face of about 50
+  pixels is still found.
 - Landmarks: the 5-point shape predictor (eyes' corners and nose), which aligns the face for
   the network. The package's 68-point model is never loaded (its training data, iBUG 300-W,
   is for research only; the 5-point model and the ResNet are public domain).
@@ -34,12 +35,17 @@ from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
 #: missed 5; dlib's CNN detector found one more at 5 s a picture
 #: (benchmarks/results/faces.md).
 DETECT_SIDE = 1024
-#: A small picture is enlarged at most this much for detection: faces of 40 pixels and
-#: more (HOG's 80 at 2x, as dlib's own 2x upsampling) are found, and a thumbnail costs a
-#: few milliseconds, not a 1024-pixel detection (Corel's 192 x 128 pictures: 60 ms at
-#: 1024 pixels, 10 ms at 2x, decoding and all). A smaller face is too small to tell people
-#: apart.
-MAX_ENLARGE = 2.0
+#: A picture smaller than DETECT_SIDE is enlarged at most this much for detection, so that
+#: faces smaller than HOG's 80 pixels are found (53 at 1.5x). HOG's time grows with the
+#: pixels it scans, and on small pictures enlarging made the faces pass cost `pamir index`
+#: more than its features do. Measured (benchmarks/results/people.md, "Enlargement", one
+#: process): on Corel 5k's 192 x 128 pictures, 2x found 4 faces in 1,000 at about 10 ms a
+#: picture, 1.5x 1 at about 6 ms, 1x none at about 3 ms; of the identity benchmark's faces
+#: in pictures under 1,024 px, 1.5x and 1x found 66 of the 67 that 2x found; in its group
+#: photos 1.5x found all 35, 1x 34; in tests/data/faces/obama_and_biden.jpg (480 px) 1.5x
+#: finds both people (49 px), 1x neither, 2x a third, 43-px face. With 2x `pamir index` of
+#: Corel pictures cost 1.78x with faces than without (issue 34's target: 1.5x).
+MAX_ENLARGE = 1.5
 #: HOG's detection threshold (dlib's own default, 0): a lower one finds more faces in
 #: profile and more that are not faces.
 DETECT_THRESHOLD = 0.0
@@ -144,8 +150,8 @@ class FaceFinder:
                     _short_side((x0, y0, x1, y1), full_w, full_h))
 
     def scaled(self, image: np.ndarray) -> np.ndarray:
-        """The picture as the detector sees it: its longer side at detect_side pixels, or
-        enlarged MAX_ENLARGE times (C-contiguous, as dlib wants)."""
+        """The picture as the detector sees it: its longer side shrunk to detect_side pixels
+        (a smaller one enlarged by MAX_ENLARGE at most; C-contiguous, as dlib wants)."""
         h, w = image.shape[:2]
         s = scale_for_detection(w, h, self.detect_side)
         if s != 1.0:
