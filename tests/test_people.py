@@ -424,6 +424,42 @@ def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
         assert names(ix.search("person:rose", 5)) == ["rose_leslie.jpg"]
 
 
+def test_names_merges_and_refusals_survive_a_rebuild(tmp_path):
+    """`pamir index --rebuild` makes the catalogue anew: what editors decided is carried
+    into it, and the faces pass of the new index finds the faces it was decided about."""
+    from pamir.people.who import merge_people, name_person, not_person
+
+    directory = tmp_path / "index"
+    copy = folder_of_faces(tmp_path)
+    system = FakeSystem()
+    with Index.create(directory, system.vocabulary, system.idf) as ix:
+        ix.update([copy], system.transform_paths)
+        workflow.read_faces(ix)
+        face = {Path(ix.picture(f.picture).path).name: f for f in ix.faces()
+                if ix.picture(f.picture).path.endswith(("kit_harington.jpg", "rose_leslie.jpg",
+                                                        "obama3.jpg"))}
+        kit = name_person(ix, face["kit_harington.jpg"].person, "Kit")["person"]
+        merge_people(ix, face["rose_leslie.jpg"].person, kit)  # an editor's mistake, kept
+        not_person(ix, face["obama3.jpg"].id)
+        before = who(ix)
+        assert before["kit_harington.jpg"] == before["rose_leslie.jpg"] == "Kit"
+        assert before["obama3.jpg"] == "-"
+    with Index.rebuild(directory, system.vocabulary, system.idf) as ix:
+        assert len(ix) == 0 and ix.person_named("kit").id == kit  # before any picture
+        ix.update([copy], system.transform_paths)
+        workflow.read_faces(ix)
+        assert who(ix) == before
+        assert names(ix.search("kit", 5)) == ["kit_harington.jpg", "rose_leslie.jpg"]
+        assert "obama3.jpg" not in names(ix.search("obama", 9))
+    # nothing decided, nothing carried; an index of schema 4 or a damaged one has none
+    from pamir.index.people import Decisions, read_decisions  # noqa: PLC0415
+
+    assert read_decisions(tmp_path / "nowhere") == Decisions()
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "catalog.sqlite").write_bytes(b"not a database")
+    assert read_decisions(tmp_path / "damaged") == Decisions()
+
+
 # ----------------------------------------------------------------------------- forget
 def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_path):
     directory = index_of(built, tmp_path)

@@ -10,14 +10,16 @@ read back by this process (pamir.people, docs/usage.md "People").
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..facts import Fact, fold
 from . import layout
-from .catalog import IndexDirError, _path
+from .catalog import Catalog, IndexDirError, _path
 
 #: A box is stored (and a decision matched to a face) at this many decimals: the detector
 #: gives the same box for the same pixels, so a face read again has the same key.
@@ -349,4 +351,71 @@ class IndexPeople:
         return {"faces": len(faces), "pictures": len(pictures)}
 
 
-__all__ = ["BOX_DECIMALS", "FaceRow", "IndexDirError", "IndexPeople", "PersonRow", "box_key"]
+@dataclass(frozen=True)
+class Decisions:
+    """What editors decided about people, as an index's catalogue keeps it, to carry into a
+    new index of the same pictures (`pamir index --rebuild`): the decisions (hash, path,
+    box, "is" | "not", person) and the rows (id, name, shown, same_as) of the people they
+    name and of those merged into them. The people keep their ids, which the decisions and
+    `same_as` refer to; the faces pass of the new index finds the same faces at the same
+    boxes, and pamir.people.who reads the decisions as it reads them in any index."""
+
+    people: tuple[tuple, ...] = ()
+    decisions: tuple[tuple, ...] = ()
+
+
+def read_decisions(directory: str | Path) -> Decisions:
+    """The editors' decisions of the index in `directory`; none where there is no index, or
+    one with no people (older than schema 5), or a catalogue that cannot be read (a damaged
+    index is rebuilt without them)."""
+    try:
+        catalog = Catalog.open(Path(directory), writable=False)
+    except (IndexDirError, sqlite3.Error, OSError):
+        return Decisions()
+    try:
+        sql = catalog._conn
+        with catalog.snapshot():
+            if sql.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                           "name = 'face_decisions'").fetchone() is None:
+                return Decisions()
+            decisions = sql.execute("SELECT hash, path, box, decision, person FROM "
+                                    "face_decisions").fetchall()
+            people = sql.execute("SELECT id, name, shown, same_as FROM people").fetchall()
+    except sqlite3.Error:
+        return Decisions()
+    finally:
+        catalog.close()
+    return Decisions(_people_decided(people, {d[4] for d in decisions}), tuple(decisions))
+
+
+def _people_decided(people: list[tuple], decided: set[int]) -> tuple[tuple, ...]:
+    """The rows of the people decided about, of those merged into them and of those they
+    were merged into (the same_as links, followed both ways until none is left)."""
+    keep = set(decided)
+    while True:
+        more = {i for i, _, _, same_as in people if same_as in keep}
+        more |= {same_as for i, _, _, same_as in people if i in keep and same_as is not None}
+        if more <= keep:
+            return tuple(row for row in people if row[0] in keep)
+        keep |= more
+
+
+def write_decisions(directory: str | Path, kept: Decisions) -> None:
+    """Write decisions read by `read_decisions` into the new, empty catalogue in
+    `directory` (Index.rebuild, before the new index is moved into place), in one commit."""
+    if not kept.decisions:
+        return
+    catalog = Catalog.open(Path(directory), writable=True)
+    try:
+        with catalog.transaction():
+            sql = catalog._conn
+            sql.executemany("INSERT INTO people (id, name, shown, same_as) VALUES (?, ?, ?, ?)",
+                            kept.people)
+            sql.executemany("INSERT OR IGNORE INTO face_decisions VALUES (?, ?, ?, ?, ?)",
+                            kept.decisions)
+    finally:
+        catalog.close()
+
+
+__all__ = ["BOX_DECIMALS", "Decisions", "FaceRow", "IndexDirError", "IndexPeople", "PersonRow",
+           "box_key", "read_decisions", "write_decisions"]
