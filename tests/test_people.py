@@ -6,6 +6,7 @@ picture is read again, `pamir people --forget`, and the page in a headless Chrom
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -422,6 +423,40 @@ def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
         assert ix.update([copy], system.transform_paths).recaptioned == 1
         assert workflow.read_faces(ix)["read"] == 1
         assert names(ix.search("person:rose", 5)) == ["rose_leslie.jpg"]
+
+
+def test_a_decision_follows_its_face_found_at_a_slightly_other_box(built, tmp_path):
+    """A face read again with another detection size (pamir.people.faces.MAX_ENLARGE) moves
+    a little: the editor's decisions about it still apply, to it and not to its neighbour."""
+    from pamir.people.who import name_person, not_person
+
+    directory = index_of(built, tmp_path)
+    with Index.open(directory, writable=True) as ix:
+        face = {Path(ix.picture(f.picture).path).name: f for f in ix.faces()}
+        kit = face["kit_harington.jpg"]
+        name_person(ix, kit.person, "Kit")
+        group = [f for f in ix.faces() if ix.picture(f.picture).path.endswith("biden.jpg")
+                 and "obama" in ix.picture(f.picture).path]
+        obama = next(f for f in group if f.person == ix.person_named("barack obama").id)
+        not_person(ix, obama.id)
+    conn = sqlite3.connect(directory / "catalog.sqlite")
+    for f in (kit, obama):  # as if found again at another size: 3 % wider, 2 % lower
+        x0, y0, x1, y1 = f.box
+        moved = [x0 - 0.015 * (x1 - x0), y0 + 0.02 * (y1 - y0), x1 + 0.015 * (x1 - x0),
+                 y1 + 0.02 * (y1 - y0)]
+        conn.execute("UPDATE faces SET box = ? WHERE id = ?", (json.dumps(moved), f.id))
+    conn.commit()
+    conn.close()
+    with Index.open(directory, writable=True) as ix:
+        decided = ix.face_decisions()
+        assert decided[kit.id] == [("is", kit.person)] and len(decided) == 2
+        identify(ix, everything=True)
+        assert who(ix)["kit_harington.jpg"] == "Kit"
+        assert who(ix)["obama_and_biden.jpg"] == "- + Joe Biden"
+        # a new decision about the moved face replaces the one at its old box
+        name_person(ix, ix.face(kit.id).person, "Kit Harington")
+        assert ix.face_decisions()[kit.id] == [("is", kit.person)]
+        assert who(ix)["kit_harington.jpg"] == "Kit Harington"
 
 
 def test_names_merges_and_refusals_survive_a_rebuild(tmp_path):
