@@ -21,11 +21,9 @@ from ..facts import Fact, fold
 from . import layout
 from .catalog import Catalog, IndexDirError, _path
 
-#: A box is stored (and a decision matched to a face) at this many decimals: the detector
-#: gives the same box for the same pixels, so a face read again has the same key.
+#: A box is stored at this many decimals: the detector gives the same box for the same
+#: pixels, so a face read again has the same key.
 BOX_DECIMALS = 4
-
-
 #: An editor's decision about a face applies to the face of its picture whose box overlaps
 #: the decided box this much at least (intersection over union), the most: the detector gives
 #: the same box for the same pixels, but another detection size moves it a little (a face of
