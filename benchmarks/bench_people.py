@@ -204,6 +204,7 @@ def cost(n: int, work: Path) -> dict:
             "on_s": round(float(on), 1), "ratio": round(float(on / off), 2),
             "max_enlarge": MAX_ENLARGE,
             "faces_ms_one_process": faces_ms(sorted(folder.iterdir())[:200]),
+            "megapixels": megapixels(work),
             "processes": _processes()}
 
 
@@ -228,6 +229,38 @@ def faces_ms(paths: list[Path]) -> float:
     t = time.perf_counter()
     read_faces(paths)
     return round((time.perf_counter() - t) / len(paths) * 1000, 1)
+
+
+#: The photo sizes the bounded detection is timed at, in megapixels.
+PHOTO_SIZES = (1, 6, 24)
+
+
+def megapixels(work: Path) -> dict:
+    """ms a picture of the faces pass's reader (one process, best of 5) on one photo
+    (tests/data/faces/obama.jpg) enlarged to each of
+    PHOTO_SIZES and saved as a JPEG (quality 90): detection runs at a bounded size
+    (pamir.people.faces.DETECT_SIDE, the JPEG decoded at a reduced scale), so a 24-megapixel
+    photo costs what a 1-megapixel one does; and the faces found."""
+    from PIL import Image  # noqa: PLC0415
+
+    from pamir.people.pictures import read_faces  # noqa: PLC0415
+
+    source = Image.open(Path(__file__).resolve().parents[1] / "tests/data/faces/obama.jpg")
+    out = {}
+    for mp in PHOTO_SIZES:
+        path = work / f"photo-{mp}mp.jpg"
+        scale = (mp * 1e6 / (source.width * source.height)) ** 0.5
+        w, h = round(source.width * scale), round(source.height * scale)
+        source.convert("RGB").resize((w, h), Image.Resampling.BICUBIC).save(path, quality=90)
+        read_faces([path])
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            ((found, _),) = read_faces([path])
+            times.append(time.perf_counter() - t)
+        out[f"{mp} MP"] = {"size": f"{w} x {h}", "bytes": path.stat().st_size,
+                           "ms": round(min(times) * 1000, 1), "faces": len(found or ())}
+    return out
 
 
 def enlargement(identities: Path, corel: int) -> dict:
@@ -308,6 +341,15 @@ def report(r: dict) -> str:
                   "(target at most 1.5x). Faces, one process: "
                   f"{c['faces_ms_one_process']} ms a Corel picture (decode, detect, embed).",
                   ""]
+        if c.get("megapixels"):
+            lines += ["Detection at a bounded size: the faces pass's reader on one photo "
+                      "(tests/data/faces/obama.jpg) enlarged to each size and saved as a JPEG, "
+                      "one process, best of 5:", "",
+                      "| photo | pixels | file | ms a picture | faces |",
+                      "|---|---|---:|---:|---:|"]
+            lines += [f"| {k} | {m['size']} | {m['bytes'] / 1e6:.1f} MB | {m['ms']} | "
+                      f"{m['faces']} |" for k, m in c["megapixels"].items()]
+            lines.append("")
     e = r.get("enlargement")
     if e:
         where = r.get("enlargement_run") or r["run"]
