@@ -394,7 +394,7 @@ def _measured_by(r: dict, part: str) -> list[str]:
     """The line naming the run that measured `part`, where another run than the report's
     last one did (`--keep`)."""
     where = r.get(f"{part}_run")
-    if not where or where == r["run"]:
+    if not where or (where["command"], where["date"]) == (r["run"]["command"], r["run"]["date"]):
         return []
     return ["", f"*Measured by* `{HEAVY} {where['command']}`, {where['date']}, load average "
             f"{where['load_average']['start']} at start, {where['load_average']['end']} at end."]
