@@ -385,7 +385,8 @@ class Decisions:
     box, "is" | "not", person) and the rows (id, name, shown, same_as) of the people they
     name and of those merged into them. The people keep their ids, which the decisions and
     `same_as` refer to; the faces pass of the new index finds the same faces at the same
-    boxes, and pamir.people.who reads the decisions as it reads them in any index."""
+    boxes (or nearly: DECISION_IOU), and pamir.people.who reads the decisions as it reads
+    them in any index."""
 
     people: tuple[tuple, ...] = ()
     decisions: tuple[tuple, ...] = ()
@@ -444,5 +445,5 @@ def write_decisions(directory: str | Path, kept: Decisions) -> None:
         catalog.close()
 
 
-__all__ = ["BOX_DECIMALS", "DECISION_IOU", "Decisions", "FaceRow", "IndexDirError", "IndexPeople", "PersonRow",
-           "box_key", "read_decisions", "write_decisions"]
+__all__ = ["BOX_DECIMALS", "DECISION_IOU", "Decisions", "FaceRow", "IndexDirError",
+           "IndexPeople", "PersonRow", "box_key", "read_decisions", "write_decisions"]
