@@ -19,8 +19,8 @@ given to strangers, and what the faces pass costs `pamir index`.
   detect, embed).
 - Photos (--photos): the faces pass's reader on one photo at 1, 6 and 24 megapixels.
 - Enlargement (--enlargement N): what enlarging small pictures for detection
-  (pamir.people.faces.MAX_ENLARGE) costs and finds, at 2x, 1.5x, 1.25x and 1x, on N Corel pictures,
-  the identity pictures smaller than DETECT_SIDE and the group photos beside them.
+  (pamir.people.faces.MAX_ENLARGE) costs and finds, at 2x, 1.5x, 1.25x and 1x, on N Corel
+  pictures, the identity pictures smaller than DETECT_SIDE and the group photos beside them.
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_people.py \\
         --identities /work/faces-bench/pictures --corel 5000 --enlargement 1000 --photos
@@ -377,7 +377,7 @@ def report(r: dict) -> str:
         lines += _measured_by(r, "enlargement")
         lines += ["", "Enlargement: what enlarging a picture smaller than 1,024 pixels for "
                   "detection costs and finds (pamir.people.faces.MAX_ENLARGE; HOG finds faces "
-                  "of about 80 pixels, 53 at 1.5x, 40 at 2x), in one process (decode, "
+                  "of about 80 pixels, 64 at 1.25x, 40 at 2x), in one process (decode, "
                   "detect, and embed the faces found), twice each, in turn:", "",
                   "| enlargement | set | pictures | ms a picture | faces | pictures with a "
                   "face |", "|---|---|---:|---|---:|---:|"]

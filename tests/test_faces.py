@@ -45,8 +45,8 @@ def one(faces, name) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- faces
 def test_one_face_in_each_portrait_and_two_in_the_group(faces):
-    # the group's third face, 43 pixels, is found only with the picture enlarged 2x (at
-    # most 1.5x: pamir.people.faces.MAX_ENLARGE)
+    # the group's third face, 43 pixels, is found only with the picture enlarged 2x (it is
+    # enlarged less: pamir.people.faces.MAX_ENLARGE)
     for name, found in faces.items():
         assert len(found) == (2 if name == "obama_and_biden" else 1), name
         for f in found:
