@@ -35,17 +35,17 @@ from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
 #: missed 5; dlib's CNN detector found one more at 5 s a picture
 #: (benchmarks/results/faces.md).
 DETECT_SIDE = 1024
-#: A picture smaller than DETECT_SIDE is enlarged at most this much for detection, so that
-#: faces smaller than HOG's 80 pixels are found (64 at 1.25x). HOG's time grows with the
-#: pixels it scans: with 2x, `pamir index` of 1,000 of Corel 5k's 192 x 128 pictures took
-#: 1.78x as long with faces as without (issue 34's target: at most 1.5x). Measured (benchmarks/results/people.md, "Enlargement": one process, decode,
-#: detect, embed), at 2x / 1.5x / 1.25x / 1x: 10 / 6.1 / 4.5 / 2.3 ms a Corel picture, and
-#: 4 / 1 / 1 / 0 faces in 1,000 of them; of the identity benchmark's 67 pictures under
-#: 1,024 px, 67 / 66 / 67 / 66 with their face found; in its 10 group photos 35 / 35 / 35 /
-#: 34 faces. In tests/data/faces/obama_and_biden.jpg (480 px) 1.25x and 1.5x find both
-#: people, 1x neither, 2x a third, 43-px face too. At 1.25x `pamir index` of Corel 5k takes
-#: 1.23x the time without faces (1.26x the CPU), the identity benchmark's mean AvgP is
-#: 0.951 as at 2x, and no stranger is named (people.md).
+#: A picture smaller than DETECT_SIDE is enlarged at most this much for detection, so that faces
+#: smaller than HOG's 80 pixels are found (64 at 1.25x). HOG's time grows with the pixels it scans:
+#: with 2x, `pamir index` of 1,000 of Corel 5k's 192 x 128 pictures took 1.78x as long with faces
+#: as without (issue 34's target: at most 1.5x). Measured (benchmarks/results/people.md,
+#: "Enlargement": one process, decode, detect, embed), at 2x / 1.5x / 1.25x / 1x: 10 / 6.1 / 4.5 /
+#: 2.3 ms a Corel picture, and 4 / 1 / 1 / 0 faces in 1,000 of them; of the identity benchmark's 67
+#: pictures under 1,024 px, 67 / 66 / 67 / 66 with their face found; in its 10 group photos 35 / 35
+#: / 35 / 34 faces. In tests/data/faces/obama_and_biden.jpg (480 px) 1.25x and 1.5x find both
+#: people, 1x neither, 2x a third, 43-px face too. At 1.25x `pamir index` of Corel 5k takes 1.23x
+#: the time without faces (1.26x the CPU), the identity benchmark's mean AvgP is 0.951 as at 2x,
+#: and no stranger is named (people.md).
 MAX_ENLARGE = 1.25
 #: HOG's detection threshold (dlib's own default, 0): a lower one finds more faces in
 #: profile and more that are not faces.
