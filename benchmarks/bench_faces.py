@@ -334,8 +334,8 @@ def report(r: dict) -> str:
     lines = report_head("People: faces, names, strangers and unnamed people (issue 34)",
                         r["run"])
     lines += ["", "What pamir.people chose from these measurements: dlib's HOG detector on the "
-              f"picture scaled to a longer side of {DETECT_SIDE} px (then enlarged at most "
-              f"2x; now at most {MAX_ENLARGE:g}x, see people.md), the "
+              f"picture scaled to a longer side of {DETECT_SIDE} px (enlarged at most "
+              f"{MAX_ENLARGE:g}x: people.md), the "
               "embedding taken from that scaled picture (not the full-resolution one), a name "
               "carried to an unnamed face within NAME_DISTANCE of one of that person's named "
               "faces, unnamed faces grouped by Chinese whispers at GROUP_DISTANCE "
