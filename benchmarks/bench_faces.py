@@ -55,6 +55,7 @@ from pamir.features.images import load_rgb  # noqa: E402
 from pamir.people import (DETECT_SIDE, NAME_DISTANCE, FaceFinder, assign,  # noqa: E402
                           load_for_detection, person_distances)
 from pamir.people.naming import _distances, chinese_whispers  # noqa: E402
+from pamir.people.faces import MAX_ENLARGE  # noqa: E402
 
 STEM = "faces"
 SEEDS = (0, 1, 2, 3, 4)
@@ -333,7 +334,8 @@ def report(r: dict) -> str:
     lines = report_head("People: faces, names, strangers and unnamed people (issue 34)",
                         r["run"])
     lines += ["", "What pamir.people chose from these measurements: dlib's HOG detector on the "
-              f"picture scaled to a longer side of {DETECT_SIDE} px (enlarged at most 2x), the "
+              f"picture scaled to a longer side of {DETECT_SIDE} px (enlarged at most "
+              f"{MAX_ENLARGE:g}x: people.md), the "
               "embedding taken from that scaled picture (not the full-resolution one), a name "
               "carried to an unnamed face within NAME_DISTANCE of one of that person's named "
               "faces, unnamed faces grouped by Chinese whispers at GROUP_DISTANCE "

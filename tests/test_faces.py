@@ -44,9 +44,11 @@ def one(faces, name) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- faces
-def test_one_face_in_each_portrait_and_three_in_the_group(faces):
+def test_one_face_in_each_portrait_and_two_in_the_group(faces):
+    # the group's third face, 43 pixels, is found only with the picture enlarged 2x (it is
+    # enlarged less: pamir.people.faces.MAX_ENLARGE)
     for name, found in faces.items():
-        assert len(found) == (3 if name == "obama_and_biden" else 1), name
+        assert len(found) == (2 if name == "obama_and_biden" else 1), name
         for f in found:
             x0, y0, x1, y1 = f.box
             assert 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1
@@ -195,13 +197,13 @@ def test_regions_name_the_faces_they_overlap(faces, finder):
                Region("Nobody Detected", (0.05, 0.05, 0.2, 0.25), "test")]
     image = np.asarray(Image.open(DATA / "obama_and_biden.jpg").convert("RGB"))
     named = name_faces(group_faces, regions, embed=lambda box: finder.embed(image, box))
-    assert [n.name for n in named] == ["Joe Biden", "Barack Obama", None, "Nobody Detected"]
-    assert named[3].how.endswith("embedded") and np.isnan(named[3].face.score)
+    assert [n.name for n in named] == ["Joe Biden", "Barack Obama", "Nobody Detected"]
+    assert named[2].how.endswith("embedded") and np.isnan(named[2].face.score)
     # the region's names are the right people's: their faces match the portraits
     assert np.linalg.norm(named[0].face.embedding - one(faces, "biden")) < NAME_DISTANCE
     assert np.linalg.norm(named[1].face.embedding - one(faces, "obama")) < NAME_DISTANCE
     # without a way to embed, a region that matches no face is left out
-    assert len(name_faces(group_faces, regions)) == 3
+    assert len(name_faces(group_faces, regions)) == 2
 
 
 def test_a_known_name_in_the_keywords_names_a_lone_face(faces):
@@ -347,6 +349,6 @@ def test_find_people_gives_faces_region_names_and_tags(tmp_path):
     exiftool(p, MWG, "-XMP-digiKam:TagsList=People/Joe Biden")
     (tmp_path / "bad.jpg").write_text("no")
     got, bad = find_people([p, tmp_path / "bad.jpg"])
-    assert [n.name for n in got.faces] == ["Joe Biden", "Barack Obama", None]
+    assert [n.name for n in got.faces] == ["Joe Biden", "Barack Obama"]
     assert got.tags == ["Joe Biden"] and not got.notes
     assert bad.faces is None and "bad.jpg" in bad.notes[0]

@@ -6,6 +6,7 @@ picture is read again, `pamir people --forget`, and the page in a headless Chrom
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -100,13 +101,13 @@ def who(ix) -> dict[str, str | None]:
 def test_faces_are_found_named_and_searchable(built, tmp_path):
     _, report = built
     assert report["read"] == 8 and report["failed"] == 0
-    assert report["people"]["faces"] == 10
+    assert report["people"]["faces"] == 9
     with Index.open(index_of(built, tmp_path)) as ix:
         assert who(ix) == {
             "obama.jpg": "Barack Obama",             # its sidecar's People/ tag
             "obama2.jpg": "Barack Obama",            # carried: it looks like obama.jpg
             "obama3.jpg": "Barack Obama",
-            "obama_and_biden.jpg": "- + Barack Obama + Joe Biden",  # the region, carried
+            "obama_and_biden.jpg": "Barack Obama + Joe Biden",  # the region, carried
             "biden.jpg": "Joe Biden",                # a keyword that is a known name
             "biden2.jpg": "Joe Biden",               # carried
             "kit_harington.jpg": "-",                # strangers stay unnamed
@@ -121,9 +122,9 @@ def test_faces_are_found_named_and_searchable(built, tmp_path):
         # a carried name's probability is its calibrated confidence, under a written one's
         p = {Path(h.path).name: h.probability for h in ix.search("person:obama", 20)}
         assert p["obama.jpg"] == pytest.approx(0.95) and 0.5 < p["obama2.jpg"] < 0.95
-        # unnamed people: the strangers and the third face, each their own
+        # unnamed people: the strangers, each their own
         unnamed = [q for q in ix.people() if q.name is None]
-        assert len(unnamed) == 3 and all(q.label.startswith("person ") for q in unnamed)
+        assert len(unnamed) == 2 and all(q.label.startswith("person ") for q in unnamed)
 
 
 @needs_exiftool
@@ -163,7 +164,7 @@ def test_pamir_index_then_pamir_search_name(fake, tmp_path, monkeypatch):
     pictures = folder_of_faces(tmp_path / "faces")
     r = run("index", model, pictures, "--index", tmp_path / "ix", "--no-text")
     assert "faces: 8 pictures read (8 with faces, 0 unreadable)" in r.output
-    assert "10 faces: 3 named, 4 given a name they look like, 3 in 3 unnamed people" \
+    assert "9 faces: 3 named, 4 given a name they look like, 2 in 2 unnamed people" \
         in r.output
     r = run("search", "obama", "--index", tmp_path / "ix", "-k", "4", "-f")
     assert sorted(Path(p).name for p in r.stdout.split()) == [
@@ -424,6 +425,76 @@ def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
         assert names(ix.search("person:rose", 5)) == ["rose_leslie.jpg"]
 
 
+def test_a_decision_follows_its_face_found_at_a_slightly_other_box(built, tmp_path):
+    """A face read again with another detection size (pamir.people.faces.MAX_ENLARGE) moves
+    a little: the editor's decisions about it still apply, to it and not to its neighbour."""
+    from pamir.people.who import name_person, not_person
+
+    directory = index_of(built, tmp_path)
+    with Index.open(directory, writable=True) as ix:
+        face = {Path(ix.picture(f.picture).path).name: f for f in ix.faces()}
+        kit = face["kit_harington.jpg"]
+        name_person(ix, kit.person, "Kit")
+        group = [f for f in ix.faces() if ix.picture(f.picture).path.endswith("biden.jpg")
+                 and "obama" in ix.picture(f.picture).path]
+        obama = next(f for f in group if f.person == ix.person_named("barack obama").id)
+        not_person(ix, obama.id)
+    conn = sqlite3.connect(directory / "catalog.sqlite")
+    for f in (kit, obama):  # as if found again at another size: 3 % wider, 2 % lower
+        x0, y0, x1, y1 = f.box
+        moved = [x0 - 0.015 * (x1 - x0), y0 + 0.02 * (y1 - y0), x1 + 0.015 * (x1 - x0),
+                 y1 + 0.02 * (y1 - y0)]
+        conn.execute("UPDATE faces SET box = ? WHERE id = ?", (json.dumps(moved), f.id))
+    conn.commit()
+    conn.close()
+    with Index.open(directory, writable=True) as ix:
+        decided = ix.face_decisions()
+        assert decided[kit.id] == [("is", kit.person)] and len(decided) == 2
+        identify(ix, everything=True)
+        assert who(ix)["kit_harington.jpg"] == "Kit"
+        assert who(ix)["obama_and_biden.jpg"] == "- + Joe Biden"
+        # a new decision about the moved face replaces the one at its old box
+        name_person(ix, ix.face(kit.id).person, "Kit Harington")
+        assert ix.face_decisions()[kit.id] == [("is", kit.person)]
+        assert who(ix)["kit_harington.jpg"] == "Kit Harington"
+
+
+def test_names_merges_and_refusals_survive_a_rebuild(tmp_path):
+    """`pamir index --rebuild` makes the catalogue anew: what editors decided is carried
+    into it, and the faces pass of the new index finds the faces it was decided about."""
+    from pamir.people.who import merge_people, name_person, not_person
+
+    directory = tmp_path / "index"
+    copy = folder_of_faces(tmp_path)
+    system = FakeSystem()
+    with Index.create(directory, system.vocabulary, system.idf) as ix:
+        ix.update([copy], system.transform_paths)
+        workflow.read_faces(ix)
+        face = {Path(ix.picture(f.picture).path).name: f for f in ix.faces()
+                if ix.picture(f.picture).path.endswith(("kit_harington.jpg", "rose_leslie.jpg",
+                                                        "obama3.jpg"))}
+        kit = name_person(ix, face["kit_harington.jpg"].person, "Kit")["person"]
+        merge_people(ix, face["rose_leslie.jpg"].person, kit)  # an editor's mistake, kept
+        not_person(ix, face["obama3.jpg"].id)
+        before = who(ix)
+        assert before["kit_harington.jpg"] == before["rose_leslie.jpg"] == "Kit"
+        assert before["obama3.jpg"] == "-"
+    with Index.rebuild(directory, system.vocabulary, system.idf) as ix:
+        assert len(ix) == 0 and ix.person_named("kit").id == kit  # before any picture
+        ix.update([copy], system.transform_paths)
+        workflow.read_faces(ix)
+        assert who(ix) == before
+        assert names(ix.search("kit", 5)) == ["kit_harington.jpg", "rose_leslie.jpg"]
+        assert "obama3.jpg" not in names(ix.search("obama", 9))
+    # nothing decided, nothing carried; an index of schema 4 or a damaged one has none
+    from pamir.index.people import Decisions, read_decisions  # noqa: PLC0415
+
+    assert read_decisions(tmp_path / "nowhere") == Decisions()
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "catalog.sqlite").write_bytes(b"not a database")
+    assert read_decisions(tmp_path / "damaged") == Decisions()
+
+
 # ----------------------------------------------------------------------------- forget
 def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_path):
     directory = index_of(built, tmp_path)
@@ -452,7 +523,7 @@ def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_pat
     stored = b"".join(f.read_bytes() for f in directory.glob("catalog.sqlite*"))
     assert len(embeddings) == 4 and not any(e in stored for e in embeddings)
     conn = sqlite3.connect(directory / "catalog.sqlite")
-    assert conn.execute("SELECT count(*) FROM faces").fetchone()[0] == 6
+    assert conn.execute("SELECT count(*) FROM faces").fetchone()[0] == 5
     assert conn.execute("SELECT count(*) FROM facts WHERE kind = 'person' AND word LIKE "
                         "'%obama%'").fetchone()[0] == 0
     with Index.open(directory, writable=True) as ix:

@@ -27,6 +27,7 @@ from ..storage import atomic_write, fsync_dir, pid_alive
 from ..text import STOP_WORDS
 from . import layout
 from .catalog import CATALOG, Catalog, IndexDirError
+from .people import Decisions, read_decisions, write_decisions
 from .scores import ScoreMatrix
 from .sync import file_hash
 
@@ -126,13 +127,15 @@ class IndexLifecycle:
     def create(cls, directory, vocabulary: Sequence[str], idf: np.ndarray, *,
                model_dir: str | Path | None = None, fingerprint: str = "",
                stop_words: Iterable[str] = STOP_WORDS, classes: Sequence[str] = (),
-               scales: np.ndarray | None = None) -> Self:
+               scales: np.ndarray | None = None,
+               decisions: Decisions = Decisions()) -> Self:
         """A new empty index, open for writing. The folder is built aside and renamed into
         place; an existing index there is an error. classes: the ImageNet class names of a
         CNN representation, whose probabilities are stored after the T word scores (each
         picture's column then has T + C rows: see pamir.system.index_transform). scales: the
         spread of the model's scores of each word (pamir.prior.Prior.spreads), which puts a
-        query's words on the class part's scale (IndexReading._class_mix)."""
+        query's words on the class part's scale (IndexReading._class_mix). decisions:
+        editors' decisions about people to start with (`rebuild`)."""
         directory = Path(directory)
         if cls.exists(directory):
             raise IndexDirError(f"{directory}: an index already exists there; open it, or delete "
@@ -150,6 +153,7 @@ class IndexLifecycle:
         try:
             cls._fill_new(tmp, vocabulary, idf, model_dir, fingerprint, stop_words, classes,
                           scales)
+            write_decisions(tmp, decisions)  # in the new index before it is in place
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -218,9 +222,13 @@ class IndexLifecycle:
     def rebuild(cls, directory, vocabulary: Sequence[str], idf: np.ndarray,
                 **create_options) -> Self:
         """A new empty index in place of whatever index is in `directory` (another model's,
-        a damaged one): `destroy` then `create`."""
+        a damaged one): `destroy` then `create`. What editors decided about people (names
+        given, people merged, "not this person") is read first and carried into the new
+        index, whose faces pass finds the same faces again (issue 34: names given on the
+        page survive re-indexing)."""
+        kept = read_decisions(directory)
         cls.destroy(directory)
-        return cls.create(directory, vocabulary, idf, **create_options)
+        return cls.create(directory, vocabulary, idf, decisions=kept, **create_options)
 
     @property
     def thumbnails_dir(self) -> Path:

@@ -10,18 +10,32 @@ read back by this process (pamir.people, docs/usage.md "People").
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..facts import Fact, fold
 from . import layout
-from .catalog import IndexDirError, _path
+from .catalog import Catalog, IndexDirError, _path
 
-#: A box is stored (and a decision matched to a face) at this many decimals: the detector
-#: gives the same box for the same pixels, so a face read again has the same key.
+#: A box is stored at this many decimals: the detector gives the same box for the same
+#: pixels, so a face read again has the same key.
 BOX_DECIMALS = 4
+#: An editor's decision about a face applies to the face of its picture whose box overlaps
+#: the decided box this much at least (intersection over union), the most: the detector gives
+#: the same box for the same pixels, but another detection size moves it a little (a face of
+#: tests/data/faces/obama_and_biden.jpg found at 2x and at 1.5x: IoU 0.77), while another
+#: person's face hardly overlaps it.
+DECISION_IOU = 0.5
+
+
+def _iou(a, b) -> float:
+    from ..people.regions import iou  # noqa: PLC0415 - the one home of a box's overlap
+
+    return iou(a, b)
 
 
 def box_key(box) -> str:
@@ -178,17 +192,27 @@ class IndexPeople:
 
     def face_decisions(self) -> dict[int, list[tuple[str, int]]]:
         """{face id: [(decision, person)]}: an editor's decisions, matched to the faces of
-        today's pictures by the picture's bytes or path and the face's box."""
+        today's pictures by the picture's bytes or path and the face's box: each decision to
+        the face of its picture whose box overlaps the decision's most (DECISION_IOU), so
+        that a face found again at a slightly other box (another detection size) keeps it."""
         with self._lock:
             if not self._has_faces():
                 return {}
             rows = self._sql().execute(
-                "SELECT DISTINCT f.id, d.decision, d.person FROM faces f "
-                "JOIN pictures p ON p.id = f.picture JOIN face_decisions d "
-                "ON d.box = f.box AND (d.hash = p.hash OR d.path = p.path)").fetchall()
+                "SELECT DISTINCT f.id, f.picture, f.box, d.box, d.decision, d.person "
+                "FROM faces f JOIN pictures p ON p.id = f.picture JOIN face_decisions d "
+                "ON d.hash = p.hash OR d.path = p.path").fetchall()
+        best: dict[tuple, tuple[float, int]] = {}  # (picture, box, decision, person) -> face
+        for fid, picture, box, decided_box, decision, person in rows:
+            overlap = 1.0 if box == decided_box else _iou(json.loads(box),
+                                                          json.loads(decided_box))
+            key = (picture, decided_box, decision, int(person))
+            if overlap >= DECISION_IOU and overlap > best.get(key, (0.0, 0))[0]:
+                best[key] = (overlap, int(fid))
         out: dict[int, list[tuple[str, int]]] = {}
-        for fid, decision, person in rows:
-            out.setdefault(int(fid), []).append((decision, int(person)))
+        for (_, _, decision, person), (_, fid) in sorted(best.items()):
+            if (decision, person) not in out.setdefault(fid, []):
+                out[fid].append((decision, person))
         return out
 
     def face_captions(self) -> dict[int, tuple[tuple[str, ...], str]]:
@@ -290,11 +314,16 @@ class IndexPeople:
                 if row is None:
                     continue
                 digest, path, box = row
-                if decision == "is":
-                    sql.execute("DELETE FROM face_decisions WHERE box = ? AND decision = 'is' "
-                                "AND (hash = ? OR path = ?)", (box, digest, path))
-                sql.execute("DELETE FROM face_decisions WHERE box = ? AND person = ? AND "
-                            "(hash = ? OR path = ?)", (box, int(person), digest, path))
+                # the face's earlier decisions, at its box or one it was found at before
+                for old, old_decision, old_person in sql.execute(
+                        "SELECT box, decision, person FROM face_decisions WHERE hash = ? OR "
+                        "path = ?", (digest, path)).fetchall():
+                    if ((old_person == int(person) or old_decision == decision == "is")
+                            and (old == box or _iou(json.loads(old), json.loads(box))
+                                 >= DECISION_IOU)):
+                        sql.execute("DELETE FROM face_decisions WHERE box = ? AND decision = ? "
+                                    "AND person = ? AND (hash = ? OR path = ?)",
+                                    (old, old_decision, old_person, digest, path))
                 sql.execute("INSERT INTO face_decisions VALUES (?, ?, ?, ?, ?)",
                             (digest, path, box, decision, int(person)))
                 n += 1
@@ -349,4 +378,72 @@ class IndexPeople:
         return {"faces": len(faces), "pictures": len(pictures)}
 
 
-__all__ = ["BOX_DECIMALS", "FaceRow", "IndexDirError", "IndexPeople", "PersonRow", "box_key"]
+@dataclass(frozen=True)
+class Decisions:
+    """What editors decided about people, as an index's catalogue keeps it, to carry into a
+    new index of the same pictures (`pamir index --rebuild`): the decisions (hash, path,
+    box, "is" | "not", person) and the rows (id, name, shown, same_as) of the people they
+    name and of those merged into them. The people keep their ids, which the decisions and
+    `same_as` refer to; the faces pass of the new index finds the same faces at the same
+    boxes (or nearly: DECISION_IOU), and pamir.people.who reads the decisions as it reads
+    them in any index."""
+
+    people: tuple[tuple, ...] = ()
+    decisions: tuple[tuple, ...] = ()
+
+
+def read_decisions(directory: str | Path) -> Decisions:
+    """The editors' decisions of the index in `directory`; none where there is no index, or
+    one with no people (older than schema 5), or a catalogue that cannot be read (a damaged
+    index is rebuilt without them)."""
+    try:
+        catalog = Catalog.open(Path(directory), writable=False)
+    except (IndexDirError, sqlite3.Error, OSError):
+        return Decisions()
+    try:
+        sql = catalog._conn
+        with catalog.snapshot():
+            if sql.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                           "name = 'face_decisions'").fetchone() is None:
+                return Decisions()
+            decisions = sql.execute("SELECT hash, path, box, decision, person FROM "
+                                    "face_decisions").fetchall()
+            people = sql.execute("SELECT id, name, shown, same_as FROM people").fetchall()
+    except sqlite3.Error:
+        return Decisions()
+    finally:
+        catalog.close()
+    return Decisions(_people_decided(people, {d[4] for d in decisions}), tuple(decisions))
+
+
+def _people_decided(people: list[tuple], decided: set[int]) -> tuple[tuple, ...]:
+    """The rows of the people decided about, of those merged into them and of those they
+    were merged into (the same_as links, followed both ways until none is left)."""
+    keep = set(decided)
+    while True:
+        more = {i for i, _, _, same_as in people if same_as in keep}
+        more |= {same_as for i, _, _, same_as in people if i in keep and same_as is not None}
+        if more <= keep:
+            return tuple(row for row in people if row[0] in keep)
+        keep |= more
+
+
+def write_decisions(directory: str | Path, kept: Decisions) -> None:
+    """Write decisions read by `read_decisions` into the new, empty catalogue in
+    `directory` (Index.rebuild, before the new index is moved into place), in one commit."""
+    if not kept.decisions:
+        return
+    catalog = Catalog.open(Path(directory), writable=True)
+    try:
+        with catalog.transaction():
+            sql = catalog._conn
+            sql.executemany("INSERT INTO people (id, name, shown, same_as) VALUES (?, ?, ?, ?)",
+                            kept.people)
+            sql.executemany("INSERT OR IGNORE INTO face_decisions VALUES (?, ?, ?, ?, ?)",
+                            kept.decisions)
+    finally:
+        catalog.close()
+
+
+__all__ = ["BOX_DECIMALS", "DECISION_IOU", "Decisions", "FaceRow", "IndexDirError",
+           "IndexPeople", "PersonRow", "box_key", "read_decisions", "write_decisions"]

@@ -25,7 +25,7 @@ the index's fact ranking: a fact's probability is FACT_PROBABILITY x its confide
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,103 +78,150 @@ def identify(index, everything: bool = False) -> Identified:
     """Decide who every face of `index` (a writable pamir.index.Index) is and write it, with
     the person facts of their pictures (the module's doc): the faces whose person changed
     and the facts of their pictures, or everything (a person's name changed)."""
-    faces = index.faces(embeddings=True)
-    people = index.all_people()
-    decisions = index.face_decisions()
-    out = Identified(faces=len(faces))
+    w = _Who.read(index)
+    new_names: dict[str, tuple[str, list[int]]] = {}  # folded -> (shown, faces waiting)
+    _given_names(w, new_names)                              # 1-2
+    _make_people(index, new_names, w.people, w.by_name, w.person)
+    _keyword_names(index, w, new_names)                     # 3
+    _carried_names(w)                                       # 4
+    _unnamed_people(index, w)                               # 5
+    return _write(index, w, everything)
 
-    def canonical(pid):
+
+@dataclass
+class _Who:
+    """identify's work: the index's faces (with their embeddings E), its people ({id:
+    (name, shown, same_as)}) and editors' decisions, and, for each face by its position,
+    who it is becoming, how, how sure, and the people an editor said it is not."""
+
+    faces: list
+    people: dict
+    decisions: dict
+    E: np.ndarray
+    person: list
+    how: list
+    confidence: list
+    refused: list
+    by_name: dict = field(default_factory=dict)  # folded name -> person id
+
+    @classmethod
+    def read(cls, index) -> "_Who":
+        faces = index.faces(embeddings=True)
+        n = len(faces)
+        E = np.stack([f.embedding for f in faces]) if faces else np.zeros((0, 128), np.float32)
+        w = cls(faces, index.all_people(), index.face_decisions(), E, [None] * n, [""] * n,
+                [GIVEN] * n, [set() for _ in faces])
+        w.by_name = {name: w.canonical(i) for i, (name, _, _) in w.people.items() if name}
+        return w
+
+    def canonical(self, pid):
+        """The person `pid` is now (following merges), or None for one that is gone."""
         seen = set()
-        while pid is not None and pid in people and people[pid][2] is not None \
+        while pid is not None and pid in self.people and self.people[pid][2] is not None \
                 and pid not in seen:
             seen.add(pid)
-            pid = people[pid][2]
-        return pid if pid in people else None
+            pid = self.people[pid][2]
+        return pid if pid in self.people else None
 
-    by_name = {n: canonical(i) for i, (n, _, _) in people.items() if n}
-    new_names: dict[str, tuple[str, list[int]]] = {}  # folded -> (shown, faces waiting)
+    def per_picture(self) -> dict[int, list[int]]:
+        out = defaultdict(list)
+        for i, f in enumerate(self.faces):
+            out[f.picture].append(i)
+        return out
 
-    person = [None] * len(faces)
-    how = [""] * len(faces)
-    confidence = [GIVEN] * len(faces)
-    refused = [set() for _ in faces]
-    for i, f in enumerate(faces):
-        for decision, pid in decisions.get(f.id, ()):
-            if decision == "not":
-                refused[i].add(canonical(pid))
-        said = [canonical(p) for d, p in decisions.get(f.id, ()) if d == "is"]
-        said = [p for p in said if p is not None and p not in refused[i]]
+
+def _given_names(w: _Who, new_names) -> None:
+    """Steps 1-2: an editor's "is" (unless they also said "not"), else the name the files
+    give; every face's "not" decisions kept for the later steps."""
+    for i, f in enumerate(w.faces):
+        decided = w.decisions.get(f.id, ())
+        w.refused[i].update(w.canonical(pid) for d, pid in decided if d == "not")
+        said = [w.canonical(pid) for d, pid in decided if d == "is"]
+        said = [pid for pid in said if pid is not None and pid not in w.refused[i]]
         if said:
-            person[i], how[i] = said[0], "editor"
+            w.person[i], w.how[i] = said[0], "editor"
         elif f.written and fold(f.written):
             _name(i, f.written, "region" if f.written_how.startswith("region") else
-                  f.written_how or "region", by_name, new_names, person, how, refused)
+                  f.written_how or "region", w.by_name, new_names, w.person, w.how, w.refused)
 
-    _make_people(index, new_names, people, by_name, person)
 
-    # 3. keywords that are a known name, on a picture with one face
-    E = np.stack([f.embedding for f in faces]) if faces else np.zeros((0, 128), np.float32)
-    per_picture = defaultdict(list)
-    for i, f in enumerate(faces):
-        per_picture[f.picture].append(i)
-    if by_name:
-        given = defaultdict(list)  # person -> faces named by an editor, a region, a tag
-        for i, pid in enumerate(person):
-            if pid is not None:
-                given[pid].append(i)
-        for picture, (words, source) in index.face_captions().items():
-            lone = per_picture.get(picture, [])
-            if len(lone) != 1 or person[lone[0]] is not None or source in FREE_TEXT:
-                continue
-            found = keyword_names(words, by_name)
-            pid = by_name.get(found[0]) if len(found) == 1 else None
-            if pid is not None and _looks_like(E, lone[0], given.get(pid, ())):
-                _name(lone[0], found[0], "keyword", by_name, new_names, person, how,
-                      refused)
-    named_ids = {pid for pid, (n, _, _) in people.items() if n and people[pid][2] is None}
+def _keyword_names(index, w: _Who, new_names) -> None:
+    """Step 3: a keyword that is a known name names the lone face of its picture, if that
+    face looks like the person's given faces."""
+    if not w.by_name:
+        return
+    per_picture = w.per_picture()
+    given = defaultdict(list)  # person -> faces named by an editor, a region, a tag
+    for i, pid in enumerate(w.person):
+        if pid is not None:
+            given[pid].append(i)
+    for picture, (words, source) in index.face_captions().items():
+        lone = per_picture.get(picture, [])
+        if len(lone) != 1 or w.person[lone[0]] is not None or source in FREE_TEXT:
+            continue
+        found = keyword_names(words, w.by_name)
+        pid = w.by_name.get(found[0]) if len(found) == 1 else None
+        if pid is not None and _looks_like(w.E, lone[0], given.get(pid, ())):
+            _name(lone[0], found[0], "keyword", w.by_name, new_names, w.person, w.how,
+                  w.refused)
 
-    # 4. names carried to the faces that look like named ones
-    seeds = [i for i in range(len(faces)) if person[i] in named_ids]
-    rest = [i for i in range(len(faces)) if person[i] is None]
+
+def _carried_names(w: _Who) -> None:
+    """Step 4: the faces still nobody take the name of the named faces they look like."""
+    named_ids = {pid for pid, (n, _, same_as) in w.people.items() if n and same_as is None}
+    seeds = [i for i in range(len(w.faces)) if w.person[i] in named_ids]
+    rest = [i for i in range(len(w.faces)) if w.person[i] is None]
     if seeds and rest:
-        ids = [str(person[i]) for i in seeds]
+        ids = [str(w.person[i]) for i in seeds]
         for start in range(0, len(rest), BLOCK):
-            _carry(rest[start:start + BLOCK], E, seeds, ids, person, how, confidence,
-                   refused)
+            _carry(rest[start:start + BLOCK], w.E, seeds, ids, w.person, w.how, w.confidence,
+                   w.refused)
 
-    # 5. the others grouped into unnamed people, a face already grouped keeping its group
-    unnamed_ids = {pid for pid, (n, _, s) in people.items() if not n and s is None}
-    members = [i for i in range(len(faces)) if person[i] is None or person[i] in unnamed_ids]
-    if members:
-        for i, pid in zip(members, _groups(index, faces, members, E, person, refused,
-                                           canonical, unnamed_ids)):
-            if person[i] is None:
-                person[i], how[i], confidence[i] = pid, "group", GIVEN
-    shown = {pid: s or n for pid, (n, s, _) in {**people, **index.all_people()}.items()}
-    names = {pid: n for pid, (n, _, _) in index.all_people().items() if n}
 
-    # who changed, and the person facts of their pictures (of every picture with faces, and
-    # of those that had some, with `everything`)
+def _unnamed_people(index, w: _Who) -> None:
+    """Step 5: the others grouped into unnamed people, a face already grouped keeping its
+    group."""
+    unnamed_ids = {pid for pid, (n, _, s) in w.people.items() if not n and s is None}
+    members = [i for i in range(len(w.faces))
+               if w.person[i] is None or w.person[i] in unnamed_ids]
+    if not members:
+        return
+    for i, pid in zip(members, _groups(index, w.faces, members, w.E, w.person, w.refused,
+                                       w.canonical, unnamed_ids)):
+        if w.person[i] is None:
+            w.person[i], w.how[i], w.confidence[i] = pid, "group", GIVEN
+
+
+def _write(index, w: _Who, everything: bool) -> Identified:
+    """Who changed, written with the person facts of their pictures (of every picture with
+    faces, and of those that had some, with `everything`); what was decided, counted."""
+    faces, person = w.faces, w.person
+    now = index.all_people()  # with the people steps 1-5 made
+    shown = {pid: s or n for pid, (n, s, _) in {**w.people, **now}.items()}
+    names = {pid: n for pid, (n, _, _) in now.items() if n}
     changed = [i for i, f in enumerate(faces)
                if everything or (f.person, f.how, round(f.confidence, 4))
-               != (person[i], how[i], round(confidence[i], 4))]
+               != (person[i], w.how[i], round(w.confidence[i], 4))]
     pictures = {faces[i].picture for i in changed}
-    facts = {p: [] for p in index.person_fact_pictures() if everything or p not in per_picture}
+    with_faces = {f.picture for f in faces}
+    facts = {p: [] for p in index.person_fact_pictures() if everything or p not in with_faces}
     facts.update({p: [] for p in pictures})
     for i, f in enumerate(faces):
         if f.picture in facts and person[i] in names:
-            facts[f.picture].append((shown[person[i]], f.box, confidence[i]))
+            facts[f.picture].append((shown[person[i]], f.box, w.confidence[i]))
     facts = {p: person_facts(held) for p, held in facts.items()}
-    index.set_who([(faces[i].id, person[i], how[i], confidence[i]) for i in changed], facts)
+    index.set_who([(faces[i].id, person[i], w.how[i], w.confidence[i]) for i in changed],
+                  facts)
+    out = Identified(faces=len(faces))
     for i in range(len(faces)):
-        if how[i] == "carried":
+        if w.how[i] == "carried":
             out.carried += 1
         elif person[i] in names:
             out.named += 1
         else:
             out.unnamed += 1
-    out.people = len({person[i] for i in range(len(faces)) if person[i] in names})
-    out.groups = len({person[i] for i in range(len(faces)) if person[i] not in names})
+    out.people = len({pid for pid in person if pid in names})
+    out.groups = len({pid for pid in person if pid not in names})
     return out
 
 
