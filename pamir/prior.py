@@ -150,14 +150,18 @@ def word_classes(vocabulary: Sequence[str], class_words) -> "np.ndarray":
 
 
 def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
-                 *, Z_train: np.ndarray | None = None, weights: Sequence[float] = WEIGHTS,
-                 shrink: float = SHRINK, settle: float = SETTLE) -> Prior:
+                 *, Z_train: np.ndarray | None = None, queries=None,
+                 weights: Sequence[float] = WEIGHTS, shrink: float = SHRINK,
+                 settle: float = SETTLE) -> Prior:
     """The prior of a system whose model scores the validation pictures Z_valid (n x T),
     with their class probabilities P_valid (n x C), captions Y_valid (n x T presence) and
     the words' classes (T x C, `word_classes`): the weights chosen as the module docstring
     says; the spreads over the validation pictures and Z_train, the model's scores of (some
-    of) its training pictures. info records the global weight and the validation AvgP of
-    the single-word queries with the model alone and mixed."""
+    of) its training pictures. The global weight is the one whose scores search `queries`
+    best (the validation queries the selection scores fits on, pamir.selection
+    .validation_queries: word sets, as people search), or the words' single-word queries
+    without them. info records the global weight and the validation AvgP of the queries
+    with the model alone and mixed."""
     from .evaluation.metrics import average_precision  # noqa: PLC0415
 
     import scipy.sparse as sp  # noqa: PLC0415
@@ -178,9 +182,14 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
         avgp = np.stack([average_precision(((1 - a) * base + a * spreads[seen] * SCALE * M).T,
                                            rel.T) for a in weights])  # (weights x words)
         mean = avgp.mean(axis=1)
-        best = float(weights[int(np.argmax(mean))])
         info.update(valid_single_word_avgp={"model": round(100 * float(mean[0]), 2),
                                             "mixed_global": round(100 * float(mean.max()), 2)})
+        if queries is not None and queries.vectors.shape[0]:
+            mean = query_avgp(Z, prior.class_scores(P_valid, reach), spreads, reach, queries,
+                              weights)
+            info["valid_query_avgp"] = {"model": round(float(mean[0]), 2),
+                                        "mixed_global": round(float(mean.max()), 2)}
+        best = float(weights[int(np.argmax(mean))])
     if len(seen) < MIN_WORDS:
         best = DEFAULT_WEIGHT
         info["global_from"] = f"default: {len(seen)} validation words (< {MIN_WORDS})"
@@ -197,6 +206,24 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
         info["valid_single_word_avgp"]["mixed"] = round(100 * final, 2)
     info["global_weight"] = best
     return Prior(w, spreads, prior.classes, info)
+
+
+def query_avgp(Z: np.ndarray, M: np.ndarray, spreads: np.ndarray, reach: np.ndarray, queries,
+               weights: Sequence[float]) -> np.ndarray:
+    """(weights,) mean AvgP (%) of `queries` over pictures whose model scores are Z and class
+    scores M (of the words `reach`), each weight mixing every word the classes reach. Why
+    queries and not single words: a weight that served each word alone best took 0.4 at
+    4,000 captioned pictures and cost the 2,028 multi-word validation queries 0.8 AvgP
+    (benchmarks/results/zero_caption.md)."""
+    from .evaluation.retrieval import mean_average_precision  # noqa: PLC0415
+
+    out = []
+    for a in weights:
+        mixed = Z.copy()
+        mixed[:, reach] = (1 - a) * Z[:, reach] + a * spreads[reach] * SCALE * M
+        out.append(100 * mean_average_precision(mixed.astype(np.float32), queries.vectors,
+                                                queries.relevance))
+    return np.asarray(out)
 
 
 def spreads_of(Z: np.ndarray, T: int) -> np.ndarray:

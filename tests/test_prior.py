@@ -73,6 +73,22 @@ def test_a_global_weight_chosen_on_few_pictures_settles_toward_the_default():
         choose_prior(Z, P, Y, classes).info["global_best_on_validation"]
 
 
+def test_the_global_weight_is_the_one_that_searches_the_queries_best():
+    """Given the validation queries (word sets, as the selection scores fits on), the global
+    weight is their best, not the single words' best."""
+    from pamir.selection import validation_queries
+
+    Z, P, Y, classes = synthetic()
+    queries = validation_queries(Y, Y)
+    prior = choose_prior(Z, P, Y, classes, queries=queries, settle=0)
+    reach = np.flatnonzero(np.asarray(classes.sum(axis=1)).ravel() > 0)
+    curve = prior_mod.query_avgp(np.asarray(Z), prior.class_scores(P, reach), prior.spreads,
+                                 reach, queries, prior_mod.WEIGHTS)
+    assert prior.info["global_weight"] == prior_mod.WEIGHTS[int(np.argmax(curve))]
+    assert prior.info["valid_query_avgp"]["mixed_global"] == pytest.approx(curve.max(), abs=0.01)
+    assert curve.max() > curve[0] + 5  # the classes help "bird" and the rest
+
+
 def test_the_spreads_include_the_training_pictures():
     """A spread measured on a handful of validation pictures is noise: the training
     pictures' scores count too, and a word with no spread takes the usual one."""

@@ -112,7 +112,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                               fitting.cls)
     train, valid = winner.candidate.train, winner.candidate.valid
     P_valid = fit_prior(system, scored, X_valid, valid, fitting.protocol, collection,
-                        fitting.say, spread_rows(winner.candidate, train))
+                        fitting.say, spread_rows(winner.candidate, train), train)
     calibrate(system, scored, X_valid, valid, train, fitting.protocol, fitting.say, P_valid)
     return system
 

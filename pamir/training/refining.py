@@ -219,10 +219,11 @@ def trained_on_train(system: System, trained_on_train, trained_neighbours, cls
 
 
 def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, collection,
-              say, X_train=None) -> np.ndarray | None:
+              say, X_train=None, train=()) -> np.ndarray | None:
     """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
     ImageNet CNN view, its weights chosen on the validation pictures, its spreads measured
-    on them and on X_train (some training pictures' features: `spread_rows`); returns the
+    on them and on X_train (some training pictures' features: `spread_rows`), the global
+    weight on the validation queries (captions weighted by `train`'s idf); returns the
     validation pictures' class probabilities (None where there is no prior)."""
     from ..prior import choose_prior, word_classes  # noqa: PLC0415
     from ..zeroshot import ClassWords  # noqa: PLC0415
@@ -239,7 +240,9 @@ def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, c
     Z_valid = model.transform_features(X_valid)
     Z_train = None if X_train is None else model.transform_features(X_train)
     system.prior = choose_prior(Z_valid, P_valid, protocol.presence(valid),
-                                word_classes(system.vocabulary, words), Z_train=Z_train)
+                                word_classes(system.vocabulary, words), Z_train=Z_train,
+                                queries=validation_queries(protocol.presence(valid),
+                                                           protocol.presence(train)))
     info = system.prior.info
     info["seconds"] = round(time.perf_counter() - started, 2)
     system.info["prior"] = info
