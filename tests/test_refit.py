@@ -135,3 +135,39 @@ def test_pamir_fit_refits_the_model_already_there(folder, tmp_path, monkeypatch)
                                "--reselect", "-r", "visterms", "--visterms", "24"])
     assert done.exit_code == 0, done.output
     assert "refit: reusing" not in done.output and "refit" not in System.load(out).info
+
+
+def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
+    """Issue 35: the prior's word classes are computed once per vocabulary and machine (by a
+    child process in a fit: the embedding model never enters the fit's own memory)."""
+    import scipy.sparse as sp
+
+    import pamir.prior
+    import pamir.zeroshot
+    from pamir.training import refining
+
+    monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))
+    calls = []
+
+    class Words:
+        def __init__(self, names, **kw):
+            self.names = names
+
+        def warm(self):
+            return None
+
+    def word_classes(vocabulary, words):
+        calls.append(list(vocabulary))
+        return sp.csr_matrix(np.eye(len(vocabulary), 1000, dtype=np.float32))
+
+    monkeypatch.setattr(pamir.zeroshot, "ClassWords", Words)
+    monkeypatch.setattr(pamir.prior, "word_classes", word_classes)
+    first = refining.vocabulary_classes(["sun", "sea"])
+    again = refining.vocabulary_classes(["sun", "sea"])
+    started = refining.start_vocabulary_classes(["sun", "sea"])  # cached: no child
+    assert calls == [["sun", "sea"]]
+    assert isinstance(started, sp.csr_matrix)
+    for m in (again, started):
+        assert (m != first).nnz == 0 and m.shape == (2, 1000)
+    refining.vocabulary_classes(["sun", "grass"])  # another vocabulary: its own
+    assert calls[-1] == ["sun", "grass"]

@@ -28,14 +28,16 @@ from ..models.neighbours import Neighbours
 from ..models.pa import deadline, out_of_time
 from ..protocol import Protocol
 from ..progress import FitDisplay
+from ..features.registry import parse_name
 from ..selection import fit_pool
-from ..system import System
+from ..system import System, cnn_part
 from .candidates import (COMBINATION_WEIGHTS, DEFAULT_REPRESENTATIONS, MIN_BLOCKS_PER_VISTERM,
                          SMALL_FOLDER_PICTURES, WIDE_COMBINATION_WEIGHTS, collection_inputs,
                          representation_candidates, small_folder_candidates, supported_codebook)
 from .plan import Fitting, Trained, Winner, grid_reading, plan, update_budget
 from .refining import (add_neighbours, calibrate, choose_neighbours, fit_prior, grow_ensemble,
-                       neighbour_views, retrain_on_development, trained_on_train)
+                       neighbour_views, retrain_on_development, start_vocabulary_classes,
+                       trained_on_train)
 from .refitting import (REFIT_MAX_GROWTH, REFIT_MAX_WORD_CHANGE, REFIT_UPDATE_SHARE,
                         refit_system, reselect_reason)
 from .selecting import candidate_features, read_features, select_candidate
@@ -89,6 +91,9 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         protocol, inputs, seeds, cnn_settings, ensemble, cache_dir, log)
     if coef_init is not None:
         fitting.cls = fitting.cls.starting_from(coef_init)
+    # the vocabulary's ImageNet classes for the prior: in a child process, now (issue 35)
+    classes = (start_vocabulary_classes(fitting.protocol.vocabulary)
+               if config.PRIOR and _may_read_cnn(candidates, inputs) else None)
     with FitDisplay(progress, log) as fitting.display, \
             fit_pool(fitting.workers) as fitting.pool, deadline(time_budget):
         # (the candidates are let go when the selection returns: only the winner's stay)
@@ -120,9 +125,16 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                               fitting.cls)
     train, valid = winner.candidate.train, winner.candidate.valid
     P_valid = fit_prior(system, scored, X_valid, valid, fitting.protocol, collection,
-                        fitting.say)
+                        fitting.say, classes)
     calibrate(system, scored, X_valid, valid, train, fitting.protocol, fitting.say, P_valid)
     return system
+
+
+def _may_read_cnn(candidates, inputs) -> bool:
+    """Whether the winner may have a CNN view (and so an ImageNet prior)."""
+    if inputs is not None:
+        return cnn_part(inputs[2]) is not None
+    return any(part.startswith("cnn") for name, _ in candidates for part in parse_name(name))
 
 
 def _info(fitting: Fitting, winner: Winner, trained: Trained, *, retrain: bool,
