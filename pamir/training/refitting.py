@@ -30,6 +30,9 @@ REFIT_MAX_GROWTH = 0.25
 
 #: ... or when the vocabulary's words changed (new or gone) by more than this share of the
 #: model's: a new word starts from a zero row and learns only from the refit's updates.
+#: Tagging 20 more pictures changed 3 to 6 of about 130 words on Corel 5k samples of 300
+#: captioned pictures, 1 or 2 of about 270 at 1,500, and 3 to 6 for 100 more at 1,500 (three
+#: seeds each): a tenth is several times what a few more keywords do.
 REFIT_MAX_WORD_CHANGE = 0.10
 
 #: The refit's update budget, as a share of the full fit's (PAMIR.update_budget), early
