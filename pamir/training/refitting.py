@@ -36,7 +36,11 @@ REFIT_MAX_GROWTH = 0.25
 REFIT_MAX_WORD_CHANGE = 0.10
 
 #: The refit's update budget, as a share of the full fit's (PAMIR.update_budget), early
-#: stopping on the same checkpoints: it starts where the full fit ended.
+#: stopping on the same checkpoints: it starts where the full fit ended. On Corel 5k samples
+#: of 300 captioned pictures plus 20 (cnn; benchmarks/results/fit_speed_refit_share.md) a
+#: quarter reached validation AvgP 76.16 and 76.08 (all of the budget: 76.16 and 76.91; a
+#: tenth: 74.90 and 74.98; the full selection on the grown sample: 76.12 and 78.27, on 32
+#: validation pictures, where a point is noise).
 REFIT_UPDATE_SHARE = 0.25
 
 
