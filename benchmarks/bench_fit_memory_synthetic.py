@@ -44,9 +44,10 @@ N_VISTERMS, VISTERM_WORDS = 10_000, 300
 VOCABULARY, MOST_WORDS = 260, 5
 
 
-def synthetic_inputs(n: int, rng):
-    """(F, ok, representation) as collection_inputs gives them for the widest candidate, and
-    what F and the parts hold (bytes)."""
+def synthetic_inputs(n: int, rng, csr: bool = False):
+    """(F, ok, representation) as collection_inputs gives fit_system the widest candidate
+    (compact: its parts side by side, ColumnBlocks; csr: their combined CSR, as before issue
+    35's fix), and what F and the parts hold (bytes)."""
     import scipy.sparse as sp  # noqa: PLC0415
 
     from pamir.features.registry import Concatenation  # noqa: PLC0415
@@ -63,10 +64,11 @@ def synthetic_inputs(n: int, rng):
     views.append(_View(N_VISTERMS, "visterms", "visual_pipeline", "bags"))
     rep = Concatenation(views, [1.0] * len(views))
     parts_bytes = sum(p.nbytes for p in parts[:-1]) + bags.data.nbytes + bags.indices.nbytes
-    F = rep.combine(parts)
+    csr_bytes = 8 * (sum(np.count_nonzero(M) for M in parts[:-1]) + bags.nnz) + 8 * (n + 1)
+    F = rep.combine(parts) if csr else rep.stack(parts)
     del parts, bags
-    return F, np.ones(n, bool), rep, {"parts_bytes": int(parts_bytes), "F_bytes": int(
-        F.data.nbytes + F.indices.nbytes + F.indptr.nbytes)}
+    return F, np.ones(n, bool), rep, {"parts_bytes": int(parts_bytes),
+                                      "F_bytes": int(csr_bytes if csr else parts_bytes)}
 
 
 class _View:
@@ -100,11 +102,30 @@ def synthetic_collection(n_dev: int, rng):
                       captions, ["train"] * n_dev, [])
 
 
-def one(n_train: int, updates: int) -> dict:
+def guard(most_mb: int) -> None:
+    """End this process (exit status 3) once its resident memory passes most_mb: a shared
+    machine is not pushed into swapping or the OOM killer."""
+    import os  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    def watch():
+        while True:
+            with open("/proc/self/status") as f:
+                rss = int(f.read().split("VmRSS:")[1].split()[0]) // 1024
+            if rss > most_mb:
+                print(json.dumps({"over_mb": most_mb}), flush=True)
+                os._exit(3)
+            time.sleep(0.1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def one(n_train: int, updates: int, csr: bool = False, most_mb: int = 16_000) -> dict:
     """One fit in this process: its peak memory and time."""
     from pamir import config  # noqa: PLC0415
     from pamir.training import fit_system  # noqa: PLC0415
 
+    guard(most_mb)
     rng = np.random.default_rng(SEED)
     for n_dev in range(n_train, 10 * n_train):  # the development size of n_train training
         valid = config.VALID_SIZE if n_dev > 5 * config.VALID_SIZE else n_dev // 10
@@ -112,7 +133,7 @@ def one(n_train: int, updates: int) -> dict:
             break
     collection = synthetic_collection(n_dev, rng)
     started = time.perf_counter()
-    F, ok, rep, sizes = synthetic_inputs(n_dev, rng)
+    F, ok, rep, sizes = synthetic_inputs(n_dev, rng, csr)
     built = time.perf_counter() - started
     params = {"n_updates": updates, "eval_every": max(1, updates // 40)}
     system = fit_system(collection, "pamir", model_params=params, inputs=(F, ok, rep),
@@ -123,7 +144,7 @@ def one(n_train: int, updates: int) -> dict:
     return {"train": info["pictures"]["train"], "valid": info["pictures"]["valid"],
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "seconds": round(time.perf_counter() - started, 1), "build_seconds": round(built, 1),
-            "timing": info["timing"], **sizes,
+            "timing": info["timing"], **sizes, "F": "csr" if csr else "column blocks",
             "train_block_bytes": int(info["pictures"]["train"] * width * 4)}
 
 
@@ -137,10 +158,14 @@ def report(r: dict) -> str:
              f"{VISTERM_WORDS} of {N_VISTERMS:,} visterms a picture), `--ensemble 3 "
              f"--retrain`, {r['updates']:,} updates a fit; peak: the fit process's "
              "ru_maxrss.\n",
-             "| training pictures | peak RSS | MB per training picture | combined CSR F | "
+             f"F held as: {r.get('F', 'csr')}.\n",
+             "| training pictures | peak RSS | MB per training picture | the CSR F would be | "
              "the parts | prepared training block | fit |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for x in r["sizes"]:
+        if "over_mb" in x:
+            lines.append(f"| {x['train']:,} | over {x['over_mb']:,} MB: stopped | | | | | |")
+            continue
         lines.append(f"| {x['train']:,} | {x['peak_rss_mb']:,} MB | "
                      f"{x['peak_rss_mb'] / x['train']:.2f} | {x['F_bytes'] / 2**20:,.0f} MB | "
                      f"{x['parts_bytes'] / 2**20:,.0f} MB | "
@@ -154,10 +179,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", type=int, nargs="+", default=[1000, 2000, 4500, 10000, 20000])
     ap.add_argument("--updates", type=int, default=40_000)
+    ap.add_argument("--csr", action="store_true",
+                    help="F as the combined CSR, as before the fix (column blocks: after)")
+    ap.add_argument("--most-mb", type=int, default=16_000,
+                    help="stop a fit whose resident memory passes this (MB)")
+    ap.add_argument("--stem", default="fit_memory_synthetic")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(one(args.one, args.updates)))
+        print(json.dumps(one(args.one, args.updates, args.csr, args.most_mb)))
         return
     root = Path(__file__).resolve().parent.parent
     r = {"command": f"{HEAVY} python benchmarks/bench_fit_memory_synthetic.py "
@@ -168,12 +198,19 @@ def main(argv=None) -> None:
                                   text=True).stdout.strip()}
     for n in args.train:
         out = subprocess.run([sys.executable, __file__, "--one", str(n), "--updates",
-                              str(args.updates)], capture_output=True, text=True, cwd=root)
+                              str(args.updates), "--most-mb", str(args.most_mb)]
+                             + (["--csr"] if args.csr else []),
+                             capture_output=True, text=True, cwd=root)
+        if out.returncode == 3:
+            r["sizes"].append({"train": n, "over_mb": args.most_mb})
+            print(n, "over", args.most_mb, "MB", flush=True)
+            break
         if out.returncode:
             raise SystemExit(f"{n} pictures: the fit failed\n{out.stderr[-3000:]}")
         r["sizes"].append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(n, r["sizes"][-1]["peak_rss_mb"], "MB", flush=True)
-    save_report("fit_memory_synthetic", r, report)
+    r["F"] = "csr" if args.csr else "column blocks"
+    save_report(args.stem, r, report)
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def refit_job(src: Path, work: Path, captioned: int = 300, uncaptioned: int = 10
     from bench_small_folders import SEED, build  # noqa: PLC0415
 
     folder, cache, log = work / "refit-folder", work / "cache-refit", work / "refit.log"
-    cache.mkdir()
+    cache.mkdir(parents=True)
     build(folder, captioned, uncaptioned, COREL)
     captions = corel_captions(COREL)
     present = {p.stem for p in folder.glob("*.jpeg")}
@@ -430,8 +430,8 @@ def report(r: dict) -> str:
         lines.append("")
     if r.get("warm_sxs"):
         lines += warm_report(r["warm_sxs"])
-    if r.get("refit"):
-        lines += refit_report(r["refit"])
+    for x in (r.get("refit") or {}).values():
+        lines += refit_report(x)
     cap = r.get("cap")
     if cap:
         lines += ["## What a validation cap costs (Corel 5k, cnn, the c grid)\n", *provenance(cap),
@@ -458,6 +458,8 @@ def main(argv=None) -> None:
                     help="also time today's path on the long captions (about an hour)")
     ap.add_argument("--work", type=Path, default=None, help="folder for trees, caches, models")
     ap.add_argument("--cap-study", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--refit-sizes", type=int, nargs="+", default=[300],
+                    help="captioned pictures of the refit part's folders (a third more bare)")
     ap.add_argument("--warm-cache", type=Path, default=Path("/work/cache"),
                     help="a full feature cache, for --parts warm_sxs")
     args = ap.parse_args(argv)
@@ -525,8 +527,9 @@ def run_parts(args, work: Path, r: dict) -> None:
         r["warm_sxs"] = w
         return
     if args.parts == ["refit"]:
-        r["after"] = archive(args.after, work / "after-src")
-        r["refit"] = refit_job(work / "after-src", work)
+        r["before"], r["after"] = "", archive(args.after, work / "after-src")
+        r["refit"] = {str(n): refit_job(work / "after-src", work / f"refit-{n}", n, n // 3)
+                      for n in args.refit_sizes}
         return
     r["before"] = before_commit
     table = work / "long" / "captions.tsv"

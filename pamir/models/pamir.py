@@ -32,13 +32,14 @@ import scipy.sparse as sp
 
 from .. import config
 from ..evaluation import mean_average_precision
+from ..features.registry import ColumnBlocks
 from ..text import text_vectors
 from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matrix,
                    check_pictures, training_queries)
 from .pa import check_pa_params, train_pa
 from .pamir_chunks import FeatureChunks, _ChunkVisits
 from .pamir_core import (_apply_triplets, _csr, _dense, _dense_and_sparse, _is_dense, _parts,
-                         _row_norms_sq, _train_steps, projector)
+                         _row_norms_sq, _train_steps, blocks_dense_and_sparse, projector)
 
 MARGINS = ("constant", "text")
 #: `pamir fit`'s update budget grows with the training pictures (issue 35): this many
@@ -71,6 +72,13 @@ class Pictures:
     def __init__(self, X, use: str = "train", name: str = "X"):
         if use not in ("train", "valid"):
             raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
+        if isinstance(X, ColumnBlocks):  # a fit's features (issue 35): never its whole CSR
+            split = blocks_dense_and_sparse(X) if use == "train" and len(X) else None
+            if split is not None:
+                self.shape, self.use = X.shape, use
+                (self.parts, self.Xsq) = split
+                return
+            X = X.tocsr()
         X = check_pictures(X, "PAMIR", name)
         # (no copy of a CSR that is already float32 and canonical: nothing here writes to it)
         X = _dense(X, name) if _is_dense(X) else _csr(X, name=name, copy=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
-from ..features.registry import Concatenation
+from ..features.registry import Concatenation, as_matrix
 from ..features.representation import take_rows
 from ..imagenet import imagenet_class_names
 from ..models.base import dense_float32
@@ -131,7 +131,7 @@ def choose_neighbours(model, F, protocol: Protocol, train: np.ndarray, valid: np
     grid = {"k": config.NEIGHBOUR_K, "temperature": config.NEIGHBOUR_TEMPERATURE,
             "alpha": config.NEIGHBOUR_ALPHA} | dict(grid or {})
     Y_train, Y_valid = protocol.presence(train), protocol.presence(valid)
-    X_valid = take_rows(F, valid)
+    X_valid = as_matrix(take_rows(F, valid))
     queries = validation_queries(Y_valid, Y_train)
     P = dense_float32(model.transform(X_valid))
 
