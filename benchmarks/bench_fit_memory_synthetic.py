@@ -159,7 +159,7 @@ def report(r: dict) -> str:
              f"--retrain`, {r['updates']:,} updates a fit; peak: the fit process's "
              "ru_maxrss.\n",
              f"F held as: {r.get('F', 'csr')}.\n",
-             "| training pictures | peak RSS | MB per training picture | the CSR F would be | "
+             "| training pictures | peak RSS | MB per training picture | F as held | "
              "the parts | prepared training block | fit |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for x in r["sizes"]:
@@ -170,7 +170,7 @@ def report(r: dict) -> str:
                      f"{x['peak_rss_mb'] / x['train']:.2f} | {x['F_bytes'] / 2**20:,.0f} MB | "
                      f"{x['parts_bytes'] / 2**20:,.0f} MB | "
                      f"{x['train_block_bytes'] / 2**20:,.0f} MB | {x['seconds']:.0f} s |")
-    if r.get("note"):
+    if r.get("note"):  # what the file's own numbers cannot say (written by hand, kept)
         lines += ["", r["note"]]
     return "\n".join(lines) + "\n"
 
