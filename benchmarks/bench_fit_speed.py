@@ -26,6 +26,13 @@ from nothing, exactly what a fresh clone does. What is timed is the whole comman
    racing the grid saves, side by side, without the hour of features (run
    `--before 51034fd`, the main this round began from, for the previous round's path).
 
+6. refit (`--parts refit`): AFTER only. A folder of 300 Corel pictures with keywords in their
+   files and 100 without (bench_small_folders.build), `pamir fit FOLDER -o M` from an empty
+   cache; then 20 more Corel pictures with keywords are added and `pamir fit FOLDER -o M`
+   runs again (the refit: its representation and parameters kept, PAMIR warm-started), and
+   `pamir fit FOLDER -o M2 --reselect` (the full selection on the same warm cache), each
+   timed with its peak resident memory, choice and validation AvgP.
+
 Writes benchmarks/results/fit_speed.json and fit_speed.md; parts not run this time are kept
 from the file as they were (with the run they came from).
 """
@@ -80,7 +87,7 @@ def model_record(model: Path) -> dict:
     """What the fitted system says about itself: choice, validation, where the time went."""
     info = json.loads((model / "model.json").read_text())["info"]
     keep = ("representation", "params", "valid_avgp", "ensemble", "model_seconds",
-            "representations", "timing", "budget", "valid_queries")
+            "representations", "timing", "budget", "valid_queries", "pictures", "refit")
     out = {k: info[k] for k in keep if k in info}
     out["grid"] = [{k: t.get(k) for k in ("params", "valid_avgp", "seconds")}
                    for t in info.get("grid", [])]
@@ -150,6 +157,72 @@ def main_job(src: Path, work: Path, name: str) -> dict:
             "evaluate_seconds": round(evaluate, 1), "test": scores,
             "load_average": {"start": load0, "end": load_average()},
             "model": model_record(model), "cache": str(cache)}
+
+
+def refit_job(src: Path, work: Path, captioned: int = 300, uncaptioned: int = 100,
+              more: int = 20) -> dict:
+    """The refit part (module docstring): a folder's first fit, the refit after `more`
+    pictures are tagged, and the full selection on the grown folder."""
+    from bench_metadata import WAYS, corel_captions, exiftool_args  # noqa: PLC0415
+    from bench_small_folders import SEED, build  # noqa: PLC0415
+
+    folder, cache, log = work / "refit-folder", work / "cache-refit", work / "refit.log"
+    cache.mkdir(parents=True)
+    build(folder, captioned, uncaptioned, COREL)
+    captions = corel_captions(COREL)
+    present = {p.stem for p in folder.glob("*.jpeg")}
+    spare = sorted(set(captions) - present)
+    rng = np.random.default_rng(SEED + 1)
+    added = [spare[i] for i in sorted(rng.choice(len(spare), more, replace=False))]
+    where = {p.stem: p for p in (COREL / "images").glob("*/*.jpeg")}
+    out, runs = {"folder": {"captioned": captioned, "uncaptioned": uncaptioned,
+                            "added": more}}, []
+    model = work / "model-refit"
+    for name, args in (("first", ["-o", str(model)]), ("refit", ["-o", str(model)]),
+                       ("reselect", ["-o", str(work / "model-reselect"), "--reselect"])):
+        if name == "refit":  # 20 more pictures tagged, in their files
+            lines = []
+            for i, pid in enumerate(added):
+                shutil.copyfile(where[pid], folder / f"{pid}.jpeg")
+                lines += exiftool_args(folder / f"{pid}.jpeg", WAYS[i % len(WAYS)],
+                                       captions[pid])
+            (work / "refit.args").write_text("\n".join(lines) + "\n")
+            subprocess.run(["exiftool", "-q", "-q", "-@", str(work / "refit.args")],
+                           check=True)
+        peak = []
+        seconds = pamir(src, cache, ["fit", str(folder), *args, "--quiet"], log, peak)
+        record = model_record(Path(args[1]))
+        out[name] = {"seconds": round(seconds, 1), "peak_rss_mb": peak[0],
+                     "representation": record.get("representation"),
+                     "params": {k: record.get("params", {}).get(k) for k in ("c",)},
+                     "valid_avgp": record.get("valid_avgp"), "pictures": record.get("pictures"),
+                     "timing": record.get("timing"), "refit": record.get("refit")}
+        runs.append(name)
+        print(f"  refit part, {name}: {seconds:.0f} s", flush=True)
+    return out
+
+
+def refit_report(x: dict) -> list[str]:
+    f = x["folder"]
+    lines = [f"## Refitting after {f['added']} more pictures are tagged (issue 35)\n",
+             *provenance(x),
+             f"A folder of {f['captioned']:,} Corel pictures with keywords and "
+             f"{f['uncaptioned']:,} without; then {f['added']} more with keywords.\n",
+             "| run | command | wall | peak RSS | chosen | valid AvgP | train / valid |",
+             "|---|---|---:|---:|---|---:|---|"]
+    commands = {"first": "`pamir fit FOLDER -o M` (empty cache)",
+                "refit": "`pamir fit FOLDER -o M` again (the refit)",
+                "reselect": "`pamir fit FOLDER -o M2 --reselect` (warm cache)"}
+    for name in ("first", "refit", "reselect"):
+        r = x[name]
+        lines.append(f"| {name} | {commands[name]} | {r['seconds']:.0f} s | "
+                     f"{r['peak_rss_mb']:,} MB | {r['representation']} c={r['params']['c']} | "
+                     f"{r['valid_avgp']} | {r['pictures']['train']} / {r['pictures']['valid']} |")
+    timing = x["refit"].get("timing") or {}
+    lines += ["", f"The refit's phases: {timing}. The validation AvgP of the refit and of the "
+              "full selection are on different validation pictures (the refit keeps the "
+              "model's), so they compare only roughly.", ""]
+    return lines
 
 
 def long_caption_table(dest: Path) -> dict:
@@ -357,6 +430,8 @@ def report(r: dict) -> str:
         lines.append("")
     if r.get("warm_sxs"):
         lines += warm_report(r["warm_sxs"])
+    for x in (r.get("refit") or {}).values():
+        lines += refit_report(x)
     cap = r.get("cap")
     if cap:
         lines += ["## What a validation cap costs (Corel 5k, cnn, the c grid)\n", *provenance(cap),
@@ -383,6 +458,8 @@ def main(argv=None) -> None:
                     help="also time today's path on the long captions (about an hour)")
     ap.add_argument("--work", type=Path, default=None, help="folder for trees, caches, models")
     ap.add_argument("--cap-study", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--refit-sizes", type=int, nargs="+", default=[300],
+                    help="captioned pictures of the refit part's folders (a third more bare)")
     ap.add_argument("--warm-cache", type=Path, default=Path("/work/cache"),
                     help="a full feature cache, for --parts warm_sxs")
     args = ap.parse_args(argv)
@@ -410,7 +487,7 @@ def kept_parts(r: dict) -> dict:
     if not path.is_file():
         return r
     old = json.loads(path.read_text())
-    parts = ("main_job", "codebook_sxs", "warm", "long_captions", "cap", "warm_sxs")
+    parts = ("main_job", "codebook_sxs", "warm", "long_captions", "cap", "warm_sxs", "refit")
     head = {k: old[k] for k in RUN_KEYS if k in old}
     if not any(k in r for k in parts if k != "warm_sxs"):
         out = {**old, **{k: v for k, v in r.items() if k in parts}}
@@ -448,6 +525,11 @@ def run_parts(args, work: Path, r: dict) -> None:
         sel = [w[n]["model"].get("timing", {}).get("selection") for n in ("before", "after")]
         w["selection_speedup"] = round(sel[0] / sel[1], 2) if all(sel) else None
         r["warm_sxs"] = w
+        return
+    if args.parts == ["refit"]:
+        r["before"], r["after"] = "", archive(args.after, work / "after-src")
+        r["refit"] = {str(n): refit_job(work / "after-src", work / f"refit-{n}", n, n // 3)
+                      for n in args.refit_sizes}
         return
     r["before"] = before_commit
     table = work / "long" / "captions.tsv"

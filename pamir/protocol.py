@@ -110,6 +110,7 @@ class Protocol:
         valid_size: int | None = None,
         max_query_words: int | None = config.MAX_QUERY_WORDS,
         vocabulary: list[str] | None = None,
+        valid_ids=None,
     ):
         self.collection = collection
         self.seed = seed
@@ -127,6 +128,13 @@ class Protocol:
             valid_size = config.VALID_SIZE if len(dev) > 5 * config.VALID_SIZE else len(dev) // 10
         self.valid_size = valid_size
         order = np.random.default_rng(seed).permutation(len(dev))
+        if valid_ids is not None:  # a model's own validation pictures, kept (an incremental
+            # refit, pamir.training.refitting): the seeded draw moves when pictures are added
+            ids = set(valid_ids)
+            kept = np.array([collection.ids[i] in ids for i in dev], bool)
+            order, valid_size = np.concatenate([order[kept[order]], order[~kept[order]]]), \
+                int(kept.sum())
+            self.valid_size = valid_size
         self.valid = np.sort(self.development[order[:valid_size]])
         self.train = np.sort(self.development[order[valid_size:]])
         self.vocabulary = vocabulary or self._vocabulary_rule()

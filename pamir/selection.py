@@ -53,6 +53,7 @@ import numpy as np
 
 from . import config
 from .evaluation import evaluate_model
+from .features.registry import as_matrix
 from .models import model_class
 from .models.base import TextSpaceModel, TrainingQueries, training_queries
 from .progress import FitDisplay, progress_callback
@@ -389,8 +390,8 @@ def prepare_for_fits(cls, X_train, X_valid) -> tuple:
     """(X_train, X_valid) as the model's fits read them, prepared once when the model can
     (`prepare_pictures`, PAMIR's), else as given."""
     prepare = getattr(cls, "prepare_pictures", None)
-    if prepare is None:
-        return X_train, X_valid
+    if prepare is None:  # (a fit's ColumnBlocks as the CSR other models read)
+        return as_matrix(X_train), as_matrix(X_valid)
     return (prepare(X_train, "train"),
             None if X_valid is None else prepare(X_valid, "valid"))
 

@@ -85,3 +85,59 @@ def test_the_block_and_rest_split_by_row_blocks_is_the_whole_split(monkeypatch):
     before = X.copy()
     PAMIR.prepare_pictures(X)
     assert (X != before).nnz == 0
+
+
+def test_a_fit_on_column_blocks_is_the_fit_on_their_csr(monkeypatch):
+    """Issue 35: a fit's features held as their parts (ColumnBlocks: the dense views at 4
+    bytes a number, rows taken without a copy) prepare the same pictures, train the same
+    model and give the neighbours the same views as their combined CSR."""
+    from pamir.features.registry import ColumnBlocks, as_matrix
+    from pamir.features.representation import take_rows
+    from pamir.models.neighbours import view_of
+
+    monkeypatch.setattr(registry, "COMBINE_ROWS", 16)
+    monkeypatch.setattr(pamir_module, "SPLIT_ROWS", 8)  # several row blocks, a ragged last
+    Xd, Y = vectors(70, 2)
+    rng = np.random.default_rng(3)
+    Xd[:, 5] = 0  # a channel that never fires: not stored by the CSR
+    Xd[rng.random(Xd.shape) < 0.05] = 0
+    bags = sp.random(70, 40, density=0.15, format="csr", dtype=np.float32, random_state=4)
+    c = Concatenation.__new__(Concatenation)
+    c.weights = [1.0, 0.5]
+    blocks = c.stack([Xd, bags])
+    csr = c.combine([Xd, bags])
+    assert isinstance(blocks, ColumnBlocks) and blocks.shape == csr.shape
+    assert blocks.nnz == csr.nnz
+    train, valid = np.arange(0, 70, 3), np.setdiff1d(np.arange(70), np.arange(0, 70, 3))
+    rows = take_rows(blocks, train)
+    assert rows.rows is not None and rows.matrices[0] is Xd  # no copy of the parts
+    for a, b in zip(rows.tocsr().__dict__.values(), take_rows(csr, train).__dict__.values()):
+        if isinstance(a, np.ndarray):
+            assert np.array_equal(a, b)
+    mine, theirs = Pictures(rows), Pictures(take_rows(csr, train))
+    assert np.array_equal(mine.Xsq, theirs.Xsq)
+    for a, b in zip(mine.parts, theirs.parts):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    params = dict(n_updates=2_000, eval_every=500)
+    X_valid = as_matrix(take_rows(blocks, valid))
+    fitted = [PAMIR(**params).fit(X, Y[train], validation=(X_valid, Y[valid]))
+              for X in (rows, take_rows(csr, train))]
+    assert np.array_equal(fitted[0].W_, fitted[1].W_)
+    views = [(0, 10), (10, 24)]
+    assert np.array_equal(view_of(rows, views), view_of(take_rows(csr, train), views))
+
+
+def test_fit_system_on_column_blocks_is_fit_system_on_the_csr(folder, tmp_path, monkeypatch):
+    from pamir import config
+
+    monkeypatch.setattr(config, "PRIOR", False)  # (its embedding model: a minute, no views)
+    kw = dict(progress=False, cache_dir=tmp_path / "cache", log=None, ensemble=2,
+              retrain=True, representation="cnn+visterms", grid={}, neighbours=True)
+    params = {"n_updates": 2_000, "eval_every": 500}
+    compact = fit_system(folder, "pamir", SETTINGS, params, **kw)
+    monkeypatch.setattr(Concatenation, "stack", lambda self, matrices: self.combine(matrices))
+    combined = fit_system(folder, "pamir", SETTINGS, params, **kw)
+    assert np.array_equal(compact.model.W_, combined.model.W_)
+    assert compact.info["neighbours"]["grid"]  # the neighbours were chosen on the views
+    for key in ("valid_avgp", "neighbours", "retrained", "calibration"):
+        assert compact.info.get(key) == combined.info.get(key), key

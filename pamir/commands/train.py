@@ -56,6 +56,8 @@ def parse_on(spec: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------------- fit
+# fit_command is longer than 80 lines: its signature declares the command's 18 options, as
+# typer reads them; the body is under 50 lines.
 def fit_command(
     data: str = typer.Argument(..., help="corel5k, a captions table (.tsv/.csv/.jsonl), or a "
                                          "folder whose pictures carry keywords (IPTC/XMP/EXIF, "
@@ -95,14 +97,19 @@ def fit_command(
     folder_words: bool = typer.Option(False, "--folder-words",
                                       help="DATA a folder: its subfolders' names are caption "
                                            "words too (off: 'DCIM' or '2019' are no content)"),
+    reselect: bool = typer.Option(False, "--reselect", "--full",
+                                  help="run the full selection even where OUTPUT holds a model "
+                                       "of DATA that a refit could start from"),
 ):
     """Train a system: features on the training pictures, the representation and the model's
-    parameters chosen on validation."""
+    parameters chosen on validation. Where OUTPUT already holds a model fitted on DATA and
+    the captions changed little, the model is refitted instead: its representation and
+    parameters kept, PAMIR started from its weights (--reselect: the full selection)."""
     from ..features.registry import parse_name  # noqa: PLC0415
     from ..models import MODELS  # noqa: PLC0415
     from ..models.base import check_replaceable  # noqa: PLC0415
     from ..selection import model_grid  # noqa: PLC0415
-    from ..training import fit_system  # noqa: PLC0415
+    from ..training import fit_system, refit_system, reselect_reason  # noqa: PLC0415
 
     if model not in MODELS:
         fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
@@ -124,17 +131,47 @@ def fit_command(
         console.print(f"{data}: {len(collection):,} pictures; model {model}; grid "
                       f"{json.dumps(grid) if grid != [{}] else 'none'}; seed {config.SEED}")
         started = time.perf_counter()
+        # a model of this folder already there: refit it (issue 35) unless the request
+        # changed what the selection chooses among, or --reselect
+        old = None if reselect or param or no_grid else _existing(output, representation)
+        log = lambda line: console.print(line, markup=False)  # noqa: E731
+        reason = None if old is None else reselect_reason(old, collection, model)
+        if reason:
+            console.print(f"{output}: the full selection runs: {reason}", markup=False)
         with _cluster(workers, scheduler):
-            system = fit_system(collection, model, settings, params, progress=not quiet,
-                                representation=representation or None, retrain=retrain,
-                                ensemble=ensemble, grid=grid,
-                                log=lambda line: console.print(line, markup=False),
-                                time_budget=None if time_budget is None else 60 * time_budget)
+            if old is not None and reason is None:
+                system = refit_system(old, collection, retrain=retrain, progress=not quiet,
+                                      log=log, time_budget=None if time_budget is None
+                                      else 60 * time_budget)
+            else:
+                system = fit_system(collection, model, settings, params, progress=not quiet,
+                                    representation=representation or None, retrain=retrain,
+                                    ensemble=ensemble, grid=grid, log=log,
+                                    time_budget=None if time_budget is None
+                                    else 60 * time_budget)
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
     except (DataError, ValueError, OSError) as e:
         fail(str(e))
     print_fit_summary(system, output, time.perf_counter() - started)
+
+
+def _existing(output: Path, representation):
+    """The system saved at `output` for a refit, or None where there is none, it cannot be
+    read (the full selection then replaces it), or `representation` names other candidates
+    than those it chose among."""
+    from ..system import System  # noqa: PLC0415
+
+    if not (output / "model.json").is_file():
+        return None
+    try:
+        old = System.load(output)
+    except (OSError, ValueError, KeyError) as e:
+        console.print(f"{output}: the model there cannot be read ({e}); fitting a new one",
+                      markup=False)
+        return None
+    tried = {r["representation"] for r in old.info.get("representations", [])}
+    return old if not representation or set(representation) == tried else None
 
 
 def _print_notes(notes: list[str], shown: int = 10) -> None:
@@ -196,6 +233,15 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
         table.add_row("update budget", f"{updates['n_updates']:,} updates, validated every "
                       f"{updates['eval_every']:,} ({updates['train_pictures']:,} training "
                       "pictures)")
+    refit = info.get("refit")
+    if refit:  # issue 35: a refit of the model that was there
+        kept = (", ".join(f"{k}={v}" for k, v in refit["reused"]["params"].items())
+                or "the default parameters")
+        table.add_row("refit", f"kept {refit['reused']['representation']} and {kept}; "
+                      f"PAMIR started from the model's weights ({len(refit['new_words'])} new "
+                      f"words); {refit['development']['model']:,} -> "
+                      f"{refit['development']['now']:,} captioned pictures (--reselect: the "
+                      "full selection)")
     for skip in info.get("skipped") or []:
         table.add_row("skipped", skip["why"])
     budget = info.get("budget")

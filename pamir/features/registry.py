@@ -224,31 +224,47 @@ class Concatenation:
     def name(self) -> str:
         return "+".join(representation_name(p) for p in self.parts)
 
-    def combine(self, matrices):
-        """The parts' matrices side by side as one float32 CSR, built COMBINE_ROWS rows at a
-        time into arrays sized once (issue 35): converting each whole dense part to CSR,
-        scaling it, and stacking held about four copies of the result at once (3.5 GB for
-        Corel 5k's widest). The numbers, and the stored entries, are the same."""
+    def combine(self, matrices, rows=None):
+        """The parts' matrices side by side as one float32 CSR (of their `rows`: None, all),
+        built COMBINE_ROWS rows at a time into arrays sized once (issue 35): converting each
+        whole dense part to CSR, scaling it, and stacking held about four copies of the
+        result at once (3.5 GB for Corel 5k's widest). The numbers, and the stored entries,
+        are the same."""
         import scipy.sparse as sp  # noqa: PLC0415
 
-        n = matrices[0].shape[0]
+        n = matrices[0].shape[0] if rows is None else len(rows)
 
-        def rows(start):
-            stop = min(start + COMBINE_ROWS, n)
-            return sp.hstack([_scaled_rows(M, start, stop, w)
-                              for M, w in zip(matrices, self.weights)], format="csr")
+        def block(start):
+            return self.csr_rows(matrices, start, min(start + COMBINE_ROWS, n), rows)
 
         starts = range(0, n, COMBINE_ROWS)
-        counts = np.concatenate([[0]] + [np.diff(rows(s).indptr) for s in starts])
+        counts = np.concatenate([[0]] + [np.diff(block(s).indptr) for s in starts])
         indptr = np.cumsum(counts, dtype=np.int64)
         width = sum(M.shape[1] for M in matrices)
         index = np.int32 if max(indptr[-1], width) < np.iinfo(np.int32).max else np.int64
         data, indices = np.empty(indptr[-1], np.float32), np.empty(indptr[-1], index)
         for s in starts:  # the rows again, each block copied into its place
-            block = rows(s)
-            data[indptr[s]:indptr[s] + block.nnz] = block.data
-            indices[indptr[s]:indptr[s] + block.nnz] = block.indices
+            b = block(s)
+            data[indptr[s]:indptr[s] + b.nnz] = b.data
+            indices[indptr[s]:indptr[s] + b.nnz] = b.indices
         return sp.csr_matrix((data, indices, indptr.astype(index)), shape=(n, width))
+
+    def csr_rows(self, matrices, start: int, stop: int, rows=None):
+        """Rows start..stop (of `rows`, None: all) of the parts side by side as float32 CSR,
+        the numbers `combine` stores for them."""
+        import scipy.sparse as sp  # noqa: PLC0415
+
+        if rows is None:
+            return sp.hstack([_scaled_rows(M, start, stop, w)
+                              for M, w in zip(matrices, self.weights)], format="csr")
+        picked = rows[start:stop]
+        return sp.hstack([_scaled_rows(M[picked], 0, len(picked), w)
+                          for M, w in zip(matrices, self.weights)], format="csr")
+
+    def stack(self, matrices) -> "ColumnBlocks":
+        """The parts' matrices side by side without copying them (ColumnBlocks): what a fit
+        reads, with the dense views at 4 bytes a number instead of CSR's 8."""
+        return ColumnBlocks(self, list(matrices))
 
     def fit(self, train_paths) -> "Concatenation":
         for p in self.parts:
@@ -280,6 +296,66 @@ class Concatenation:
         return cls(parts, d["weights"])
 
 
+class ColumnBlocks:
+    """A Concatenation's part matrices side by side as they are (issue 35): a dense view
+    stays a float32 array (4 bytes a number), where the combined CSR stores 8 (the number
+    and its column); rows taken (`X[rows]`) are remembered, not copied. `pamir fit` holds
+    its candidates' features so; what reads them takes CSR rows a block at a time
+    (`csr_rows`: the numbers `Concatenation.combine` stores), dense columns of the leading
+    dense parts (`columns`), or the whole CSR (`tocsr`, for a few hundred validation rows).
+    At 100,000 pictures of cnn+cnn-lite1+cnn-lite2+visterms the CSR was 12 GB."""
+
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, concatenation: Concatenation, matrices: list, rows=None):
+        self.concatenation, self.matrices = concatenation, matrices
+        self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
+        n = matrices[0].shape[0] if rows is None else len(self.rows)
+        self.shape = (n, sum(M.shape[1] for M in matrices))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx) -> "ColumnBlocks":
+        idx = np.arange(self.shape[0])[idx] if isinstance(idx, slice) else np.asarray(idx)
+        idx = np.flatnonzero(idx) if idx.dtype == bool else idx.astype(np.int64)
+        return ColumnBlocks(self.concatenation, self.matrices,
+                            idx if self.rows is None else self.rows[idx])
+
+    def csr_rows(self, start: int, stop: int):
+        """Its rows start..stop as float32 CSR."""
+        return self.concatenation.csr_rows(self.matrices, start, stop, self.rows)
+
+    def tocsr(self):
+        return self.concatenation.combine(self.matrices, self.rows)
+
+    @property
+    def nnz(self) -> int:
+        """The numbers its CSR would store (a dense view's exact zeros are not)."""
+        pick = slice(None) if self.rows is None else self.rows
+        return int(sum(M[pick].nnz if hasattr(M, "nnz") else np.count_nonzero(M[pick])
+                       for M in self.matrices))
+
+    def columns(self, start: int, stop: int) -> np.ndarray | None:
+        """Columns [start, stop) as a dense float32 array, weighted, where they lie in one
+        dense part; None otherwise."""
+        at = 0
+        for M, w in zip(self.matrices, self.concatenation.weights):
+            if at <= start and stop <= at + M.shape[1] and isinstance(M, np.ndarray):
+                out = np.array(M[:, start - at:stop - at] if self.rows is None
+                               else M[self.rows, start - at:stop - at], dtype=np.float32)
+                out *= w  # as _scaled_rows scales a part's stored numbers
+                return out
+            at += M.shape[1]
+        return None
+
+
+def as_matrix(X):
+    """X as a matrix a model reads: a ColumnBlocks' CSR, anything else as it is."""
+    return X.tocsr() if isinstance(X, ColumnBlocks) else X
+
+
 def representation_class(kind: str):
     """The class of a saved representation's `kind`, imported on demand (torch and
     onnxruntime only for the CNN)."""
@@ -307,7 +383,7 @@ def representation_name(rep) -> str:
     return KIND_NAMES.get(rep.kind, rep.kind)
 
 
-__all__ = ["CNN_PRESETS", "Concatenation", "EXTRACTABLE", "Entry", "KIND_NAMES", "NAMES",
+__all__ = ["CNN_PRESETS", "ColumnBlocks", "Concatenation", "as_matrix", "EXTRACTABLE", "Entry", "KIND_NAMES", "NAMES",
            "OUTPUTS", "REPRESENTATIONS", "VECTORS", "make_representation", "names_help",
            "output_kind", "output_of", "parse_name", "representation_class",
            "representation_from_saved", "representation_name", "takes"]

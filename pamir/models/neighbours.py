@@ -34,6 +34,8 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from ..features.registry import ColumnBlocks
+
 KIND = "label-transfer"
 #: Pictures searched per faiss call: bounds the (chunk x k) buffers and the dense view copy.
 SEARCH_CHUNK = 4096
@@ -263,6 +265,11 @@ def _columns(F, start: int, stop: int) -> np.ndarray:
     """Dense columns [start, stop) of F. A CSR concatenation whose leading block is dense
     (the CNN parts: every row stores its first `stop` columns) is read straight from its
     data, 10x faster than scipy's column slicing, which cost as much as the search."""
+    if isinstance(F, ColumnBlocks):  # a fit's features: the dense view itself
+        dense = F.columns(start, stop)
+        if dense is not None:
+            return dense
+        F = F.tocsr()
     if not sp.issparse(F):
         return np.asarray(F[:, start:stop])
     F = sp.csr_matrix(F)

@@ -32,13 +32,14 @@ import scipy.sparse as sp
 
 from .. import config
 from ..evaluation import mean_average_precision
+from ..features.registry import ColumnBlocks
 from ..text import text_vectors
 from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matrix,
                    check_pictures, training_queries)
 from .pa import check_pa_params, train_pa
 from .pamir_chunks import FeatureChunks, _ChunkVisits
 from .pamir_core import (_apply_triplets, _csr, _dense, _dense_and_sparse, _is_dense, _parts,
-                         _row_norms_sq, _train_steps, projector)
+                         _row_norms_sq, _train_steps, blocks_dense_and_sparse, projector)
 
 MARGINS = ("constant", "text")
 #: `pamir fit`'s update budget grows with the training pictures (issue 35): this many
@@ -71,6 +72,13 @@ class Pictures:
     def __init__(self, X, use: str = "train", name: str = "X"):
         if use not in ("train", "valid"):
             raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
+        if isinstance(X, ColumnBlocks):  # a fit's features (issue 35): never its whole CSR
+            split = blocks_dense_and_sparse(X) if use == "train" and len(X) else None
+            if split is not None:
+                self.shape, self.use = X.shape, use
+                (self.parts, self.Xsq) = split
+                return
+            X = X.tocsr()
         X = check_pictures(X, "PAMIR", name)
         # (no copy of a CSR that is already float32 and canonical: nothing here writes to it)
         X = _dense(X, name) if _is_dense(X) else _csr(X, name=name, copy=False)
@@ -146,13 +154,27 @@ class PAMIR(TextSpaceModel):
                              f"{self.max_valid_queries!r}")
 
     # ---------------------------------------------------------------------------- training
-    def fit(self, X, Y=None, *, validation=None, callback=None, y=None):
+    #: The weights every fit of this class starts from (T x V), None: zeros. Set on the
+    #: class `starting_from` makes, so that every fit a selection, an ensemble or a
+    #: retraining makes of it is warm-started (an incremental refit, pamir.training.refitting).
+    coef_init = None
+
+    @classmethod
+    def starting_from(cls, W) -> type["PAMIR"]:
+        """PAMIR whose fits start from W (T x V) instead of zeros, the running average
+        included (scikit-learn's coef_init): a subclass of the same kind, saved and loaded as
+        PAMIR."""
+        return type(cls.__name__, (cls,), {"coef_init": np.asarray(W, np.float32),
+                                           "__doc__": cls.__doc__})
+
+    def fit(self, X, Y=None, *, validation=None, callback=None, y=None, coef_init=None):
         """Train on pictures X (n x V bags, sparse or dense) captioned by Y (n x T presence;
         `y`, scikit-learn's name, is the same; a 1-D y of labels is one word a picture).
 
         validation=(X_valid, Y_valid): the validation queries (every subset of a validation
         caption, training idf) measure mean AvgP every `eval_every` updates and the best W is
-        kept. callback(updates, n_updates, valid_avgp) reports progress.
+        kept. callback(updates, n_updates, valid_avgp) reports progress. coef_init (T x V):
+        start from these weights instead of zeros (default: the class's `coef_init`).
         """
         self._check_params()
         self.valid_queries_ = None
@@ -172,7 +194,8 @@ class PAMIR(TextSpaceModel):
             X_valid, Y_valid = validation
             vq = self._validation_queries(Y_valid)
             valid = (Pictures.of(X_valid, "valid", "X_valid"), vq.vectors, vq.relevance)
-        self._train(X, Y, queries, valid, callback)
+        self._train(X, Y, queries, valid, callback,
+                    self.coef_init if coef_init is None else coef_init)
         return self
 
     def fit_chunks(self, chunks: FeatureChunks, *, validation=None, callback=None,
@@ -269,7 +292,8 @@ class PAMIR(TextSpaceModel):
         to share among many fits on the same pictures (pamir.selection does)."""
         return Pictures.of(X, use)
 
-    def _train(self, X: Pictures, Y, queries: TrainingQueries, valid, callback) -> None:
+    def _train(self, X: Pictures, Y, queries: TrainingQueries, valid, callback,
+               coef_init=None) -> None:
         Q = _csr(queries.vectors, name="query vectors")
         R = sp.csr_matrix(queries.relevance)
         # captions as normalised idf vectors: relevance tests and the text-eps margin
@@ -289,6 +313,15 @@ class PAMIR(TextSpaceModel):
         # running sum for averaging) is float64: ((n + 1) W - A) / n cancels large terms.
         W = np.zeros((self.T_, self.V_), dtype=np.float32)
         A = np.zeros(W.shape) if self.average else np.zeros((0, 0))
+        if coef_init is not None:
+            if np.shape(coef_init) != W.shape:
+                raise ValueError(f"PAMIR: coef_init has shape {np.shape(coef_init)}; the data "
+                                 f"give {W.shape} (words x features)")
+            W[:] = coef_init
+            # A sums k * (the k-th update's change); _current's ((n + 1) W_n - A) / n is then
+            # the mean of W_1..W_n when A also holds W_0 once (W_0 = 0 in a fit from zeros)
+            if self.average:
+                A[:] = W
         rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
                        dtype=np.uint64)
 

@@ -294,6 +294,34 @@ def _dense_and_sparse(X) -> tuple:
     return block, Xp, Xi + width, Xd
 
 
+def blocks_dense_and_sparse(X) -> tuple | None:
+    """`_dense_and_sparse` and `_row_norms_sq` of a ColumnBlocks (pamir.features.registry)
+    without its whole CSR: CSR rows SPLIT_ROWS at a time, twice (the columns each stores,
+    then the block and the rest), so that the dense views are never held at 8 bytes a number
+    (issue 35). The same arrays as from X.tocsr(); None when it would have no dense block."""
+    n, d = X.shape
+    starts = range(0, n, SPLIT_ROWS)
+
+    def rows(start):
+        return _csr(X.csr_rows(start, min(start + SPLIT_ROWS, n)), copy=False)
+
+    stored = np.zeros(d, np.int64)
+    for start in starts:
+        stored += np.bincount(rows(start).indices, minlength=d)
+    width = int(np.argmin(np.append(stored >= max(n, 1) / 2, False)))
+    if width < MIN_DENSE_BLOCK:
+        return None
+    block, rests, norms = np.empty((n, width), np.float32), [], []
+    for start in starts:
+        r = rows(start)
+        block[start:start + r.shape[0]] = r[:, :width].toarray()
+        rests.append(sp.csr_matrix(r[:, width:]))
+        norms.append(_row_norms_sq(r))
+    rest = sp.vstack(rests, format="csr") if len(rests) > 1 else rests[0]
+    Xp, Xi, Xd = _parts(rest)
+    return (block, Xp, Xi + width, Xd), np.concatenate(norms)
+
+
 def projector(X, dtype=np.float64):
     """W -> X W^T for the pictures X, with X's leading dense block (as `_dense_and_sparse`
     finds it) multiplied as a dense matrix. A CSR product walks every stored number through

@@ -28,14 +28,18 @@ from ..models.neighbours import Neighbours
 from ..models.pa import deadline, out_of_time
 from ..protocol import Protocol
 from ..progress import FitDisplay
+from ..features.registry import parse_name
 from ..selection import fit_pool
-from ..system import System
+from ..system import System, cnn_part
 from .candidates import (COMBINATION_WEIGHTS, DEFAULT_REPRESENTATIONS, MIN_BLOCKS_PER_VISTERM,
                          SMALL_FOLDER_PICTURES, WIDE_COMBINATION_WEIGHTS, collection_inputs,
                          representation_candidates, small_folder_candidates, supported_codebook)
 from .plan import Fitting, Trained, Winner, grid_reading, plan, update_budget
 from .refining import (add_neighbours, calibrate, choose_neighbours, fit_prior, grow_ensemble,
-                       neighbour_views, retrain_on_development, spread_rows, trained_on_train)
+                       neighbour_views, retrain_on_development, spread_rows,
+                       start_vocabulary_classes, trained_on_train)
+from .refitting import (REFIT_MAX_GROWTH, REFIT_MAX_WORD_CHANGE, REFIT_UPDATE_SHARE,
+                        refit_system, reselect_reason)
 from .selecting import candidate_features, read_features, select_candidate
 
 #: Where fitting reports its steps unless given `log` (quiet unless logging is configured;
@@ -48,7 +52,8 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                representation=None, retrain: bool = False, grid: dict | list | None = None,
                protocol: Protocol | None = None, inputs=None, seeds=None, cnn_settings=None,
                ensemble: int = 1, cache_dir=None, log=logger.info,
-               time_budget: float | None = None, neighbours: bool | None = None) -> System:
+               time_budget: float | None = None, neighbours: bool | None = None,
+               coef_init=None) -> System:
     """Train a whole system on a captioned collection.
 
     For each representation candidate (`representation`: a name or a list of names; None:
@@ -75,12 +80,20 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     weight chosen on validation once PAMIR is trained (`choose_neighbours`); with `retrain`
     its neighbours are then the train + valid pictures, the choices kept.
 
+    `coef_init` (PAMIR; T x V): every fit starts from these weights instead of zeros (an
+    incremental refit, `refitting.refit_system`).
+
     The phases, in order (the module docstring): features, selection, ensemble,
     neighbours, retraining, then the system's prior and calibration.
     """
     fitting, candidates = plan(
         collection, model, feature_settings, model_params, progress, representation, grid,
         protocol, inputs, seeds, cnn_settings, ensemble, cache_dir, log)
+    if coef_init is not None:
+        fitting.cls = fitting.cls.starting_from(coef_init)
+    # the vocabulary's ImageNet classes for the prior: in a child process, now (issue 35)
+    classes = (start_vocabulary_classes(fitting.protocol.vocabulary)
+               if config.PRIOR and _may_read_cnn(candidates, inputs) else None)
     with FitDisplay(progress, log) as fitting.display, \
             fit_pool(fitting.workers) as fitting.pool, deadline(time_budget):
         # (the candidates are let go when the selection returns: only the winner's stay)
@@ -112,9 +125,16 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
                               fitting.cls)
     train, valid = winner.candidate.train, winner.candidate.valid
     P_valid = fit_prior(system, scored, X_valid, valid, fitting.protocol, collection,
-                        fitting.say, spread_rows(winner.candidate, train), train)
+                        fitting.say, classes, spread_rows(winner.candidate, train), train)
     calibrate(system, scored, X_valid, valid, train, fitting.protocol, fitting.say, P_valid)
     return system
+
+
+def _may_read_cnn(candidates, inputs) -> bool:
+    """Whether the winner may have a CNN view (and so an ImageNet prior)."""
+    if inputs is not None:
+        return cnn_part(inputs[2]) is not None
+    return any(part.startswith("cnn") for name, _ in candidates for part in parse_name(name))
 
 
 def _info(fitting: Fitting, winner: Winner, trained: Trained, *, retrain: bool,
@@ -134,6 +154,9 @@ def _info(fitting: Fitting, winner: Winner, trained: Trained, *, retrain: bool,
         "retrained": retrain and "retrain" not in f.skipped, "seed": f.protocol.seed,
         "vocabulary_size": f.protocol.T,
         "pictures": {"train": int(len(c.train)), "valid": int(len(c.valid))},
+        # what an incremental refit keeps and compares with (refitting.reselect_reason)
+        "split": {"development": int(len(f.protocol.development)),
+                  "valid": [f.collection.ids[i] for i in f.protocol.valid]},
         "valid_queries": None if scored is None else {
             "scored": scored[0], "all": scored[1], "seed": config.VALID_QUERY_SEED,
             **validation_cost(sel.model)},
@@ -170,7 +193,8 @@ def _curve(trial: dict) -> dict:
 
 
 __all__ = ["COMBINATION_WEIGHTS", "DEFAULT_REPRESENTATIONS", "MIN_BLOCKS_PER_VISTERM",
-           "SMALL_FOLDER_PICTURES", "WIDE_COMBINATION_WEIGHTS", "add_neighbours",
+           "REFIT_MAX_GROWTH", "REFIT_MAX_WORD_CHANGE", "REFIT_UPDATE_SHARE", "refit_system",
+           "reselect_reason", "SMALL_FOLDER_PICTURES", "WIDE_COMBINATION_WEIGHTS", "add_neighbours",
            "candidate_features", "choose_neighbours", "collection_inputs", "fit_system",
            "grid_reading", "grow_ensemble", "neighbour_views", "representation_candidates",
            "retrain_on_development", "select_candidate", "small_folder_candidates",

@@ -71,10 +71,13 @@ def representation_candidates(model: str, names=None, model_params: dict | None 
 
 def collection_inputs(collection: Collection, protocol: Protocol, representation: str = "visterms",
                       feature_settings=None, *, weights=None, cnn_settings=None,
-                      cache_dir=None, progress: bool = True, log=logger.info):
+                      cache_dir=None, progress: bool = True, log=logger.info,
+                      compact: bool = False):
     """(F, ok, representation): the features of every picture of `collection`, the
     representation fitted on protocol.train only. Everything is cached under cache_dir
-    (visterm bags and pipelines by pamir.features.collection, CNN features per picture)."""
+    (visterm bags and pipelines by pamir.features.collection, CNN features per picture).
+    compact: a combination's F is its parts side by side (ColumnBlocks, what fit_system
+    reads), not their CSR."""
     cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
     parts = parse_name(representation)
     if len(parts) > 1:
@@ -83,7 +86,8 @@ def collection_inputs(collection: Collection, protocol: Protocol, representation
                                   progress=progress, log=log) for part in parts]
         rep = Concatenation([d[2] for d in done], weights or [1.0] * len(parts))
         ok = np.logical_and.reduce([d[1] for d in done])
-        return rep.combine([d[0] for d in done]), ok, rep
+        matrices = [d[0] for d in done]
+        return (rep.stack(matrices) if compact else rep.combine(matrices)), ok, rep
     settings = feature_settings or FeatureSettings()
     train_paths = [collection.paths[i] for i in protocol.train]
     if representation == "visterms":

@@ -7,12 +7,16 @@ models trained on train only.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 
 from .. import config
-from ..features.registry import Concatenation
+from ..features.registry import Concatenation, as_matrix
 from ..features.representation import take_rows
 from ..imagenet import imagenet_class_names
 from ..models.base import dense_float32
@@ -127,7 +131,7 @@ def choose_neighbours(model, F, protocol: Protocol, train: np.ndarray, valid: np
     grid = {"k": config.NEIGHBOUR_K, "temperature": config.NEIGHBOUR_TEMPERATURE,
             "alpha": config.NEIGHBOUR_ALPHA} | dict(grid or {})
     Y_train, Y_valid = protocol.presence(train), protocol.presence(valid)
-    X_valid = take_rows(F, valid)
+    X_valid = as_matrix(take_rows(F, valid))
     queries = validation_queries(Y_valid, Y_train)
     P = dense_float32(model.transform(X_valid))
 
@@ -219,28 +223,27 @@ def trained_on_train(system: System, trained_on_train, trained_neighbours, cls
 
 
 def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, collection,
-              say, X_train=None, train=()) -> np.ndarray | None:
+              say, classes=None, X_train=None, train=()) -> np.ndarray | None:
     """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
     ImageNet CNN view, its weights chosen on the validation pictures, its spreads measured
     on them and on X_train (some training pictures' features: `spread_rows`), the global
     weight on the validation queries (captions weighted by `train`'s idf); returns the
-    validation pictures' class probabilities (None where there is no prior)."""
-    from ..prior import choose_prior, word_classes  # noqa: PLC0415
-    from ..zeroshot import ClassWords  # noqa: PLC0415
+    validation pictures' class probabilities (None where there is no prior). classes: the
+    vocabulary's classes (`vocabulary_classes`, a Future of them from
+    `start_vocabulary_classes`), computed here when None."""
+    from ..prior import choose_prior  # noqa: PLC0415
 
     if not config.PRIOR or cnn_part(system.pipeline) is None or not len(valid):
         return None
     started = time.perf_counter()
     P_valid = system.class_probabilities([str(collection.paths[i]) for i in valid])
-    words = ClassWords(imagenet_class_names(), cache_dir=config.default_cache_dir() /
-                       "class-words")
-    if words.warm() is not None:  # no embedding model: WordNet's table alone
-        words = ClassWords(imagenet_class_names(), use_model=False)
+    classes = (vocabulary_classes(system.vocabulary) if classes is None
+               else classes.result() if hasattr(classes, "result") else classes)
     model = scored or system
     Z_valid = model.transform_features(X_valid)
     Z_train = None if X_train is None else model.transform_features(X_train)
-    system.prior = choose_prior(Z_valid, P_valid, protocol.presence(valid),
-                                word_classes(system.vocabulary, words), Z_train=Z_train,
+    system.prior = choose_prior(Z_valid, P_valid, protocol.presence(valid), classes,
+                                Z_train=Z_train,
                                 queries=validation_queries(protocol.presence(valid),
                                                            protocol.presence(train)))
     info = system.prior.info
@@ -267,6 +270,100 @@ def spread_rows(candidate, train: np.ndarray):
     return take_rows(candidate.F, pick)
 
 
+def _classes_file(vocabulary) -> Path:
+    """Where this machine keeps a vocabulary's classes (beside the class texts' embeddings):
+    named by the vocabulary (and the embedding model) and the matching's settings."""
+    from ..bridge import vocabulary_hash  # noqa: PLC0415
+    from ..zeroshot import FLOOR, NEIGHBOURS, TEMPERATURE  # noqa: PLC0415
+
+    key = f"{vocabulary_hash(list(vocabulary))}-{FLOOR:g}-{NEIGHBOURS}-{TEMPERATURE:g}"
+    return config.default_cache_dir() / "class-words" / f"word-classes-{key}.npz"
+
+
+def vocabulary_classes(vocabulary):
+    """(T x 1000, sparse) each vocabulary word's ImageNet classes (pamir.prior.word_classes
+    through pamir.zeroshot.ClassWords), read from this machine's cache (`_classes_file`) or
+    computed and cached; without the embedding model, the word table's alone (not cached)."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
+    from ..prior import word_classes  # noqa: PLC0415
+    from ..storage import atomic_write  # noqa: PLC0415
+    from ..zeroshot import ClassWords  # noqa: PLC0415
+
+    path = _classes_file(vocabulary)
+    try:
+        return sp.load_npz(path).tocsr()  # (numpy arrays only: no pickle is read)
+    except (OSError, ValueError):
+        pass  # not there yet, or damaged: computed again
+    words = ClassWords(imagenet_class_names(), cache_dir=path.parent)
+    if words.warm() is not None:  # no embedding model: WordNet's table alone
+        return word_classes(vocabulary, ClassWords(imagenet_class_names(), use_model=False))
+    classes = word_classes(vocabulary, words).astype(np.float32)
+    try:
+        atomic_write(path, lambda f: sp.save_npz(f, classes))
+    except OSError:
+        pass  # a read-only cache: computed again next time
+    return classes
+
+
+class ClassesInChild:
+    """`vocabulary_classes` computed by a child process (`start_vocabulary_classes`);
+    `result()` waits for it and reads what it cached, or computes them here if it failed."""
+
+    def __init__(self, vocabulary):
+        import subprocess  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        self.vocabulary = list(vocabulary)
+        # a new interpreter, not multiprocessing's spawn: that re-runs the caller's main
+        # module, which a person's script (`import pamir`) need not guard
+        env = dict(os.environ)
+        here = str(Path(__file__).resolve().parents[2])  # this pamir, wherever it lives
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+        self.child = subprocess.Popen(
+            [sys.executable, "-c", "from pamir.training.refining import _classes_child; "
+             "_classes_child()"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=env)
+        self.child.stdin.write(json.dumps(self.vocabulary).encode())
+        self.child.stdin.close()
+
+    def result(self):
+        import scipy.sparse as sp  # noqa: PLC0415
+
+        err = self.child.stderr.read().decode(errors="replace")
+        self.child.stderr.close()
+        if self.child.wait() == 0:
+            try:
+                return sp.load_npz(_classes_file(self.vocabulary)).tocsr()
+            except (OSError, ValueError):
+                pass  # a read-only cache: the child could not leave them
+        elif err.strip():
+            logging.getLogger(__name__).warning("the ImageNet classes of the vocabulary: %s",
+                                                err.strip().splitlines()[-1])
+        return vocabulary_classes(self.vocabulary)
+
+
+def _classes_child() -> None:
+    """The child's work: the vocabulary (JSON on stdin) to its classes, cached."""
+    import sys  # noqa: PLC0415
+
+    vocabulary_classes(json.loads(sys.stdin.read()))
+
+
+def start_vocabulary_classes(vocabulary):
+    """`vocabulary_classes`, or something whose `result()` gives them: from the cache at
+    once, else computed by a child process started now, before the fit holds its features
+    (issue 35: the sentence-embedding model, loaded in the fit's own process, stayed
+    resident and raised the README command's peak from 2.57 to 3.31 GB; a child's memory is
+    given back when it ends)."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
+    try:
+        return sp.load_npz(_classes_file(vocabulary)).tocsr()
+    except (OSError, ValueError):
+        return ClassesInChild(vocabulary)
+
+
 def calibrate(system: System, scored: System | None, X_valid, valid, train, protocol, say,
               P_valid: np.ndarray | None = None) -> None:
     """Issue 26: fit the system's calibrated probabilities of relevance on the validation
@@ -282,4 +379,5 @@ def calibrate(system: System, scored: System | None, X_valid, valid, train, prot
 
 
 __all__ = ["add_neighbours", "calibrate", "choose_neighbours", "fit_prior", "grow_ensemble",
-           "neighbour_views", "retrain_on_development", "spread_rows", "trained_on_train"]
+           "neighbour_views", "retrain_on_development", "spread_rows",
+           "start_vocabulary_classes", "trained_on_train", "vocabulary_classes"]

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import config
-from ..features.registry import representation_name
+from ..features.registry import ColumnBlocks, as_matrix, representation_name
 from ..features.representation import take_rows
 from ..selection import (Selection, fit_pool, grid_points, guarded_choice, plan_race,
                          prepare_for_fits, select)
@@ -28,7 +28,8 @@ def candidate_features(fitting: Fitting, candidates, inputs) -> list[Candidate]:
         started = time.perf_counter()
         F, ok, rep = inputs if inputs is not None else collection_inputs(
             f.collection, protocol, name, f.feature_settings, weights=weights,
-            cnn_settings=f.cnn_settings, cache_dir=f.cache_dir, progress=f.progress, log=f.log)
+            cnn_settings=f.cnn_settings, cache_dir=f.cache_dir, progress=f.progress, log=f.log,
+            compact=True)
         name = representation_name(rep) if name is None else name
         feature_seconds = time.perf_counter() - started
         train, valid = protocol.train[ok[protocol.train]], protocol.valid[ok[protocol.valid]]
@@ -142,13 +143,13 @@ def read_features(fitting: Fitting, candidate: Candidate) -> None:
         candidate.F = collection_inputs(
             f.collection, f.protocol, candidate.name, f.feature_settings,
             weights=candidate.weights, cnn_settings=f.cnn_settings, cache_dir=f.cache_dir,
-            progress=False, log=None)[0]
+            progress=False, log=None, compact=True)[0]
 
 
 def _fit_pictures(cls, F, train, valid) -> tuple:
     """(X_train, X_valid, X_valid_fit): a candidate's rows as its fits read them
     (pamir.selection.prepare_for_fits, once for every fit), and X_valid as given."""
-    X_valid = take_rows(F, valid)
+    X_valid = as_matrix(take_rows(F, valid))
     X_fit, X_valid_fit = prepare_for_fits(cls, take_rows(F, train), X_valid)
     return X_fit, X_valid, X_valid_fit
 
@@ -164,7 +165,7 @@ def _hold_features(inputs, candidates) -> bool:
 
 def _stored_per_row(F) -> float:
     """Numbers stored per picture: what one PA update of a representation costs, roughly."""
-    if sp.issparse(F):
+    if sp.issparse(F) or isinstance(F, ColumnBlocks):
         return F.nnz / max(F.shape[0], 1)
     return float(np.prod(F.shape[1:])) if hasattr(F, "shape") else 0.0
 
