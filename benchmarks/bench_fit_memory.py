@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, load_average, machine, parser, save_report  # noqa: E402
+from common import HEAVY, load_average, machine, parser, report_head, save_report  # noqa: E402
 
 SEED = 0
 TEST_PICTURES = 500
@@ -87,9 +87,8 @@ def one(n_train: int, ensemble: int, retrain: bool, updates: int | None) -> dict
 
 
 def report(r: dict) -> str:
-    lines = ["# Peak memory of `pamir fit` against the pictures (issue 35)\n",
-             f"Command: `{r['command']}`  ",
-             f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']}.  ",
+    lines = report_head("Peak memory of `pamir fit` against the pictures (issue 35)", r,
+                        heavy=False, note=None) + [
              f"Commit: `{r['commit'][:10]}`. Fit: every default representation, "
              f"ensemble {r['ensemble']}, retrain {r['retrain']}; peak resident memory is the "
              "fit process's ru_maxrss (`/usr/bin/time -v`'s maximum resident set size). "

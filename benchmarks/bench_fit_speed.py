@@ -52,7 +52,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, RESULTS, archive, load_average, machine, parser, save_report  # noqa: E402
+from common import (HEAVY, RESULTS, archive, load_average, machine, parser,  # noqa: E402
+                    report_head, save_report)
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path
@@ -384,11 +385,7 @@ def main_job_report(title: str, m: dict) -> list[str]:
 
 
 def report(r: dict) -> str:
-    lines = [f"# Fit speed: today's path and the new one, side by side\n",
-             f"Command: `{HEAVY} {r['command']}`  ",
-             f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']['start']} "
-             f"at start, {r['load_average']['end']} at end (a shared machine: timings are upper "
-             "bounds).  ",
+    lines = report_head("Fit speed: today's path and the new one, side by side", r) + [
              f"Before: `{r['before'][:10]}` (the branch point); after: `{r['after'][:10]}`. Each "
              "ran from a pristine `git archive` with an empty feature cache.\n"]
     m = r.get("main_job")

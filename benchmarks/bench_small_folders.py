@@ -32,7 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_metadata import WAYS, corel_captions, exiftool_args  # noqa: E402
-from common import HEAVY, archive, load_average, machine, parser, save_report  # noqa: E402
+from common import (HEAVY, archive, load_average, machine, parser,  # noqa: E402
+                    report_head, save_report)
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -87,10 +88,8 @@ def fit(src: Path, folder: Path, cache: Path, model: Path) -> dict:
 
 
 def report(r: dict) -> str:
-    lines = ["# A person's folder: `pamir fit FOLDER`, before and after (issue 35)\n",
-             f"Command: `{r['command']}`  ",
-             f"Machine: {r['machine']}; {r['date']}; load average {r['load_average']} (a "
-             "shared machine: timings are upper bounds).  ",
+    lines = report_head("A person's folder: `pamir fit FOLDER`, before and after (issue 35)",
+                        r, heavy=False) + [
              f"Before `{r['before'][:10]}`, after `{r['after'][:10]}`, each from a `git "
              "archive` in a fresh process.\n",
              "| folder | path | cold | warm | peak RSS (cold) | chosen | updates | valid AvgP |",
