@@ -141,3 +141,22 @@ def test_fit_system_on_column_blocks_is_fit_system_on_the_csr(folder, tmp_path, 
     assert compact.info["neighbours"]["grid"]  # the neighbours were chosen on the views
     for key in ("valid_avgp", "neighbours", "retrained", "calibration"):
         assert compact.info.get(key) == combined.info.get(key), key
+
+
+def test_the_priors_spread_pictures_are_a_matrix_from_column_blocks():
+    """The prior's spreads read some training pictures of the winner's features
+    (training.refining.spread_rows): held as column blocks, they come as the CSR a model
+    reads, the same rows as the combined CSR's."""
+    from types import SimpleNamespace
+
+    from pamir.training.refining import spread_rows
+
+    Xd, _ = vectors(40, 5)
+    bags = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=6)
+    c = Concatenation.__new__(Concatenation)
+    c.weights = [1.0, 1.0]
+    train = np.arange(0, 40, 2)
+    got = spread_rows(SimpleNamespace(F=c.stack([Xd, bags])), train)
+    want = spread_rows(SimpleNamespace(F=c.combine([Xd, bags])), train)
+    assert sp.issparse(got) and got.shape == (20, Xd.shape[1] + 30)
+    assert np.array_equal(got.toarray(), want.toarray())

@@ -267,7 +267,7 @@ def spread_rows(candidate, train: np.ndarray):
         return None
     rng = np.random.default_rng(config.SEED)
     pick = np.sort(rng.choice(train, min(len(train), SPREAD_PICTURES), replace=False))
-    return take_rows(candidate.F, pick)
+    return as_matrix(take_rows(candidate.F, pick))  # (column blocks: what a model reads)
 
 
 def _classes_file(vocabulary) -> Path:
