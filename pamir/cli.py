@@ -16,8 +16,20 @@ from .commands.common import fail
 # `pamir search` and `pamir --help` included: the heavy parts (scipy, scikit-learn, numba,
 # torch, the models) are imported inside the commands that use them.
 
+class _Commands(typer.core.TyperGroup):
+    """pamir's commands, which refuse an argument holding a NUL byte before any command reads
+    it: no file name or word can hold one (a shell cannot pass one; a script calling the CLI
+    can), and as a path it would reach the operating system as "embedded null byte"."""
+
+    def parse_args(self, ctx, args):
+        held = [a for a in args if "\0" in a]
+        if held:
+            fail(f"argument {held[0]!r} holds a NUL byte, which no file name or word can hold")
+        return super().parse_args(ctx, args)
+
+
 app = typer.Typer(help="Retrieve pictures from text queries (PAMIR).", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False, cls=_Commands)
 dataset_app = typer.Typer(help="Data sets and their retrieval protocol.", no_args_is_help=True)
 app.add_typer(dataset_app, name="dataset")
 console = Console()
