@@ -112,6 +112,13 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
                           scales=word_scales(system))
             return index
         index.close()
+        if model is not None and index.model_dir == str(model.resolve()):
+            # the same model folder fitted again (`pamir fit -o` it, a refit): its words
+            # changed, so its scores are new; the features come from the cache, and what
+            # editors decided about people is carried over (Index.rebuild)
+            say(f"{model} was fitted again since {index_dir} was built (its words changed): "
+                "rebuilding the index for it")
+            return Index.rebuild(index_dir, vocabulary, idf, **new)
         raise WorkflowError(f"{index_dir} was built with another model ({index.model_dir}"
                             + _representations_differ(index.model_dir, system)
                             + "); add --rebuild to recompute it for this one, or choose "

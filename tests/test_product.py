@@ -56,6 +56,23 @@ def test_index_then_search(fake, tmp_path):
     assert "added 9" in r.output
 
 
+def test_a_model_fitted_again_in_its_folder_rebuilds_its_index(fake, tmp_path):
+    """`pamir fit -o MODEL` again (a refit) changes the model's words: `pamir index MODEL`
+    then rebuilds the index by itself, where another model folder needs --rebuild."""
+    model, pictures = fake
+    run("index", model, pictures, "--index", tmp_path / "ix")
+    system = product.load_system(model)
+    order = np.arange(len(system.vocabulary))[::-1]
+    system.vocabulary = [system.vocabulary[t] for t in order]
+    system.idf = system.idf[order]
+    system.model.W_ = system.model.W_[order]
+    (model / "model.json").write_text('{"fake": "fitted again"}')
+    r = run("index", model, pictures, "--index", tmp_path / "ix")
+    assert "fitted again" in r.output and "added 9" in r.output
+    r = run("search", "red", "--index", tmp_path / "ix", "-k", "2", "-f")
+    assert all(Path(p).name.startswith("red") for p in r.stdout.split())
+
+
 def test_search_grammar_mapping_and_like(fake, tmp_path, monkeypatch):
     model, pictures = fake
     ix = tmp_path / "ix"
