@@ -102,8 +102,8 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         vocabulary. Over the pictures' own spread instead (an index without scales), a word
         the prior had mixed counted about twice an outside term, since a class-like score is
         skewed and its spread small: on Corel 5k, models of 50 captioned pictures searched
-        the 2,028 validation queries at AvgP 16.2 with a weight of 0.6 against 18.5 with the
-        scales (benchmarks/results/zero_caption.md)."""
+        the 2,028 validation queries at AvgP 16.70 that way against 18.06 with the scales
+        (benchmarks/results/zero_caption.md)."""
         if not q.words:
             return None, 1.0
         standard = _standard(self._matrix.scores(self._padded(q.vector)),
