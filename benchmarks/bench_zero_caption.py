@@ -294,6 +294,13 @@ def main(argv=None) -> None:
     save_report("zero_caption", r, report)
 
 
+def mean_range(v: list) -> str:
+    """'mean (min-max)' of the draws' figures; the mean alone for one, '-' for none."""
+    if not v:
+        return "-"
+    return f"{np.mean(v):.2f}" + (f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else "")
+
+
 def report(r: dict) -> str:
     z = r["zero"]
     lines = report_head("Search with no captions, and what captions add (Corel 5k)", r)
@@ -364,10 +371,7 @@ def report(r: dict) -> str:
               "| - | - |"]
 
     def spread(points, key, subset):
-        v = [p[key][subset]["avgp"] for p in points if key in p]
-        if not v:
-            return "-"
-        return f"{np.mean(v):.2f}" + (f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else "")
+        return mean_range([p[key][subset]["avgp"] for p in points if key in p])
 
     curve = r.get("curve", [])
     for n in sorted({p["captioned"] for p in curve}):
@@ -394,11 +398,7 @@ def report(r: dict) -> str:
                   + " | chosen | its weights |", "|---:|" + "---:|" * (len(names) + 2)]
         for n in sorted({p["captioned"] for p in gridded}):
             ps = [p for p in gridded if p["captioned"] == n]
-            cells = []
-            for a in names:
-                v = [p["weight_grid"][a] for p in ps]
-                cells.append(f"{np.mean(v):.2f}" + (f" ({min(v):.2f}-{max(v):.2f})"
-                                                    if len(v) > 1 else ""))
+            cells = [mean_range([p["weight_grid"][a] for p in ps]) for a in names]
             lines.append(f"| {n:,} | " + " | ".join(cells) + f" | {spread(ps, 'valid', 'all')}"
                          f" | {', '.join(str(p.get('prior', {}).get('global_weight')) for p in ps)}"
                          " |")

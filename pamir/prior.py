@@ -177,7 +177,8 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
             "shrink": None if math.isinf(shrink) else float(shrink),  # None: the global weight
             "words_reaching_classes": int(len(reach)), "validation_words": int(len(seen))}
     if len(seen):
-        M = prior.class_scores(P_valid, seen)  # (n x words)
+        M_reach = prior.class_scores(P_valid, reach)  # (n x words the classes reach)
+        M = M_reach[:, np.searchsorted(reach, seen)]  # (seen is a subset of reach, sorted)
         base, rel = Z[:, seen], Y[:, seen]
         avgp = np.stack([average_precision(((1 - a) * base + a * spreads[seen] * SCALE * M).T,
                                            rel.T) for a in weights])  # (weights x words)
@@ -185,7 +186,7 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
         info.update(valid_single_word_avgp={"model": round(100 * float(mean[0]), 2),
                                             "mixed_global": round(100 * float(mean.max()), 2)})
         if queries is not None and queries.vectors.shape[0]:
-            mean = query_avgp(Z, prior.class_scores(P_valid, reach), spreads, reach, queries,
+            mean = query_avgp(Z, M_reach, spreads, reach, queries,
                               weights)
             info["valid_query_avgp"] = {"model": round(float(mean[0]), 2),
                                         "mixed_global": round(float(mean.max()), 2)}
