@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import io
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -153,11 +153,15 @@ class Bridge:
     cache_dir: where the vocabulary's embeddings are kept (None: in memory only).
     floor: the least cosine similarity of a neighbour; neighbours: the most neighbours.
     use_model: False keeps to inflections (no embedding model).
+    shipped: the vocabulary's embeddings as the package ships them, or None (a callable,
+    read only when the cache holds none: pamir.zeroshot.packaged_class_embeddings).
     """
 
     def __init__(self, vocabulary: Sequence[str], *, cache_dir: str | Path | None = None,
-                 floor: float = FLOOR, neighbours: int = NEIGHBOURS, use_model: bool = True):
+                 floor: float = FLOOR, neighbours: int = NEIGHBOURS, use_model: bool = True,
+                 shipped: Callable[[], np.ndarray | None] | None = None):
         self.vocabulary = list(vocabulary)
+        self.shipped = shipped
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.floor = float(floor)
         self.k = int(neighbours)
@@ -186,6 +190,10 @@ class Bridge:
                         return self._E
                 except (OSError, ValueError):
                     pass  # a damaged cache is recomputed
+            E = self.shipped() if self.shipped is not None else None
+            if E is not None:
+                self._E = E
+                return E
             E = embed([display_text(w) for w in self.vocabulary])
             if path is not None:
                 buf = io.BytesIO()

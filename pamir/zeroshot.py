@@ -32,6 +32,8 @@ from .imagenet import class_probabilities, imagenet_class_names
 
 #: The table shipped with the package; its first N_CLASSES lines are the classes' own synsets.
 TABLE = "imagenet_words.tsv"
+#: The ImageNet class texts' embeddings shipped with the package (packaged_class_embeddings).
+EMBEDDINGS = "imagenet_texts_minilm.npz"
 N_CLASSES = 1000
 #: Probability mass added before the log: a picture with none of a word's classes scores
 #: log(EPS) (0 once rescaled), so that one absent word of a query lowers a picture by a
@@ -96,6 +98,31 @@ def table() -> Words:
     return Words(tuple(synsets), tuple(classes))
 
 
+@functools.lru_cache(maxsize=1)
+def packaged_class_embeddings() -> np.ndarray | None:
+    """(1000, dim) float32: `imagenet_texts()` embedded by the installed sentence-embedding
+    model, as the package ships them (EMBEDDINGS, float16), or None when they are not for
+    these texts or these weights (then the bridge computes them, about 40 s on 2 cores).
+
+    Why shipped (issue 35): the texts are long (a description of 320 characters on average),
+    and embedding the 1,000 of them was the largest once-per-machine cost of a first `pamir
+    fit` or `pamir index`: 40 s of CPU that ran beside the networks. They are a function of
+    two installed packages, made again by `python scripts/class_text_embeddings.py`; float16
+    keeps similarities within 1e-3 of float32's (tests/test_zeroshot.py)."""
+    from .bridge import display_text, vocabulary_hash  # noqa: PLC0415
+    from .embedding import model_identity  # noqa: PLC0415
+
+    texts = [display_text(t) for t in imagenet_texts()]
+    try:
+        with np.load(resources.files("pamir").joinpath(EMBEDDINGS), allow_pickle=False) as f:
+            E, key, weights = f["E"], str(f["key"]), str(f["weights"])
+    except (OSError, ValueError, KeyError):
+        return None
+    if key != vocabulary_hash(texts) or weights != model_identity() or len(E) != len(texts):
+        return None
+    return E.astype(np.float32)
+
+
 @dataclass
 class ClassMatch:
     """How a term met the classes: how is "table" (a table word, or a compound of its
@@ -142,7 +169,8 @@ class ClassWords:
         self.table = table() if imagenet else None
         self.temperature = float(temperature)
         self.bridge = Bridge(imagenet_texts() if imagenet else self.names, cache_dir=cache_dir,
-                             floor=floor, neighbours=neighbours, use_model=use_model)
+                             floor=floor, neighbours=neighbours, use_model=use_model,
+                             shipped=packaged_class_embeddings if imagenet else None)
 
     @property
     def use_model(self) -> bool:
@@ -231,7 +259,8 @@ def _annotates(t: Words, i: int) -> bool:
 
 __all__ = ["ANNOTATE_MAX_CLASSES", "ClassMatch", "ClassWords", "EPS", "FLOOR", "MIN_MASS",
            "NEIGHBOURS", "TEMPERATURE", "Words", "ZeroCaptionSystem", "annotate",
-           "imagenet_texts", "is_zero_caption", "mass_score", "table"]
+           "imagenet_texts", "is_zero_caption", "mass_score", "packaged_class_embeddings",
+           "table"]
 
 
 # ----------------------------------------------------------------------- the built-in system

@@ -150,8 +150,11 @@ class FakeEmbedder:
 
 def use_fake_embedder(monkeypatch):
     import pamir.embedding as embedding
+    import pamir.zeroshot as zeroshot
     monkeypatch.setattr(embedding, "_embedder", FakeEmbedder())
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "1")
+    # the class texts embedded by the fake too, not the real model's shipped embeddings
+    monkeypatch.setattr(zeroshot, "packaged_class_embeddings", lambda: None)
 
 
 def run(*args, ok=True):

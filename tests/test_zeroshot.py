@@ -233,3 +233,34 @@ def test_the_class_table_takes_plurals_not_verb_forms():
     classes = zeroshot.ClassWords(imagenet_class_names(), use_model=False)
     assert classes.lookup(["birds"]) == "bird" and classes.lookup(["mice"]) == "mouse"
     assert classes.lookup(["flying"]) is None and classes.lookup(["flew"]) is None
+
+
+def test_the_shipped_class_text_embeddings_are_the_models():
+    """The 1,000 class texts' embeddings shipped with the package (issue 35: 40 s of CPU on a
+    first fit or index) are what the installed model makes of them, to float16's precision."""
+    from pamir.bridge import display_text
+    from pamir.embedding import embedder, model_installed
+
+    E = zeroshot.packaged_class_embeddings()
+    if not model_installed()[0]:
+        assert E is None
+        pytest.skip("the embedding model is not installed")
+    assert E is not None and E.shape == (1000, 384) and E.dtype == np.float32
+    texts = [display_text(t) for t in zeroshot.imagenet_texts()]
+    some = [0, 1, 292, 555, 999]  # tench, goldfish, tiger, fire engine, toilet tissue
+    fresh = embedder().encode([texts[i] for i in some])
+    assert np.abs(E[some] - fresh).max() < 2e-3
+    assert (np.einsum("ij,ij->i", E[some], fresh) > 0.9999).all()
+    words = zeroshot.ClassWords(imagenet_class_names())
+    assert words.bridge.vocabulary_embeddings() is E  # read, not computed
+
+
+def test_shipped_embeddings_for_other_weights_are_not_used(monkeypatch):
+    import pamir.embedding as embedding
+
+    zeroshot.packaged_class_embeddings.cache_clear()
+    monkeypatch.setattr(embedding, "model_identity", lambda: "0.2.0 123")
+    try:
+        assert zeroshot.packaged_class_embeddings() is None
+    finally:
+        zeroshot.packaged_class_embeddings.cache_clear()

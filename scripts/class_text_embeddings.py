@@ -1,0 +1,39 @@
+"""Write pamir/imagenet_texts_minilm.npz: the 1,000 ImageNet class texts (each class's name
+and description, pamir.zeroshot.imagenet_texts) embedded by the packaged all-MiniLM-L6-v2,
+float16, with the key of the texts and the weights they were made from.
+
+pamir.zeroshot.packaged_class_embeddings reads it when the installed texts and weights match
+the key, so a first `pamir fit` or `pamir index` on a machine does not spend the 40 s of CPU
+that embedding the long descriptions takes on 2 cores (issue 35); with other texts or weights
+the bridge embeds them itself, as before. Run from the repository root after either package
+changes:
+
+    python scripts/class_text_embeddings.py
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from pamir.bridge import display_text, vocabulary_hash
+from pamir.embedding import embedder, model_identity
+from pamir.zeroshot import EMBEDDINGS, imagenet_texts
+
+OUT = Path(__file__).resolve().parents[1] / "pamir" / EMBEDDINGS
+
+
+def main() -> None:
+    texts = [display_text(t) for t in imagenet_texts()]
+    E = embedder().encode(texts)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, E=E.astype(np.float16), key=np.str_(vocabulary_hash(texts)),
+                        weights=np.str_(model_identity()))
+    OUT.write_bytes(buf.getvalue())
+    print(f"{OUT}: {E.shape[0]} texts x {E.shape[1]}, {len(buf.getvalue()):,} bytes")
+
+
+if __name__ == "__main__":
+    main()
