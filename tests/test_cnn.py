@@ -305,6 +305,21 @@ def test_cnn_lite2_is_the_cnn_settings_with_a_larger_trunk_and_keeps_its_name():
     assert representation_name(lite1) == "cnn-lite1"
     assert three.name == "cnn+cnn-lite1+cnn-lite2+visterms"
 
+def test_a_fit_lets_the_networks_go_once_its_features_are_made(pictures):
+    """release_networks (what fit_system calls after each candidate's features): the
+    sessions are let go, and the next picture builds the network again, same vectors."""
+    from pamir.features.registry import make_representation, release_networks
+
+    rep = make_representation("cnn+visterms", cnn_settings=SMALL, progress=False)
+    cnn = rep.parts[0]
+    first = cnn.fit_transform([pictures["reference.png"], pictures["odd.png"]])[0]
+    assert cnn._engine is not None
+    release_networks(rep)
+    assert cnn._engine is None
+    again = cnn.transform([pictures["portrait.jpg"]])[0]  # not cached: the network is needed
+    assert cnn._engine is not None and again.shape == (1, first.shape[1]) and again.any()
+
+
 def test_the_contract_attributes():
     r = CNNRepresentation()
     assert (r.kind, r.output, r.dim) == ("cnn", "dense", 1280)

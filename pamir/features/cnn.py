@@ -339,6 +339,14 @@ class CNNRepresentation:
             self._engine_seconds = time.perf_counter() - t0
         return self._engine
 
+    def release_network(self) -> None:
+        """Let go of the network (its ONNX Runtime session holds about 340 MB for an int8
+        EfficientNet-Lite at Corel's sizes): a fit calls it once its features are made, so
+        that the three views' sessions are not held through the training (issue 35: they
+        were most of the 1 GB a fit from an empty cache held beyond a warm one). Built
+        again on the next use."""
+        self._engine = None
+
     # ------------------------------------------------------------------------ pooled
     def pooled(self, paths: Sequence[str | Path]) -> Extracted:
         """(P, ok, reasons): the pooled, pre-standardisation vectors ((n x dim) float32, zero

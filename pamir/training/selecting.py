@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import config
-from ..features.registry import ColumnBlocks, as_matrix, representation_name
+from ..features.registry import ColumnBlocks, as_matrix, release_networks, representation_name
 from ..features.representation import take_rows
 from ..selection import (Selection, fit_pool, grid_points, guarded_choice, plan_race,
                          prepare_for_fits, select)
@@ -31,6 +31,7 @@ def candidate_features(fitting: Fitting, candidates, inputs) -> list[Candidate]:
             cnn_settings=f.cnn_settings, cache_dir=f.cache_dir, progress=f.progress, log=f.log,
             compact=True)
         name = representation_name(rep) if name is None else name
+        release_networks(rep)
         feature_seconds = time.perf_counter() - started
         train, valid = protocol.train[ok[protocol.train]], protocol.valid[ok[protocol.valid]]
         for split, idx, full in (("train", train, protocol.train),
