@@ -16,7 +16,9 @@ so the one candidate: the memory of the winner's path; the race of six candidate
 every candidate's prepared pictures besides). Its budget is fixed at --updates (what a fit
 holds does not depend on how long it runs). Peak resident memory: the process's ru_maxrss
 (`/usr/bin/time -v`'s maximum resident set size); also the bytes of the combined CSR and of
-the prepared training pictures, computed.
+the prepared training pictures, computed, and where the fit was at its peak (`peak_at`: the
+pamir functions of the main thread when the resident memory, sampled every 0.05 s, was
+highest; a stopped fit records it too).
 
 Writes results/fit_memory_synthetic.json and .md.
 """
@@ -102,22 +104,38 @@ def synthetic_collection(n_dev: int, rng):
                       captions, ["train"] * n_dev, [])
 
 
-def guard(most_mb: int) -> None:
+def guard(most_mb: int) -> dict:
     """End this process (exit status 3) once its resident memory passes most_mb: a shared
-    machine is not pushed into swapping or the OOM killer."""
+    machine is not pushed into swapping or the OOM killer. Returns the peak it watches,
+    filled while the fit runs: its MB and where the fit's main thread was at it (`where`)."""
     import os  # noqa: PLC0415
     import threading  # noqa: PLC0415
+
+    main, peak = threading.get_ident(), {"mb": 0, "where": ""}
 
     def watch():
         while True:
             with open("/proc/self/status") as f:
                 rss = int(f.read().split("VmRSS:")[1].split()[0]) // 1024
+            if rss > peak["mb"]:
+                peak.update(mb=rss, where=where(sys._current_frames().get(main)))
             if rss > most_mb:
-                print(json.dumps({"over_mb": most_mb}), flush=True)
+                print(json.dumps({"over_mb": most_mb, "at": peak}), flush=True)
                 os._exit(3)
-            time.sleep(0.1)
+            time.sleep(0.05)
 
     threading.Thread(target=watch, daemon=True).start()
+    return peak
+
+
+def where(frame) -> str:
+    """The pamir functions a thread is in, outermost first (the phase, then what it calls)."""
+    names = []
+    while frame is not None:
+        if "/pamir/" in frame.f_code.co_filename:
+            names.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back
+    return " > ".join(reversed(names))
 
 
 def one(n_train: int, updates: int, csr: bool = False, most_mb: int = 16_000) -> dict:
@@ -125,7 +143,7 @@ def one(n_train: int, updates: int, csr: bool = False, most_mb: int = 16_000) ->
     from pamir import config  # noqa: PLC0415
     from pamir.training import fit_system  # noqa: PLC0415
 
-    guard(most_mb)
+    peak = guard(most_mb)
     rng = np.random.default_rng(SEED)
     for n_dev in range(n_train, 10 * n_train):  # the development size of n_train training
         valid = config.VALID_SIZE if n_dev > 5 * config.VALID_SIZE else n_dev // 10
@@ -144,7 +162,7 @@ def one(n_train: int, updates: int, csr: bool = False, most_mb: int = 16_000) ->
     return {"train": info["pictures"]["train"], "valid": info["pictures"]["valid"],
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "seconds": round(time.perf_counter() - started, 1), "build_seconds": round(built, 1),
-            "timing": info["timing"], **sizes, "F": "csr" if csr else "column blocks",
+            "timing": info["timing"], "peak_at": peak["where"], **sizes, "F": "csr" if csr else "column blocks",
             "train_block_bytes": int(info["pictures"]["train"] * width * 4)}
 
 
@@ -160,19 +178,31 @@ def report(r: dict) -> str:
              "ru_maxrss.\n",
              f"F held as: {r.get('F', 'csr')}.\n",
              "| training pictures | peak RSS | MB per training picture | F as held | "
-             "the parts | prepared training block | fit |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+             "the parts | prepared training block | fit | the peak in |",
+             "|---:|---:|---:|---:|---:|---:|---:|:---|"]
     for x in r["sizes"]:
         if "over_mb" in x:
-            lines.append(f"| {x['train']:,} | over {x['over_mb']:,} MB: stopped | | | | | |")
+            lines.append(f"| {x['train']:,} | over {x['over_mb']:,} MB: stopped | | | | | | "
+                         f"{_phase(x.get('at', {}).get('where', ''))} |")
             continue
         lines.append(f"| {x['train']:,} | {x['peak_rss_mb']:,} MB | "
                      f"{x['peak_rss_mb'] / x['train']:.2f} | {x['F_bytes'] / 2**20:,.0f} MB | "
                      f"{x['parts_bytes'] / 2**20:,.0f} MB | "
-                     f"{x['train_block_bytes'] / 2**20:,.0f} MB | {x['seconds']:.0f} s |")
+                     f"{x['train_block_bytes'] / 2**20:,.0f} MB | {x['seconds']:.0f} s | "
+                     f"{_phase(x.get('peak_at', ''))} |")
     if r.get("note"):  # what the file's own numbers cannot say (written by hand, kept)
         lines += ["", r["note"]]
     return "\n".join(lines) + "\n"
+
+
+def _phase(where: str) -> str:
+    """The fit's phase and the two innermost functions of a `where` record, without the
+    line numbers: what was running when the peak was sampled."""
+    names = [w.split(":")[0] for w in where.split(" > ") if w]
+    if not names:
+        return ""
+    inner = [n for n in names[2:] if n not in names[:2]][-2:]
+    return " > ".join(names[1:2] + inner)
 
 
 def main(argv=None) -> None:
@@ -202,7 +232,8 @@ def main(argv=None) -> None:
                              + (["--csr"] if args.csr else []),
                              capture_output=True, text=True, cwd=root)
         if out.returncode == 3:
-            r["sizes"].append({"train": n, "over_mb": args.most_mb})
+            r["sizes"].append({"train": n, "over_mb": args.most_mb,
+                               **json.loads(out.stdout.strip().splitlines()[-1])})
             print(n, "over", args.most_mb, "MB", flush=True)
             break
         if out.returncode:

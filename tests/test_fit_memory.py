@@ -160,3 +160,44 @@ def test_the_priors_spread_pictures_are_a_matrix_from_column_blocks():
     want = spread_rows(SimpleNamespace(F=c.combine([Xd, bags])), train)
     assert sp.issparse(got) and got.shape == (20, Xd.shape[1] + 30)
     assert np.array_equal(got.toarray(), want.toarray())
+
+
+def test_the_training_pictures_are_let_go_before_the_neighbours_and_the_retraining(
+        folder, tmp_path, monkeypatch):
+    """Issue 35: the prepared training pictures the selection's and the ensemble's fits read
+    are let go before the neighbours' views and the retraining's block are made (at 100,000
+    pictures each of the three is gigabytes: held together they passed 16 GB)."""
+    import gc
+    import weakref
+
+    from pamir import config
+    from pamir.training import refining
+
+    monkeypatch.setattr(config, "PRIOR", False)
+    prepared, alive = [], {}
+    fit_pictures = selecting._fit_pictures
+
+    def recorded(*args):
+        pictures = fit_pictures(*args)
+        prepared.append(weakref.ref(pictures[0]))
+        return pictures
+
+    def watched(phase, step):
+        def run(*args, **kwargs):
+            gc.collect()
+            alive[phase] = [ref() is not None for ref in prepared]
+            return step(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(selecting, "_fit_pictures", recorded)
+    monkeypatch.setattr(refining, "choose_neighbours",
+                        watched("neighbours", refining.choose_neighbours))
+    monkeypatch.setattr(refining, "prepare_for_fits",
+                        watched("retraining", refining.prepare_for_fits))
+    system = fit_system(folder, "pamir", SETTINGS, {"n_updates": 2_000, "eval_every": 500},
+                        progress=False, cache_dir=tmp_path / "cache", log=None, ensemble=2,
+                        retrain=True, representation="cnn+visterms", grid={}, neighbours=True)
+    assert system.info["retrained"] and system.info["neighbours"]["grid"]
+    assert prepared  # (every candidate's: here two weights of cnn+visterms)
+    assert alive == {"neighbours": [False] * len(prepared),
+                     "retraining": [False] * len(prepared)}

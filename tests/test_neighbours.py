@@ -107,6 +107,29 @@ def test_views_are_unit_cnn_columns_side_by_side():
         np.testing.assert_allclose(view_of(M, views), view_of(dense, views), rtol=1e-6)
 
 
+def test_views_built_in_place_are_the_stacked_unit_rows_to_the_bit():
+    """Issue 35: view_of writes each view's unit rows into one array (one copy, not four);
+    the numbers are those of the stack of unit rows divided by sqrt(views), bit for bit,
+    from a dense array, a CSR and column blocks (rows taken), a zero row included."""
+    from pamir.features.registry import Concatenation
+    from pamir.models.neighbours import _columns, unit_rows
+
+    rng = np.random.default_rng(5)
+    dense = rng.normal(size=(40, 12)).astype(np.float32)
+    dense[rng.random(dense.shape) < 0.1] = 0
+    dense[3] = 0
+    bags = sp.random(40, 8, density=0.2, format="csr", dtype=np.float32, random_state=6)
+    c = Concatenation.__new__(Concatenation)
+    c.weights = [0.7, 1.0]
+    views = [(0, 4), (4, 9), (9, 12)]
+    for F in (dense, sp.csr_matrix(dense), c.stack([dense, bags])[np.arange(0, 40, 3)]):
+        stacked = np.hstack([unit_rows(_columns(F, a, b)) for a, b in views]) / np.float32(
+            np.sqrt(len(views)))
+        got = view_of(F, views)
+        assert got.dtype == np.float32 and got.flags.c_contiguous
+        assert np.array_equal(got.view(np.uint32), stacked.view(np.uint32))
+
+
 class FakeCNN:
     """What fit_system reads of a CNN representation when it is given the features."""
 

@@ -343,8 +343,10 @@ class ColumnBlocks:
         at = 0
         for M, w in zip(self.matrices, self.concatenation.weights):
             if at <= start and stop <= at + M.shape[1] and isinstance(M, np.ndarray):
-                out = np.array(M[:, start - at:stop - at] if self.rows is None
-                               else M[self.rows, start - at:stop - at], dtype=np.float32)
+                # (rows taken are a fresh array already: not copied twice)
+                out = (np.array(M[:, start - at:stop - at], dtype=np.float32)
+                       if self.rows is None else
+                       np.asarray(M[self.rows, start - at:stop - at], dtype=np.float32))
                 out *= w  # as _scaled_rows scales a part's stored numbers
                 return out
             at += M.shape[1]

@@ -41,11 +41,12 @@ KIND = "label-transfer"
 SEARCH_CHUNK = 4096
 
 
-def unit_rows(V: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm (zero rows stay zero), float32."""
+def unit_rows(V: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero), float32 (written into `out` when
+    given)."""
     V = np.asarray(V, dtype=np.float32)
     norms = np.linalg.norm(V, axis=1, keepdims=True)
-    return V / np.maximum(norms, 1e-12)
+    return np.divide(V, np.maximum(norms, 1e-12), out=out)
 
 
 class LabelTransfer:
@@ -256,9 +257,21 @@ def _strings(values, n: int, prefix: str) -> list[str]:
 def view_of(F, views: Sequence[Sequence[int]]) -> np.ndarray:
     """(n x d) float32: the columns [start, stop) of each view of the model's input F (dense
     or CSR), each view's rows scaled to unit norm, side by side and divided by sqrt(views):
-    a dot product of two such rows is the mean of the views' cosines."""
-    parts = [unit_rows(_columns(F, start, stop)) for start, stop in views]
-    return np.hstack(parts) / np.float32(np.sqrt(len(parts)))
+    a dot product of two such rows is the mean of the views' cosines.
+
+    Built in its place, one view's columns at a time: the views, their unit rows, their
+    stack and its scaling were four copies (issue 35: 1.6 GB each for 100,000 pictures of
+    the README winner). The same numbers: each is divided by its row's norm, then by
+    sqrt(views), in float32, as before."""
+    widths = [stop - start for start, stop in views]
+    out = np.empty((F.shape[0], sum(widths)), np.float32)
+    scale, at = np.float32(np.sqrt(len(views))), 0
+    for (start, stop), width in zip(views, widths):
+        into = out[:, at:at + width]
+        unit_rows(_columns(F, start, stop), out=into)
+        into /= scale
+        at += width
+    return out
 
 
 def _columns(F, start: int, stop: int) -> np.ndarray:

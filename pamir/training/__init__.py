@@ -98,14 +98,16 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
             fit_pool(fitting.workers) as fitting.pool, deadline(time_budget):
         # (the candidates are let go when the selection returns: only the winner's stay)
         winner = select_candidate(fitting, candidate_features(fitting, candidates, inputs))
-        read_features(fitting, winner.candidate)
         trained = grow_ensemble(fitting, winner, ensemble)
+        # the prepared pictures the selection's and the ensemble's fits read are done with:
+        # let go before the neighbours' views and the retraining's block are made, and
+        # before the features are read again (issue 35: at 100,000 pictures the training
+        # block is 5.5 GiB, as much as the features); calibration reads X_valid
+        X_valid, winner.candidate.pictures = winner.candidate.pictures[1], None
+        read_features(fitting, winner.candidate)
         if (config.NEIGHBOURS if neighbours is None else neighbours) and \
                 fitting.cls.kind == "pamir":
             add_neighbours(fitting, winner, trained)
-        # what calibration reads (the validation pictures); the selection's prepared
-        # pictures are done with (issue 35: each is let go as soon as it is)
-        X_valid, winner.candidate.pictures = winner.candidate.pictures[1], None
         # calibration reads the train-only models' validation scores (not in-sample ones),
         # with the neighbours the training pictures made (the retraining refits them in place)
         trained.on_train = trained.members

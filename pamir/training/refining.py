@@ -186,8 +186,9 @@ def retrain_on_development(fitting: Fitting, winner: Winner, trained: Trained) -
     Y_dev = f.protocol.presence(dev)
     part = trained.neighbours
     # the neighbours' view first: the seeds then share one prepared copy of X_dev
-    # all the retraining reads is X_dev (and the neighbours' V_dev): F is let go
-    # before X_dev is prepared, so that the two are never held with its rows
+    # all the retraining reads is X_dev (and the neighbours' V_dev): F is let go here, but
+    # its parts live on in `rows` until X_dev is made from them (issue 35: the parts and
+    # X_dev together are the peak of a 100,000-picture fit, fit_memory_synthetic_blocks.md)
     rows = take_rows(c.F, dev)
     c.F = None
     V_dev = part.view(rows) if part is not None else None
