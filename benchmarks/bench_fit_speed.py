@@ -427,8 +427,10 @@ def report(r: dict) -> str:
         lines.append("")
     if r.get("warm_sxs"):
         lines += warm_report(r["warm_sxs"])
-    for x in (r.get("refit") or {}).values():
-        lines += refit_report(x)
+    refits = dict(r.get("refit") or {})
+    kept_from = refits.pop("run", None)  # a part kept from an earlier run (kept_parts)
+    for x in refits.values():
+        lines += refit_report({"run": kept_from, **x} if kept_from else x)
     cap = r.get("cap")
     if cap:
         lines += ["## What a validation cap costs (Corel 5k, cnn, the c grid)\n", *provenance(cap),
