@@ -19,8 +19,6 @@ Writes results/small_folders.json and .md (--stem: another name).
 from __future__ import annotations
 
 import json
-import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -31,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fit_speed import pamir as run_pamir  # noqa: E402
 from bench_metadata import WAYS, corel_captions, exiftool_args  # noqa: E402
 from common import (HEAVY, archive, load_average, machine, parser,  # noqa: E402
                     report_head, save_report)
@@ -66,21 +65,11 @@ def build(dest: Path, captioned: int, uncaptioned: int, corel: Path) -> dict:
 
 def fit(src: Path, folder: Path, cache: Path, model: Path) -> dict:
     """`pamir fit FOLDER -o MODEL` from source tree src: seconds, peak RSS, the record."""
-    env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(cache)}
-    code = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
-    started = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    r = subprocess.run([sys.executable, "-c", code, "fit", str(folder), "-o", str(model),
-                        "--quiet"], cwd=src, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if r.returncode:
-        raise SystemExit(f"pamir fit {folder} failed:\n{r.stdout}\n{r.stderr}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    peak = []  # the fit process's own ru_maxrss (wait4): not the largest child's so far
+    seconds = run_pamir(src, cache, ["fit", str(folder), "-o", str(model), "--quiet"],
+                        model.with_suffix(".log"), peak)
     info = json.loads((model / "model.json").read_text())["info"]
-    return {"seconds": round(seconds, 1),
-            # ru_maxrss of the children is the largest child's so far: exact for the first
-            # fit of a size, a lower bound after a larger one
-            "peak_rss_mb": round(peak / 1024) if peak > before else None,
+    return {"seconds": round(seconds, 1), "peak_rss_mb": peak[0],
             "representation": info["representation"], "c": info["params"].get("c"),
             "n_updates": info["params"].get("n_updates"), "valid_avgp": info["valid_avgp"],
             "pictures": info["pictures"], "timing": info.get("timing"),
@@ -103,6 +92,8 @@ def report(r: dict) -> str:
                          f"{c['seconds']:.0f} s | {w['seconds']:.0f} s | "
                          f"{c['peak_rss_mb'] or '-'} MB | {c['representation']} c={c['c']} | "
                          f"{c['n_updates']:,} | {c['valid_avgp']:.2f} |")
+    if r.get("note"):
+        lines.append(f"\n{r['note']}")
     return "\n".join(lines) + "\n"
 
 
