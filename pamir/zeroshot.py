@@ -19,6 +19,7 @@ of each class's name and description ("sky" -> the classes whose descriptions sp
 from __future__ import annotations
 
 import functools
+import zipfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -116,8 +117,8 @@ def packaged_class_embeddings() -> np.ndarray | None:
     try:
         with np.load(resources.files("pamir").joinpath(EMBEDDINGS), allow_pickle=False) as f:
             E, key, weights = f["E"], str(f["key"]), str(f["weights"])
-    except (OSError, ValueError, KeyError):
-        return None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None  # missing or damaged: computed, as with other weights
     if key != vocabulary_hash(texts) or weights != model_identity() or len(E) != len(texts):
         return None
     return E.astype(np.float32)

@@ -264,3 +264,20 @@ def test_shipped_embeddings_for_other_weights_are_not_used(monkeypatch):
         assert zeroshot.packaged_class_embeddings() is None
     finally:
         zeroshot.packaged_class_embeddings.cache_clear()
+
+
+def test_damaged_shipped_embeddings_are_not_used(tmp_path, monkeypatch):
+    """A damaged file in the package is computed around, never a crash."""
+    (tmp_path / zeroshot.EMBEDDINGS).write_bytes(b"PK\x03\x04 not a zip")
+
+    class Files:
+        @staticmethod
+        def files(package):
+            return tmp_path
+
+    zeroshot.packaged_class_embeddings.cache_clear()
+    monkeypatch.setattr(zeroshot, "resources", Files)
+    try:
+        assert zeroshot.packaged_class_embeddings() is None
+    finally:
+        zeroshot.packaged_class_embeddings.cache_clear()
