@@ -387,15 +387,21 @@ def test_a_read_only_server_changes_nothing(built, tmp_path):
 
 
 # ----------------------------------------------------------------------------- decisions
-def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
-    from pamir.people.who import name_person, not_person
-
-    directory = tmp_path / "index"
-    copy = folder_of_faces(tmp_path)
-    system = FakeSystem()
+def faces_read(tmp_path):
+    """A new index of folder_of_faces' pictures, their faces read: (the index's folder, the
+    pictures' folder, the stand-in system that indexed them)."""
+    directory, copy, system = tmp_path / "index", folder_of_faces(tmp_path), FakeSystem()
     with Index.create(directory, system.vocabulary, system.idf) as ix:
         ix.update([copy], system.transform_paths)
         workflow.read_faces(ix)
+    return directory, copy, system
+
+
+def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
+    from pamir.people.who import name_person, not_person
+
+    directory, copy, system = faces_read(tmp_path)
+    with Index.open(directory, writable=True) as ix:
         kit = next(f for f in ix.faces()
                    if Path(ix.picture(f.picture).path).name == "kit_harington.jpg")
         name_person(ix, kit.person, "Kit")
@@ -464,12 +470,8 @@ def test_names_merges_and_refusals_survive_a_rebuild(tmp_path):
     into it, and the faces pass of the new index finds the faces it was decided about."""
     from pamir.people.who import merge_people, name_person, not_person
 
-    directory = tmp_path / "index"
-    copy = folder_of_faces(tmp_path)
-    system = FakeSystem()
-    with Index.create(directory, system.vocabulary, system.idf) as ix:
-        ix.update([copy], system.transform_paths)
-        workflow.read_faces(ix)
+    directory, copy, system = faces_read(tmp_path)
+    with Index.open(directory, writable=True) as ix:
         face = {Path(ix.picture(f.picture).path).name: f for f in ix.faces()
                 if ix.picture(f.picture).path.endswith(("kit_harington.jpg", "rose_leslie.jpg",
                                                         "obama3.jpg"))}
