@@ -154,7 +154,7 @@ def _info(fitting: Fitting, winner: Winner, trained: Trained, *, retrain: bool,
         "representations": [{k: v for k, v in r.items() if k != "grid"}
                             | {"curves": [_curve(t) for t in r["grid"]]} for r in results],
         "retrained": retrain and "retrain" not in f.skipped, "seed": f.protocol.seed,
-        "retraining": f.retrain if retrain and "retrain" not in f.skipped else None,
+        "retraining": f.retrain,
         "vocabulary_size": f.protocol.T,
         "pictures": {"train": int(len(c.train)), "valid": int(len(c.valid))},
         # what an incremental refit keeps and compares with (refitting.reselect_reason)

@@ -52,7 +52,7 @@ class Fitting:
     display: FitDisplay | None = None
     timing: dict = field(default_factory=dict)
     skipped: list = field(default_factory=list)
-    retrain: dict | None = None  # how the retraining started, and its updates
+    retrain: dict | None = None  # a kept retraining: how it started, and its updates
 
 
 @dataclass

@@ -210,12 +210,12 @@ def retrain_on_development(fitting: Fitting, winner: Winner, trained: Trained) -
               "train")
     else:
         trained.members, trained.idf = refitted, idf_weights(Y_dev)
+        f.retrain = {"start": "each member's weights on train" if warm else "zero",
+                     "updates": int(refits[0]["n_updates"])}
         if part is not None:  # the choices made on validation stay
             part.transfer.fit(V_dev, Y_dev, [f.collection.ids[i] for i in dev],
                               [str(f.collection.paths[i]) for i in dev])
     f.timing["retrain"] = round(time.perf_counter() - started, 2)
-    f.retrain = {"start": "each member's weights on train" if warm else "zero",
-                 "updates": int(refits[0]["n_updates"])}
 
 
 def _retrain_params(member, warm: bool) -> dict:
