@@ -220,3 +220,79 @@ def test_a_dense_block_beside_sparse_bags_trains_as_all_sparse(monkeypatch):
     monkeypatch.setattr(core, "MIN_DENSE_BLOCK", 10**9)  # no block: all through the indices
     walked = PAMIR(n_updates=2_000, patience=None).fit(X, Y)
     assert np.allclose(split.W_, walked.W_, atol=1e-5)
+
+
+def dense_and_bags(n, seed):
+    """[dense block, sparse bag] rows, as a CNN view beside visterms, with 4 words."""
+    rng = np.random.default_rng(seed)
+    dense = rng.normal(size=(n, 24)).astype(np.float32)
+    bags = sp.random(n, 200, density=0.05, random_state=seed, format="csr", dtype=np.float32)
+    X = sp.hstack([sp.csr_matrix(dense), bags]).tocsr()
+    return X, sp.csr_matrix((rng.random((n, 4)) < 0.35).astype(float))
+
+
+@pytest.mark.parametrize("average, margin", [(True, "constant"), (False, "text")])
+@pytest.mark.parametrize("form", ["bags", "dense", "block and bags"])
+def test_the_dual_form_makes_the_primal_model(data, average, margin, form):
+    """The dual form draws the same triplets and makes the same updates, held as alpha over
+    the training pictures: the same early stopping and the same W up to float rounding."""
+    if form == "bags":
+        (X, Y), (Xv, Yv), _ = data
+    elif form == "dense":
+        (X, Y), (Xv, Yv) = ((np.asarray(M.toarray(), np.float32), Y) for M, Y in data[:2])
+    else:
+        (X, Y), (Xv, Yv) = dense_and_bags(50, 1), dense_and_bags(30, 2)
+    kw = dict(n_updates=6_000, eval_every=500, average=average, margin=margin, c=0.5)
+    primal = PAMIR(dual=False, **kw).fit(X, Y, validation=(Xv, Yv))
+    dual = PAMIR(dual=True, **kw).fit(X, Y, validation=(Xv, Yv))
+    assert (primal.dual_, dual.dual_) == (False, True)
+    assert np.abs(primal.W_).max() > 0.1
+    np.testing.assert_allclose(dual.W_, primal.W_, atol=1e-5)
+    assert dual.best_update_ == primal.best_update_
+    # validation AvgP at each checkpoint; the active share may differ by a triplet whose
+    # loss is 0 but for rounding (one an uncapped step has just fixed)
+    d, p = np.array(dual.history_, float), np.array(primal.history_, float)
+    np.testing.assert_allclose(d[:, :2], p[:, :2], atol=1e-5)
+    np.testing.assert_allclose(d[:, 2], p[:, 2], atol=0.01)
+
+
+def test_the_dual_form_warm_starts_as_the_primal(data):
+    """From coef_init W0: W = W0 + alpha X, its running average included."""
+    (X, Y), (Xv, Yv), _ = data
+    W0 = PAMIR(n_updates=2_000, dual=False).fit(X, Y).W_
+    kw = dict(n_updates=3_000, eval_every=500, random_state=4)
+    primal = PAMIR(dual=False, **kw).fit(X, Y, validation=(Xv, Yv), coef_init=W0)
+    dual = PAMIR(dual=True, **kw).fit(X, Y, validation=(Xv, Yv), coef_init=W0)
+    np.testing.assert_allclose(dual.W_, primal.W_, atol=1e-5)
+    assert dual.best_update_ == primal.best_update_
+
+
+def test_dual_auto_takes_the_dual_form_for_few_pictures_of_many_dimensions(monkeypatch, data):
+    import pamir.models.pamir as pamir_module
+
+    (X, Y), _, _ = data  # 300 pictures of 120 visterms: primal
+    assert not PAMIR(n_updates=100).fit(X, Y).dual_
+    assert PAMIR(n_updates=100).fit(X[:50], Y[:50]).dual_  # 2 x 50 <= 120
+    monkeypatch.setattr(pamir_module, "DUAL_MAX_PICTURES", 49)
+    assert not PAMIR(n_updates=100).fit(X[:50], Y[:50]).dual_
+    with pytest.raises(ValueError, match="dual must be"):
+        PAMIR(dual="yes").fit(X, Y)
+
+
+def test_inner_products_of_blocks_of_different_widths():
+    """Training and validation pictures each find their own dense block; X X_valid^T must
+    not depend on where each block ends."""
+    from pamir.models.pamir import Pictures
+
+    X, _ = dense_and_bags(40, 5)
+    Xv, _ = dense_and_bags(12, 6)
+    Xv = Xv.tolil()
+    Xv[:8, 20:24] = 0  # columns 20-23 are stored in too few validation rows: no longer block
+    Xv = Xv.tocsr()
+    Xv.eliminate_zeros()
+    train, valid = Pictures(X), Pictures(Xv, "valid")
+    assert train.columns()[0].shape[1] == 24 and valid.columns()[0].shape[1] == 20
+    np.testing.assert_allclose(train.cross(valid), (X @ Xv.T).toarray(), atol=1e-5)
+    G, diagonal = train.gram()
+    np.testing.assert_allclose(G, (X @ X.T).toarray(), atol=1e-5)
+    assert train.gram()[0] is G and np.allclose(diagonal, np.diagonal(G))

@@ -27,6 +27,8 @@ without improvement.
 from __future__ import annotations
 
 
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -39,7 +41,8 @@ from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matr
 from .pa import check_pa_params, train_pa
 from .pamir_chunks import FeatureChunks, _ChunkVisits
 from .pamir_core import (_apply_triplets, _csr, _dense, _dense_and_sparse, _is_dense, _parts,
-                         _row_norms_sq, _train_steps, blocks_dense_and_sparse, projector)
+                         _row_norms_sq, _train_steps, _train_steps_dual, blocks_dense_and_sparse,
+                         inner_products, projector, train_columns)
 
 MARGINS = ("constant", "text")
 #: `pamir fit`'s update budget grows with the training pictures (issue 35): this many
@@ -58,6 +61,9 @@ FEEDBACK_EPOCHS = 10
 #: Updates `partial_fit` draws per captioned picture, and the most it draws.
 LEARN_UPDATES_PER_PICTURE = 200
 LEARN_MAX_UPDATES = 200_000
+#: `dual="auto"` trains in the dual form up to this many training pictures: its Gram matrix
+#: holds n^2 float32 numbers (256 MB at 8,000; Corel's 4,000 and 4,500: 64 and 81 MB).
+DUAL_MAX_PICTURES = 8_000
 
 
 class Pictures:
@@ -72,6 +78,7 @@ class Pictures:
     def __init__(self, X, use: str = "train", name: str = "X"):
         if use not in ("train", "valid"):
             raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
+        self._lock, self._gram, self._cross = threading.Lock(), None, {}
         if isinstance(X, ColumnBlocks):  # a fit's features (issue 35): never its whole CSR
             split = blocks_dense_and_sparse(X) if use == "train" and len(X) else None
             if split is not None:
@@ -87,6 +94,29 @@ class Pictures:
             self.parts, self.Xsq = _dense_and_sparse(X), _row_norms_sq(X)
         else:
             self.project = projector(X)
+
+    def columns(self) -> tuple:
+        """(dense block or None, sparse rest or None): pamir_core.inner_products' form."""
+        return train_columns(self.parts, self.shape) if self.use == "train" \
+            else self.project.columns()
+
+    def gram(self) -> tuple[np.ndarray, np.ndarray]:
+        """(X X^T as float32, its diagonal as float64) of training pictures, made once for
+        all the fits that share them (the dual form's)."""
+        with self._lock:
+            if self._gram is None:
+                G = inner_products(self.columns(), self.columns())
+                self._gram = G, np.diagonal(G).astype(np.float64)
+            return self._gram
+
+    def cross(self, valid: "Pictures") -> np.ndarray:
+        """X X_valid^T (n x n_valid, float64): the dual form's validation scores are
+        W0 X_valid^T + gamma (X X_valid^T)."""
+        with self._lock:
+            if id(valid) not in self._cross:
+                K = inner_products(self.columns(), valid.columns()).astype(np.float64)
+                self._cross[id(valid)] = (valid, K)  # valid held: its id stays its own
+            return self._cross[id(valid)][1]
 
     @classmethod
     def of(cls, X, use: str, name: str = "X") -> "Pictures":
@@ -118,6 +148,12 @@ class PAMIR(TextSpaceModel):
     max_valid_queries : early stopping scores at most this many validation queries, a sample
         seeded by config.VALID_QUERY_SEED (None: all). Long captions make hundreds of
         thousands of them; see config.VALID_MAX_QUERIES.
+    dual : train in the dual form (W = W0 + alpha X, TPAMI §III-E with the linear kernel,
+        the training pictures' scores kept up to date: a triplet with no loss costs a few
+        lookups instead of reading 2 x D numbers), True, False, or "auto" (as scikit-learn's
+        LinearSVC): dual when there are fewer training pictures than half the dimensions and
+        at most DUAL_MAX_PICTURES. The same updates on the same triplets, so the same model
+        up to float rounding; `fit_chunks` always trains in the primal form.
 
     Learned: W_ (T x V float32) and what pamir.models.pa says every PA model reports.
     """
@@ -132,7 +168,8 @@ class PAMIR(TextSpaceModel):
     def __init__(self, c: float = 0.1, n_updates: int = 4_000_000, eval_every: int = 100_000,
                  patience: int | None = 10, average: bool = True, margin: str = "constant",
                  epsilon: float = 1.0, random_state: int = 0,
-                 max_valid_queries: int | None = config.VALID_MAX_QUERIES):
+                 max_valid_queries: int | None = config.VALID_MAX_QUERIES,
+                 dual: bool | str = "auto"):
         self.c = c
         self.n_updates = n_updates
         self.eval_every = eval_every
@@ -142,6 +179,7 @@ class PAMIR(TextSpaceModel):
         self.epsilon = epsilon
         self.random_state = random_state
         self.max_valid_queries = max_valid_queries
+        self.dual = dual
 
     def _check_params(self) -> None:
         check_pa_params("PAMIR", self.c, self.n_updates, self.eval_every, self.patience)
@@ -152,6 +190,8 @@ class PAMIR(TextSpaceModel):
         if self.max_valid_queries is not None and int(self.max_valid_queries) < 1:
             raise ValueError("PAMIR: max_valid_queries must be >= 1 or None, got "
                              f"{self.max_valid_queries!r}")
+        if self.dual not in ("auto", True, False):
+            raise ValueError(f"PAMIR: dual must be 'auto', True or False, got {self.dual!r}")
 
     # ---------------------------------------------------------------------------- training
     #: The weights every fit of this class starts from (T x V), None: zeros. Set on the
@@ -233,9 +273,11 @@ class PAMIR(TextSpaceModel):
         own = work_dir is None
         work = Path(tempfile.mkdtemp(prefix="pamir-chunks-") if own else work_dir)
         try:
+            self.dual_ = False
             steps = _ChunkVisits(self, chunks, W, A, rng, visit_updates or self.eval_every,
                                  work)
-            self._run(steps, W, A, valid, callback)
+            self.W_ = self._run(steps, lambda done: self._current(W, A, done),
+                                self._scorer(valid), callback)
         finally:
             if own:
                 shutil.rmtree(work, ignore_errors=True)
@@ -250,20 +292,20 @@ class PAMIR(TextSpaceModel):
         self.valid_queries_ = [len(used), vq.total]
         return used
 
-    def _run(self, steps, W, A, valid, callback) -> None:
+    @staticmethod
+    def _scorer(valid):
+        """Validation mean AvgP of weights W (T x V), or None without validation data."""
         if valid is None:
-            score = None
-        else:
-            project = valid[0].project
+            return None
+        return lambda W: mean_average_precision(valid[0].project(W), valid[1], valid[2])
 
-            def score(weights):
-                return mean_average_precision(project(weights), valid[1], valid[2])
-        # the best W is held as float32, what W_ is (a race's waiting fits each hold one)
-        run = train_pa(steps, lambda done: self._current(W, A, done), score,
-                       n_updates=self.n_updates, eval_every=self.eval_every,
-                       patience=self.patience, callback=callback,
-                       keep=lambda weights: weights.astype(np.float32))
-        self.W_ = run.best
+    def _run(self, steps, current, score, callback,
+             keep=lambda weights: weights.astype(np.float32)):
+        """train_pa with this model's settings; records how it went, returns the kept
+        weights (float32, what W_ is: a race's waiting fits each hold theirs)."""
+        run = train_pa(steps, current, score, n_updates=self.n_updates,
+                       eval_every=self.eval_every, patience=self.patience,
+                       callback=callback, keep=keep)
         self.n_updates_ = run.n_updates
         self.best_update_ = run.best_update
         self.best_valid_avgp_ = run.best_valid_avgp
@@ -274,6 +316,7 @@ class PAMIR(TextSpaceModel):
         self.active_updates_ = run.active
         self.out_of_time_ = run.out_of_time  # stopped early by `pamir fit --time-budget`
         self.updates_per_second_ = run.n_updates / run.seconds if run.seconds > 0 else float("nan")
+        return run.best
 
     @classmethod
     def update_budget(cls, n_train: int) -> dict:
@@ -304,35 +347,77 @@ class PAMIR(TextSpaceModel):
         if len(sample) == 0:
             raise ValueError("PAMIR: no training query has both relevant and non-relevant "
                              "pictures; the captions leave nothing to rank")
-        Xsq = X.Xsq
-        Qp, Qi, Qd = _parts(Q)
-        Rp, Ri = R.indptr.astype(np.int64), R.indices.astype(np.int64)
-        Cp, Ci, Cd = _parts(caps)
+        if coef_init is not None and np.shape(coef_init) != (self.T_, self.V_):
+            raise ValueError(f"PAMIR: coef_init has shape {np.shape(coef_init)}; the data "
+                             f"give {(self.T_, self.V_)} (words x features)")
+        rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
+                       dtype=np.uint64)
+        # the sampler's arrays: queries, their relevant pictures, the captions
+        sampling = (*_parts(Q), R.indptr.astype(np.int64), R.indices.astype(np.int64),
+                    *_parts(caps), sample)
+        self.dual_ = self._dual(n_pictures)
+        train = self._train_dual if self.dual_ else self._train_primal
+        train(X, sampling, rng, valid, callback, coef_init)
+
+    def _dual(self, n_pictures: int) -> bool:
+        if self.dual != "auto":
+            return bool(self.dual)
+        return n_pictures <= DUAL_MAX_PICTURES and 2 * n_pictures <= self.V_
+
+    def _train_primal(self, X: Pictures, sampling, rng, valid, callback, coef_init) -> None:
         # float32 W: the rows of a query's words (40 kB each at 10,000 visterms) stay in the
         # L2 cache, which is what makes an update cost well under a microsecond. A (the
         # running sum for averaging) is float64: ((n + 1) W - A) / n cancels large terms.
         W = np.zeros((self.T_, self.V_), dtype=np.float32)
         A = np.zeros(W.shape) if self.average else np.zeros((0, 0))
         if coef_init is not None:
-            if np.shape(coef_init) != W.shape:
-                raise ValueError(f"PAMIR: coef_init has shape {np.shape(coef_init)}; the data "
-                                 f"give {W.shape} (words x features)")
             W[:] = coef_init
             # A sums k * (the k-th update's change); _current's ((n + 1) W_n - A) / n is then
             # the mean of W_1..W_n when A also holds W_0 once (W_0 = 0 in a fit from zeros)
             if self.average:
                 A[:] = W
-        rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
-                       dtype=np.uint64)
-
         pictures = X.parts
 
         def steps(done, k):
             return _train_steps(W, A, done, k, rng, float(self.c), float(self.epsilon),
-                                self.margin == "text", *pictures, Xsq, Qp, Qi, Qd, Rp, Ri,
-                                Cp, Ci, Cd, sample)
+                                self.margin == "text", *pictures, X.Xsq, *sampling)
 
-        self._run(steps, W, A, valid, callback)
+        self.W_ = self._run(steps, lambda done: self._current(W, A, done),
+                            self._scorer(valid), callback)
+
+    def _train_dual(self, X: Pictures, sampling, rng, valid, callback, coef_init) -> None:
+        """The primal's updates on the same triplets with W = W0 + alpha X (pamir_core's
+        _train_steps_dual). Early stopping scores gamma, W's coefficients on the training
+        pictures (alpha, or its running average), through X X_valid^T; the kept gamma
+        becomes W_ at the end."""
+        G, Gdiag = X.gram()
+        S = np.zeros((self.T_, X.shape[0]))  # the training pictures' scores, W X^T
+        W0 = None if coef_init is None else np.asarray(coef_init, np.float32)
+        if W0 is not None:
+            S[:] = _products(X.columns(), W0).T
+        alpha = np.zeros_like(S)
+        beta = np.zeros_like(S) if self.average else np.zeros((0, 0))
+
+        def steps(done, k):
+            return _train_steps_dual(S, alpha, beta, G, Gdiag, done, k, rng, float(self.c),
+                                     float(self.epsilon), self.margin == "text", *sampling)
+
+        def current(done):  # the primal's _current, on the coefficients
+            if beta.shape[0] == 0 or done == 0:
+                return alpha.copy()
+            return ((done + 1) * alpha - beta) / done
+
+        score = None
+        if valid is not None:
+            K = X.cross(valid[0])
+            base = 0.0 if W0 is None else valid[0].project(W0)
+
+            def score(gamma):
+                return mean_average_precision(base + K.T @ gamma.T, valid[1], valid[2])
+
+        gamma = self._run(steps, current, score, callback)
+        del S, alpha, beta
+        self.W_ = _combination(gamma, X.columns(), X.shape, W0)
 
     @staticmethod
     def _current(W, A, n):
@@ -523,7 +608,7 @@ class PAMIR(TextSpaceModel):
         meta = {k: getattr(self, k) for k in
                 ("n_updates_", "best_update_", "best_valid_avgp_", "history_",
                  "train_seconds_", "train_cpu_seconds_", "valid_seconds_", "active_updates_",
-                 "updates_per_second_", "valid_queries_", "out_of_time_")
+                 "updates_per_second_", "valid_queries_", "out_of_time_", "dual_")
                 if hasattr(self, k)}
         return meta, {"W": self.W_, "idf": self.idf_}
 
@@ -534,6 +619,29 @@ class PAMIR(TextSpaceModel):
         self.idf_ = arrays["idf"]
         self.T_, self.V_ = self.W_.shape
         self.n_features_in_ = self.V_
+
+
+def _combination(gamma, columns, shape, W0=None) -> np.ndarray:
+    """W0 + gamma X (T x V float32) for pictures X given as `columns`."""
+    block, rest = columns
+    W = np.zeros((gamma.shape[0], shape[1]), np.float32) if W0 is None else W0.copy()
+    gamma = np.asarray(gamma, np.float32)
+    if block is not None:
+        W[:, :block.shape[1]] += gamma @ block
+    if rest is not None:
+        W += np.asarray((rest.T @ gamma.T).T, np.float32)
+    return W
+
+
+def _products(columns, W) -> np.ndarray:
+    """X W^T (n x T) for pictures X given as `columns`."""
+    block, rest = columns
+    out = 0.0
+    if block is not None:
+        out = block @ W[:, :block.shape[1]].T
+    if rest is not None:
+        out = out + rest @ W.T
+    return np.asarray(out)
 
 
 def pa_updates(W, X, Q, triplets, c, margins=None, A=None, first_step=0) -> np.ndarray:

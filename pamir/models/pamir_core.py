@@ -200,6 +200,58 @@ def _train_steps(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
     return n_active, loss_sum
 
 
+# The dual form (the kernel form of TPAMI §III-E with the linear kernel): W = W0 + alpha X,
+# and the scores S = W X^T of the training pictures are kept up to date, so a triplet's loss
+# costs a few lookups in S instead of reading two pictures' D numbers and q's rows of W.
+@numba.njit(cache=True, fastmath=True, nogil=True)
+def _train_steps_dual(S, alpha, beta, G, Gdiag, first_step, n_steps, rng, c, epsilon,
+                      text_margin, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):
+    """`_train_steps` in the dual form, on the same triplets (the same sampler and seed).
+
+    S (T x n, float64): q's words' scores of the training pictures, S[t, j] = (W x_j)_t.
+    alpha (T x n): W = W0 + alpha X. beta (T x n, or empty): the sum of step * (alpha's
+    change), so that the running average of W is W0 + ((n + 1) alpha - beta) X / n, as A
+    gives it in the primal form. G (n x n): the Gram matrix X X^T, Gdiag its diagonal.
+    An update moves alpha at p+ and p- and adds tau q_t (G[p+] - G[p-]) to S's rows of q's
+    words: n numbers a word, where the primal form touches D."""
+    n_active = 0
+    loss_sum = 0.0
+    n = S.shape[1]
+    for k in range(n_steps):
+        q, pos, neg, margin = _sample_triplet(rng, n, epsilon, text_margin, Qp, Qi, Qd, Rp,
+                                              Ri, Cp, Ci, Cd, sample_queries)
+        if neg < 0:
+            continue
+        qi = Qi[Qp[q]:Qp[q + 1]]
+        qd = Qd[Qp[q]:Qp[q + 1]]
+        diff = 0.0
+        for a in range(qi.shape[0]):
+            diff += qd[a] * (S[qi[a], pos] - S[qi[a], neg])
+        loss = margin - diff
+        if loss <= 0.0:
+            continue
+        n_active += 1
+        loss_sum += loss
+        tau = _tau(loss, qd, Gdiag[pos] + Gdiag[neg] - 2.0 * G[pos, neg], c)
+        if tau == 0.0:
+            continue
+        step = first_step + k + 1
+        gp = G[pos]
+        gm = G[neg]
+        for a in range(qi.shape[0]):
+            t = qi[a]
+            f = tau * qd[a]
+            alpha[t, pos] += f
+            alpha[t, neg] -= f
+            if beta.shape[0] > 0:
+                beta[t, pos] += f * step
+                beta[t, neg] -= f * step
+            row = S[t]
+            for j in range(n):
+                row[j] += f * (gp[j] - gm[j])
+    return n_active, loss_sum
+
+
 @numba.njit(cache=True, fastmath=True, nogil=True)
 def _apply_triplets(W, A, first_step, c, margins, triplets,
                     Xdense, Xp, Xi, Xd, Xsq, Qp, Qi, Qd):
@@ -322,20 +374,85 @@ def blocks_dense_and_sparse(X) -> tuple | None:
     return (block, Xp, Xi + width, Xd), np.concatenate(norms)
 
 
-def projector(X, dtype=np.float64):
+class Projection:
     """W -> X W^T for the pictures X, with X's leading dense block (as `_dense_and_sparse`
     finds it) multiplied as a dense matrix. A CSR product walks every stored number through
     its index: for [cnn, cnn-lite1, cnn-lite2, visterms] (14,720 dense columns) scoring the
     500 validation pictures took 17x longer that way than dense + sparse (measured 5.1 s
-    against 0.29 s, float64), and early stopping scores them 40 times a fit."""
-    if _is_dense(X) or X.shape[0] == 0:
-        return lambda W: np.asarray(X, dtype) @ W.T
-    stored = np.bincount(X.indices, minlength=X.shape[1]) >= X.shape[0] / 2
-    width = int(np.argmin(np.append(stored, False)))
-    if width < MIN_DENSE_BLOCK:
-        return lambda W: X @ W.T
-    # held in X's dtype (float32), widened for each product: a fit's validation pictures
-    # are held at half the size of float64, and score the same
-    block = np.ascontiguousarray(X[:, :width].toarray())
-    rest = sp.csr_matrix(X[:, width:])
-    return lambda W: block.astype(dtype, copy=False) @ W[:, :width].T + rest @ W[:, width:].T
+    against 0.29 s, float64), and early stopping scores them 40 times a fit. `columns` gives
+    the same split to `inner_products` (the dual form's validation scores)."""
+
+    def __init__(self, X, dtype=np.float64):
+        self.dtype, self.shape = dtype, X.shape
+        if _is_dense(X) or X.shape[0] == 0:
+            self.block, self.rest = np.asarray(X), None
+            return
+        stored = np.bincount(X.indices, minlength=X.shape[1]) >= X.shape[0] / 2
+        width = int(np.argmin(np.append(stored, False)))
+        if width < MIN_DENSE_BLOCK:
+            self.block, self.rest = None, X
+            return
+        # held in X's dtype (float32), widened for each product: a fit's validation
+        # pictures are held at half the size of float64, and score the same
+        self.block = np.ascontiguousarray(X[:, :width].toarray())
+        self.rest = sp.csr_matrix(X[:, width:])
+
+    def __call__(self, W) -> np.ndarray:
+        if self.rest is None:
+            return self.block.astype(self.dtype, copy=False) @ W.T
+        if self.block is None:
+            return self.rest @ W.T
+        width = self.block.shape[1]
+        return (self.block.astype(self.dtype, copy=False) @ W[:, :width].T
+                + self.rest @ W[:, width:].T)
+
+    def columns(self) -> tuple:
+        """(dense block or None, CSR of the other columns or None, in X's column numbers)."""
+        if self.rest is None or self.block is None:
+            return self.block, self.rest
+        width = self.block.shape[1]
+        r = self.rest
+        return self.block, sp.csr_matrix((r.data, r.indices + width, r.indptr),
+                                         shape=self.shape)
+
+
+def projector(X, dtype=np.float64) -> Projection:
+    return Projection(X, dtype)
+
+
+def train_columns(parts, shape) -> tuple:
+    """`Projection.columns` of training pictures held as `_dense_and_sparse` parts."""
+    block, Xp, Xi, Xd = parts
+    rest = sp.csr_matrix((Xd, Xi, Xp), shape=shape) if len(Xd) else None
+    return (block if block.shape[1] else None), rest
+
+
+def inner_products(left: tuple, right: tuple) -> np.ndarray:
+    """left X right^T (n_left x n_right, float32) of two sets of pictures of one
+    representation, each given as `columns` (dense block or None, sparse rest or None, the
+    rest n x D): one BLAS product of the columns both blocks hold, and a sparse product of
+    the others. The blocks may differ in width (each set finds its own)."""
+    (bl, rl), (br, rr) = left, right
+    width = min(0 if bl is None else bl.shape[1], 0 if br is None else br.shape[1])
+    d = max(x.shape[1] for x in (bl, rl, br, rr) if x is not None)
+    out = np.zeros((_rows(bl, rl), _rows(br, rr)), np.float32)
+    if width:
+        out += bl[:, :width] @ br[:, :width].T
+    sl, sr = _beyond(bl, rl, width, d), _beyond(br, rr, width, d)
+    if sl is not None and sr is not None:
+        out += (sl @ sr.T).toarray()
+    return out
+
+
+def _rows(block, rest) -> int:
+    return (block if block is not None else rest).shape[0]
+
+
+def _beyond(block, rest, width: int, d: int):
+    """The pictures' columns from `width` on, as one n x d CSR (None: no such column)."""
+    parts = [] if rest is None else [sp.csr_matrix(rest, dtype=np.float32)]
+    if block is not None and block.shape[1] > width:
+        b = sp.csr_matrix(block[:, width:])
+        parts.append(sp.csr_matrix((b.data, b.indices + width, b.indptr),
+                                   shape=(block.shape[0], d)))
+    return None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
