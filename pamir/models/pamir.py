@@ -27,22 +27,19 @@ without improvement.
 from __future__ import annotations
 
 
-import threading
-
 import numpy as np
 import scipy.sparse as sp
 
 from .. import config
 from ..evaluation import mean_average_precision
-from ..features.registry import ColumnBlocks
 from ..text import text_vectors
 from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matrix,
                    check_pictures, training_queries)
 from .pa import check_pa_params, train_pa
 from .pamir_chunks import FeatureChunks, _ChunkVisits
-from .pamir_core import (_apply_triplets, _csr, _dense, _dense_and_sparse, _is_dense, _parts,
-                         _row_norms_sq, _train_steps, _train_steps_dual, blocks_dense_and_sparse,
-                         inner_products, projector, train_columns)
+from .pamir_core import (Pictures, _apply_triplets, _combination, _csr, _dense_and_sparse,
+                         _is_dense, _parts, _products, _row_norms_sq, _train_steps,
+                         _train_steps_dual, projector)
 
 MARGINS = ("constant", "text")
 #: `pamir fit`'s update budget grows with the training pictures (issue 35): this many
@@ -64,68 +61,6 @@ LEARN_MAX_UPDATES = 200_000
 #: `dual="auto"` trains in the dual form up to this many training pictures: its Gram matrix
 #: holds n^2 float32 numbers (256 MB at 8,000; Corel's 4,000 and 4,500: 64 and 81 MB).
 DUAL_MAX_PICTURES = 8_000
-
-
-class Pictures:
-    """Pictures in the form PAMIR reads them, prepared once and shared, read-only, by every
-    fit on them (a selection's grid points and seeds, an ensemble's members, the retraining
-    seeds run in threads on one copy): `use` "train" keeps what the update loop reads (the
-    dense block and the CSR rest, `_dense_and_sparse`, and the squared row norms), "valid"
-    what early stopping scores with (`projector`, float64). Each fit used to make these
-    from its own copy of X; with a race's fits all alive at once (waiting at a rung), that
-    was one copy per fit (issue 35). The numbers are the same, so the fits are too."""
-
-    def __init__(self, X, use: str = "train", name: str = "X"):
-        if use not in ("train", "valid"):
-            raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
-        self._lock, self._gram, self._cross = threading.Lock(), None, {}
-        if isinstance(X, ColumnBlocks):  # a fit's features (issue 35): never its whole CSR
-            split = blocks_dense_and_sparse(X) if use == "train" and len(X) else None
-            if split is not None:
-                self.shape, self.use = X.shape, use
-                (self.parts, self.Xsq) = split
-                return
-            X = X.tocsr()
-        X = check_pictures(X, "PAMIR", name)
-        # (no copy of a CSR that is already float32 and canonical: nothing here writes to it)
-        X = _dense(X, name) if _is_dense(X) else _csr(X, name=name, copy=False)
-        self.shape, self.use = X.shape, use
-        if use == "train":
-            self.parts, self.Xsq = _dense_and_sparse(X), _row_norms_sq(X)
-        else:
-            self.project = projector(X)
-
-    def columns(self) -> tuple:
-        """(dense block or None, sparse rest or None): pamir_core.inner_products' form."""
-        return train_columns(self.parts, self.shape) if self.use == "train" \
-            else self.project.columns()
-
-    def gram(self) -> tuple[np.ndarray, np.ndarray]:
-        """(X X^T as float32, its diagonal as float64) of training pictures, made once for
-        all the fits that share them (the dual form's)."""
-        with self._lock:
-            if self._gram is None:
-                G = inner_products(self.columns(), self.columns())
-                self._gram = G, np.diagonal(G).astype(np.float64)
-            return self._gram
-
-    def cross(self, valid: "Pictures") -> np.ndarray:
-        """X X_valid^T (n x n_valid, float64): the dual form's validation scores are
-        W0 X_valid^T + gamma (X X_valid^T)."""
-        with self._lock:
-            if id(valid) not in self._cross:
-                K = inner_products(self.columns(), valid.columns()).astype(np.float64)
-                self._cross[id(valid)] = (valid, K)  # valid held: its id stays its own
-            return self._cross[id(valid)][1]
-
-    @classmethod
-    def of(cls, X, use: str, name: str = "X") -> "Pictures":
-        """X prepared for `use`, or X itself when it already is."""
-        if isinstance(X, cls):
-            if X.use != use:
-                raise ValueError(f"PAMIR: {name} was prepared for {X.use}, not {use}")
-            return X
-        return cls(X, use, name)
 
 
 class PAMIR(TextSpaceModel):
@@ -407,17 +342,18 @@ class PAMIR(TextSpaceModel):
                 return alpha.copy()
             return ((done + 1) * alpha - beta) / done
 
-        score = None
-        if valid is not None:
-            K = X.cross(valid[0])
-            base = 0.0 if W0 is None else valid[0].project(W0)
-
-            def score(gamma):
-                return mean_average_precision(base + K.T @ gamma.T, valid[1], valid[2])
-
-        gamma = self._run(steps, current, score, callback)
-        del S, alpha, beta
+        gamma = self._run(steps, current, self._dual_scorer(X, valid, W0), callback)
         self.W_ = _combination(gamma, X.columns(), X.shape, W0)
+
+    @staticmethod
+    def _dual_scorer(X: Pictures, valid, W0):
+        """Validation mean AvgP of coefficients gamma (T x n): the validation pictures'
+        scores are X_valid (W0 + gamma X)^T = X_valid W0^T + (X X_valid^T)^T gamma^T."""
+        if valid is None:
+            return None
+        K = X.cross(valid[0])
+        base = 0.0 if W0 is None else valid[0].project(W0)
+        return lambda gamma: mean_average_precision(base + K.T @ gamma.T, valid[1], valid[2])
 
     @staticmethod
     def _current(W, A, n):
@@ -619,29 +555,6 @@ class PAMIR(TextSpaceModel):
         self.idf_ = arrays["idf"]
         self.T_, self.V_ = self.W_.shape
         self.n_features_in_ = self.V_
-
-
-def _combination(gamma, columns, shape, W0=None) -> np.ndarray:
-    """W0 + gamma X (T x V float32) for pictures X given as `columns`."""
-    block, rest = columns
-    W = np.zeros((gamma.shape[0], shape[1]), np.float32) if W0 is None else W0.copy()
-    gamma = np.asarray(gamma, np.float32)
-    if block is not None:
-        W[:, :block.shape[1]] += gamma @ block
-    if rest is not None:
-        W += np.asarray((rest.T @ gamma.T).T, np.float32)
-    return W
-
-
-def _products(columns, W) -> np.ndarray:
-    """X W^T (n x T) for pictures X given as `columns`."""
-    block, rest = columns
-    out = 0.0
-    if block is not None:
-        out = block @ W[:, :block.shape[1]].T
-    if rest is not None:
-        out = out + rest @ W.T
-    return np.asarray(out)
 
 
 def pa_updates(W, X, Q, triplets, c, margins=None, A=None, first_step=0) -> np.ndarray:

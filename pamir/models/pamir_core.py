@@ -1,14 +1,20 @@
 """The numba core of PAMIR (pamir.models.pamir): the PA-I step on sparse queries and pictures,
-triplet sampling, the training loops the estimator runs, and the arrays they take. Hand-written rather than scipy,
-for the reason the estimator's module gives: one update touches a few hundred entries of W.
+triplet sampling, the training loops the estimator runs in the primal form (W) and the dual
+form (W = W0 + alpha X), and the arrays they take (`Pictures`). Hand-written rather than
+scipy, for the reason the estimator's module gives: one update touches a few hundred entries
+of W.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..features.registry import ColumnBlocks
+from .base import check_pictures
 from .pa import pa1_tau
 
 
@@ -456,3 +462,90 @@ def _beyond(block, rest, width: int, d: int):
         parts.append(sp.csr_matrix((b.data, b.indices + width, b.indptr),
                                    shape=(block.shape[0], d)))
     return None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+def _combination(gamma, columns, shape, W0=None) -> np.ndarray:
+    """W0 + gamma X (T x V float32) for pictures X given as `columns`."""
+    block, rest = columns
+    W = np.zeros((gamma.shape[0], shape[1]), np.float32) if W0 is None else W0.copy()
+    gamma = np.asarray(gamma, np.float32)
+    if block is not None:
+        W[:, :block.shape[1]] += gamma @ block
+    if rest is not None:
+        W += np.asarray((rest.T @ gamma.T).T, np.float32)
+    return W
+
+
+def _products(columns, W) -> np.ndarray:
+    """X W^T (n x T) for pictures X given as `columns`."""
+    block, rest = columns
+    out = 0.0
+    if block is not None:
+        out = block @ W[:, :block.shape[1]].T
+    if rest is not None:
+        out = out + rest @ W.T
+    return np.asarray(out)
+
+
+# ------------------------------------------------------------------- pictures, prepared
+
+class Pictures:
+    """Pictures in the form PAMIR reads them, prepared once and shared, read-only, by every
+    fit on them (a selection's grid points and seeds, an ensemble's members, the retraining
+    seeds run in threads on one copy): `use` "train" keeps what the update loop reads (the
+    dense block and the CSR rest, `_dense_and_sparse`, and the squared row norms), "valid"
+    what early stopping scores with (`projector`, float64). Each fit used to make these
+    from its own copy of X; with a race's fits all alive at once (waiting at a rung), that
+    was one copy per fit (issue 35). The numbers are the same, so the fits are too."""
+
+    def __init__(self, X, use: str = "train", name: str = "X"):
+        if use not in ("train", "valid"):
+            raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
+        self._lock, self._gram, self._cross = threading.Lock(), None, {}
+        if isinstance(X, ColumnBlocks):  # a fit's features (issue 35): never its whole CSR
+            split = blocks_dense_and_sparse(X) if use == "train" and len(X) else None
+            if split is not None:
+                self.shape, self.use = X.shape, use
+                (self.parts, self.Xsq) = split
+                return
+            X = X.tocsr()
+        X = check_pictures(X, "PAMIR", name)
+        # (no copy of a CSR that is already float32 and canonical: nothing here writes to it)
+        X = _dense(X, name) if _is_dense(X) else _csr(X, name=name, copy=False)
+        self.shape, self.use = X.shape, use
+        if use == "train":
+            self.parts, self.Xsq = _dense_and_sparse(X), _row_norms_sq(X)
+        else:
+            self.project = projector(X)
+
+    def columns(self) -> tuple:
+        """(dense block or None, sparse rest or None): pamir_core.inner_products' form."""
+        return train_columns(self.parts, self.shape) if self.use == "train" \
+            else self.project.columns()
+
+    def gram(self) -> tuple[np.ndarray, np.ndarray]:
+        """(X X^T as float32, its diagonal as float64) of training pictures, made once for
+        all the fits that share them (the dual form's)."""
+        with self._lock:
+            if self._gram is None:
+                G = inner_products(self.columns(), self.columns())
+                self._gram = G, np.diagonal(G).astype(np.float64)
+            return self._gram
+
+    def cross(self, valid: "Pictures") -> np.ndarray:
+        """X X_valid^T (n x n_valid, float64): the dual form's validation scores are
+        W0 X_valid^T + gamma (X X_valid^T)."""
+        with self._lock:
+            if id(valid) not in self._cross:
+                K = inner_products(self.columns(), valid.columns()).astype(np.float64)
+                self._cross[id(valid)] = (valid, K)  # valid held: its id stays its own
+            return self._cross[id(valid)][1]
+
+    @classmethod
+    def of(cls, X, use: str, name: str = "X") -> "Pictures":
+        """X prepared for `use`, or X itself when it already is."""
+        if isinstance(X, cls):
+            if X.use != use:
+                raise ValueError(f"PAMIR: {name} was prepared for {X.use}, not {use}")
+            return X
+        return cls(X, use, name)
