@@ -337,12 +337,9 @@ class PAMIR(TextSpaceModel):
             return _train_steps_dual(S, alpha, beta, G, Gdiag, done, k, rng, float(self.c),
                                      float(self.epsilon), self.margin == "text", *sampling)
 
-        def current(done):  # the primal's _current, on the coefficients
-            if beta.shape[0] == 0 or done == 0:
-                return alpha.copy()
-            return ((done + 1) * alpha - beta) / done
-
-        gamma = self._run(steps, current, self._dual_scorer(X, valid, W0), callback)
+        # the primal's running average, on the coefficients
+        gamma = self._run(steps, lambda done: self._current(alpha, beta, done),
+                          self._dual_scorer(X, valid, W0), callback)
         self.W_ = _combination(gamma, X.columns(), X.shape, W0)
 
     @staticmethod

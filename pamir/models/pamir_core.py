@@ -401,25 +401,17 @@ class Projection:
         # held in X's dtype (float32), widened for each product: a fit's validation
         # pictures are held at half the size of float64, and score the same
         self.block = np.ascontiguousarray(X[:, :width].toarray())
-        self.rest = sp.csr_matrix(X[:, width:])
+        rest = sp.csr_matrix(X[:, width:])  # in X's column numbers, as `columns` gives it
+        self.rest = sp.csr_matrix((rest.data, rest.indices + width, rest.indptr),
+                                  shape=X.shape)
 
     def __call__(self, W) -> np.ndarray:
-        if self.rest is None:
-            return self.block.astype(self.dtype, copy=False) @ W.T
-        if self.block is None:
-            return self.rest @ W.T
-        width = self.block.shape[1]
-        return (self.block.astype(self.dtype, copy=False) @ W[:, :width].T
-                + self.rest @ W[:, width:].T)
+        block = None if self.block is None else self.block.astype(self.dtype, copy=False)
+        return _products((block, self.rest), W)
 
     def columns(self) -> tuple:
         """(dense block or None, CSR of the other columns or None, in X's column numbers)."""
-        if self.rest is None or self.block is None:
-            return self.block, self.rest
-        width = self.block.shape[1]
-        r = self.rest
-        return self.block, sp.csr_matrix((r.data, r.indices + width, r.indptr),
-                                         shape=self.shape)
+        return self.block, self.rest
 
 
 def projector(X, dtype=np.float64) -> Projection:
