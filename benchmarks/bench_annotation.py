@@ -42,9 +42,9 @@ import json
 import sys
 import time
 
-import numpy as np
 
-from common import RESULTS, Run, parser, rerender, run_clause, save_report
+from common import (GOAL, RESULTS, Run, annotation_vocabulary, apply_rule, parser, rerender,
+                    run_clause, save_report)
 
 from pamir import config
 from pamir.data import load_corel5k
@@ -68,24 +68,14 @@ PUBLISHED = {"JEC (Makadia et al. 2008)": (27, 32, 139),
              "CCA-KNN, CNN features (Murthy et al. 2015)": (42, 52, 201),
              "Salar & Ahmadi 2023, fine-tuned TResNet-M, per-word thresholds chosen on "
              "test": (48.4, 56.3, 191)}
-GOAL = (40, 45, 180)
 #: Issue 26: top 5 F1 >= 45 with P >= 40, R >= 50, N+ >= 190; per-word thresholds F1 >= 48.
 GOAL_26 = {"top 5": {"F1": 45, "P": 40, "R": 50, "N+": 190}, "per-word thresholds": {"F1": 48}}
 DEFAULT = ("cnn+cnn-lite1+cnn-lite2+visterms", (1.0, 1.0, 1.0, 1.0))
 RULES = ("scores", "word z-score")
 
 
-def annotation_vocabulary(collection, protocol) -> list[str]:
-    """The words of both the development and the test captions (260 on Corel 5k)."""
-    words = lambda idx: {w for i in idx for w in (collection.captions[i] or ())}  # noqa: E731
-    return sorted(words(protocol.development) & words(protocol.test))
 
 
-def apply_rule(rule: str, Z: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    if rule == "scores":
-        return Z
-    mean, std = reference.mean(axis=0), reference.std(axis=0)
-    return (Z - mean) / np.where(std > 0, std, 1.0)
 
 
 def run(collection, protocol, name: str, cnn: dict | None, seeds: int = 1) -> dict:

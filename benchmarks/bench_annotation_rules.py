@@ -31,8 +31,7 @@ import sys
 
 import numpy as np
 
-from bench_annotation import GOAL, annotation_vocabulary, apply_rule
-from common import Run, report_cli, run_clause, save_report
+from common import GOAL, Run, annotation_vocabulary, apply_rule, report_cli, run_clause, save_report
 
 from pamir import config
 from pamir.data import load_corel5k

@@ -27,12 +27,10 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
-from common import RESULTS, Run, archive, report_head, save_report
-
-from bench_search_latency import CLI, QUERIES, build_big, env_for, serve_latency, side_by_side
+from common import (CLI, QUERIES, RESULTS, Run, archive, build_big, env_for, report_head,
+                    save_report, serve_latency, side_by_side)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The queries whose words reach classes (the others are the model's words: unchanged).

@@ -29,23 +29,18 @@ Writes benchmarks/results/cnn.md, cnn.json, perquery/pamir-cnn.npz and the `pami
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import numpy as np
 
-from common import (METRICS, PERQUERY, SUMMARY, Run, parser, rerender, run_clause, save_report,
-                    write_results)
+from common import (METRICS, PERQUERY, SUMMARY, CorelViews, Run, parser, rerender, run_clause,
+                    save_report, write_results)
 
 from pamir import config
-from pamir.data import load_corel5k
 from pamir.evaluation import evaluate_model, evaluate_text_space, wilcoxon
-from pamir.features import FeatureSettings
 from pamir.features.cnn import CNNSettings
 from pamir.models.pamir import PAMIR
-from pamir.protocol import Protocol
 from pamir.selection import select
-from pamir.training import collection_inputs
 
 
 #: CNN settings studied on validation (the first is CNNSettings' default). Flip averaging
@@ -82,40 +77,13 @@ def label(setting: dict) -> str:
             + (" +flip" if s.flip else "") + (f" power {s.power:g}" if s.power != 0.5 else ""))
 
 
-class Corel:
-    """Corel 5k, its protocol, and each split's queries."""
-
-    def __init__(self):
-        self.collection = load_corel5k()
-        self.protocol = p = Protocol(self.collection)
-        self.train, self.valid, self.test = p.train, p.valid, p.test
-        self.test_queries = p.queries(self.test)
-        self.Q_test = p.query_vectors(self.test_queries)
-        self.subsets = p.query_subsets(self.test_queries)
-
-    def features(self, name: str, cnn: dict | None = None, weights=None):
-        t0 = time.perf_counter()
-        F, ok, rep = collection_inputs(self.collection, self.protocol, name, FeatureSettings(),
-                                       weights=weights, cnn_settings=CNNSettings(**(cnn or {})),
-                                       progress=sys.stderr.isatty(), log=None)
-        if not ok.all():
-            print(f"  {int((~ok).sum())} pictures unreadable", flush=True)
-        return F, time.perf_counter() - t0
-
-    def select(self, F, seeds=None):
-        p = self.protocol
-        return select("pamir", F[self.train], p.presence(self.train), F[self.valid],
-                      p.presence(self.valid), params=PAMIR_PARAMS, seeds=seeds, log=None)
-
-    def test_evaluation(self, Z):
-        return evaluate_text_space(Z, self.Q_test, self.test_queries.relevance, self.subsets)
 
 
 def figures(ev) -> dict:
     return {m: round(100 * ev.mean(m), 2) for m in METRICS}
 
 
-def study(corel: Corel, settings: list[dict]) -> tuple[list[dict], dict]:
+def study(corel: CorelViews, settings: list[dict]) -> tuple[list[dict], dict]:
     """Every representation on validation; returns (rows, the winner's row with its data)."""
     rows, best = [], None
 
@@ -162,7 +130,8 @@ def study(corel: Corel, settings: list[dict]) -> tuple[list[dict], dict]:
     return rows, best
 
 
-def ensemble(corel: Corel, best: dict, seeds) -> tuple[dict, dict, np.ndarray, np.ndarray]:
+def ensemble(corel: CorelViews, best: dict, seeds
+             ) -> tuple[dict, dict, np.ndarray, np.ndarray]:
     """The chosen configuration's c, trained with every one of `seeds` and averaged into one
     model (PAMIR.average, what `pamir fit --ensemble` does), then each of them trained again
     on train + valid where it stopped and averaged (`--ensemble --retrain`). Returns (the
@@ -193,7 +162,7 @@ def ensemble(corel: Corel, best: dict, seeds) -> tuple[dict, dict, np.ndarray, n
             retrained.transform(F[corel.test]))
 
 
-def svm_on(corel: Corel, F) -> dict:
+def svm_on(corel: CorelViews, F) -> dict:
     p = corel.protocol
     t0 = time.perf_counter()
     sel = select("svm", F[corel.train], p.presence(corel.train), F[corel.valid],
@@ -203,7 +172,7 @@ def svm_on(corel: Corel, F) -> dict:
             "subsets": ev.table(METRICS), "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def evaluate_model_on_test(corel: Corel, model, F):
+def evaluate_model_on_test(corel: CorelViews, model, F):
     return evaluate_model(model, F[corel.test], corel.Q_test, corel.test_queries.relevance,
                           corel.subsets)
 
@@ -221,7 +190,7 @@ def main(argv=None) -> None:
         rerender("cnn", report)
         return
     run = Run("bench_cnn.py", argv)
-    corel = Corel()
+    corel = CorelViews()
     print("representation study (validation AvgP, PAMIR's c chosen per row):", flush=True)
     rows, best = study(corel, QUICK_STUDY if args.quick else
                        STUDY + (LARGER if args.larger else []))

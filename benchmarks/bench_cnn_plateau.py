@@ -23,8 +23,7 @@ import json
 
 import numpy as np
 
-from bench_cnn import Corel
-from common import RESULTS, Run, report_cli, run_clause, save_report
+from common import RESULTS, CorelViews, Run, report_cli, run_clause, save_report
 
 from pamir.evaluation import evaluate_text_space
 from pamir.models.pamir import PAMIR
@@ -47,7 +46,7 @@ FOUR_PART = "cnn+cnn-lite1+cnn-lite2+visterms"
 ENSEMBLE_SEEDS = tuple(range(6))
 
 
-def measure(corel: Corel, weights, cnn: dict, params: dict) -> list[float]:
+def measure(corel: CorelViews, weights, cnn: dict, params: dict) -> list[float]:
     name = NAME if len(weights) == 3 else FOUR_PART
     F, _ = corel.features(name, cnn, weights)
     F = F.tocsr()
@@ -62,7 +61,7 @@ def measure(corel: Corel, weights, cnn: dict, params: dict) -> list[float]:
     return out
 
 
-def ensembles(corel: Corel) -> dict:
+def ensembles(corel: CorelViews) -> dict:
     """Each of ENSEMBLE_SEEDS alone and the average of the first k, validation AvgP (%)."""
     F = corel.features(FOUR_PART, {}, (1.0,) * 4)[0].tocsr()
     p = corel.protocol
@@ -123,7 +122,7 @@ def main(argv=None) -> None:
     if args is None:
         return
     run = Run("bench_cnn_plateau.py", argv)
-    corel = Corel()
+    corel = CorelViews()
     if args.ensembles:
         r = json.loads((RESULTS / "cnn_plateau.json").read_text())
     else:

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_metadata import WORK, build, pamir  # noqa: E402
-from common import Run, report_cli, report_head, save_report  # noqa: E402
+from common import (METADATA_WORK as WORK, Run, build_tagged_folder, report_cli,  # noqa: E402
+                    report_head, run_pamir as pamir, save_report)
 
 from pamir.data import find_corel5k, load_corel5k  # noqa: E402
 from pamir.evaluation.metrics import average_precision  # noqa: E402
@@ -96,7 +96,7 @@ def main(argv=None) -> None:
         return
     run = Run("bench_facts.py", argv, torch=True)
     root = find_corel5k()
-    built = build(root)
+    built = build_tagged_folder(root)
     index_dir = WORK / "index"
     seconds, output = pamir(["index", WORK / "pictures", "--index", index_dir])
     prot = Protocol(load_corel5k())

@@ -52,36 +52,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (HEAVY, RESULTS, archive, load_average, machine, parser,  # noqa: E402
-                    report_head, save_report)
+from common import (HEAVY, RESULTS, SMALL_FOLDER_SEED, WAYS, archive,  # noqa: E402
+                    build_small_folder, corel5k_folder, corel_captions, exiftool_args,
+                    load_average, machine, pamir_logged, parser, report_head, save_report)
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path
-COREL = Path(os.environ.get("PAMIR_COREL5K", ROOT.parent / "shared/data/corel5k")).resolve()
+COREL = corel5k_folder()
 LONG_PICTURES, LONG_MIN_WORDS, LONG_CDS = 1300, 10, 13
 
 
-def pamir(src: Path, cache: Path, args: list[str], log: Path, peak: list | None = None
-          ) -> float:
-    """Run `pamir ARGS` from the source tree src with feature cache `cache`; wall seconds.
-    stdout and stderr go to log (appended). peak: gets the process's peak resident memory
-    (MB, its own ru_maxrss from wait4: what `/usr/bin/time -v` reports) appended."""
-    env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(cache),
-           "PAMIR_COREL5K": str(COREL)}
-    code = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
-    t0 = time.perf_counter()
-    with open(log, "a") as out:
-        out.write(f"\n$ pamir {' '.join(args)}\n")
-        out.flush()
-        child = subprocess.Popen([sys.executable, "-c", code, *args], cwd=src, env=env,
-                                 stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode:
-            raise subprocess.CalledProcessError(child.returncode, ["pamir", *args])
-    if peak is not None:
-        peak.append(round(usage.ru_maxrss / 1024))
-    return time.perf_counter() - t0
 
 
 def model_record(model: Path) -> dict:
@@ -150,7 +130,7 @@ def main_job(src: Path, work: Path, name: str) -> dict:
     cache.mkdir()
     load0 = load_average()
     peak = []
-    fit = pamir(src, cache, ["fit", "corel5k", "-o", str(model), "--ensemble", "3",
+    fit = pamir_logged(src, cache, ["fit", "corel5k", "-o", str(model), "--ensemble", "3",
                              "--retrain", "--quiet"], log, peak)
     scores, evaluate = test_scores(src, cache, model, log)
     return {"seconds": round(fit + evaluate, 1), "fit_seconds": round(fit, 1),
@@ -164,16 +144,13 @@ def refit_job(src: Path, work: Path, captioned: int = 300, uncaptioned: int = 10
               more: int = 20) -> dict:
     """The refit part (module docstring): a folder's first fit, the refit after `more`
     pictures are tagged, and the full selection on the grown folder."""
-    from bench_metadata import WAYS, corel_captions, exiftool_args  # noqa: PLC0415
-    from bench_small_folders import SEED, build  # noqa: PLC0415
-
     folder, cache, log = work / "refit-folder", work / "cache-refit", work / "refit.log"
     cache.mkdir(parents=True)
-    build(folder, captioned, uncaptioned, COREL)
+    build_small_folder(folder, captioned, uncaptioned, COREL)
     captions = corel_captions(COREL)
     present = {p.stem for p in folder.glob("*.jpeg")}
     spare = sorted(set(captions) - present)
-    rng = np.random.default_rng(SEED + 1)
+    rng = np.random.default_rng(SMALL_FOLDER_SEED + 1)
     added = [spare[i] for i in sorted(rng.choice(len(spare), more, replace=False))]
     where = {p.stem: p for p in (COREL / "images").glob("*/*.jpeg")}
     out, runs = {"folder": {"captioned": captioned, "uncaptioned": uncaptioned,
@@ -191,7 +168,7 @@ def refit_job(src: Path, work: Path, captioned: int = 300, uncaptioned: int = 10
             subprocess.run(["exiftool", "-q", "-q", "-@", str(work / "refit.args")],
                            check=True)
         peak = []
-        seconds = pamir(src, cache, ["fit", str(folder), *args, "--quiet"], log, peak)
+        seconds = pamir_logged(src, cache, ["fit", str(folder), *args, "--quiet"], log, peak)
         record = model_record(Path(args[1]))
         out[name] = {"seconds": round(seconds, 1), "peak_rss_mb": peak[0],
                      "representation": record.get("representation"),
@@ -260,7 +237,7 @@ def long_job(src: Path, work: Path, table: Path, name: str) -> dict:
     cache, model, log = work / f"cache-long-{name}", work / f"model-long-{name}", \
         work / f"long-{name}.log"
     cache.mkdir()
-    seconds = pamir(src, cache, ["fit", str(table), "-o", str(model), "--quiet"], log)
+    seconds = pamir_logged(src, cache, ["fit", str(table), "-o", str(model), "--quiet"], log)
     return {"seconds": round(seconds, 1), "model": model_record(model)}
 
 
@@ -310,7 +287,7 @@ def warm_job(src: Path, cache: Path, work: Path, name: str) -> dict:
     """`pamir fit corel5k` (the train-only default) on a full feature cache, then test."""
     model, log = work / f"model-warm-{name}", work / f"warm-{name}.log"
     load0 = load_average()
-    fit = pamir(src, cache, ["fit", "corel5k", "-o", str(model), "--quiet"], log)
+    fit = pamir_logged(src, cache, ["fit", "corel5k", "-o", str(model), "--quiet"], log)
     scores, evaluate = test_scores(src, cache, model, log)
     return {"seconds": round(fit, 1), "evaluate_seconds": round(evaluate, 1), "test": scores,
             "load_average": {"start": load0, "end": load_average()},
@@ -556,8 +533,9 @@ def run_parts(args, work: Path, r: dict) -> None:
         warm_cache = Path(after["cache"])
         if "warm" in args.parts:
             log = work / "warm.log"
-            seconds = pamir(after_src, warm_cache, ["fit", "corel5k", "-o",
-                                                    str(work / "model-warm"), "--quiet"], log)
+            seconds = pamir_logged(after_src, warm_cache, ["fit", "corel5k", "-o",
+                                                           str(work / "model-warm"), "--quiet"],
+                                   log)
             r["warm"] = {"seconds": round(seconds, 1),
                          "model": model_record(work / "model-warm")}
         if "cap" in args.parts:

@@ -74,7 +74,7 @@ def paired(a: np.ndarray, b: np.ndarray) -> dict:
 # ------------------------------------------------------------------------------ quality
 
 def quality(cache: Path, representation: str) -> dict:
-    from bench_zero_caption import query_matrix, through_index, word_scores
+    from common import query_matrix, through_index, word_scores  # noqa: PLC0415
 
     from pamir.bridge import imagenet_class_names
 

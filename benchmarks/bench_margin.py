@@ -14,8 +14,7 @@ Writes benchmarks/results/margin.md and margin.json.
 from __future__ import annotations
 
 
-from bench_resolution import defaults, figures, study, study_options
-from common import parser, report_head, rerender
+from common import defaults, figures, parser, report_head, rerender, study, study_options
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 

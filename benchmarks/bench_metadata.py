@@ -27,8 +27,6 @@ index of the folder). Wall and CPU seconds (the machine is shared: CPU time is s
 from __future__ import annotations
 
 import json
-import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -37,100 +35,22 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, archive, parser, report_head, save_report  # noqa: E402
+from common import (METADATA_WORK as WORK, Run, archive, build_tagged_folder,  # noqa: E402
+                    parser, report_head, run_pamir as pamir, save_report)
 
 from pamir.data import find_corel5k  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-WORK = Path("/tmp/pamir-bench-metadata")
 STEM = "metadata"
-WAYS = ("IPTC Keywords", "XMP dc:subject", "XMP lr:hierarchicalSubject",
-        "XMP digiKam:TagsList", "EXIF XPKeywords", "sidecar NAME.EXT.xmp", "sidecar NAME.xmp")
 FIT = ["-r", "visterms", "--visterms", "256", "--no-grid", "-q"]
 
 
-def corel_captions(root: Path) -> dict[str, list[str]]:
-    words = (root / "labels" / "words").read_text().split()
-    out = {}
-    for line in (root / "labels" / "training_label").read_text().splitlines():
-        pid, *ks = line.split()
-        out[pid] = [words[int(k) - 1] for k in ks]
-    return out
 
 
-def exiftool_args(path: Path, way: str, words: list[str]) -> list[str]:
-    """One -execute block of exiftool's argument file."""
-    if way == "IPTC Keywords":
-        tags = [f"-IPTC:Keywords={w}" for w in words]
-    elif way == "XMP dc:subject":
-        tags = [f"-XMP-dc:Subject={w}" for w in words]
-    elif way == "XMP lr:hierarchicalSubject":
-        tags = [f"-XMP-lr:HierarchicalSubject=corel|{w}" for w in words[:1]] + \
-               [f"-XMP-lr:HierarchicalSubject={w}" for w in words[1:]]
-    elif way == "XMP digiKam:TagsList":
-        tags = [f"-XMP-digiKam:TagsList={w}" for w in words]
-    elif way == "EXIF XPKeywords":
-        tags = [f"-XPKeywords={';'.join(words)}"]
-    elif way == "sidecar NAME.EXT.xmp":
-        return [*(f"-XMP-dc:Subject={w}" for w in words), "-q", "-q", "-o", f"{path}.xmp",
-                str(path), "-execute"]
-    else:
-        return [*(f"-XMP-dc:Subject={w}" for w in words), "-q", "-q", "-o",
-                str(path.with_suffix(".xmp")), str(path), "-execute"]
-    return [*tags, "-q", "-q", "-overwrite_original", str(path), "-execute"]
 
 
-def build(root: Path) -> dict:
-    """The tagged folder and its table (rebuilt from scratch)."""
-    if WORK.exists():
-        shutil.rmtree(WORK)
-    pics = WORK / "pictures"
-    pics.mkdir(parents=True)
-    captions = corel_captions(root)
-    for src in sorted((root / "images").glob("*/*.jpeg")):
-        shutil.copyfile(src, pics / src.name)
-    args, ways = [], {}
-    for i, pid in enumerate(sorted(captions)):
-        way = WAYS[i % len(WAYS)]
-        ways[way] = ways.get(way, 0) + 1
-        args += exiftool_args(pics / f"{pid}.jpeg", way, captions[pid])
-    (WORK / "exiftool.args").write_text("\n".join(args) + "\n")
-    started = time.perf_counter()
-    subprocess.run(["exiftool", "-q", "-q", "-@", str(WORK / "exiftool.args")], check=True)
-    write_s = time.perf_counter() - started
-    # the lr:hierarchicalSubject pictures carry "corel" as their first level: the table says
-    # so too, as `pamir fit FOLDER` reads each level as a word
-    rows = ["path\tkeywords"]
-    hier = {pid for i, pid in enumerate(sorted(captions))
-            if WAYS[i % len(WAYS)] == "XMP lr:hierarchicalSubject"}
-    for p in sorted(pics.glob("*.jpeg")):  # the order `pamir fit FOLDER` reads them in
-        words = captions.get(p.stem, [])
-        if p.stem in hier:
-            words = ["corel"] + words
-        rows.append(f"{p.name}\t{' '.join(words)}")
-    (pics / "captions.tsv").write_text("\n".join(rows) + "\n")
-    return {"pictures": len(list(pics.glob("*.jpeg"))), "tagged": len(captions), "ways": ways,
-            "exiftool_write_seconds": round(write_s, 1)}
 
 
-def pamir(argv: list[str], code: Path = REPO, cache: Path | None = None,
-          cpu: list | None = None) -> tuple[float, str]:
-    """(seconds, output) of `pamir ARGV` run from the checkout `code`, with the feature cache
-    `cache` (default: the benchmark's shared one); its CPU seconds appended to `cpu`."""
-    env = dict(os.environ, PYTHONPATH=str(code), PAMIR_CACHE=str(cache or WORK / "cache"),
-               PAMIR_EMBEDDINGS="0")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", "from pamir.cli import main; main()",
-                        *map(str, argv)], env=env, capture_output=True, text=True, cwd="/tmp")
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if cpu is not None:
-        cpu.append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
-                         2))
-    if r.returncode:
-        raise SystemExit(f"pamir {' '.join(map(str, argv))} failed:\n{r.stdout}\n{r.stderr}")
-    return seconds, r.stdout + r.stderr
 
 
 def fit(data: Path, out: Path) -> dict:
@@ -249,7 +169,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     run = Run("bench_metadata.py", argv)
     r = {"old_commit": args.old}
-    r["folder"] = build(find_corel5k())
+    r["folder"] = build_tagged_folder(find_corel5k())
     print("folder", r["folder"], flush=True)
     r["fit_table"] = fit(WORK / "pictures" / "captions.tsv", WORK / "model-table")
     print("fit table", r["fit_table"]["valid_avgp"], r["fit_table"]["seconds"], flush=True)

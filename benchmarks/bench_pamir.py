@@ -29,19 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from common import (RESULTS, Corel, Run, parser, pct, query_ms, report_head, test_entry, write_json,
-                    write_results)
+from common import (METRICS, PAPER_TABLE_III, PAPER_TABLE_IX, RESULTS, Corel, Run, parser, pct,
+                    query_ms, report_head, test_entry, write_json, write_results)
 from pamir import config
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 
-METRICS = ("avgp", "bep", "p10")
 
-# The paper's numbers (Grangier & Bengio, TPAMI 2008, on 384x256 pictures).
-PAPER_TABLE_III = {  # block size in px on the paper's pictures -> validation AvgP
-    32: 26.1, 48: 25.3, 64: 27.3, 96: 25.3, 128: 22.3, 192: 17.8, 256: 18.3}
 PAPER_BLOCKS = {32: 345, 48: 135, 64: 77, 96: 28, 128: 15, 192: 3, 256: 2}
-PAPER_TABLE_IX = {"avgp": 26.3, "bep": 17.4, "p10": 10.0}
 PAPER_TABLE_X = {"easy": 43.3, "difficult": 22.4}
 PAPER_TABLE_XI = {"single-word": 34.0, "multi-word": 25.7}
 PAPER_TABLE_XII = {"avgp": 16.1, "bep": 7.7, "p10": 3.5}

@@ -17,53 +17,21 @@ Writes benchmarks/results/resolution.md and resolution.json.
 
 from __future__ import annotations
 
-import argparse
 
 import numpy as np
 
-from bench_pamir import METRICS, PAPER_TABLE_III, PAPER_TABLE_IX
-from common import RESULTS, Corel, Run, parser, pct, report_head, rerender, save_report
+from common import (PAPER_TABLE_III, PAPER_TABLE_IX, defaults, figures, parser, report_head,
+                    rerender, study, study_options)
 from pamir import config
 from pamir.features import FeatureSettings
-from pamir.features.settings import SCALINGS
-from pamir.models.pamir import PAMIR
 
 NATIVE = 128  # Corel 5k's shorter side here; the papers' pictures had 256
 
 
-def measure(settings: FeatureSettings, seeds: int, **params) -> dict:
-    """Validation and test figures of PAMIR (its defaults unless `params` say otherwise;
-    early stopping on validation) on the features of `settings`, for `seeds` seeds of the
-    triplet sampling."""
-    label = f"[{settings.short_side} px, {settings.scaling}{' ' + str(params) if params else ''}]"
-    print(f"{label} features ...", flush=True)
-    corel = Corel(settings)
-    runs = []
-    for seed in range(seeds):
-        sel = corel.select("pamir", params={**params, "random_state": config.SEED + seed},
-                           grid={}, log=None)
-        ev = corel.test.evaluate(sel.model)
-        runs.append({"random_state": config.SEED + seed, "valid_avgp": round(sel.valid_avgp, 2),
-                     "best_update": sel.model.best_update_,
-                     **{m: pct(ev, m) for m in METRICS}})
-        print(f"{label} {runs[-1]}", flush=True)
-    mean = {k: round(float(np.mean([r[k] for r in runs])), 2)
-            for k in ("valid_avgp", *METRICS)}
-    return {"short_side": settings.short_side, "scaling": settings.scaling, "params": params,
-            "feature_seconds": round(corel.feature_seconds, 1),
-            "visterms_per_picture": corel.visterms_per_picture(),
-            "runs": runs, "mean": mean}
 
 
-def defaults() -> str:
-    """The features and PAMIR parameters every study row shares, in words."""
-    return (f"{FeatureSettings.n_visterms:,} visterms, c = {PAMIR.default_params()['c']}, "
-            "early stopping on validation")
 
 
-def figures(m: dict) -> str:
-    """Mean validation AvgP, test AvgP, BEP and P10 as table cells."""
-    return f"{m['valid_avgp']:.2f} | {m['avgp']:.2f} | {m['bep']:.2f} | {m['p10']:.2f}"
 
 
 def slope(rows: list[dict], key: str) -> float:
@@ -125,27 +93,8 @@ def main(argv=None) -> None:
         "slope_test": round(slope(rows, "avgp"), 3)} if len(rows) > 1 else {})
 
 
-def study_options(ap: argparse.ArgumentParser, base: str):
-    """--scaling and --report-only; returns args -> the results' name (BASE, or BASE_SCALING
-    for a scaling other than the default)."""
-    ap.add_argument("--scaling", default=FeatureSettings.scaling, choices=SCALINGS,
-                    help="block histogram scaling of the features (default: the project's)")
-    ap.add_argument("--report-only", action="store_true",
-                    help="rewrite the markdown from the study's JSON without running")
-    return lambda args: base if args.scaling == FeatureSettings.scaling else \
-        f"{base}_{args.scaling}"
 
 
-def study(name: str, points: list[tuple[FeatureSettings, dict]], seeds: int, argv, report,
-          summary=lambda rows: {}) -> None:
-    """Measure PAMIR at each (feature settings, PAMIR parameters) point; write
-    results/NAME.json and NAME.md with the command, machine, date and load they were
-    measured under."""
-    run = Run(f"bench_{name}.py", argv)
-    rows = [measure(s, seeds, **params) for s, params in points]
-    r = {"rows": rows, **run.info(), **summary(rows)}
-    save_report(name, r, report, echo=False)
-    print(f"wrote {RESULTS / name}.md ({run.minutes()} min)")
 
 
 

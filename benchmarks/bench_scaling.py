@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import json
 
-from bench_pamir import PAPER_TABLE_III, PAPER_TABLE_IX
-from bench_resolution import defaults, figures, study
-from common import RESULTS, Corel, parser, report_head, rerender, write_json
+from common import (PAPER_TABLE_III, PAPER_TABLE_IX, RESULTS, Corel, defaults, figures, parser,
+                    report_head, rerender, study, write_json)
 from pamir import config
 from pamir.evaluation import wilcoxon
 from pamir.features import FeatureSettings

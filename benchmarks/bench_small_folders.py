@@ -19,48 +19,21 @@ Writes results/small_folders.json and .md (--stem: another name).
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fit_speed import pamir as run_pamir  # noqa: E402
-from bench_metadata import WAYS, corel_captions, exiftool_args  # noqa: E402
-from common import (HEAVY, archive, load_average, machine, parser,  # noqa: E402
-                    report_head, save_report)
+from common import (HEAVY, archive, build_small_folder, load_average, machine,  # noqa: E402
+                    pamir_logged as run_pamir, parser, report_head, save_report)
 
 from pamir.data import find_corel5k  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED = 0
 
 
-def build(dest: Path, captioned: int, uncaptioned: int, corel: Path) -> dict:
-    """The folder: `captioned` development pictures with keywords in their files, and
-    `uncaptioned` test pictures without."""
-    captions = corel_captions(corel)
-    rng = np.random.default_rng(SEED)
-    dev = sorted(captions)
-    test = sorted(p.stem for p in (corel / "images").glob("*/*.jpeg") if p.stem not in captions)
-    chosen = [dev[i] for i in sorted(rng.choice(len(dev), captioned, replace=False))]
-    bare = [test[i] for i in sorted(rng.choice(len(test), uncaptioned, replace=False))]
-    where = {p.stem: p for p in (corel / "images").glob("*/*.jpeg")}
-    dest.mkdir(parents=True)
-    args = []
-    for i, pid in enumerate(chosen):
-        shutil.copyfile(where[pid], dest / f"{pid}.jpeg")
-        args += exiftool_args(dest / f"{pid}.jpeg", WAYS[i % len(WAYS)], captions[pid])
-    for pid in bare:
-        shutil.copyfile(where[pid], dest / f"{pid}.jpeg")
-    (dest.parent / f"{dest.name}.args").write_text("\n".join(args) + "\n")
-    subprocess.run(["exiftool", "-q", "-q", "-@", str(dest.parent / f"{dest.name}.args")],
-                   check=True)
-    return {"captioned": captioned, "uncaptioned": uncaptioned}
 
 
 def fit(src: Path, folder: Path, cache: Path, model: Path) -> dict:
@@ -123,7 +96,7 @@ def main(argv=None) -> None:
     for size in args.sizes:
         captioned, uncaptioned = map(int, size.split(":"))
         folder = work / f"folder-{captioned}"
-        f = build(folder, captioned, uncaptioned, corel)
+        f = build_small_folder(folder, captioned, uncaptioned, corel)
         for name, src in paths:
             if name == "before" and args.before_upto and captioned > args.before_upto:
                 continue

@@ -32,14 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, SUMMARY, report_cli, report_head, save_report
+from common import (RESULTS, SUMMARY, Run, query_matrix, query_metrics, report_cli, report_head,
+                    save_report, through_index, word_scores)
 
 from pamir import config, query, zeroshot
 from pamir.imagenet import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
 from pamir import index
-from pamir.index import TABLE_WORDS, Index, QueryError
+from pamir.index import TABLE_WORDS
 from pamir.index import queries
 from pamir.prior import Prior
 from pamir.protocol import Protocol
@@ -69,31 +70,10 @@ QUERY_RULES = {"classes alone, mix 1.0": (True, 1.0, False),
 GRID_WEIGHTS = (0.3, 0.6, 0.9)
 
 
-def metrics(S: np.ndarray, qs) -> dict:
-    """AvgP and P10 (%) over all queries and the single-word ones."""
-    m = ranking_metrics(S, qs.relevance)
-    one = qs.n_words == 1
-    return {"all": {"avgp": round(100 * m["avgp"].mean(), 2),
-                    "p10": round(100 * m["p10"].mean(), 2)},
-            "single-word": {"avgp": round(100 * m["avgp"][one].mean(), 2),
-                            "p10": round(100 * m["p10"][one].mean(), 2)}}
 
 
-def word_scores(P: np.ndarray, words: zeroshot.ClassWords, vocabulary) -> dict:
-    """{word: (its mass scores over P's pictures or None, the match)}."""
-    out = {}
-    for w in vocabulary:
-        match = words.match(w)
-        out[w] = (None if match.vector is None else zeroshot.mass_score(P @ match.vector),
-                  match)
-    return out
 
 
-def query_matrix(scores: dict, qs, n: int) -> np.ndarray:
-    """The queries' scores: the sum of their words' (as the index sums a query's terms)."""
-    zero = np.zeros(n)
-    return np.stack([sum(scores[qs.vocabulary[t]][0] if scores[qs.vocabulary[t]][0]
-                         is not None else zero for t in q) for q in qs.terms])
 
 
 def choose(P, prot, cache) -> tuple[list[dict], dict]:
@@ -106,7 +86,7 @@ def choose(P, prot, cache) -> tuple[list[dict], dict]:
                 words = zeroshot.ClassWords(imagenet_class_names(), cache_dir=cache,
                                             floor=floor, neighbours=k, temperature=temp)
                 scores = word_scores(P[idx], words, prot.vocabulary)
-                m = metrics(query_matrix(scores, qs, len(idx)), qs)
+                m = query_metrics(query_matrix(scores, qs, len(idx)), qs)
                 rows.append({"neighbours": k, "temperature": temp, "floor": floor,
                              "unknown_words": sum(s is None for s, _ in scores.values()),
                              **{f"valid_{s}": m[s]["avgp"] for s in m}})
@@ -114,29 +94,6 @@ def choose(P, prot, cache) -> tuple[list[dict], dict]:
     return rows, max(rows, key=lambda r: r["valid_all"])
 
 
-def through_index(Z: np.ndarray, prot, vocabulary, idf, classes, folder: Path,
-                  split: str = "test", scales=None) -> dict:
-    """A split's queries searched through a real index of its pictures (columns Z), as
-    `pamir search` does: per query, every picture's score, then AvgP / P10; queries with no
-    searchable word score every picture alike (the worst ties). scales: the words' spreads
-    the index measures a query's words by (pamir.workflow.word_scales)."""
-    qs, idx = prot.queries(split), prot.split(split)
-    paths = [str(prot.collection.paths[i]) for i in idx]
-    with Index.create(folder, vocabulary, idf, classes=classes, scales=scales) as ix:
-        ix.add([{"path": p, "size": 1, "mtime_ns": 1, "hash": f"h{j}"}
-                for j, p in enumerate(paths)], Z)
-        position = {p: j for j, p in enumerate(paths)}
-        S = np.zeros((len(qs), len(idx)))
-        unanswered = 0
-        for i, words in enumerate(qs.words):
-            try:
-                hits = ix.search(" ".join(words), len(idx))
-            except QueryError:
-                unanswered += 1
-                continue
-            for h in hits:
-                S[i, position[h.path]] = h.score
-    return {**metrics(S, qs), "unanswered_queries": unanswered}
 
 
 def zero_captions(prot, P, cache, run_dir: Path) -> dict:
@@ -162,7 +119,7 @@ def zero_captions(prot, P, cache, run_dir: Path) -> dict:
                          "how": match.how, "classes": [c for c, _ in match.words[:3]],
                          "note": match.note})
     rng = np.random.default_rng(config.SEED)
-    random = [metrics(rng.random((len(qs), len(idx))), qs) for _ in range(RANDOM_SEEDS)]
+    random = [query_metrics(rng.random((len(qs), len(idx))), qs) for _ in range(RANDOM_SEEDS)]
     random_mean = {s: {m: round(float(np.mean([r[s][m] for r in random])), 2)
                        for m in ("avgp", "p10")} for s in ("all", "single-word")}
     return {"grid": grid, "best_on_validation": best, "chosen": chosen, "test": test,

@@ -24,9 +24,16 @@ import json
 import os
 import platform
 import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +52,7 @@ from pamir.storage import atomic_write_bytes, locked_json_update
 # that the run and report part of this module loads where only the model code is installed
 # (bench_small_selection.py --from fits on a lent machine with it).
 
+REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 PERQUERY = RESULTS / "perquery"
 SUMMARY = RESULTS / "corel5k.json"  # every model's entry; README and bench_compare read it
@@ -415,3 +423,484 @@ def archive(commit: str, dest: Path) -> str:
     tar = subprocess.run(["git", "archive", full], cwd=root, check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
     return full
+
+
+# ------------------------------------------------------- annotation (bench_annotation*)
+#: The annotation goal (P / R / N+ in %, %, words) both annotation studies hold results to.
+GOAL = (40, 45, 180)
+
+
+def annotation_vocabulary(collection, protocol) -> list[str]:
+    """The words of both the development and the test captions (260 on Corel 5k)."""
+    words = lambda idx: {w for i in idx for w in (collection.captions[i] or ())}  # noqa: E731
+    return sorted(words(protocol.development) & words(protocol.test))
+
+
+def apply_rule(rule: str, Z: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    if rule == "scores":
+        return Z
+    mean, std = reference.mean(axis=0), reference.std(axis=0)
+    return (Z - mean) / np.where(std > 0, std, 1.0)
+
+
+# --------------------------------------------- commands timed as processes, a served index
+#: The queries whose latency the search benchmarks time, one of each kind.
+QUERIES = {
+    "vocabulary word": "tiger",
+    "inflection": "flower",
+    "meaning (new to the index)": "giraffe",
+    "ImageNet classes": "leopard",
+    "three words, exclusion, filter": "leopard grass -water in:130000",
+}
+
+
+CLI = "from pamir.cli import main; main()"
+
+
+BIG_BATCH = 50_000
+
+
+# ------------------------------------------------------------------------ the big index
+def build_big(source: Path, target: Path, n: int, seed: int = 0) -> dict:
+    """A synthetic index of n pictures from the real vectors of `source` (see the docstring)."""
+    rng = np.random.default_rng(seed)
+    from pamir.index import Index  # noqa: PLC0415
+
+    with Index.open(source) as real:
+        pics = real.pictures("ok")
+        Z = np.stack([real.vector(p.id, classes=True) for p in pics])
+        folders = sorted({Path(p.path).parent.name for p in pics})
+        meta = dict(vocabulary=real.vocabulary, idf=real.idf, classes=real.classes,
+                    model_dir=real.model_dir, fingerprint=real.model_fingerprint)
+    t0 = time.perf_counter()
+    tmp = target.with_name(target.name + ".building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    from pamir.index import tuning as scores_mod
+    scores_mod.SEAL_AT = 1 << 62  # bulk load: one compaction at the end
+    with Index.create(tmp, meta["vocabulary"], meta["idf"], model_dir=meta["model_dir"],
+                      fingerprint=meta["fingerprint"], classes=meta["classes"]) as ix:
+        for start in range(0, n, BIG_BATCH):
+            m = min(BIG_BATCH, n - start)
+            rows = Z[rng.integers(0, len(Z), m)]
+            rows *= 1 + 0.05 * rng.standard_normal(rows.shape, dtype=np.float32)
+            entries = [{"path": f"/synthetic/{folders[i % len(folders)]}/{i:08d}.jpeg",
+                        "size": 1, "mtime_ns": i, "hash": f"{i:032x}"}
+                       for i in range(start, start + m)]
+            ix.add(entries, rows)
+        ix.compact()
+    # the word-mapping caches `pamir index` leaves beside an index
+    for f in source.glob("vocabulary-embeddings-*.npy"):
+        shutil.copy(f, tmp / f.name)
+    tmp.rename(target)
+    return {"pictures": n, "build_s": round(time.perf_counter() - t0, 1),
+            "size_mb": round(sum(f.stat().st_size for f in target.iterdir()) / 2**20)}
+
+
+# ------------------------------------------------------------------------ timing processes
+def env_for(tree: Path, extra: dict | None = None) -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(tree)
+    e.update(extra or {})
+    return e
+
+
+def wall(argv: list[str], env: dict) -> float:
+    # run from the tree itself: `python -c` puts the working folder first on sys.path
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, cwd=env["PYTHONPATH"])
+    took = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr[-800:]}")
+    return took
+
+
+def side_by_side(commands: dict[str, list[str]], trees: dict[str, Path], runs: int,
+                 env_extra: dict) -> dict:
+    """{command name: {tree name: {median_s, runs_s}}}: each command warmed once per tree,
+    then `runs` rounds, each round every tree in turn (and numpy alone)."""
+    times = {c: {t: [] for t in trees} for c in commands}
+    numpy_times = []
+    for c, args in commands.items():
+        for t, tree in trees.items():
+            wall([sys.executable, "-c", CLI, *args], env_for(tree, env_extra))  # warm
+    for _ in range(runs):
+        numpy_times.append(wall([sys.executable, "-c", "import numpy"], env_for(REPO)))
+        for c, args in commands.items():
+            for t, tree in trees.items():
+                times[c][t].append(wall([sys.executable, "-c", CLI, *args],
+                                        env_for(tree, env_extra)))
+    out = {c: {t: {"median_s": round(statistics.median(v), 3),
+                   "runs_s": [round(x, 3) for x in v]} for t, v in d.items()}
+           for c, d in times.items()}
+    out["python -c \"import numpy\""] = {"median_s": round(statistics.median(numpy_times), 3),
+                                         "runs_s": [round(x, 3) for x in numpy_times]}
+    return out
+
+
+# ------------------------------------------------------------------------ the server
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_latency(index: Path, tree: Path, n: int, env_extra: dict) -> dict:
+    """p50 / p99 (ms) of each query through GET /api/search, `pamir serve` on 127.0.0.1 with
+    the model loaded; n timed requests a query after 5 warm-up ones."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--index", str(index),
+                             "--port", str(port)], env=env_for(tree, env_extra),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, cwd=tree)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 180
+        while True:  # up, and the word-embedding model loaded
+            try:
+                with urllib.request.urlopen(base + "/api/status", timeout=5) as r:
+                    status = json.load(r)
+                if status.get("mapping", {}).get("state") in ("loaded", "off",
+                                                              "unavailable"):
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or proc.poll() is not None:
+                raise RuntimeError("the server did not come up with its model loaded")
+            time.sleep(0.5)
+        out = {}
+        for name, q in QUERIES.items():
+            url = f"{base}/api/search?" + urllib.parse.urlencode({"q": q, "k": 20})
+            took = []
+            for i in range(n + 5):
+                t0 = time.perf_counter()
+                with urllib.request.urlopen(url, timeout=30) as r:
+                    r.read()
+                if i >= 5:
+                    took.append((time.perf_counter() - t0) * 1000)
+            out[name] = {"p50_ms": round(float(np.percentile(took, 50)), 2),
+                         "p99_ms": round(float(np.percentile(took, 99)), 2), "requests": n}
+        return out
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+# ------------------------------------------ Corel 5k with features made per call (CNN studies)
+
+class CorelViews:
+    """Corel 5k, its protocol and each split's queries, with the features of any
+    representation made on call (`features`) and PAMIR selected on them with its own grid."""
+
+    def __init__(self):
+        from pamir.data import load_corel5k  # noqa: PLC0415
+
+        self.collection = load_corel5k()
+        self.protocol = p = Protocol(self.collection)
+        self.train, self.valid, self.test = p.train, p.valid, p.test
+        self.test_queries = p.queries(self.test)
+        self.Q_test = p.query_vectors(self.test_queries)
+        self.subsets = p.query_subsets(self.test_queries)
+
+    def features(self, name: str, cnn: dict | None = None, weights=None):
+        from pamir.features.cnn import CNNSettings  # noqa: PLC0415
+        from pamir.training import collection_inputs  # noqa: PLC0415
+
+        t0 = time.perf_counter()
+        F, ok, rep = collection_inputs(self.collection, self.protocol, name, FeatureSettings(),
+                                       weights=weights, cnn_settings=CNNSettings(**(cnn or {})),
+                                       progress=sys.stderr.isatty(), log=None)
+        if not ok.all():
+            print(f"  {int((~ok).sum())} pictures unreadable", flush=True)
+        return F, time.perf_counter() - t0
+
+    def select(self, F, seeds=None):
+        p = self.protocol
+        return select("pamir", F[self.train], p.presence(self.train), F[self.valid],
+                      p.presence(self.valid), params={}, seeds=seeds, log=None)
+
+    def test_evaluation(self, Z):
+        from pamir.evaluation import evaluate_text_space  # noqa: PLC0415
+
+        return evaluate_text_space(Z, self.Q_test, self.test_queries.relevance, self.subsets)
+
+
+# ------------------------------- folders of Corel pictures with their keywords in the files
+#: The tagged Corel folder bench_metadata and bench_facts build (never in the repository).
+METADATA_WORK = Path("/tmp/pamir-bench-metadata")
+
+
+WAYS = ("IPTC Keywords", "XMP dc:subject", "XMP lr:hierarchicalSubject",
+        "XMP digiKam:TagsList", "EXIF XPKeywords", "sidecar NAME.EXT.xmp", "sidecar NAME.xmp")
+
+
+def corel_captions(root: Path) -> dict[str, list[str]]:
+    words = (root / "labels" / "words").read_text().split()
+    out = {}
+    for line in (root / "labels" / "training_label").read_text().splitlines():
+        pid, *ks = line.split()
+        out[pid] = [words[int(k) - 1] for k in ks]
+    return out
+
+
+def exiftool_args(path: Path, way: str, words: list[str]) -> list[str]:
+    """One -execute block of exiftool's argument file."""
+    if way == "IPTC Keywords":
+        tags = [f"-IPTC:Keywords={w}" for w in words]
+    elif way == "XMP dc:subject":
+        tags = [f"-XMP-dc:Subject={w}" for w in words]
+    elif way == "XMP lr:hierarchicalSubject":
+        tags = [f"-XMP-lr:HierarchicalSubject=corel|{w}" for w in words[:1]] + \
+               [f"-XMP-lr:HierarchicalSubject={w}" for w in words[1:]]
+    elif way == "XMP digiKam:TagsList":
+        tags = [f"-XMP-digiKam:TagsList={w}" for w in words]
+    elif way == "EXIF XPKeywords":
+        tags = [f"-XPKeywords={';'.join(words)}"]
+    elif way == "sidecar NAME.EXT.xmp":
+        return [*(f"-XMP-dc:Subject={w}" for w in words), "-q", "-q", "-o", f"{path}.xmp",
+                str(path), "-execute"]
+    else:
+        return [*(f"-XMP-dc:Subject={w}" for w in words), "-q", "-q", "-o",
+                str(path.with_suffix(".xmp")), str(path), "-execute"]
+    return [*tags, "-q", "-q", "-overwrite_original", str(path), "-execute"]
+
+
+def build_tagged_folder(root: Path) -> dict:
+    """bench_metadata's folder: every Corel picture, its keywords written one of the WAYS,
+    and its table (rebuilt from scratch)."""
+    if METADATA_WORK.exists():
+        shutil.rmtree(METADATA_WORK)
+    pics = METADATA_WORK / "pictures"
+    pics.mkdir(parents=True)
+    captions = corel_captions(root)
+    for src in sorted((root / "images").glob("*/*.jpeg")):
+        shutil.copyfile(src, pics / src.name)
+    args, ways = [], {}
+    for i, pid in enumerate(sorted(captions)):
+        way = WAYS[i % len(WAYS)]
+        ways[way] = ways.get(way, 0) + 1
+        args += exiftool_args(pics / f"{pid}.jpeg", way, captions[pid])
+    (METADATA_WORK / "exiftool.args").write_text("\n".join(args) + "\n")
+    started = time.perf_counter()
+    subprocess.run(["exiftool", "-q", "-q", "-@", str(METADATA_WORK / "exiftool.args")], check=True)
+    write_s = time.perf_counter() - started
+    # the lr:hierarchicalSubject pictures carry "corel" as their first level: the table says
+    # so too, as `pamir fit FOLDER` reads each level as a word
+    rows = ["path\tkeywords"]
+    hier = {pid for i, pid in enumerate(sorted(captions))
+            if WAYS[i % len(WAYS)] == "XMP lr:hierarchicalSubject"}
+    for p in sorted(pics.glob("*.jpeg")):  # the order `pamir fit FOLDER` reads them in
+        words = captions.get(p.stem, [])
+        if p.stem in hier:
+            words = ["corel"] + words
+        rows.append(f"{p.name}\t{' '.join(words)}")
+    (pics / "captions.tsv").write_text("\n".join(rows) + "\n")
+    return {"pictures": len(list(pics.glob("*.jpeg"))), "tagged": len(captions), "ways": ways,
+            "exiftool_write_seconds": round(write_s, 1)}
+
+
+def run_pamir(argv: list[str], code: Path = REPO, cache: Path | None = None,
+          cpu: list | None = None) -> tuple[float, str]:
+    """(seconds, output) of `pamir ARGV` run from the checkout `code`, with the feature cache
+    `cache` (default: the benchmark's shared one); its CPU seconds appended to `cpu`."""
+    env = dict(os.environ, PYTHONPATH=str(code), PAMIR_CACHE=str(cache or METADATA_WORK / "cache"),
+               PAMIR_EMBEDDINGS="0")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", "from pamir.cli import main; main()",
+                        *map(str, argv)], env=env, capture_output=True, text=True, cwd="/tmp")
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cpu is not None:
+        cpu.append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+                         2))
+    if r.returncode:
+        raise SystemExit(f"pamir {' '.join(map(str, argv))} failed:\n{r.stdout}\n{r.stderr}")
+    return seconds, r.stdout + r.stderr
+
+#: The draw of bench_small_folders' pictures (and of the refit's added ones, SEED + 1).
+SMALL_FOLDER_SEED = 0
+
+
+def build_small_folder(dest: Path, captioned: int, uncaptioned: int, corel: Path) -> dict:
+    """The folder: `captioned` development pictures with keywords in their files, and
+    `uncaptioned` test pictures without."""
+    captions = corel_captions(corel)
+    rng = np.random.default_rng(SMALL_FOLDER_SEED)
+    dev = sorted(captions)
+    test = sorted(p.stem for p in (corel / "images").glob("*/*.jpeg") if p.stem not in captions)
+    chosen = [dev[i] for i in sorted(rng.choice(len(dev), captioned, replace=False))]
+    bare = [test[i] for i in sorted(rng.choice(len(test), uncaptioned, replace=False))]
+    where = {p.stem: p for p in (corel / "images").glob("*/*.jpeg")}
+    dest.mkdir(parents=True)
+    args = []
+    for i, pid in enumerate(chosen):
+        shutil.copyfile(where[pid], dest / f"{pid}.jpeg")
+        args += exiftool_args(dest / f"{pid}.jpeg", WAYS[i % len(WAYS)], captions[pid])
+    for pid in bare:
+        shutil.copyfile(where[pid], dest / f"{pid}.jpeg")
+    (dest.parent / f"{dest.name}.args").write_text("\n".join(args) + "\n")
+    subprocess.run(["exiftool", "-q", "-q", "-@", str(dest.parent / f"{dest.name}.args")],
+                   check=True)
+    return {"captioned": captioned, "uncaptioned": uncaptioned}
+
+
+def pamir_logged(src: Path, cache: Path, args: list[str], log: Path,
+                 peak: list | None = None) -> float:
+    """Run `pamir ARGS` from the source tree src with feature cache `cache`; wall seconds.
+    stdout and stderr go to log (appended). peak: gets the process's peak resident memory
+    (MB, its own ru_maxrss from wait4: what `/usr/bin/time -v` reports) appended."""
+    env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(cache),
+           "PAMIR_COREL5K": str(corel5k_folder())}
+    code = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
+    t0 = time.perf_counter()
+    with open(log, "a") as out:
+        out.write(f"\n$ pamir {' '.join(args)}\n")
+        out.flush()
+        child = subprocess.Popen([sys.executable, "-c", code, *args], cwd=src, env=env,
+                                 stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode:
+            raise subprocess.CalledProcessError(child.returncode, ["pamir", *args])
+    if peak is not None:
+        peak.append(round(usage.ru_maxrss / 1024))
+    return time.perf_counter() - t0
+
+
+def corel5k_folder() -> Path:
+    """The Corel 5k folder: PAMIR_COREL5K, else ../shared/data/corel5k beside the checkout
+    (a `git archive` run elsewhere reads it through the variable)."""
+    return Path(os.environ.get("PAMIR_COREL5K", REPO.parent / "shared/data/corel5k")).resolve()
+
+
+# ---------------------------------------------- searching with no captions (zero-caption studies)
+
+def query_metrics(S: np.ndarray, qs) -> dict:
+    """AvgP and P10 (%) over all queries and the single-word ones."""
+    from pamir.evaluation.metrics import ranking_metrics  # noqa: PLC0415
+
+    m = ranking_metrics(S, qs.relevance)
+    one = qs.n_words == 1
+    return {"all": {"avgp": round(100 * m["avgp"].mean(), 2),
+                    "p10": round(100 * m["p10"].mean(), 2)},
+            "single-word": {"avgp": round(100 * m["avgp"][one].mean(), 2),
+                            "p10": round(100 * m["p10"][one].mean(), 2)}}
+
+
+def word_scores(P: np.ndarray, words, vocabulary) -> dict:
+    """{word: (its mass scores over P's pictures or None, the match)}; words: a
+    pamir.zeroshot.ClassWords."""
+    from pamir import zeroshot  # noqa: PLC0415
+
+    out = {}
+    for w in vocabulary:
+        match = words.match(w)
+        out[w] = (None if match.vector is None else zeroshot.mass_score(P @ match.vector),
+                  match)
+    return out
+
+
+def query_matrix(scores: dict, qs, n: int) -> np.ndarray:
+    """The queries' scores: the sum of their words' (as the index sums a query's terms)."""
+    zero = np.zeros(n)
+    return np.stack([sum(scores[qs.vocabulary[t]][0] if scores[qs.vocabulary[t]][0]
+                         is not None else zero for t in q) for q in qs.terms])
+
+
+def through_index(Z: np.ndarray, prot, vocabulary, idf, classes, folder: Path,
+                  split: str = "test", scales=None) -> dict:
+    """A split's queries searched through a real index of its pictures (columns Z), as
+    `pamir search` does: per query, every picture's score, then AvgP / P10; queries with no
+    searchable word score every picture alike (the worst ties). scales: the words' spreads
+    the index measures a query's words by (pamir.workflow.word_scales)."""
+    from pamir.index import Index, QueryError  # noqa: PLC0415
+
+    qs, idx = prot.queries(split), prot.split(split)
+    paths = [str(prot.collection.paths[i]) for i in idx]
+    with Index.create(folder, vocabulary, idf, classes=classes, scales=scales) as ix:
+        ix.add([{"path": p, "size": 1, "mtime_ns": 1, "hash": f"h{j}"}
+                for j, p in enumerate(paths)], Z)
+        position = {p: j for j, p in enumerate(paths)}
+        S = np.zeros((len(qs), len(idx)))
+        unanswered = 0
+        for i, words in enumerate(qs.words):
+            try:
+                hits = ix.search(" ".join(words), len(idx))
+            except QueryError:
+                unanswered += 1
+                continue
+            for h in hits:
+                S[i, position[h.path]] = h.score
+    return {**query_metrics(S, qs), "unanswered_queries": unanswered}
+
+
+# ------------------------------------------ PAMIR studies on the papers' features (TPAMI 2008)
+# The paper's numbers (Grangier & Bengio, TPAMI 2008, on 384x256 pictures).
+PAPER_TABLE_III = {  # block size in px on the paper's pictures -> validation AvgP
+    32: 26.1, 48: 25.3, 64: 27.3, 96: 25.3, 128: 22.3, 192: 17.8, 256: 18.3}
+
+
+PAPER_TABLE_IX = {"avgp": 26.3, "bep": 17.4, "p10": 10.0}
+
+
+def measure_pamir(settings: FeatureSettings, seeds: int, **params) -> dict:
+    """Validation and test figures of PAMIR (its defaults unless `params` say otherwise;
+    early stopping on validation) on the features of `settings`, for `seeds` seeds of the
+    triplet sampling."""
+    label = f"[{settings.short_side} px, {settings.scaling}{' ' + str(params) if params else ''}]"
+    print(f"{label} features ...", flush=True)
+    corel = Corel(settings)
+    runs = []
+    for seed in range(seeds):
+        sel = corel.select("pamir", params={**params, "random_state": config.SEED + seed},
+                           grid={}, log=None)
+        ev = corel.test.evaluate(sel.model)
+        runs.append({"random_state": config.SEED + seed, "valid_avgp": round(sel.valid_avgp, 2),
+                     "best_update": sel.model.best_update_,
+                     **{m: pct(ev, m) for m in METRICS}})
+        print(f"{label} {runs[-1]}", flush=True)
+    mean = {k: round(float(np.mean([r[k] for r in runs])), 2)
+            for k in ("valid_avgp", *METRICS)}
+    return {"short_side": settings.short_side, "scaling": settings.scaling, "params": params,
+            "feature_seconds": round(corel.feature_seconds, 1),
+            "visterms_per_picture": corel.visterms_per_picture(),
+            "runs": runs, "mean": mean}
+
+
+def defaults() -> str:
+    """The features and PAMIR parameters every study row shares, in words."""
+    from pamir.models.pamir import PAMIR  # noqa: PLC0415
+
+    return (f"{FeatureSettings.n_visterms:,} visterms, c = {PAMIR.default_params()['c']}, "
+            "early stopping on validation")
+
+
+def figures(m: dict) -> str:
+    """Mean validation AvgP, test AvgP, BEP and P10 as table cells."""
+    return f"{m['valid_avgp']:.2f} | {m['avgp']:.2f} | {m['bep']:.2f} | {m['p10']:.2f}"
+
+
+def study_options(ap: argparse.ArgumentParser, base: str):
+    """--scaling and --report-only; returns args -> the results' name (BASE, or BASE_SCALING
+    for a scaling other than the default)."""
+    from pamir.features.settings import SCALINGS  # noqa: PLC0415
+
+    ap.add_argument("--scaling", default=FeatureSettings.scaling, choices=SCALINGS,
+                    help="block histogram scaling of the features (default: the project's)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the markdown from the study's JSON without running")
+    return lambda args: base if args.scaling == FeatureSettings.scaling else \
+        f"{base}_{args.scaling}"
+
+
+def study(name: str, points: list[tuple[FeatureSettings, dict]], seeds: int, argv, report,
+          summary=lambda rows: {}) -> None:
+    """Measure PAMIR at each (feature settings, PAMIR parameters) point; write
+    results/NAME.json and NAME.md with the command, machine, date and load they were
+    measured under."""
+    run = Run(f"bench_{name}.py", argv)
+    rows = [measure_pamir(s, seeds, **params) for s, params in points]
+    r = {"rows": rows, **run.info(), **summary(rows)}
+    save_report(name, r, report, echo=False)
+    print(f"wrote {RESULTS / name}.md ({run.minutes()} min)")

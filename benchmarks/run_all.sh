@@ -110,6 +110,12 @@ run benchmarks/bench_fit_speed.py --parts main --before 7418ef7 --after HEAD   #
 run benchmarks/history/bench_library.py --before 9a94e5d --model "$T"   # library.md (its run read the
                                                    #   README command's model): import cost, same results
 run benchmarks/bench_fit_memory.py --before 91bf3af --updates 40000 --train 1000 2000   # fit_memory.md
+run benchmarks/bench_fit_memory_synthetic.py --train 1000 2000 4500 10000 20000 --updates 40000
+run benchmarks/bench_fit_memory_synthetic.py --train 4500 20000 100000 --updates 20000 \
+    --most-mb 16000 --stem fit_memory_synthetic_blocks   # towards 100,000 pictures, synthetic
+run benchmarks/bench_fit_speed_refit_share.py      # the share of updates a refit needs
+run benchmarks/bench_folder_rule.py --pictures 1500 --seeds 0 1 2   # the small-folder rule
+run benchmarks/bench_retrain_warm.py --seeds 0 1   # the retraining from the train-only weights
 run benchmarks/bench_small_folders.py --sizes 300:100 1500:500 --before 91bf3af --before-upto 300
 run benchmarks/bench_small_folders.py --sizes 300:100 --before 91bf3af --stem small_folders_300
 run benchmarks/bench_small_folders.py --sizes 300:100 --stem small_folders_300_one_fit

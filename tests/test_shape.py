@@ -8,6 +8,7 @@ inside functions too; imports under `if TYPE_CHECKING:` are for the type checker
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PAMIR = Path(__file__).resolve().parent.parent / "pamir"
@@ -127,3 +128,39 @@ def test_long_modules_and_functions_say_why():
                     and not _says_why(lines, first - 7, node.lineno + 25)):
                 unsaid.append(f"{name}:{node.lineno} {node.name} ({length} lines)")
     assert unsaid == [], "split these, or say why they are long (issue 36's shape rule)"
+
+
+BENCHMARKS = PAMIR.parent / "benchmarks"
+
+
+def _benchmark_scripts() -> list[Path]:
+    return sorted(p for p in [*BENCHMARKS.glob("*.py"), *BENCHMARKS.glob("history/*.py")]
+                  if p.name != "common.py")
+
+
+def test_no_benchmark_imports_another():
+    """What two benchmarks share lives in benchmarks/common.py, so that each script can be
+    read, run and moved to history/ alone."""
+    names = {p.stem for p in _benchmark_scripts()}
+    found = []
+    for path in _benchmark_scripts():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            found += [f"{path.name} imports {m}" for m in modules if m.split(".")[0] in names]
+    assert found == []
+
+
+def test_every_result_can_be_made_again_by_run_all():
+    """Each script a committed result names, and each benchmark script, has its line in
+    benchmarks/run_all.sh."""
+    run_all = (BENCHMARKS / "run_all.sh").read_text(encoding="utf-8")
+    named = {m for md in (BENCHMARKS / "results").glob("*.md")
+             for m in re.findall(r"benchmarks/([\w/]+\.py)", md.read_text(encoding="utf-8"))}
+    scripts = {p.name for p in BENCHMARKS.glob("bench_*.py")}
+    missing = sorted(n for n in named | scripts if Path(n).name not in run_all)
+    assert missing == []

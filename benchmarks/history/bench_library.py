@@ -30,8 +30,7 @@ from pathlib import Path
 # a one-off comparison against older commits (benchmarks/history/): common.py is one up
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_fit_speed import COREL, archive  # noqa: E402
-from common import RESULTS, Run, parser, report_head  # noqa: E402
+from common import RESULTS, Run, archive, corel5k_folder, parser, report_head  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BRANCH_POINT = "51034fd"
@@ -115,7 +114,7 @@ def output(src: Path, args: list[str], work: Path, name: str) -> tuple[str, str]
     """(digest of the .npy the script saved or of stdout, stdout) of one run from src."""
     # the archived tree has no ../shared beside it: Corel 5k is named
     env = {**os.environ, "PYTHONPATH": str(src),
-           "PAMIR_COREL5K": os.environ.get("PAMIR_COREL5K", str(COREL))}
+           "PAMIR_COREL5K": str(corel5k_folder())}
     out = work / f"{name}.npy"
     # a script that names sys.argv[1] is given a file of its own to write there (and any
     # further arguments, the model for the index job)
