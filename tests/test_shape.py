@@ -164,3 +164,48 @@ def test_every_result_can_be_made_again_by_run_all():
     scripts = {p.name for p in BENCHMARKS.glob("bench_*.py")}
     missing = sorted(n for n in named | scripts if Path(n).name not in run_all)
     assert missing == []
+
+
+ARCHITECTURE = PAMIR.parent / "docs" / "architecture.md"
+#: Imports that go up a layer on purpose, each said in docs/architecture.md under "Layers".
+UPWARDS = {("pamir.metadata", "pamir.features.images")}
+
+
+def _layers() -> dict[str, int]:
+    """{name: height} from the drawing under "## Layers" in docs/architecture.md: a row per
+    layer, the top row highest; a row's names are separated by commas, before any "(".
+    A name is a module or package of pamir/ ("index", "features", "people.who")."""
+    block = ARCHITECTURE.read_text(encoding="utf-8").split("## Layers", 1)[1].split("```")[1]
+    rows = [line.split("(")[0].replace(",", " ").split() for line in block.strip().splitlines()]
+    return {name: len(rows) - i for i, row in enumerate(rows) for name in row}
+
+
+def _layer_of(module: str, layers: dict[str, int]) -> str | None:
+    """The finest name of `layers` that holds module (pamir.index.sync -> "index")."""
+    parts = module.split(".")[1:]
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in layers:
+            return ".".join(parts[:k])
+    return None
+
+
+def test_no_import_goes_up_a_layer():
+    """Each module imports only from its own layer and those below it, per the drawing in
+    docs/architecture.md (function-level imports too); every module sits in a layer."""
+    layers, modules = _layers(), _modules()
+    assert layers["commands"] > layers["workflow"] > layers["index"] > layers["config"]
+    unplaced, upwards = [], []
+    for module, path in modules.items():
+        if module == "pamir":  # the facade: names imported on first use
+            continue
+        mine = _layer_of(module, layers)
+        if mine is None:
+            unplaced.append(module)
+            continue
+        for other in _imported(module, path, modules):
+            theirs = _layer_of(other, layers)
+            if (theirs is not None and theirs != mine and layers[theirs] > layers[mine]
+                    and (module, other) not in UPWARDS):
+                upwards.append(f"{module} ({mine}) imports {other} ({theirs})")
+    assert unplaced == [], "add these to the drawing under '## Layers' in docs/architecture.md"
+    assert upwards == []
