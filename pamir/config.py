@@ -27,7 +27,7 @@ MIN_WORD_PICTURES = 2
 #: Queries are subsets of a caption's words; this caps their size (None: every subset).
 MAX_QUERY_WORDS: int | None = None
 
-#: The most validation queries a fit scores (issue 24): a seeded sample (VALID_QUERY_SEED)
+#: The most validation queries a fit scores: a seeded sample (VALID_QUERY_SEED)
 #: beyond. Every subset of a caption is a query, so long captions make hundreds of thousands
 #: (272,585 for 129 pictures captioned with 5-15 words), and early stopping scores them all
 #: every `eval_every` updates. Corel 5k's 2,028 are all kept; what a smaller sample costs in
@@ -49,7 +49,7 @@ RACE: bool = True
 RACE_RUNGS = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
 RACE_FINALISTS = 2
 
-#: Selection on a small collection (issue 26): with fewer validation pictures than this, the
+#: Selection on a small collection: with fewer validation pictures than this, the
 #: default point (pamir.selection.default_point) is kept unless another beats it on the
 #: validation queries in a one-sided paired Wilcoxon test at GUARD_ALPHA
 #: (pamir.selection.guarded_choice). Off (0): measured on Corel 5k subsamples of 700
@@ -109,7 +109,7 @@ DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+vis
                            "cnn+cnn-lite1+cnn-lite2+visterms")
 
 # ------------------------------------------------------------------------------- CNN views
-#: Issue 35: the precision the CNN views run at unless their settings say otherwise
+#: The precision the CNN views run at unless their settings say otherwise
 #: (pamir.features.cnn.CNNSettings.precision): "int8", the networks quantized once per
 #: machine (pamir.features.cnn_int8), or "fp32", the exported networks as they are. The
 #: environment's PAMIR_CNN_PRECISION overrides it for every command. Saved models keep the
@@ -121,13 +121,13 @@ DEFAULT_REPRESENTATIONS = ("visterms", "cnn", "cnn+visterms", "cnn+cnn-lite2+vis
 CNN_PRECISION = os.environ.get("PAMIR_CNN_PRECISION", "int8")
 
 # ------------------------------------------------------------------------------- prior
-#: Issue 37: a system with an ImageNet CNN view mixes each of its words' scores with the
+#: A system with an ImageNet CNN view mixes each of its words' scores with the
 #: zero-caption system's score of the word (pamir.prior), the weights chosen on validation.
 #: False: the model alone, as before.
 PRIOR = True
 
 # ------------------------------------------------------------------------------- neighbours
-#: Issue 26: a PAMIR system on a representation with CNN views mixes its scores with a
+#: A PAMIR system on a representation with CNN views mixes its scores with a
 #: label-transfer vote of the nearest captioned pictures (pamir.models.neighbours). False:
 #: PAMIR alone, as before.
 NEIGHBOURS = True

@@ -1,4 +1,4 @@
-"""Learning after training (issue 13): PA is an online algorithm, so a trained system keeps
+"""Learning after training: PA is an online algorithm, so a trained system keeps
 learning, from a person's feedback on a query's results (right and wrong pictures) and from
 new captioned pictures, new words included; and the one way a learnt system is saved over
 its folder, the previous model kept beside.

@@ -1,4 +1,4 @@
-"""The zero-caption system as a prior inside every fitted system (issue 37).
+"""The zero-caption system as a prior inside every fitted system.
 
 A model fitted on a few captioned pictures knows its words less well than ImageNet's
 classifier knows the same words through WordNet (pamir.zeroshot): on Corel 5k, 50 captioned

@@ -25,14 +25,14 @@ on the number of threads. The validation queries a point is scored on are capped
 config.VALID_MAX_QUERIES (a sample seeded by config.VALID_QUERY_SEED), as PAMIR's early
 stopping caps them.
 
-Racing (config.RACE, issue 24): such fits are raced by successive halving (`Race`): at
+Racing (config.RACE): such fits are raced by successive halving (`Race`): at
 config.RACE_RUNGS (1/16, 1/8, 1/4, 1/2 of a fit's updates) the fits still running are ranked
 by their best validation AvgP so far and the better half goes on; the last
 config.RACE_FINALISTS run to their end, so the winner is the model the full loop would have
 trained, at a fraction of the updates. A raced-out point's trial keeps its AvgP so far and
 `raced_out` (updates). `pamir.training` races every representation's grid in one race.
 
-Small validation splits (issue 26): with fewer than config.SMALL_VALIDATION validation
+Small validation splits: with fewer than config.SMALL_VALIDATION validation
 pictures, the best mean chases noise; the default point (`default_point`: the model's own
 parameters, on the richest representation) is kept unless another point beats it in a
 one-sided paired Wilcoxon test over the validation queries (`guarded_choice`), and the race
@@ -289,7 +289,7 @@ def select(model, X_train, Y_train, X_valid, Y_valid, *, params: dict | None = N
     prefix = f"{label}: " if label else ""
 
     # a model that can (PAMIR) prepares the pictures once for all the fits; the caller's
-    # copies are then not held by the fits (issue 35: one copy per fit was most of the memory)
+    # copies are then not held by the fits (one copy per fit was most of the memory)
     X_fit, prepared_valid = prepare_for_fits(cls, X_train,
                                              X_valid if X_valid_fit is None else None)
     X_valid_fit = prepared_valid if X_valid_fit is None else X_valid_fit

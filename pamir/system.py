@@ -53,8 +53,8 @@ class System:
     vocabulary: the T words of the text space, in the order of the model's outputs.
     idf: (T,) the training idf of those words, for query vectors (TPAMI §IV-A).
     info: how it was made (data, chosen parameters, validation AvgP, seeds, seconds).
-    neighbours: the label-transfer part mixed with the model's scores (issue 26;
-    pamir.models.neighbours), or None: the model's scores alone.
+    neighbours: the label-transfer part mixed with the model's scores
+    (pamir.models.neighbours), or None: the model's scores alone.
     """
 
     def __init__(self, pipeline, model: TextSpaceModel, vocabulary: Sequence[str],
@@ -118,7 +118,7 @@ class System:
         are zero rows with ok False and reasons[i] the decoder's message."""
         F, ok, reasons = self.features(paths)
         Z = self.transform_features(F, ok)
-        if self.prior is not None:  # the classes' part of each word (issue 37)
+        if self.prior is not None:  # the classes' part of each word
             Z = self.prior.mix(Z, self.class_probabilities(paths))
             Z[~np.asarray(ok, bool)] = 0.0
         return Z, np.asarray(ok, bool), reasons
@@ -206,7 +206,7 @@ class System:
             system.calibration = Calibration.from_saved(
                 head["calibration"], {k.partition("/")[2]: v for k, v in arrays.items()
                                       if k.startswith("calibration/")})
-        if "prior" in head:  # models saved before issue 37 score with the model alone
+        if "prior" in head:  # models saved before the prior existed score with the model alone
             from .prior import Prior  # noqa: PLC0415
 
             system.prior = Prior.from_saved(head["prior"], {

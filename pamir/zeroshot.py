@@ -105,7 +105,7 @@ def packaged_class_embeddings() -> np.ndarray | None:
     model, as the package ships them (EMBEDDINGS, float16), or None when they are not for
     these texts or these weights (then the bridge computes them, about 40 s on 2 cores).
 
-    Why shipped (issue 35): the texts are long (a description of 320 characters on average),
+    Why shipped: the texts are long (a description of 320 characters on average),
     and embedding the 1,000 of them was the largest once-per-machine cost of a first `pamir
     fit` or `pamir index`: 40 s of CPU that ran beside the networks. They are a function of
     two installed packages, made again by `python scripts/class_text_embeddings.py`; float16
@@ -292,7 +292,7 @@ class ZeroCaptionSystem:
         from .features.cnn import weights_digest  # noqa: PLC0415
 
         base = f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
-        # int8 class probabilities are not mixed into an index of fp32 ones (issue 35)
+        # int8 class probabilities are not mixed into an index of fp32 ones
         int8 = self.pipeline.resolve_precision() == "int8"
         return base + (f"/int8-{self.pipeline.settings.feature_key()['quantization']}" if int8 else "")
 

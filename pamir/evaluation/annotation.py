@@ -1,5 +1,5 @@
 """Annotation rules beyond a fixed number of words: per-word thresholds on calibrated
-probabilities (issue 26).
+probabilities.
 
 The standard rule gives every picture its 5 best words (metrics.annotation_metrics). Here a
 picture gets each word whose calibrated probability (pamir.calibration, per word) reaches the

@@ -342,7 +342,7 @@ class CNNRepresentation:
     def release_network(self) -> None:
         """Let go of the network (its ONNX Runtime session holds about 340 MB for an int8
         EfficientNet-Lite at Corel's sizes): a fit calls it once its features are made, so
-        that the three views' sessions are not held through the training (issue 35: they
+        that the three views' sessions are not held through the training (they
         were most of the 1 GB a fit from an empty cache held beyond a warm one). Built
         again on the next use."""
         self._engine = None

@@ -1,4 +1,4 @@
-"""int8 CNN views: the exported EfficientNet-Lite trunk quantized by ONNX Runtime (issue 35).
+"""int8 CNN views: the exported EfficientNet-Lite trunk quantized by ONNX Runtime.
 
     source = int8_graph("lite0")      # the quantized trunk (a cached path, or its bytes)
     key = int8_key("lite0")           # what the quantized graph depends on: in cache keys
@@ -24,7 +24,7 @@ Why a fixed calibration set, and this one: the zero-caption path (`pamir index F
 no training pictures, and calibrating on a folder's pictures would make the quantized graph,
 and so every cached vector, depend on the folder. scikit-image (a base dependency) ships six
 photographs in its wheel; their crops and mirror images give 72 pictures. Measured against
-64 random Corel 5k pictures as the calibration set (the probe before issue 35): cosine to
+64 random Corel 5k pictures as the calibration set (the earlier probe): cosine to
 fp32 0.9909 mean / 0.961 worst against 0.9913 / 0.966, on 200 other Corel pictures.
 """
 

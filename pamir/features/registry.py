@@ -226,7 +226,7 @@ class Concatenation:
 
     def combine(self, matrices, rows=None):
         """The parts' matrices side by side as one float32 CSR (of their `rows`: None, all),
-        built COMBINE_ROWS rows at a time into arrays sized once (issue 35): converting each
+        built COMBINE_ROWS rows at a time into arrays sized once: converting each
         whole dense part to CSR, scaling it, and stacking held about four copies of the
         result at once (3.5 GB for Corel 5k's widest). The numbers, and the stored entries,
         are the same."""
@@ -297,7 +297,7 @@ class Concatenation:
 
 
 class ColumnBlocks:
-    """A Concatenation's part matrices side by side as they are (issue 35): a dense view
+    """A Concatenation's part matrices side by side as they are: a dense view
     stays a float32 array (4 bytes a number), where the combined CSR stores 8 (the number
     and its column); rows taken (`X[rows]`) are remembered, not copied. `pamir fit` holds
     its candidates' features so; what reads them takes CSR rows a block at a time

@@ -68,7 +68,7 @@ class FeatureSettings(SettingsRecord):
     n_visterms: int = 10_000  # TPAMI Table IV
     # The visterm k-means: 10 iterations on at most 100,000 sampled training blocks (a random
     # sample beyond: bounded memory and time). Chosen by benchmarks/bench_visterm_codebook.py
-    # (issue 24) against the earlier 20 on 500,000: 80 + 13 s against 291 + 52 s, validation
+    # against the earlier 20 on 500,000: 80 + 13 s against 291 + 52 s, validation
     # AvgP 23.20 against 23.70 for visterms alone and 47.15 against 46.60 for the four-part
     # representation, both within the validation set's noise (about +-1.5), so the cheaper one.
     # The papers do not give their k-means budget; results committed before this change say

@@ -1,4 +1,4 @@
-"""The exact top-k of a query whose terms reach ImageNet classes (issue 37), without scoring
+"""The exact top-k of a query whose terms reach ImageNet classes, without scoring
 every picture.
 
 Such a query scores a picture base + mult x sum_t w_t mass_score(m_t): m_t = P . v_t, the

@@ -224,7 +224,7 @@ class IndexLifecycle:
         """A new empty index in place of whatever index is in `directory` (another model's,
         a damaged one): `destroy` then `create`. What editors decided about people (names
         given, people merged, "not this person") is read first and carried into the new
-        index, whose faces pass finds the same faces again (issue 34: names given on the
+        index, whose faces pass finds the same faces again (names given on the
         page survive re-indexing)."""
         kept = read_decisions(directory)
         cls.destroy(directory)

@@ -1,4 +1,4 @@
-"""Label transfer from the nearest captioned pictures, mixed with PAMIR (issue 26).
+"""Label transfer from the nearest captioned pictures, mixed with PAMIR.
 
     transfer = LabelTransfer(k=80, temperature=0.1).fit(V_train, Y_train, ids, paths)
     log_vote = transfer.transform(V)                 # (n x T) float32
@@ -260,7 +260,7 @@ def view_of(F, views: Sequence[Sequence[int]]) -> np.ndarray:
     a dot product of two such rows is the mean of the views' cosines.
 
     Built in its place, one view's columns at a time: the views, their unit rows, their
-    stack and its scaling were four copies (issue 35: 1.6 GB each for 100,000 pictures of
+    stack and its scaling were four copies (1.6 GB each for 100,000 pictures of
     the README winner). The same numbers: each is divided by its row's norm, then by
     sqrt(views), in float32, as before."""
     widths = [stop - start for start, stop in views]

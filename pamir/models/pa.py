@@ -43,7 +43,7 @@ class PARun:
     history: list = field(default_factory=list)
     seconds: float = 0.0  # in the update steps only, validation excluded
     cpu_seconds: float = 0.0
-    # at the checkpoints: the weights ranked with and their validation AvgP (issue 24: a
+    # at the checkpoints: the weights ranked with and their validation AvgP (a
     # fit's validation is bounded, config.VALID_MAX_QUERIES; this says what it cost)
     valid_seconds: float = 0.0
     active: int = 0

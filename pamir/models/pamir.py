@@ -42,7 +42,7 @@ from .pamir_core import (Pictures, _apply_triplets, _combination, _csr, _dense_a
                          _train_steps_dual, projector)
 
 MARGINS = ("constant", "text")
-#: `pamir fit`'s update budget grows with the training pictures (issue 35): this many
+#: `pamir fit`'s update budget grows with the training pictures: this many
 #: triplets per training picture, Corel 5k's 4,000,000 for its 4,000 (its winning fit was
 #: still improving at the last of them: benchmarks/results/fit_speed.json's curves, so not
 #: fewer there), at least BUDGET_MIN_UPDATES, at most BUDGET_MAX_UPDATES (today's constant:
@@ -386,7 +386,7 @@ class PAMIR(TextSpaceModel):
         return out
 
     # ------------------------------------------------------------- learning after training
-    # PA is an online algorithm (issue 13), so a trained PAMIR keeps learning: from new
+    # PA is an online algorithm, so a trained PAMIR keeps learning: from new
     # captioned pictures, new words included (partial_fit), and from a person's right / wrong
     # marks on a query's results (feedback_delta, then apply_feedback to keep them).
 

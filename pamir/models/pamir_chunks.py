@@ -1,4 +1,4 @@
-"""PAMIR trained from features on disk (issue 35's 100,000 pictures and beyond): the chunk store
+"""PAMIR trained from features on disk (100,000 pictures and beyond): the chunk store
 (FeatureChunks) and the visits of its chunks (`PAMIR.fit_chunks`), so that memory holds one
 chunk, not the training set.
 """

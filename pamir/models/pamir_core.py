@@ -340,7 +340,7 @@ def _dense_and_sparse(X) -> tuple:
     if width < MIN_DENSE_BLOCK:
         return (np.zeros((n, 0), X.dtype), *_parts(X))
     # split SPLIT_ROWS rows at a time: slicing the whole matrix's columns held two more
-    # copies of it (issue 35); the block and the rest are the same
+    # copies of it; the block and the rest are the same
     block = np.empty((n, width), X.dtype)
     rests = []
     for start in range(0, n, SPLIT_ROWS):
@@ -355,8 +355,8 @@ def _dense_and_sparse(X) -> tuple:
 def blocks_dense_and_sparse(X) -> tuple | None:
     """`_dense_and_sparse` and `_row_norms_sq` of a ColumnBlocks (pamir.features.registry)
     without its whole CSR: CSR rows SPLIT_ROWS at a time, twice (the columns each stores,
-    then the block and the rest), so that the dense views are never held at 8 bytes a number
-    (issue 35). The same arrays as from X.tocsr(); None when it would have no dense block."""
+    then the block and the rest), so that the dense views are never held at 8 bytes a number.
+    The same arrays as from X.tocsr(); None when it would have no dense block."""
     n, d = X.shape
     starts = range(0, n, SPLIT_ROWS)
 
@@ -488,13 +488,13 @@ class Pictures:
     dense block and the CSR rest, `_dense_and_sparse`, and the squared row norms), "valid"
     what early stopping scores with (`projector`, float64). Each fit used to make these
     from its own copy of X; with a race's fits all alive at once (waiting at a rung), that
-    was one copy per fit (issue 35). The numbers are the same, so the fits are too."""
+    was one copy per fit. The numbers are the same, so the fits are too."""
 
     def __init__(self, X, use: str = "train", name: str = "X"):
         if use not in ("train", "valid"):
             raise ValueError(f"Pictures: use is 'train' or 'valid', got {use!r}")
         self._lock, self._gram, self._cross = threading.Lock(), None, {}
-        if isinstance(X, ColumnBlocks):  # a fit's features (issue 35): never its whole CSR
+        if isinstance(X, ColumnBlocks):  # a fit's features: never its whole CSR
             split = blocks_dense_and_sparse(X) if use == "train" and len(X) else None
             if split is not None:
                 self.shape, self.use = X.shape, use

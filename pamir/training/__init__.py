@@ -91,7 +91,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         protocol, inputs, seeds, cnn_settings, ensemble, cache_dir, log)
     if coef_init is not None:
         fitting.cls = fitting.cls.starting_from(coef_init)
-    # the vocabulary's ImageNet classes for the prior: in a child process, now (issue 35)
+    # the vocabulary's ImageNet classes for the prior: in a child process, now
     classes = (start_vocabulary_classes(fitting.protocol.vocabulary)
                if config.PRIOR and _may_read_cnn(candidates, inputs) else None)
     with FitDisplay(progress, log) as fitting.display, \
@@ -101,7 +101,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
         trained = grow_ensemble(fitting, winner, ensemble)
         # the prepared pictures the selection's and the ensemble's fits read are done with:
         # let go before the neighbours' views and the retraining's block are made, and
-        # before the features are read again (issue 35: at 100,000 pictures the training
+        # before the features are read again (at 100,000 pictures the training
         # block is 5.5 GiB, as much as the features); calibration reads X_valid
         X_valid, winner.candidate.pictures = winner.candidate.pictures[1], None
         read_features(fitting, winner.candidate)
@@ -180,7 +180,7 @@ def _info(fitting: Fitting, winner: Winner, trained: Trained, *, retrain: bool,
 
 def validation_cost(model) -> dict:
     """What the chosen fit's validation checkpoints cost: seconds and their share of the fit
-    (updates + checkpoints; issue 24 bounds it at about 10 %); {} for a model that says not."""
+    (updates + checkpoints, bounded at about 10 %); {} for a model that says not."""
     valid, train = getattr(model, "valid_seconds_", None), getattr(model, "train_seconds_", None)
     if valid is None or not train:
         return {}

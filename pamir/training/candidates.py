@@ -32,7 +32,7 @@ WIDE_COMBINATION_WEIGHTS = (1.0,)
 
 #: A folder with fewer captioned pictures than this fits only the richest default
 #: representation (the last of DEFAULT_REPRESENTATIONS the model reads), not every
-#: candidate (issue 35): on Corel 5k subsamples of 700 captioned pictures (5 seeds,
+#: candidate: on Corel 5k subsamples of 700 captioned pictures (5 seeds,
 #: benchmarks/results/small_selection.md) it won the validation every time, each narrower
 #: candidate scored below it on validation and on test, and choosing its c on validation
 #: rather than keeping the default gained 0.15 test AvgP on average (sd over seeds 0.3-0.5).

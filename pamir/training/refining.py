@@ -187,7 +187,7 @@ def retrain_on_development(fitting: Fitting, winner: Winner, trained: Trained) -
     part = trained.neighbours
     # the neighbours' view first: the seeds then share one prepared copy of X_dev
     # all the retraining reads is X_dev (and the neighbours' V_dev): F is let go here, but
-    # its parts live on in `rows` until X_dev is made from them (issue 35: the parts and
+    # its parts live on in `rows` until X_dev is made from them (the parts and
     # X_dev together are the peak of a 100,000-picture fit, fit_memory_synthetic_blocks.md)
     rows = take_rows(c.F, dev)
     c.F = None
@@ -220,7 +220,7 @@ def retrain_on_development(fitting: Fitting, winner: Winner, trained: Trained) -
 
 def _retrain_params(member, warm: bool) -> dict:
     """A member's settings for the retraining: where it stopped on train (`refit_params_`),
-    or with `warm` REFIT_UPDATE_SHARE of that, from its weights (issue 35). Measured one
+    or with `warm` REFIT_UPDATE_SHARE of that, from its weights. Measured one
     level down on Corel 5k (benchmarks/results/retrain_warm.md: 3,500 training pictures
     grown by 500, judged on the 500 validation pictures), a quarter of the updates from the
     train-only weights did as well as all of them from zero, in a quarter of the time."""
@@ -245,7 +245,7 @@ def trained_on_train(system: System, trained_on_train, trained_neighbours, cls
 
 def fit_prior(system: System, scored: System | None, X_valid, valid, protocol, collection,
               say, classes=None, X_train=None, train=()) -> np.ndarray | None:
-    """Issue 37: the zero-caption system as a prior (pamir.prior) of a system with an
+    """The zero-caption system as a prior (pamir.prior) of a system with an
     ImageNet CNN view, its weights chosen on the validation pictures, its spreads measured
     on them and on X_train (some training pictures' features: `spread_rows`), the global
     weight on the validation queries (captions weighted by `train`'s idf); returns the
@@ -374,7 +374,7 @@ def _classes_child() -> None:
 def start_vocabulary_classes(vocabulary):
     """`vocabulary_classes`, or something whose `result()` gives them: from the cache at
     once, else computed by a child process started now, before the fit holds its features
-    (issue 35: the sentence-embedding model, loaded in the fit's own process, stayed
+    (the sentence-embedding model, loaded in the fit's own process, stayed
     resident and raised the README command's peak from 2.57 to 3.31 GB; a child's memory is
     given back when it ends)."""
     import scipy.sparse as sp  # noqa: PLC0415
@@ -387,7 +387,7 @@ def start_vocabulary_classes(vocabulary):
 
 def calibrate(system: System, scored: System | None, X_valid, valid, train, protocol, say,
               P_valid: np.ndarray | None = None) -> None:
-    """Issue 26: fit the system's calibrated probabilities of relevance on the validation
+    """Fit the system's calibrated probabilities of relevance on the validation
     pictures, from the scores of the models trained on train only when the system was
     retrained on train + validation (pamir.calibration), its prior mixed in."""
     from ..calibration import calibrate_system  # noqa: PLC0415

@@ -1,4 +1,4 @@
-"""Refitting a model after a few more keywords (issue 35): `pamir fit` on a folder whose
+"""Refitting a model after a few more keywords: `pamir fit` on a folder whose
 model exists reuses the model's representation (fitted as it is: no new codebook) and its
 chosen parameters, keeps its validation pictures, and starts PAMIR from its weights, the
 new words from zero: the features of the new pictures, one short warm-started fit, the

@@ -160,7 +160,7 @@ def _hold_features(inputs, candidates) -> bool:
     given (`inputs`: nothing to read them again from) or there is one candidate. Otherwise
     each candidate's F (every picture, all its parts: 0.4 GB for Corel 5k's widest) is let
     go once its fits' pictures are prepared, and the winner's read again from the feature
-    cache (issue 35: holding all six was 2 GB of the peak)."""
+    cache (holding all six was 2 GB of the peak)."""
     return inputs is not None or len(candidates) == 1
 
 
