@@ -24,7 +24,7 @@ _EXPORTS = {
     # data
     "Collection": "pamir.data", "load_collection": "pamir.data",
     # a trained system: fitting, saving, loading, evaluating, learning
-    "System": "pamir.system", "fit_system": "pamir.training",
+    "System": "pamir.system", "fit_system": "pamir.training", "fit_or_refit": "pamir.training",
     "evaluate_system": "pamir.system",
     # the index and the workflow over it (open / create / rebuild / rescore / learn / keep)
     "Index": "pamir.index", "Hit": "pamir.index",

@@ -12,7 +12,8 @@ from pamir.data import load_collection
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 from pamir.system import System
-from pamir.training import (REFIT_MAX_GROWTH, fit_system, refit_system, reselect_reason)
+from pamir.training import (REFIT_MAX_GROWTH, fit_or_refit, fit_system, refit_system,
+                            reselect_reason)
 from pamir.training.refitting import refit_protocol, starting_weights
 from pictures import LOOKS, striped_collection
 
@@ -171,3 +172,23 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
         assert (m != first).nnz == 0 and m.shape == (2, 1000)
     refining.vocabulary_classes(["sun", "grass"])  # another vocabulary: its own
     assert calls[-1] == ["sun", "grass"]
+
+
+def test_fit_or_refit_decides_as_pamir_fit_does(folder, tmp_path):
+    """The library's one call for `pamir fit DATA -o OUTPUT`: a refit where OUTPUT holds a
+    model of the collection, the full selection on reselect, on other model parameters, or
+    where OUTPUT holds none."""
+    root, lines, model, cache = folder
+    grown = _tag(root, lines, TAGGED_THEN)
+    common = dict(feature_settings=SETTINGS, cache_dir=cache, representation=CANDIDATES)
+    said = []
+    refitted = fit_or_refit(grown, model, log=said.append, **common)
+    assert refitted.info["refit"]["development"] == {"model": TAGGED_FIRST, "now": TAGGED_THEN}
+    assert any(line.startswith("refit: reusing visterms") for line in said)
+    for full in (fit_or_refit(grown, model, reselect=True, log=None, **common),
+                 fit_or_refit(grown, model, model_params={"patience": 3}, log=None, **common),
+                 fit_or_refit(grown, tmp_path / "none", log=None, **common)):
+        assert "refit" not in full.info
+    said.clear()
+    assert "refit" not in fit_or_refit(grown, model, "cmrm", log=said.append, **common).info
+    assert any("the full selection runs" in line and "cmrm" in line for line in said)

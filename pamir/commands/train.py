@@ -109,7 +109,7 @@ def fit_command(
     from ..models import MODELS  # noqa: PLC0415
     from ..models.base import check_replaceable  # noqa: PLC0415
     from ..selection import model_grid  # noqa: PLC0415
-    from ..training import fit_system, refit_system, reselect_reason  # noqa: PLC0415
+    from ..training import fit_or_refit  # noqa: PLC0415
 
     if model not in MODELS:
         fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
@@ -131,47 +131,21 @@ def fit_command(
         console.print(f"{data}: {len(collection):,} pictures; model {model}; grid "
                       f"{json.dumps(grid) if grid != [{}] else 'none'}; seed {config.SEED}")
         started = time.perf_counter()
-        # a model of this folder already there: refit it (issue 35) unless the request
-        # changed what the selection chooses among, or --reselect
-        old = None if reselect or param or no_grid else _existing(output, representation)
         log = lambda line: console.print(line, markup=False)  # noqa: E731
-        reason = None if old is None else reselect_reason(old, collection, model)
-        if reason:
-            console.print(f"{output}: the full selection runs: {reason}", markup=False)
         with _cluster(workers, scheduler):
-            if old is not None and reason is None:
-                system = refit_system(old, collection, retrain=retrain, progress=not quiet,
-                                      log=log, time_budget=None if time_budget is None
-                                      else 60 * time_budget)
-            else:
-                system = fit_system(collection, model, settings, params, progress=not quiet,
-                                    representation=representation or None, retrain=retrain,
-                                    ensemble=ensemble, grid=grid, log=log,
-                                    time_budget=None if time_budget is None
-                                    else 60 * time_budget)
+            # a model of this folder already in OUTPUT is refitted unless --reselect or
+            # the request changes what the selection chooses among (fit_or_refit)
+            system = fit_or_refit(collection, output, model, reselect=reselect,
+                                  feature_settings=settings, model_params=params,
+                                  progress=not quiet, representation=representation or None,
+                                  retrain=retrain, ensemble=ensemble, grid=grid, log=log,
+                                  time_budget=None if time_budget is None
+                                  else 60 * time_budget)
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
     except (DataError, ValueError, OSError) as e:
         fail(str(e))
     print_fit_summary(system, output, time.perf_counter() - started)
-
-
-def _existing(output: Path, representation):
-    """The system saved at `output` for a refit, or None where there is none, it cannot be
-    read (the full selection then replaces it), or `representation` names other candidates
-    than those it chose among."""
-    from ..system import System  # noqa: PLC0415
-
-    if not (output / "model.json").is_file():
-        return None
-    try:
-        old = System.load(output)
-    except (OSError, ValueError, KeyError) as e:
-        console.print(f"{output}: the model there cannot be read ({e}); fitting a new one",
-                      markup=False)
-        return None
-    tried = {r["representation"] for r in old.info.get("representations", [])}
-    return old if not representation or set(representation) == tried else None
 
 
 def _print_notes(notes: list[str], shown: int = 10) -> None:
@@ -234,7 +208,7 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
                       f"{updates['eval_every']:,} ({updates['train_pictures']:,} training "
                       "pictures)")
     refit = info.get("refit")
-    if refit:  # issue 35: a refit of the model that was there
+    if refit:  # a refit of the model that was there
         kept = (", ".join(f"{k}={v}" for k, v in refit["reused"]["params"].items())
                 or "the default parameters")
         table.add_row("refit", f"kept {refit['reused']['representation']} and {kept}; "

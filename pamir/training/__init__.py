@@ -39,7 +39,7 @@ from .refining import (add_neighbours, calibrate, choose_neighbours, fit_prior, 
                        neighbour_views, retrain_on_development, spread_rows,
                        start_vocabulary_classes, trained_on_train)
 from .refitting import (REFIT_MAX_GROWTH, REFIT_MAX_WORD_CHANGE, REFIT_UPDATE_SHARE,
-                        refit_system, reselect_reason)
+                        fit_or_refit, refit_system, reselect_reason, saved_for_refit)
 from .selecting import candidate_features, read_features, select_candidate
 
 #: Where fitting reports its steps unless given `log` (quiet unless logging is configured;
@@ -196,8 +196,8 @@ def _curve(trial: dict) -> dict:
 
 
 __all__ = ["COMBINATION_WEIGHTS", "DEFAULT_REPRESENTATIONS", "MIN_BLOCKS_PER_VISTERM",
-           "REFIT_MAX_GROWTH", "REFIT_MAX_WORD_CHANGE", "REFIT_UPDATE_SHARE", "refit_system",
-           "reselect_reason", "SMALL_FOLDER_PICTURES", "WIDE_COMBINATION_WEIGHTS", "add_neighbours",
+           "REFIT_MAX_GROWTH", "REFIT_MAX_WORD_CHANGE", "REFIT_UPDATE_SHARE", "fit_or_refit",
+           "refit_system", "reselect_reason", "saved_for_refit", "SMALL_FOLDER_PICTURES", "WIDE_COMBINATION_WEIGHTS", "add_neighbours",
            "candidate_features", "choose_neighbours", "collection_inputs", "fit_system",
            "grid_reading", "grow_ensemble", "neighbour_views", "representation_candidates",
            "retrain_on_development", "select_candidate", "small_folder_candidates",

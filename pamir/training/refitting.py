@@ -134,6 +134,50 @@ def refit_system(old: System, collection: Collection, *, retrain: bool | None = 
     return system
 
 
+def saved_for_refit(folder, representation=None, *, log=None) -> System | None:
+    """The system saved in `folder` that a refit may start from, or None where there is none,
+    it cannot be read (the full selection then replaces it, and `log` says so), or
+    `representation` names other candidates than those it chose among."""
+    from pathlib import Path  # noqa: PLC0415
+
+    folder = Path(folder)
+    if not (folder / "model.json").is_file():
+        return None
+    try:
+        old = System.load(folder)
+    except (OSError, ValueError, KeyError) as e:
+        if log:
+            log(f"{folder}: the model there cannot be read ({e}); fitting a new one")
+        return None
+    tried = {r["representation"] for r in old.info.get("representations", [])}
+    return old if not representation or set(representation) == tried else None
+
+
+def fit_or_refit(collection: Collection, output, model: str = "pamir", *,
+                 reselect: bool = False, representation=None, retrain: bool | None = None,
+                 log=None, **fit) -> System:
+    """What `pamir fit DATA -o OUTPUT` trains: where OUTPUT holds a model of this collection
+    that a refit may start from (saved_for_refit) and reselect_reason finds none, that
+    model refitted (refit_system: seconds); else the full selection (fit_system: minutes).
+    reselect: always the full selection, as does a request that changes what the selection
+    chooses among (fit's `model_params` or a `grid` without its choices). `fit`: more of
+    fit_system's keywords (feature_settings, model_params, grid, ensemble, time_budget,
+    progress, cache_dir). The system is not saved."""
+    from . import fit_system  # noqa: PLC0415 (the package imports this module)
+
+    say = log or (lambda *a: None)
+    changed = fit.get("model_params") or fit.get("grid") == [{}]
+    old = None if reselect or changed else saved_for_refit(output, representation, log=log)
+    reason = None if old is None else reselect_reason(old, collection, model)
+    if reason:
+        say(f"{output}: the full selection runs: {reason}")
+    if old is not None and reason is None:
+        keep = {k: fit[k] for k in ("progress", "cache_dir", "time_budget") if k in fit}
+        return refit_system(old, collection, retrain=retrain, log=log, **keep)
+    return fit_system(collection, model, representation=representation, retrain=retrain,
+                      log=log, **fit)
+
+
 def _fmt(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "the default parameters"
 
