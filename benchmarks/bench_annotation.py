@@ -27,7 +27,7 @@ Issue 26 (`--calibrated [--model-dir-free]`, the row that `pamir fit` would make
 default representation through pamir.training.fit_system (whatever the system's model is,
 neighbours included once they are part of it) on the 260-word protocol, calibrated on
 validation (pamir.calibration), and two rules reported on test: the standard top 5, and the
-calibrated per-word thresholds (pamir.evaluation.annotation), with the rule validation
+calibrated per-word thresholds (pamir.calibration.thresholds), with the rule validation
 prefers (cross-fitted on the validation pictures) marked: the one `pamir annotate` uses.
 The thresholds are chosen on the train-only model's validation probabilities, then the
 chosen settings are retrained on the 4,500 pictures (`pamir fit --retrain`) and test read
@@ -125,7 +125,8 @@ def run_calibrated(collection, protocol, c: float | None = None) -> dict:
     retrained), calibrated; top 5 and per-word thresholds on test (module docstring)."""
     from pamir.calibration import Calibration
     from pamir.evaluation import prediction_metrics
-    from pamir.evaluation.annotation import RULES, choose_rule, fit_thresholds, threshold_predictions
+    from pamir.calibration.thresholds import (RULES, choose_rule, fit_thresholds,  # noqa: PLC0415
+                                              threshold_predictions)
     from pamir.training import fit_system
 
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ from pamir.calibration import (Calibration, annotate, expected_calibration_error
                                fit_calibration, load_calibration)
 from pamir.cli import app
 from pamir.evaluation import annotation_metrics, prediction_metrics
-from pamir.evaluation.annotation import choose_rule, fit_thresholds, threshold_predictions
+from pamir.calibration.thresholds import choose_rule, fit_thresholds, threshold_predictions
 from pamir.index import Index, QueryError
 from pamir.query import QuerySyntaxError, parse
 from pamir.server.app import create_app

@@ -122,7 +122,7 @@ def annotation_metrics(word_scores, truth, n_words: int = config.ANNOTATION_WORD
 
 def prediction_metrics(predicted, truth) -> dict:
     """annotation_metrics of given annotations: predicted (n_pictures x T) bool, any number
-    of words a picture (pamir.evaluation.annotation's thresholds)."""
+    of words a picture (pamir.calibration.thresholds)."""
     pred, Y = _dense_bool(predicted), _dense_bool(truth)
     correct = (pred & Y).sum(axis=0)
     n_pred, n_true = pred.sum(axis=0), Y.sum(axis=0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .metrics import _dense_bool, annotation_metrics, prediction_metrics
+from ..evaluation.metrics import _dense_bool, annotation_metrics, prediction_metrics
 
 #: The probability thresholds tried.
 THRESHOLDS = np.round(np.arange(0.05, 0.96, 0.05), 2)

@@ -125,7 +125,7 @@ class Calibration:
     coef: (5,) weights of FEATURES; intercept: the logistic's constant; reference: (n_ref x
     T) float32 text-space vectors; word_pictures: for each of the T words, the sorted
     training pictures whose caption has it; n_train: the number of training pictures.
-    annotation_rule: the annotation rule validation preferred (pamir.evaluation.annotation:
+    annotation_rule: the annotation rule validation preferred (pamir.calibration.thresholds:
     "top 5", "global threshold" or "per-word thresholds") and thresholds, the (T,)
     probability each word needs (None for top 5). ceiling: the highest probability any
     picture reaches, P = ceiling x sigmoid(logit): captions are incomplete (a picture of a
@@ -380,8 +380,8 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
     P_valid: the validation pictures' class probabilities, for a system with a prior
     (pamir.prior): the probabilities are those of its mixed scores."""
     import scipy.sparse as sp  # noqa: PLC0415
-    from .protocol import generate_queries  # noqa: PLC0415
-    from .text import text_vectors  # noqa: PLC0415
+    from ..protocol import generate_queries  # noqa: PLC0415
+    from ..text import text_vectors  # noqa: PLC0415
 
     say = log or (lambda *a: None)
     Y_valid = sp.csr_matrix(Y_valid)
@@ -427,9 +427,9 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
 def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, seed: int = 0,
                            n_words: int = 5) -> None:
     """Set cal's annotation rule (and thresholds) to what the validation pictures prefer
-    (pamir.evaluation.annotation.choose_rule), their text-space vectors Z_valid scored by
+    (pamir.calibration.thresholds.choose_rule), their text-space vectors Z_valid scored by
     the model trained without them; standard scores over those same pictures."""
-    from .evaluation.annotation import RULES, choose_rule, fit_thresholds  # noqa: PLC0415
+    from .thresholds import RULES, choose_rule, fit_thresholds  # noqa: PLC0415
 
     own = Calibration(cal.coef, cal.intercept, Z_valid, cal.word_pictures, cal.n_train,
                       ceiling=cal.ceiling)
@@ -450,7 +450,7 @@ def annotate(cal: Calibration | None, Z: np.ndarray, vocabulary: Sequence[str],
     none at all where no word is likely enough). Without a calibration: the k best words,
     probability None. count: the k best words whatever the rule (what a person asking for
     k words gets: `pamir annotate -k`, `System.annotate(Z, k)`), with their probabilities."""
-    from .config import ANNOTATION_WORDS  # noqa: PLC0415
+    from ..config import ANNOTATION_WORDS  # noqa: PLC0415
 
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))[:, :len(vocabulary)]
     P = cal.word_probabilities(Z) if cal is not None else np.full(Z.shape, np.nan)
