@@ -138,6 +138,19 @@ def read_item(path: str | Path, needs: Sequence[Need]) -> Item:
     return Item(path, digest, (width, height), [Frame(None, rgb)])
 
 
+def look_needs(representation) -> list[Need]:
+    """What a system's representation needs of a picture: the largest short side of its
+    views (the CNN's short_side, the visterms' short_side; a view at native size, or one
+    that does not say, needs the full picture)."""
+    sides = []
+    for part in getattr(representation, "parts", [representation]):
+        side = getattr(getattr(part, "settings", None), "short_side", None)
+        if side is None:
+            return [Need("look")]
+        sides.append(int(side))
+    return [Need("look", short=max(sides))] if sides else [Need("look")]
+
+
 # --------------------------------------------------------------- sharing with the views
 _shared: dict[str, Item] = {}
 _lock = threading.Lock()
@@ -188,5 +201,5 @@ def item_full_size(item: Item) -> bool:
     return (w, h) == tuple(item.size)
 
 
-__all__ = ["Frame", "Item", "Need", "bounded", "decode_short_side", "read_item",
+__all__ = ["Frame", "Item", "Need", "bounded", "decode_short_side", "look_needs", "read_item",
            "rgb_for", "shared_item", "sharing"]

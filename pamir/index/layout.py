@@ -56,6 +56,8 @@ CATALOG = "catalog.sqlite"
 WRITER_LOCK = ".writer.lock"
 #: The server's thumbnail cache, inside the index folder.
 THUMBNAILS = "thumbnails"
+#: How far a running `pamir index` is, pass by pass (pamir.index.progress_record).
+PROGRESS = "progress.json"
 #: A reader's copy of the (column, id) map of one committed state: columns-<commits>.npy
 #: (Catalog.transaction counts commits).
 COLUMNS_PREFIX = "columns-"
