@@ -111,7 +111,8 @@ def own_files(directory: Path) -> list[Path]:
     """The files an index keeps in its folder (but the thumbnails and the writer lock):
     what `Index.destroy` deletes, never anything else a person put there."""
     return (catalog_files(directory) + matrix_files(directory)
-            + sorted(Path(directory).glob(f"{CACHE_PREFIX}*.npy")) + columns_copies(directory))
+            + sorted(Path(directory).glob(f"{CACHE_PREFIX}*.npy")) + columns_copies(directory)
+            + sorted(Path(directory).glob(PROGRESS)))
 
 
 # ---------------------------------------------------------------------------- the catalogue
