@@ -164,6 +164,7 @@ def _look(index, job, system, folders, transform, batch, client, record, say):
                                        captions=job.captions,
                                        batch_size=job.batch_size or batch, progress=look)
     finally:
+        record.flush()  # the look done: the page shows how far the passes are behind it
         streamed = stage.finish() if stage is not None else {}
     logger.info(f"look: {len(index):,} pictures indexed (added {report.added:,}, changed "
         f"{report.changed:,}, unchanged {report.unchanged:,}, unreadable "

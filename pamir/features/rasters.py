@@ -187,10 +187,10 @@ def rgb_for(data: bytes, digest: str | None, short_side: int | None) -> np.ndarr
     if item is not None:
         if not item.ok:
             raise ImageError(item.reason or "could not be read")
-        rgb = item.rgb
-        if short_side is None and item_full_size(item):
+        rgb, full = item.rgb, item_full_size(item)
+        if short_side is None and full:
             return rgb
-        if short_side is not None and min(rgb.shape[:2]) >= short_side:
+        if short_side is not None and (full or min(rgb.shape[:2]) >= short_side):
             return resize_short_side(rgb, short_side)
     return images.decode_rgb(data, short_side)
 

@@ -42,6 +42,7 @@ class ProgressRecord:
         self.passes: dict[str, dict] = {}
         self.started = time.time()
         self._written = 0.0
+        self._shown: set[str] = set()
         self._write(running=True)
 
     def set(self, name: str, done: int | None = None, total: int | None = None) -> None:
@@ -53,8 +54,14 @@ class ProgressRecord:
         entry["total"] = max(entry["total"], entry["done"])
         if self.on_change is not None:
             self.on_change(name, entry["done"], entry["total"])
-        if time.time() - self._written >= EVERY_S:
+        first = name not in self._shown  # a pass's first figures are written at once
+        self._shown.add(name)
+        if first or time.time() - self._written >= EVERY_S:
             self._write(running=True)
+
+    def flush(self) -> None:
+        """Write the figures now (before a wait: the page shows where the job waits)."""
+        self._write(running=True)
 
     def add(self, name: str, done: int = 0, total: int = 0) -> None:
         entry = self.passes.get(name, {"done": 0, "total": 0})
