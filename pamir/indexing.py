@@ -201,7 +201,7 @@ def _reading_stage(index, job: IndexJob, system, record, say):
 def _streamed(kind: str, index) -> list:
     """The streamed pass of this kind ([] where its extra is missing: the pass run alone
     after says so)."""
-    from .extras import MissingExtra  # noqa: PLC0415
+    from .extras import MissingExtra, optional  # noqa: PLC0415
     from .index.stage import StreamedPass  # noqa: PLC0415
 
     try:
@@ -215,7 +215,9 @@ def _streamed(kind: str, index) -> list:
         from .people import faces  # noqa: PLC0415
         from .people.pictures import read_face_rasters  # noqa: PLC0415
 
-        faces.face_finder()  # dlib and its models, or MissingExtra
+        with optional():  # the [faces] extra, as the pass alone asks for it
+            import dlib  # noqa: F401, PLC0415
+        faces.face_finder()  # and its models
         return [StreamedPass(workflow.faces_pass_name(), ("person",), read_face_rasters,
                              index.record_faces, faces.DETECT_SIDE,
                              lambda item, rgb: (item.path, rgb, item.size))]

@@ -179,7 +179,8 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
     try:
         with bars:
             return run_index(job, system=system, fingerprint=fingerprint,
-                             progress=bars.update, say=console.print,
+                             progress=bars.update,
+                             say=lambda line: console.print(escape(line), markup=True),
                              after_look=_prepare_word_mapping)
     except (IndexDirError, workflow.WorkflowError, BatchesFailed) as e:
         fail(str(e))
