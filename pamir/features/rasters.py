@@ -153,6 +153,7 @@ def look_needs(representation) -> list[Need]:
 
 # --------------------------------------------------------------- sharing with the views
 _shared: dict[str, Item] = {}
+_by_path: dict[str, Item] = {}
 _lock = threading.Lock()
 
 
@@ -163,6 +164,7 @@ def sharing(items: Iterable[Item]):
     mine = {it.digest: it for it in items if it.digest}
     with _lock:
         _shared.update(mine)
+        _by_path.update({it.path: it for it in mine.values()})
     try:
         yield
     finally:
@@ -170,6 +172,8 @@ def sharing(items: Iterable[Item]):
             for digest, it in mine.items():
                 if _shared.get(digest) is it:
                     del _shared[digest]
+                if _by_path.get(it.path) is it:
+                    del _by_path[it.path]
 
 
 def shared_item(digest: str | None) -> Item | None:
@@ -178,6 +182,15 @@ def shared_item(digest: str | None) -> Item | None:
         return None
     with _lock:
         return _shared.get(digest)
+
+
+def shared_path(path) -> Item | None:
+    """The item the reading stage shares for the file at `path` (read moments ago), if any:
+    its content hash then need not be computed again."""
+    if not _shared:
+        return None
+    with _lock:
+        return _by_path.get(str(path))
 
 
 def rgb_for(data: bytes, digest: str | None, short_side: int | None) -> np.ndarray:
@@ -202,4 +215,4 @@ def item_full_size(item: Item) -> bool:
 
 
 __all__ = ["Frame", "Item", "Need", "bounded", "decode_short_side", "look_needs", "read_item",
-           "rgb_for", "shared_item", "sharing"]
+           "rgb_for", "shared_item", "shared_path", "sharing"]

@@ -82,7 +82,9 @@ class _Stream:
 
     def put(self, items: list[Item]) -> None:
         if self.error is None and items:
-            chunk = [(it, self.spec.inputs(it, it.reduced(self.spec.side))) for it in items]
+            # the item without its frames: the queue holds the pass's reduced rasters only
+            chunk = [(Item(it.path, it.digest, it.size),
+                      self.spec.inputs(it, it.reduced(self.spec.side))) for it in items]
             self._queue.put(chunk)  # waits while the pass is QUEUED chunks behind
 
     def _run(self) -> None:
