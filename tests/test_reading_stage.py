@@ -272,3 +272,20 @@ def test_the_page_reads_the_progress_record_and_the_indexed_thumbnails(tmp_path)
         assert r.status_code == 200 and Image.open(io.BytesIO(r.content)).size != (7, 5)
         record.finish()
         assert client.get("/api/progress").json()["running"] is False
+
+
+def test_a_record_left_running_by_a_killed_indexer_reads_as_stopped(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from pamir.index.progress_record import ProgressRecord
+
+    ProgressRecord(tmp_path).set("look", 3, 10)
+    assert read_progress(tmp_path)["running"]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    record = json.loads((tmp_path / "progress.json").read_text())
+    (tmp_path / "progress.json").write_text(json.dumps({**record, "pid": int(gone)}))
+    assert read_progress(tmp_path)["running"] is False
+    assert read_progress(tmp_path / "nothing") == {"running": False, "passes": []}

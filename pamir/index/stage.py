@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..features.rasters import Item, Need, read_item, sharing
+from ..features.rasters import HEIF_THREADS, Item, Need, heif_threads, read_item, sharing
 from .passes import PassReport, record_batch
 
 #: Pictures decoded, transformed and handed on together: few, so that the rasters held at
@@ -133,6 +133,8 @@ class ReadingStage:
         self.thumbnails = thumbnails
         self.on_read = on_read
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="pamir-read")
+        # a picture per thread: libheif's own threads would only contend with them
+        self._heif = heif_threads(HEIF_THREADS) if threads > 1 else None
         self._streams = [_Stream(s) for s in streamed]
 
     @property
@@ -199,6 +201,8 @@ class ReadingStage:
             stream.close()
         self.commit_ready()
         self._pool.shutdown(wait=True)
+        if self._heif is not None:
+            heif_threads(self._heif)
         return {s.spec.name: s.report for s in self._streams}
 
     def errors(self) -> dict[str, BaseException]:
