@@ -289,3 +289,17 @@ def test_a_record_left_running_by_a_killed_indexer_reads_as_stopped(tmp_path):
     (tmp_path / "progress.json").write_text(json.dumps({**record, "pid": int(gone)}))
     assert read_progress(tmp_path)["running"] is False
     assert read_progress(tmp_path / "nothing") == {"running": False, "passes": []}
+
+
+def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, phone_folder,
+                                                                     decodes, monkeypatch):
+    """A new text reader (another fingerprint) reads every picture again, by itself: one
+    decode each, nothing for the look."""
+    import pamir.ocr as ocr
+    from pamir import workflow
+
+    monkeypatch.setattr(ocr, "fingerprint", lambda settings=None: "another reader")
+    with Index.open(indexed[0], writable=True) as index:
+        assert workflow.read_text(index).read == 4
+    for path in phone_folder.iterdir():
+        assert decodes[images.content_hash(path.read_bytes())] == 1, path.name
