@@ -73,6 +73,7 @@ class _Stream:
         self.spec = spec
         self.report = PassReport(spec.name)
         self.error: BaseException | None = None
+        self.dropping = False  # the job stopped: chunks not read yet are left to the next run
         self._queue: queue.Queue = queue.Queue(QUEUED)
         self._results: list[tuple[list[Item], list]] = []
         self._lock = threading.Lock()
@@ -89,8 +90,8 @@ class _Stream:
 
     def _run(self) -> None:
         while (chunk := self._queue.get()) is not None:
-            if self.error is not None:
-                continue  # a reader that failed for every file: the rest is dropped
+            if self.error is not None or self.dropping:
+                continue  # a reader that failed for every file, or the job stopped
             started = time.perf_counter()
             try:
                 results = self.spec.read([inputs for _, inputs in chunk])
@@ -194,9 +195,13 @@ class ReadingStage:
                     pending.append(([it for it, _ in later], [r for _, r in later]))
             stream.keep(pending)
 
-    def finish(self) -> dict[str, PassReport]:
+    def finish(self, abandon: bool = False) -> dict[str, PassReport]:
         """Wait for the streamed passes, commit what they read; {name: report}. A reader's
-        error (MissingExtra) is raised by the pass run alone after (`errors`)."""
+        error (MissingExtra) is raised by the pass run alone after (`errors`). abandon (the
+        job interrupted): the chunks not being read are dropped, not waited for; the next
+        run reads their pictures."""
+        for stream in self._streams:
+            stream.dropping = abandon
         for stream in self._streams:
             stream.close()
         self.commit_ready()
