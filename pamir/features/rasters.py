@@ -40,7 +40,7 @@ from .images import ImageError, content_hash, displayed_size, read_bytes, resize
 #: libheif's threads for one HEIC/AVIF decode while the reading stage decodes one picture
 #: per core: on this 2-core machine, 4 12-MP HEICs two at a time took 1.45 s a photo with
 #: 1 thread each, 1.56 s with 2 and 1.92 s with 4 (pillow-heif's default), one at a time
-#: 1.76 / 1.82 / 2.13 s (under the load of other work; /tmp/rd/heic_threads.py).
+#: 1.76 / 1.82 / 2.13 s (while other work loaded the machine: relative figures only).
 HEIF_THREADS = 1
 
 
