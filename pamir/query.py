@@ -17,6 +17,8 @@
     place:"united kingdom"      people wrote, where it was taken, text read on it, a person,
     text:bakery person:alice    the camera; a quoted value is one phrase
     camera:canon
+    near:kyoto                  only pictures taken near a place (within its city's reach)
+    near:"35.01,135.77" 5km     or within a radius of a position (pamir.nearby), nearest first
 
 A term that pictures hold as a fact (a keyword of theirs, their place, ...) finds those
 pictures first, with or without a model (pamir.index.reading ranks them); -term leaves them
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from .facts import FILTER_KEYS, fold
+from .nearby import radius_km
 from .text import STOP_WORDS, tokenize
 
 if TYPE_CHECKING:  # annotations only: the bridges load lazily
@@ -56,6 +59,8 @@ SORT_ORDERS = tuple(dict.fromkeys(SORTS.values()))
 FLOOR_KEYS = ("floor", "min")
 PROBABILITY_KEYS = ("p", "prob")
 FOLDER_KEYS = ("in", "folder")
+#: The filter on distance (pamir.nearby): a (NEAR_KEY, "place or lat,lon [radius]") filter.
+NEAR_KEY = "near"
 #: Whether a word outside the vocabulary that ImageNet's classes reach is searched by them
 #: alone (True), or also by the vocabulary's nearest words by meaning (False, as before issue
 #: 37): "fish" by its fish classes, not by penguin and language. On the Corel 5k validation
@@ -69,7 +74,7 @@ MAX_WEIGHT = 100.0
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _TOKEN = re.compile(
     r'\s*(?:'
-    r'(?P<opt>(?:floor|min|prob|p|sort|in|folder|date|' + "|".join(FILTER_KEYS) + r')):'
+    r'(?P<opt>(?:floor|min|prob|p|sort|in|folder|date|near|' + "|".join(FILTER_KEYS) + r')):'
     r'(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
     r'|(?P<sign>[-+])?(?:(?P<pre>' + _NUMBER + r'):)?'
     r'(?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"^]+))'
@@ -265,9 +270,16 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
     out = ParsedQuery(text=text or "")
     stop = frozenset(stop_words)
     seen: set[tuple[str, bool]] = set()
+    near = False  # the last token was near:, which a radius ("5km") may follow
     for m in _TOKEN.finditer(text or ""):
         if m.group("junk") is not None:
             continue
+        if near and m.group("word") and not m.group("sign") and radius_km(m.group("word")):
+            kind, value = out.facts[-1]
+            out.facts[-1] = (kind, f"{value} {m.group('word').lower()}")
+            near = False
+            continue
+        near = m.group("opt") is not None and m.group("opt").lower() == NEAR_KEY
         if m.group("opt"):
             key = m.group("opt").lower()
             value = m.group("optq") if m.group("optq") is not None else m.group("optv")
@@ -281,6 +293,9 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
                                            "(p:0.5, or p:50%)")
             elif key == "date":
                 out.dates.append(date_range(value))
+            elif key == NEAR_KEY:
+                if fold(value):
+                    out.facts.append((NEAR_KEY, fold(value)))
             elif key in FILTER_KEYS:
                 if fold(value):
                     out.facts.append((FILTER_KEYS[key], fold(value)))
@@ -445,5 +460,5 @@ def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
     return Match(term.text, term.weight, "unknown", [], note)
 
 
-__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "filter_term",
+__all__ = ["NEAR_KEY", "Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "filter_term",
            "join_fact_phrases", "parse", "resolve"]

@@ -493,6 +493,22 @@ class Catalog:
         self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
                                [(int(i), name, digest) for i, digest in done])
 
+    def positions(self) -> list[tuple[int, int, str]]:
+        """(id, column, "lat,lon") of the scored pictures whose files give a position."""
+        if "NULL AS position" in self.columns:
+            return []
+        rows = self._conn.execute("SELECT id, col, position FROM pictures WHERE col IS NOT "
+                                  "NULL AND position IS NOT NULL ORDER BY id")
+        return rows.fetchall()
+
+    def fact_rows(self, kind: str) -> list[tuple[int, str, str]]:
+        """(picture id, word, detail) of every fact of one kind of the scored pictures."""
+        if not self.has_facts:
+            return []
+        return self._conn.execute(
+            "SELECT f.picture, f.word, f.detail FROM facts f JOIN pictures p ON p.id = "
+            "f.picture WHERE f.kind = ? AND p.col IS NOT NULL", (kind,)).fetchall()
+
     def fact_words(self, kind: str, limit: int = 100) -> list[tuple[str, str, int]]:
         """fact_counts with a detail each word is stored with: (word, detail, pictures),
         the most common first (the page's places: the form shown, the level)."""

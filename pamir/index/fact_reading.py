@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..facts import shown, shown_order
-from ..query import Query
-from .queries import Hit
+from ..nearby import closeness, distances_km, near_area, parse_position
+from ..query import NEAR_KEY, Query
+from .queries import Hit, QueryError
 
 #: The probability that a picture holding a query word as a fact (pamir.facts) is relevant to
 #: it, times the fact's confidence. A keyword people wrote defines relevance in a model's
@@ -36,6 +37,8 @@ class FactReading:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
         itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
         word a keyword), the lowest of their confidences."""
+        if tuple(kinds) == (NEAR_KEY,):
+            return self._near_columns(word)
         cols, conf = self._catalog.fact_columns(word, kinds)
         words = word.split()
         if len(cols) or len(words) < 2:
@@ -49,6 +52,23 @@ class FactReading:
             if not held:
                 break
         return (np.array(list(held), np.int64), np.array(list(held.values()), np.float32))
+
+    def _near_columns(self, value: str) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, closeness) of the pictures within a `near:` value's radius
+        (pamir.nearby): the nearer, the surer, so that a query of filters alone lists the
+        nearest first."""
+        try:
+            lat, lon, km, _ = near_area(value)
+        except ValueError as e:
+            raise QueryError(str(e)) from None
+        rows = [(c, p) for _, c, text in self._catalog.positions()
+                if (p := parse_position(text)) is not None]
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        cols = np.array([c for c, _ in rows], np.int64)
+        near = closeness(distances_km(np.array([p for _, p in rows]), lat, lon), km)
+        inside = near > 0
+        return cols[inside], near[inside].astype(np.float32)
 
     def _fact_state(self, q: Query, width: int, keep: np.ndarray | None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
