@@ -18,21 +18,11 @@ import re
 
 import numpy as np
 
+from .query import radius_km
+
 #: The radius of `near:` a position with no radius given: a walk around where it was taken.
 POSITION_KM = 2.0
-#: The largest radius `near:` takes (a quarter of the Earth's circumference is far enough).
-MAX_KM = 10_000.0
-_RADIUS = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(km|m)$", re.IGNORECASE)
 _POSITION = re.compile(r"^\s*([-+]?\d+(?:\.\d*)?)\s*,\s*([-+]?\d+(?:\.\d*)?)\s*$")
-
-
-def radius_km(text: str) -> float | None:
-    """"5km" -> 5.0, "500m" -> 0.5; None when the text is not a radius."""
-    m = _RADIUS.match(text.strip())
-    if not m:
-        return None
-    km = float(m.group(1)) / (1000.0 if m.group(2).lower() == "m" else 1.0)
-    return km if 0 < km <= MAX_KM else None
 
 
 def near_area(value: str) -> tuple[float, float, float, str]:
@@ -85,5 +75,4 @@ def parse_position(text: str | None) -> tuple[float, float] | None:
     return (float(m.group(1)), float(m.group(2))) if m else None
 
 
-__all__ = ["POSITION_KM", "closeness", "distances_km", "near_area", "parse_position",
-           "radius_km"]
+__all__ = ["POSITION_KM", "closeness", "distances_km", "near_area", "parse_position"]

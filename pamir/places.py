@@ -282,7 +282,7 @@ def city_of(lat: float, lon: float, nearest: int, rule: CityRule | None = None) 
     return _enclosing(g, _deepest(g, lat, lon, nearest, rule, 0) or nearest, rule)
 
 
-def _deepest(g: "_Gazetteer", lat: float, lon: float, place: int, rule: CityRule,
+def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
              smaller_than: int) -> int | None:
     """The city (of more than `smaller_than` people) whose reach covers (lat, lon) most
     deeply and to which `place` may belong; None where none does."""
@@ -297,7 +297,7 @@ def _deepest(g: "_Gazetteer", lat: float, lon: float, place: int, rule: CityRule
     return best
 
 
-def _enclosing(g: "_Gazetteer", city: int, rule: CityRule) -> int:
+def _enclosing(g: _Gazetteer, city: int, rule: CityRule) -> int:
     """The larger city that `city` lies in, if any (itself where none): a place GeoNames
     lists as a city of its own by its size that is a part of a larger one (Kreuzberg in
     Berlin, Brooklyn in New York City)."""
@@ -309,7 +309,7 @@ def _enclosing(g: "_Gazetteer", city: int, rule: CityRule) -> int:
     return city
 
 
-def _belongs(g: "_Gazetteer", place: int, city: int, rule: CityRule) -> float:
+def _belongs(g: _Gazetteer, place: int, city: int, rule: CityRule) -> float:
     """How far a place may belong to a city, in multiples of the city's reach (CityRule):
     0 (not at all), 1 (the city's own first-level area), rule.named (an area named after
     the city)."""

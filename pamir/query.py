@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from .facts import FILTER_KEYS, fold
-from .nearby import radius_km
 from .text import STOP_WORDS, tokenize
 
 if TYPE_CHECKING:  # annotations only: the bridges load lazily
@@ -61,6 +60,9 @@ PROBABILITY_KEYS = ("p", "prob")
 FOLDER_KEYS = ("in", "folder")
 #: The filter on distance (pamir.nearby): a (NEAR_KEY, "place or lat,lon [radius]") filter.
 NEAR_KEY = "near"
+#: The largest radius `near:` takes (a quarter of the Earth's circumference is far enough).
+MAX_NEAR_KM = 10_000.0
+_RADIUS = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(km|m)$", re.IGNORECASE)
 #: Whether a word outside the vocabulary that ImageNet's classes reach is searched by them
 #: alone (True), or also by the vocabulary's nearest words by meaning (False, as before issue
 #: 37): "fish" by its fish classes, not by penguin and language. On the Corel 5k validation
@@ -264,6 +266,15 @@ def date_range(value: str) -> tuple[str, str]:
     return first, last
 
 
+def radius_km(text: str) -> float | None:
+    """"5km" -> 5.0, "500m" -> 0.5; None when the text is not a radius."""
+    m = _RADIUS.match(text.strip())
+    if not m:
+        return None
+    km = float(m.group(1)) / (1000.0 if m.group(2).lower() == "m" else 1.0)
+    return km if 0 < km <= MAX_NEAR_KM else None
+
+
 def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> ParsedQuery:
     """Read a query string (the grammar is in the module docstring). Never raises for words;
     QuerySyntaxError for a bad option value (floor:abc, sort:size)."""
@@ -460,5 +471,5 @@ def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
     return Match(term.text, term.weight, "unknown", [], note)
 
 
-__all__ = ["NEAR_KEY", "Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "filter_term",
-           "join_fact_phrases", "parse", "resolve"]
+__all__ = ["Match", "NEAR_KEY", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "filter_term",
+           "join_fact_phrases", "parse", "radius_km", "resolve"]

@@ -172,6 +172,39 @@ class FactReading:
             rows = self._catalog.fact_words("place", limit * COUNTRY_ALIASES_MAX)
         return listed_places(rows)[:limit]
 
+    def places_tree(self) -> list[dict]:
+        """The collection's places as a tree, country → region → city → place, with their
+        counts and the queries that find them (pamir.place_tree)."""
+        from ..place_tree import places_tree  # noqa: PLC0415
+
+        with self._lock:
+            return places_tree(self._catalog.fact_rows("place"))
+
+    def place_points(self, limit: int = 5000) -> list[dict]:
+        """Where the pictures were taken, for a map: {"id", "lat", "lon", "name", "query"}
+        of up to `limit` pictures with a position (the lowest ids), name and query those of
+        its city (else its nearest place, region or country; `near:` where it has none)."""
+        from ..place_tree import picture_places  # noqa: PLC0415
+        from ..query import filter_term  # noqa: PLC0415
+
+        with self._lock:
+            rows = self._catalog.positions()[:limit]
+            named = picture_places(self._catalog.fact_rows("place"))
+        out = []
+        for pid, _, text in rows:
+            p = parse_position(text)
+            if p is None:
+                continue
+            levels = named.get(pid, {})
+            level = next((lv for lv in ("city", "place", "region", "country") if lv in levels),
+                         None)
+            word, name = levels[level] if level else (None, None)
+            query = (filter_term("place", word) if word else
+                     f'{NEAR_KEY}:"{p[0]:.4f},{p[1]:.4f}" 1km')
+            out.append({"id": int(pid), "lat": round(p[0], 5), "lon": round(p[1], 5),
+                        "name": name or f"{p[0]:.3f}, {p[1]:.3f}", "query": query})
+        return out
+
     def shown_facts(self, picture_id: int) -> dict[str, list[str]]:
         """The picture's facts of SHOWN_FACTS as a hit shows them: {"place": ["Kyoto",
         "Japan"], ...}."""

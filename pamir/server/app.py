@@ -34,6 +34,7 @@ from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, 
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
 from .people import router as people_router
+from .places import router as places_router
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -121,6 +122,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     app.state.pamir = state
     app.state.sharing = sharing  # the people routes' roles (pamir.server.people)
     app.include_router(people_router)
+    app.include_router(places_router)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
