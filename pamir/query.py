@@ -389,7 +389,8 @@ def join_fact_phrases(parsed: ParsedQuery, facts: Callable[[str], int]) -> Parse
 def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None,
             classes: "ClassWords | None" = None, class_mix: float = 0.0,
-            table_words: bool = False, facts: "Callable[[str], int] | None" = None) -> Query:
+            table_words: bool = False, facts: "Callable[[str], int] | None" = None,
+            names: "Callable[[str], bool] | None" = None) -> Query:
     """The Query of a parsed query over a vocabulary (with idf weights). Terms not in the
     vocabulary go through `bridge` (inflections, then the embedding model) when one is given;
     without it they are unknown. `classes`: the ImageNet classes of a CNN representation
@@ -398,7 +399,10 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     vocabulary words that name ImageNet classes (the WordNet table, or an inflection) reach
     their classes too. An index with no vocabulary (no captions at all) answers with the
     classes alone. `facts(folded term)`: how many pictures hold the term as a fact; such a
-    term is searchable whatever else it meets."""
+    term is searchable whatever else it meets. `names(folded term)`: whether they hold it
+    only as a name (a person, a place: pamir.facts.NAME_KINDS); such a term outside the
+    vocabulary is searched as a fact alone, not by its look (ImageNet's classes, the
+    embedding's nearest words)."""
     word_index = word_index if word_index is not None else {w: t for t, w in
                                                             enumerate(vocabulary)}
     idf = np.asarray(idf, dtype=np.float64)
@@ -406,13 +410,15 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     matches, used, unknown, class_terms, fact_terms = [], [], [], [], []
     share = [0.0, 0.0]  # the weights of the terms with classes, of all terms searched
     for term in parsed.terms:
-        match = _match(term, word_index, bridge if vocabulary else None)
+        held = int(facts(fold(term.text))) if facts is not None else 0
+        name = bool(held) and names is not None and names(fold(term.text))
+        match = _match(term, word_index, None if name or not vocabulary else bridge)
         matches.append(match)
-        match.facts = int(facts(fold(term.text))) if facts is not None else 0
+        match.facts = held
         if match.facts:
             fact_terms.append((term.weight, fold(term.text)))
         found = None
-        if classes is not None:
+        if classes is not None and not (name and match.how == "unknown"):
             if match.how in ("embedding", "unknown"):
                 found = classes.match(term.text, term.words)
             elif table_words and classes.lookup(term.words) is not None:

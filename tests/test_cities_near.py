@@ -138,3 +138,54 @@ def test_one_lima_under_peru_whatever_geonames_calls_its_areas():
     assert [(c["name"], c["pictures"]) for c in tree[0]["children"]] == [("Lima", 3)]
     assert {c["name"] for c in tree[0]["children"][0]["children"]} == {
         "Breña", "Santiago de Surco"}
+
+
+# ------------------------------------------------------------------------------ the page's facts
+
+def test_a_fact_hit_says_what_it_holds_and_a_model_takes_feedback(gps_index):
+    from fastapi.testclient import TestClient
+
+    from pamir.server import create_app
+
+    client = TestClient(create_app(gps_index[0], system=gps_index[1], warm_mapping=False))
+    for q in ("kyoto", "place:kyoto"):
+        hits = client.get("/api/search", params={"q": q}).json()["hits"]
+        assert len(hits) == 2
+        assert all({"kind": "place", "shown": "Kyoto", "confidence": 1.0} in h["held"]
+                   for h in hits)
+    hits = client.get("/api/search", params={"q": "red"}).json()["hits"]
+    assert hits and all(h["held"] == [] for h in hits)  # a look: its score, not a fact
+    assert client.get("/api/status").json()["feedback"] is True  # a fitted (fake) model
+
+
+class _Classes:
+    """ImageNet's classes as pamir.zeroshot.ClassWords answers them: every word an echidna."""
+
+    use_model = False
+
+    def match(self, text, words=None):
+        import numpy as np
+
+        from pamir.zeroshot import ClassMatch
+
+        return ClassMatch("embedding", [("echidna", 0.36)], np.ones(3, np.float32))
+
+    def lookup(self, words):
+        return None
+
+
+def test_a_name_is_not_also_a_look_but_a_keyword_is():
+    import numpy as np
+
+    from pamir.query import resolve
+
+    def resolved(word, names):
+        return resolve(parse(word), [], np.zeros(0), classes=_Classes(),
+                       facts=lambda w: 7, names=lambda w: names)
+
+    isolde = resolved("isolde", True)  # a person's name: her pictures, no echidnas
+    assert isolde.fact_terms == [(1.0, "isolde")] and not isolde.class_terms
+    assert isolde.matches[0].how == "fact" and isolde.matches[0].describe() == (
+        "isolde (7 pictures say so)")
+    tiger = resolved("tiger", False)  # a keyword (or text read): also its look
+    assert tiger.fact_terms and tiger.class_terms

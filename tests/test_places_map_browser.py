@@ -59,6 +59,10 @@ def test_the_tree_nests_places_and_a_click_on_a_marker_searches_its_place(page, 
     kyoto.click()
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .hit")) == 2)
     assert browser.find_element(By.ID, "q").get_attribute("value") == "place:kyoto"
+    # a fact hit says what it holds, not its look's score; a fitted model takes feedback
+    cards = browser.find_elements(By.CSS_SELECTOR, "#results .hit")
+    assert {c.find_element(By.CLASS_NAME, "score").text for c in cards} == {"place: Kyoto"}
+    assert all(c.find_element(By.CLASS_NAME, "marks").is_displayed() for c in cards)
     # zooming in on Kyoto parts its two temples, 6 km apart, into two markers
     browser.get(page + "/")
     wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#places-map .marker"))

@@ -493,6 +493,15 @@ class Catalog:
         self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
                                [(int(i), name, digest) for i, digest in done])
 
+    def fact_kinds(self, word: str) -> set[str]:
+        """The kinds of fact the scored pictures hold the folded `word` as."""
+        if not self.has_facts:
+            return set()
+        rows = self._conn.execute(
+            "SELECT DISTINCT f.kind FROM facts f JOIN pictures p ON p.id = f.picture "
+            "WHERE f.word = ? AND p.col IS NOT NULL", (word,))
+        return {r[0] for r in rows.fetchall()}
+
     def positions(self) -> list[tuple[int, int, str]]:
         """(id, column, "lat,lon") of the scored pictures whose files give a position."""
         if "NULL AS position" in self.columns:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..facts import shown, shown_order
+from ..facts import NAME_KINDS, shown, shown_order
 from ..nearby import closeness, distances_km, near_area, parse_position
 from ..query import NEAR_KEY, Query
 from .queries import Hit, QueryError
@@ -32,6 +32,15 @@ class FactReading:
         with self._lock:  # the catalogue's connection is shared by the server's threads
             n = self._catalog.fact_count(word)
             return n if n or " " not in word else len(self._fact_columns(word)[0])
+
+    def _name_only(self, word: str) -> bool:
+        """Whether the pictures hold a folded term as a name alone (pamir.facts.NAME_KINDS:
+        a person, a place, a camera), never as a keyword or text read: then it is no look."""
+        with self._lock:
+            kinds = self._catalog.fact_kinds(word)
+            if not kinds and " " in word:
+                kinds = set().union(*(self._catalog.fact_kinds(w) for w in word.split()))
+        return bool(kinds) and kinds <= set(NAME_KINDS)
 
     def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
@@ -144,6 +153,7 @@ class FactReading:
         with self._lock:  # the catalogue's connection is shared by the server's threads
             facts = self._catalog.facts_of(h.id for h in hits)
         terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
+        filters = set(q.fact_filters if q is not None else ())
         for h in hits:
             held = facts.get(h.id, ())
             for f in sorted(held, key=shown_order):
@@ -151,6 +161,9 @@ class FactReading:
                 if f.kind in SHOWN_FACTS and form not in h.facts.get(f.kind, ()):
                     h.facts.setdefault(f.kind, []).append(form)
             h.matched = [w for w in dict.fromkeys(f.word for f in held) if w in terms]
+            h.held = list({(f.kind, shown(f)): (f.kind, shown(f), float(f.confidence))
+                           for f in sorted(held, key=shown_order)
+                           if f.word in terms or (f.kind, f.word) in filters}.values())
         return hits
 
     def facts_of(self, picture_id: int) -> list:

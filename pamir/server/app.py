@@ -160,6 +160,8 @@ def create_app(index_dir, model_dir=None, *, system=None,
         s = index.status()
         s["model_loaded"] = state.system is not None
         s["model_available"] = state.model_available()
+        # feedback and its Keep need a fitted model: a bare folder's index answers 409
+        s["feedback"] = s["model_available"] and not is_zero_caption(index.model_fingerprint)
         s["mapping"] = state.mapping_status()
         return s
 
@@ -449,6 +451,8 @@ def _hit_json(hit) -> dict:
     # its place, people, camera (pamir.facts), and the query's terms it holds as facts
     d["facts"] = dict(getattr(hit, "facts", None) or {})
     d["matched"] = list(getattr(hit, "matched", None) or ())
+    d["held"] = [{"kind": k, "shown": v, "confidence": round(c, 4)}
+                 for k, v, c in getattr(hit, "held", None) or ()]
     return d
 
 

@@ -46,6 +46,14 @@ function placeNode(p) {
   return li;
 }
 
+// What a fact hit holds of the query ("place: Kyoto, person: Alice"), shown where the
+// score would be: a fact is certain, its look's score (often 0) says nothing. A name carried
+// to a face that looks like the person's (confidence under 1) is "maybe Isolde". "" for others.
+function heldLabel(hit) {
+  return (hit.held || []).map((f) => `${f.kind === "keyword" ? "tag" : f.kind}: ` +
+    (f.kind === "person" && f.confidence < 1 ? `maybe ${f.shown}` : f.shown)).join(", ");
+}
+
 // A hit's place, nearest first ("Kamigyō-ku, Kyoto, Japan"), or "".
 function placeOf(hit) {
   return ((hit.facts && hit.facts.place) || []).join(", ");
