@@ -289,7 +289,7 @@ def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
     best, depth = None, math.inf
     most = rule.reach(g.population.max()) * max(1.0, rule.named)
     for j, km in g.near(lat, lon, most, cities=True):
-        if j == place or g.population[j] < max(rule.population, smaller_than + 1):
+        if g.population[j] < max(rule.population, smaller_than + 1):
             continue
         reach = rule.reach(g.population[j]) * _belongs(g, place, j, rule)
         if km <= reach and km / reach < depth:
@@ -313,6 +313,8 @@ def _belongs(g: _Gazetteer, place: int, city: int, rule: CityRule) -> float:
     """How far a place may belong to a city, in multiples of the city's reach (CityRule):
     0 (not at all), 1 (the city's own first-level area), rule.named (an area named after
     the city)."""
+    if place == city:
+        return 1.0
     if g.country_code[place] != g.country_code[city]:
         return 0.0
     if (g.population[place] >= rule.separate and g.district[place] and g.district[city]
