@@ -13,9 +13,9 @@ position, pamir.places gives the place words (`place_words`) and the city (`Plac
 - wrong city: the city given is a place of CityRule.population people or more other than
   the expected one (a position in Oakland given San Francisco).
 A city's word is GeoNames' name, folded, its generic part optional ("sevilla", "brugge":
-cities1000 holds no English exonyms). Each rule is a pamir.places.CityRule; "before" is the rule as shipped until this benchmark
-(cities of 500,000 people or more, reach 6·sqrt(millions) km, the same first-level area
-only). Rules are chosen on the cities of even rank in SIGHTS ("tuning half"), and reported
+cities1000 holds no English exonyms). Each rule is a pamir.places.CityRule; "before" is issue 33's constants in it (cities of
+500,000 people or more, reach 6·sqrt(millions) km, the same first-level area only, no
+separate-city guard; the step to the city a district-sized city lies in applies to all). Rules are chosen on the cities of even rank in SIGHTS ("tuning half"), and reported
 on the others ("held-out half") and on all.
 
 Writes benchmarks/results/cities.json and cities.md.
