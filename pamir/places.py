@@ -18,6 +18,7 @@ Data: GeoNames (https://www.geonames.org), CC BY 4.0.
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import io
 import json
@@ -262,6 +263,7 @@ _GENERIC = re.compile(
     r"prefecture)$")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same few areas' names, for every position
 def bare_name(name: str | None) -> str:
     """A GeoNames name folded (pamir.facts.fold) with its generic parts off: "Nara-shi" ->
     "nara", "City of Johannesburg Metropolitan Municipality" -> "johannesburg"."""
@@ -281,7 +283,8 @@ def city_of(lat: float, lon: float, nearest: int, rule: CityRule | None = None) 
     (1.5 million) is within Yokohama's reach (3.8 million) but deeper in Kawasaki."""
     rule = rule or CityRule()
     g = gazetteer()
-    return _enclosing(g, _deepest(g, lat, lon, nearest, rule, 0) or nearest, rule)
+    city = _deepest(g, lat, lon, nearest, rule, 0)
+    return _enclosing(g, nearest if city is None else city, rule)
 
 
 def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
@@ -294,7 +297,7 @@ def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
         if g.population[j] < max(rule.population, smaller_than + 1):
             continue
         reach = rule.reach(g.population[j]) * _belongs(g, place, j, rule)
-        if km <= reach and km / reach < depth:
+        if reach > 0 and km <= reach and km / reach < depth:
             best, depth = j, km / reach
     return best
 
