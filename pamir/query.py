@@ -412,17 +412,21 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     for term in parsed.terms:
         held = int(facts(fold(term.text))) if facts is not None else 0
         name = bool(held) and names is not None and names(fold(term.text))
-        match = _match(term, word_index, None if name or not vocabulary else bridge)
+        match = _match(term, word_index, bridge if vocabulary else None)
+        if name and match.how == "embedding":  # a name's nearest words by meaning: no look
+            match = Match(term.text, term.weight, "unknown", [])
         matches.append(match)
         match.facts = held
         if match.facts:
             fact_terms.append((term.weight, fold(term.text)))
         found = None
-        if classes is not None and not (name and match.how == "unknown"):
+        if classes is not None:
             if match.how in ("embedding", "unknown"):
                 found = classes.match(term.text, term.words)
             elif table_words and classes.lookup(term.words) is not None:
                 found = classes.match(term.text, term.words)  # the table's: no embedding
+        if found is not None and name and found.how == "embedding":
+            found = None  # "isolde" is no echidna; a name that is a class's word ("buffalo") is
         if found is not None:
             if found.vector is not None:
                 if match.how == "embedding" and CLASSES_ALONE:

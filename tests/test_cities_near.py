@@ -159,7 +159,8 @@ def test_a_fact_hit_says_what_it_holds_and_a_model_takes_feedback(gps_index):
 
 
 class _Classes:
-    """ImageNet's classes as pamir.zeroshot.ClassWords answers them: every word an echidna."""
+    """ImageNet's classes as pamir.zeroshot.ClassWords answers them: "buffalo" is a word of
+    its table, any other word an echidna by the embedding's guess."""
 
     use_model = False
 
@@ -168,6 +169,8 @@ class _Classes:
 
         from pamir.zeroshot import ClassMatch
 
+        if text == "buffalo":
+            return ClassMatch("table", [("buffalo", 1.0)], np.ones(3, np.float32))
         return ClassMatch("embedding", [("echidna", 0.36)], np.ones(3, np.float32))
 
     def lookup(self, words):
@@ -189,3 +192,5 @@ def test_a_name_is_not_also_a_look_but_a_keyword_is():
         "isolde (7 pictures say so)")
     tiger = resolved("tiger", False)  # a keyword (or text read): also its look
     assert tiger.fact_terms and tiger.class_terms
+    buffalo = resolved("buffalo", True)  # a place, and a word of ImageNet's table: both
+    assert buffalo.fact_terms and buffalo.class_terms
