@@ -337,6 +337,18 @@ def _fold(name: str) -> str:
     return fold(name)
 
 
+def fingerprint() -> str:
+    """What names a position, in 12 hex digits: the rule's constants and the gazetteer's
+    package version. An index names its pictures' places again when it changes
+    (pamir.index.place_pass)."""
+    import hashlib  # noqa: PLC0415
+    from importlib.metadata import version  # noqa: PLC0415
+
+    what = repr((CityRule(), PLACE_KM, COUNTRY_KM, sorted(COUNTRY_WORDS.items()),
+                 _GENERIC.pattern, version("reverse-geocode")))
+    return hashlib.sha1(what.encode()).hexdigest()[:12]
+
+
 def country_name(code: str) -> str:
     """A country's common English name from its ISO code ("KR" -> "South Korea")."""
     if code in COUNTRY_WORDS:
@@ -430,6 +442,6 @@ def listed_places(rows) -> list[dict]:
 
 
 __all__ = ["COUNTRY_ALIASES_MAX", "COUNTRY_WORDS", "CITY_EXPONENT", "CITY_POPULATION",
-           "CITY_RADIUS_KM", "CityRule", "bare_name",
+           "CITY_RADIUS_KM", "CityRule", "bare_name", "fingerprint",
            "PLACE_KM", "Place", "city_of", "country_name", "country_words", "listed_places",
            "place_facts", "place_of", "place_words", "valid_position"]

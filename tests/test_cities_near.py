@@ -194,3 +194,31 @@ def test_a_name_is_not_also_a_look_but_a_keyword_is():
     assert tiger.fact_terms and tiger.class_terms
     buffalo = resolved("buffalo", True)  # a place, and a word of ImageNet's table: both
     assert buffalo.fact_terms and buffalo.class_terms
+
+
+def test_a_new_rule_names_an_index_places_again_from_their_positions(tmp_path, monkeypatch):
+    if shutil.which("exiftool") is None:
+        pytest.skip("exiftool not installed (.ci/run installs it)")
+    from fakes import FakeSystem
+    from pictures import exiftool, gps_tags, picture
+
+    from pamir import places
+    from pamir.facts import Fact
+    from pamir.index import Index
+    from pamir.workflow import update_index
+
+    pics = tmp_path / "pics"
+    exiftool(picture(pics / "kinkakuji.jpg"), *gps_tags(*KINKAKUJI))
+    picture(pics / "nowhere.jpg")
+    system = FakeSystem()
+    with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
+        update_index(ix, system, [pics], system.transform_paths)
+        assert names(ix, "kyoto") == ["kinkakuji"]
+        assert ix.pass_todo(f"places {places.fingerprint()}") == []  # named once
+        # another rule: the same positions, other words, and no file read again
+        monkeypatch.setattr(places, "fingerprint", lambda: "another rule")
+        monkeypatch.setattr(places, "place_facts",
+                            lambda position: [Fact("place", "elsewhere")] if position else [])
+        report = update_index(ix, system, [pics], system.transform_paths)
+        assert report.added == report.changed == 0
+        assert names(ix, "place:elsewhere") == ["kinkakuji"] and names(ix, "place:kyoto") == []

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import FILE_KINDS, Fact, keyword_facts
+from .catalog_places import PlaceCatalog
 from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
                      METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
@@ -55,7 +56,7 @@ class Picture:
     position: str | None = None  # "lat,lon" in degrees where its files give one
 
 
-class Catalog:
+class Catalog(PlaceCatalog):
     """An open catalogue. Not thread-safe by itself: the Index facade serialises calls."""
 
     def __init__(self, conn: sqlite3.Connection):
@@ -492,31 +493,6 @@ class Catalog:
         """A pass has read these pictures (id, the hash of the bytes it read)."""
         self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
                                [(int(i), name, digest) for i, digest in done])
-
-    def fact_kinds(self, word: str) -> set[str]:
-        """The kinds of fact the scored pictures hold the folded `word` as."""
-        if not self.has_facts:
-            return set()
-        rows = self._conn.execute(
-            "SELECT DISTINCT f.kind FROM facts f JOIN pictures p ON p.id = f.picture "
-            "WHERE f.word = ? AND p.col IS NOT NULL", (word,))
-        return {r[0] for r in rows.fetchall()}
-
-    def positions(self) -> list[tuple[int, int, str]]:
-        """(id, column, "lat,lon") of the scored pictures whose files give a position."""
-        if "NULL AS position" in self.columns:
-            return []
-        rows = self._conn.execute("SELECT id, col, position FROM pictures WHERE col IS NOT "
-                                  "NULL AND position IS NOT NULL ORDER BY id")
-        return rows.fetchall()
-
-    def fact_rows(self, kind: str) -> list[tuple[int, str, str]]:
-        """(picture id, word, detail) of every fact of one kind of the scored pictures."""
-        if not self.has_facts:
-            return []
-        return self._conn.execute(
-            "SELECT f.picture, f.word, f.detail FROM facts f JOIN pictures p ON p.id = "
-            "f.picture WHERE f.kind = ? AND p.col IS NOT NULL", (kind,)).fetchall()
 
     def fact_words(self, kind: str, limit: int = 100) -> list[tuple[str, str, int]]:
         """fact_counts with a detail each word is stored with: (word, detail, pictures),

@@ -185,6 +185,15 @@ class FactReading:
             rows = self._catalog.fact_words("place", limit * COUNTRY_ALIASES_MAX)
         return listed_places(rows)[:limit]
 
+    def positions(self) -> dict[int, tuple[float, float]] | None:
+        """{picture id: (lat, lon)} of the scored pictures whose files give a position; None
+        for a catalogue older than the positions (schema 3)."""
+        with self._lock:
+            if not self._catalog.keeps_positions:
+                return None
+            rows = self._catalog.positions()
+        return {int(i): p for i, _, text in rows if (p := parse_position(text)) is not None}
+
     def places_tree(self) -> list[dict]:
         """The collection's places as a tree, country → region → city → place, with their
         counts and the queries that find them (pamir.place_tree)."""
