@@ -105,6 +105,8 @@ def test_near_finds_pictures_by_distance_the_nearest_first(gps_index):
         assert names(ix, 'near:"35.0394,135.7292" 20km') == ["kinkakuji", "fushimi"]
         assert names(ix, 'near:"34.9671,135.7727" 20km') == ["fushimi", "kinkakuji"]
         assert names(ix, "near:london 5km") == ["tower"]
+        held = ix.search('near:"35.0394,135.7292" 20km', 10)[1].held
+        assert held == [("near", "9.0 km from 35.0394,135.7292", pytest.approx(0.776, abs=0.002))]
         with pytest.raises(QueryError, match="near:qwxzplace"):
             ix.search("near:qwxzplace", 10)
 

@@ -164,7 +164,20 @@ class FactReading:
             h.held = list({(f.kind, shown(f)): (f.kind, shown(f), float(f.confidence))
                            for f in sorted(held, key=shown_order)
                            if f.word in terms or (f.kind, f.word) in filters}.values())
+        for _, value in (f for f in filters if f[0] == NEAR_KEY):
+            self._held_distance(hits, value)
         return hits
+
+    def _held_distance(self, hits: list[Hit], value: str) -> None:
+        """Each hit's distance from a `near:` value's point, as it holds it ("near", "1.2 km
+        from Kyoto", its closeness)."""
+        lat, lon, km, name = near_area(value)
+        where = self.positions() or {}
+        for h in hits:
+            if h.id in where:
+                d = float(distances_km(np.array([where[h.id]]), lat, lon)[0])
+                h.held.append((NEAR_KEY, f"{d:.1f} km from {name}",
+                               float(closeness(np.array([d]), km)[0])))
 
     def facts_of(self, picture_id: int) -> list:
         """The picture's facts (pamir.facts.Fact), by kind then word."""
