@@ -50,12 +50,12 @@ def path_of(levels: dict[str, tuple[str, str]]) -> list[tuple[str, str, str, str
     for level in LEVELS:
         if level in levels:
             word, shown = levels[level]
-            key = bare_name(shown) if level == "region" else fold(shown)
+            key = bare_name(shown, area=True) if level == "region" else fold(shown)
             path.append((key, level, word, shown))
     out = []
     for i, step in enumerate(path):
         below = path[i + 1] if i + 1 < len(path) else None
-        if below is not None and below[0] in (step[0], bare_name(step[3])):
+        if below is not None and below[0] in (step[0], bare_name(step[3], area=True)):
             continue
         if out and out[-1][0] == step[0]:
             continue

@@ -46,7 +46,7 @@ PLACE_KM = 25.0
 #: has 119,000 people). The radius and exponent were chosen on half of `python
 #: benchmarks/bench_cities.py`'s cities (by recall less wrong cities; a larger reach finds
 #: more suburbs and swallows more neighbours) and reported on all (benchmarks/results/cities.md:
-#: recall 0.918, 2.7 % given a wrong city, on 292 sights in 95 cities).
+#: recall 0.918, 2.4 % given a wrong city, on 292 sights in 95 cities).
 CITY_POPULATION = 100_000
 CITY_RADIUS_KM = 6.0
 CITY_EXPONENT = 0.4
@@ -254,21 +254,29 @@ class CityRule:
 MIN_CITY_POPULATION = 100_000
 #: How deep a city may sit inside larger ones (a district, its city, and no more).
 _ENCLOSING_MAX = 3
-#: The generic parts of GeoNames' names of areas and places, taken off to find the city an
-#: area is named after ("Kyōto Shi", "State of Berlin") and the word people type for a place
-#: ("Nara-shi" -> "nara", "Seongnam-si" -> "seongnam").
+#: The generic parts of GeoNames' names of a city's own area and of places, taken off to find
+#: the city an area is named after ("Kyōto Shi", "State of Berlin", "Christchurch City") and
+#: the word people type for a place ("Nara-shi" -> "nara", "Seongnam-si" -> "seongnam").
 _GENERIC = re.compile(
-    r"^(?:greater|city and county of|city of|state of|gemeente|provincia de|municipio de)\s+"
-    r"|[\s-](?:shi|si|ku|gu|city|metropolitan municipality|municipality|region|province|"
-    r"prefecture)$")
+    r"^(?:greater|city and county of|city of|state of|gemeente|municipio de)\s+"
+    r"|[\s-](?:shi|si|ku|gu|city|metropolitan municipality|municipality)$")
+#: The generic parts of the names of areas that hold several cities, though named after
+#: one: "Província de Barcelona" holds Badalona, "Lima region" holds Huacho. A city does not
+#: take in such an area's places (bench_cities: Badalona was given Barcelona); the places
+#: tree merges them with the city they are named after ("Lima Province", "Lima").
+_AREA_GENERIC = re.compile(
+    r"^(?:provincia de|província de|province of|departamento de)\s+"
+    r"|[\s-](?:region|province|prefecture|department)$")
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same few areas' names, for every position
-def bare_name(name: str | None) -> str:
+def bare_name(name: str | None, area: bool = False) -> str:
     """A GeoNames name folded (pamir.facts.fold) with its generic parts off: "Nara-shi" ->
-    "nara", "City of Johannesburg Metropolitan Municipality" -> "johannesburg"."""
+    "nara", "City of Johannesburg Metropolitan Municipality" -> "johannesburg"; with
+    `area`, those of an area of several cities too ("Lima region" -> "lima")."""
     word = _fold(name or "")
-    while (bare := _GENERIC.sub("", word).strip()) != word:
+    while (bare := _GENERIC.sub("", word).strip()) != word or (
+            area and (bare := _AREA_GENERIC.sub("", word).strip()) != word):
         word = bare
     return word
 
@@ -345,7 +353,7 @@ def fingerprint() -> str:
     from importlib.metadata import version  # noqa: PLC0415
 
     what = repr((CityRule(), PLACE_KM, COUNTRY_KM, sorted(COUNTRY_WORDS.items()),
-                 _GENERIC.pattern, version("reverse-geocode")))
+                 _GENERIC.pattern, _AREA_GENERIC.pattern, version("reverse-geocode")))
     return hashlib.sha1(what.encode()).hexdigest()[:12]
 
 
