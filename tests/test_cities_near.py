@@ -224,3 +224,20 @@ def test_a_new_rule_names_an_index_places_again_from_their_positions(tmp_path, m
         report = update_index(ix, system, [pics], system.transform_paths)
         assert report.added == report.changed == 0
         assert names(ix, "place:elsewhere") == ["kinkakuji"] and names(ix, "place:kyoto") == []
+
+
+def test_an_index_with_no_fitted_model_takes_no_feedback(tmp_path):
+    import numpy as np
+    from fakes import FakeSystem
+    from fastapi.testclient import TestClient
+
+    from pamir.imagenet import imagenet_class_names
+    from pamir.index import Index
+    from pamir.server import create_app
+
+    with Index.create(tmp_path / "ix", [], np.zeros(0), fingerprint="zero-caption/test",
+                      classes=imagenet_class_names()):
+        pass
+    for system in (None, FakeSystem()):  # a bare folder's index, whatever system serves it
+        client = TestClient(create_app(tmp_path / "ix", system=system, warm_mapping=False))
+        assert client.get("/api/status").json()["feedback"] is False
