@@ -195,7 +195,8 @@ def rule_words(rule: tuple, lat: float, lon: float) -> set[str]:
                 break
     elif kind == "deepest large":
         _, population, c = rule
-        j = places.city_of(lat, lon, i, population, c)
+        # issue 33's family: the first-level area only, no separate-city guard
+        j = places.city_of(lat, lon, i, places.CityRule(population, c, 0.5, 0.0, 10**12))
         words.add(fold(g.name[j]))
     elif kind == "pamir":
         words = {w for w, _, _ in places.place_words(places.place_of(lat, lon))}
@@ -224,8 +225,9 @@ def rule_name(rule: tuple) -> str:
     if rule[0] == "admin":
         return "(a) admin areas (admin2, admin1)"
     if rule[0] == "pamir":
-        return (f"pamir.places as shipped (>= {places.LARGE_CITY_POPULATION:,}, radius "
-                f"{places.CITY_RADIUS_KM}·sqrt(pop/1e6) km)")
+        rule = places.CityRule()
+        return (f"pamir.places as shipped (>= {rule.population:,}, radius "
+                f"{rule.radius_km}·(pop/1e6)^{rule.exponent} km, named areas {rule.named}x)")
     return rule[0]
 
 

@@ -29,6 +29,13 @@ FILE_KINDS = ("place", "camera")
 FILTER_KEYS = {"tag": "keyword", "keyword": "keyword", "place": "place", "text": "text",
                "person": "person", "camera": "camera"}
 
+#: The kinds of facts that name someone or somewhere (or a camera) rather than say what a
+#: picture shows: a query word held only as one of these is not also searched by its look
+#: (ImageNet's classes, the embedding's nearest words): "isolde" is a person, not an
+#: echidna; "kyoto" a place, not a temple. A keyword and text read on a picture ("bakery",
+#: "tiger") are also looks, and keep them.
+NAME_KINDS = ("person", "place", "camera")
+
 _SPACES = re.compile(r"\s+")
 
 
@@ -105,5 +112,5 @@ def keyword_facts(caption) -> list[Fact]:
     return [Fact("keyword", w) for w in words if w]
 
 
-__all__ = ["FILE_KINDS", "FILTER_KEYS", "Fact", "KINDS", "camera_facts", "fold",
+__all__ = ["FILE_KINDS", "FILTER_KEYS", "Fact", "KINDS", "NAME_KINDS", "camera_facts", "fold",
            "keyword_facts"]

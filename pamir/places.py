@@ -10,7 +10,7 @@ downloaded: the data is in the installed package.
 `place_facts(position)` turns a position into `pamir.facts.Fact`s of kind "place": the nearest
 place, the city it belongs to (a district's or a suburb's city, `city_of`), the region and the
 country with its common English forms (COUNTRY_WORDS). docs/usage.md, "Places", says what is
-read and why these distances (benchmarks/results/places.md measures the district rule).
+read and why these distances (benchmarks/results/cities.md measures the city rule).
 
 Data: GeoNames (https://www.geonames.org), CC BY 4.0.
 """
@@ -18,10 +18,12 @@ Data: GeoNames (https://www.geonames.org), CC BY 4.0.
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import io
 import json
 import math
+import re
 import threading
 from dataclasses import dataclass
 from importlib import resources
@@ -36,17 +38,20 @@ from .metadata import valid_position
 #: names a picture taken in the country around a small town, and stops before naming a
 #: mountain or a sea crossing after a town 50 km away.
 PLACE_KM = 25.0
-#: A district or suburb belongs to a large city (LARGE_CITY_POPULATION people or more, in the
-#: same country and first-level area) whose reach, CITY_RADIUS_KM * sqrt(population in
-#: millions) km from its GeoNames point, covers it (`city_of`): a city's area grows with its
-#: population, so London (9 million) reaches 18 km, Kyoto (1.5 million) 7 km, San Francisco
-#: (0.86 million) 5.6 km. Chosen by the measurement of `python benchmarks/bench_places.py
-#: --districts` (benchmarks/results/places.md): 67 of 69 sights in districts found by their
-#: city's word, as with any radius from 5 to 7 (6: the middle) and any threshold from 300,000
-#: to 500,000 (1,000,000 loses San Francisco), against 59 with the administrative areas and
-#: 67 with a fixed 15 km, which also names Pasadena Los Angeles and Oakland San Francisco.
-LARGE_CITY_POPULATION = 500_000
+#: The city a position belongs to (`city_of`, `CityRule`): a place of CITY_POPULATION people or
+#: more reaches CITY_RADIUS_KM * (population in millions) ** CITY_EXPONENT km from its GeoNames
+#: point; a position belongs to the city it is deepest in (the smallest distance / reach), and
+#: a city that lies inside a larger one without a second-level area of its own (Kreuzberg,
+#: Brooklyn) to that one. 100,000: a town of that size is what people call a city (Reykjavík
+#: has 119,000 people). The radius and exponent were chosen on half of `python
+#: benchmarks/bench_cities.py`'s cities (by recall less wrong cities; a larger reach finds
+#: more suburbs and swallows more neighbours) and reported on all (benchmarks/results/cities.md:
+#: recall 0.918, 2.4 % given a wrong city, on 292 sights in 95 cities).
+CITY_POPULATION = 100_000
 CITY_RADIUS_KM = 6.0
+CITY_EXPONENT = 0.4
+#: How far, in multiples of its reach, a city takes in the places of an area named after it.
+CITY_NAMED_REACH = 2.0
 #: Beyond PLACE_KM (a mountain, a desert, a boat), the region and the country of the nearest
 #: place are still named up to COUNTRY_KM: the interior of Iceland is up to 60 km from a place
 #: of 1,000 people. GeoNames' points carry no borders, so within 100 km of one a picture can be
@@ -98,8 +103,8 @@ COUNTRY_WORDS = {
 @dataclass(frozen=True)
 class Place:
     """A named position. name: the nearest populated place, as GeoNames writes it
-    ("Kamigyō-ku"); city: the city it belongs to ("Kyoto"; the place itself when no large
-    city is near, `city_of`); both None beyond PLACE_KM; region: the first-level administrative area ("Kyoto", "England";
+    ("Kamigyō-ku"); city: the city it belongs to ("Kyoto"; the place itself when no
+    city reaches it, `city_of`); both None beyond PLACE_KM; region: the first-level administrative area ("Kyoto", "England";
     None when GeoNames has none); district: the second-level area ("Kyōto Shi", "Greater
     London"; None when none); country: its common English name; country_code: ISO 3166
     alpha-2; distance_km: from the position to `name`."""
@@ -136,12 +141,28 @@ class _Gazetteer:
         self.population = np.array([r.get("population") or 0 for r in rows], np.int64)
         lat = np.radians([r["latitude"] for r in rows])
         lon = np.radians([r["longitude"] for r in rows])
+        self.degrees = np.degrees(np.column_stack([lat, lon]))
+        self._names: dict[str, int] | None = None  # by_name's, built on first use
         del rows
         self.tree = cKDTree(np.column_stack([np.cos(lat) * np.cos(lon),
                                              np.cos(lat) * np.sin(lon), np.sin(lat)]))
-        large = np.flatnonzero(self.population >= LARGE_CITY_POPULATION)
-        self.large = large
-        self.large_tree = cKDTree(self.tree.data[large])
+        self.cities = np.flatnonzero(self.population >= MIN_CITY_POPULATION)
+        self.city_tree = cKDTree(self.tree.data[self.cities])
+
+    def by_name(self, text: str) -> int | None:
+        """The row of the most populous place named `text` (folded, generic parts optional:
+        "nara" finds Nara-shi), None where none is."""
+        if self._names is None:
+            self._names = {}
+            for row in np.argsort(-self.population, kind="stable"):
+                for key in {_fold(self.name[row]), bare_name(self.name[row])}:
+                    self._names.setdefault(key, int(row))
+        key = _fold(text)
+        return self._names.get(key, self._names.get(bare_name(key)))
+
+    def position(self, row: int) -> tuple[float, float]:
+        """A place's GeoNames point (lat, lon) in degrees."""
+        return float(self.degrees[row, 0]), float(self.degrees[row, 1])
 
     def nearest(self, lat: float, lon: float, within_km: float, k: int = 1):
         """(row, km) of the k nearest places within `within_km`, nearest first."""
@@ -149,13 +170,13 @@ class _Gazetteer:
         d, i = np.atleast_1d(d), np.atleast_1d(i)
         return [(int(j), _km(c)) for c, j in zip(d, i) if np.isfinite(c)]
 
-    def near(self, lat: float, lon: float, within_km: float, large: bool = False):
-        """(row, km) of every place within `within_km` (only those of LARGE_CITY_POPULATION
-        or more: `large`), nearest first."""
+    def near(self, lat: float, lon: float, within_km: float, cities: bool = False):
+        """(row, km) of every place within `within_km` (only those of MIN_CITY_POPULATION
+        or more: `cities`), nearest first."""
         p = _unit(lat, lon)
-        tree, rows = (self.large_tree, self.large) if large else (self.tree, None)
+        tree, rows = (self.city_tree, self.cities) if cities else (self.tree, None)
         js = tree.query_ball_point(p, _chord(within_km))
-        out = [(int(rows[j] if large else j), _km(float(np.linalg.norm(tree.data[j] - p))))
+        out = [(int(rows[j] if cities else j), _km(float(np.linalg.norm(tree.data[j] - p))))
                for j in js]
         return sorted(out, key=lambda t: t[1])
 
@@ -206,27 +227,134 @@ def place_of(lat: float, lon: float) -> Place | None:
                  country=country_name(code), country_code=code, distance_km=round(km, 3))
 
 
-def city_of(lat: float, lon: float, nearest: int, population: int = LARGE_CITY_POPULATION,
-            radius_km: float = CITY_RADIUS_KM) -> int:
-    """The gazetteer row of the city a position belongs to, given its nearest place's row.
-    A large city (`population` people or more, in the nearest place's country and
-    first-level area) reaches radius_km * sqrt(its population in millions) from its point:
-    the position belongs to the one it is deepest in (the smallest distance / reach), else
-    to its nearest place. Deepest rather than nearest or largest: Times Square is nearer
-    Manhattan's point (1.5 million) than New York City's (8.8 million) but deeper in New York
-    City; a street of Kawasaki (1.5 million) is within Yokohama's reach (3.8 million, 13 km)
-    but deeper in Kawasaki."""
+@dataclass(frozen=True)
+class CityRule:
+    """How a position finds its city (`city_of`): a place of `population` people or more is
+    a city reaching radius_km * (population in millions) ** exponent km. `named`: a place
+    whose first- or second-level area is named after a city (its generic parts off:
+    "State of Berlin", "Christchurch City", "City of Johannesburg Metropolitan
+    Municipality") belongs to it up to `named` times its reach, whatever its own area
+    (GeoNames files Breña, a district of Lima, in "Lima region" and in "Lima", Lima in "Lima
+    Province"); 0: only places of the city's own first-level area, within its reach.
+    `separate`: a place of that many people or more with a second-level area of its own,
+    other than the city's, is a city of its own and never swallowed (Oakland, Alameda
+    County, is not San Francisco; Kawasaki-shi is not Yokohama Shi)."""
+
+    population: int = CITY_POPULATION
+    radius_km: float = CITY_RADIUS_KM
+    exponent: float = CITY_EXPONENT
+    named: float = CITY_NAMED_REACH
+    separate: int = CITY_POPULATION
+
+    def reach(self, population: float) -> float:
+        return self.radius_km * (float(population) / 1e6) ** self.exponent
+
+
+#: The smallest population any CityRule is measured with: the gazetteer's table of cities.
+MIN_CITY_POPULATION = 100_000
+#: How deep a city may sit inside larger ones (a district, its city, and no more).
+_ENCLOSING_MAX = 3
+#: The generic parts of GeoNames' names of a city's own area and of places, taken off to find
+#: the city an area is named after ("Kyōto Shi", "State of Berlin", "Christchurch City") and
+#: the word people type for a place ("Nara-shi" -> "nara", "Seongnam-si" -> "seongnam").
+_GENERIC = re.compile(
+    r"^(?:greater|city and county of|city of|state of|gemeente|municipio de)\s+"
+    r"|[\s-](?:shi|si|ku|gu|city|metropolitan municipality|municipality)$")
+#: The generic parts of the names of areas that hold several cities, though named after
+#: one: "Província de Barcelona" holds Badalona, "Lima region" holds Huacho. A city does not
+#: take in such an area's places (bench_cities: Badalona was given Barcelona); the places
+#: tree merges them with the city they are named after ("Lima Province", "Lima").
+_AREA_GENERIC = re.compile(
+    r"^(?:provincia de|província de|province of|departamento de)\s+"
+    r"|[\s-](?:region|province|prefecture|department)$")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the same few areas' names, for every position
+def bare_name(name: str | None, area: bool = False) -> str:
+    """A GeoNames name folded (pamir.facts.fold) with its generic parts off: "Nara-shi" ->
+    "nara", "City of Johannesburg Metropolitan Municipality" -> "johannesburg"; with
+    `area`, those of an area of several cities too ("Lima region" -> "lima")."""
+    word = _fold(name or "")
+    while (bare := _GENERIC.sub("", word).strip()) != word or (
+            area and (bare := _AREA_GENERIC.sub("", word).strip()) != word):
+        word = bare
+    return word
+
+
+def city_of(lat: float, lon: float, nearest: int, rule: CityRule | None = None) -> int:
+    """The gazetteer row of the city a position belongs to, given its nearest place's row:
+    among the cities whose reach covers the position and to which its nearest place may
+    belong (`_belongs`), the one it is deepest in (the smallest distance / reach), else its
+    nearest place; then the larger city that one lies in, if any (`_enclosing`). Deepest
+    rather than nearest or largest: Times Square is nearer Manhattan's point (1.5 million)
+    than New York City's (8.8 million) but deeper in New York City; a street of Kawasaki
+    (1.5 million) is within Yokohama's reach (3.8 million) but deeper in Kawasaki."""
+    rule = rule or CityRule()
     g = gazetteer()
-    reach = radius_km * math.sqrt(float(g.population.max()) / 1e6)
-    best, depth = nearest, math.inf
-    for j, km in g.near(lat, lon, reach, large=population >= LARGE_CITY_POPULATION):
-        if g.population[j] < population or (g.country_code[j], g.region[j]) != (
-                g.country_code[nearest], g.region[nearest]):
+    city = _deepest(g, lat, lon, nearest, rule, 0)
+    return _enclosing(g, nearest if city is None else city, rule)
+
+
+def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
+             smaller_than: int) -> int | None:
+    """The city (of more than `smaller_than` people) whose reach covers (lat, lon) most
+    deeply and to which `place` may belong; None where none does."""
+    best, depth = None, math.inf
+    most = rule.reach(g.population.max()) * max(1.0, rule.named)
+    for j, km in g.near(lat, lon, most, cities=True):
+        if g.population[j] < max(rule.population, smaller_than + 1):
             continue
-        radius = radius_km * math.sqrt(g.population[j] / 1e6)
-        if km <= radius and km / radius < depth:
-            best, depth = j, km / radius
+        reach = rule.reach(g.population[j]) * _belongs(g, place, j, rule)
+        if reach > 0 and km <= reach and km / reach < depth:
+            best, depth = j, km / reach
     return best
+
+
+def _enclosing(g: _Gazetteer, city: int, rule: CityRule) -> int:
+    """The larger city that `city` lies in, if any (itself where none): a place GeoNames
+    lists as a city of its own by its size that is a part of a larger one (Kreuzberg in
+    Berlin, Brooklyn in New York City)."""
+    for _ in range(_ENCLOSING_MAX):
+        around = _deepest(g, *g.position(city), city, rule, int(g.population[city]))
+        if around is None:
+            return city
+        city = around
+    return city
+
+
+def _belongs(g: _Gazetteer, place: int, city: int, rule: CityRule) -> float:
+    """How far a place may belong to a city, in multiples of the city's reach (CityRule):
+    0 (not at all), 1 (the city's own first-level area), rule.named (an area named after
+    the city)."""
+    if place == city:
+        return 1.0
+    if g.country_code[place] != g.country_code[city]:
+        return 0.0
+    if (g.population[place] >= rule.separate and g.district[place] and g.district[city]
+            and g.district[place] != g.district[city]):
+        return 0.0
+    if rule.named and bare_name(g.name[city]) in (bare_name(g.region[place]),
+                                                  bare_name(g.district[place])):
+        return max(1.0, rule.named)
+    return 1.0 if g.region[place] == g.region[city] else 0.0
+
+
+def _fold(name: str) -> str:
+    from .facts import fold  # noqa: PLC0415
+
+    return fold(name)
+
+
+def fingerprint() -> str:
+    """What names a position, in 12 hex digits: the rule's constants and the gazetteer's
+    package version. An index names its pictures' places again when it changes
+    (pamir.index.place_pass)."""
+    import hashlib  # noqa: PLC0415
+    from importlib.metadata import version  # noqa: PLC0415
+
+    what = repr((CityRule(), PLACE_KM, COUNTRY_KM, sorted(COUNTRY_WORDS.items()),
+                 _GENERIC.pattern, _AREA_GENERIC.pattern, version("reverse-geocode")))
+    return hashlib.sha1(what.encode()).hexdigest()[:12]
 
 
 def country_name(code: str) -> str:
@@ -257,6 +385,7 @@ def place_words(place: Place) -> list[tuple[str, str, str]]:
             out[w] = (w, shown, level)
 
     add(place.city, "city")
+    add(place.city, "city", bare_name(place.city))  # "Nara-shi" is typed "nara"
     add(place.name, "place")
     add(place.region, "region")
     for w in country_words(place.country_code):
@@ -320,6 +449,7 @@ def listed_places(rows) -> list[dict]:
     return out
 
 
-__all__ = ["COUNTRY_ALIASES_MAX", "COUNTRY_WORDS", "CITY_RADIUS_KM", "LARGE_CITY_POPULATION",
+__all__ = ["COUNTRY_ALIASES_MAX", "COUNTRY_WORDS", "CITY_EXPONENT", "CITY_POPULATION",
+           "CITY_RADIUS_KM", "CityRule", "bare_name", "fingerprint",
            "PLACE_KM", "Place", "city_of", "country_name", "country_words", "listed_places",
            "place_facts", "place_of", "place_words", "valid_position"]

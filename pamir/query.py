@@ -17,6 +17,8 @@
     place:"united kingdom"      people wrote, where it was taken, text read on it, a person,
     text:bakery person:alice    the camera; a quoted value is one phrase
     camera:canon
+    near:kyoto                  only pictures taken near a place (within its city's reach)
+    near:"35.01,135.77" 5km     or within a radius of a position (pamir.nearby), nearest first
 
 A term that pictures hold as a fact (a keyword of theirs, their place, ...) finds those
 pictures first, with or without a model (pamir.index.reading ranks them); -term leaves them
@@ -56,6 +58,11 @@ SORT_ORDERS = tuple(dict.fromkeys(SORTS.values()))
 FLOOR_KEYS = ("floor", "min")
 PROBABILITY_KEYS = ("p", "prob")
 FOLDER_KEYS = ("in", "folder")
+#: The filter on distance (pamir.nearby): a (NEAR_KEY, "place or lat,lon [radius]") filter.
+NEAR_KEY = "near"
+#: The largest radius `near:` takes (a quarter of the Earth's circumference is far enough).
+MAX_NEAR_KM = 10_000.0
+_RADIUS = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(km|m)$", re.IGNORECASE)
 #: Whether a word outside the vocabulary that ImageNet's classes reach is searched by them
 #: alone (True), or also by the vocabulary's nearest words by meaning (False, as before issue
 #: 37): "fish" by its fish classes, not by penguin and language. On the Corel 5k validation
@@ -69,7 +76,7 @@ MAX_WEIGHT = 100.0
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _TOKEN = re.compile(
     r'\s*(?:'
-    r'(?P<opt>(?:floor|min|prob|p|sort|in|folder|date|' + "|".join(FILTER_KEYS) + r')):'
+    r'(?P<opt>(?:floor|min|prob|p|sort|in|folder|date|near|' + "|".join(FILTER_KEYS) + r')):'
     r'(?:"(?P<optq>[^"]*)"|(?P<optv>\S+))'
     r'|(?P<sign>[-+])?(?:(?P<pre>' + _NUMBER + r'):)?'
     r'(?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"^]+))'
@@ -259,15 +266,31 @@ def date_range(value: str) -> tuple[str, str]:
     return first, last
 
 
+def radius_km(text: str) -> float | None:
+    """"5km" -> 5.0, "500m" -> 0.5; None when the text is not a radius."""
+    m = _RADIUS.match(text.strip())
+    if not m:
+        return None
+    km = float(m.group(1)) / (1000.0 if m.group(2).lower() == "m" else 1.0)
+    return km if 0 < km <= MAX_NEAR_KM else None
+
+
 def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> ParsedQuery:
     """Read a query string (the grammar is in the module docstring). Never raises for words;
     QuerySyntaxError for a bad option value (floor:abc, sort:size)."""
     out = ParsedQuery(text=text or "")
     stop = frozenset(stop_words)
     seen: set[tuple[str, bool]] = set()
+    near = False  # the last token was near:, which a radius ("5km") may follow
     for m in _TOKEN.finditer(text or ""):
         if m.group("junk") is not None:
             continue
+        if near and m.group("word") and not m.group("sign") and radius_km(m.group("word")):
+            kind, value = out.facts[-1]
+            out.facts[-1] = (kind, f"{value} {m.group('word').lower()}")
+            near = False
+            continue
+        near = m.group("opt") is not None and m.group("opt").lower() == NEAR_KEY
         if m.group("opt"):
             key = m.group("opt").lower()
             value = m.group("optq") if m.group("optq") is not None else m.group("optv")
@@ -281,6 +304,9 @@ def parse(text: str, stop_words: Sequence[str] | frozenset = STOP_WORDS) -> Pars
                                            "(p:0.5, or p:50%)")
             elif key == "date":
                 out.dates.append(date_range(value))
+            elif key == NEAR_KEY:
+                if fold(value):
+                    out.facts.append((NEAR_KEY, fold(value)))
             elif key in FILTER_KEYS:
                 if fold(value):
                     out.facts.append((FILTER_KEYS[key], fold(value)))
@@ -363,7 +389,8 @@ def join_fact_phrases(parsed: ParsedQuery, facts: Callable[[str], int]) -> Parse
 def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
             bridge: "Bridge | None" = None, word_index: dict[str, int] | None = None,
             classes: "ClassWords | None" = None, class_mix: float = 0.0,
-            table_words: bool = False, facts: "Callable[[str], int] | None" = None) -> Query:
+            table_words: bool = False, facts: "Callable[[str], int] | None" = None,
+            names: "Callable[[str], bool] | None" = None) -> Query:
     """The Query of a parsed query over a vocabulary (with idf weights). Terms not in the
     vocabulary go through `bridge` (inflections, then the embedding model) when one is given;
     without it they are unknown. `classes`: the ImageNet classes of a CNN representation
@@ -372,7 +399,10 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     vocabulary words that name ImageNet classes (the WordNet table, or an inflection) reach
     their classes too. An index with no vocabulary (no captions at all) answers with the
     classes alone. `facts(folded term)`: how many pictures hold the term as a fact; such a
-    term is searchable whatever else it meets."""
+    term is searchable whatever else it meets. `names(folded term)`: whether they hold it
+    only as a name (a person, a place: pamir.facts.NAME_KINDS); such a term outside the
+    vocabulary is searched as a fact alone, not by its look (ImageNet's classes, the
+    embedding's nearest words)."""
     word_index = word_index if word_index is not None else {w: t for t, w in
                                                             enumerate(vocabulary)}
     idf = np.asarray(idf, dtype=np.float64)
@@ -380,9 +410,13 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
     matches, used, unknown, class_terms, fact_terms = [], [], [], [], []
     share = [0.0, 0.0]  # the weights of the terms with classes, of all terms searched
     for term in parsed.terms:
+        held = int(facts(fold(term.text))) if facts is not None else 0
+        name = bool(held) and names is not None and names(fold(term.text))
         match = _match(term, word_index, bridge if vocabulary else None)
+        if name and match.how == "embedding":  # a name's nearest words by meaning: no look
+            match = Match(term.text, term.weight, "unknown", [])
         matches.append(match)
-        match.facts = int(facts(fold(term.text))) if facts is not None else 0
+        match.facts = held
         if match.facts:
             fact_terms.append((term.weight, fold(term.text)))
         found = None
@@ -391,6 +425,8 @@ def resolve(parsed: ParsedQuery, vocabulary: Sequence[str], idf: np.ndarray,
                 found = classes.match(term.text, term.words)
             elif table_words and classes.lookup(term.words) is not None:
                 found = classes.match(term.text, term.words)  # the table's: no embedding
+        if found is not None and name and found.how == "embedding":
+            found = None  # "isolde" is no echidna; a name that is a class's word ("buffalo") is
         if found is not None:
             if found.vector is not None:
                 if match.how == "embedding" and CLASSES_ALONE:
@@ -445,5 +481,5 @@ def _match(term: Term, word_index: dict[str, int], bridge) -> Match:
     return Match(term.text, term.weight, "unknown", [], note)
 
 
-__all__ = ["Match", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "filter_term",
-           "join_fact_phrases", "parse", "resolve"]
+__all__ = ["Match", "NEAR_KEY", "ParsedQuery", "Query", "QuerySyntaxError", "Term", "filter_term",
+           "join_fact_phrases", "parse", "radius_km", "resolve"]

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import config
 from .index import BATCH_SIZE, Hit, Index, IndexDirError, model_fingerprint
+from .index.place_pass import name_places
 from .zeroshot import is_zero_caption
 
 logger = logging.getLogger(__name__)
@@ -179,8 +180,10 @@ def update_index(index: Index, system, folders, transform=None, *, captions=None
         from .system import index_transform  # noqa: PLC0415  heavy: numba, scipy
 
         transform = index_transform(system, bool(index.classes))
-    return index.update(folders, transform, captions=captions,
-                        batch_size=batch_size or BATCH_SIZE, progress=progress)
+    report = index.update(folders, transform, captions=captions,
+                          batch_size=batch_size or BATCH_SIZE, progress=progress)
+    name_places(index)  # places named by an older rule: named again from their positions
+    return report
 
 
 def text_pass_name() -> str:

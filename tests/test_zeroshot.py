@@ -159,6 +159,7 @@ def check_the_server(ix: Path, cat: Path, words: list[dict]) -> None:
         assert r.status_code == 409 and "no model" in r.json()["detail"]
         r = client.post("/api/feedback", json={"q": "feline", "right": [hit["id"]]})
         assert r.status_code == 409
+        assert client.get("/api/status").json()["feedback"] is False  # the page hides it
 
 
 def test_a_first_model_rebuilds_a_zero_caption_index(packaged, tmp_path, monkeypatch):

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import FILE_KINDS, Fact, keyword_facts
+from .catalog_places import PlaceCatalog
 from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
                      METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
@@ -55,7 +56,7 @@ class Picture:
     position: str | None = None  # "lat,lon" in degrees where its files give one
 
 
-class Catalog:
+class Catalog(PlaceCatalog):
     """An open catalogue. Not thread-safe by itself: the Index facade serialises calls."""
 
     def __init__(self, conn: sqlite3.Connection):

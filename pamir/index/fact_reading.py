@@ -10,9 +10,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..facts import shown, shown_order
-from ..query import Query
-from .queries import Hit
+from ..facts import NAME_KINDS, shown, shown_order
+from ..nearby import closeness, distances_km, near_area, parse_position
+from ..query import NEAR_KEY, Query
+from .queries import Hit, QueryError
 
 #: The probability that a picture holding a query word as a fact (pamir.facts) is relevant to
 #: it, times the fact's confidence. A keyword people wrote defines relevance in a model's
@@ -32,10 +33,21 @@ class FactReading:
             n = self._catalog.fact_count(word)
             return n if n or " " not in word else len(self._fact_columns(word)[0])
 
+    def _name_only(self, word: str) -> bool:
+        """Whether the pictures hold a folded term as a name alone (pamir.facts.NAME_KINDS:
+        a person, a place, a camera), never as a keyword or text read: then it is no look."""
+        with self._lock:
+            kinds = self._catalog.fact_kinds(word)
+            if not kinds and " " in word:
+                kinds = set().union(*(self._catalog.fact_kinds(w) for w in word.split()))
+        return bool(kinds) and kinds <= set(NAME_KINDS)
+
     def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
         itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
         word a keyword), the lowest of their confidences."""
+        if tuple(kinds) == (NEAR_KEY,):
+            return self._near_columns(word)
         cols, conf = self._catalog.fact_columns(word, kinds)
         words = word.split()
         if len(cols) or len(words) < 2:
@@ -49,6 +61,23 @@ class FactReading:
             if not held:
                 break
         return (np.array(list(held), np.int64), np.array(list(held.values()), np.float32))
+
+    def _near_columns(self, value: str) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, closeness) of the pictures within a `near:` value's radius
+        (pamir.nearby): the nearer, the surer, so that a query of filters alone lists the
+        nearest first."""
+        try:
+            lat, lon, km, _ = near_area(value)
+        except ValueError as e:
+            raise QueryError(str(e)) from None
+        rows = [(c, p) for _, c, text in self._catalog.positions()
+                if (p := parse_position(text)) is not None]
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        cols = np.array([c for c, _ in rows], np.int64)
+        near = closeness(distances_km(np.array([p for _, p in rows]), lat, lon), km)
+        inside = near > 0
+        return cols[inside], near[inside].astype(np.float32)
 
     def _fact_state(self, q: Query, width: int, keep: np.ndarray | None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -124,6 +153,7 @@ class FactReading:
         with self._lock:  # the catalogue's connection is shared by the server's threads
             facts = self._catalog.facts_of(h.id for h in hits)
         terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
+        filters = set(q.fact_filters if q is not None else ())
         for h in hits:
             held = facts.get(h.id, ())
             for f in sorted(held, key=shown_order):
@@ -131,7 +161,23 @@ class FactReading:
                 if f.kind in SHOWN_FACTS and form not in h.facts.get(f.kind, ()):
                     h.facts.setdefault(f.kind, []).append(form)
             h.matched = [w for w in dict.fromkeys(f.word for f in held) if w in terms]
+            h.held = list({(f.kind, shown(f)): (f.kind, shown(f), float(f.confidence))
+                           for f in sorted(held, key=shown_order)
+                           if f.word in terms or (f.kind, f.word) in filters}.values())
+        for _, value in (f for f in filters if f[0] == NEAR_KEY):
+            self._held_distance(hits, value)
         return hits
+
+    def _held_distance(self, hits: list[Hit], value: str) -> None:
+        """Each hit's distance from a `near:` value's point, as it holds it ("near", "1.2 km
+        from Kyoto", its closeness)."""
+        lat, lon, km, name = near_area(value)
+        where = self.positions() or {}
+        for h in hits:
+            if h.id in where:
+                d = float(distances_km(np.array([where[h.id]]), lat, lon)[0])
+                h.held.append((NEAR_KEY, f"{d:.1f} km from {name}",
+                               float(closeness(np.array([d]), km)[0])))
 
     def facts_of(self, picture_id: int) -> list:
         """The picture's facts (pamir.facts.Fact), by kind then word."""
@@ -151,6 +197,48 @@ class FactReading:
         with self._lock:  # a country's other forms ("uk") are rows of their own: room for them
             rows = self._catalog.fact_words("place", limit * COUNTRY_ALIASES_MAX)
         return listed_places(rows)[:limit]
+
+    def positions(self) -> dict[int, tuple[float, float]] | None:
+        """{picture id: (lat, lon)} of the scored pictures whose files give a position; None
+        for a catalogue older than the positions (schema 3)."""
+        with self._lock:
+            if not self._catalog.keeps_positions:
+                return None
+            rows = self._catalog.positions()
+        return {int(i): p for i, _, text in rows if (p := parse_position(text)) is not None}
+
+    def places_tree(self) -> list[dict]:
+        """The collection's places as a tree, country → region → city → place, with their
+        counts and the queries that find them (pamir.place_tree)."""
+        from ..place_tree import places_tree  # noqa: PLC0415
+
+        with self._lock:
+            return places_tree(self._catalog.fact_rows("place"))
+
+    def place_points(self, limit: int = 5000) -> list[dict]:
+        """Where the pictures were taken, for a map: {"id", "lat", "lon", "name", "query"}
+        of up to `limit` pictures with a position (the lowest ids), name and query those of
+        its city (else its nearest place, region or country; `near:` where it has none)."""
+        from ..place_tree import picture_places  # noqa: PLC0415
+        from ..query import filter_term  # noqa: PLC0415
+
+        with self._lock:
+            rows = self._catalog.positions()[:limit]
+            named = picture_places(self._catalog.fact_rows("place"))
+        out = []
+        for pid, _, text in rows:
+            p = parse_position(text)
+            if p is None:
+                continue
+            levels = named.get(pid, {})
+            level = next((lv for lv in ("city", "place", "region", "country") if lv in levels),
+                         None)
+            word, name = levels[level] if level else (None, None)
+            query = (filter_term("place", word) if word else
+                     f'{NEAR_KEY}:"{p[0]:.4f},{p[1]:.4f}" 1km')
+            out.append({"id": int(pid), "lat": round(p[0], 5), "lon": round(p[1], 5),
+                        "name": name or f"{p[0]:.3f}, {p[1]:.3f}", "query": query})
+        return out
 
     def shown_facts(self, picture_id: int) -> dict[str, list[str]]:
         """The picture's facts of SHOWN_FACTS as a hit shows them: {"place": ["Kyoto",

@@ -48,6 +48,10 @@ class Hit:
     probability: float | None = None
     #: the query's terms the picture holds as facts ("sky", "kyoto"): why it ranks first
     matched: list[str] = field(default_factory=list)
+    #: (kind, form shown, confidence) of the facts that matched the query's terms and
+    #: filters (("place", "Kyoto", 1.0), ("person", "Alice", 0.8)): what the page shows
+    #: instead of a score
+    held: list[tuple[str, str, float]] = field(default_factory=list)
     #: its facts of SHOWN_FACTS, as shown: {"place": ["Kyoto", "Japan"], ...}
     facts: dict[str, list[str]] = field(default_factory=dict)
 
@@ -93,7 +97,7 @@ class QueryParsing:
             classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
         query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
                         classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS,
-                        facts=self._fact_count)
+                        facts=self._fact_count, names=self._name_only)
         if not query.searchable:
             raise self._nothing_searchable(text, parsed, query)
         return query

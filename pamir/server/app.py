@@ -35,6 +35,7 @@ from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, 
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
 from .people import router as people_router
+from .places import router as places_router
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -121,6 +122,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     app.state.pamir = state
     app.state.sharing = sharing  # the people routes' roles (pamir.server.people)
     app.include_router(people_router)
+    app.include_router(places_router)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
@@ -158,6 +160,8 @@ def create_app(index_dir, model_dir=None, *, system=None,
         s = index.status()
         s["model_loaded"] = state.system is not None
         s["model_available"] = state.model_available()
+        # feedback and its Keep need a fitted model: a bare folder's index answers 409
+        s["feedback"] = s["model_available"] and not is_zero_caption(index.model_fingerprint)
         s["mapping"] = state.mapping_status()
         return s
 
@@ -451,6 +455,8 @@ def _hit_json(hit) -> dict:
     # its place, people, camera (pamir.facts), and the query's terms it holds as facts
     d["facts"] = dict(getattr(hit, "facts", None) or {})
     d["matched"] = list(getattr(hit, "matched", None) or ())
+    d["held"] = [{"kind": k, "shown": v, "confidence": round(c, 4)}
+                 for k, v, c in getattr(hit, "held", None) or ()]
     return d
 
 

@@ -129,7 +129,7 @@ function hitCard(hit) {
   meta.className = "meta";
   meta.innerHTML = `<span class="name"></span><span class="score"></span>`;
   meta.querySelector(".name").textContent = hit.name;
-  meta.querySelector(".score").textContent = fmt(hit.score);
+  meta.querySelector(".score").textContent = heldLabel(hit) || fmt(hit.score);
   if (hit.probability !== undefined) {  // calibrated: the chance the picture is relevant
     const chance = document.createElement("span");
     chance.className = "probability" + (hit.likely ? " likely" : "");
@@ -435,6 +435,7 @@ $("annotation-close").addEventListener("click", () => { $("annotation").hidden =
 
 api("/api/status").then((s) => {
   $("status").textContent = `${s.pictures.toLocaleString()} pictures · ${s.vocabulary} words`;
+  document.body.classList.toggle("no-feedback", s.feedback === false);  // a bare folder: 409
 }).catch(() => {});
 api("/api/vocabulary").then((v) => {
   $("vocabulary").replaceChildren(...v.words.map((w) => Object.assign(document.createElement("option"), { value: w })));

@@ -1,35 +1,57 @@
-// Where a picture was taken and what is written on it (issue 33), for app.js: the
-// collection's places as a way in (GET /api/places; a click searches place:NAME), a hit's
+// Where a picture was taken and what is written on it (issues 33, 45), for app.js: the
+// collection's places as a way in (a tree; a click searches place:NAME), a hit's
 // place beside its date, and the lines of text read on a picture outlined over it in the
 // detail view (GET /api/pictures/{id}: "text", boxes as fractions of the picture).
 "use strict";
 
-// The places list: one button per place, "Kyoto 12", most pictures first.
+// The places: a tree, country → region → city → place, each "Kyoto 12" (GET /api/places/tree;
+// the flat GET /api/places from an older server), then the map (places-map.js).
 async function loadPlaces() {
   const box = document.getElementById("places");
   try {
-    const res = await api("/api/places?limit=40");
+    const res = await api("/api/places/tree").catch(() => null);
     const list = box.querySelector("ul");
-    list.replaceChildren(...res.places.map((p) => {
-      const li = document.createElement("li");
-      const b = document.createElement("button");
-      b.type = "button";
-      b.className = "place";
-      b.dataset.query = p.query;
-      b.title = `${p.query} (${p.level || "place"}` +
-        (p.words.length > 1 ? `; also ${p.words.filter((w) => w !== p.word).join(", ")}` : "") + ")";
-      b.innerHTML = `<span class="place-name"></span> <span class="count"></span>`;
-      b.querySelector(".place-name").textContent = p.shown;
-      b.querySelector(".count").textContent = p.pictures.toLocaleString();
-      b.addEventListener("click", () => search(p.query));
-      li.append(b);
-      return li;
-    }));
-    box.hidden = !res.places.length;
+    list.classList.add("place-tree");
+    const nodes = res ? res.places : (await api("/api/places?limit=40")).places
+      .map((p) => ({ name: p.shown, level: p.level, pictures: p.pictures, query: p.query, children: [] }));
+    list.replaceChildren(...nodes.map(placeNode));
+    box.hidden = !nodes.length;
     box.open = !state.q;  // open on the page's first view; a search keeps it out of the way
+    if (nodes.length && typeof loadMap === "function") loadMap(box);
   } catch (e) {
     box.hidden = true;  // an older server, or none: the page works without it
   }
+}
+
+// One place of the tree: its button (a click searches it) and its places below, the most
+// pictures first; below the first level they fold away behind the place's toggle.
+function placeNode(p) {
+  const li = document.createElement("li");
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "place";
+  b.dataset.query = p.query;
+  b.dataset.level = p.level || "place";
+  b.title = `${p.query} (${p.level || "place"})`;
+  b.innerHTML = `<span class="place-name"></span> <span class="count"></span>`;
+  b.querySelector(".place-name").textContent = p.name;
+  b.querySelector(".count").textContent = p.pictures.toLocaleString();
+  b.addEventListener("click", () => search(p.query));
+  li.append(b);
+  if (p.children && p.children.length) {
+    const ul = document.createElement("ul");
+    ul.replaceChildren(...p.children.map(placeNode));
+    li.append(ul);
+  }
+  return li;
+}
+
+// What a fact hit holds of the query ("place: Kyoto, person: Alice"), shown where the
+// score would be: a fact is certain, its look's score (often 0) says nothing. A name carried
+// to a face that looks like the person's (confidence under 1) is "maybe Isolde". "" for others.
+function heldLabel(hit) {
+  return (hit.held || []).map((f) => `${f.kind === "keyword" ? "tag" : f.kind}: ` +
+    (f.kind === "person" && f.confidence < 1 ? `maybe ${f.shown}` : f.shown)).join(", ");
 }
 
 // A hit's place, nearest first ("Kamigyō-ku, Kyoto, Japan"), or "".
