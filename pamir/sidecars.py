@@ -42,11 +42,13 @@ skips a guessed region, so `pamir index` and `pamir fit` learn only what the per
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
+from xml.sax.saxutils import escape, quoteattr
 
 from defusedxml import ElementTree as SafeET
 
@@ -101,10 +103,6 @@ NS = {
     "MicrosoftPhoto": "http://ns.microsoft.com/photo/1.0/",
     "acdsee": "http://ns.acdsee.com/iptc/1.0/",
 }
-for _prefix, _uri in NS.items():  # a prefix is no part of XMP's meaning, only its looks
-    ET.register_namespace(_prefix, _uri)
-
-
 def _q(name: str) -> str:
     """"dc:subject" -> "{http://purl.org/dc/elements/1.1/}subject"."""
     prefix, _, local = name.partition(":")
@@ -240,7 +238,7 @@ def _embedded_xmp(picture: Path) -> bytes | None:
     if not xmp or len(xmp) > MAX_XMP_BYTES:
         return None
     try:
-        _rdf_of(_parse(xmp))
+        _rdf_of(_parse(xmp)[0])
     except SidecarError:
         return None
     return xmp
@@ -328,6 +326,26 @@ def people_names(index) -> dict[int, str]:
     return out
 
 
+def known_of_pictures(paths, keywords: list[list[dict]], index=None,
+                      threshold: float = WORD_PROBABILITY) -> list[Known]:
+    """What `pamir annotate --xmp` writes of each picture: its words of `keywords`
+    (pamir.annotation.annotate_pictures') at `threshold`; with an `index` that holds it,
+    its named faces and place facts; else the place its GPS position names."""
+    from .metadata import read_metadata  # noqa: PLC0415
+
+    names = people_names(index) if index is not None else {}
+    out = []
+    for path, records in zip(paths, keywords):
+        picture_id = index.id_of_path(str(path)) if index is not None else None
+        if picture_id is not None:
+            faces, place = index_faces(index, picture_id, names), \
+                place_fields(index.facts_of(picture_id))
+        else:
+            faces, place = [], position_place_fields(read_metadata(path).position)
+        out.append(Known(confident_words(records, threshold), faces, place))
+    return out
+
+
 def write_index_sidecars(index_dir, folders=(), setting: str | None = None,
                          threshold: float = WORD_PROBABILITY) -> SidecarReport:
     """`pamir index --write-xmp`, after its passes: the sidecars of the pictures of the index
@@ -377,7 +395,7 @@ def merge_xmp(existing: bytes | None, known: Known,
     words and regions replaced by `known`'s, its other fields kept (the module's doc).
     geometry: the picture's (EXIF orientation, size as stored, size as shown). Raises
     SidecarError where `existing` is not XMP pamir can read."""
-    root = _parse(existing if existing is not None else _EMPTY)
+    root, prefixes = _parse(existing if existing is not None else _EMPTY)
     rdf = _rdf_of(root)
     descriptions = [d for d in rdf if d.tag == _DESC]
     if not descriptions:
@@ -386,21 +404,67 @@ def merge_xmp(existing: bytes | None, known: Known,
     _merge_place(descriptions, known.place)
     _merge_faces(descriptions, known.faces, geometry)
     ET.indent(root, space=" ")
-    body = ET.tostring(root, encoding="unicode")
+    body = _serialise(root, prefixes)
     return ('<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n' + body
             + '\n<?xpacket end="w"?>\n').encode("utf-8")
 
 
 def _parse(data: bytes):
+    """The packet's tree, with the prefixes it gives its namespaces in `root.prefixes`."""
     if len(data) > MAX_XMP_BYTES:
         raise SidecarError(f"{len(data):,} bytes, over the {MAX_XMP_BYTES:,} pamir reads; "
                            "left alone")
+    prefixes: dict[str, str] = {}
     try:
         # defusedxml refuses DTDs, entity declarations and external references
-        return SafeET.fromstring(data.strip(b"\x00 \t\r\n"))
+        events = SafeET.iterparse(io.BytesIO(data.strip(b"\x00 \t\r\n")), ("start-ns",))
+        for _, (prefix, uri) in events:
+            prefixes.setdefault(uri, prefix)
+        root = events.root
     except Exception as e:  # noqa: BLE001 - any parse failure: the file is left alone
         raise SidecarError(f"not XMP pamir can read ({type(e).__name__}: {e}); left "
                            "alone") from None
+    return root, prefixes
+
+
+def _serialise(root, prefixes: dict[str, str]) -> str:
+    """The tree as XML, each namespace under the prefix the packet gave it, else NS's, else
+    ns1, ns2, ...: ElementTree's own writer names every namespace it was not told of "ns0",
+    and exiftool names a field's group by its prefix (a tool's "own:mark" would read as
+    "ns0:mark"); the namespaces are declared on the root, as Adobe's XMP toolkit does."""
+    names = {uri: prefix for prefix, uri in NS.items()}
+    names["http://www.w3.org/XML/1998/namespace"] = "xml"
+    taken = set(names.values())
+    for uri, prefix in prefixes.items():
+        if uri not in names and prefix and prefix not in taken:
+            names[uri] = prefix
+            taken.add(prefix)
+    used: dict[str, str] = {}
+
+    def qname(clark: str) -> str:
+        if not clark.startswith("{"):
+            return clark
+        uri, local = clark[1:].split("}", 1)
+        if uri not in names:
+            names[uri] = next(f"ns{i}" for i in range(1, len(names) + 2)
+                              if f"ns{i}" not in taken)
+            taken.add(names[uri])
+        if names[uri] != "xml":
+            used[uri] = names[uri]
+        return f"{names[uri]}:{local}"
+
+    def element(el) -> str:
+        tag = qname(el.tag)
+        attrs = "".join(f" {qname(k)}={quoteattr(v)}" for k, v in el.attrib.items())
+        inner = escape(el.text or "") + "".join(element(c) for c in el)
+        out = f"<{tag}{attrs}>{inner}</{tag}>" if inner else f"<{tag}{attrs}/>"
+        return out + escape(el.tail or "")
+
+    body = element(root)
+    head = body.index(">") - (1 if body[body.index(">") - 1] == "/" else 0)
+    declarations = "".join(f" xmlns:{p}={quoteattr(u)}" for u, p in sorted(
+        used.items(), key=lambda item: item[1]))
+    return body[:head] + declarations + body[head:]
 
 
 def _rdf_of(root):
@@ -606,6 +670,6 @@ def _region(face: Face, box) -> ET.Element:
 
 __all__ = ["DEFAULT_SIDECAR_NAME", "Face", "Known", "NAME_CONFIDENCE", "SIDECAR_ENV",
            "SIDECAR_NAMES", "SidecarError", "SidecarReport", "WORD_PROBABILITY",
-           "confident_words", "index_faces", "merge_xmp", "people_names", "place_fields",
+           "confident_words", "index_faces", "known_of_pictures", "merge_xmp", "people_names", "place_fields",
            "position_place_fields", "sidecar_name", "sidecar_targets", "write_index_sidecars",
            "write_xmp"]

@@ -72,6 +72,10 @@ def index_command(
     faces: bool = typer.Option(True, "--faces/--no-faces", help="then find the faces and who "
                                "they are, once per picture: names find them (`pamir people`; "
                                "the [faces] extra)"),
+    write_xmp: bool = typer.Option(False, "--write-xmp", help="then write the words likely "
+                                   "enough, the named faces and the place into the pictures' "
+                                   "XMP sidecars ($PAMIR_XMP_SIDECAR picks which; "
+                                   "docs/usage.md, \"Writing back\")"),
 ):
     """Index folders of pictures, incrementally: only new and changed files are computed.
 
@@ -98,10 +102,26 @@ def index_command(
         fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
              "can be searched; free some space (or check the disk) and run the same command "
              "again to go on")
+    sidecars = _write_sidecars(index_dir, folders) if write_xmp else None
     if as_json:
-        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
+        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status,
+                          **({"xmp": sidecars.as_dict()} if sidecars else {})}))
     else:
         _print_report(index_dir, report, status)
+        if sidecars:
+            from .annotate import print_sidecars_report  # noqa: PLC0415
+
+            print_sidecars_report(sidecars)
+
+
+def _write_sidecars(index_dir: Path, folders: list[Path]):
+    """pamir.sidecars.write_index_sidecars, its wrong setting said."""
+    from ..sidecars import write_index_sidecars  # noqa: PLC0415
+
+    try:
+        return write_index_sidecars(index_dir, folders)
+    except ValueError as e:
+        fail(str(e))
 
 
 def _print_report(index_dir: Path, report, status: dict) -> None:
