@@ -91,8 +91,8 @@ def report(r: dict) -> str:
           f"Threshold chosen: the smallest of the grid whose validation precision is at "
           f"least {GOAL}: **{r['chosen']}** (pamir.sidecars.WORD_PROBABILITY).", ""]
     valid, test = r["splits"]["valid"], r["splits"]["test"]
-    L += [f"| probability at least | valid precision | recall | words a picture | pictures "
-          f"with a word | test precision | recall | words a picture |",
+    L += ["| probability at least | valid precision | recall | words a picture | pictures "
+          "with a word | test precision | recall | words a picture |",
           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for v, t in zip(valid["grid"], test["grid"]):
         mark = " (chosen)" if v["threshold"] == r["chosen"] else ""

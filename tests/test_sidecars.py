@@ -58,11 +58,9 @@ def test_written_in_digikam_and_lightroom_conventions_and_read_back_by_exiftool(
         assert regions["AppliedToDimensions"] == {"W": 32, "H": 24, "Unit": "pixel"}
         alice, bob = regions["RegionList"]
         assert (alice["Name"], alice["Type"], bob["Name"]) == ("Alice", "Face", "Bob")
-        # MWG: the centre, normalised
-        assert alice["Area"] == pytest.approx({"X": 0.25, "Y": 0.4, "W": 0.3, "H": 0.4,
-                                               "Unit": "normalized"}, abs=1e-6) or \
-            alice["Area"]["Unit"] == "normalized"
-        assert abs(alice["Area"]["X"] - 0.25) < 1e-6 and abs(alice["Area"]["H"] - 0.4) < 1e-6
+        area = alice["Area"]  # MWG: the centre and the size, normalised
+        assert area["Unit"] == "normalized"
+        assert [area[k] for k in "XYWH"] == pytest.approx([0.25, 0.4, 0.3, 0.4], abs=1e-6)
     # the same again: nothing to change, the file not touched
     before = (tmp_path / "a.jpg.xmp").stat().st_mtime_ns
     assert [w for _, w in write_xmp(p, Known(["tiger", "grass"], [ALICE, BOB], PLACE),
@@ -127,9 +125,7 @@ def test_merged_into_a_sidecar_with_other_tools_fields_keeps_every_one(tmp_path)
     regions = after["XMP-mwg-rs:RegionInfo"]["RegionList"]
     assert [r["Name"] for r in regions] == ["Carol", "Rex", "Alice"]
     assert regions[:2] == before["XMP-mwg-rs:RegionInfo"]["RegionList"]
-    assert after.get("XMP-darktable:Xmp_version") in (5, "5", None) or True
-    assert "own:mark='kept'" in text and 'kept' in sidecar.read_text(encoding="utf-8")
-    assert "http://example.org/own/" in sidecar.read_text(encoding="utf-8")
+    assert before["XMP-own:Mark"] == "kept" and any(k.startswith("XMP-darktable:") for k in before)
     # and pamir's reader: the person's words and names, none of pamir's guesses
     meta = read_metadata(p)
     assert "tiger" not in meta.caption and {"holiday", "carol"} <= set(meta.caption)
@@ -158,19 +154,14 @@ def test_pamir_words_are_never_learned_back_and_a_kept_word_is(tmp_path):
 def test_a_guess_copied_into_iptc_is_not_learned_either(tmp_path):
     """A tool that copies the sidecar's keywords into the picture's IPTC copies pamir's
     guesses with no hierarchy: they are left out there too."""
-    from PIL import Image
-    from PIL.JpegImagePlugin import JpegImageFile  # noqa: F401 - Pillow's JPEG writer
-
-    p = picture(tmp_path / "a.jpg")
     if shutil.which("exiftool") is None:
         pytest.skip("exiftool not installed (.ci/run installs it)")
+    p = picture(tmp_path / "a.jpg")
     exiftool(p, "-IPTC:Keywords=tiger", "-IPTC:Keywords=beach")
     write_xmp(p, Known(["tiger"], []))
     (tmp_path / "a.jpg.xmp").write_text((tmp_path / "a.jpg.xmp").read_text(encoding="utf-8")
                                         .replace("<rdf:li>tiger</rdf:li>", "", 1),
                                         encoding="utf-8")  # dc:subject emptied of it
-    with Image.open(p):
-        pass
     assert read_metadata(p).caption == ("beach",)
 
 

@@ -17,6 +17,7 @@ from ..workflow import default_index_dir
 from ..zeroshot import ZeroCaptionSystem
 from . import product
 from .common import console, fail
+from .sidecars import check_sidecar_name
 
 # `load_system` is looked up on pamir.commands.product when a command runs, so that a test's
 # stand-in for it (monkeypatch) reaches every command that loads a model.
@@ -62,7 +63,7 @@ def annotate_command(
     if xmp:  # pamir.sidecars only where asked: every command's start imports this module
         from ..sidecars import known_of_pictures, write_xmp  # noqa: PLC0415
 
-        _check_sidecar_name(xmp_name)
+        check_sidecar_name(xmp_name)
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else product.load_system(model)
     with _facts_index(index_dir) as index:
         keywords, ok, reasons = annotate_pictures(system, pictures, k, index=index)
@@ -95,24 +96,6 @@ def annotate_command(
                                   markup=True)
     if failed:
         raise typer.Exit(1)
-
-
-def _check_sidecar_name(setting: str | None) -> None:
-    from ..sidecars import sidecar_name  # noqa: PLC0415
-
-    try:
-        sidecar_name(setting)
-    except ValueError as e:
-        fail(str(e))
-
-
-def print_sidecars_report(report) -> None:
-    """What `pamir index --write-xmp` wrote (pamir.sidecars.SidecarReport)."""
-    for target, why in report.left_alone[:20]:
-        console.print(f"[yellow]XMP sidecar {escape(target)}:[/yellow] {escape(why)}",
-                      markup=True)
-    console.print(f"XMP sidecars: {len(report.written):,} written, {report.unchanged:,} "
-                  f"already up to date, {len(report.left_alone)} left alone")
 
 
 @contextlib.contextmanager

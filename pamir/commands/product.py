@@ -24,6 +24,7 @@ from ..data import DataError, load_captions_table
 from ..index import BATCH_SIZE, Index, IndexDirError
 from ..workflow import default_index_dir
 from .common import INDEX_HELP, console, fail, own_the_reports
+from .sidecars import print_sidecars_report, write_index_sidecars
 # The serve command's host names, imported from here before the commands had modules of their
 # own.
 from .serve import LOOPBACK_NAMES  # noqa: F401
@@ -102,26 +103,14 @@ def index_command(
         fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
              "can be searched; free some space (or check the disk) and run the same command "
              "again to go on")
-    sidecars = _write_sidecars(index_dir, folders) if write_xmp else None
+    sidecars = write_index_sidecars(index_dir, folders) if write_xmp else None
     if as_json:
         print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status,
                           **({"xmp": sidecars.as_dict()} if sidecars else {})}))
     else:
         _print_report(index_dir, report, status)
         if sidecars:
-            from .annotate import print_sidecars_report  # noqa: PLC0415
-
             print_sidecars_report(sidecars)
-
-
-def _write_sidecars(index_dir: Path, folders: list[Path]):
-    """pamir.sidecars.write_index_sidecars, its wrong setting said."""
-    from ..sidecars import write_index_sidecars  # noqa: PLC0415
-
-    try:
-        return write_index_sidecars(index_dir, folders)
-    except ValueError as e:
-        fail(str(e))
 
 
 def _print_report(index_dir: Path, report, status: dict) -> None:
