@@ -58,6 +58,8 @@ WORD_PROBABILITY = 0.5
 #: The least confidence of a name pamir carried to a face (pamir.people.naming's calibrated
 #: name_confidence) for it to be written: the words' bar of 90 % right.
 NAME_CONFIDENCE = 0.9
+#: Pictures whose words are computed at a time by `pamir index --write-xmp`.
+WORDS_BATCH = 256
 #: How a face was named (pamir.people.who) -> whether it is written as confirmed: an editor's
 #: naming, or a name the person's files gave (a region, a People tag, a keyword of a picture
 #: with one face); a name carried by likeness is a guess. Others (unnamed) are not written.
@@ -270,28 +272,34 @@ def write_index_sidecars(index_dir, folders=(), setting: str | None = None,
     """`pamir index --write-xmp`, after its passes: the sidecars of the pictures of the index
     in `index_dir` under `folders` (every picture where none is given), each with its
     model's words at `threshold`, its named faces and its place."""
-    from .annotation import keywords_of_rows  # noqa: PLC0415
     from .index import Index  # noqa: PLC0415
 
     sidecar_name(setting)  # a wrong setting fails before any work
-    roots = [os.path.abspath(f) for f in folders]
+    roots = [os.path.abspath(f).rstrip(os.sep) + os.sep for f in folders]
     report = SidecarReport()
     with Index.open(index_dir) as index:
         names = people_names(index)
-        for picture in index.pictures("ok"):
-            path = os.path.abspath(picture.path)
-            if roots and not any(path == r or path.startswith(r.rstrip(os.sep) + os.sep)
-                                 for r in roots):
-                continue
-            words = []
-            if index.vocabulary:
-                [records] = keywords_of_rows(index.vector(picture.id)[None, :index.T],
-                                             index.vocabulary, index.calibration)
-                words = confident_words(records, threshold)
-            known = Known(words, index_faces(index, picture.id, names),
-                          place_fields(index.facts_of(picture.id)))
-            _count(report, write_xmp(path, known, setting))
+        pictures = [p for p in index.pictures("ok")
+                    if not roots or os.path.abspath(p.path).startswith(tuple(roots))]
+        for start in range(0, len(pictures), WORDS_BATCH):
+            batch = pictures[start:start + WORDS_BATCH]
+            for picture, words in zip(batch, _index_words(index, batch, threshold)):
+                known = Known(words, index_faces(index, picture.id, names),
+                              place_fields(index.facts_of(picture.id)))
+                _count(report, write_xmp(picture.path, known, setting))
     return report
+
+
+def _index_words(index, pictures, threshold: float) -> list[list[str]]:
+    """The words written of indexed pictures: their stored rows' words at `threshold`, a
+    batch at a time (the calibration reads its reference once a call)."""
+    from .annotation import keywords_of_rows  # noqa: PLC0415
+
+    if not index.vocabulary or index.calibration is None:
+        return [[] for _ in pictures]
+    Z = [index.vector(p.id)[:index.T] for p in pictures]
+    return [confident_words(records, threshold) for records in
+            keywords_of_rows(Z, index.vocabulary, index.calibration)]
 
 
 def _count(report: SidecarReport, results) -> None:
