@@ -290,42 +290,40 @@ def _merge_place(descriptions, place: dict[str, str]) -> None:
 
 def _merge_faces(descriptions, faces: list[Face], geometry) -> None:
     """mwg-rs:Regions: pamir's earlier regions out, these in, but where another's region of
-    a face already covers it."""
+    a face already covers it. Regions with nothing of pamir's to change are left as they
+    are, to the byte."""
     orientation, stored, shown = geometry
     d, regions, _ = _find(descriptions, "mwg-rs:Regions")
-    if regions is None and not faces:
+    info = None if regions is None else (regions.find(_DESC) if regions.find(_DESC)
+                                         is not None else regions)
+    listing = None if info is None else info.find(_q("mwg-rs:RegionList"))
+    bag = None if listing is None else next(
+        (c for c in listing if c.tag in (_BAG, _q("rdf:Seq"))), None)
+    ours = [li for li in _items(bag)
+            if _region_of(li)[0].startswith(PAMIR_REGION)] if bag is not None else []
+    if not faces and not ours:
         return
     if regions is None:
-        regions = ET.SubElement(descriptions[0], _q("mwg-rs:Regions"), {_PARSE_TYPE: "Resource"})
-    info = regions.find(_DESC)
-    info = info if info is not None else regions
+        d = descriptions[0]
+        regions = info = ET.SubElement(d, _q("mwg-rs:Regions"), {_PARSE_TYPE: "Resource"})
     dims = _dimensions(info)
     turned = orientation >= 5 and dims == shown and stored[0] != stored[1]
-    if dims is None and stored != (0, 0):
+    if dims is None and stored != (0, 0) and faces:
         _set_dimensions(info, stored)
-    listing = info.find(_q("mwg-rs:RegionList"))
     if listing is None:
         listing = ET.SubElement(info, _q("mwg-rs:RegionList"))
-    bag = next((c for c in listing if c.tag in (_BAG, _q("rdf:Seq"))), None)
     if bag is None:
         bag = ET.SubElement(listing, _BAG)
-    theirs = []
-    for li in _items(bag):
-        description, box = _region_of(li)
-        if description.startswith(PAMIR_REGION):
-            bag.remove(li)
-        elif box is not None:
-            theirs.append(box)
+    for li in ours:
+        bag.remove(li)
+    theirs = [box for li in _items(bag) if (box := _region_of(li)[1]) is not None]
     for face in faces:
         box = face.box if turned else as_stored(face.box, orientation)
         # a region of another's that names this face (as the faces pass matches them)
-        if any(iou(box, other) >= REGION_IOU for other in theirs):
-            continue
-        bag.append(_region(face, box))
-    if not _items(bag) and d is not None and regions in list(d):
-        d.remove(regions)  # nothing left: no empty structure written
-    elif not _items(bag) and regions in list(descriptions[0]):
-        descriptions[0].remove(regions)
+        if not any(iou(box, other) >= REGION_IOU for other in theirs):
+            bag.append(_region(face, box))
+    if not _items(bag):  # nothing left but pamir's structure: none written
+        d.remove(regions)
 
 
 def _dimensions(info) -> tuple[int, int] | None:

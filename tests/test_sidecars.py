@@ -17,8 +17,8 @@ import pytest
 
 from pamir.metadata import read_metadata
 from pamir.people.regions import read_people
-from pamir.sidecars import (Face, Known, confident_words, merge_xmp, sidecar_targets,
-                            write_xmp)
+from pamir.sidecars import (WORD_PROBABILITY, Face, Known, confident_words, merge_xmp,
+                            sidecar_targets, write_xmp)
 from pictures import exiftool, picture
 
 needs_exiftool = pytest.mark.skipif(shutil.which("exiftool") is None,
@@ -236,13 +236,19 @@ def test_nothing_to_write_makes_no_sidecar(tmp_path):
     assert merge_xmp(once, Known(["a", "b"], [ALICE], PLACE)) == once
 
 
-def test_only_calibrated_words_likely_enough_are_written():
+def test_only_calibrated_words_likely_enough_are_written(monkeypatch):
     records = [{"word": "tiger", "score": 2.0, "probability": 0.95},
-               {"word": "grass", "score": 1.0, "probability": 0.4},
+               {"word": "grass", "score": 1.0, "probability": 0.55},
                {"word": "cat", "probability": 0.99, "source": "imagenet"},
                {"word": "kyoto", "shown": "Kyoto", "source": "place", "confidence": 1.0},
                {"word": "sky", "score": 0.5}]
-    assert confident_words(records, 0.5) == ["tiger"]
+    assert confident_words(records, 0.5) == ["tiger", "grass"]
+    assert confident_words(records) == ["tiger"]  # WORD_PROBABILITY, 0.6
+    monkeypatch.setenv("PAMIR_XMP_PROBABILITY", "0.5")
+    assert confident_words(records) == ["tiger", "grass"]
+    monkeypatch.setenv("PAMIR_XMP_PROBABILITY", "high")
+    with pytest.raises(ValueError, match="from 0 to 1"):
+        confident_words(records)
 
 
 # ------------------------------------------------------------------------- the commands
@@ -266,7 +272,8 @@ def test_annotate_xmp_writes_the_sidecars(fake, tmp_path):
     r = run("annotate", model, red, "--xmp", "--json", "--index", tmp_path / "none")
     [line] = [json.loads(x) for x in r.output.splitlines() if x.startswith("{")]
     assert line["xmp"] == {str(red) + ".xmp": "written"}
-    likely = [w["word"] for w in line["keywords"] if w.get("probability", 0) >= 0.5]
+    likely = [w["word"] for w in line["keywords"]
+              if w.get("probability", 0) >= WORD_PROBABILITY]
     text = (pictures / "red-0.png.xmp").read_text(encoding="utf-8")
     assert likely and all(f"<rdf:li>pamir|{w}</rdf:li>" in text for w in likely)
     assert read_metadata(red).caption is None

@@ -14,11 +14,13 @@ MAX_LISTED = 20
 
 
 def check_sidecar_name(setting: str | None) -> None:
-    """The command fails at once, saying the choices, where the sidecar setting is none."""
-    from ..sidecars import sidecar_name  # noqa: PLC0415
+    """The command fails at once, saying the choices, where the sidecar setting (or
+    $PAMIR_XMP_PROBABILITY) is none of them."""
+    from ..sidecars import sidecar_name, word_probability  # noqa: PLC0415
 
     try:
         sidecar_name(setting)
+        word_probability()
     except ValueError as e:
         fail(str(e))
 
