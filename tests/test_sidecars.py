@@ -19,7 +19,7 @@ from pamir.metadata import read_metadata
 from pamir.people.regions import read_people
 from pamir.sidecars import (WORD_PROBABILITY, Face, Known, confident_words, merge_xmp,
                             sidecar_targets, write_xmp)
-from pictures import exiftool, picture
+from pictures import exiftool, gps_tags, picture
 
 needs_exiftool = pytest.mark.skipif(shutil.which("exiftool") is None,
                                     reason="exiftool not installed (.ci/run installs it)")
@@ -295,6 +295,9 @@ def test_index_write_xmp(fake, tmp_path, monkeypatch):
     model, pictures = fake
     monkeypatch.setattr(pamir.index.reading, "load_calibration", lambda d: Calibrated())
     index = tmp_path / "index"
+    if shutil.which("exiftool"):  # a picture taken in Kyoto: its place is written too
+        exiftool(picture(pictures / "kyoto.jpg", colour=(20, 20, 200)),
+                 *gps_tags(35.0116, 135.7681))
     r = run("index", model, pictures, "--index", index, "--no-text", "--no-faces",
             "--write-xmp", "--json")
     report = json.loads(r.output.strip().splitlines()[-1])
@@ -302,9 +305,34 @@ def test_index_write_xmp(fake, tmp_path, monkeypatch):
     assert report["xmp"]["written"] == len(written) > 0
     assert "red-0.png.xmp" in written
     assert "pamir|red" in (pictures / "red-0.png.xmp").read_text(encoding="utf-8")
+    if shutil.which("exiftool"):
+        got = read_back(pictures / "kyoto.jpg.xmp")
+        assert (got["XMP-photoshop:City"], got["XMP-photoshop:Country"]) == ("Kyoto", "Japan")
     # again: the sidecars are read again (changed), nothing learned, nothing rewritten
     r = run("index", model, pictures, "--index", index, "--no-text", "--no-faces",
             "--write-xmp", "--json")
     report = json.loads(r.output.strip().splitlines()[-1])
     assert report["xmp"]["written"] == 0 and report["xmp"]["unchanged"] == len(written)
     assert os.environ.get("PAMIR_XMP_SIDECAR") is None
+
+
+def test_the_names_written_are_confirmed_or_carried_with_confidence():
+    from pamir.index.people import FaceRow
+    from pamir.sidecars import index_faces
+
+    box = (0.1, 0.1, 0.3, 0.3)
+
+    class Faces:  # an index's faces and people (pamir.index.people)
+        def faces(self, picture):
+            return [FaceRow(1, picture, box, 0.9, 40, None, "", 1, "editor", 1.0),
+                    FaceRow(2, picture, box, 0.9, 40, "Carol", "region (MWG)", 4, "region", 1.0),
+                    FaceRow(3, picture, box, 0.9, 40, None, "", 3, "carried", 0.95),
+                    FaceRow(4, picture, box, 0.9, 40, None, "", 1, "carried", 0.8),
+                    FaceRow(5, picture, box, 0.9, 40, None, "", 5, "group", 1.0)]
+
+        def all_people(self):  # Robert (3) was merged into Bob (2); 5 has no name
+            return {1: ("alice", "Alice", None), 2: ("bob", "Bob", None),
+                    3: ("robert", "Robert", 2), 4: ("carol", "Carol", None), 5: (None, None, None)}
+
+    assert index_faces(Faces(), 7) == [Face("Alice", box, True, 1.0), Face("Carol", box, True, 1.0),
+                                      Face("Bob", box, False, 0.95)]
