@@ -40,8 +40,8 @@ def annotate_command(
                              "sidecar's other fields kept; docs/usage.md, \"Writing back\")"),
     xmp_name: str = typer.Option(None, "--xmp-name", envvar="PAMIR_XMP_SIDECAR",
                                  help="which sidecar: NAME.EXT.xmp (digiKam, darktable, "
-                                      "Immich), NAME.xmp (Lightroom, Immich) or both "
-                                      "[default: NAME.EXT.xmp]"),
+                                      "Immich), NAME.xmp (Lightroom, Immich) or both; "
+                                      "NAME.EXT.xmp when not said"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines"),
     index_dir: Path = typer.Option(None, "--index", help="the index whose facts of the "
                                    "pictures it holds are added: where each was taken, the "
