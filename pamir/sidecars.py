@@ -1,7 +1,8 @@
 """Writing back: what pamir knows of a picture, in the XMP sidecar that people's other tools
 read, never in the picture itself (`pamir annotate --xmp`, `pamir index --write-xmp`).
 
-What is written (`Known`, `known_of_index`):
+What is written (`Known`: `known_of_pictures` for `pamir annotate`, `write_index_sidecars`
+for an index's pictures):
 
 - pamir's words: the model's words whose calibrated probability reaches WORD_PROBABILITY, in
   dc:subject and, under the parent keyword `pamir` (pamir.metadata.GUESS_PARENT), in
@@ -21,20 +22,21 @@ RAW+JPEG pair (IMG_1.CR2, IMG_1.JPG) shares one NAME.xmp, which Lightroom keeps 
 file, so pamir's words of the JPEG would land in the raw file's sidecar. "NAME.xmp" or
 "both" pick the others.
 
-Merging (`merge_xmp`): an existing sidecar keeps every field it had; pamir's own earlier
-words and regions are replaced and nobody else's; a place field already there is kept (the
-person's or pamir's earlier, from the same position). A new sidecar starts as a copy of the
-picture's embedded XMP, as exiftool's `-o NAME.xmp` and digiKam make one, since tools that
-find a sidecar read it in place of the picture's XMP. The result is written atomically
-(temporary file, fsync, rename: pamir.storage), and not at all when it is the same bytes.
-A sidecar that is not XMP pamir can read (broken, hostile, too large) is left alone, with
-a message.
+Merging (pamir.xmp.merge_xmp): an existing sidecar keeps every field it had; pamir's own
+earlier words and regions are replaced and nobody else's; a place field already there is
+kept (the person's or pamir's earlier, from the same position). A new sidecar starts as a
+copy of the picture's embedded XMP, as exiftool's `-o NAME.xmp` and digiKam make one, since
+tools that find a sidecar read it in place of the picture's XMP. The result is written
+atomically (temporary file, fsync, rename: pamir.storage), and not at all when it is the
+same bytes. A sidecar that is not XMP pamir can read (broken, hostile, too large) is left
+alone, with a message.
 
-Why XML with defusedxml, as pamir.metadata reads it, and not pyexiv2 or exiftool: it
-installs with the base package on every platform (exiftool through pyexiftool needs the
-system's exiftool; python-xmp-toolkit the Exempi library), it parses a person's files with
-no native code (no DTDs, no entities, a size cap), and RDF/XML is all a sidecar is. The
-tests read every sidecar back with exiftool and check other tools' fields kept.
+Why XML with defusedxml, as pamir.metadata reads it, and not a library of XMP: it installs
+with the base package on every platform (pyexiftool needs the exiftool program on every
+user's machine, python-xmp-toolkit the Exempi library), and it parses a person's files with
+no native code (no DTDs, no entities, a size cap), where pyexiv2 would parse them with Exiv2's
+C++ inside pamir's process. RDF/XML is all a sidecar is; the tests read every sidecar back
+with exiftool and check other tools' fields kept.
 
 Round trip: pamir.metadata reads a `pamir|` word as pamir's guess and pamir.people.regions
 skips a guessed region, so `pamir index` and `pamir fit` learn only what the person kept.
