@@ -294,24 +294,33 @@ def known_of_pictures(paths, keywords: list[list[dict]], index=None,
 def write_index_sidecars(index_dir, folders=(), setting: str | None = None,
                          threshold: float | None = None) -> SidecarReport:
     """`pamir index --write-xmp`, after its passes: the sidecars of the pictures of the index
-    in `index_dir` under `folders` (every picture where none is given), each with its
-    model's words at `threshold`, its named faces and its place."""
+    in `index_dir` (opened to read) under `folders` (every picture where none is given)."""
     from .index import Index  # noqa: PLC0415
 
     sidecar_name(setting)  # a wrong setting fails before any work
+    with Index.open(index_dir) as index:
+        return write_sidecars_of(index, folders, setting, threshold)
+
+
+def write_sidecars_of(index, folders=(), setting: str | None = None,
+                      threshold: float | None = None) -> SidecarReport:
+    """The sidecars of the pictures of an open index (pamir.index.Index) under `folders`
+    (all where none is given), each with its model's words at `threshold` (None:
+    word_probability()), its named faces and its place: for a job that holds the index
+    already (a watcher after a batch)."""
+    sidecar_name(setting)
     threshold = word_probability(threshold)
     roots = [os.path.abspath(f).rstrip(os.sep) + os.sep for f in folders]
     report = SidecarReport()
-    with Index.open(index_dir) as index:
-        names = people_names(index)
-        pictures = [p for p in index.pictures("ok")
-                    if not roots or os.path.abspath(p.path).startswith(tuple(roots))]
-        for start in range(0, len(pictures), WORDS_BATCH):
-            batch = pictures[start:start + WORDS_BATCH]
-            for picture, words in zip(batch, _index_words(index, batch, threshold)):
-                known = Known(words, index_faces(index, picture.id, names),
-                              place_fields(index.facts_of(picture.id)))
-                _count(report, write_xmp(picture.path, known, setting))
+    names = people_names(index)
+    pictures = [p for p in index.pictures("ok")
+                if not roots or os.path.abspath(p.path).startswith(tuple(roots))]
+    for start in range(0, len(pictures), WORDS_BATCH):
+        batch = pictures[start:start + WORDS_BATCH]
+        for picture, words in zip(batch, _index_words(index, batch, threshold)):
+            known = Known(words, index_faces(index, picture.id, names),
+                          place_fields(index.facts_of(picture.id)))
+            _count(report, write_xmp(picture.path, known, setting))
     return report
 
 
@@ -343,4 +352,4 @@ __all__ = ["DEFAULT_SIDECAR_NAME", "Face", "Known", "NAME_CONFIDENCE", "SIDECAR_
            "PROBABILITY_ENV", "SIDECAR_NAMES", "SidecarReport", "WORD_PROBABILITY",
            "confident_words", "index_faces", "known_of_pictures", "people_names", "place_fields",
            "position_place_fields", "sidecar_name", "sidecar_targets", "word_probability",
-           "write_index_sidecars", "write_xmp"]
+           "write_index_sidecars", "write_sidecars_of", "write_xmp"]
