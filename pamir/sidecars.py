@@ -147,7 +147,8 @@ def write_xmp(picture: str | Path, known: Known, setting: str | None = None
                 out.append((str(target), "nothing"))
                 continue
             base = old if old is not None else _embedded_xmp(Path(picture))
-            new = merge_xmp(base, known, _picture_geometry(Path(picture)))
+            theirs = _iptc_keywords(Path(picture)) if old is None else ()
+            new = merge_xmp(base, known, _picture_geometry(Path(picture)), theirs)
             if new == old:
                 out.append((str(target), "unchanged"))
                 continue
@@ -186,6 +187,13 @@ def _embedded_xmp(picture: Path) -> bytes | None:
     if not xmp or len(xmp) > MAX_XMP_BYTES:
         return None
     return xmp if is_packet(xmp) else None
+
+
+def _iptc_keywords(picture: Path) -> list[str]:
+    """The picture's IPTC Keywords, as pamir.metadata reads them (the one home of reading)."""
+    from .metadata import _read_embedded  # noqa: PLC0415
+
+    return dict(_read_embedded(picture, []).keywords).get("IPTC Keywords", [])
 
 
 def _picture_geometry(picture: Path) -> tuple[int, tuple[int, int], tuple[int, int]]:

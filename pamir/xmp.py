@@ -16,6 +16,7 @@ tree is ElementTree's, written by `_serialise`.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape, quoteattr
@@ -99,18 +100,21 @@ class Known:
 
 
 def merge_xmp(existing: bytes | None, known: Known,
-              geometry: tuple[int, tuple[int, int], tuple[int, int]] = (1, (0, 0), (0, 0))
-              ) -> bytes:
+              geometry: tuple[int, tuple[int, int], tuple[int, int]] = (1, (0, 0), (0, 0)),
+              theirs: Sequence[str] = ()) -> bytes:
     """An XMP sidecar: `existing` (a packet, or None for a new one) with pamir's earlier
     words and regions replaced by `known`'s, its other fields kept (the module's doc).
-    geometry: the picture's (EXIF orientation, size as stored, size as shown). Raises
-    SidecarError where `existing` is not XMP pamir can read."""
+    geometry: the picture's (EXIF orientation, size as stored, size as shown); theirs: the
+    person's keywords written elsewhere in the picture (its IPTC Keywords), added as theirs
+    where the packet lacks them, as MWG's guidelines reconcile the two (a new sidecar: tools
+    that find one read its keywords, not the picture's IPTC). Raises SidecarError where
+    `existing` is not XMP pamir can read."""
     root, prefixes = _parse(existing if existing is not None else _EMPTY)
     rdf = _rdf_of(root)
     descriptions = [d for d in rdf if d.tag == _DESC]
     if not descriptions:
         descriptions = [ET.SubElement(rdf, _DESC, {_q("rdf:about"): ""})]
-    _merge_words(descriptions, known.words)
+    _merge_words(descriptions, known.words, theirs)
     _merge_place(descriptions, known.place)
     _merge_faces(descriptions, known.faces, geometry)
     ET.indent(root, space=" ")
@@ -241,10 +245,10 @@ def _drop_if_empty(descriptions, name: str) -> None:
         d.remove(el)
 
 
-def _merge_words(descriptions, words: list[str]) -> None:
-    """dc:subject and the hierarchies: pamir's earlier words out, these in under `pamir`,
-    where the person does not have them already."""
-    create = bool(words)
+def _merge_words(descriptions, words: list[str], theirs: Sequence[str] = ()) -> None:
+    """dc:subject and the hierarchies: pamir's earlier words out, the person's `theirs` in
+    where missing, pamir's `words` in under `pamir` where the person does not have them."""
+    create = bool(words or theirs)
     subject = _bag(descriptions, "dc:subject", create)
     hierarchies = [(b, sep) for b, sep in (
         (_bag(descriptions, "lr:hierarchicalSubject", create), "|"),
@@ -262,6 +266,12 @@ def _merge_words(descriptions, words: list[str]) -> None:
                 subject.remove(li)
             else:
                 own.add((li.text or "").strip().casefold())
+    for word in dict.fromkeys(w.strip() for w in theirs if w.strip()):
+        if word.casefold() not in own and word.casefold() != GUESS_PARENT:
+            own.add(word.casefold())
+            ET.SubElement(subject, _LI).text = word
+            for bag, _ in hierarchies:
+                ET.SubElement(bag, _LI).text = word
     for word in dict.fromkeys(w.strip() for w in words if w.strip()):
         if word.casefold() in own:
             continue
