@@ -7,7 +7,6 @@ sidecar left whole when a write fails."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -322,7 +321,11 @@ def test_index_write_xmp(fake, tmp_path, monkeypatch):
             "--write-xmp", "--json")
     report = json.loads(r.output.strip().splitlines()[-1])
     assert report["xmp"]["written"] == 0 and report["xmp"]["unchanged"] == len(written)
-    assert os.environ.get("PAMIR_XMP_SIDECAR") is None
+    # a setting that is none of the names fails before any indexing
+    monkeypatch.setenv("PAMIR_XMP_SIDECAR", "IMG.xmp")
+    r = run("index", model, pictures, "--index", tmp_path / "other", "--write-xmp", ok=False)
+    assert r.exit_code != 0 and "NAME.EXT.xmp" in r.output
+    assert not (tmp_path / "other").exists()
 
 
 def test_the_names_written_are_confirmed_or_carried_with_confidence():

@@ -81,16 +81,16 @@ def annotate_command(
             written, why = write_sidecar(path, [w["word"] for w in words
                                                 if w.get("source") not in ("place", "text")])
             note = why
-        written = write_xmp(path, known[i], xmp_name) if xmp else []
+        sidecars = write_xmp(path, known[i], xmp_name) if xmp else []
         if as_json:
             print(json.dumps({"path": str(path), "keywords": words,
                               **({"sidecar": note} if sidecar else {}),
-                              **({"xmp": dict(written)} if xmp else {})}))
+                              **({"xmp": dict(sidecars)} if xmp else {})}))
         else:
             print(f"{path}\t{_annotation_line(words)}")
             if note and not note.startswith("wrote"):
                 console.print(f"[yellow]{note}[/yellow]", markup=True)
-            for target, what in written:
+            for target, what in sidecars:
                 if what not in ("written", "unchanged", "nothing"):
                     console.print(f"[yellow]{escape(target)}: {escape(what)}[/yellow]",
                                   markup=True)

@@ -24,7 +24,7 @@ from ..data import DataError, load_captions_table
 from ..index import BATCH_SIZE, Index, IndexDirError
 from ..workflow import default_index_dir
 from .common import INDEX_HELP, console, fail, own_the_reports
-from .sidecars import print_sidecars_report, write_index_sidecars
+from .sidecars import check_sidecar_name, print_sidecars_report, write_index_sidecars
 # The serve command's host names, imported from here before the commands had modules of their
 # own.
 from .serve import LOOPBACK_NAMES  # noqa: F401
@@ -85,6 +85,8 @@ def index_command(
     files are reported and skipped.
     """
     index_dir = index_dir or default_index_dir()
+    if write_xmp:
+        check_sidecar_name(None)  # a wrong $PAMIR_XMP_SIDECAR fails before the indexing
     model, folders = _model_and_folders(model, list(folders or []), index_dir)
     try:
         folders = workflow.picture_folders(folders)
