@@ -25,6 +25,13 @@ with a note and the next source is read; exactly 0,0 (what cameras and Takeout w
 fix") counts as none, with a note, unless EXIF GPSStatus says the measurement was active.
 pamir.places names the position. The camera: EXIF Make and Model ("Canon EOS 5D").
 
+Keywords pamir wrote itself (pamir.sidecars: `pamir|tiger` in lr:hierarchicalSubject, `pamir/tiger`
+in digiKam:TagsList, "tiger" in dc:subject) are pamir's guesses, not the person's: a word
+whose only place in a keyword hierarchy is under GUESS_PARENT is left out of every keyword
+field of the picture (`guessed_words`), so that pamir never learns from its own guesses. A
+word the person moved out of `pamir|` (to `Animals|tiger`, or to a plain keyword after
+deleting `pamir|tiger`) is theirs again.
+
 The reader is Pillow, already a dependency: opening a picture reads its header (EXIF, IPTC
 and the XMP packet) and decodes no pixels. XMP is parsed with defusedxml (no DTDs, no
 entities), after a size cap; anything broken or hostile gives no caption and a note, never an
@@ -70,6 +77,10 @@ _XMP_FIELDS = (
     (_DC + "description", "XMP dc:description", "text"),
 )
 
+#: The parent keyword of the words pamir writes into sidecars (pamir.sidecars), so that a
+#: person tells them apart in their tool's keyword tree and can delete them or keep one.
+GUESS_PARENT = "pamir"
+
 _EXIF_IFD = 0x8769
 _IMAGE_DESCRIPTION = 0x010E
 _XP_KEYWORDS = 0x9C9E
@@ -111,6 +122,7 @@ class _Fields:
     """The fields one place (a sidecar, the picture itself) holds."""
 
     keywords: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, keywords)
+    hierarchies: list[str] = field(default_factory=list)  # lr:hierarchicalSubject, TagsList
     texts: list[tuple[str, str]] = field(default_factory=list)  # (source, free text)
     exif_taken: str | None = None  # EXIF DateTimeOriginal, ISO
     xmp_taken: str | None = None  # XMP photoshop:DateCreated, ISO
@@ -118,11 +130,13 @@ class _Fields:
     xmp_position: tuple[float, float] | None = None  # XMP exif:GPS* or Takeout's geoData
     camera: str | None = None  # EXIF Make + Model, tidied
 
-    def caption(self, stop_words) -> tuple[tuple[str, ...] | None, str | None]:
-        """Keywords if any (every keyword field together), else the first free text."""
+    def caption(self, stop_words, guessed: frozenset = frozenset()
+                ) -> tuple[tuple[str, ...] | None, str | None]:
+        """Keywords if any (every keyword field together, pamir's `guessed` words left out),
+        else the first free text."""
         sources, words = [], []
         for source, kws in self.keywords:
-            got = split_keywords(", ".join(kws))
+            got = split_keywords(", ".join(k for k in kws if k.strip().casefold() not in guessed))
             if got:
                 sources.append(source)
                 words += got
@@ -174,17 +188,18 @@ def read_metadata(path: str | Path, stop_words=STOP_WORDS) -> PictureMetadata:
     path = Path(path)
     stats = _sidecar_stats(os.fspath(path))
     out = PictureMetadata(sidecars=_signature(stats))
-    sidecars = []
-    for s, st in stats:
-        fields = _read_sidecar(Path(s), st.st_size, out.notes)
-        sidecars.append(fields)
-        if out.caption is None:
-            caption, source = fields.caption(stop_words)
-            if caption:
-                out.caption, out.source = caption, f"sidecar {_sidecar_kind(path, Path(s))}"
+    sidecars = [_read_sidecar(Path(s), st.st_size, out.notes) for s, st in stats]
     embedded = _read_embedded(path, out.notes)
+    # pamir's guesses, wherever written, are left out of every field (IPTC's included: a
+    # tool that copies XMP keywords into IPTC copies the guesses with no hierarchy)
+    guessed = guessed_words([h for f in sidecars + [embedded] for h in f.hierarchies])
+    for (s, _), fields in zip(stats, sidecars):
+        caption, _source = fields.caption(stop_words, guessed)
+        if caption:
+            out.caption, out.source = caption, f"sidecar {_sidecar_kind(path, Path(s))}"
+            break
     if out.caption is None:
-        out.caption, out.source = embedded.caption(stop_words)
+        out.caption, out.source = embedded.caption(stop_words, guessed)
     xmp_dates = [f.xmp_taken for f in sidecars + [embedded] if f.xmp_taken]
     taken = ((embedded.exif_taken, "EXIF DateTimeOriginal") if embedded.exif_taken else
              (xmp_dates[0], "XMP photoshop:DateCreated") if xmp_dates else None)
@@ -280,7 +295,9 @@ def _parse_xmp(data: bytes, where: str, fields: _Fields, notes: list[str]) -> No
         if kind == "text":
             fields.texts.append((source, " ".join(values)))
         elif kind == "levels":
-            fields.keywords.append((source, [w for v in values for w in _levels(v)]))
+            fields.hierarchies += values
+            fields.keywords.append((source, [w for v in values if not _is_guess(v)
+                                             for w in _levels(v)]))
         else:
             fields.keywords.append((source, values))
     dates = _xmp_values(root, _PHOTOSHOP + "DateCreated")
@@ -311,6 +328,27 @@ def _xmp_values(root, tag: str) -> list[str]:
         if value and value.strip():
             out.append(value.strip())
     return out
+
+
+def _is_guess(value: str) -> bool:
+    """Whether a hierarchical keyword is under GUESS_PARENT ("pamir|tiger", "pamir")."""
+    levels = _levels(value)
+    return bool(levels) and levels[0].strip().casefold() == GUESS_PARENT
+
+
+def guessed_words(hierarchies) -> frozenset[str]:
+    """The words (casefolded) that are pamir's guesses, from a picture's hierarchical keywords
+    ("Animals|Birds|Peacock", "pamir/tiger"): those whose only place is under GUESS_PARENT,
+    and GUESS_PARENT itself where pamir wrote some (Lightroom puts a keyword's parents in
+    dc:subject too)."""
+    under, elsewhere = set(), set()
+    for value in hierarchies:
+        levels = [v.strip().casefold() for v in _levels(value)]
+        if _is_guess(value):
+            under.update(levels)
+        else:
+            elsewhere.update(levels)
+    return frozenset(under - elsewhere)
 
 
 def _levels(value: str) -> list[str]:
@@ -558,6 +596,6 @@ def _iso(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-__all__ = ["MAX_XMP_BYTES", "PictureMetadata", "camera_name", "checked_position",
-           "read_metadata", "sidecar_paths", "sidecar_signature", "valid_position",
+__all__ = ["GUESS_PARENT", "MAX_XMP_BYTES", "PictureMetadata", "camera_name", "checked_position",
+           "guessed_words", "read_metadata", "sidecar_paths", "sidecar_signature", "valid_position",
            "xmp_coordinate"]

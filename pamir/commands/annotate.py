@@ -17,6 +17,7 @@ from ..workflow import default_index_dir
 from ..zeroshot import ZeroCaptionSystem
 from . import product
 from .common import console, fail
+from .sidecars import check_sidecar_name
 
 # `load_system` is looked up on pamir.commands.product when a command runs, so that a test's
 # stand-in for it (monkeypatch) reaches every command that loads a model.
@@ -33,6 +34,14 @@ def annotate_command(
                                "enough)"),
     sidecar: bool = typer.Option(False, help="write PICTURE.txt beside each picture (never "
                                              "over a file pamir did not write)"),
+    xmp: bool = typer.Option(False, "--xmp", help="write the words likely enough, the named "
+                             "faces and the place into each picture's XMP sidecar, which "
+                             "digiKam, darktable, Lightroom and Immich read (merged: the "
+                             "sidecar's other fields kept; docs/usage.md, \"Writing back\")"),
+    xmp_name: str = typer.Option(None, "--xmp-name", envvar="PAMIR_XMP_SIDECAR",
+                                 help="which sidecar: NAME.EXT.xmp (digiKam, darktable, "
+                                      "Immich), NAME.xmp (Lightroom, Immich) or both; "
+                                      "NAME.EXT.xmp when not said"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines"),
     index_dir: Path = typer.Option(None, "--index", help="the index whose facts of the "
                                    "pictures it holds are added: where each was taken, the "
@@ -51,11 +60,16 @@ def annotate_command(
     pictures = [p for p in pictures if p.is_file()]
     if not pictures:
         fail("no picture to annotate")
+    if xmp:  # pamir.sidecars only where asked: every command's start imports this module
+        from ..sidecars import known_of_pictures, write_xmp  # noqa: PLC0415
+
+        check_sidecar_name(xmp_name)
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else product.load_system(model)
     with _facts_index(index_dir) as index:
         keywords, ok, reasons = annotate_pictures(system, pictures, k, index=index)
+        known = known_of_pictures(pictures, keywords, index) if xmp else None
     failed = len(missing)
-    for path, good, reason, words in zip(pictures, ok, reasons, keywords):
+    for i, (path, good, reason, words) in enumerate(zip(pictures, ok, reasons, keywords)):
         if not good:
             failed += 1
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
@@ -67,13 +81,19 @@ def annotate_command(
             written, why = write_sidecar(path, [w["word"] for w in words
                                                 if w.get("source") not in ("place", "text")])
             note = why
+        sidecars = write_xmp(path, known[i], xmp_name) if xmp else []
         if as_json:
             print(json.dumps({"path": str(path), "keywords": words,
-                              **({"sidecar": note} if sidecar else {})}))
+                              **({"sidecar": note} if sidecar else {}),
+                              **({"xmp": dict(sidecars)} if xmp else {})}))
         else:
             print(f"{path}\t{_annotation_line(words)}")
             if note and not note.startswith("wrote"):
                 console.print(f"[yellow]{note}[/yellow]", markup=True)
+            for target, what in sidecars:
+                if what not in ("written", "unchanged", "nothing"):
+                    console.print(f"[yellow]{escape(target)}: {escape(what)}[/yellow]",
+                                  markup=True)
     if failed:
         raise typer.Exit(1)
 

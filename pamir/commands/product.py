@@ -23,6 +23,7 @@ from ..data import DataError, load_captions_table
 from ..index import BATCH_SIZE, Index, IndexDirError
 from ..workflow import default_index_dir
 from .common import INDEX_HELP, console, fail, own_the_reports
+from .sidecars import check_sidecar_name, print_sidecars_report, write_index_sidecars
 # The serve command's host names, imported from here before the commands had modules of their
 # own.
 from .serve import LOOPBACK_NAMES  # noqa: F401
@@ -71,6 +72,10 @@ def index_command(
     faces: bool = typer.Option(True, "--faces/--no-faces", help="then find the faces and who "
                                "they are, once per picture: names find them (`pamir people`; "
                                "the [faces] extra)"),
+    write_xmp: bool = typer.Option(False, "--write-xmp", help="then write the words likely "
+                                   "enough, the named faces and the place into the pictures' "
+                                   "XMP sidecars ($PAMIR_XMP_SIDECAR picks which; "
+                                   "docs/usage.md, \"Writing back\")"),
 ):
     """Index folders of pictures, incrementally: only new and changed files are computed.
 
@@ -79,6 +84,8 @@ def index_command(
     files are reported and skipped.
     """
     index_dir = index_dir or default_index_dir()
+    if write_xmp:
+        check_sidecar_name(None)  # a wrong $PAMIR_XMP_SIDECAR fails before the indexing
     model, folders = _model_and_folders(model, list(folders or []), index_dir)
     try:
         folders = workflow.picture_folders(folders)
@@ -97,10 +104,14 @@ def index_command(
         fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
              "can be searched; free some space (or check the disk) and run the same command "
              "again to go on")
+    sidecars = write_index_sidecars(index_dir, folders) if write_xmp else None
     if as_json:
-        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status}))
+        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status,
+                          **({"xmp": sidecars.as_dict()} if sidecars else {})}))
     else:
         _print_report(index_dir, report, status)
+        if sidecars:
+            print_sidecars_report(sidecars)
 
 
 def _print_report(index_dir: Path, report, status: dict) -> None:

@@ -19,6 +19,12 @@ Lightroom and digiKam (since its bugs 372340 and 395243) write them so; viewers 
 the rotation misplace the faces of portrait phone photos (pigallery2 #515, #979, Damselfly
 #352). So a region is turned by the picture's EXIF orientation, unless its
 AppliedToDimensions are the picture's size as shown (a writer that used the shown picture).
+
+Regions pamir wrote itself (pamir.sidecars) say so in their mwg-rs:Description: a name an
+editor gave in pamir (CONFIRMED_REGION) is read as any other, a name pamir carried
+(GUESSED_REGION) is not: pamir never learns from its own guesses. A tool that rewrites the
+regions (digiKam, Lightroom, after the person confirmed a face there) drops the mark, and the
+name becomes the person's.
 """
 
 from __future__ import annotations
@@ -54,6 +60,12 @@ _ORIENTATION = 0x0112
 _TURNS = {1: lambda x, y: (x, y), 2: lambda x, y: (1 - x, y), 3: lambda x, y: (1 - x, 1 - y),
           4: lambda x, y: (x, 1 - y), 5: lambda x, y: (y, x), 6: lambda x, y: (1 - y, x),
           7: lambda x, y: (1 - y, 1 - x), 8: lambda x, y: (y, 1 - x)}
+
+#: The start of the mwg-rs:Description of regions pamir writes (pamir.sidecars): an editor's
+#: name ("pamir: confirmed") and a name pamir carried to a face ("pamir: guessed 0.93").
+PAMIR_REGION = "pamir:"
+CONFIRMED_REGION = "pamir: confirmed"
+GUESSED_REGION = "pamir: guessed"
 
 #: The most regions read from one picture (a group photo has tens; a packet with thousands
 #: is hostile).
@@ -147,6 +159,12 @@ def as_shown(box, orientation: int) -> tuple[float, float, float, float]:
     return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
 
 
+def as_stored(box, orientation: int) -> tuple[float, float, float, float]:
+    """A normalised box of the picture as shown, in the picture as stored (as_shown undone:
+    orientations 6 and 8 undo each other, the others undo themselves)."""
+    return as_shown(box, {6: 8, 8: 6}.get(orientation, orientation))
+
+
 def _parse(data: bytes, where: str, notes: list[str]):
     try:
         # defusedxml refuses DTDs, entity declarations and external references
@@ -214,7 +232,8 @@ def _mwg_regions(root, where: str, orientation: int = 1,
             kind = _text(p.get(_MWG_RS + "Type"))
             area = p.get(_MWG_RS + "Area")
             if not name or kind.lower() not in ("", "face") or area is None \
-                    or isinstance(area, str):
+                    or isinstance(area, str) \
+                    or _text(p.get(_MWG_RS + "Description")).startswith(GUESSED_REGION):
                 continue
             a = _props(area)
             x, y, w, h = (_number(a.get(_ST_AREA + k)) for k in "xywh")
@@ -287,5 +306,6 @@ def _people_tags(root) -> list[str]:
     return out
 
 
-__all__ = ["MAX_REGIONS", "PEOPLE_ROOTS", "PeopleInFiles", "Region", "as_shown", "iou",
+__all__ = ["CONFIRMED_REGION", "GUESSED_REGION", "MAX_REGIONS", "PAMIR_REGION", "PEOPLE_ROOTS",
+           "PeopleInFiles", "Region", "as_shown", "as_stored", "iou",
            "person_tags", "read_people", "read_regions"]

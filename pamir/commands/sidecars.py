@@ -1,0 +1,42 @@
+"""What `pamir annotate --xmp` and `pamir index --write-xmp` share: the sidecar setting
+checked and the report printed (the writing is pamir.sidecars')."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+
+from .common import console, fail
+
+#: How many sidecars left alone are listed before the count.
+MAX_LISTED = 20
+
+
+def check_sidecar_name(setting: str | None) -> None:
+    """The command fails at once, saying the choices, where the sidecar setting (or
+    $PAMIR_XMP_PROBABILITY) is none of them."""
+    from ..sidecars import sidecar_name, word_probability  # noqa: PLC0415
+
+    try:
+        sidecar_name(setting)
+        word_probability()
+    except ValueError as e:
+        fail(str(e))
+
+
+def write_index_sidecars(index_dir: Path, folders: list[Path]):
+    """pamir.sidecars.write_index_sidecars, a wrong setting said."""
+    from ..sidecars import write_index_sidecars as write  # noqa: PLC0415
+
+    check_sidecar_name(None)
+    return write(index_dir, folders)
+
+
+def print_sidecars_report(report) -> None:
+    """What `pamir index --write-xmp` wrote (pamir.sidecars.SidecarReport)."""
+    for target, why in report.left_alone[:MAX_LISTED]:
+        console.print(f"[yellow]XMP sidecar {escape(target)}:[/yellow] {escape(why)}",
+                      markup=True)
+    console.print(f"XMP sidecars: {len(report.written):,} written, {report.unchanged:,} "
+                  f"already up to date, {len(report.left_alone)} left alone")
