@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import numpy as np
 from PIL import Image
@@ -54,16 +55,21 @@ SHAPE_TOLERANCE = 0.1
 KEY_SIDE = 8
 #: Pictures whose crops `Looks` keeps at once (126 KB each: 250 MB).
 CACHED_CROPS = 2_000
+_EXIF_IFD, _SHOT, _SUBSEC = 0x8769, 36867, 37521  # DateTimeOriginal, SubSecTimeOriginal
 #: A version of the look and of the measure: a look read by another is read again.
 VERSION = "rgb24-v1"
 
 
 @dataclass
 class Look:
-    """A picture's look: pixels (SIDE, SIDE, 3) uint8, and its size as shown."""
+    """A picture's look: pixels (SIDE, SIDE, 3) uint8, its size as shown, and when the camera
+    shot it (seconds of its wall clock, EXIF DateTimeOriginal and SubSecTimeOriginal; None:
+    not written. Not the catalogue's date taken, which falls back on the file's date: a
+    copy made later is not another moment)."""
     pixels: np.ndarray
     width: int
     height: int
+    shot: float | None = None
 
     @property
     def shape(self) -> float:
@@ -73,21 +79,41 @@ class Look:
 def look_of(path: str) -> Look:
     """The look of the picture at `path`; pamir.features.images.ImageError if it cannot be
     decoded (JPEG decoded at 1/8 scale where that is enough: a 12-MP photo in ~10 ms)."""
-    from .features.images import load_rgb  # noqa: PLC0415  (numpy-heavy package)
+    from .features.images import decode_rgb, read_bytes  # noqa: PLC0415  (numpy-heavy)
 
-    rgb = load_rgb(path, short_side=2 * SIDE)
-    full = _full_size(path, rgb)
+    data = read_bytes(path)
+    rgb = decode_rgb(data, short_side=2 * SIDE)
+    width, height, shot = _size_and_shot(data, rgb)
     small = Image.fromarray(rgb).resize((SIDE, SIDE), Image.BOX)
-    return Look(np.asarray(small, np.uint8).copy(), *full)
+    return Look(np.asarray(small, np.uint8).copy(), width, height, shot)
 
 
-def _full_size(path: str, rgb: np.ndarray) -> tuple[int, int]:
-    from .features.images import displayed_size, read_bytes  # noqa: PLC0415
+def _size_and_shot(data: bytes, rgb: np.ndarray) -> tuple[int, int, float | None]:
+    from .features.images import displayed_size, open_image  # noqa: PLC0415
 
     try:
-        return displayed_size(read_bytes(path))
+        width, height = displayed_size(data)
     except Exception:  # noqa: BLE001 - decoded already: its decoded shape is enough
-        return rgb.shape[1], rgb.shape[0]
+        width, height = rgb.shape[1], rgb.shape[0]
+    try:
+        with open_image(data) as im:
+            exif = im.getexif().get_ifd(_EXIF_IFD)
+        return width, height, _seconds(exif.get(_SHOT), exif.get(_SUBSEC))
+    except Exception:  # noqa: BLE001 - a picture with broken EXIF has no time, not no look
+        return width, height, None
+
+
+def _seconds(text, subsec) -> float | None:
+    """Seconds of 'YYYY:MM:DD HH:MM:SS' (+ its fraction '123') as a wall clock, or None."""
+    try:
+        when = datetime.strptime(str(text).strip()[:19], "%Y:%m:%d %H:%M:%S")
+    except ValueError:
+        return None
+    try:
+        extra = float(f"0.{str(subsec).strip()}") if subsec is not None else 0.0
+    except ValueError:
+        extra = 0.0
+    return when.replace(tzinfo=timezone.utc).timestamp() + extra
 
 
 def read_looks(paths: Sequence[str]) -> list[tuple[Look | None, str | None]]:
