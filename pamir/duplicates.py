@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,17 @@ def find_duplicates(index, *, read: bool = True, progress=None) -> list[Duplicat
         index.set_groups(copies, bursts)
     return groups_of(index, [(g.kind, [int(ids[m]) for m in g.members],
                               [[int(ids[m]) for m in p] for p in g.parts]) for g in groups])
+
+
+def copies_pass(index, *, progress=None) -> dict:
+    """What `pamir index` does last: the looks pass, then the groups found again. Returns
+    what it read and found: {"read", "failed", "notes", "groups": {kind: count}, "seconds"}."""
+    started = time.perf_counter()
+    report = read_looks_pass(index, progress=progress)
+    groups = find_duplicates(index, read=False)
+    return {"read": report.read, "failed": report.failed, "notes": report.notes[:20],
+            "groups": {k: sum(g.kind == k for g in groups) for k in KINDS},
+            "seconds": round(time.perf_counter() - started, 2)}
 
 
 def stored_duplicates(index) -> list[DuplicateGroup]:
@@ -234,5 +246,5 @@ def _copy_new(src: Path, target: Path) -> bool:
     return True
 
 
-__all__ = ["DuplicateGroup", "LOOKS_PASS", "Moved", "find_duplicates", "move_others",
+__all__ = ["DuplicateGroup", "LOOKS_PASS", "Moved", "copies_pass", "find_duplicates", "move_others",
            "read_looks_pass", "stored_duplicates", "write_list"]

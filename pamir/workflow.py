@@ -237,6 +237,9 @@ def index_folders(model_dir, folders, *, index=None, captions: dict | None = Non
             report.text = read_text(ix).as_dict()
         if faces:
             report.faces = read_faces(ix)
+        from .duplicates import copies_pass  # noqa: PLC0415
+
+        report.copies = copies_pass(ix)
         return report
 
 

@@ -94,5 +94,28 @@ def _print_moved(moved, folder: Path) -> None:
                   markup=True)
 
 
+def copies_pass(index: Index) -> dict | None:
+    """The looks pass and the groups of `pamir index` (pamir.duplicates.copies_pass), with
+    its own progress."""
+    from ..duplicates import copies_pass as run  # noqa: PLC0415
+    from ..progress import Bar  # noqa: PLC0415
+
+    try:
+        with Bar("finding copies", console=console, unit="pictures") as bar:
+            return run(index, progress=lambda done, total: bar.update(completed=done,
+                                                                       total=total))
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {len(index):,} pictures are indexed and searchable; the "
+                      "same command finds the copies")
+        raise typer.Exit(130) from None
+
+
+def print_copies_report(r: dict) -> None:
+    g = r["groups"]
+    console.print(f"copies: {r['read']:,} pictures' looks read ({r['failed']} unreadable) "
+                  f"in {r['seconds']:.1f} s; {g['exact']} groups of exact copies, {g['near']} "
+                  f"of near-copies, {g['burst']} bursts (`pamir duplicates`)")
+
+
 def register(app: typer.Typer) -> None:
     app.command("duplicates")(duplicates_command)

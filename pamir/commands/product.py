@@ -133,6 +133,10 @@ def _print_report(index_dir: Path, report, status: dict) -> None:
         from .people import print_faces_report  # noqa: PLC0415
 
         print_faces_report(report.faces)
+    if report.copies is not None:
+        from .duplicates import print_copies_report  # noqa: PLC0415
+
+        print_copies_report(report.copies)
 
 
 def is_model(path: Path) -> bool:
@@ -194,6 +198,9 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
             from .people import read_faces  # noqa: PLC0415
 
             report.faces = read_faces(index, client)
+        from .duplicates import copies_pass  # noqa: PLC0415
+
+        report.copies = copies_pass(index)
         return report, index.status()
 
 

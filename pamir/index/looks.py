@@ -28,8 +28,48 @@ class LookRows:
     shot: np.ndarray
 
 
+#: How search folds groups: "none", "copies" (the default: a picture and its copies are one
+#: hit), "bursts" (a burst too).
+COLLAPSE = ("none", "copies", "bursts")
+#: How often search asks for more pictures when folding left fewer than asked for.
+_REFILLS = 4
+
+
 class IndexLooks:
     """The looks part of `Index` (a mixin over its catalogue and lock)."""
+
+    def _folded(self, run, k: int, collapse: str) -> list:
+        """run(n)'s hits (the n best, pamir.index.Hit) with each group folded into its first
+        hit (`Hit.folded`: the group's other pictures), k of them, asking run for more while
+        folding leaves fewer than k."""
+        if collapse not in COLLAPSE:
+            raise ValueError(f"collapse {collapse!r}: one of {', '.join(COLLAPSE)}")
+        n = k
+        for _ in range(_REFILLS):
+            hits = run(n)
+            if collapse == "none" or not hits:
+                return hits
+            shown = self._fold(hits, collapse)
+            if len(shown) >= k or len(hits) < n:
+                return shown[:k]
+            n = n + 2 * (k - len(shown)) + k
+        return shown[:k]
+
+    def _fold(self, hits: list, collapse: str) -> list:
+        groups = self.groups_of(h.id for h in hits)
+        first: dict[tuple, object] = {}
+        shown = []
+        for h in hits:
+            copy, burst = groups.get(h.id, (None, None))
+            key = ("burst", burst) if collapse == "bursts" and burst is not None else \
+                ("copy", copy) if copy is not None else None
+            if key is None:
+                shown.append(h)
+            elif key not in first:
+                first[key] = h
+                h.folded = [i for i in self.group_members(key[1], key[0]) if i != h.id]
+                shown.append(h)
+        return shown
 
     @property
     def writable(self) -> bool:
@@ -155,4 +195,4 @@ class IndexLooks:
         return [int(r[0]) for r in rows]
 
 
-__all__ = ["IndexLooks", "LookRows"]
+__all__ = ["COLLAPSE", "IndexLooks", "LookRows"]

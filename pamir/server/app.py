@@ -181,7 +181,10 @@ def create_app(index_dir, model_dir=None, *, system=None,
                p: float | None = Query(None, ge=0, le=1, description="leave out pictures less "
                                        "likely than this to be relevant (as p:X)"),
                sort: str | None = Query(None, pattern=SORT_PATTERN),
-               folder: list[str] = Query([], alias="in", description="only under a folder")):
+               folder: list[str] = Query([], alias="in", description="only under a folder"),
+               collapse: str = Query("copies", pattern="^(none|copies|bursts)$",
+                                     description="a group of copies (bursts: and a burst) "
+                                                 "as one hit, the others in its `folded`")):
         """Each hit carries `probability`, the calibrated probability that it is relevant
         (absent where the query has none: `probability_note` says why), and `likely` (at least
         LIKELY); `likely` at the top counts the likely relevant pictures. Those come first:
@@ -190,7 +193,8 @@ def create_app(index_dir, model_dir=None, *, system=None,
         folders = (query.folders + folder) if folder else None
         sort_by = _sort(sort) or query.sort
         likely = index.count_likely(query, LIKELY, folders)
-        hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p)
+        hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p,
+                            collapse=collapse)
         return {"query": q, "words": query.words, "unknown": query.unknown,
                 "mapping": query.mapping_json(),
                 "mapped": [m.describe() for m in query.mapped],
@@ -447,6 +451,7 @@ def _hit_json(hit) -> dict:
     # its place, people, camera (pamir.facts), and the query's terms it holds as facts
     d["facts"] = dict(getattr(hit, "facts", None) or {})
     d["matched"] = list(getattr(hit, "matched", None) or ())
+    d["folded"] = list(getattr(hit, "folded", None) or ())  # its copies (pamir duplicates)
     return d
 
 
