@@ -144,7 +144,7 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             held = getattr(h, "matched", None)
             said = f"[{', '.join(held)}]  " if held else ""  # the facts that put it first
             folded = getattr(h, "folded", None)
-            more = f"  (+{len(folded)} copies)" if folded else ""
+            more = f"  (+{len(folded)} of its group)" if folded else ""
             print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}"
                   f"{shown_path(h.path)}{more}{caption}")
 

@@ -33,6 +33,7 @@ from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, 
                         rerank_feedback)
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
+from .duplicates import router as duplicates_router
 from .people import router as people_router
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
 
@@ -121,6 +122,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     app.state.pamir = state
     app.state.sharing = sharing  # the people routes' roles (pamir.server.people)
     app.include_router(people_router)
+    app.include_router(duplicates_router)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
