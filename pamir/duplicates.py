@@ -30,7 +30,8 @@ LOOKS_PASS = f"looks {VERSION}"
 class DuplicateGroup:
     """One group: kind ("exact", "near", "burst"), its pictures (ids and paths, in id order),
     the one to keep (an editor's choice, else the one with the most pixels, then one with the
-    camera's time, then the largest file, then the first indexed), and `parts`: a copy group's sets of exact copies, a
+    camera's time, then the oldest file: an export or a copy comes after its original; then
+    the largest, then the first indexed), and `parts`: a copy group's sets of exact copies, a
     burst's shots (ids)."""
     kind: str
     ids: list[int]
@@ -113,7 +114,8 @@ def groups_of(index, found: Sequence[tuple[str, list[int], list[list[int]]]]
         pick = chosen.get((kind, ids[0]))
         pick = pick if pick in ids else None
         keep = pick if pick is not None else max(
-            ids, key=lambda i: (*rank.get(i, (0, False)), pictures[i].size, -i))
+            ids, key=lambda i: (*rank.get(i, (0, False)), -pictures[i].mtime_ns,
+                                pictures[i].size, -i))
         out.append(DuplicateGroup(kind, ids, [pictures[i].path for i in ids], keep,
                                   pick is not None, parts))
     return sorted(out, key=lambda g: (KINDS.index(g.kind), -len(g.ids), g.ids[0]))

@@ -83,7 +83,7 @@ def find_groups(hashes: Sequence[str], looks: Looks, taken: np.ndarray, *,
     coarse[~same_file] = looks.alike(i[~same_file], j[~same_file])
     dated = np.isfinite(taken[i]) & np.isfinite(taken[j])
     gap = np.where(dated, np.abs(taken[i] - taken[j]), 0.0)
-    links = _Links(n, pairs, coarse, looks.sizes, fine, same_pixels)
+    links = _Links(n, pairs, coarse, looks.sizes, fine, same_pixels, taken)
     copy, exact = links.copies(same_file | ((gap == 0) & (coarse >= COARSE_FLOOR)))
     burst = ~copy & dated & (gap > 0) & (gap <= burst_seconds) & (coarse >= BURST_ALIKE)
     return _groups(n, pairs, exact, copy, burst)
@@ -92,12 +92,15 @@ def find_groups(hashes: Sequence[str], looks: Looks, taken: np.ndarray, *,
 class _Links:
     """Which candidate pairs are copies, and exact ones: the pairs are taken from the most
     alike, and a pair whose pictures are already linked through others is not matched
-    finely (nor decoded), which leaves about one fine match per copy."""
+    finely (nor decoded), which leaves about one fine match per copy. A group of copies is
+    of one moment: a link that would join two different camera times (through an undated
+    export of one of them) is not made, unless the files are the same."""
 
-    def __init__(self, n, pairs, coarse, sizes, fine, same_pixels):
+    def __init__(self, n, pairs, coarse, sizes, fine, same_pixels, taken):
         self.pairs, self.coarse, self.sizes = pairs, coarse, sizes
         self.fine, self.same_pixels = fine, same_pixels
         self.copy_of, self.exact_of = np.arange(n), np.arange(n)
+        self.moment = np.asarray(taken, np.float64).copy()  # a group's time, at its root
 
     def copies(self, todo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(copy, exact) masks over the pairs, of the pairs in `todo` (same file: exact)."""
@@ -107,6 +110,8 @@ class _Links:
             i, j = (int(x) for x in self.pairs[k])
             if self.coarse[k] >= 1.0 or _root(self.exact_of, i) == _root(self.exact_of, j):
                 copy[k] = exact[k] = True  # the same file, or already known the same
+            elif self._two_moments(i, j):
+                continue
             elif _root(self.copy_of, i) == _root(self.copy_of, j):
                 copy[k] = True
                 exact[k] = self._same_pixels(k, i, j, self.coarse[k])
@@ -115,10 +120,20 @@ class _Links:
                 copy[k] = alike >= NEAR_ALIKE
                 exact[k] = copy[k] and self._same_pixels(k, i, j, alike)
             if copy[k]:
-                _union(self.copy_of, i, j)
+                self._join(i, j)
             if exact[k]:
                 _union(self.exact_of, i, j)
         return copy, exact
+
+    def _two_moments(self, i: int, j: int) -> bool:
+        a, b = self.moment[_root(self.copy_of, i)], self.moment[_root(self.copy_of, j)]
+        return bool(np.isfinite(a) and np.isfinite(b) and a != b)
+
+    def _join(self, i: int, j: int) -> None:
+        a, b = _root(self.copy_of, i), _root(self.copy_of, j)
+        moment = self.moment[a] if np.isfinite(self.moment[a]) else self.moment[b]
+        _union(self.copy_of, i, j)
+        self.moment[_root(self.copy_of, i)] = moment
 
     def _alike(self, k: int, i: int, j: int) -> float:
         """The fine match (the coarse one where there is none: a copy only if COARSE_SURE)."""
