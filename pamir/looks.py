@@ -210,7 +210,12 @@ class Looks:
 
     def keys(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """(stop - start, KEY_SIDE^2 * 3) float32 unit vectors: the whole looks at KEY_SIDE."""
-        return keys_of(self.pixels[start:stop])
+        stop = self.n if stop is None else stop
+        out = np.empty((max(0, stop - start), KEY_SIDE * KEY_SIDE * 3), np.float32)
+        for a in range(start, stop, 65536):  # bounded float copies of the pixels
+            b = min(stop, a + 65536)
+            out[a - start:b - start] = keys_of(self.pixels[a:b])
+        return out
 
     def _crops_of(self, i: int) -> np.ndarray:
         c = self._cache.get(i)
