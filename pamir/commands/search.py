@@ -143,10 +143,10 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             where = f"{place}  " if place else ""
             held = getattr(h, "matched", None)
             said = f"[{', '.join(held)}]  " if held else ""  # the facts that put it first
-            folded = getattr(h, "folded", None)
-            more = f"  (+{len(folded)} of its group)" if folded else ""
-            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}"
-                  f"{shown_path(h.path)}{more}{caption}")
+            folded = getattr(h, "folded", None)  # its copies, folded into it
+            more = f"(+{len(folded)} like it)  " if folded else ""
+            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}{more}"
+                  f"{shown_path(h.path)}{caption}")
 
 
 def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,
