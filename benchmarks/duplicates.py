@@ -209,7 +209,7 @@ def scale_synthetic(n: int, seed: int = 0) -> dict:
 
 def report(r: dict) -> str:
     lines = report_head("Copies and bursts: precision, recall, hard negatives, time", r["run"])
-    q = r["quality"]
+    q = r["quality"]  # the first part measured: always there
     lines += ["", f"## A generated folder of Corel 5k pictures ({r['folder']['pictures']:,} "
                   "pictures)", "",
               f"{r['folder']['cds']} CDs drawn at random; of each, {r['folder']['originals']} "
@@ -260,7 +260,7 @@ def report(r: dict) -> str:
               "puts a 5 %-cropped copy further from its original than some other pictures of "
               "its CD. The looks (24-pixel colour thumbnails stored per picture, 1.7 KB) matched "
               "over crops, then finely from the files, separate them.", ""]
-    s = r["scale"]
+    s = r.get("scale", {})
     lines += ["## Time to find every group", "",
               "| pictures | what | groups | seconds |", "|---:|---|---:|---:|"]
     if "real" in s:
@@ -283,7 +283,12 @@ def main(argv=None) -> None:
         return
     run = Run("duplicates.py", argv)
     corel = find_corel5k()
-    r: dict = {"run": {}}
+    r: dict = {"run": run.info(), "scale": {}}
+
+    def save() -> None:  # after each part: a run stopped half-way keeps what it measured
+        r["run"] = {**run.info(), "minutes": run.minutes()}
+        save_report(STEM, r, report, echo=False)
+
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         folder = work / "folder"
@@ -293,20 +298,23 @@ def main(argv=None) -> None:
         _zero_index(folder, work / "index")
         answer, seconds = _command(work / "index")
         r["quality"], r["command_seconds"] = quality(truth, answer), round(seconds, 1)
-        text_index = None
+        r["measures"] = measures(truth, None)
+        save()
+        r["corel"] = corel_negatives(corel)
+        save()
+        r["scale"]["synthetic"] = [scale_synthetic(10_000)]
+        r["scale"]["real"] = scale_real(corel, work)
+        save()
+        if args.million:
+            r["scale"]["synthetic"].append(scale_synthetic(1_000_000))
+            save()
         if args.text_space:
             from pamir.workflow import index_folders
 
             index_folders(None, [folder], index=work / "text-index")
-            text_index = work / "text-index"
-        r["measures"] = measures(truth, text_index)
-        r["corel"] = corel_negatives(corel)
-        r["scale"] = {"real": scale_real(corel, work)}
-        r["scale"]["synthetic"] = [scale_synthetic(10_000)]
-        if args.million:
-            r["scale"]["synthetic"].append(scale_synthetic(1_000_000))
-    r["run"] = {**run.info(), "minutes": run.minutes()}
-    save_report(STEM, r, report)
+            r["measures"] = measures(truth, work / "text-index")
+            save()
+    print(report(r))
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ def copies_pass(index, *, progress=None) -> dict:
     what it read and found: {"read", "failed", "notes", "groups": {kind: count}, "seconds"}."""
     started = time.perf_counter()
     report = read_looks_pass(index, progress=progress)
-    groups = find_duplicates(index, read=False)
+    # no look read: no picture new or changed (a removed one leaves its groups by itself)
+    groups = find_duplicates(index, read=False) if report.read else stored_duplicates(index)
     return {"read": report.read, "failed": report.failed, "notes": report.notes[:20],
             "groups": {k: sum(g.kind == k for g in groups) for k in KINDS},
             "seconds": round(time.perf_counter() - started, 2)}

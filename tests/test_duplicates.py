@@ -272,6 +272,11 @@ def test_page_shows_groups_and_keeps_one(library, tmp_path, browser):
         with Index.open(root) as ix:
             [group] = _kinds(stored_duplicates(ix), "near")
         assert group.keep == chosen and group.chosen
+        # a search shows the copies as one card, "+7" on it
+        browser.get(base + "/?q=red&k=60")
+        wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .hit"))
+        folded = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#results .folded")]
+        assert folded == ["+7"]
     finally:
         served.close()
 

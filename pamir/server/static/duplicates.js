@@ -73,6 +73,17 @@ function pictureOfGroup(g, p) {
   return fig;
 }
 
+// A search's hit that stands for its copies (the API's `folded`): "+N", beside its date.
+function foldedSpan(hit) {
+  if (!hit.folded || !hit.folded.length) return null;
+  const span = document.createElement("span");
+  span.className = "folded";
+  span.textContent = `+${hit.folded.length}`;
+  span.title = `${hit.folded.length} more like it (its copies, or its burst), folded into ` +
+    "this one: Copies and bursts above lists them";
+  return span;
+}
+
 async function keepPicture(id, burst) {
   try {
     await post("/api/duplicates/keep", { picture: id, burst });
