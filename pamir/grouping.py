@@ -84,7 +84,7 @@ def find_groups(hashes: Sequence[str], looks: Looks, taken: np.ndarray, *,
     dated = np.isfinite(taken[i]) & np.isfinite(taken[j])
     gap = np.where(dated, np.abs(taken[i] - taken[j]), 0.0)
     links = _Links(n, pairs, coarse, looks.sizes, fine, same_pixels, taken)
-    copy, exact = links.copies(same_file | ((gap == 0) & (coarse >= COARSE_FLOOR)))
+    copy, exact = links.copies(same_file | ((gap == 0) & (coarse >= COARSE_FLOOR)), same_file)
     burst = ~copy & dated & (gap > 0) & (gap <= burst_seconds) & (coarse >= BURST_ALIKE)
     return _groups(n, pairs, exact, copy, burst)
 
@@ -102,13 +102,13 @@ class _Links:
         self.copy_of, self.exact_of = np.arange(n), np.arange(n)
         self.moment = np.asarray(taken, np.float64).copy()  # a group's time, at its root
 
-    def copies(self, todo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(copy, exact) masks over the pairs, of the pairs in `todo` (same file: exact)."""
+    def copies(self, todo: np.ndarray, same_file: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(copy, exact) masks over the pairs, of the pairs in `todo` (same_file: exact)."""
         copy = np.zeros(len(self.pairs), bool)
         exact = np.zeros(len(self.pairs), bool)
         for k in np.flatnonzero(todo)[np.argsort(-self.coarse[todo], kind="stable")]:
             i, j = (int(x) for x in self.pairs[k])
-            if self.coarse[k] >= 1.0 or _root(self.exact_of, i) == _root(self.exact_of, j):
+            if same_file[k] or _root(self.exact_of, i) == _root(self.exact_of, j):
                 copy[k] = exact[k] = True  # the same file, or already known the same
             elif self._two_moments(i, j):
                 continue
