@@ -79,7 +79,6 @@ def find_groups(hashes: Sequence[str], looks: Looks, taken: np.ndarray, *,
     i, j = pairs[:, 0], pairs[:, 1]
     same_file = np.array([hashes[a] == hashes[b] for a, b in zip(i, j)], bool)
     coarse = np.ones(len(i), np.float32)
-    looks.prepare(pairs[~same_file].ravel())
     coarse[~same_file] = looks.alike(i[~same_file], j[~same_file])
     dated = np.isfinite(taken[i]) & np.isfinite(taken[j])
     gap = np.where(dated, np.abs(taken[i] - taken[j]), 0.0)

@@ -188,7 +188,7 @@ def _window(start: float, width: float, side: int, out: int) -> np.ndarray:
 
 
 class Looks:
-    """Many looks, ready to compare. `keys` (n, KEY_DIMS) float32, unit length: the whole
+    """Many looks, ready to compare. `keys` (n, KEY_SIDE^2 x 3) float32, unit length: the whole
     look, small, on which neighbours are searched; `alike` matches crops of candidate pairs,
     made as they are needed (a picture's crops take 126 KB: never all of them at once)."""
 
@@ -233,6 +233,7 @@ class Looks:
         same_shape = np.flatnonzero(np.abs(self.shapes[i] - self.shapes[j]) <= SHAPE_TOLERANCE)
         for start in range(0, len(same_shape), 512):
             ks = same_shape[start:start + 512]
+            self.prepare(np.concatenate([i[ks], j[ks]]))  # made together: one product
             ca = np.stack([self._crops_of(a) for a in i[ks].tolist()])
             cb = np.stack([self._crops_of(b) for b in j[ks].tolist()])
             out[ks] = np.maximum(np.einsum("kcd,kd->kc", ca, cb[:, 0]).max(1),
