@@ -309,8 +309,8 @@ def report(r: dict) -> str:
         lines += ["", f"The {e['pictures']:,} real pictures are Corel 5k's {e['pictures'] // 2:,} "
                   "and one near-copy of each (resized, recompressed, cropped or brightened in "
                   f"turn): {e['pictures_in_groups']:,} of them came out in groups of copies. "
-                  "Grouping again reads no look but matches the alike pairs finely from their "
-                  "files again: the time it takes is that fine match. The synthetic looks "
+                  "Grouping again reads no look, but matches the alike pairs finely from their "
+                  "files again. The synthetic looks "
                   "(blocky random pictures, 1 % of them in pairs of copies) time the "
                   "candidates and the coarse match alone: faiss's exact search up to 200,000 "
                   "pictures, an inverted file over that."]

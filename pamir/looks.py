@@ -11,10 +11,10 @@ alike are matched again from their files, finely (FINE), since at 24 pixels a cr
 resampling costs as much as another moment of one scene.
 
 What the index held did not suffice (benchmarks/results/duplicates.md): the text-space rows
-of a picture and of its half-size copy can point to other words (cosine 0.02 at worst), and
-two different pictures of one scene to the same (cosine 1.0); a 64-bit perceptual hash (DCT,
-`imagehash.phash`) put a copy cropped 5 % up to 16 bits away from its original while two
-different pictures of one Corel CD came as close as 4 bits.
+of a picture and of its copy can point to other words (cosine 0.03 at worst), and two
+different pictures of one scene to the same (cosine 1.0); a 64-bit perceptual hash (DCT,
+`imagehash.phash`) put copies up to 18 bits apart while two different pictures of one Corel
+CD came as close as 10 bits.
 """
 
 from __future__ import annotations
@@ -40,12 +40,11 @@ class Match:
     positions: int
 
 
-#: Stored looks, compared at once: a near-copy of Corel 5k's benchmark scores 0.96 and up,
-#: a burst's shot 0.82 and up, and 1 in 5,000 pairs of different pictures of a CD over 0.97.
+#: Stored looks, compared at once: on the benchmark's folder two copies of one picture
+#: score 0.947 and up, and different pictures of one CD up to 0.946: too close to decide.
 COARSE = Match(SIDE, 16, (1.0, 0.97, 0.95, 0.93, 0.9), 3)
-#: The pairs COARSE finds alike, matched again from their files, finely: a near-copy scores
-#: 0.98 and up, and the different pictures of a CD that COARSE found alike 0.976 and under,
-#: but two frames of one tiger a moment apart (0.993).
+#: The pairs COARSE finds alike, matched again from their files, finely: copies 0.969 and
+#: up, different pictures of one CD 0.926 at most (benchmarks/results/duplicates.md).
 FINE = Match(48, 32, tuple(np.round(np.arange(1.0, 0.885, -0.01), 2)), 5)
 #: Two pictures whose shapes (log width / height) differ more than this are never alike: a
 #: crop of "a little" keeps the shape, a portrait is not a copy of a landscape.
