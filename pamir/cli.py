@@ -45,6 +45,7 @@ COMMAND_MODULES = [
     (None, "pamir.commands.learn"),
     (None, "pamir.commands.serve"),
     (None, "pamir.commands.people"),
+    (None, "pamir.commands.duplicates"),
 ]
 
 

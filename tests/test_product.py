@@ -78,7 +78,10 @@ def test_search_grammar_mapping_and_like(fake, tmp_path, monkeypatch):
     ix = tmp_path / "ix"
     run("index", model, pictures, "--index", ix)
     use_fake_embedder(monkeypatch)
-    r = run("search", "crimson -stripes", "--index", ix, "-k", "3")
+    # red-0.png and red-1.png are the same file: one hit unless copies are shown apart
+    folded = run("search", "crimson -stripes", "--index", ix, "-k", "3")
+    assert "(+1 like it)" in folded.stdout.splitlines()[0]
+    r = run("search", "crimson -stripes", "--index", ix, "-k", "3", "--collapse", "none")
     assert "mapped: crimson -> red 0.80" in r.stderr
     assert [Path(line.split()[-1]).name for line in r.stdout.splitlines()][:2] == [
         "red-0.png", "red-1.png"]

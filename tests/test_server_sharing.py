@@ -19,6 +19,7 @@ from PIL import Image
 
 from pamir.server import create_app
 from pamir.server.app import MAX_PIXELS
+from pamir.server.duplicates import EDITOR_ROUTES as COPIES_EDITOR_ROUTES
 from pamir.server.people import EDITOR_ROUTES as PEOPLE_EDITOR_ROUTES
 from pamir.server.sharing import Sharing, TokenFileError, load_or_create_tokens
 from conftest import free_port, serve_in_thread
@@ -319,7 +320,8 @@ def test_schemathesis_for_each_role(fuzzed, role):
     examples = max(5, EXAMPLES // 4) if role != "editor" else EXAMPLES
     for result in schema.get_all_operations():
         operation = result.ok()
-        editor_route = operation.path in EDITOR_ROUTES + list(PEOPLE_EDITOR_ROUTES)
+        editor_route = operation.path in (EDITOR_ROUTES + list(PEOPLE_EDITOR_ROUTES)
+                                          + list(COPIES_EDITOR_ROUTES))
 
         @given(case=operation.as_strategy())
         @settings(max_examples=examples, deadline=None, derandomize=True,

@@ -143,6 +143,10 @@ def _print_report(index_dir: Path, report, status: dict) -> None:
         from .people import print_faces_report  # noqa: PLC0415
 
         print_faces_report(report.faces)
+    if report.copies is not None:
+        from .duplicates import print_copies_report  # noqa: PLC0415
+
+        print_copies_report(report.copies)
 
 
 def is_model(path: Path) -> bool:

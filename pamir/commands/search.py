@@ -52,6 +52,9 @@ def search_command(
                                                    "nearest in the model's text space"),
     model: Path = typer.Option(None, help="the model for --like on a picture that is not "
                                           "indexed (default: the one the index was built with)"),
+    collapse: str = typer.Option("copies", "--collapse",
+                                 help="none, copies (default: a picture and its copies are one "
+                                      "hit) or bursts (a burst too; `pamir duplicates`)"),
     mapping: bool = typer.Option(None, "--mapping/--no-mapping",
                                  help="map words outside the vocabulary onto it with the "
                                       "word-embedding model (default: on, unless "
@@ -74,12 +77,14 @@ def search_command(
             hits = index.search(q, k, floor=floor, sort=_sort_name(sort),
                                 folders=(q.folders + list(folder)) if folder else None,
                                 method="brute" if len(index) <= NUMPY_SEARCH_UP_TO else "auto",
-                                p_floor=p_floor)
+                                p_floor=p_floor, collapse=collapse)
             likely = index.count_likely(q, LIKELY, (q.folders + list(folder)) if folder
                                         else None)
         except QueryError as e:
             if as_json:
                 print(json.dumps({"query": query, "error": str(e), "unknown": e.unknown}))
+            fail(str(e))
+        except ValueError as e:  # a --collapse it does not know
             fail(str(e))
     for m in q.mapped:
         console.print(f"[cyan]mapped:[/cyan] {escape(m.describe())}", markup=True)
@@ -138,7 +143,9 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             where = f"{place}  " if place else ""
             held = getattr(h, "matched", None)
             said = f"[{', '.join(held)}]  " if held else ""  # the facts that put it first
-            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}"
+            folded = getattr(h, "folded", None)  # its copies, folded into it
+            more = f"(+{len(folded)} like it)  " if folded else ""
+            print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}{more}"
                   f"{shown_path(h.path)}{caption}")
 
 

@@ -30,6 +30,7 @@ from .catalog import Catalog, IndexDirError, Picture
 from .layout import CATALOG, SCHEMA_VERSION
 from .people import FaceRow, IndexPeople, PersonRow
 from .lifecycle import model_fingerprint
+from .looks import IndexLooks
 from .queries import EMBEDDINGS_ENV, Hit, QueryError, embeddings_enabled
 from .reading import CLASS_SCALE, IndexReading, folder_patterns
 from .sync import BATCH_SIZE, UpdateReport, file_hash, scan_pictures
@@ -48,7 +49,7 @@ from .writing import IndexWriting
 TABLE_WORDS = False
 
 
-class Index(IndexReading, IndexWriting, IndexPeople):
+class Index(IndexReading, IndexWriting, IndexPeople, IndexLooks):
     """A picture index folder. Get one with `Index.create`, `Index.open` or `Index.rebuild`.
 
     Thread-safe: one lock serialises catalogue and matrix access (the server calls it from a

@@ -211,7 +211,29 @@ FACES_SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS faces_of_removed AFTER DELETE ON pictures BEGIN
     DELETE FROM faces WHERE picture = old.id;
 END""")
-CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA + FACES_SCHEMA)
+#: The pictures' looks (pamir.looks: a 24-pixel colour thumbnail, the size as shown, when the
+#: camera shot it) that copies and bursts are found with, read by a pass of `pamir index`
+#: (the bytes it read: `hash`), and the groups found (`copy_group`, `burst_group`: the
+#: smallest id of the group, NULL: none; `copy_kind`: "exact" or "near"), and the picture of
+#: its group an editor chose to keep (`kept` 1). Optional: an index without the table (an
+#: older one) gains it when its looks are first read, and has no groups until then.
+LOOKS_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS looks (
+    picture INTEGER PRIMARY KEY,
+    hash TEXT NOT NULL,
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    shot REAL,
+    pixels BLOB NOT NULL,
+    copy_group INTEGER,
+    copy_kind TEXT,
+    burst_group INTEGER,
+    kept INTEGER NOT NULL DEFAULT 0
+)""",
+    """CREATE TRIGGER IF NOT EXISTS looks_of_removed AFTER DELETE ON pictures BEGIN
+    DELETE FROM looks WHERE picture = old.id;
+END""")
+CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA + FACES_SCHEMA + LOOKS_SCHEMA)
 #: Passes that read a picture's files besides its pixels, named "<prefix> <reader>": the
 #: faces pass reads the names in the regions and People/ tags of its XMP and sidecars, so a
 #: picture whose metadata is read again (a sidecar changed) is read by it again.

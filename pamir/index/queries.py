@@ -54,6 +54,8 @@ class Hit:
     held: list[tuple[str, str, float]] = field(default_factory=list)
     #: its facts of SHOWN_FACTS, as shown: {"place": ["Kyoto", "Japan"], ...}
     facts: dict[str, list[str]] = field(default_factory=dict)
+    #: the other pictures of its group of copies (or burst) that search folded into it (ids)
+    folded: list[int] = field(default_factory=list)
 
 
 class QueryParsing:

@@ -158,7 +158,21 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
     def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
                sort: str | None = None, folders: Sequence[str] | None = None,
                method: str = "auto", dates: Sequence[tuple[str, str]] | None = None,
-               p_floor: float | None = None) -> list[Hit]:
+               p_floor: float | None = None, collapse: str = "copies") -> list[Hit]:
+        """The k best pictures for a query (`_unfolded` says which), a group of copies (and
+        with collapse "bursts", a burst) as one hit, its best, the others in its `folded`
+        (collapse "none": each picture a hit; pamir.index.looks)."""
+        if isinstance(q, str):
+            q = self.parse_query(q)
+        return self._folded(lambda n: self._unfolded(
+            q, n, floor=floor, sort=sort, folders=folders, method=method, dates=dates,
+            p_floor=p_floor), k, collapse)
+
+    def _unfolded(self, q: np.ndarray | str | Query, k: int = 10, *,
+                  floor: float | None = None, sort: str | None = None,
+                  folders: Sequence[str] | None = None, method: str = "auto",
+                  dates: Sequence[tuple[str, str]] | None = None,
+                  p_floor: float | None = None) -> list[Hit]:
         """The k best pictures for a query (`_search` says how). Sorted by date with no
         floor, the likely relevant ones (a calibrated probability of LIKELY or more) come
         first, by date, then the others by score: the one order of the CLI, the API and the

@@ -63,6 +63,7 @@ class UpdateReport:
     notes: list[str] = field(default_factory=list)  # metadata that could not be read
     text: dict | None = None  # what the text pass read (pamir.index.passes), if it ran
     faces: dict | None = None  # what the faces pass read and who they are, if it ran
+    copies: dict | None = None  # the looks pass and the groups of copies and bursts found
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)

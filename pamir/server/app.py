@@ -34,6 +34,7 @@ from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, 
                         rerank_feedback)
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
+from .duplicates import router as duplicates_router
 from .people import router as people_router
 from .places import router as places_router
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
@@ -123,6 +124,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     app.state.sharing = sharing  # the people routes' roles (pamir.server.people)
     app.include_router(people_router)
     app.include_router(places_router)
+    app.include_router(duplicates_router)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
@@ -189,7 +191,10 @@ def create_app(index_dir, model_dir=None, *, system=None,
                p: float | None = Query(None, ge=0, le=1, description="leave out pictures less "
                                        "likely than this to be relevant (as p:X)"),
                sort: str | None = Query(None, pattern=SORT_PATTERN),
-               folder: list[str] = Query([], alias="in", description="only under a folder")):
+               folder: list[str] = Query([], alias="in", description="only under a folder"),
+               collapse: str = Query("copies", pattern="^(none|copies|bursts)$",
+                                     description="a group of copies (bursts: and a burst) "
+                                                 "as one hit, the others in its `folded`")):
         """Each hit carries `probability`, the calibrated probability that it is relevant
         (absent where the query has none: `probability_note` says why), and `likely` (at least
         LIKELY); `likely` at the top counts the likely relevant pictures. Those come first:
@@ -198,7 +203,8 @@ def create_app(index_dir, model_dir=None, *, system=None,
         folders = (query.folders + folder) if folder else None
         sort_by = _sort(sort) or query.sort
         likely = index.count_likely(query, LIKELY, folders)
-        hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p)
+        hits = index.search(query, k, floor=floor, sort=sort_by, folders=folders, p_floor=p,
+                            collapse=collapse)
         return {"query": q, "words": query.words, "unknown": query.unknown,
                 "mapping": query.mapping_json(),
                 "mapped": [m.describe() for m in query.mapped],
@@ -457,6 +463,7 @@ def _hit_json(hit) -> dict:
     d["matched"] = list(getattr(hit, "matched", None) or ())
     d["held"] = [{"kind": k, "shown": v, "confidence": round(c, 4)}
                  for k, v, c in getattr(hit, "held", None) or ()]
+    d["folded"] = list(getattr(hit, "folded", None) or ())  # its copies (pamir duplicates)
     return d
 
 

@@ -145,6 +145,8 @@ function hitCard(hit) {
   }
   const where = placeSpan(hit);  // places.js: the place it was taken, beside the date
   if (where) meta.append(where);
+  const copies = typeof foldedSpan === "function" ? foldedSpan(hit) : null;  // duplicates.js
+  if (copies) meta.append(copies);
   if (hit.caption && hit.caption.length) b.title = `${hit.path}\n${hit.caption.join(", ")}`;
   b.append(img, meta);
   b.addEventListener("click", () => openDetail(hit.id));
