@@ -65,10 +65,10 @@ def find_duplicates(index, *, read: bool = True, progress=None) -> list[Duplicat
     if read and index.writable:
         read_looks_pass(index, progress=progress)
     rows = index.look_rows()
-    fine = FineLooks()
+    fine, source = FineLooks(), _fine_source(index, rows)
     groups = find_groups(
         rows.hashes, Looks(rows.pixels, rows.sizes), rows.shot,
-        fine=lambda i, j: fine.alike(rows.paths[i], rows.paths[j]),
+        fine=lambda i, j: fine.alike(source(i), source(j)),
         same_pixels=lambda i, j: _same_pixels(rows.paths[i], rows.paths[j]))
     ids = rows.ids
     if index.writable:
@@ -81,14 +81,31 @@ def find_duplicates(index, *, read: bool = True, progress=None) -> list[Duplicat
                               [[int(ids[m]) for m in p] for p in g.parts]) for g in groups])
 
 
-def copies_pass(index, *, progress=None) -> dict:
-    """What `pamir index` does last: the looks pass, then the groups found again. Returns
-    what it read and found: {"read", "failed", "notes", "groups": {kind: count}, "seconds"}."""
+def _fine_source(index, rows) -> Callable[[int], str]:
+    """Where the fine match reads picture i from: the largest thumbnail `pamir index` wrote
+    from its one decode (pamir.features.thumbnails: 512 px, ample for the 96 px FINE reads,
+    and a 12-MP photo is not decoded again), else its file."""
+    from .features.thumbnails import INDEXED_SIZES, thumbnail_path  # noqa: PLC0415
+
+    folder = index.thumbnails_dir
+
+    def source(i: int) -> str:
+        thumb = thumbnail_path(folder, rows.hashes[i], max(INDEXED_SIZES))
+        return str(thumb) if thumb.is_file() else rows.paths[i]
+    return source
+
+
+def copies_pass(index, *, client=None, progress=None, already: int = 0) -> dict:
+    """What `pamir index` does last (pamir.indexing): the looks pass over the pictures the
+    reading stage did not give a look (`already`: how many it did), then the groups found
+    again. Returns what it read and found: {"read", "failed", "notes", "groups": {kind:
+    count}, "seconds"}."""
     started = time.perf_counter()
-    report = read_looks_pass(index, progress=progress)
+    report = read_looks_pass(index, client=client, progress=progress)
     # no look read: no picture new or changed (a removed one leaves its groups by itself)
-    groups = find_duplicates(index, read=False) if report.read else stored_duplicates(index)
-    return {"read": report.read, "failed": report.failed, "notes": report.notes[:20],
+    read = report.read + already
+    groups = find_duplicates(index, read=False) if read else stored_duplicates(index)
+    return {"read": read, "failed": report.failed, "notes": report.notes[:20],
             "groups": {k: sum(g.kind == k for g in groups) for k in KINDS},
             "seconds": round(time.perf_counter() - started, 2)}
 

@@ -56,6 +56,7 @@ class IndexJob:
     text: bool = False
     faces: bool = False
     thumbnails: bool = True
+    copies: bool = True
     compact: bool = False
     workers: int | None = None
     scheduler: str | None = None
@@ -125,6 +126,8 @@ def run_index(job: IndexJob, *, system=None, fingerprint: str | None = None,
                                      lambda p: workflow.read_faces(
                                          index, client=client, progress=p,
                                          processes=job.processes), report.faces)
+            if job.copies:  # copies and bursts (pamir.duplicates), their looks streamed too
+                report.copies = _copies(index, client, report.copies)
         finally:
             record.finish()
         return report, index.status()
@@ -179,9 +182,23 @@ def _look(index, job, system, folders, transform, batch, client, record, say):
     return report
 
 
+def _copies(index, client, streamed: dict | None) -> dict:
+    """The looks the stream did not read (pamir.duplicates.copies_pass reads them alone),
+    then the groups of copies and bursts found again where a look is new."""
+    from .duplicates import copies_pass  # noqa: PLC0415
+
+    copies = copies_pass(index, client=client, already=(streamed or {}).get("read", 0))
+    logger.info(f"copies: {sum(copies['groups'].values()):,} groups "
+                f"({', '.join(f'{n} {k}' for k, n in copies['groups'].items())}) "
+                f"in {copies['seconds']:.1f} s")
+    return copies
+
+
 def _short(name: str) -> str:
-    """"text", "faces": a pass's name without its reader's fingerprint."""
-    return name.split()[0]
+    """"text", "faces", "copies": a pass's name without its reader's fingerprint (the looks
+    pass is the copies' part)."""
+    short = name.split()[0]
+    return "copies" if short == "looks" else short
 
 
 def _reading_stage(index, job: IndexJob, system, record, say):
@@ -194,6 +211,8 @@ def _reading_stage(index, job: IndexJob, system, record, say):
         streamed += _streamed("text", index)
     if job.faces:
         streamed += _streamed("faces", index)
+    if job.copies:
+        streamed += _streamed("looks", index)
     return ReadingStage(index, index_transform(system, bool(index.classes)),
                         look_needs(system.pipeline), streamed=streamed,
                         thumbnails=index.thumbnails_dir if job.thumbnails else None,
@@ -208,6 +227,12 @@ def _streamed(kind: str, index) -> list:
     from .index.stage import StreamedPass  # noqa: PLC0415
 
     try:
+        if kind == "looks":  # the copies' looks, from the same decode (pamir.looks)
+            from .duplicates import LOOKS_PASS  # noqa: PLC0415
+            from .looks import RASTER_SIDE, read_look_rasters  # noqa: PLC0415
+
+            return [StreamedPass(LOOKS_PASS, (), read_look_rasters, index.record_looks,
+                                 RASTER_SIDE, lambda item, rgb: (item.path, rgb, item.size))]
         if kind == "text":
             from . import ocr  # noqa: PLC0415
 

@@ -75,16 +75,50 @@ class Look:
         return float(np.log(self.width / self.height))
 
 
+#: The raster a look is squeezed from: its shorter side (as look_of decodes a file).
+RASTER_SHORT_SIDE = 2 * SIDE
+#: The longer side the reading stage hands the looks pass (pamir.index.stage): room for
+#: RASTER_SHORT_SIDE on a panorama of 4:1.
+RASTER_SIDE = 4 * RASTER_SHORT_SIDE
+
+
 def look_of(path: str) -> Look:
     """The look of the picture at `path`; pamir.features.images.ImageError if it cannot be
     decoded (JPEG decoded at 1/8 scale where that is enough: a 12-MP photo in ~10 ms)."""
     from .features.images import decode_rgb, read_bytes  # noqa: PLC0415  (numpy-heavy)
 
     data = read_bytes(path)
-    rgb = decode_rgb(data, short_side=2 * SIDE)
+    rgb = decode_rgb(data, short_side=RASTER_SHORT_SIDE)
     width, height, shot = _size_and_shot(data, rgb)
+    return _squeezed(rgb, width, height, shot)
+
+
+def _squeezed(rgb: np.ndarray, width: int, height: int, shot: float | None) -> Look:
     small = Image.fromarray(rgb).resize((SIDE, SIDE), Image.BOX)
     return Look(np.asarray(small, np.uint8).copy(), width, height, shot)
+
+
+def look_of_raster(path: str, rgb: np.ndarray, size: tuple[int, int]) -> Look:
+    """The look of a picture the reading stage decoded (pamir.index.stage): its raster
+    brought to look_of's RASTER_SHORT_SIDE first, so that a look is the same whichever
+    path made it, its shown size, and the camera's time from the file's header (read, not
+    decoded)."""
+    from .features.images import resize_short_side  # noqa: PLC0415
+
+    if min(rgb.shape[:2]) > RASTER_SHORT_SIDE:
+        rgb = resize_short_side(rgb, RASTER_SHORT_SIDE)
+    try:
+        with Image.open(path) as im:
+            exif = im.getexif().get_ifd(_EXIF_IFD)
+        shot = _seconds(exif.get(_SHOT), exif.get(_SUBSEC))
+    except Exception:  # noqa: BLE001 - a picture with broken EXIF has no time, not no look
+        shot = None
+    return _squeezed(rgb, *size, shot)
+
+
+def read_look_rasters(pictures) -> list[tuple[Look | None, str | None]]:
+    """read_looks of (path, raster, shown (width, height)) triples from the reading stage."""
+    return [(look_of_raster(path, rgb, size), None) for path, rgb, size in pictures]
 
 
 def _size_and_shot(data: bytes, rgb: np.ndarray) -> tuple[int, int, float | None]:

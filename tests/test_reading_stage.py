@@ -177,7 +177,7 @@ def test_thumbnails_are_made_while_indexing(indexed):
     record = read_progress(ix)
     assert not record["running"]
     assert {p["name"]: (p["done"], p["total"]) for p in record["passes"]} == {
-        "look": (4, 4), "text": (4, 4), "faces": (4, 4)}
+        "look": (4, 4), "text": (4, 4), "faces": (4, 4), "copies": (4, 4)}
 
 
 def test_searches_are_answered_while_the_text_pass_reads(tmp_path, monkeypatch):
