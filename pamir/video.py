@@ -102,6 +102,28 @@ def read_video(path: str | Path, *, short_side: int | None = DEFAULT_SHORT_SIDE,
     return Video(path, frames, duration, taken, gps)
 
 
+def read_frame(path: str | Path, time: float = 0.0, *, short_side: int | None = None
+               ) -> Frame:
+    """The frame `read_video` reads for `time` (the keyframe at or before it): a hit's frame
+    on the page. VideoError as read_video."""
+    import av  # noqa: PLC0415
+
+    try:
+        with av.open(str(path), metadata_errors="ignore") as container:
+            if not container.streams.video:
+                raise VideoError(f"{path}: holds no video stream")
+            stream = container.streams.video[0]
+            frames = _read_frames(container, stream, [max(0.0, float(time))], short_side,
+                                  _duration(container, stream))
+    except VideoError:
+        raise
+    except (av.FFmpegError, OSError, ValueError, RuntimeError, IndexError) as e:
+        raise VideoError(f"{path}: not a readable video ({type(e).__name__}: {e})") from None
+    if not frames:
+        raise VideoError(f"{path}: no frame could be decoded at {time:g} s")
+    return frames[0]
+
+
 def _duration(container, stream) -> float:
     if stream.duration is not None and stream.time_base is not None:
         return float(stream.duration * stream.time_base)
@@ -242,4 +264,5 @@ def clock(seconds: float | None) -> str:
 
 __all__ = ["DEFAULT_SHORT_SIDE", "FRAME_INTERVAL", "MAX_FRAMES", "VIDEO_SUFFIXES", "Frame",
            "Video", "VideoError", "best_frame", "clock", "container_facts", "frame_times",
-           "is_video", "parse_date", "parse_iso6709", "read_video", "video_row"]
+           "is_video", "parse_date", "parse_iso6709", "read_frame", "read_video",
+           "video_row"]

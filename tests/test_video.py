@@ -180,3 +180,28 @@ def test_cli_prints_path_at_time_and_json_time(video_index):
     assert f"{folder / 'walk.mp4'}@00:10" in out
     hits = json.loads(run("search", "stripes", "--index", index_dir, "--json").output)["hits"]
     assert {Path(h["path"]).name: h["time"] for h in hits}["walk.mp4"] == pytest.approx(10.0)
+
+
+def test_page_gets_the_time_a_frame_and_the_video_by_ranges(video_index):
+    from fastapi.testclient import TestClient
+
+    from pamir.server.app import create_app
+
+    index_dir, folder, _ = video_index
+    with TestClient(create_app(index_dir, system=FakeSystem(), warm_mapping=False)) as c:
+        hits = c.get("/api/search", params={"q": "stripes"}).json()["hits"]
+        walk = next(h for h in hits if h["name"] == "walk.mp4")
+        assert walk["time"] == pytest.approx(10.0)
+        assert walk["video"] == f"/api/pictures/{walk['id']}/video"
+        thumb = c.get(f"{walk['thumbnail']}?size=64&t={walk['time']}")
+        assert thumb.status_code == 200 and thumb.headers["content-type"] == "image/jpeg"
+        from io import BytesIO
+
+        from PIL import Image
+        assert colour_of(np.asarray(Image.open(BytesIO(thumb.content)).convert("RGB"))) == "green"
+        size = (folder / "walk.mp4").stat().st_size
+        part = c.get(walk["video"], headers={"Range": "bytes=100-199"})
+        assert part.status_code == 206 and len(part.content) == 100
+        assert part.headers["content-range"] == f"bytes 100-199/{size}"
+        assert part.content == (folder / "walk.mp4").read_bytes()[100:200]
+        assert c.get(walk["video"]).headers["content-type"] == "video/mp4"

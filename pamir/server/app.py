@@ -29,12 +29,15 @@ from ..index import Index, QueryError, embeddings_enabled
 from ..ocr import lines_of
 from ..query import SORTS
 from ..storage import atomic_write_bytes, shown_path
+from ..video import is_video
 from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
                         rerank_feedback)
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
 from .people import router as people_router
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
+from .video import router as video_router
+from .video import video_thumbnail
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Uploads bigger than this are refused (413).
@@ -121,6 +124,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     app.state.pamir = state
     app.state.sharing = sharing  # the people routes' roles (pamir.server.people)
     app.include_router(people_router)
+    app.include_router(video_router)  # a video's file, with ranges (pamir.server.video)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
@@ -240,9 +244,12 @@ def create_app(index_dir, model_dir=None, *, system=None,
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
              response_class=Response,
              responses={200: {"content": {"image/jpeg": {}}}})
-    def thumbnail(picture_id: int, size: int = Query(256, ge=16, le=1024)):
+    def thumbnail(picture_id: int, size: int = Query(256, ge=16, le=1024),
+                  t: float | None = Query(None, ge=0, description="a video's time (s)")):
         p = _picture(index, picture_id)
-        return FileResponse(state.thumbnail(p, size), media_type="image/jpeg",
+        out = (video_thumbnail(state.thumbnails, p, size, t) if is_video(p.path)
+               else state.thumbnail(p, size))
+        return FileResponse(out, media_type="image/jpeg",
                             headers={"Cache-Control": "max-age=3600"})
 
     @app.get("/api/pictures/{picture_id}/explain",
@@ -447,6 +454,9 @@ def _hit_json(hit) -> dict:
     # its place, people, camera (pamir.facts), and the query's terms it holds as facts
     d["facts"] = dict(getattr(hit, "facts", None) or {})
     d["matched"] = list(getattr(hit, "matched", None) or ())
+    if is_video(hit.path):  # the page plays it from its best frame (pamir.server.video)
+        d["video"] = f"/api/pictures/{hit.id}/video"
+        d["time"] = getattr(hit, "time", None)
     return d
 
 
