@@ -205,3 +205,26 @@ def test_page_gets_the_time_a_frame_and_the_video_by_ranges(video_index):
         assert part.headers["content-range"] == f"bytes 100-199/{size}"
         assert part.content == (folder / "walk.mp4").read_bytes()[100:200]
         assert c.get(walk["video"]).headers["content-type"] == "video/mp4"
+
+
+def _colour_reader(paths):
+    """A pass's reader that finds each picture's colour as its one fact."""
+    from PIL import Image
+    return [([colour_of(np.asarray(Image.open(p).convert("RGB")))], None) for p in paths]
+
+
+def test_passes_read_a_videos_frames_and_keep_every_frames_facts(tmp_path):
+    import pickle
+
+    from pamir.index.videos import FramesReader
+
+    video = write_video(tmp_path / "v.mp4", [shot("red"), shot("blue")])
+    picture = tmp_path / "g.png"
+    from PIL import Image
+    Image.fromarray(shot("green")).save(picture)
+    (tmp_path / "bad.mp4").write_bytes(b"\x00" * 100)
+    reader = pickle.loads(pickle.dumps(FramesReader(_colour_reader)))  # to a process, by pickle
+    out = reader([str(video), str(picture), str(tmp_path / "bad.mp4")])
+    assert out[0] == (["red", "blue"], None)
+    assert out[1] == (["green"], None)
+    assert out[2][0] is None and "bad.mp4" in out[2][1]
