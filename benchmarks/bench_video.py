@@ -33,9 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Run, report_cli, report_head, save_report  # noqa: E402
 from video_making import write_video  # noqa: E402
 
+from pamir.data import find_corel5k  # noqa: E402
 from pamir.video import read_video  # noqa: E402
 
-COREL = Path(__file__).resolve().parent.parent.parent / "shared/data/corel5k/images"
+COREL = find_corel5k() / "images"  # $PAMIR_COREL5K in a worktree
 STEM = "video_read"
 #: (interval s, cap) pairs timed with keyframe seeking
 SETTINGS = [(2.0, 30), (5.0, 12), (10.0, 6)]

@@ -255,6 +255,11 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
                     h.probability = float(ph)
         return hits
 
+    def frames_of(self, ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{id: (frame times (f,), frame rows (f x rows))} of the videos among `ids`."""
+        with self._lock:
+            return self._catalog.frames_of(ids)
+
     def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
         """The raw floor of a probability floor p for the query (the higher of it and a raw
         floor given too); QueryError where the query has no probability."""
