@@ -56,6 +56,8 @@ CATALOG = "catalog.sqlite"
 WRITER_LOCK = ".writer.lock"
 #: The server's thumbnail cache, inside the index folder.
 THUMBNAILS = "thumbnails"
+#: How far a running `pamir index` is, pass by pass (pamir.index.progress_record).
+PROGRESS = "progress.json"
 #: A reader's copy of the (column, id) map of one committed state: columns-<commits>.npy
 #: (Catalog.transaction counts commits).
 COLUMNS_PREFIX = "columns-"
@@ -109,7 +111,8 @@ def own_files(directory: Path) -> list[Path]:
     """The files an index keeps in its folder (but the thumbnails and the writer lock):
     what `Index.destroy` deletes, never anything else a person put there."""
     return (catalog_files(directory) + matrix_files(directory)
-            + sorted(Path(directory).glob(f"{CACHE_PREFIX}*.npy")) + columns_copies(directory))
+            + sorted(Path(directory).glob(f"{CACHE_PREFIX}*.npy")) + columns_copies(directory)
+            + sorted(Path(directory).glob(PROGRESS)))
 
 
 # ---------------------------------------------------------------------------- the catalogue

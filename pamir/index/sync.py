@@ -284,6 +284,9 @@ class _Sync:
         it with its frames; a video that cannot be read is recorded with the reason."""
         from .videos import video_rows  # noqa: PLC0415 - PyAV: only where videos are
 
+        # the reading stage's system transform (pamir.index.stage): a video's frames are
+        # handed to it as files of their own, and its passes read videos alone after
+        transform = getattr(transform, "look", transform)
         for k, entry in enumerate(videos):
             self.read_batch_metadata([entry])
             if entry["hash"] is not None or self.fill_hash(entry):

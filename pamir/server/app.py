@@ -7,7 +7,6 @@ and to explain a score block by block) is loaded on first use.
 
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 import threading
@@ -17,7 +16,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -25,10 +24,11 @@ from .. import config
 from ..annotation import keywords_of_rows
 from ..calibration import LIKELY
 from ..features.images import ImageError, open_image
+from ..features.thumbnails import size_for, write_from_file
 from ..index import Index, QueryError, embeddings_enabled
 from ..ocr import lines_of
 from ..query import SORTS
-from ..storage import atomic_write_bytes, shown_path
+from ..storage import shown_path
 from ..video import is_video
 from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
                         rerank_feedback)
@@ -42,7 +42,6 @@ from .video import video_thumbnail
 STATIC = Path(__file__).resolve().parent / "static"
 #: Uploads bigger than this are refused (413).
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
-THUMBNAIL_SIZES = (128, 256, 512)
 MAX_K = 1000
 #: Longer queries are refused (400): a household's queries are a few words and folders.
 MAX_QUERY_CHARS = 2000
@@ -573,23 +572,14 @@ class _State:
         return np.asarray(Z, dtype=np.float32)[0]
 
     def thumbnail(self, p, size: int) -> Path:
-        size = min((s for s in THUMBNAIL_SIZES if s >= size), default=THUMBNAIL_SIZES[-1])
-        out = self.thumbnails / f"{p.hash}-{size}.jpg"
-        if out.is_file():
-            return out
+        """The picture's thumbnail: the one `pamir index` made, else made now."""
         try:
-            with open_image(Path(p.path).read_bytes()) as im:  # HEIC, AVIF, RAW too
-                im = ImageOps.exif_transpose(im)
-                im.thumbnail((size, size))
-                buf = io.BytesIO()
-                im.convert("RGB").save(buf, "JPEG", quality=85)
+            return write_from_file(self.thumbnails, p.hash, p.path, size_for(size))
         except FileNotFoundError:
             raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` "
                                      "again") from None
         except (UnidentifiedImageError, OSError, ImageError, Image.DecompressionBombError) as e:
             raise HTTPException(422, f"picture {p.id} cannot be decoded ({e})") from None
-        atomic_write_bytes(out, buf.getvalue())  # a reader never sees half a thumbnail
-        return out
 
 
 def _thumbnail_dir(index: Index) -> Path:
