@@ -228,3 +228,25 @@ def test_passes_read_a_videos_frames_and_keep_every_frames_facts(tmp_path):
     assert out[0] == (["red", "blue"], None)
     assert out[1] == (["green"], None)
     assert out[2][0] is None and "bad.mp4" in out[2][1]
+
+
+def test_video_through_the_reading_stage(tmp_path):
+    from pamir.features.rasters import Need
+    from pamir.index.stage import ReadingStage
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    write_video(folder / "walk.mp4", [shot("red"), shot("green", stripes=True)])
+    from PIL import Image
+    Image.fromarray(shot("blue")).save(folder / "b.png")
+    system = FakeSystem()
+    with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
+        stage = ReadingStage(ix, system.transform_paths, [Need("look")],
+                             thumbnails=tmp_path / "index" / "thumbnails")
+        report = ix.update([folder], stage)
+        stage.finish()
+        assert report.added == 2 and not report.failed
+        hit = next(h for h in ix.search("stripes", k=2) if h.path.endswith("walk.mp4"))
+        assert hit.time == pytest.approx(5.0)
+        # the stage read no frame file as an item of its own: no stray thumbnails
+        assert len(list((tmp_path / "index" / "thumbnails").glob("*.jpg"))) == 2
