@@ -250,3 +250,16 @@ def test_video_through_the_reading_stage(tmp_path):
         assert hit.time == pytest.approx(5.0)
         # the stage read no frame file as an item of its own: no stray thumbnails
         assert len(list((tmp_path / "index" / "thumbnails").glob("*.jpg"))) == 2
+
+
+def test_a_copied_video_keeps_its_frames(video_index):
+    import shutil
+
+    index_dir, folder, _ = video_index
+    shutil.copy(folder / "walk.mp4", folder / "walk-copy.mp4")
+    system = FakeSystem()
+    with Index.open(index_dir, writable=True) as ix:
+        report = ix.update([folder], system.transform_paths)
+        assert report.copied == 1
+        hits = {Path(h.path).name: h.time for h in ix.search("stripes", k=5)}
+    assert hits["walk-copy.mp4"] == pytest.approx(10.0)

@@ -217,6 +217,8 @@ class _Sync:
                 self.report.renamed += 1
             elif (same := self.index.same_bytes(e["hash"], e["path"])) is not None:
                 self.fill_metadata(e)
+                if is_video(e["path"]):  # a copied video: its frames too
+                    e["frames"] = self.index.frames_of([same]).get(same)
                 self.index.add([e], self.index.vector(same, classes=True)[None, :])
                 self.report.copied += 1
             else:
