@@ -263,3 +263,28 @@ def test_a_copied_video_keeps_its_frames(video_index):
         assert report.copied == 1
         hits = {Path(h.path).name: h.time for h in ix.search("stripes", k=5)}
     assert hits["walk-copy.mp4"] == pytest.approx(10.0)
+
+
+def test_an_index_of_schema_5_gets_the_frames_table(video_index):
+    import sqlite3
+
+    from pamir.index import SCHEMA_VERSION
+
+    index_dir, folder, _ = video_index
+    conn = sqlite3.connect(index_dir / "catalog.sqlite")
+    with conn:  # what schema 5 wrote
+        conn.execute("DROP TRIGGER frames_of_removed")
+        conn.execute("DROP TABLE frames")
+        conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    conn.close()
+    with Index.open(index_dir) as old:  # read-only: found, with no time
+        assert all(h.time is None for h in old.search("stripes", k=3))
+    (folder / "walk.mp4").touch()  # read again: its frames kept this time
+    (folder / "walk.mp4").write_bytes((folder / "walk.mp4").read_bytes() + b"\0")
+    with Index.open(index_dir, writable=True) as ix:
+        ix.update([folder], FakeSystem().transform_paths)
+        hits = {Path(h.path).name: h.time for h in ix.search("stripes", k=3)}
+    assert hits["walk.mp4"] == pytest.approx(10.0)
+    conn = sqlite3.connect(index_dir / "catalog.sqlite")
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+        == (str(SCHEMA_VERSION),)
