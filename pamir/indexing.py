@@ -163,9 +163,12 @@ def _look(index, job, system, folders, transform, batch, client, record, say):
         report = workflow.update_index(index, system, folders, stage or transform,
                                        captions=job.captions,
                                        batch_size=job.batch_size or batch, progress=look)
-    finally:
-        record.flush()  # the look done: the page shows how far the passes are behind it
-        streamed = stage.finish() if stage is not None else {}
+    except BaseException:  # Ctrl-C, a full disk: what the passes read is kept, no waiting
+        if stage is not None:
+            stage.finish(abandon=True)
+        raise
+    record.flush()  # the look done: the page shows how far the passes are behind it
+    streamed = stage.finish() if stage is not None else {}
     logger.info(f"look: {len(index):,} pictures indexed (added {report.added:,}, changed "
         f"{report.changed:,}, unchanged {report.unchanged:,}, unreadable "
         f"{len(report.failed):,})")
@@ -201,7 +204,7 @@ def _reading_stage(index, job: IndexJob, system, record, say):
 def _streamed(kind: str, index) -> list:
     """The streamed pass of this kind ([] where its extra is missing: the pass run alone
     after says so)."""
-    from .extras import MissingExtra  # noqa: PLC0415
+    from .extras import MissingExtra, optional  # noqa: PLC0415
     from .index.stage import StreamedPass  # noqa: PLC0415
 
     try:
@@ -215,7 +218,9 @@ def _streamed(kind: str, index) -> list:
         from .people import faces  # noqa: PLC0415
         from .people.pictures import read_face_rasters  # noqa: PLC0415
 
-        faces.face_finder()  # dlib and its models, or MissingExtra
+        with optional():  # the [faces] extra, as the pass alone asks for it
+            import dlib  # noqa: F401, PLC0415
+        faces.face_finder()  # and its models
         return [StreamedPass(workflow.faces_pass_name(), ("person",), read_face_rasters,
                              index.record_faces, faces.DETECT_SIDE,
                              lambda item, rgb: (item.path, rgb, item.size))]

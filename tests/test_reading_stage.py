@@ -7,6 +7,7 @@ while the text pass still reads; the progress record the page shows."""
 from __future__ import annotations
 
 import collections
+import io
 import threading
 from pathlib import Path
 
@@ -237,3 +238,68 @@ def _no_rest():
     from pamir.index.passes import PassReport
 
     return PassReport("text")
+
+
+# ------------------------------------------------------------------------ the page
+def test_the_page_reads_the_progress_record_and_the_indexed_thumbnails(tmp_path):
+    """GET /api/progress gives the record the indexer writes (the page's line "text: 2 of
+    9 pictures"); a thumbnail the indexer wrote is served as it is, one missing is made
+    on request as before."""
+    from fastapi.testclient import TestClient
+    from fakes import FakeSystem, build_index
+
+    from pamir.index.progress_record import ProgressRecord
+    from pamir.server import create_app
+
+    system = FakeSystem()
+    ix = build_index(tmp_path, system)
+    record = ProgressRecord(ix)
+    record.set("look", 9, 9)
+    record.set("text", 2, 9)
+    with Index.open(ix) as index:
+        first, *rest = index.pictures()
+    second = next(p for p in rest if p.hash != first.hash)
+    made = ix / "thumbnails" / f"{first.hash}-256.jpg"
+    made.parent.mkdir(exist_ok=True)
+    Image.new("RGB", (7, 5), (1, 2, 3)).save(made)
+    with TestClient(create_app(ix, system=system)) as client:
+        got = client.get("/api/progress").json()
+        assert got["running"] and got["passes"] == [
+            {"name": "look", "done": 9, "total": 9}, {"name": "text", "done": 2, "total": 9}]
+        assert client.get(f"/api/pictures/{first.id}/thumbnail?size=200").content == \
+            made.read_bytes()
+        r = client.get(f"/api/pictures/{second.id}/thumbnail?size=200")
+        assert r.status_code == 200 and Image.open(io.BytesIO(r.content)).size != (7, 5)
+        record.finish()
+        assert client.get("/api/progress").json()["running"] is False
+
+
+def test_a_record_left_running_by_a_killed_indexer_reads_as_stopped(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from pamir.index.progress_record import ProgressRecord
+
+    ProgressRecord(tmp_path).set("look", 3, 10)
+    assert read_progress(tmp_path)["running"]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    record = json.loads((tmp_path / "progress.json").read_text())
+    (tmp_path / "progress.json").write_text(json.dumps({**record, "pid": int(gone)}))
+    assert read_progress(tmp_path)["running"] is False
+    assert read_progress(tmp_path / "nothing") == {"running": False, "passes": []}
+
+
+def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, phone_folder,
+                                                                     decodes, monkeypatch):
+    """A new text reader (another fingerprint) reads every picture again, by itself: one
+    decode each, nothing for the look."""
+    import pamir.ocr as ocr
+    from pamir import workflow
+
+    monkeypatch.setattr(ocr, "fingerprint", lambda settings=None: "another reader")
+    with Index.open(indexed[0], writable=True) as index:
+        assert workflow.read_text(index).read == 4
+    for path in phone_folder.iterdir():
+        assert decodes[images.content_hash(path.read_bytes())] == 1, path.name

@@ -1,4 +1,5 @@
-"""The tool a person uses: `pamir index` here, with what the commands that load a model share
+"""The tool a person uses: `pamir index` here (it parses, calls the index job,
+pamir.indexing.run_index, and prints), with what the commands that load a model share
 (`load_system`, `is_model`); `pamir search`, `annotate`, `learn` and `serve` in their own
 modules beside it (pamir.cli mounts them in that order).
 
@@ -179,7 +180,8 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
     try:
         with bars:
             return run_index(job, system=system, fingerprint=fingerprint,
-                             progress=bars.update, say=console.print,
+                             progress=bars.update,
+                             say=lambda line: console.print(escape(line), markup=True),
                              after_look=_prepare_word_mapping)
     except (IndexDirError, workflow.WorkflowError, BatchesFailed) as e:
         fail(str(e))

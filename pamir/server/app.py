@@ -26,6 +26,7 @@ from ..calibration import LIKELY
 from ..features.images import ImageError, open_image
 from ..features.thumbnails import size_for, write_from_file
 from ..index import Index, QueryError, embeddings_enabled
+from ..index.progress_record import read_progress
 from ..ocr import lines_of
 from ..query import SORTS
 from ..storage import shown_path
@@ -163,6 +164,10 @@ def create_app(index_dir, model_dir=None, *, system=None,
         s["model_available"] = state.model_available()
         s["mapping"] = state.mapping_status()
         return s
+
+    @app.get("/api/progress", summary="How far a running `pamir index` is, pass by pass")
+    def progress():
+        return read_progress(index.directory)
 
     @app.get("/api/vocabulary", summary="The words queries can use")
     def vocabulary():
