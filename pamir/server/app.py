@@ -261,6 +261,9 @@ def create_app(index_dir, model_dir=None, *, system=None,
                      "visterm block's share, merged into a heat map; they add up to the score")
     def explain(picture_id: int, q: str = Query(...)):
         p = _picture(index, picture_id)
+        if is_video(p.path):  # its blocks are a frame's: the page shows the frame's time
+            raise HTTPException(422, f"picture {p.id} is a video: its score is its best "
+                                     "frame's, whose blocks are not drawn")
         query = _parse(index, q)
         system = _fitted(state.require_system())
         try:
