@@ -211,9 +211,10 @@ def read_text(index: Index, *, client=None, progress=None):
     from . import ocr  # noqa: PLC0415  (rapidocr: the [ocr] extra)
     from .features.cnn_engines import streams  # noqa: PLC0415
     from .index.passes import run_pass  # noqa: PLC0415
+    from .index.videos import FramesReader  # noqa: PLC0415 - a video's text: its frames'
 
     # without a cluster, one reader per core, each on its own thread (pamir.index.passes)
-    return run_pass(index, text_pass_name(), ("text",), ocr.read_texts,
+    return run_pass(index, text_pass_name(), ("text",), FramesReader(ocr.read_texts),
                     client=client, progress=progress, threads=streams())
 
 
@@ -237,7 +238,9 @@ def read_faces(index: Index, *, client=None, progress=None, processes: int = 1) 
     with optional():  # the [faces] extra, or MissingExtra before any work
         import dlib  # noqa: F401, PLC0415
     people_faces.models_dir()
-    report = run_pass(index, faces_pass_name(), ("person",), reader,
+    from .index.videos import FramesReader  # noqa: PLC0415 - a video's faces: its frames'
+
+    report = run_pass(index, faces_pass_name(), ("person",), FramesReader(reader),
                       client=client, progress=progress, record=index.record_faces,
                       processes=processes)
     return {**report.as_dict(), "people": identify(index).as_dict()}

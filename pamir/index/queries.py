@@ -56,6 +56,8 @@ class Hit:
     facts: dict[str, list[str]] = field(default_factory=dict)
     #: the other pictures of its group of copies (or burst) that search folded into it (ids)
     folded: list[int] = field(default_factory=list)
+    #: a video's: the time (seconds) of its frame that scores best for the query
+    time: float | None = None
 
 
 class QueryParsing:

@@ -164,6 +164,11 @@ class ReadingStage:
             return np.zeros((0, 0), np.float32), np.zeros(0, bool), []
         return np.vstack(Z), np.concatenate(ok), reasons
 
+    def look(self, paths: Sequence[str]) -> tuple:
+        """The system's transform alone, on files the stage does not read itself: a video's
+        frames (pamir.index.videos), whose text and faces the passes read after."""
+        return self.transform(paths)
+
     def _thumbnail(self, item: Item) -> None:
         from ..features.thumbnails import write_from_raster  # noqa: PLC0415
 

@@ -30,6 +30,7 @@ from ..index.progress_record import read_progress
 from ..ocr import lines_of
 from ..query import SORTS
 from ..storage import shown_path
+from ..video import is_video
 from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
                         rerank_feedback)
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
@@ -38,6 +39,8 @@ from .duplicates import router as duplicates_router
 from .people import router as people_router
 from .places import router as places_router
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
+from .video import router as video_router
+from .video import video_thumbnail
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Uploads bigger than this are refused (413).
@@ -125,6 +128,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     app.include_router(people_router)
     app.include_router(places_router)
     app.include_router(duplicates_router)
+    app.include_router(video_router)  # a video's file, with ranges (pamir.server.video)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
@@ -254,9 +258,12 @@ def create_app(index_dir, model_dir=None, *, system=None,
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
              response_class=Response,
              responses={200: {"content": {"image/jpeg": {}}}})
-    def thumbnail(picture_id: int, size: int = Query(256, ge=16, le=1024)):
+    def thumbnail(picture_id: int, size: int = Query(256, ge=16, le=1024),
+                  t: float | None = Query(None, ge=0, description="a video's time (s)")):
         p = _picture(index, picture_id)
-        return FileResponse(state.thumbnail(p, size), media_type="image/jpeg",
+        out = (video_thumbnail(state.thumbnails, p, size, t) if is_video(p.path)
+               else state.thumbnail(p, size))
+        return FileResponse(out, media_type="image/jpeg",
                             headers={"Cache-Control": "max-age=3600"})
 
     @app.get("/api/pictures/{picture_id}/explain",
@@ -264,6 +271,9 @@ def create_app(index_dir, model_dir=None, *, system=None,
                      "visterm block's share, merged into a heat map; they add up to the score")
     def explain(picture_id: int, q: str = Query(...)):
         p = _picture(index, picture_id)
+        if is_video(p.path):  # its blocks are a frame's: the page shows the frame's time
+            raise HTTPException(422, f"picture {p.id} is a video: its score is its best "
+                                     "frame's, whose blocks are not drawn")
         query = _parse(index, q)
         system = _fitted(state.require_system())
         try:
@@ -464,6 +474,9 @@ def _hit_json(hit) -> dict:
     d["held"] = [{"kind": k, "shown": v, "confidence": round(c, 4)}
                  for k, v, c in getattr(hit, "held", None) or ()]
     d["folded"] = list(getattr(hit, "folded", None) or ())  # its copies (pamir duplicates)
+    if is_video(hit.path):  # the page plays it from its best frame (pamir.server.video)
+        d["video"] = f"/api/pictures/{hit.id}/video"
+        d["time"] = getattr(hit, "time", None)
     return d
 
 

@@ -148,6 +148,7 @@ function hitCard(hit) {
   const copies = typeof foldedSpan === "function" ? foldedSpan(hit) : null;  // duplicates.js
   if (copies) meta.append(copies);
   if (hit.caption && hit.caption.length) b.title = `${hit.path}\n${hit.caption.join(", ")}`;
+  videoCard(hit, img, meta);  // video.js: its best frame and time
   b.append(img, meta);
   b.addEventListener("click", () => openDetail(hit.id));
   card.append(b);
@@ -269,6 +270,7 @@ async function openDetail(id, push = true) {
     $("detail-taken").textContent = [p.taken ? `taken ${p.taken.replace("T", " ")}` : "",
                                      placeOf(p)].filter(Boolean).join(" · ");
     showText(p);  // places.js: the text read on it, outlined
+    videoDetail(p);  // video.js: a video plays from its hit's time
   } catch (e) {
     $("detail-name").textContent = e.message;
     return;
