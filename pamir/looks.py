@@ -150,11 +150,16 @@ def _seconds(text, subsec) -> float | None:
 
 
 def read_looks(paths: Sequence[str]) -> list[tuple[Look | None, str | None]]:
-    """A pass's reader (pamir.index.passes): for each path its Look, or None and why."""
+    """A pass's reader (pamir.index.passes): for each path its Look, or None and why. A
+    video has none ([]: read, nothing found): copies are found among pictures."""
     from .features.images import ImageError  # noqa: PLC0415
+    from .video import is_video  # noqa: PLC0415
 
     out = []
     for path in paths:
+        if is_video(path):
+            out.append(([], None))
+            continue
         try:
             out.append((look_of(path), None))
         except ImageError as e:
