@@ -400,3 +400,16 @@ def test_a_file_name_that_is_not_utf8_is_indexed_and_followed(tmp_path, index):
     assert r.removed == 1 and moved not in {p.path for p in index.pictures()}
     with Index.open(index.directory) as reader:  # a reader gives the same paths back
         assert {p.path for p in reader.pictures()} == {p.path for p in index.pictures()}
+
+
+def test_an_update_commits_small_batches_first():
+    """The first pictures are searchable after FIRST_BATCH are read, not a whole BATCH_SIZE;
+    the batches then double, and every picture is in exactly one."""
+    from pamir.index.sync import FIRST_BATCH, growing_batches
+
+    todo = list(range(1000))
+    batches = growing_batches(todo, 256)
+    assert [len(b) for b in batches][:5] == [FIRST_BATCH, 2 * FIRST_BATCH, 4 * FIRST_BATCH,
+                                             8 * FIRST_BATCH, 256]
+    assert sum(batches, []) == todo
+    assert [len(b) for b in growing_batches(list(range(7)), 3)] == [3, 3, 1]

@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # annotations only: the facade imports this module
 
 #: Pictures whose features are computed and committed together by `update`.
 BATCH_SIZE = 256
+#: The first batch of an update: the first answer comes after this many pictures are read.
+FIRST_BATCH = 16
 #: The files an index holds: pictures, and videos (pamir.index.videos).
 _SUFFIXES = IMAGE_SUFFIXES | frozenset(VIDEO_SUFFIXES)
 #: The reason recorded when a transform says a picture failed but not why.
@@ -108,6 +110,19 @@ def scan_pictures(folders: Sequence[Path], exclude: Path | None = None
     return found
 
 
+def growing_batches(todo: list, batch_size: int) -> list[list]:
+    """todo in batches of FIRST_BATCH, then twice as many each time up to batch_size: the
+    first pictures are committed, and searchable, within seconds of the start (a batch of
+    256 camera photos with text and faces read beside the look took over a minute on two
+    cores: benchmarks/results/phone_library.md), later ones in batch_size's fewer commits."""
+    out, start, size = [], 0, min(FIRST_BATCH, batch_size)
+    while start < len(todo):
+        out.append(todo[start:start + size])
+        start += size
+        size = min(2 * size, batch_size)
+    return out
+
+
 def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
            captions: dict[str, Sequence[str]] | None = None, batch_size: int = BATCH_SIZE,
            progress: Callable[[int, int], None] | None = None) -> UpdateReport:
@@ -133,13 +148,15 @@ def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
     todo = [e for e in todo if not is_video(e["path"])]
     if progress and videos:
         progress = _counting_videos(progress, len(todo) + len(videos))
-    batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
+    batches = growing_batches(todo, batch_size)
     map_batches = getattr(transform, "map_batches", None)
     if map_batches is None:
-        for k, batch in enumerate(batches):
+        done = 0
+        for batch in batches:
             sync.compute(batch, transform)
+            done += len(batch)
             if progress:
-                progress(min((k + 1) * batch_size, len(todo)), len(todo))
+                progress(done, len(todo))
         sync.compute_videos(videos, transform, progress, len(todo))
         return sync.report
     done = 0
