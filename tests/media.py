@@ -73,7 +73,8 @@ def noisy_gradient(size: tuple[int, int], seed: int = 0, noise: int = 12) -> Ima
 def with_grain(a: np.ndarray, seed: int = 0, noise: int = 12) -> np.ndarray:
     """(H, W, 3) uint8 `a` with a sensor's grain: uniform grey noise of +-noise, in place.
     Quick at camera size: the levels are first squeezed into [noise, 255 - noise] (a lookup
-    table, OpenCV's), so that uint8 arithmetic is exact, and one tile of TILE x TILE noise repeats."""
+    table, OpenCV's), so that uint8 arithmetic is exact, and one tile of TILE x TILE noise
+    repeats."""
     h, w = a.shape[:2]
     squeeze = np.linspace(noise, 255 - noise, 256).round().astype(np.uint8)
     cv2.LUT(a, squeeze, dst=a)  # numpy's take is 10x slower at 36 M values
@@ -103,12 +104,14 @@ def jpeg_24mp(path, *, taken=None, position=None, seed: int = 0) -> Path:
 
 
 def heic(path, image=None, *, size=(64, 48), taken=None, position=None, quality: int = 80,
-         seed: int = 0) -> Path:
-    """A HEIC (HEVC in HEIF, pillow-heif) at path, as an iPhone writes, with its EXIF."""
+         seed: int = 0, enc_params: dict | None = None) -> Path:
+    """A HEIC (HEVC in HEIF, pillow-heif) at path, as an iPhone writes, with its EXIF;
+    enc_params: libheif's encoder parameters ({"preset": "fast"}: x265 at camera size)."""
     import pillow_heif  # noqa: PLC0415 - registered only where a HEIC is made
 
     pillow_heif.register_heif_opener()
-    return _save(path, _image(image, size, seed), "HEIF", taken, position, quality=quality)
+    return _save(path, _image(image, size, seed), "HEIF", taken, position, quality=quality,
+                 **({"enc_params": enc_params} if enc_params else {}))
 
 
 def avif(path, image=None, *, size=(64, 48), taken=None, position=None, quality: int = 80,
