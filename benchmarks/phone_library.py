@@ -11,12 +11,15 @@ about 3.7 MB), each with an EXIF date and GPS position:
 - jpeg_12mp: 4240x2832 JPEGs (quality 90); jpeg_24mp: 6000x4000; heic_12mp: 4240x2832 HEIC
   (pillow-heif, quality 80, x265's `fast` preset; --heic-photos of them, 20 by default as
   the issue's, since each takes ~20 s to encode here). Portrait Corel pictures stay portrait.
-- video_1min: one-minute 1080p 30 fps H.264 videos (PyAV, x264 `superfast`, CRF 20, a
+- video_1min: one-minute 1080p 30 fps H.264 videos (PyAV, x264 `superfast`, CRF 16, a
   keyframe a second) of ten Corel pictures of one CD, six seconds each, with a camera's slow
   pan and zoom; the date and place in the container (.mp4: creation_time and location; .mov:
-  the QuickTime keys an iPhone writes). video_short: ten-second clips of the same kind.
-- first_answer: --first-answer-photos more 12-MP JPEGs (the issue's 10,000 is too many for
-  this machine; the figure is the time until the first batch is searchable).
+  the QuickTime keys an iPhone writes). One is encoded, the others are its packets in another
+  container with their own tags (as costly to decode; encoding takes minutes here).
+  video_short: ten-second clips of the same kind, each encoded.
+- first_answer: --first-answer-photos 12-MP JPEGs, jpeg_12mp's in turn, each with its own
+  EXIF date (distinct files, as costly to decode). The issue's 10,000 are too many for this
+  machine; what decides the figure is when the first batch becomes searchable.
 
 Each side runs as a person does, a whole `pamir index FOLDER` (no model: ImageNet's words;
 every pass: look, metadata, places, text, faces and, where the code makes them, thumbnails)
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -73,6 +77,9 @@ PHOTO_CASES = {"jpeg_12mp": ("jpg", SIZE_12MP), "jpeg_24mp": ("jpg", SIZE_24MP),
                "heic_12mp": ("heic", SIZE_12MP)}
 VIDEO_CASES = {"video_1min": 60.0, "video_short": 10.0}
 VIDEO_SIZE, FPS, SHOT_SECONDS, GOP = (1920, 1080), 30, 6.0, 30
+#: x264's quality: enlarged Corel pictures are smooth, so a low CRF keeps the bitrate nearer a
+#: phone's (~16 Mbit/s at 1080p), which is what decoding costs.
+CRF = 16
 #: libheif's x265 at its default preset ("slow") takes minutes per grainy 12-MP photo here;
 #: the preset changes the encoder's search, not what a decoder does.
 HEIC_ENCODER = {"preset": "fast"}
@@ -175,34 +182,67 @@ def shots(cd: Path, seconds: float):
     return lambda t: takes[min(int(t // SHOT_SECONDS), n - 1)](t % SHOT_SECONDS)
 
 
-def build_videos(folder: Path, n: int, seconds: float, first: int) -> Path:
-    """n videos of `seconds`, each of one Corel CD (CDs first, first + 1, ...); every third
-    a .mov with an iPhone's QuickTime keys, the others .mp4."""
+def build_videos(folder: Path, n: int, seconds: float, first: int, encoded: int) -> Path:
+    """n videos of `seconds`, every third a .mov with an iPhone's QuickTime keys, the others
+    .mp4. The first `encoded` are encoded, each of one Corel CD (CDs first, first + 1, ...);
+    the others are copies of them with their own date and place (retagged_video: the same
+    packets, as costly to decode, another file to index), since encoding a minute of 1080p
+    takes minutes here."""
     spec = {"n": n, "seconds": seconds, "first": first, "fps": FPS, "size": VIDEO_SIZE,
-            "gop": GOP}
+            "gop": GOP, "encoded": encoded}
     if built(folder, spec):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     cds = sorted((COREL / "images").iterdir(), key=lambda p: int(p.name))
-    for i in range(n):
-        path = folder / f"VID_{i:04d}{'.mov' if i % 3 == 2 else '.mp4'}"
+    paths = [folder / f"VID_{i:04d}{'.mov' if i % 3 == 2 else '.mp4'}" for i in range(n)]
+    for i, path in enumerate(paths):
         if path.exists():
             continue
         taken, place = when_and_where(first + i)
         tmp = path.with_name(f".tmp{path.suffix}")
-        media.video(tmp, seconds=seconds, fps=FPS, size=VIDEO_SIZE, taken=taken,
-                    position=place, frames=shots(cds[(first + i) % len(cds)], seconds),
-                    crf=20, preset="superfast", gop=GOP)
+        if i < encoded:
+            media.video(tmp, seconds=seconds, fps=FPS, size=VIDEO_SIZE, taken=taken,
+                        position=place, frames=shots(cds[(first + i) % len(cds)], seconds),
+                        crf=CRF, preset="superfast", gop=GOP)
+        else:
+            media.retagged_video(paths[i % encoded], tmp, taken=taken, position=place)
         tmp.rename(path)
     mark_built(folder, spec)
     return folder
 
 
-def describe(folder: Path) -> dict:
+_EXIF_DATE = re.compile(rb"\d{4}:\d\d:\d\d \d\d:\d\d:\d\d")
+
+
+def build_copies(folder: Path, source: Path, n: int, first: int) -> Path:
+    """n photos: the source folder's in turn, each with its own EXIF date (the date's bytes
+    replaced in place): distinct files (another content hash: indexed and computed again)
+    with a camera photo's bytes and decoding cost, made at the cost of a copy."""
+    spec = {"copies_of": source.name, "n": n, "first": first}
+    if built(folder, spec):
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    originals = sorted(p for p in source.iterdir() if not p.name.startswith("."))
+    for i in range(n):
+        data = originals[i % len(originals)].read_bytes()
+        date = when_and_where(first + i)[0].strftime("%Y:%m:%d %H:%M:%S").encode()
+        copy, found = _EXIF_DATE.subn(date, data, count=1)
+        if not found:
+            raise RuntimeError(f"{originals[i % len(originals)]}: no EXIF date to change")
+        (folder / f"IMG_{i:04d}{originals[i % len(originals)].suffix}").write_bytes(copy)
+    mark_built(folder, spec)
+    return folder
+
+
+def describe(folder: Path, seconds: float | None = None) -> dict:
+    """Files, their mean and total size; for videos of `seconds`, their mean bitrate."""
     files = [p for p in folder.iterdir() if not p.name.startswith(".")]
     sizes = [p.stat().st_size for p in files]
-    return {"files": len(files), "mean_mb": round(float(np.mean(sizes)) / 1e6, 2),
-            "total_mb": round(sum(sizes) / 1e6, 1)}
+    out = {"files": len(files), "mean_mb": round(float(np.mean(sizes)) / 1e6, 2),
+           "total_mb": round(sum(sizes) / 1e6, 1)}
+    if seconds:
+        out["mbit_per_second"] = round(8 * float(np.mean(sizes)) / seconds / 1e6, 1)
+    return out
 
 
 def build_all(work: Path, args) -> dict:
@@ -213,15 +253,17 @@ def build_all(work: Path, args) -> dict:
         print(f"building {case}: {n} photos", flush=True)
         folders[case] = build_photos(work / "media" / case, kind, size, n, first)
         first += n
-    for case, seconds in VIDEO_CASES.items():
-        seconds = args.long_video_seconds if case == "video_1min" else seconds
+    for case in VIDEO_CASES:
+        seconds = video_seconds(case, args)
         n = args.videos if case == "video_1min" else args.short_videos
         print(f"building {case}: {n} videos of {seconds:.0f} s", flush=True)
-        folders[case] = build_videos(work / "media" / case, n, seconds, first)
+        folders[case] = build_videos(work / "media" / case, n, seconds, first,
+                                     1 if case == "video_1min" else n)
         first += n
     print(f"building first_answer: {args.first_answer_photos} photos", flush=True)
-    folders["first_answer"] = build_photos(work / "media" / "first_answer", "jpg", SIZE_12MP,
-                                           args.first_answer_photos, first)
+    folders["first_answer"] = build_copies(work / "media" / "first_answer_copies",
+                                           folders["jpeg_12mp"], args.first_answer_photos,
+                                           first)
     folders["warmup"] = build_photos(work / "media" / "warmup", "jpg", (640, 427), 2, 10**4)
     return folders
 
@@ -372,7 +414,8 @@ def first_answer(side: Side, folder: Path, run: Path, log: Path, limit: float) -
             while answered is None and time.perf_counter() - t0 < limit:
                 time.sleep(0.5)
                 ended = child.poll() is not None
-                out = subprocess.run(search, cwd=run, env=env, capture_output=True, text=True)
+                out = subprocess.run(search, cwd=run, env=env, check=False,
+                                     capture_output=True, text=True)
                 polls += 1
                 if str(folder) in out.stdout:
                     answered = time.perf_counter() - t0
@@ -389,7 +432,7 @@ def first_answer(side: Side, folder: Path, run: Path, log: Path, limit: float) -
 
 
 def measure_case(side: Side, case: str, folder: Path, work: Path, log: Path,
-                 seconds: float = 0.0) -> dict:
+                 seconds: float | None = None) -> dict:
     """One case on one side; seconds: each video's length (video cases)."""
     run = fresh_run(side, work, case)
     r = index_run(side, folder, run, log)
@@ -406,6 +449,11 @@ def measure_case(side: Side, case: str, folder: Path, work: Path, log: Path,
     return r
 
 
+def video_seconds(case: str, args) -> float | None:
+    """Each video's length in a video case (None for photos)."""
+    return args.long_video_seconds if case == "video_1min" else VIDEO_CASES.get(case)
+
+
 def make_sides(args, work: Path) -> list[Side]:
     sides = []
     if "old" in args.sides:
@@ -417,12 +465,14 @@ def make_sides(args, work: Path) -> list[Side]:
         sides.append(Side("old", src, f"git archive {args.old} (main before issue 44)", full,
                           work))
     if "new" in args.sides:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True,
+        tree = Path(args.new).resolve()
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, check=True,
                               capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        sides.append(Side("new", ROOT, "this working tree", head + (" + changes" if dirty
-                                                                     else ""), work))
+                               cwd=tree, check=False, capture_output=True, text=True).stdout
+        label = "this working tree" if tree == ROOT else f"the working tree {tree}"
+        sides.append(Side("new", tree, label, head + (" + changes" if dirty.strip() else ""),
+                          work))
     return sides
 
 
@@ -449,16 +499,14 @@ def main(argv=None) -> None:
          "caches": "one-time caches warm (each side's ONNX export and word lexicon, from "
                    "indexing two other pictures first), no picture's features cached, an "
                    "empty index; the pictures' files in the OS page cache",
-         "media": {case: describe(folders[case]) for case in (*PHOTO_CASES, *VIDEO_CASES,
-                                                               "first_answer")},
+         "media": {case: describe(folders[case], video_seconds(case, args))
+                   for case in (*PHOTO_CASES, *VIDEO_CASES, "first_answer")},
          "cases": {}}
     for case in (*PHOTO_CASES, *VIDEO_CASES):
         for side in sides:
             print(f"{case}: {side.name}", flush=True)
-            seconds = (args.long_video_seconds if case == "video_1min"
-                       else VIDEO_CASES.get(case, 0.0))
             r["cases"].setdefault(case, {})[side.name] = measure_case(
-                side, case, folders[case], work, log, seconds)
+                side, case, folders[case], work, log, video_seconds(case, args))
             print(f"  {json.dumps(r['cases'][case][side.name])}", flush=True)
     r["first_answer"] = {}
     for side in sides:
@@ -487,6 +535,8 @@ def _options(ap) -> None:
     ap.add_argument("--first-answer-limit", type=float, default=600,
                     help="seconds to wait for the first answer")
     ap.add_argument("--old", default=OLD, help="the old code's commit")
+    ap.add_argument("--new", default=str(ROOT),
+                    help="the new code's source tree (default: this working tree)")
     ap.add_argument("--sides", nargs="+", choices=("old", "new"), default=["old", "new"])
     ap.add_argument("--build-only", action="store_true", help="build the folders, time nothing")
     ap.add_argument("--report-only", action="store_true",
@@ -526,8 +576,9 @@ def report(r: dict) -> str:
             page = (f"{_cell(c.get('first_page_seconds'))} ({_cell(c.get('second_page_seconds'))})"
                     if "first_page_seconds" in c else "–")
             passes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("passes", {}).items()) or "–"
-            lines.append(f"| {case} | {m['files']} ({m['mean_mb']}) | {n} | {c['seconds']:.1f} "
-                         f"| {_cell(speed)} | {_cell(c.get('decodes_per_picture'))} | "
+            rate = f", {m['mbit_per_second']} Mbit/s" if "mbit_per_second" in m else ""
+            lines.append(f"| {case} | {m['files']} ({m['mean_mb']}{rate}) | {n} | "
+                         f"{c['seconds']:.1f} | {_cell(speed)} | {_cell(c.get('decodes_per_picture'))} | "
                          f"{c['peak_rss_mb']:,} / {c['peak_tree_rss_mb']:,} | {page} | "
                          f"{passes}{'; ' + c['note'] if c.get('note') else ''} |")
     fa = r.get("first_answer", {})

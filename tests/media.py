@@ -194,3 +194,21 @@ def truncated(source, path, keep: float = 0.4) -> Path:
     data = Path(source).read_bytes()
     Path(path).write_bytes(data[:max(1, int(len(data) * keep))])
     return Path(path)
+
+
+def retagged_video(source, path, *, taken=None, position=None) -> Path:
+    """A copy of the video `source` at path with other container tags (its packets copied,
+    nothing encoded again): another file, as costly to decode, made in a moment."""
+    import av  # noqa: PLC0415
+
+    path = Path(path)
+    options = {"movflags": "use_metadata_tags"} if path.suffix.lower() == ".mov" else {}
+    with av.open(str(source)) as src, av.open(str(path), "w", options=options) as out:
+        out.metadata.update(container_metadata(path, taken, position))
+        stream = out.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is None:  # the demuxer's empty packet at the end
+                continue
+            packet.stream = stream
+            out.mux(packet)
+    return path

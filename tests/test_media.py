@@ -105,3 +105,13 @@ def test_a_truncated_video_loses_its_frames(tmp_path):
     except av.error.FFmpegError:
         decoded = 0
     assert decoded < 20
+
+
+def test_a_retagged_video_has_the_same_frames_and_its_own_tags(tmp_path):
+    whole = media.video(tmp_path / "v.mp4", seconds=1, fps=10, size=(64, 48), taken=TAKEN)
+    copy = media.retagged_video(whole, tmp_path / "c.mov", taken=TAKEN.replace(year=2021),
+                                position=KYOTO)
+    assert [f.tobytes() for f in _frames(copy)] == [f.tobytes() for f in _frames(whole)]
+    with av.open(str(copy)) as c:
+        assert c.metadata["creation_time"].startswith("2021-07-04")
+        assert c.metadata["com.apple.quicktime.location.ISO6709"] == "+35.0116+135.7681/"
