@@ -578,8 +578,8 @@ def report(r: dict) -> str:
             passes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("passes", {}).items()) or "–"
             rate = f", {m['mbit_per_second']} Mbit/s" if "mbit_per_second" in m else ""
             lines.append(f"| {case} | {m['files']} ({m['mean_mb']}{rate}) | {n} | "
-                         f"{c['seconds']:.1f} | {_cell(speed)} | {_cell(c.get('decodes_per_picture'))} | "
-                         f"{c['peak_rss_mb']:,} / {c['peak_tree_rss_mb']:,} | {page} | "
+                         f"{c['seconds']:.1f} | {_cell(speed)} | "
+                         f"{_cell(c.get('decodes_per_picture'))} | {c['peak_rss_mb']:,} / {c['peak_tree_rss_mb']:,} | {page} | "
                          f"{passes}{'; ' + c['note'] if c.get('note') else ''} |")
     fa = r.get("first_answer", {})
     if fa:
