@@ -549,6 +549,18 @@ def _cell(v, fmt="{:,.2f}") -> str:
     return "–" if v is None else fmt.format(v)
 
 
+def _row(case: str, m: dict, side: str, c: dict, speed) -> str:
+    """A case's row of the report for one side."""
+    page = (f"{_cell(c.get('first_page_seconds'))} ({_cell(c.get('second_page_seconds'))})"
+            if "first_page_seconds" in c else "–")
+    passes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("passes", {}).items()) or "–"
+    rate = f", {m['mbit_per_second']} Mbit/s" if "mbit_per_second" in m else ""
+    note = f"; {c['note']}" if c.get("note") else ""
+    return (f"| {case} | {m['files']} ({m['mean_mb']}{rate}) | {side} | {c['seconds']:.1f} | "
+            f"{_cell(speed)} | {_cell(c.get('decodes_per_picture'))} | "
+            f"{c['peak_rss_mb']:,} / {c['peak_tree_rss_mb']:,} | {page} | {passes}{note} |")
+
+
 def report(r: dict) -> str:
     names = list(r["sides"])
     lines = [*report_head("A phone's library: camera-size photos, HEIC and videos (issue 44)",
@@ -566,21 +578,13 @@ def report(r: dict) -> str:
              "decodes / picture | peak MB (largest / tree) | first page s (again) | passes s |",
              "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for case, sides in r["cases"].items():
-        m = r["media"][case]
         for n in names:
             if n not in sides:
                 continue
             c = sides[n]
             speed = (c.get("photos_per_second") if case in PHOTO_CASES
                      else c.get("seconds_per_video_minute"))
-            page = (f"{_cell(c.get('first_page_seconds'))} ({_cell(c.get('second_page_seconds'))})"
-                    if "first_page_seconds" in c else "–")
-            passes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("passes", {}).items()) or "–"
-            rate = f", {m['mbit_per_second']} Mbit/s" if "mbit_per_second" in m else ""
-            lines.append(f"| {case} | {m['files']} ({m['mean_mb']}{rate}) | {n} | "
-                         f"{c['seconds']:.1f} | {_cell(speed)} | "
-                         f"{_cell(c.get('decodes_per_picture'))} | {c['peak_rss_mb']:,} / {c['peak_tree_rss_mb']:,} | {page} | "
-                         f"{passes}{'; ' + c['note'] if c.get('note') else ''} |")
+            lines.append(_row(case, r["media"][case], n, c, speed))
     fa = r.get("first_answer", {})
     if fa:
         photos = next(iter(fa.values()))["photos"]
