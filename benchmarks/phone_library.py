@@ -504,20 +504,37 @@ def main(argv=None) -> None:
          "cases": {}}
     for case in (*PHOTO_CASES, *VIDEO_CASES):
         for side in sides:
-            print(f"{case}: {side.name}", flush=True)
-            r["cases"].setdefault(case, {})[side.name] = measure_case(
-                side, case, folders[case], work, log, video_seconds(case, args))
-            print(f"  {json.dumps(r['cases'][case][side.name])}", flush=True)
+            r["cases"].setdefault(case, {})[side.name] = attempt(
+                f"{case}: {side.name}", measure_case, side, case, folders[case], work, log,
+                video_seconds(case, args))
+            save_report("phone_library", {**r, **run.info(), "minutes": run.minutes()},
+                        report, echo=False)  # so far: a failure later keeps what was measured
     r["first_answer"] = {}
     for side in sides:
-        print(f"first answer: {side.name}", flush=True)
-        run_dir = fresh_run(side, work, "first_answer")
-        r["first_answer"][side.name] = first_answer(side, folders["first_answer"], run_dir,
-                                                    log, args.first_answer_limit)
-        shutil.rmtree(run_dir)
-        print(f"  {json.dumps(r['first_answer'][side.name])}", flush=True)
+        r["first_answer"][side.name] = attempt(f"first answer: {side.name}", first_answer_run,
+                                               side, folders["first_answer"], work, log,
+                                               args.first_answer_limit)
     r.update(run.info(), minutes=run.minutes())
     save_report("phone_library", r, report)
+
+
+def attempt(what: str, measure, *args) -> dict:
+    """measure(*args), or {"error": ...} when it fails: one case's failure (a side's bug)
+    leaves the others measured."""
+    print(what, flush=True)
+    try:
+        out = measure(*args)
+    except Exception as e:  # noqa: BLE001 - reported in the results, the run goes on
+        out = {"error": f"{type(e).__name__}: {e}"}
+    print(f"  {json.dumps(out)}", flush=True)
+    return out
+
+
+def first_answer_run(side: Side, folder: Path, work: Path, log: Path, limit: float) -> dict:
+    run = fresh_run(side, work, "first_answer")
+    out = first_answer(side, folder, run, log, limit)
+    shutil.rmtree(run)
+    return out
 
 
 def _options(ap) -> None:
@@ -551,6 +568,8 @@ def _cell(v, fmt="{:,.2f}") -> str:
 
 def _row(case: str, m: dict, side: str, c: dict, speed) -> str:
     """A case's row of the report for one side."""
+    if "error" in c:
+        return f"| {case} | {m['files']} ({m['mean_mb']}) | {side} | failed: {c['error']} |"
     page = (f"{_cell(c.get('first_page_seconds'))} ({_cell(c.get('second_page_seconds'))})"
             if "first_page_seconds" in c else "–")
     passes = ", ".join(f"{k} {v:.1f}" for k, v in c.get("passes", {}).items()) or "–"
@@ -587,13 +606,16 @@ def report(r: dict) -> str:
             lines.append(_row(case, r["media"][case], n, c, speed))
     fa = r.get("first_answer", {})
     if fa:
-        photos = next(iter(fa.values()))["photos"]
+        photos = r["media"]["first_answer"]["files"]
         lines += ["", f"Time to the first answer: `pamir index` on {photos} 12-MP JPEGs "
                   f"(first_answer), `pamir search {QUERY}` polled one after another until it "
                   "prints a picture (the issue's target is for 10,000 photos; the first batch "
                   "decides it).", "", "| side | first answer s | searches | index ended first |",
                   "|---|---:|---:|---|"]
         for n, a in fa.items():
+            if "error" in a:
+                lines.append(f"| {n} | failed: {a['error']} |")
+                continue
             lines.append(f"| {n} | {_cell(a['first_answer_seconds'], '{:.1f}')} | {a['polls']} "
                          f"| {'yes' if a['index_finished_first'] else 'no'} |")
     lines += ["", "Targets (issue 44, this 2-core machine): " + "; ".join(
