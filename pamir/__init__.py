@@ -28,7 +28,7 @@ _EXPORTS = {
     "evaluate_system": "pamir.system",
     # the index and the workflow over it (open / create / rebuild / rescore / learn / keep)
     "Index": "pamir.index", "Hit": "pamir.index",
-    "open_index": "pamir.workflow", "index_folders": "pamir.workflow",
+    "open_index": "pamir.workflow", "index_folders": "pamir.indexing",
     "learn_captions": "pamir.workflow", "keep_feedback": "pamir.workflow",
     "feedback_round": "pamir.workflow",
     # the models: scikit-learn style estimators

@@ -44,7 +44,7 @@ import numpy as np
 from .distributed import DASK_BATCH, RETRIES, dask_client, once_per_worker, submit_batch
 from .index import model_fingerprint
 from .index.sync import file_hash
-from .workflow import load_system
+from .workflow import load_system, zero_caption_system
 
 #: Tasks in flight per worker thread: enough to keep each busy while results are written,
 #: few enough that results waiting to be written stay small.
@@ -88,10 +88,8 @@ def _load_system(model_dir: str, fingerprint: str, cache_dir: str | None):
 def _zero_caption_system(fingerprint: str, cache_dir: str | None):
     """What `pamir index FOLDER` indexes with no model (pamir.zeroshot), as the client built
     it: another network or weights installed here would give other class probabilities."""
-    from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415  (the [cnn] extra)
-
     logging.getLogger("pamir.features.cnn").setLevel(logging.ERROR)
-    system = ZeroCaptionSystem(cache_dir)
+    system = zero_caption_system(cache_dir)
     if fingerprint and system.fingerprint != fingerprint:
         raise RuntimeError(f"this worker's zero-caption system ({system.fingerprint}) is not "
                            f"the client's ({fingerprint}): install the same pamir and "

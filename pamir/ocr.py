@@ -513,12 +513,20 @@ def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fa
     a decompression bomb, anything the recogniser refuses). Never raises for a bad file;
     MissingExtra and OcrUnavailable (rapidocr or its models missing) are raised: they
     concern every file."""
+    return read_text_rasters([(path, path) for path in paths], settings)
+
+
+def read_text_rasters(pictures, settings: OcrSettings | None = None
+                      ) -> list[tuple[list[Fact] | None, str]]:
+    """read_texts of (path, picture) pairs, each picture what `TextReader.prepare` takes:
+    the reading stage's raster (pamir.features.rasters, decoded once for every pass), or
+    the path itself (decoded here)."""
     reader = shared_reader(settings)
-    out: list[tuple[list[Fact] | None, str]] = [([], "")] * len(paths)
+    out: list[tuple[list[Fact] | None, str]] = [([], "")] * len(pictures)
     ready: list[tuple[int, np.ndarray | None]] = []  # decoded, read together
-    for i, path in enumerate(paths):
+    for i, (path, picture) in enumerate(pictures):
         try:
-            ready.append((i, reader.prepare(path)))
+            ready.append((i, reader.prepare(picture)))
         except Exception as e:  # noqa: BLE001 - one hostile file must not end a batch
             out[i] = (None, _note(path, e))
     try:
@@ -531,7 +539,7 @@ def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fa
             except Exception as e:  # noqa: BLE001
                 found.append(e)
     for (i, _), lines in zip(ready, found):
-        out[i] = ((None, _note(paths[i], lines)) if isinstance(lines, Exception)
+        out[i] = ((None, _note(pictures[i][0], lines)) if isinstance(lines, Exception)
                   else (text_facts(lines), ""))
     return out
 
@@ -547,4 +555,4 @@ def _note(path, e: Exception) -> str:
 
 __all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings",
            "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint",
-           "lines_of", "phrase", "read_texts", "shared_reader", "text_facts"]
+           "lines_of", "phrase", "read_text_rasters", "read_texts", "shared_reader", "text_facts"]

@@ -226,5 +226,63 @@ def progress_callback(label: str, enabled: bool):
 
         yield update
 
-__all__ = ["Bar", "FitDisplay", "QUIET_UNDER_S", "in_terminal", "progress_callback", "report",
-           "rich_bar", "stderr_console"]
+
+# ------------------------------------------------------------- the passes of an index
+#: What a pass of `pamir index` reads, as its bar and its line name it.
+PASS_LABELS = {"look": "indexing", "text": "reading text", "faces": "finding faces"}
+
+
+class PassBars:
+    """The passes of `pamir index` at once (they run side by side: the text and faces
+    passes read behind the look): a bar each in a terminal; elsewhere one line per pass
+    when the job ends ("reading text: 4,210 pictures in 310.2 s (14 pictures/s)").
+
+        with PassBars(console) as bars:
+            run_index(job, progress=bars.update)    # update(name, done, total)
+    """
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or stderr_console()
+        self.bars: dict[str, Bar] = {}
+        self.live = rich_bar(self.console, rate_unit="pictures") if self.console.is_terminal \
+            else None
+        self.tasks: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> "PassBars":
+        if self.live is not None:
+            self.live.start()
+        return self
+
+    def update(self, name: str, done: int, total: int) -> None:
+        with self.lock:
+            bar = self.bars.get(name)
+            if bar is None:
+                bar = self.bars[name] = Bar(PASS_LABELS.get(name, name), total,
+                                            unit="pictures", console=self.console,
+                                            enabled=False)
+            bar.done, bar.total = done, total
+            if self.live is not None:
+                if name not in self.tasks:
+                    self.tasks[name] = self.live.add_task(bar.label, total=total, rate="-")
+                rate = f"{done / max(bar.elapsed(), 1e-9):,.0f}"
+                self.live.update(self.tasks[name], completed=done, total=total, rate=rate)
+
+    def stop(self) -> None:
+        """End the bars now (before a message that must stay on screen)."""
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def __exit__(self, exc_type, *exc) -> None:
+        was_live = self.live is not None
+        self.stop()
+        if exc_type is None and not was_live:
+            for bar in self.bars.values():
+                if bar.done and bar.elapsed() >= QUIET_UNDER_S:
+                    self.console.print(bar.summary(), highlight=False, markup=False,
+                                       soft_wrap=True)
+
+
+__all__ = ["Bar", "FitDisplay", "PASS_LABELS", "PassBars", "QUIET_UNDER_S", "in_terminal",
+           "progress_callback", "report", "rich_bar", "stderr_console"]

@@ -1,9 +1,9 @@
 """The index workflow, one home for the CLI, the server and a script: open an index for a
-model (create, reopen, rebuild or rescore it), index folders, learn new captioned pictures,
-and keep a feedback round. The CLI parses and prints around these; the server speaks HTTP.
+model (create, reopen, rebuild or rescore it), the steps of indexing folders (which
+pamir.indexing runs as one job), learn new captioned pictures, and keep a feedback round.
+The CLI parses and prints around these; the server speaks HTTP.
 
     import pamir
-    report = pamir.index_folders("models/mine", ["~/Pictures"], index="my-index")
     report = pamir.learn_captions("models/mine", "new.tsv", index_dirs=["my-index"])
 
 Errors are exceptions with a message for a person (IndexDirError, WorkflowError, OSError);
@@ -156,11 +156,18 @@ def indexing_system(model_dir, *, load=load_system) -> tuple:
     """(system, fingerprint) that an index of model_dir is built with: the trained system
     (loaded by `load`), or for model_dir None the zero-caption system (ImageNet's words)."""
     if model_dir is None:
-        from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415
-
-        system = ZeroCaptionSystem(config.default_cache_dir())
+        system = zero_caption_system()
         return system, system.fingerprint
     return load(model_dir), model_fingerprint(model_dir)
+
+
+def zero_caption_system(cache_dir=None):
+    """The zero-caption system (pamir.zeroshot: ImageNet's words, no model), the one way the
+    CLI, the server and the Dask workers build it: features cached in cache_dir (default:
+    the default cache)."""
+    from .zeroshot import ZeroCaptionSystem  # noqa: PLC0415  (the [cnn] extra)
+
+    return ZeroCaptionSystem(config.default_cache_dir() if cache_dir is None else cache_dir)
 
 
 def update_index(index: Index, system, folders, transform=None, *, captions=None,
@@ -176,17 +183,35 @@ def update_index(index: Index, system, folders, transform=None, *, captions=None
                         batch_size=batch_size or BATCH_SIZE, progress=progress)
 
 
+def text_pass_name() -> str:
+    """The text pass's name: its reader's (another reader, other models or settings, reads
+    every picture again)."""
+    from . import ocr  # noqa: PLC0415  (rapidocr only when it reads)
+
+    return f"text {ocr.fingerprint()}"
+
+
+def faces_pass_name() -> str:
+    """The faces pass's name: its detector's and network's."""
+    from .people import faces as people_faces  # noqa: PLC0415
+
+    return f"faces {people_faces.fingerprint()}"
+
+
 def read_text(index: Index, *, client=None, progress=None):
     """The text pass of `pamir index` (pamir.index.passes): the text written in every picture
     not read yet as it is now (pamir.ocr), its words and phrases stored as facts; with a Dask
-    client, batches as tasks, else on one thread per core. Returns the PassReport. The pass is named after the reader, so
-    that another reader (other models, other settings) reads every picture again."""
+    client, batches as tasks, else on one thread per core. Returns the PassReport. The pass
+    is named after the reader (`text_pass_name`). Each picture is decoded for this pass
+    alone: `pamir index` feeds the pictures it indexes from its own decode
+    (pamir.index.stage) and leaves this the rest."""
     from . import ocr  # noqa: PLC0415  (rapidocr: the [ocr] extra)
     from .features.cnn_engines import streams  # noqa: PLC0415
     from .index.passes import run_pass  # noqa: PLC0415
+    from .index.videos import FramesReader  # noqa: PLC0415 - a video's text: its frames'
 
     # without a cluster, one reader per core, each on its own thread (pamir.index.passes)
-    return run_pass(index, f"text {ocr.fingerprint()}", ("text",), ocr.read_texts,
+    return run_pass(index, text_pass_name(), ("text",), FramesReader(ocr.read_texts),
                     client=client, progress=progress, threads=streams())
 
 
@@ -210,34 +235,12 @@ def read_faces(index: Index, *, client=None, progress=None, processes: int = 1) 
     with optional():  # the [faces] extra, or MissingExtra before any work
         import dlib  # noqa: F401, PLC0415
     people_faces.models_dir()
-    report = run_pass(index, f"faces {people_faces.fingerprint()}", ("person",), reader,
+    from .index.videos import FramesReader  # noqa: PLC0415 - a video's faces: its frames'
+
+    report = run_pass(index, faces_pass_name(), ("person",), FramesReader(reader),
                       client=client, progress=progress, record=index.record_faces,
                       processes=processes)
     return {**report.as_dict(), "people": identify(index).as_dict()}
-
-
-def index_folders(model_dir, folders, *, index=None, captions: dict | None = None,
-                  rebuild: bool = False, batch_size: int = BATCH_SIZE, progress=None,
-                  say=logger.info, text: bool = False, faces: bool = False):
-    """Index the pictures under `folders` with the trained system in model_dir (None: the
-    zero-caption system, ImageNet's words), incrementally, into the index folder `index`
-    (default: default_index_dir()). captions: {path: words} shown beside the pictures.
-    progress(done, total) follows the batches. text: then read the text written in the
-    pictures (`read_text`; report.text says what it read); faces: then find the faces and
-    who they are (`read_faces`; report.faces). Returns the UpdateReport."""
-    index_dir = Path(index) if index is not None else default_index_dir()
-    folders = picture_folders(folders)
-    if model_dir is not None:
-        model_dir = Path(model_dir).expanduser()
-    system, fingerprint = indexing_system(model_dir)
-    with open_index(index_dir, model_dir, system, fingerprint, rebuild, say=say) as ix:
-        report = update_index(ix, system, folders, captions=captions, batch_size=batch_size,
-                              progress=progress)
-        if text:
-            report.text = read_text(ix).as_dict()
-        if faces:
-            report.faces = read_faces(ix)
-        return report
 
 
 # ------------------------------------------------------------------------ rescore, learn
@@ -492,7 +495,8 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
 
 
 __all__ = ["FEEDBACK_CANDIDATES", "NoSuchPicture", "NotKept", "WorkflowError", "check_vocabulary",
-           "default_index_dir", "feedback_round", "index_folders", "indexed_picture",
+           "default_index_dir", "faces_pass_name", "feedback_round", "indexed_picture",
            "indexing_system", "keep_feedback", "learn_captions", "learn_pictures", "load_system",
-           "marks", "open_index", "picture_folders", "rerank_feedback", "text_side",
-           "update_index", "update_indexes"]
+           "marks", "open_index", "picture_folders", "read_faces", "read_text",
+           "rerank_feedback", "text_pass_name", "text_side", "update_index", "update_indexes",
+           "zero_caption_system"]

@@ -14,7 +14,8 @@ from pamir.annotation import annotate_pictures, keyword_records, keywords_of_row
 from pamir.cli import app
 from pamir.index import Index
 from pamir.server import create_app
-from pamir.workflow import WorkflowError, index_folders, load_system
+from pamir.indexing import index_folders
+from pamir.workflow import WorkflowError, load_system
 
 
 @pytest.fixture(autouse=True)

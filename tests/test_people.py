@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 pytest.importorskip("dlib")
 
 from pamir import workflow  # noqa: E402
-from pamir.index import Index  # noqa: E402
+from pamir.index import SCHEMA_VERSION, Index  # noqa: E402
 from pamir.index.passes import run_pass  # noqa: E402
 from pamir.people.faces import fingerprint  # noqa: E402
 from pamir.people.pictures import read_faces  # noqa: E402
@@ -289,7 +289,7 @@ def test_an_index_of_schema_4_gets_the_faces_tables(built, tmp_path):
         assert ix.faces() == [] and workflow.read_faces(ix)["read"] == 0  # pass kept
     conn = sqlite3.connect(directory / "catalog.sqlite")
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-        == ("5",)
+        == (str(SCHEMA_VERSION),)
 
 
 # ----------------------------------------------------------------------------- the API

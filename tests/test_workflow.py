@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 import pamir
 from conftest import model_arrays, same_model
 from pamir.server import create_app
-from pamir.workflow import WorkflowError, feedback_round, index_folders, load_system, marks
+from pamir.indexing import index_folders
+from pamir.workflow import WorkflowError, feedback_round, load_system, marks
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
-"""`pamir people`: who is in the indexed pictures, and `--forget NAME`; and the faces pass
-that `pamir index` runs (its progress and its lines). The work is the library's:
+"""`pamir people`: who is in the indexed pictures, and `--forget NAME`; and the lines of the
+faces pass that `pamir index` runs (pamir.indexing). The work is the library's:
 pamir.workflow.read_faces and pamir.people.who."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from .. import workflow
 from ..index import Index, IndexDirError
 from ..workflow import default_index_dir
 from .common import console, fail
@@ -18,28 +17,6 @@ from .common import console, fail
 INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
 #: How many unreadable pictures the faces pass lists.
 MAX_LISTED = 20
-
-
-def read_faces(index: Index, client) -> dict | None:
-    """The faces pass (pamir.workflow.read_faces) with its own progress, after the pictures
-    are searchable, in one process per core (the command's main module is safe to import
-    again); None, with one line, where the [faces] extra is not installed."""
-    from ..extras import MissingExtra  # noqa: PLC0415
-    from ..index.passes import local_processes  # noqa: PLC0415
-    from ..progress import Bar  # noqa: PLC0415
-
-    try:
-        with Bar("finding faces", console=console, unit="pictures") as bar:
-            return workflow.read_faces(index, client=client, processes=local_processes(),
-                                       progress=lambda done, total:
-                                       bar.update(completed=done, total=total))
-    except MissingExtra as e:
-        console.print(f"faces not found: {escape(str(e))}", markup=True)  # "[faces]" stays
-    except KeyboardInterrupt:
-        console.print(f"interrupted: {len(index):,} pictures are indexed and searchable; the "
-                      "faces found so far are kept, and the same command finds the rest")
-        raise typer.Exit(130) from None
-    return None
 
 
 def print_faces_report(r: dict) -> None:

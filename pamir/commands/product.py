@@ -9,7 +9,6 @@ any directory once `pamir index` has run, as rclip does.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import sys
@@ -18,7 +17,6 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from .. import config
 from .. import workflow
 from ..data import DataError, load_captions_table
 from ..index import BATCH_SIZE, Index, IndexDirError
@@ -166,54 +164,41 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
 
 def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
            workers, scheduler, compact, text=True, faces=True):
-    """index_command's work: (report, status); with `text`, the text pass after, with
-    `faces`, the faces pass."""
-    from ..progress import Bar  # noqa: PLC0415
+    """index_command's work, the library's index job (pamir.indexing.run_index) with bars:
+    (report, status); its errors said."""
+    from ..index.passes import local_processes  # noqa: PLC0415
+    from ..index_job import BatchesFailed  # noqa: PLC0415
+    from ..indexing import IndexJob, run_index  # noqa: PLC0415
+    from ..progress import PassBars  # noqa: PLC0415
 
-    index = _open_for(index_dir, model, system, fingerprint, rebuild)
-    with index, _batch_runner(workers, scheduler, model, fingerprint, system,
-                              bool(index.classes)) as (transform, default_batch, client), \
-            Bar("indexing", console=console, unit="pictures") as bar:
-        try:
-            report = workflow.update_index(index, system, folders, transform,
-                                           captions=caption_map, batch_size=batch or default_batch,
-                                           progress=lambda done, total: bar.update(
-                                               completed=done, total=total))
-        except KeyboardInterrupt:
-            bar.stop()
-            console.print(f"interrupted: {len(index):,} pictures are safely indexed; run the "
-                          "same command again to go on")
-            raise typer.Exit(130) from None
-        if compact:
-            index.compact()
-        bar.stop()
-        _prepare_word_mapping(index)
-        if text:
-            report.text = _read_text(index, client)
-        if faces:
-            from .people import read_faces  # noqa: PLC0415
-
-            report.faces = read_faces(index, client)
-        return report, index.status()
-
-
-def _read_text(index: Index, client) -> dict | None:
-    """The text pass (pamir.workflow.read_text) with its own progress, after the pictures
-    are searchable; None, with a line, where the [ocr] extra is not installed."""
-    from ..extras import MissingExtra  # noqa: PLC0415
-    from ..progress import Bar  # noqa: PLC0415
-
+    job = IndexJob(folders, model_dir=model, index_dir=index_dir, captions=caption_map,
+                   rebuild=rebuild, batch_size=batch, text=text, faces=faces,
+                   compact=compact, workers=workers, scheduler=scheduler,
+                   processes=local_processes())
+    bars = PassBars(console)
     try:
-        with Bar("reading text", console=console, unit="pictures") as bar:
-            return workflow.read_text(index, client=client, progress=lambda done, total:
-                                      bar.update(completed=done, total=total)).as_dict()
-    except MissingExtra as e:
-        console.print(f"text in pictures not read: {escape(str(e))}")
+        with bars:
+            return run_index(job, system=system, fingerprint=fingerprint,
+                             progress=bars.update,
+                             say=lambda line: console.print(escape(line), markup=True),
+                             after_look=_prepare_word_mapping)
+    except (IndexDirError, workflow.WorkflowError, BatchesFailed) as e:
+        fail(str(e))
     except KeyboardInterrupt:
-        console.print(f"interrupted: {len(index):,} pictures are indexed and searchable; the "
-                      "text read so far is kept, and the same command reads the rest")
+        bars.stop()
+        console.print(f"interrupted: {_indexed(index_dir)} pictures are safely indexed and "
+                      "searchable, with the text and faces read so far; run the same command "
+                      "again to go on")
         raise typer.Exit(130) from None
-    return None
+
+
+def _indexed(index_dir: Path) -> str:
+    """How many pictures the index holds ("?" where it cannot be opened)."""
+    try:
+        with Index.open(index_dir) as index:
+            return f"{len(index):,}"
+    except (IndexDirError, OSError, sqlite3.Error):
+        return "?"
 
 
 def _prepare_word_mapping(index: Index) -> None:
@@ -238,40 +223,12 @@ def _prepare_word_mapping(index: Index) -> None:
         if index.vocabulary:  # the zero-caption system's index has none
             index.bridge.vocabulary_embeddings()
         if index.class_words is not None and not index.class_words.bridge.cache_file.exists():
-            with console.status("embedding ImageNet's class descriptions, once per machine"):
-                index.class_words.bridge.vocabulary_embeddings()
+            # a line, not a spinner: the passes' bars are the terminal's one live display
+            console.print("embedding ImageNet's class descriptions, once per machine")
+            index.class_words.bridge.vocabulary_embeddings()
     except EmbeddingUnavailable as e:
         console.print(f"[yellow]words outside the vocabulary cannot be mapped:[/yellow] "
                       f"{escape(str(e))}", markup=True)
-
-
-@contextlib.contextmanager
-def _batch_runner(workers, scheduler, model: Path | None, fingerprint: str, system,
-                  classes: bool):
-    """(transform, default batch size, client) that `pamir index` computes batches with
-    (pamir.index_job.batch_runner): in this process, or as Dask tasks (--workers: a
-    LocalCluster; --scheduler: a running cluster), its failures said."""
-    if not workers and not scheduler:  # pamir.workflow.update_index's own
-        yield None, BATCH_SIZE, None
-        return
-    from ..index_job import BatchesFailed, batch_runner  # noqa: PLC0415
-
-    with batch_runner(workers, scheduler, model, fingerprint, classes,
-                      cache_dir=config.default_cache_dir()) as (transform, batch, client):
-        try:
-            yield transform, batch, client
-        except BatchesFailed as e:
-            fail(str(e))
-
-
-def _open_for(index_dir: Path, model: Path | None, system, fingerprint: str,
-              rebuild: bool) -> Index:
-    """The index at index_dir for this model (pamir.workflow.open_index), its errors said."""
-    try:
-        return workflow.open_index(index_dir, model, system, fingerprint, rebuild,
-                                   say=console.print)
-    except (IndexDirError, workflow.WorkflowError) as e:
-        fail(str(e))
 
 
 def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:

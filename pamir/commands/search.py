@@ -128,6 +128,7 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
         sys.stdout.buffer.flush()
     else:
         from ..storage import shown_path  # noqa: PLC0415
+        from ..video import clock  # noqa: PLC0415
 
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
             when = f"{h.taken[:10]}  " if getattr(h, "taken", None) else ""
@@ -138,8 +139,10 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             where = f"{place}  " if place else ""
             held = getattr(h, "matched", None)
             said = f"[{', '.join(held)}]  " if held else ""  # the facts that put it first
+            t = getattr(h, "time", None)  # a video's best frame: path@mm:ss
+            at = f"@{clock(t)}" if t is not None else ""
             print(f"{rank:>3}  {h.score:8.4f}  {chance}{when}{where}{said}"
-                  f"{shown_path(h.path)}{caption}")
+                  f"{shown_path(h.path)}{at}{caption}")
 
 
 def _search_like(index: Index, like: Path, model: Path | None, query: str, k: int, floor,

@@ -57,8 +57,8 @@ from .cnn_int8 import PRECISIONS, int8_graph, int8_key
 from .cnn_network import CHANNELS, MODELS, WeightsMissing, classifier, weights_digest
 # tests/test_cnn.py reaches these two through this module (cnn._load_state, cnn.onnx_path)
 from .cnn_network import _load_state, onnx_path  # noqa: F401
-from .images import ImageError, content_hash, decode_rgb, displayed_size, read_bytes, \
-    resize_short_side
+from .images import ImageError, content_hash, displayed_size, read_bytes, resize_short_side
+from .rasters import rgb_for, shared_item
 from .representation import Extracted
 from .settings import JOBS, SettingsRecord
 
@@ -219,17 +219,30 @@ class PooledCache:
 
 # --------------------------------------------------------------------------- pictures
 
-def prepare_picture(data: bytes, short_side: int) -> np.ndarray:
+def prepare_picture(data: bytes, short_side: int, digest: str | None = None) -> np.ndarray:
     """(H, W, 3) uint8 as the network sees it: decoded, at most MAX_ASPECT : 1 (centre crop),
-    shorter side = short_side. Raises ImageError with the decoder's reason."""
+    shorter side = short_side. Raises ImageError with the decoder's reason. digest: the
+    bytes' content hash, by which the reading stage's raster is taken instead of a decode
+    (pamir.features.rasters)."""
+    item = shared_item(digest)
+    if item is not None and item.ok:
+        return _from_raster(item.rgb, short_side)
     try:
         w, h = displayed_size(data)  # the header only
     except ImageError:
         w = h = 1  # let the decoder give its reason below
     if max(w, h) <= MAX_ASPECT * min(w, h):
-        return decode_rgb(data, short_side)
-    rgb = decode_rgb(data)
-    x, y, cw, ch = (int(v) for v in crop_box(rgb.shape[1], rgb.shape[0]))
+        return rgb_for(data, digest, short_side)
+    return _from_raster(rgb_for(data, digest, None), short_side)
+
+
+def _from_raster(rgb: np.ndarray, short_side: int) -> np.ndarray:
+    """A decoded picture as the network sees it: at most MAX_ASPECT : 1, then resized (a
+    raster at full size gives what decode_rgb(data, short_side) gives, bit for bit)."""
+    h, w = rgb.shape[:2]
+    if max(w, h) <= MAX_ASPECT * min(w, h):
+        return resize_short_side(rgb, short_side)
+    x, y, cw, ch = (int(v) for v in crop_box(w, h))
     return resize_short_side(np.ascontiguousarray(rgb[y:y + ch, x:x + cw]), short_side)
 
 
@@ -417,7 +430,8 @@ class CNNRepresentation:
             digest = content_hash(data)
             if cache is not None and (hit := cache.get(digest)) is not None:
                 return "cached", hit, digest, None
-            return "decoded", prepare_picture(data, self.settings.short_side), digest, None
+            return ("decoded", prepare_picture(data, self.settings.short_side, digest), digest,
+                    None)
         except ImageError as e:
             return "skipped", None, None, str(e)
         except Exception as e:  # a bug or an exhausted resource: count it, keep going

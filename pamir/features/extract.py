@@ -24,7 +24,8 @@ from ..ragged import Ragged
 from .blocks import block_histograms
 from .cache import BlockCache
 from .colour import ColourCodebook
-from .images import ImageError, content_hash, decode_rgb, read_bytes
+from .images import ImageError, content_hash, read_bytes
+from .rasters import rgb_for
 from .settings import JOBS, FeatureSettings
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,8 @@ def _picture(path, settings: FeatureSettings, codebook: ColourCodebook, cache: B
         digest = content_hash(data)
         if cache is not None and (hit := cache.get(digest)) is not None:
             return hit, "cached", ""
-        counts, _ = block_histograms(decode_rgb(data, settings.short_side), settings, codebook)
+        counts, _ = block_histograms(rgb_for(data, digest, settings.short_side), settings,
+                                     codebook)
         if cache is not None:
             try:
                 cache.put(digest, counts)

@@ -120,6 +120,17 @@ def decode_rgb(data: bytes, short_side: int | None = None) -> np.ndarray:
 
     short_side: resize so that min(H, W) == short_side (None: keep the size).
     """
+    rgb = decode_reduced(data, short_side)
+    if short_side:
+        rgb = resize_short_side(rgb, short_side)
+    return rgb
+
+
+def decode_reduced(data: bytes, short_side: int | None = None) -> np.ndarray:
+    """(H, W, 3) uint8 RGB from encoded bytes, EXIF orientation applied, decoded no larger
+    than needed for a shorter side of at least `short_side` where the format can reduce
+    while it decodes (JPEG: libjpeg's 1/2, 1/4, 1/8 scales); not resized further. Every
+    decode of pamir's goes through here (pamir.features.rasters counts them)."""
     try:
         with warnings.catch_warnings():
             # Between MAX_PIXELS and twice that Pillow only warns: make it an error too.
@@ -148,8 +159,6 @@ def decode_rgb(data: bytes, short_side: int | None = None) -> np.ndarray:
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         # Truncated and corrupt files surface as OSError/SyntaxError/ValueError in Pillow.
         raise ImageError(f"corrupt or truncated ({e})") from None
-    if short_side:
-        rgb = resize_short_side(rgb, short_side)
     return rgb
 
 

@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from ..facts import FILE_KINDS, Fact, keyword_facts
+from . import frames
 from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
-                     METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
+                     FRAMES_SCHEMA, METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
 _BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
 
@@ -82,7 +83,7 @@ class Catalog:
         for statement in added_columns_sql(have):
             self._conn.execute(statement)
         had_facts = self.has_facts
-        for statement in FACTS_SCHEMA + FACES_SCHEMA:
+        for statement in FACTS_SCHEMA + FACES_SCHEMA + FRAMES_SCHEMA:
             self._conn.execute(statement)
         self._columns, self._has_facts = None, True
         if not had_facts:
@@ -351,7 +352,13 @@ class Catalog:
         ids = [int(by_col[c]) for c in cols]
         for i, e in zip(ids, entries):
             self._write_file_facts(i, e)
+            if e.get("frames") is not None:  # a video: its frames' times and rows
+                frames.write(self._conn, i, *e["frames"])
         return ids
+
+    def frames_of(self, ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{id: (frame times, frame rows)} of the videos among `ids` (pamir.index.frames)."""
+        return frames.read(self._conn, ids)
 
     def checkpoint(self) -> None:
         """Merge the write-ahead log into the catalogue and empty it (after a compaction,

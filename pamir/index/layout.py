@@ -39,15 +39,15 @@ import numpy as np
 from ..bridge import CACHE_PREFIX
 
 # ---------------------------------------------------------------------------- versions
-#: 5: the faces found in the pictures, the people they are and the editors' decisions
-#: (`faces`, `people`, `face_decisions`: FACES_SCHEMA); 4: the pictures' facts (the `facts`
+#: 6: the frames of videos (`frames`: FRAMES_SCHEMA); 5: the faces found in the pictures,
+#: the people they are and the editors' decisions (`faces`, `people`, `face_decisions`: FACES_SCHEMA); 4: the pictures' facts (the `facts`
 #: table: keywords, places, text, people, camera) and their GPS position; 3: the pictures'
 #: metadata columns (taken, source, sidecars); 2: the score matrix in shards with sorted
 #: lists (`meta.shards`); 1: one matrix file
 #: (`meta.matrix`, `meta.capacity`). Older ones are still read (no dates, no facts; see
 #: `shards_of`), and upgraded when opened for writing (`upgrade`).
-SCHEMA_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+SCHEMA_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 # ---------------------------------------------------------------------------- file names
 #: The catalogue's file (SQLite adds -wal and -shm beside it).
@@ -56,6 +56,8 @@ CATALOG = "catalog.sqlite"
 WRITER_LOCK = ".writer.lock"
 #: The server's thumbnail cache, inside the index folder.
 THUMBNAILS = "thumbnails"
+#: How far a running `pamir index` is, pass by pass (pamir.index.progress_record).
+PROGRESS = "progress.json"
 #: A reader's copy of the (column, id) map of one committed state: columns-<commits>.npy
 #: (Catalog.transaction counts commits).
 COLUMNS_PREFIX = "columns-"
@@ -109,7 +111,8 @@ def own_files(directory: Path) -> list[Path]:
     """The files an index keeps in its folder (but the thumbnails and the writer lock):
     what `Index.destroy` deletes, never anything else a person put there."""
     return (catalog_files(directory) + matrix_files(directory)
-            + sorted(Path(directory).glob(f"{CACHE_PREFIX}*.npy")) + columns_copies(directory))
+            + sorted(Path(directory).glob(f"{CACHE_PREFIX}*.npy")) + columns_copies(directory)
+            + sorted(Path(directory).glob(PROGRESS)))
 
 
 # ---------------------------------------------------------------------------- the catalogue
@@ -208,7 +211,20 @@ FACES_SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS faces_of_removed AFTER DELETE ON pictures BEGIN
     DELETE FROM faces WHERE picture = old.id;
 END""")
-CATALOG_SCHEMA += "".join(f"{statement};\n" for statement in FACTS_SCHEMA + FACES_SCHEMA)
+#: Schema 6's videos (pamir.video): per video, the times of the frames read (float32
+#: seconds) and their rows of the score matrix (float16, frames x rows, row-major), so that a
+#: hit on a video names its best frame for the query. A removed video's frames go with it.
+FRAMES_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS frames (
+    picture INTEGER PRIMARY KEY,
+    times BLOB NOT NULL,
+    rows BLOB NOT NULL
+)""",
+    """CREATE TRIGGER IF NOT EXISTS frames_of_removed AFTER DELETE ON pictures BEGIN
+    DELETE FROM frames WHERE picture = old.id;
+END""")
+CATALOG_SCHEMA += "".join(f"{statement};\n"
+                          for statement in FACTS_SCHEMA + FACES_SCHEMA + FRAMES_SCHEMA)
 #: Passes that read a picture's files besides its pixels, named "<prefix> <reader>": the
 #: faces pass reads the names in the regions and People/ tags of its XMP and sidecars, so a
 #: picture whose metadata is read again (a sidecar changed) is read by it again.

@@ -87,18 +87,25 @@ def run_pass(index, name: str, kinds: Sequence[str], reader: Reader, *,
 def _run(index, name, kinds, reader, batches, client, record, report, progress, total,
          threads):
     for batch, results in _read(batches, reader, client, threads):
-        facts, done = {}, []
-        for (picture_id, path, digest), (found, note) in zip(batch, results):
-            if found is None:
-                report.failed += 1
-                report.notes.append(note or f"{path}: could not be read")
-            report.with_facts += bool(found)
-            facts[picture_id] = found or []
-            done.append((picture_id, digest))
-        record(name, kinds, facts, done)
-        report.read += len(batch)
+        record_batch(record, name, kinds, batch, results, report)
         if progress is not None:
             progress(report.read, total)
+
+
+def record_batch(record: Callable, name: str, kinds: Sequence[str], batch: Sequence[tuple],
+                 results: Sequence[tuple], report: PassReport) -> None:
+    """Commit a batch's results, (found, note) for each (picture id, path, hash), with
+    `record`, and count them in `report` (the reading stage's streamed passes too)."""
+    facts, done = {}, []
+    for (picture_id, path, digest), (found, note) in zip(batch, results):
+        if found is None:
+            report.failed += 1
+            report.notes.append(note or f"{path}: could not be read")
+        report.with_facts += bool(found)
+        facts[picture_id] = found or []
+        done.append((picture_id, digest))
+    record(name, kinds, facts, done)
+    report.read += len(batch)
 
 
 def local_processes() -> int:
@@ -195,4 +202,5 @@ def _in_order(batches, submit, ahead: int):
         yield done, future.result()
 
 
-__all__ = ["MAX_PROCESSES", "PASS_BATCH", "PassReport", "local_processes", "run_pass"]
+__all__ = ["MAX_PROCESSES", "PASS_BATCH", "PassReport", "local_processes", "record_batch",
+           "run_pass"]

@@ -50,6 +50,8 @@ class Hit:
     matched: list[str] = field(default_factory=list)
     #: its facts of SHOWN_FACTS, as shown: {"place": ["Kyoto", "Japan"], ...}
     facts: dict[str, list[str]] = field(default_factory=dict)
+    #: a video's: the time (seconds) of its frame that scores best for the query
+    time: float | None = None
 
 
 class QueryParsing:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
 from ..query import SORT_ORDERS, Query
-from . import class_topk
+from . import class_topk, frames
 from .catalog import Picture
 from .class_topk import class_part
 from .layout import SCHEMA_VERSION
@@ -245,12 +245,20 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         hits = self._consistent(answer)
         if not factual:
             self._with_facts(hits)
+        for h, t in frames.best_times(self._catalog.frames_of(h.id for h in hits), hits, q,
+                                      self.T):
+            h.time = t  # a video's hit names its best frame for the query
         if line is not None:
             p = line_probability([h.score for h in hits], *line, self.calibration.ceiling)
             for h, ph in zip(hits, p):
                 if h.probability is None:  # a fact's is set by `_factual`
                     h.probability = float(ph)
         return hits
+
+    def frames_of(self, ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{id: (frame times (f,), frame rows (f x rows))} of the videos among `ids`."""
+        with self._lock:
+            return self._catalog.frames_of(ids)
 
     def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
         """The raw floor of a probability floor p for the query (the higher of it and a raw

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data import IMAGE_SUFFIXES
+from ..video import VIDEO_SUFFIXES, VideoError, is_video
 from .catalog import IndexDirError, Picture
 
 if TYPE_CHECKING:  # annotations only: the facade imports this module
@@ -41,6 +42,8 @@ if TYPE_CHECKING:  # annotations only: the facade imports this module
 
 #: Pictures whose features are computed and committed together by `update`.
 BATCH_SIZE = 256
+#: The files an index holds: pictures, and videos (pamir.index.videos).
+_SUFFIXES = IMAGE_SUFFIXES | frozenset(VIDEO_SUFFIXES)
 #: The reason recorded when a transform says a picture failed but not why.
 UNKNOWN_REASON = "could not be read"
 
@@ -90,7 +93,7 @@ def scan_pictures(folders: Sequence[Path], exclude: Path | None = None
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
                                  and (exclude is None or Path(dirpath, d) != exclude))
             for name in sorted(filenames):
-                if name.startswith(".") or Path(name).suffix.lower() not in IMAGE_SUFFIXES:
+                if name.startswith(".") or Path(name).suffix.lower() not in _SUFFIXES:
                     continue
                 path = Path(dirpath, name)
                 try:
@@ -124,6 +127,11 @@ def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
     todo = sync.reuse_vectors(todo, vanished)
     if vanished:
         sync.report.removed += index.remove([p.id for p in vanished.values()])
+    # videos are read here, one by one, after the pictures (pamir.index.videos)
+    videos = [e for e in todo if is_video(e["path"])]
+    todo = [e for e in todo if not is_video(e["path"])]
+    if progress and videos:
+        progress = _counting_videos(progress, len(todo) + len(videos))
     batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
     map_batches = getattr(transform, "map_batches", None)
     if map_batches is None:
@@ -131,6 +139,7 @@ def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
             sync.compute(batch, transform)
             if progress:
                 progress(min((k + 1) * batch_size, len(todo)), len(todo))
+        sync.compute_videos(videos, transform, progress, len(todo))
         return sync.report
     done = 0
     for k, result in map_batches([[e["path"] for e in b] for b in batches]):
@@ -139,7 +148,13 @@ def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
         done += len(batches[k])
         if progress:
             progress(done, len(todo))
+    sync.compute_videos(videos, transform, progress, len(todo))
     return sync.report
+
+
+def _counting_videos(progress: Callable[[int, int], None], total: int):
+    """progress(done, total) over pictures and videos, from the pictures' own calls."""
+    return lambda done, _: progress(done, total)
 
 
 def _under(path: str, folders: Sequence[Path]) -> bool:
@@ -202,6 +217,8 @@ class _Sync:
                 self.report.renamed += 1
             elif (same := self.index.same_bytes(e["hash"], e["path"])) is not None:
                 self.fill_metadata(e)
+                if is_video(e["path"]):  # a copied video: its frames too
+                    e["frames"] = self.index.frames_of([same]).get(same)
                 self.index.add([e], self.index.vector(same, classes=True)[None, :])
                 self.report.copied += 1
             else:
@@ -262,6 +279,27 @@ class _Sync:
         if not batch:
             return
         self.commit(batch, transform([e["path"] for e in batch]))
+
+    def compute_videos(self, videos: list[dict], transform: Transform, progress,
+                       done: int) -> None:
+        """Read each video (its metadata, then its frames through the transform) and commit
+        it with its frames; a video that cannot be read is recorded with the reason."""
+        from .videos import video_rows  # noqa: PLC0415 - PyAV: only where videos are
+
+        # the reading stage's system transform (pamir.index.stage): a video's frames are
+        # handed to it as files of their own, and its passes read videos alone after
+        transform = getattr(transform, "look", transform)
+        for k, entry in enumerate(videos):
+            self.read_batch_metadata([entry])
+            if entry["hash"] is not None or self.fill_hash(entry):
+                try:
+                    row, entry["frames"], _ = video_rows(entry["path"], transform)
+                except VideoError as e:
+                    self.record_failure(entry, str(e))
+                else:
+                    self.commit([entry], (row[None, :], [True], [None]))
+            if progress:
+                progress(done + k + 1, done + len(videos))
 
     def commit(self, batch: list[dict], result: tuple) -> None:
         """Commit a batch's (Z, ok, reasons[, hashes]): hashes, computed where the batch ran

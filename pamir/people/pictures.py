@@ -24,15 +24,17 @@ class PicturePeople:
     notes: list[str] = field(default_factory=list)
 
 
-def find_people(paths) -> list[PicturePeople]:
+def find_people(paths, rasters=None) -> list[PicturePeople]:
     """Each picture's faces, region names and People tags. A plain function over paths, to
-    run as a Dask task; a bad file gives a note, never an exception."""
+    run as a Dask task; a bad file gives a note, never an exception. rasters: for each
+    path, (RGB raster, full (width, height)) that the reading stage decoded
+    (pamir.features.rasters), or None: decoded here."""
     finder = face_finder()
     out = []
-    for path in paths:
+    for path, raster in zip(paths, rasters or [None] * len(paths)):
         try:
             written = read_people(path)
-            image, full = load_for_detection(path, finder.detect_side)
+            image, full = raster or load_for_detection(path, finder.detect_side)
             faces = finder.find(image, full)
             named = name_faces(faces, written.regions,
                                embed=lambda box: finder.embed(image, box, full))
@@ -45,13 +47,14 @@ def find_people(paths) -> list[PicturePeople]:
     return out
 
 
-def read_faces(paths) -> list[tuple[list[NamedFace] | None, str]]:
+def read_faces(paths, rasters=None) -> list[tuple[list[NamedFace] | None, str]]:
     """The faces pass's reader (pamir.index.passes): each picture's faces with the names its
     files give, (faces, "") or (None, why it could not be read). A picture with one face
     that no region names, and one People/ tag, has that face named by the tag (a tag is a
-    name: it needs no known person). A plain function over paths, to run as a Dask task."""
+    name: it needs no known person). A plain function over paths, to run as a Dask task;
+    rasters as find_people takes them."""
     out = []
-    for path, found in zip(paths, find_people(paths)):
+    for path, found in zip(paths, find_people(paths, rasters)):
         if found.faces is None:
             out.append((None, "; ".join(found.notes) or f"{path}: faces not read"))
             continue
@@ -62,4 +65,10 @@ def read_faces(paths) -> list[tuple[list[NamedFace] | None, str]]:
     return out
 
 
-__all__ = ["PicturePeople", "find_people", "read_faces"]
+def read_face_rasters(pictures) -> list[tuple[list[NamedFace] | None, str]]:
+    """read_faces of (path, RGB raster, full (width, height)) triples from the reading
+    stage (pamir.features.rasters)."""
+    return read_faces([p for p, _, _ in pictures], [(rgb, full) for _, rgb, full in pictures])
+
+
+__all__ = ["PicturePeople", "find_people", "read_face_rasters", "read_faces"]

@@ -7,7 +7,6 @@ and to explain a score block by block) is loaded on first use.
 
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 import threading
@@ -17,7 +16,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -25,21 +24,25 @@ from .. import config
 from ..annotation import keywords_of_rows
 from ..calibration import LIKELY
 from ..features.images import ImageError, open_image
+from ..features.thumbnails import size_for, write_from_file
 from ..index import Index, QueryError, embeddings_enabled
+from ..index.progress_record import read_progress
 from ..ocr import lines_of
 from ..query import SORTS
-from ..storage import atomic_write_bytes, shown_path
+from ..storage import shown_path
+from ..video import is_video
 from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
                         rerank_feedback)
 from ..zeroshot import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
 from .people import router as people_router
 from .sharing import COOKIE, EDITOR_ROUTES, UPLOAD_ROUTES, WRITE_ROUTES, Sharing, bearer
+from .video import router as video_router
+from .video import video_thumbnail
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Uploads bigger than this are refused (413).
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
-THUMBNAIL_SIZES = (128, 256, 512)
 MAX_K = 1000
 #: Longer queries are refused (400): a household's queries are a few words and folders.
 MAX_QUERY_CHARS = 2000
@@ -121,6 +124,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
     app.state.pamir = state
     app.state.sharing = sharing  # the people routes' roles (pamir.server.people)
     app.include_router(people_router)
+    app.include_router(video_router)  # a video's file, with ranges (pamir.server.video)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
@@ -160,6 +164,10 @@ def create_app(index_dir, model_dir=None, *, system=None,
         s["model_available"] = state.model_available()
         s["mapping"] = state.mapping_status()
         return s
+
+    @app.get("/api/progress", summary="How far a running `pamir index` is, pass by pass")
+    def progress():
+        return read_progress(index.directory)
 
     @app.get("/api/vocabulary", summary="The words queries can use")
     def vocabulary():
@@ -240,9 +248,12 @@ def create_app(index_dir, model_dir=None, *, system=None,
     @app.get("/api/pictures/{picture_id}/thumbnail", summary="A JPEG thumbnail",
              response_class=Response,
              responses={200: {"content": {"image/jpeg": {}}}})
-    def thumbnail(picture_id: int, size: int = Query(256, ge=16, le=1024)):
+    def thumbnail(picture_id: int, size: int = Query(256, ge=16, le=1024),
+                  t: float | None = Query(None, ge=0, description="a video's time (s)")):
         p = _picture(index, picture_id)
-        return FileResponse(state.thumbnail(p, size), media_type="image/jpeg",
+        out = (video_thumbnail(state.thumbnails, p, size, t) if is_video(p.path)
+               else state.thumbnail(p, size))
+        return FileResponse(out, media_type="image/jpeg",
                             headers={"Cache-Control": "max-age=3600"})
 
     @app.get("/api/pictures/{picture_id}/explain",
@@ -447,6 +458,9 @@ def _hit_json(hit) -> dict:
     # its place, people, camera (pamir.facts), and the query's terms it holds as facts
     d["facts"] = dict(getattr(hit, "facts", None) or {})
     d["matched"] = list(getattr(hit, "matched", None) or ())
+    if is_video(hit.path):  # the page plays it from its best frame (pamir.server.video)
+        d["video"] = f"/api/pictures/{hit.id}/video"
+        d["time"] = getattr(hit, "time", None)
     return d
 
 
@@ -563,23 +577,14 @@ class _State:
         return np.asarray(Z, dtype=np.float32)[0]
 
     def thumbnail(self, p, size: int) -> Path:
-        size = min((s for s in THUMBNAIL_SIZES if s >= size), default=THUMBNAIL_SIZES[-1])
-        out = self.thumbnails / f"{p.hash}-{size}.jpg"
-        if out.is_file():
-            return out
+        """The picture's thumbnail: the one `pamir index` made, else made now."""
         try:
-            with open_image(Path(p.path).read_bytes()) as im:  # HEIC, AVIF, RAW too
-                im = ImageOps.exif_transpose(im)
-                im.thumbnail((size, size))
-                buf = io.BytesIO()
-                im.convert("RGB").save(buf, "JPEG", quality=85)
+            return write_from_file(self.thumbnails, p.hash, p.path, size_for(size))
         except FileNotFoundError:
             raise HTTPException(410, f"picture {p.id}'s file is gone; run `pamir index` "
                                      "again") from None
         except (UnidentifiedImageError, OSError, ImageError, Image.DecompressionBombError) as e:
             raise HTTPException(422, f"picture {p.id} cannot be decoded ({e})") from None
-        atomic_write_bytes(out, buf.getvalue())  # a reader never sees half a thumbnail
-        return out
 
 
 def _thumbnail_dir(index: Index) -> Path:

@@ -146,6 +146,7 @@ function hitCard(hit) {
   const where = placeSpan(hit);  // places.js: the place it was taken, beside the date
   if (where) meta.append(where);
   if (hit.caption && hit.caption.length) b.title = `${hit.path}\n${hit.caption.join(", ")}`;
+  videoCard(hit, img, meta);  // video.js: its best frame and time
   b.append(img, meta);
   b.addEventListener("click", () => openDetail(hit.id));
   card.append(b);
@@ -267,6 +268,7 @@ async function openDetail(id, push = true) {
     $("detail-taken").textContent = [p.taken ? `taken ${p.taken.replace("T", " ")}` : "",
                                      placeOf(p)].filter(Boolean).join(" · ");
     showText(p);  // places.js: the text read on it, outlined
+    videoDetail(p);  // video.js: a video plays from its hit's time
   } catch (e) {
     $("detail-name").textContent = e.message;
     return;

@@ -1,0 +1,205 @@
+"""The reading stage's pictures: each file decoded once, at the largest size any pass needs,
+and every pass's input made from that one raster.
+
+    needs = [Need("look", short=224), Need("text", long=1600), Need("faces", long=1024)]
+    item = read_item(path, needs)                  # one decode (JPEG: libjpeg's DCT scaling)
+    with sharing([item]):                          # the CNN views and the visterms take
+        Z, ok, reasons = system.transform_paths([path])   # their input from it, by content hash
+    text_input = item.reduced(1600)                # longest side at most 1,600 pixels
+
+An item is one or more frames (time, raster): a picture is one frame at time None; a video
+(pamir.video) is a frame every few seconds, each fed to the same passes.
+
+Each pass declares the raster it needs (one constant per pass: the CNN's short side, the
+text reader's READ_SIDE, the face finder's DETECT_SIDE, the thumbnails' largest size); the
+item is decoded at the largest of them, so that no pass gets less than it would have decoded
+for itself. A JPEG is decoded at the smallest of libjpeg's 1/8, 1/4, 1/2 and 1 scales that
+covers them; other formats (HEIC, AVIF, PNG, RAW) at their full size, once.
+
+Why share by content hash rather than pass rasters down: a representation reads its input by
+path, hashes the bytes for its feature cache anyway, and may run on a Dask worker that holds
+no raster; the registry is a look-up that falls back to its own decode, so nothing above the
+representation changes. A picture that needs no reduction (Corel's 384x256) is decoded at its
+full size here, so the CNN's input is what `prepare_picture` makes of the file, bit for bit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import images
+from .images import ImageError, content_hash, displayed_size, read_bytes, resize_short_side
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one pass needs of a picture: a shorter side of at least `short` pixels, or a
+    longer side of at least `long` (None for both: the picture at its full size)."""
+
+    name: str
+    short: int | None = None
+    long: int | None = None
+
+    def scale(self, width: int, height: int) -> float:
+        """The fraction of the full picture this need asks for (at most 1)."""
+        if self.short is not None:
+            return min(1.0, self.short / max(1, min(width, height)))
+        if self.long is not None:
+            return min(1.0, self.long / max(1, width, height))
+        return 1.0
+
+
+@dataclass
+class Frame:
+    """One raster of an item: time in seconds (None for a still picture) and (H, W, 3) uint8
+    RGB, in display orientation."""
+
+    time: float | None
+    rgb: np.ndarray
+
+
+@dataclass
+class Item:
+    """A file as the reading stage read it: its path, content hash, displayed (width,
+    height) at full size, and frames; `reason` (frames empty) when it could not be read."""
+
+    path: str
+    digest: str | None
+    size: tuple[int, int] = (0, 0)
+    frames: list[Frame] = field(default_factory=list)
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None and bool(self.frames)
+
+    @property
+    def rgb(self) -> np.ndarray:
+        """The first frame's raster (a picture's only one)."""
+        return self.frames[0].rgb
+
+    def reduced(self, long_side: int | None, frame: int = 0) -> np.ndarray:
+        """A frame with its longer side at most long_side (area resampling; None: as read)."""
+        rgb = self.frames[frame].rgb
+        if long_side is None or max(rgb.shape[:2]) <= long_side:
+            return rgb
+        return bounded(rgb, long_side)
+
+
+def bounded(rgb: np.ndarray, side: int) -> np.ndarray:
+    """The raster with its longer side at most `side` (box filter: no aliasing)."""
+    from PIL import Image  # noqa: PLC0415
+
+    h, w = rgb.shape[:2]
+    scale = side / max(h, w)
+    if scale >= 1:
+        return rgb
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return np.asarray(Image.fromarray(rgb).resize(size, Image.Resampling.BOX))
+
+
+def decode_short_side(width: int, height: int, needs: Iterable[Need]) -> int | None:
+    """The shorter side to decode a width x height picture at so that every need is met
+    (None: its full size)."""
+    scale = max((n.scale(width, height) for n in needs), default=1.0)
+    if scale >= 1.0:
+        return None
+    return max(1, int(np.ceil(min(width, height) * scale)))
+
+
+def read_item(path: str | Path, needs: Sequence[Need]) -> Item:
+    """The file at `path` read once (see the module's doc); never raises for a bad file: the
+    item then has its reason."""
+    path = str(path)
+    try:
+        data = read_bytes(path)
+    except ImageError as e:
+        return Item(path, None, reason=str(e))
+    digest = content_hash(data)
+    try:
+        try:
+            width, height = displayed_size(data)  # the header only
+        except ImageError:
+            width = height = 0  # the decoder below gives its reason
+        short = decode_short_side(width, height, needs) if width and height else None
+        rgb = images.decode_reduced(data, short)
+    except ImageError as e:
+        return Item(path, digest, reason=str(e))
+    except Exception as e:  # noqa: BLE001 - a bug or an exhausted resource: skip the file
+        return Item(path, digest, reason=f"{type(e).__name__}: {e}")
+    if not (width and height):
+        height, width = rgb.shape[:2]
+    return Item(path, digest, (width, height), [Frame(None, rgb)])
+
+
+def look_needs(representation) -> list[Need]:
+    """What a system's representation needs of a picture: the largest short side of its
+    views (the CNN's short_side, the visterms' short_side; a view at native size, or one
+    that does not say, needs the full picture)."""
+    sides = []
+    for part in getattr(representation, "parts", [representation]):
+        side = getattr(getattr(part, "settings", None), "short_side", None)
+        if side is None:
+            return [Need("look")]
+        sides.append(int(side))
+    return [Need("look", short=max(sides))] if sides else [Need("look")]
+
+
+# --------------------------------------------------------------- sharing with the views
+_shared: dict[str, Item] = {}
+_lock = threading.Lock()
+
+
+@contextmanager
+def sharing(items: Iterable[Item]):
+    """While inside, `shared_rgb` gives the items' rasters to whoever reads their bytes (by
+    content hash): the representations' decoders look here first."""
+    mine = {it.digest: it for it in items if it.digest}
+    with _lock:
+        _shared.update(mine)
+    try:
+        yield
+    finally:
+        with _lock:
+            for digest, it in mine.items():
+                if _shared.get(digest) is it:
+                    del _shared[digest]
+
+
+def shared_item(digest: str | None) -> Item | None:
+    """The item the reading stage shares for these bytes, if any."""
+    if not digest or not _shared:
+        return None
+    with _lock:
+        return _shared.get(digest)
+
+
+def rgb_for(data: bytes, digest: str | None, short_side: int | None) -> np.ndarray:
+    """decode_rgb(data, short_side), from the reading stage's raster of the same bytes when
+    it holds one large enough (an item it could not read: ImageError with its reason)."""
+    item = shared_item(digest)
+    if item is not None:
+        if not item.ok:
+            raise ImageError(item.reason or "could not be read")
+        rgb, full = item.rgb, item_full_size(item)
+        if short_side is None and full:
+            return rgb
+        if short_side is not None and (full or min(rgb.shape[:2]) >= short_side):
+            return resize_short_side(rgb, short_side)
+    return images.decode_rgb(data, short_side)
+
+
+def item_full_size(item: Item) -> bool:
+    """Whether the item's raster is the picture at its full size (nothing reduced)."""
+    h, w = item.rgb.shape[:2]
+    return (w, h) == tuple(item.size)
+
+
+__all__ = ["Frame", "Item", "Need", "bounded", "decode_short_side", "look_needs", "read_item",
+           "rgb_for", "shared_item", "sharing"]

@@ -1,0 +1,211 @@
+"""The reading stage of `pamir index`: each new or changed picture decoded once, and every
+pass fed from that one decode.
+
+    stage = ReadingStage(index, transform, needs, streamed=[text, faces], thumbnails=folder)
+    index.update(folders, stage)      # the stage is the update's transform
+    reports = stage.finish()          # the streamed passes drained and committed
+
+The stage stands where pamir.index.sync calls its transform. For each small chunk of a batch
+it decodes the pictures (pamir.features.rasters.read_item, at the largest raster any pass
+needs; on `threads` threads: Pillow and libheif let go of the GIL), shares the rasters with
+the system's transform by content hash (the CNN views and the visterms take their input from
+them), writes the thumbnails, and hands each streamed pass (text, faces) its reduced raster.
+
+"Searchable first": a streamed pass reads on a thread of its own behind the look, and its
+results are committed by this process (the one writer) once their pictures are (at the next
+batch, or at `finish`): a picture answers searches by its look and its files' facts before
+its text and faces are read. Why a stream rather than a cache of rasters on disk: the passes
+then cost no file written and read back, and memory stays bounded by the queue (QUEUED chunks
+of CHUNK reduced rasters per pass: about 200 MB for the text pass's 1,600-pixel rasters);
+when a pass lags that far, the look waits for it, which on a machine of few cores costs
+nothing, since both share the same cores.
+
+A pass run on its own later (a new OCR model, faces asked for after) reads the pictures the
+stream did not with pamir.index.passes.run_pass, which decodes for itself only.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..features.rasters import Item, Need, read_item, sharing
+from .passes import PassReport, record_batch
+
+#: Pictures decoded, transformed and handed on together: few, so that the rasters held at
+#: once stay few (a 12-MP HEIC's is 36 MB).
+CHUNK = 8
+#: Chunks waiting for a streamed pass, at most: bounds the memory the stream holds.
+QUEUED = 4
+
+
+@dataclass
+class StreamedPass:
+    """A pass fed by the reading stage: its name and kinds (as pamir.index.passes.run_pass
+    takes them), `read(inputs)` -> (found, note) for each input, `record` (the index's
+    record_pass or record_faces), the longest raster side it needs (None: full size), and
+    `inputs(item, rgb)`: what `read` takes for one picture from its reduced raster."""
+
+    name: str
+    kinds: tuple[str, ...]
+    read: Callable[[list], list]
+    record: Callable
+    side: int | None
+    inputs: Callable[[Item, np.ndarray], object]
+
+    @property
+    def need(self) -> Need:
+        return Need(self.name, long=self.side)
+
+
+class _Stream:
+    """One streamed pass: a thread reading the chunks put to it, its results kept for the
+    writer to commit (`ready`)."""
+
+    def __init__(self, spec: StreamedPass):
+        self.spec = spec
+        self.report = PassReport(spec.name)
+        self.error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(QUEUED)
+        self._results: list[tuple[list[Item], list]] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"pamir-{spec.name.split()[0]}",
+                                        daemon=True)
+        self._thread.start()
+
+    def put(self, items: list[Item]) -> None:
+        if self.error is None and items:
+            chunk = [(it, self.spec.inputs(it, it.reduced(self.spec.side))) for it in items]
+            self._queue.put(chunk)  # waits while the pass is QUEUED chunks behind
+
+    def _run(self) -> None:
+        while (chunk := self._queue.get()) is not None:
+            if self.error is not None:
+                continue  # a reader that failed for every file: the rest is dropped
+            started = time.perf_counter()
+            try:
+                results = self.spec.read([inputs for _, inputs in chunk])
+            except BaseException as e:  # noqa: BLE001 - MissingExtra and the like: said later
+                self.error = e
+                continue
+            self.report.seconds += time.perf_counter() - started
+            with self._lock:
+                self._results.append(([it for it, _ in chunk], results))
+
+    def ready(self) -> list[tuple[list[Item], list]]:
+        with self._lock:
+            out, self._results = self._results, []
+        return out
+
+    def keep(self, pending: list) -> None:
+        """Results whose pictures are not committed yet: offered again next time."""
+        with self._lock:
+            self._results[:0] = pending
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+
+class ReadingStage:
+    """An index transform (pamir.index.sync.Transform) that reads each picture once for the
+    look, the thumbnails and the streamed passes (see the module's doc). on_read(name, n):
+    n more pictures of the pass `name` committed."""
+
+    def __init__(self, index, transform, needs: Sequence[Need], *,
+                 streamed: Sequence[StreamedPass] = (), thumbnails: Path | None = None,
+                 threads: int = 2, on_read: Callable[[str, int], None] | None = None):
+        from ..features.thumbnails import INDEXED_SIZES  # noqa: PLC0415
+
+        self.index, self.transform = index, transform
+        self.needs = [*needs, *(s.need for s in streamed)]
+        if thumbnails is not None:
+            self.needs.append(Need("thumbnails", long=max(INDEXED_SIZES)))
+        self.thumbnails = thumbnails
+        self.on_read = on_read
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="pamir-read")
+        self._streams = [_Stream(s) for s in streamed]
+
+    @property
+    def streamed(self) -> list[str]:
+        """The names of the passes the stage streams."""
+        return [s.spec.name for s in self._streams]
+
+    def __call__(self, paths: Sequence[str]) -> tuple:
+        self.commit_ready()
+        Z, ok, reasons = [], [], []
+        for start in range(0, len(paths), CHUNK):
+            chunk = list(paths[start:start + CHUNK])
+            items = list(self._pool.map(lambda p: read_item(p, self.needs), chunk))
+            with sharing(items):
+                z, o, r = self.transform(chunk)
+            o = np.asarray(o, bool)
+            good = [it for it, k in zip(items, o) if k and it.ok]
+            if self.thumbnails is not None:
+                list(self._pool.map(self._thumbnail, good))
+            for stream in self._streams:
+                stream.put(good)
+            Z.append(np.asarray(z, np.float32))
+            ok.append(o)
+            reasons += list(r)
+        if not Z:
+            return np.zeros((0, 0), np.float32), np.zeros(0, bool), []
+        return np.vstack(Z), np.concatenate(ok), reasons
+
+    def look(self, paths: Sequence[str]) -> tuple:
+        """The system's transform alone, on files the stage does not read itself: a video's
+        frames (pamir.index.videos), whose text and faces the passes read after."""
+        return self.transform(paths)
+
+    def _thumbnail(self, item: Item) -> None:
+        from ..features.thumbnails import write_from_raster  # noqa: PLC0415
+
+        try:
+            write_from_raster(self.thumbnails, item.digest, item.rgb)
+        except OSError:
+            pass  # a cache: the server makes it on request
+
+    def commit_ready(self) -> None:
+        """Commit the streamed passes' results whose pictures the index holds (as read)."""
+        for stream in self._streams:
+            pending = []
+            for items, results in stream.ready():
+                batch, found, later = [], [], []
+                for it, res in zip(items, results):
+                    picture_id = self.index.id_of_path(it.path)
+                    p = None if picture_id is None else self.index.picture(picture_id)
+                    if p is None:
+                        later.append((it, res))
+                    elif p.hash == it.digest:
+                        batch.append((picture_id, it.path, it.digest))
+                        found.append(res)
+                if batch:
+                    record_batch(stream.spec.record, stream.spec.name, stream.spec.kinds,
+                                 batch, found, stream.report)
+                    if self.on_read is not None:
+                        self.on_read(stream.spec.name, len(batch))
+                if later:
+                    pending.append(([it for it, _ in later], [r for _, r in later]))
+            stream.keep(pending)
+
+    def finish(self) -> dict[str, PassReport]:
+        """Wait for the streamed passes, commit what they read; {name: report}. A reader's
+        error (MissingExtra) is raised by the pass run alone after (`errors`)."""
+        for stream in self._streams:
+            stream.close()
+        self.commit_ready()
+        self._pool.shutdown(wait=True)
+        return {s.spec.name: s.report for s in self._streams}
+
+    def errors(self) -> dict[str, BaseException]:
+        return {s.spec.name: s.error for s in self._streams if s.error is not None}
+
+
+__all__ = ["CHUNK", "QUEUED", "ReadingStage", "StreamedPass"]

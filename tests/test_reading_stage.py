@@ -1,0 +1,274 @@
+"""The reading stage of `pamir index` (pamir.features.rasters, pamir.index.stage,
+pamir.indexing): each picture decoded once for the look, the thumbnails, the text and the
+faces; the CNN's inputs unchanged for pictures that need no reduction (Corel's); HEIC, AVIF
+and a 24-MP JPEG indexed and found; thumbnails written while indexing; searches answered
+while the text pass still reads; the progress record the page shows."""
+
+from __future__ import annotations
+
+import collections
+import io
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pamir.features import images
+from pamir.features.cnn import CNNRepresentation, CNNSettings, prepare_picture
+from pamir.features.rasters import Need, look_needs, read_item, rgb_for, sharing
+from pamir.index import Index
+from pamir.index.progress_record import read_progress
+from pamir.indexing import IndexJob, run_index
+
+NEEDS = [Need("look", short=224), Need("text", long=1600), Need("faces", long=1024),
+         Need("thumbnails", long=512)]
+
+
+@pytest.fixture
+def decodes(monkeypatch):
+    """Every decode of pamir's (pamir.features.images.decode_reduced), counted by the
+    content hash of the bytes decoded."""
+    counted: collections.Counter = collections.Counter()
+    real = images.decode_reduced
+
+    def counting(data, short_side=None):
+        counted[images.content_hash(data)] += 1
+        return real(data, short_side)
+
+    monkeypatch.setattr(images, "decode_reduced", counting)
+    return counted
+
+
+def corel_files(corel_root, n=4) -> list[Path]:
+    return sorted((Path(corel_root) / "images" / "1000").glob("*.jpeg"))[:n]
+
+
+# ------------------------------------------------------------------ the CNN's inputs
+def test_the_cnn_and_visterms_inputs_of_corel_pictures_are_today_s_bit_for_bit(
+        corel_root, tmp_path, decodes):
+    """Corel's 384x256 pictures need no reduction: the input the network sees from the
+    shared raster is the one prepare_picture makes from the file, and so are the visterms'
+    (and a panorama longer than MAX_ASPECT, centre-cropped); the shared raster is the only
+    decode."""
+    wide = tmp_path / "wide.png"
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (100, 420, 3), np.uint8)).save(wide)
+    for path in [*corel_files(corel_root), wide]:
+        data = path.read_bytes()
+        today = prepare_picture(data, 224)
+        visterms_today = images.decode_rgb(data, 128)
+        decodes.clear()
+        item = read_item(path, NEEDS)
+        with sharing([item]):
+            assert np.array_equal(prepare_picture(data, 224, item.digest), today)
+            assert np.array_equal(rgb_for(data, item.digest, 128), visterms_today)
+        assert list(decodes.values()) == [1], path.name
+
+
+def test_the_pooled_cnn_features_of_corel_pictures_are_unchanged(corel_root, decodes):
+    """The features themselves (EfficientNet-Lite0, no cache): the same numbers from the
+    shared rasters as from the files, with no decode beyond the stage's."""
+    paths = [str(p) for p in corel_files(corel_root, 3)]
+    rep = CNNRepresentation(CNNSettings(), cache_dir=None, progress=False)
+    today = rep.pooled(paths)
+    items = [read_item(p, look_needs(rep)) for p in paths]
+    decodes.clear()
+    with sharing(items):
+        shared = rep.pooled(paths)
+    assert np.array_equal(today.X, shared.X) and shared.ok.all()
+    assert not decodes
+
+
+def test_a_big_jpeg_is_decoded_once_at_the_largest_size_a_pass_needs(tmp_path):
+    """A 24-MP JPEG is decoded by libjpeg at 1/2 scale: enough for the text pass's 1,600
+    pixels, a quarter of the pixels of the full decode."""
+    path = tmp_path / "big.jpg"
+    Image.new("RGB", (6000, 4000), (90, 120, 200)).save(path, quality=92)
+    item = read_item(path, NEEDS)
+    assert item.ok and item.size == (6000, 4000)
+    assert item.rgb.shape[:2] == (2000, 3000)
+    assert max(item.reduced(1600).shape[:2]) == 1600
+    small = read_item(path, [Need("look", short=224)])
+    assert small.rgb.shape[:2] == (500, 750)  # 1/8: the CNN's 224 alone
+
+
+def test_an_unreadable_file_gives_its_reason_and_no_second_decode(tmp_path, decodes):
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 not a JPEG")
+    item = read_item(bad, NEEDS)
+    assert not item.ok and item.reason
+    with sharing([item]), pytest.raises(images.ImageError, match=item.reason[:20]):
+        rgb_for(bad.read_bytes(), item.digest, 224)
+    assert sum(decodes.values()) == 1
+
+
+# ----------------------------------------------------------------- a whole `pamir index`
+def painted(word: str, size: tuple[int, int]) -> Image.Image:
+    from pictures import paint
+
+    return Image.fromarray(paint(word, "DejaVuSans-Bold.ttf", 48, (20, 20, 20),
+                                 (240, 232, 205), 0)).resize(size, Image.Resampling.BICUBIC)
+
+
+@pytest.fixture(scope="module")
+def phone_folder(tmp_path_factory):
+    """A HEIC, an AVIF, a 24-MP JPEG and a small PNG, each with its word painted on it."""
+    from pamir.features.images import register_formats
+
+    register_formats()
+    folder = tmp_path_factory.mktemp("phone")
+    painted("HARBOUR", (1200, 800)).save(folder / "a.heic", quality=90)
+    painted("MUSEUM", (1200, 800)).save(folder / "b.avif", quality=90)
+    painted("BAKERY", (6000, 4000)).save(folder / "c.jpg", quality=92)
+    painted("STATION", (480, 320)).save(folder / "d.png")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def indexed(phone_folder, tmp_path_factory):
+    """The folder through `pamir index`'s job (no model: ImageNet's words), text and faces
+    on, every decode counted."""
+    pytest.importorskip("rapidocr")
+    pytest.importorskip("dlib")
+    counted: collections.Counter = collections.Counter()
+    real = images.decode_reduced
+
+    def counting(data, short_side=None):
+        counted[images.content_hash(data)] += 1
+        return real(data, short_side)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAMIR_EMBEDDINGS", "0")
+        mp.setattr(images, "decode_reduced", counting)
+        ix = tmp_path_factory.mktemp("ix") / "index"
+        report, status = run_index(IndexJob([phone_folder], index_dir=ix, text=True,
+                                            faces=True))
+    return ix, report, status, counted
+
+
+def test_every_picture_is_decoded_once_with_text_and_faces_on(indexed, phone_folder):
+    ix, report, status, counted = indexed
+    assert status["pictures"] == 4 and not report.failed
+    assert report.text["read"] == 4 and report.faces["read"] == 4
+    for path in phone_folder.iterdir():
+        assert counted[images.content_hash(path.read_bytes())] == 1, path.name
+
+
+@pytest.mark.parametrize("word, name", [("harbour", "a.heic"), ("museum", "b.avif"),
+                                        ("bakery", "c.jpg"), ("station", "d.png")])
+def test_heic_avif_and_a_24_mp_jpeg_are_indexed_and_found(indexed, word, name):
+    ix = indexed[0]
+    with Index.open(ix) as index:
+        assert [Path(h.path).name for h in index.search(f"text:{word}", 1)] == [name]
+
+
+def test_thumbnails_are_made_while_indexing(indexed):
+    ix = indexed[0]
+    with Index.open(ix) as index:
+        for p in index.pictures():
+            long_side = {"a.heic": 1200, "b.avif": 1200, "c.jpg": 6000, "d.png": 480}[
+                Path(p.path).name]
+            for size in (256, 512):
+                thumb = ix / "thumbnails" / f"{p.hash}-{size}.jpg"
+                with Image.open(thumb) as im:  # never enlarged
+                    assert max(im.size) == min(size, long_side)
+    record = read_progress(ix)
+    assert not record["running"]
+    assert {p["name"]: (p["done"], p["total"]) for p in record["passes"]} == {
+        "look": (4, 4), "text": (4, 4), "faces": (4, 4)}
+
+
+def test_searches_are_answered_while_the_text_pass_reads(tmp_path, monkeypatch):
+    """The look is committed batch by batch while the text pass reads behind it: a search
+    answers (and the progress record says the text pass is behind) while the reader is
+    held; the text read then is committed."""
+    from fakes import FakeSystem
+    from pictures import make_pictures
+
+    import pamir.ocr as ocr
+
+    monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
+    folder = tmp_path / "pictures"
+    make_pictures(folder)
+    reading, searched = threading.Event(), threading.Event()
+
+    def held_reader(pictures):
+        reading.set()
+        assert searched.wait(60)
+        return [([], "") for _ in pictures]
+
+    monkeypatch.setattr(ocr, "shared_reader", lambda *a, **kw: None)
+    monkeypatch.setattr(ocr, "read_text_rasters", held_reader)
+    monkeypatch.setattr("pamir.workflow.read_text", lambda index, **kw: _no_rest())
+    job = IndexJob([folder], index_dir=tmp_path / "ix", text=True, batch_size=2)
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(report=run_index(
+        job, system=FakeSystem(), fingerprint="fake")[0]))
+    worker.start()
+    try:
+        assert reading.wait(60)
+        assert _answered(tmp_path / "ix", "red")  # the reader still holds the first pictures
+        record = read_progress(tmp_path / "ix")
+        text = {p["name"]: p for p in record["passes"]}["text"]
+        assert record["running"] and text["done"] < text["total"]
+    finally:
+        searched.set()
+        worker.join(60)
+    assert out["report"].text["read"] == len(list(folder.iterdir()))
+
+
+def _answered(ix: Path, query: str, seconds: float = 60) -> bool:
+    """Whether a search of `query` finds pictures within `seconds` (the look commits batch
+    by batch, the first just after the reader got its pictures)."""
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if Index.exists(ix):
+            with Index.open(ix) as index:
+                if index.search(query, 3):
+                    return True
+        time.sleep(0.2)
+    return False
+
+
+def _no_rest():
+    from pamir.index.passes import PassReport
+
+    return PassReport("text")
+
+
+# ------------------------------------------------------------------------ the page
+def test_the_page_reads_the_progress_record_and_the_indexed_thumbnails(tmp_path):
+    """GET /api/progress gives the record the indexer writes (the page's line "text: 2 of
+    9 pictures"); a thumbnail the indexer wrote is served as it is, one missing is made
+    on request as before."""
+    from fastapi.testclient import TestClient
+    from fakes import FakeSystem, build_index
+
+    from pamir.index.progress_record import ProgressRecord
+    from pamir.server import create_app
+
+    system = FakeSystem()
+    ix = build_index(tmp_path, system)
+    record = ProgressRecord(ix)
+    record.set("look", 9, 9)
+    record.set("text", 2, 9)
+    with Index.open(ix) as index:
+        first, *rest = index.pictures()
+    second = next(p for p in rest if p.hash != first.hash)
+    made = ix / "thumbnails" / f"{first.hash}-256.jpg"
+    made.parent.mkdir(exist_ok=True)
+    Image.new("RGB", (7, 5), (1, 2, 3)).save(made)
+    with TestClient(create_app(ix, system=system)) as client:
+        got = client.get("/api/progress").json()
+        assert got["running"] and got["passes"] == [
+            {"name": "look", "done": 9, "total": 9}, {"name": "text", "done": 2, "total": 9}]
+        assert client.get(f"/api/pictures/{first.id}/thumbnail?size=200").content == \
+            made.read_bytes()
+        r = client.get(f"/api/pictures/{second.id}/thumbnail?size=200")
+        assert r.status_code == 200 and Image.open(io.BytesIO(r.content)).size != (7, 5)
+        record.finish()
+        assert client.get("/api/progress").json()["running"] is False
