@@ -444,6 +444,8 @@ def measure_case(side: Side, case: str, folder: Path, work: Path, log: Path,
         minutes = r["items"] * seconds / 60
         r["video_minutes"] = round(minutes, 2)
         r["seconds_per_video_minute"] = round(r["seconds"] / minutes, 2) if minutes else None
+        # Pillow's decodes here are of frames the code handles as pictures, not of photos
+        r["decodes_per_picture"] = None
         if not r["items"]:
             r["note"] = "no video indexed: this code reads no videos"
     shutil.rmtree(run)
