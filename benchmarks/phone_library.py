@@ -16,7 +16,7 @@ about 3.7 MB), each with an EXIF date and GPS position:
   pan and zoom; the date and place in the container (.mp4: creation_time and location; .mov:
   the QuickTime keys an iPhone writes). One is encoded, the others are its packets in another
   container with their own tags (as costly to decode; encoding takes minutes here).
-  video_short: ten-second clips of the same kind, each encoded.
+  video_short: ten-second clips of the same kind, made the same way.
 - first_answer: --first-answer-photos 12-MP JPEGs, jpeg_12mp's in turn, each with its own
   EXIF date (distinct files, as costly to decode). The issue's 10,000 are too many for this
   machine; what decides the figure is when the first batch becomes searchable.
@@ -258,8 +258,7 @@ def build_all(work: Path, args) -> dict:
         seconds = video_seconds(case, args)
         n = args.videos if case == "video_1min" else args.short_videos
         print(f"building {case}: {n} videos of {seconds:.0f} s", flush=True)
-        folders[case] = build_videos(work / "media" / case, n, seconds, first,
-                                     1 if case == "video_1min" else n)
+        folders[case] = build_videos(work / "media" / case, n, seconds, first, 1)
         first += n
     print(f"building first_answer: {args.first_answer_photos} photos", flush=True)
     folders["first_answer"] = build_copies(work / "media" / "first_answer_copies",
