@@ -163,9 +163,12 @@ def _look(index, job, system, folders, transform, batch, client, record, say):
         report = workflow.update_index(index, system, folders, stage or transform,
                                        captions=job.captions,
                                        batch_size=job.batch_size or batch, progress=look)
-    finally:
-        record.flush()  # the look done: the page shows how far the passes are behind it
-        streamed = stage.finish() if stage is not None else {}
+    except BaseException:  # Ctrl-C, a full disk: what the passes read is kept, no waiting
+        if stage is not None:
+            stage.finish(abandon=True)
+        raise
+    record.flush()  # the look done: the page shows how far the passes are behind it
+    streamed = stage.finish() if stage is not None else {}
     logger.info(f"look: {len(index):,} pictures indexed (added {report.added:,}, changed "
         f"{report.changed:,}, unchanged {report.unchanged:,}, unreadable "
         f"{len(report.failed):,})")

@@ -86,7 +86,8 @@ def read_video(path: str | Path, *, short_side: int | None = DEFAULT_SHORT_SIDE,
             if not container.streams.video:
                 raise VideoError(f"{path}: holds no video stream; nothing to index in it")
             stream = container.streams.video[0]
-            stream.thread_type = "AUTO"  # slice/frame threads: a 1080p frame in half the time
+            # one frame at a time: threads only add their start and the frames they hold back
+            stream.thread_type = "NONE"
             duration = _duration(container, stream)
             times = frame_times(duration, interval, max_frames)
             frames = _read_frames(container, stream, times, short_side, duration)
@@ -113,6 +114,7 @@ def read_frame(path: str | Path, time: float = 0.0, *, short_side: int | None = 
             if not container.streams.video:
                 raise VideoError(f"{path}: holds no video stream")
             stream = container.streams.video[0]
+            stream.thread_type = "NONE"
             frames = _read_frames(container, stream, [max(0.0, float(time))], short_side,
                                   _duration(container, stream))
     except VideoError:
@@ -159,12 +161,21 @@ def _read_frames(container, stream, times: list[float], short_side: int | None,
 
 def _first_frame(container, stream):
     """The first frame decoded from where the container stands, within
-    MAX_PACKETS_PER_FRAME packets (None: the stream ended or gave none)."""
+    MAX_PACKETS_PER_FRAME packets (None: the stream ended or gave none).
+
+    A decoder holds a frame back for a few packets (B-frames' reordering, frame threads);
+    drained right after the keyframe's packet it gives the keyframe at once: about half the
+    decoding of waiting for it (benchmarks/results/video_read.md). The seek before the next
+    frame resets the drained decoder."""
+    codec = stream.codec_context
     for k, packet in enumerate(container.demux(stream)):
         if k >= MAX_PACKETS_PER_FRAME:
             return None
-        for frame in packet.decode():
-            return frame
+        frames = codec.decode(packet)
+        if not frames and packet.is_keyframe:
+            frames = codec.decode(None)
+        if frames:
+            return frames[0]
     return None
 
 

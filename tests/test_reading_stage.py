@@ -272,3 +272,34 @@ def test_the_page_reads_the_progress_record_and_the_indexed_thumbnails(tmp_path)
         assert r.status_code == 200 and Image.open(io.BytesIO(r.content)).size != (7, 5)
         record.finish()
         assert client.get("/api/progress").json()["running"] is False
+
+
+def test_a_record_left_running_by_a_killed_indexer_reads_as_stopped(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from pamir.index.progress_record import ProgressRecord
+
+    ProgressRecord(tmp_path).set("look", 3, 10)
+    assert read_progress(tmp_path)["running"]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    record = json.loads((tmp_path / "progress.json").read_text())
+    (tmp_path / "progress.json").write_text(json.dumps({**record, "pid": int(gone)}))
+    assert read_progress(tmp_path)["running"] is False
+    assert read_progress(tmp_path / "nothing") == {"running": False, "passes": []}
+
+
+def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, phone_folder,
+                                                                     decodes, monkeypatch):
+    """A new text reader (another fingerprint) reads every picture again, by itself: one
+    decode each, nothing for the look."""
+    import pamir.ocr as ocr
+    from pamir import workflow
+
+    monkeypatch.setattr(ocr, "fingerprint", lambda settings=None: "another reader")
+    with Index.open(indexed[0], writable=True) as index:
+        assert workflow.read_text(index).read == 4
+    for path in phone_folder.iterdir():
+        assert decodes[images.content_hash(path.read_bytes())] == 1, path.name

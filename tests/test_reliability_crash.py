@@ -36,7 +36,8 @@ SEED = int(os.environ.get("PAMIR_RELIABILITY_SEED", "15"))
 
 
 # ------------------------------------------------------------------------------ checks
-INDEX_FILES = {"catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", ".writer.lock"}
+INDEX_FILES = {"catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", ".writer.lock",
+               "progress.json"}
 
 
 def check_index(ix: Path, reference: dict[str, np.ndarray]) -> None:

@@ -1,4 +1,5 @@
-"""The tool a person uses: `pamir index` here, with what the commands that load a model share
+"""The tool a person uses: `pamir index` here (it parses, calls the index job,
+pamir.indexing.run_index, and prints), with what the commands that load a model share
 (`load_system`, `is_model`); `pamir search`, `annotate`, `learn` and `serve` in their own
 modules beside it (pamir.cli mounts them in that order).
 

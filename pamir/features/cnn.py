@@ -58,7 +58,7 @@ from .cnn_network import CHANNELS, MODELS, WeightsMissing, classifier, weights_d
 # tests/test_cnn.py reaches these two through this module (cnn._load_state, cnn.onnx_path)
 from .cnn_network import _load_state, onnx_path  # noqa: F401
 from .images import ImageError, content_hash, displayed_size, read_bytes, resize_short_side
-from .rasters import rgb_for, shared_item
+from .rasters import rgb_for, shared_item, shared_path
 from .representation import Extracted
 from .settings import JOBS, SettingsRecord
 
@@ -426,6 +426,13 @@ class CNNRepresentation:
         """(status, payload, digest, reason) of the picture item = (position, path): its
         cached vector, or its pixels for the network; never raises."""
         try:
+            if (shared := shared_path(item[1])) is not None and shared.ok:
+                # the reading stage read the file moments ago: its hash and its raster
+                digest = shared.digest
+                if cache is not None and (hit := cache.get(digest)) is not None:
+                    return "cached", hit, digest, None
+                return ("decoded", _from_raster(shared.rgb, self.settings.short_side), digest,
+                        None)
             data = read_bytes(item[1])
             digest = content_hash(data)
             if cache is not None and (hit := cache.get(digest)) is not None:

@@ -9,7 +9,7 @@ server reads for the page ("text: 4,210 of 10,000 pictures").
 
 The writer writes it atomically at most once a second (and at the end), so a reader never
 sees half of it and indexing is not slowed; a record left "running" by an indexer that was
-killed reads as stopped once it is STALE_S old.
+killed reads as stopped (its process is gone, or the record is STALE_S old).
 """
 
 from __future__ import annotations
@@ -93,10 +93,23 @@ def read_progress(directory: str | Path) -> dict:
         record["passes"] = [dict(p) for p in record.get("passes", [])]
     except (OSError, ValueError, TypeError, AttributeError):
         return {"running": False, "passes": []}
-    if record.get("running") and time.time() - float(record.get("updated", 0)) > STALE_S:
+    if record.get("running") and (time.time() - float(record.get("updated", 0)) > STALE_S
+                                  or not _alive(record.get("pid"))):
         record["running"] = False
         record["stopped"] = True
     return record
+
+
+def _alive(pid) -> bool:
+    """Whether the process that wrote the record is still there (on this machine; a record
+    written elsewhere, on shared storage, is judged by its age alone)."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, TypeError, ValueError):
+        return True  # not ours to signal, or no pid: alive as far as we can tell
+    return True
 
 
 __all__ = ["ProgressRecord", "read_progress"]

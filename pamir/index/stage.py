@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..features.rasters import Item, Need, read_item, sharing
+from ..features.rasters import HEIF_THREADS, Item, Need, heif_threads, read_item, sharing
 from .passes import PassReport, record_batch
 
 #: Pictures decoded, transformed and handed on together: few, so that the rasters held at
@@ -73,6 +73,7 @@ class _Stream:
         self.spec = spec
         self.report = PassReport(spec.name)
         self.error: BaseException | None = None
+        self.dropping = False  # the job stopped: chunks not read yet are left to the next run
         self._queue: queue.Queue = queue.Queue(QUEUED)
         self._results: list[tuple[list[Item], list]] = []
         self._lock = threading.Lock()
@@ -82,13 +83,15 @@ class _Stream:
 
     def put(self, items: list[Item]) -> None:
         if self.error is None and items:
-            chunk = [(it, self.spec.inputs(it, it.reduced(self.spec.side))) for it in items]
+            # the item without its frames: the queue holds the pass's reduced rasters only
+            chunk = [(Item(it.path, it.digest, it.size),
+                      self.spec.inputs(it, it.reduced(self.spec.side))) for it in items]
             self._queue.put(chunk)  # waits while the pass is QUEUED chunks behind
 
     def _run(self) -> None:
         while (chunk := self._queue.get()) is not None:
-            if self.error is not None:
-                continue  # a reader that failed for every file: the rest is dropped
+            if self.error is not None or self.dropping:
+                continue  # a reader that failed for every file, or the job stopped
             started = time.perf_counter()
             try:
                 results = self.spec.read([inputs for _, inputs in chunk])
@@ -131,6 +134,8 @@ class ReadingStage:
         self.thumbnails = thumbnails
         self.on_read = on_read
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="pamir-read")
+        # a picture per thread: libheif's own threads would only contend with them
+        self._heif = heif_threads(HEIF_THREADS) if threads > 1 else None
         self._streams = [_Stream(s) for s in streamed]
 
     @property
@@ -195,13 +200,19 @@ class ReadingStage:
                     pending.append(([it for it, _ in later], [r for _, r in later]))
             stream.keep(pending)
 
-    def finish(self) -> dict[str, PassReport]:
+    def finish(self, abandon: bool = False) -> dict[str, PassReport]:
         """Wait for the streamed passes, commit what they read; {name: report}. A reader's
-        error (MissingExtra) is raised by the pass run alone after (`errors`)."""
+        error (MissingExtra) is raised by the pass run alone after (`errors`). abandon (the
+        job interrupted): the chunks not being read are dropped, not waited for; the next
+        run reads their pictures."""
+        for stream in self._streams:
+            stream.dropping = abandon
         for stream in self._streams:
             stream.close()
         self.commit_ready()
         self._pool.shutdown(wait=True)
+        if self._heif is not None:
+            heif_threads(self._heif)
         return {s.spec.name: s.report for s in self._streams}
 
     def errors(self) -> dict[str, BaseException]:
