@@ -70,7 +70,7 @@ import media  # noqa: E402 - tests/media.py: the one home of the camera-like wri
 from common import Run, archive, parser, report_head, rerender, save_report  # noqa: E402
 
 OLD = "96353846"  # main before issue 44
-COREL = find_corel5k()
+
 COUNTER = HERE / "decode_counter"
 SIZE_12MP, SIZE_24MP = (4240, 2832), media.SIZE_24MP
 PHOTO_CASES = {"jpeg_12mp": ("jpg", SIZE_12MP), "jpeg_24mp": ("jpg", SIZE_24MP),
@@ -99,8 +99,8 @@ PAMIR = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
 
 def corel_pictures() -> list[Path]:
     """Corel's pictures, CD by CD, in id order."""
-    return sorted((COREL / "images").glob("*/*.jpeg"), key=lambda p: (int(p.parent.name),
-                                                                      int(p.stem)))
+    return sorted((find_corel5k() / "images").glob("*/*.jpeg"),
+                  key=lambda p: (int(p.parent.name), int(p.stem)))
 
 
 def when_and_where(i: int) -> tuple[datetime, tuple[float, float]]:
@@ -194,7 +194,7 @@ def build_videos(folder: Path, n: int, seconds: float, first: int, encoded: int)
     if built(folder, spec):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    cds = sorted((COREL / "images").iterdir(), key=lambda p: int(p.name))
+    cds = sorted((find_corel5k() / "images").iterdir(), key=lambda p: int(p.name))
     paths = [folder / f"VID_{i:04d}{'.mov' if i % 3 == 2 else '.mp4'}" for i in range(n)]
     for i, path in enumerate(paths):
         if path.exists():
@@ -280,7 +280,7 @@ class Side:
     def env(self, cache: Path, decodes: Path | None = None) -> dict:
         env = {k: v for k, v in os.environ.items() if k not in ("PAMIR_INDEX", "PYTHONPATH")}
         env.update(PYTHONPATH=f"{COUNTER}{os.pathsep}{self.src}" if decodes else str(self.src),
-                   PAMIR_CACHE=str(cache), PAMIR_COREL5K=str(COREL))
+                   PAMIR_CACHE=str(cache))
         if decodes:
             env["PAMIR_BENCH_DECODES"] = str(decodes)
         return env
@@ -625,8 +625,40 @@ def report(r: dict) -> str:
             lines.append(f"| {n} | {_cell(a['first_answer_seconds'], '{:.1f}')} | {a['polls']} "
                          f"| {'yes' if a['index_finished_first'] else 'no'} |")
     lines += ["", "Targets (issue 44, this 2-core machine): " + "; ".join(
-        f"{k} {v}" for k, v in TARGETS.items()) + ".", ""]
+        f"{k} {v}" for k, v in TARGETS.items()) + ".", "", *against_targets(r), ""]
     return "\n".join(lines)
+
+
+def against_targets(r: dict, side: str = "new") -> list[str]:
+    """The side's figures beside issue 44's targets, each met or not."""
+    cases, fa = r["cases"], r.get("first_answer", {}).get(side, {})
+
+    def get(case, key):
+        return cases.get(case, {}).get(side, {}).get(key)
+
+    rows = [("12-MP JPEG photos/s", get("jpeg_12mp", "photos_per_second"), 12, "≥"),
+            ("12-MP HEIC photos/s", get("heic_12mp", "photos_per_second"), 2.5, "≥"),
+            ("seconds a 1080p video minute", get("video_1min", "seconds_per_video_minute"), 5,
+             "≤"),
+            ("decodes per picture (most of a case)",
+             max((c[side].get("decodes_per_picture") or 0 for c in cases.values()
+                  if side in c), default=None), 1, "≤"),
+            (f"first answer s ({r['media']['first_answer']['files']} photos)",
+             fa.get("first_answer_seconds"), 60, "≤"),
+            ("first page s (slowest case)",
+             max((c[side].get("first_page_seconds") or 0 for c in cases.values()
+                  if side in c), default=None), 1, "≤"),
+            ("peak MB (largest case, tree)",
+             max((c[side].get("peak_tree_rss_mb") or 0 for c in cases.values()
+                  if side in c), default=None), 2048, "≤")]
+    out = [f"Against the targets ({side}):", "", "| figure | measured | target | met |",
+           "|---|---:|---:|---|"]
+    for name, value, target, sense in rows:
+        met = None if value is None else (value >= target if sense == "≥" else value <= target)
+        shown = _cell(value, "{:,.0f}" if "MB" in name else "{:,.2f}")
+        out.append(f"| {name} | {shown} | {sense} {target:,g} | "
+                   f"{'–' if met is None else 'yes' if met else 'no'} |")
+    return out
 
 
 if __name__ == "__main__":
