@@ -594,6 +594,7 @@ def report(r: dict) -> str:
              "Sides: " + "; ".join(f"**{n}** = {s['label']} ({s['commit'][:12]})"
                                    for n, s in r["sides"].items()) + ".  ",
              f"Caches: {r['caches']}.", "",
+             *([f"Note: {r['note']}", ""] if r.get("note") else []),
              "`pamir index FOLDER` with every pass, no model, the whole command as a person "
              "waits. Photos per second (videos: seconds per minute of video), the photos' "
              "decodes per picture (Pillow's, counted in every process), peak memory (the "
