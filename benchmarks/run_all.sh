@@ -64,6 +64,8 @@ run benchmarks/bench_facts.py                      # keywords as facts, searched
 run benchmarks/bench_places.py                     # places from GPS: the district rule, P@k
 run benchmarks/bench_ocr.py                        # text in pictures: its cost, words read
 run benchmarks/bench_ocr.py --search-only          #   ... and text: queries (ocr_search.md)
+run benchmarks/phone_library.py                    # a phone's library: camera-size photos, HEIC,
+                                                   #   videos; old (96353846) and new side by side
 I=/work/bench-data/int8                            # int8 CNN views against fp32: quality, speed,
 run benchmarks/bench_int8.py --cache "$I/cache"    #   then each view's cosines, added to int8.json
 run benchmarks/bench_int8.py --cache "$I/cache" --parts cosines
