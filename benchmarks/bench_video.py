@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, report_cli, report_head, save_report  # noqa: E402
-from video_making import write_video  # noqa: E402
+from common import Run, report_cli, report_head, save_report, write_video  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 from pamir.video import read_video  # noqa: E402

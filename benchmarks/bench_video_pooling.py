@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, rerender, save_report  # noqa: E402
-from video_making import write_video  # noqa: E402
+from common import Run, parser, report_head, rerender, save_report, write_video  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 

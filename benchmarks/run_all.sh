@@ -66,6 +66,14 @@ run benchmarks/bench_ocr.py                        # text in pictures: its cost,
 run benchmarks/bench_ocr.py --search-only          #   ... and text: queries (ocr_search.md)
 run benchmarks/phone_library.py                    # a phone's library: camera-size photos, HEIC,
                                                    #   videos; old (96353846) and new side by side
+run benchmarks/bench_video.py                       # reading a video's frames: the interval and cap
+run benchmarks/bench_cities.py                      # cities as people name them: recall, wrong city
+run benchmarks/duplicates.py --million --text-space # copies and bursts: per kind, hard negatives, scale
+# A cnn model of Corel 5k for the sidecars' word threshold and the videos' pooling.
+V=/work/bench-data/model-cnn
+[ -d "$V" ] || flock /tmp/pamir-heavy.lock pamir fit corel5k -o "$V" -r cnn -q
+run benchmarks/bench_sidecars.py --model "$V"        # the words written into XMP sidecars
+run benchmarks/bench_video_pooling.py --model "$V"   # a video's score: best frame or mean
 I=/work/bench-data/int8                            # int8 CNN views against fp32: quality, speed,
 run benchmarks/bench_int8.py --cache "$I/cache"    #   then each view's cosines, added to int8.json
 run benchmarks/bench_int8.py --cache "$I/cache" --parts cosines

@@ -54,7 +54,7 @@ from defusedxml import ElementTree as SafeET
 from PIL import Image, IptcImagePlugin, UnidentifiedImageError
 
 from .text import STOP_WORDS, split_keywords, tokenize
-from .video import container_facts, is_video
+from .video import is_video, read_container_facts
 
 #: XMP packets and sidecars larger than this are not parsed (a real one is a few kB; XMP
 #: embedded in a JPEG is at most 64 kB).
@@ -204,7 +204,7 @@ def read_metadata(path: str | Path, stop_words=STOP_WORDS) -> PictureMetadata:
     xmp_dates = [f.xmp_taken for f in sidecars + [embedded] if f.xmp_taken]
     taken = ((embedded.exif_taken, "EXIF DateTimeOriginal") if embedded.exif_taken else
              (xmp_dates[0], "XMP photoshop:DateCreated") if xmp_dates else None)
-    video = _video_container(path, out.notes) if is_video(path) else (None, None)
+    video = read_container_facts(path, out.notes) if is_video(path) else (None, None)
     if taken is None and video[0] is not None:
         taken = (_iso(video[0]), "video container")
     if taken is None:
@@ -221,20 +221,6 @@ def read_metadata(path: str | Path, stop_words=STOP_WORDS) -> PictureMetadata:
         out.position, out.position_from = video[1], "video container"
     out.camera = embedded.camera
     return out
-
-
-def _video_container(path: Path, notes: list[str]):
-    """(date, (lat, lon)) a video's container holds (pamir.video.container_facts), either
-    None; an unreadable container is a note (the frames' reader says why it is skipped)."""
-    try:
-        import av  # noqa: PLC0415 - FFmpeg's libraries: only for a video
-
-        with av.open(str(path), metadata_errors="ignore") as c:
-            streams = [s.metadata for s in c.streams.video[:1]]
-            return container_facts(c.metadata, *streams)
-    except Exception as e:  # noqa: BLE001 - any damaged container: no date, no place
-        notes.append(f"{path}: video metadata not readable ({type(e).__name__})")
-        return None, None
 
 
 def _first_position(sources):

@@ -201,6 +201,20 @@ _DATE_KEYS = ("com.apple.quicktime.creationdate", "creation_time", "date")
 _GPS_KEYS = ("com.apple.quicktime.location.ISO6709", "location", "location-eng")
 
 
+def read_container_facts(path, notes: list[str]):
+    """(date, (lat, lon)) the video file's container holds (container_facts), either None;
+    an unreadable container is a note (the frames' reader says why it is skipped)."""
+    try:
+        import av  # noqa: PLC0415 - FFmpeg's libraries: only for a video
+
+        with av.open(str(path), metadata_errors="ignore") as c:
+            streams = [s.metadata for s in c.streams.video[:1]]
+            return container_facts(c.metadata, *streams)
+    except Exception as e:  # noqa: BLE001 - any damaged container: no date, no place
+        notes.append(f"{path}: video metadata not readable ({type(e).__name__})")
+        return None, None
+
+
 def container_facts(*metadatas: dict) -> tuple[datetime | None, tuple[float, float] | None]:
     """(date taken, (lat, lon)) from a container's (then a stream's) metadata dicts; either
     None where absent or unreadable."""
