@@ -67,7 +67,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT / "tests"))
 import media  # noqa: E402 - tests/media.py: the one home of the camera-like writers
-from common import Run, archive, parser, report_head, rerender, save_report  # noqa: E402
+from common import RESULTS, Run, archive, parser, report_head, rerender, save_report  # noqa: E402
 
 OLD = "96353846"  # main before issue 44
 
@@ -505,7 +505,11 @@ def main(argv=None) -> None:
                    for case in (*PHOTO_CASES, *VIDEO_CASES, "first_answer")},
          "cases": {}}
     r["first_answer"] = {}
-    for case in ORDER:  # the issue's targets first: a run cut short keeps them
+    if args.cases:  # these cases measured again, the others kept from the committed run
+        kept = json.loads((RESULTS / "phone_library.json").read_text())
+        r = {**kept, "remeasured": {**kept.get("remeasured", {}), **{
+            case: {**run.info(), "sides": r["sides"]} for case in args.cases}}}
+    for case in args.cases or ORDER:  # the issue's targets first: a run cut short keeps them
         for side in sides:
             if case == "first_answer":
                 r["first_answer"][side.name] = attempt(
@@ -515,9 +519,10 @@ def main(argv=None) -> None:
                 r["cases"].setdefault(case, {})[side.name] = attempt(
                     f"{case}: {side.name}", measure_case, side, case, folders[case], work,
                     log, video_seconds(case, args))
-            save_report("phone_library", {**r, **run.info(), "minutes": run.minutes()},
-                        report, echo=False)  # so far: a failure later keeps what was measured
-    r.update(run.info(), minutes=run.minutes())
+            save_report("phone_library", r if args.cases else
+                        {**r, **run.info(), "minutes": run.minutes()}, report, echo=False)  # so far: a failure later keeps what was measured
+    if not args.cases:
+        r.update(run.info(), minutes=run.minutes())
     save_report("phone_library", r, report)
 
 
@@ -558,6 +563,8 @@ def _options(ap) -> None:
     ap.add_argument("--new", default=str(ROOT),
                     help="the new code's source tree (default: this working tree)")
     ap.add_argument("--sides", nargs="+", choices=("old", "new"), default=["old", "new"])
+    ap.add_argument("--cases", nargs="+", choices=ORDER,
+                    help="measure these cases again, keeping the others' committed figures")
     ap.add_argument("--build-only", action="store_true", help="build the folders, time nothing")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite results/phone_library.md from its .json, measuring nothing")
@@ -595,6 +602,10 @@ def report(r: dict) -> str:
                                    for n, s in r["sides"].items()) + ".  ",
              f"Caches: {r['caches']}.", "",
              *([f"Note: {r['note']}", ""] if r.get("note") else []),
+             *[f"Measured again (`--cases {case}`): {m['command']}, {m.get('date', '')}, "
+               "sides " + "; ".join(f"{n} = {s['commit'][:12]}" for n, s in m["sides"].items())
+               + "." for case, m in r.get("remeasured", {}).items()],
+             "",
              "`pamir index FOLDER` with every pass, no model, the whole command as a person "
              "waits. Photos per second (videos: seconds per minute of video), the photos' "
              "decodes per picture (Pillow's, counted in every process), peak memory (the "
