@@ -46,6 +46,8 @@ def serve_command(
     forwarded_allow_ips: str = typer.Option(
         None, help="addresses of reverse proxies whose X-Forwarded-For/-Proto are trusted "
                    "(uvicorn's; default 127.0.0.1)"),
+    watch: list[Path] = typer.Option(None, "--watch", help="keep the index up to date with "
+                                     "this folder as it changes, as `pamir watch` (repeatable)"),
 ):
     """Serve the web page and the HTTP API (OpenAPI schema at /docs)."""
     # Heavy (the web stack, and the models behind the server): only `pamir serve` needs them.
@@ -84,9 +86,17 @@ def serve_command(
             console.print(f"  {role}: {scheme}://{name}:{port}/?token={tokens[role]}",
                           markup=False, soft_wrap=True)
     extra = {"forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips else {}
+    watching = None
+    if watch:  # its own thread, the one writer; the server reads each commit (refresh)
+        from .watch import watch_beside_server  # noqa: PLC0415
+
+        watching = watch_beside_server(index_dir, watch)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 ssl_certfile=str(certfile) if certfile else None,
                 ssl_keyfile=str(keyfile) if keyfile else None, **extra)
+    if watching is not None:
+        watching[1].set()
+        watching[0].join(timeout=10)
 
 
 def _serve_tokens(token_file: Path | None, loopback: bool) -> dict | None:
