@@ -135,6 +135,14 @@ class Changes:
             self.changed(f)
 
 
+class _StoppedWatchNoise(logging.Filter):
+    """watchdog logs an error when the watch of a folder that went is stopped; the watcher
+    says that itself, in a person's words."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "thread is inactive" not in record.getMessage()
+
+
 def _handler(watcher: Watcher):
     """A watchdog event handler that tells `watcher.changes` what each event changed."""
     from watchdog.events import FileSystemEventHandler  # noqa: PLC0415  (the [watch] extra)
@@ -186,6 +194,9 @@ class Watcher:
         from watchdog.observers import Observer  # noqa: PLC0415  (the [watch] extra)
 
         stop = stop or threading.Event()
+        noise = logging.getLogger("watchdog.observers.inotify")
+        if not any(isinstance(f, _StoppedWatchNoise) for f in noise.filters):
+            noise.addFilter(_StoppedWatchNoise())
         self._observer = Observer()
         # inotify says when a writer closes a file; the other backends do not
         self._close_events = type(self._observer).__name__ == "InotifyObserver"
@@ -405,6 +416,16 @@ class Watcher:
         self._model_files = now
 
 
+def watcher_of_index(index_dir, folders, *, say: Callable[[str], None] = logger.info,
+                     **options) -> Watcher:
+    """A Watcher of `folders` for the existing index in `index_dir`, with the model it was
+    built with (or none: the zero-caption system), loaded (`pamir serve --watch`)."""
+    with Index.open(index_dir) as ix:
+        model = Path(ix.model_dir) if ix.model_dir else None
+    system, fingerprint = workflow.indexing_system(model)
+    return Watcher(index_dir, folders, model, system, fingerprint, say=say, **options)
+
+
 def watch_in_thread(watcher: Watcher, say: Callable[[str], None] = logger.info):
     """Run `watcher` in a daemon thread (`pamir serve --watch`): (thread, stop event). An
     error that stops it is said, never raised into the caller."""
@@ -422,4 +443,4 @@ def watch_in_thread(watcher: Watcher, say: Callable[[str], None] = logger.info):
 
 
 __all__ = ["Changes", "MAX_DELAY", "POLL", "QUIET", "Watcher", "WatchError", "describe",
-           "index_job", "watch_in_thread"]
+           "index_job", "watch_in_thread", "watcher_of_index"]

@@ -272,22 +272,33 @@ def test_pamir_watch_catches_up_and_stops_cleanly_on_ctrl_c(fake, tmp_path, monk
     assert len(indexed(tmp_path / "ix")) == 9
 
 
-def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path):
+def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
     from fastapi.testclient import TestClient
 
+    import pamir.workflow as workflow
+    from pamir.commands.serve import _watching
     from pamir.server import create_app
 
     folder = tmp_path / "pictures"
     make_pictures(folder)
-    w = Watching(tmp_path, [folder])
+    first = Watching(tmp_path, [folder])  # the index `pamir index` built
+    first.stop()
+    # the index's model is the stand-in; its passes read nothing here
+    monkeypatch.setattr(workflow, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
+    monkeypatch.setattr(workflow, "read_text", lambda ix: SimpleNamespace(as_dict=dict))
+    monkeypatch.setattr(workflow, "read_faces", lambda ix: {})
+    thread, stop = _watching(first.index, [folder])  # `pamir serve --watch FOLDER`
     try:
-        with TestClient(create_app(w.index, system=w.system, warm_mapping=False)) as c:
+        with TestClient(create_app(first.index, system=first.system, warm_mapping=False)) as c:
             new_picture(folder / "new.png")
             wait_for(lambda: "new.png" in [Path(h["path"]).name for h in
                                            c.get("/api/search", params={"q": "blue"})
                                            .json()["hits"]], "the server's answer")
     finally:
-        w.stop()
+        stop.set()
+        thread.join(timeout=10)
 
 
 def test_a_folder_missing_at_start_is_waited_for(tmp_path):

@@ -1,5 +1,6 @@
 """`pamir watch [MODEL] FOLDER...`: the index follows the folders as their pictures change
-(pamir.watch), and what `pamir serve --watch FOLDER` starts beside the server."""
+(pamir.watch). `pamir serve --watch FOLDER` starts the same beside the server
+(pamir.commands.serve)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import typer
 from rich.markup import escape
 
 from .. import workflow
-from ..index import Index, IndexDirError
 from ..workflow import default_index_dir
 from . import product
 from .common import INDEX_HELP, console, fail
@@ -71,21 +71,6 @@ def _run(watcher) -> None:
                       "meanwhile when it starts again")
     except WatchError as e:
         fail(str(e))
-
-
-def watch_beside_server(index_dir: Path, folders):
-    """`pamir serve --watch`: a watcher of `folders` with the index's model (or none),
-    running in a thread of its own; (thread, stop event)."""
-    from ..watch import watch_in_thread  # noqa: PLC0415
-
-    try:
-        with Index.open(index_dir) as ix:
-            model = Path(ix.model_dir) if ix.model_dir else None
-    except IndexDirError as e:
-        fail(str(e))
-    watcher = make_watcher(index_dir, model, folders)
-    console.print(f"watching {', '.join(map(str, watcher.roots))}", markup=False)
-    return watch_in_thread(watcher, say=lambda line: console.print(escape(line)))
 
 
 def register(app: typer.Typer) -> None:
