@@ -66,17 +66,19 @@ class WatchError(RuntimeError):
 
 
 def index_job(index_dir, model_dir, system, fingerprint: str, folders, *, text: bool,
-              faces: bool, say=logger.info):
+              faces: bool, say=logger.info, catching_up: bool = False):
     """The library's index job over `folders` with an already loaded system: the index
     opened for it (pamir.workflow.open_index: created, reopened, rescored after the model
-    learnt), brought up to date incrementally, then the text and faces passes (pictures not
-    read yet only). The one place this module runs the index job. Returns (UpdateReport,
-    the index's status)."""
+    learnt), brought up to date incrementally, then, once the new pictures are searchable,
+    the text and faces passes (pictures not read yet only; on a catch-up, or when pictures
+    came). The one place this module runs the index job. Returns (UpdateReport, the
+    index's status)."""
     with workflow.open_index(index_dir, model_dir, system, fingerprint, say=say) as ix:
         report = workflow.update_index(ix, system, folders)
-        if text:
+        came = catching_up or report.added or report.changed or report.copied
+        if text and came:
             report.text = workflow.read_text(ix).as_dict()
-        if faces:
+        if faces and came:
             report.faces = workflow.read_faces(ix)
         return report, ix.status()
 
@@ -227,7 +229,7 @@ class Watcher:
                 continue
             if self._close_events and kind == "modified":
                 self.changes.writing(path)
-            elif kind == "closed":
+            elif kind in ("closed", "deleted", "moved"):  # written, or no longer there
                 self.changes.closed(path)
             parent = os.path.dirname(path)
             # a new folder is read whole; any other change is in its folder
@@ -336,7 +338,8 @@ class Watcher:
         try:
             report, status = index_job(self.index_dir, self.model_dir, self.system,
                                        self.fingerprint, folders, text=self.text,
-                                       faces=self.faces, say=self.say)
+                                       faces=self.faces, say=self.say,
+                                       catching_up=catching_up)
         except workflow.WorkflowError as e:
             raise WatchError(str(e)) from None
         except (IndexDirError, OSError, sqlite3.OperationalError) as e:
@@ -362,6 +365,9 @@ class Watcher:
                      f"{status['pictures']:,} pictures indexed")
         for path, reason in report.failed[:5]:
             self.say(f"  skipped {path}: {reason}")
+        for what, done in (("text", report.text), ("faces", report.faces)):
+            if done and done.get("read"):
+                self.say(f"  {what}: {done['read']:,} pictures read")
 
     def _to_update(self, folders: Iterable[str]) -> list[Path]:
         """The folders to read: each one's nearest existing folder under a watched root
