@@ -116,6 +116,10 @@ def measure_watch(work: Path, machine: Path, singles: list[Path], batch: list[Pa
         copied = time.monotonic() - arrived
         seen = searchable(w.index, len(singles) + len(batch))
         import_seconds = seen - arrived
+        said = f"{len(singles) + len(batch):,} pictures indexed"
+        end = time.monotonic() + 30  # its line printed before Ctrl-C cuts into it
+        while not any(said in line for line in w.lines) and time.monotonic() < end:
+            time.sleep(POLL)
     finally:
         code = w.stop()
     return {"one_file_seconds": [round(d, 3) for d in delays],
@@ -195,6 +199,8 @@ def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--pictures", type=int, default=1000, help="pictures in the import")
     ap.add_argument("--singles", type=int, default=5, help="files copied one at a time")
+    ap.add_argument("--networks", type=Path, help="a feature cache whose ONNX networks are "
+                    "copied into each run's (default: built once, in a temporary folder)")
     ap.add_argument("--report-only", action="store_true",
                     help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
     args = ap.parse_args(argv)
@@ -208,7 +214,7 @@ def main(argv=None):
     singles, batch = pictures[:args.singles], pictures[args.singles:]
     with tempfile.TemporaryDirectory(prefix="pamir-watch-bench-") as tmp:
         tmp = Path(tmp)
-        machine = machine_cache(tmp)
+        machine = args.networks or machine_cache(tmp)
         (tmp / "w").mkdir()
         (tmp / "i").mkdir()
         index = measure_index(tmp / "i", machine, batch)

@@ -362,7 +362,8 @@ class Watcher:
             where = ", ".join(str(f) for f in folders)
             self.say(f"{time.strftime('%H:%M:%S')} {where}: {what}"
                      f"{' (caught up)' if catching_up else ''}; "
-                     f"{status['pictures']:,} pictures indexed")
+                     f"{status['pictures']:,} picture{'' if status['pictures'] == 1 else 's'}"
+                     " indexed")
         for path, reason in report.failed[:5]:
             self.say(f"  skipped {path}: {reason}")
         for what, done in (("text", report.text), ("faces", report.faces)):
