@@ -310,3 +310,17 @@ def test_a_folder_missing_at_start_is_waited_for(tmp_path):
         wait_for(lambda: len(indexed(w.index)) == 9, "the folder once it is there")
     finally:
         w.stop()
+
+
+def test_without_watchdog_pamir_watch_names_the_extra(tmp_path):
+    import subprocess
+
+    from conftest import pamir_command_raw
+
+    argv = ["pamir", "watch", str(tmp_path), "--index", str(tmp_path / "ix")]
+    proc = pamir_command_raw(f"import sys\nsys.modules['watchdog'] = None\nsys.argv = {argv!r}\n"
+                             "from pamir.cli import main\nmain()",
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "pip install 'pamir[watch]'" in err, err
+    assert "Traceback" not in err
