@@ -123,6 +123,33 @@ def test_a_renamed_picture_keeps_its_vector_without_being_read_again(watching):
     wait_for(lambda: w.said("1 renamed"), "the line that says so")
 
 
+def test_a_changed_picture_is_read_again(watching):
+    w, folder = watching
+    before = indexed(w.index)["red-2.png"]
+    new_picture(folder / "red-2.png", colour="green", seed=5)  # edited in place
+    wait_for(lambda: indexed(w.index)["red-2.png"].hash != before.hash, "the new bytes read")
+    assert w.system.read[-1] == "red-2.png"
+    wait_for(lambda: w.said("1 changed"), "the line that says so")
+
+
+def test_a_renamed_folder_keeps_its_pictures_vectors(tmp_path):
+    folder = tmp_path / "pictures"
+    make_pictures(folder / "trip")
+    w = Watching(tmp_path, [folder])
+    try:
+        ids = {p.id for p in indexed(w.index).values()}
+        reads = len(w.system.read)
+        os.rename(folder / "trip", folder / "kyoto 2019")
+        wait_for(lambda: all("kyoto 2019" in p.path for p in indexed(w.index).values()),
+                 "the pictures under their new folder")
+        # the same rows moved (two flat pictures of a colour are the same bytes: either
+        # row serves either name), none read again
+        assert {p.id for p in indexed(w.index).values()} == ids
+        assert len(w.system.read) == reads
+    finally:
+        w.stop()
+
+
 def test_a_removed_picture_leaves_the_index(watching):
     w, folder = watching
     (folder / "green-2.png").unlink()
