@@ -334,17 +334,18 @@ class Watcher:
         folders = self._to_update(folders)
         if not folders:
             return
-        self._reload_if_model_changed()
         try:
+            self._reload_if_model_changed()
             report, status = index_job(self.index_dir, self.model_dir, self.system,
                                        self.fingerprint, folders, text=self.text,
                                        faces=self.faces, say=self.say,
                                        catching_up=catching_up)
         except workflow.WorkflowError as e:
             raise WatchError(str(e)) from None
-        except (IndexDirError, OSError, sqlite3.OperationalError) as e:
+        except (IndexDirError, OSError, sqlite3.OperationalError, ValueError) as e:
             # the writer lock held (`pamir index`, a Keep), a folder gone meanwhile, a full
-            # disk: what was committed stays; the rest is tried again
+            # disk, a model that cannot be loaded: what was committed stays; the rest is
+            # tried again
             if str(e) != self._last_refusal:
                 self.say(f"not updated yet: {e}; trying again")
             self._last_refusal = str(e)
