@@ -351,3 +351,15 @@ def test_without_watchdog_pamir_watch_names_the_extra(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "pip install 'pamir[watch]'" in err, err
     assert "Traceback" not in err
+
+
+def test_a_model_that_learnt_is_loaded_again(watching, tmp_path):
+    w, folder = watching
+    loads = []
+    w.watcher.load = lambda model: loads.append(model) or w.system
+    (tmp_path / "model" / "model.json").write_text('{"fake": 2}')  # `pamir learn` saved it
+    new_picture(folder / "new.png")
+    wait_for(lambda: "new.png" in indexed(w.index), "the new picture")
+    assert loads == [tmp_path / "model"] and w.said("has changed: loading it again")
+    with Index.open(w.index) as ix:  # the index follows the model (rescored for it)
+        assert ix.model_fingerprint == model_fingerprint(tmp_path / "model")
