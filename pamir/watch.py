@@ -37,7 +37,7 @@ from pathlib import Path
 
 from . import workflow
 from .data import IMAGE_SUFFIXES
-from .index import Index, IndexDirError, model_fingerprint
+from .index import BATCH_SIZE, Index, IndexDirError, model_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -66,15 +66,15 @@ class WatchError(RuntimeError):
 
 
 def index_job(index_dir, model_dir, system, fingerprint: str, folders, *, text: bool,
-              faces: bool, say=logger.info, catching_up: bool = False):
+              faces: bool, say=logger.info, catching_up: bool = False, progress=None):
     """The library's index job over `folders` with an already loaded system: the index
     opened for it (pamir.workflow.open_index: created, reopened, rescored after the model
     learnt), brought up to date incrementally, then, once the new pictures are searchable,
     the text and faces passes (pictures not read yet only; on a catch-up, or when pictures
-    came). The one place this module runs the index job. Returns (UpdateReport, the
-    index's status)."""
+    came). progress(done, total) follows the update's batches. The one place this module
+    runs the index job. Returns (UpdateReport, the index's status)."""
     with workflow.open_index(index_dir, model_dir, system, fingerprint, say=say) as ix:
-        report = workflow.update_index(ix, system, folders)
+        report = workflow.update_index(ix, system, folders, progress=progress)
         came = catching_up or report.added or report.changed or report.copied
         if text and came:
             report.text = workflow.read_text(ix).as_dict()
@@ -339,7 +339,7 @@ class Watcher:
             report, status = index_job(self.index_dir, self.model_dir, self.system,
                                        self.fingerprint, folders, text=self.text,
                                        faces=self.faces, say=self.say,
-                                       catching_up=catching_up)
+                                       catching_up=catching_up, progress=self._progress)
         except workflow.WorkflowError as e:
             raise WatchError(str(e)) from None
         except (IndexDirError, OSError, sqlite3.OperationalError, ValueError) as e:
@@ -370,6 +370,12 @@ class Watcher:
         for what, done in (("text", report.text), ("faces", report.faces)):
             if done and done.get("read"):
                 self.say(f"  {what}: {done['read']:,} pictures read")
+
+    def _progress(self, done: int, total: int) -> None:
+        """A line a batch, for an update of more than one (a first catch-up, a big import):
+        a watcher runs in a log or beside a server, where a bar has no terminal."""
+        if total > BATCH_SIZE:
+            self.say(f"  {done:,} of {total:,} pictures read")
 
     def _to_update(self, folders: Iterable[str]) -> list[Path]:
         """The folders to read: each one's nearest existing folder under a watched root
