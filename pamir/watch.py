@@ -93,6 +93,10 @@ def describe(report) -> str:
     return said or "nothing changed"
 
 
+def _pictures(n: int) -> str:
+    return f"{n:,} picture{'' if n == 1 else 's'}"
+
+
 class Changes:
     """The folders the events named since the last update, and the files still being
     written; thread-safe (watchdog's thread adds, the watcher's loop takes)."""
@@ -363,13 +367,12 @@ class Watcher:
             where = ", ".join(str(f) for f in folders)
             self.say(f"{time.strftime('%H:%M:%S')} {where}: {what}"
                      f"{' (caught up)' if catching_up else ''}; "
-                     f"{status['pictures']:,} picture{'' if status['pictures'] == 1 else 's'}"
-                     " indexed")
+                     f"{_pictures(status['pictures'])} indexed")
         for path, reason in report.failed[:5]:
             self.say(f"  skipped {path}: {reason}")
         for what, done in (("text", report.text), ("faces", report.faces)):
             if done and done.get("read"):
-                self.say(f"  {what}: {done['read']:,} pictures read")
+                self.say(f"  {what}: {_pictures(done['read'])} read")
 
     def _progress(self, done: int, total: int) -> None:
         """A line a batch, for an update of more than one (a first catch-up, a big import):
