@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,10 +49,12 @@ def corel_pictures(n: int) -> list[Path]:
 
 
 def pamir(*args, cache: Path, **popen) -> subprocess.Popen:
-    """A `pamir ARGS` process of this checkout with its own feature cache."""
+    """A `pamir ARGS` process of this checkout with its own feature cache (SIGUSR1 makes it
+    print every thread's stack: what a process that does not end is doing)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PAMIR_CACHE=str(cache), PAMIR_EMBEDDINGS="0")
-    return subprocess.Popen([sys.executable, "-c", "from pamir.cli import main; main()",
-                             *map(str, args)], env=env, **popen)
+    code = ("import faulthandler, signal; faulthandler.register(signal.SIGUSR1)\n"
+            "from pamir.cli import main; main()")
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], env=env, **popen)
 
 
 def fresh_cache(machine: Path, where: Path) -> Path:
@@ -97,9 +100,18 @@ class Watching:
             if "(caught up)" in line:
                 self.caught_up.set()
 
-    def stop(self) -> int:
-        self.proc.send_signal(2)  # Ctrl-C
-        return self.proc.wait(timeout=60)
+    def stop(self) -> int | str:
+        """Ctrl-C; its exit status, or what it was doing if it did not end in a minute."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            self.proc.kill()
+            self.proc.wait()
+            time.sleep(0.5)
+            return "did not end within 60 s of Ctrl-C (killed; its stacks in the lines)"
 
 
 def measure_watch(work: Path, machine: Path, singles: list[Path], batch: list[Path]) -> dict:
@@ -125,7 +137,8 @@ def measure_watch(work: Path, machine: Path, singles: list[Path], batch: list[Pa
     return {"one_file_seconds": [round(d, 3) for d in delays],
             "import_seconds": round(import_seconds, 2), "copy_seconds": round(copied, 2),
             "exit_code_on_ctrl_c": code,
-            "lines": [line for line in w.lines if "pictures indexed" in line]}
+            "lines": [line for line in w.lines if " indexed" in line],
+            "all_lines": w.lines if not isinstance(code, int) else []}
 
 
 def measure_index(work: Path, machine: Path, batch: list[Path]) -> dict:
@@ -189,8 +202,11 @@ def report(r: dict) -> str:
         "",
         f"`pamir index` said: `{ix['last_line']}`",
         "",
-        f"Ctrl-C ended `pamir watch` with exit status {w['exit_code_on_ctrl_c']}.",
+        (f"Ctrl-C ended `pamir watch` with exit status {w['exit_code_on_ctrl_c']}."
+         if isinstance(w["exit_code_on_ctrl_c"], int)
+         else f"Ctrl-C: `pamir watch` {w['exit_code_on_ctrl_c']}:"),
         "",
+        *[f"    {line}" for line in w.get("all_lines", [])[-60:]],
     ]
     return "\n".join(lines)
 
