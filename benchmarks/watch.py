@@ -52,7 +52,10 @@ def pamir(*args, cache: Path, **popen) -> subprocess.Popen:
     """A `pamir ARGS` process of this checkout with its own feature cache (SIGUSR1 makes it
     print every thread's stack: what a process that does not end is doing)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PAMIR_CACHE=str(cache), PAMIR_EMBEDDINGS="0")
+    # Ctrl-C (SIGINT) restored: a script started in the background (`flock ... &`) has it
+    # ignored, and its children inherit that (a first run's `pamir watch` never saw it)
     code = ("import faulthandler, signal; faulthandler.register(signal.SIGUSR1)\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "from pamir.cli import main; main()")
     return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], env=env, **popen)
 
