@@ -67,6 +67,7 @@ run benchmarks/bench_ocr.py --search-only          #   ... and text: queries (oc
 run benchmarks/phone_library.py                    # a phone's library: camera-size photos, HEIC,
                                                    #   videos; old (96353846) and new side by side
 run benchmarks/bench_video.py                       # reading a video's frames: the interval and cap
+run benchmarks/watch.py                           # pamir watch: a file's delay, a 1,000-file import
 run benchmarks/bench_cities.py                      # cities as people name them: recall, wrong city
 run benchmarks/duplicates.py --million --text-space # copies and bursts: per kind, hard negatives, scale
 # A cnn model of Corel 5k for the sidecars' word threshold and the videos' pooling.

@@ -66,21 +66,22 @@ class WatchError(RuntimeError):
 
 
 def index_job(index_dir, model_dir, system, fingerprint: str, folders, *, text: bool,
-              faces: bool, say=logger.info, catching_up: bool = False, progress=None):
-    """The library's index job over `folders` with an already loaded system: the index
-    opened for it (pamir.workflow.open_index: created, reopened, rescored after the model
-    learnt), brought up to date incrementally, then, once the new pictures are searchable,
-    the text and faces passes (pictures not read yet only; on a catch-up, or when pictures
-    came). progress(done, total) follows the update's batches. The one place this module
-    runs the index job. Returns (UpdateReport, the index's status)."""
-    with workflow.open_index(index_dir, model_dir, system, fingerprint, say=say) as ix:
-        report = workflow.update_index(ix, system, folders, progress=progress)
-        came = catching_up or report.added or report.changed or report.copied
-        if text and came:
-            report.text = workflow.read_text(ix).as_dict()
-        if faces and came:
-            report.faces = workflow.read_faces(ix)
-        return report, ix.status()
+              faces: bool, say=logger.info, progress=None):
+    """`pamir index`'s job (pamir.indexing.run_index) over `folders` with an already loaded
+    system: the index opened for it (created, reopened, rescored after the model learnt),
+    each new or changed picture decoded once for its look, thumbnails, copies, text and
+    faces, searchable batch by batch; then the passes over what they have not read yet.
+    progress(done, total) follows the look. The one place this module runs the index job.
+    Returns (UpdateReport, the index's status)."""
+    from .indexing import IndexJob, run_index  # noqa: PLC0415
+
+    job = IndexJob(list(folders), model_dir=model_dir, index_dir=index_dir, text=text,
+                   faces=faces)
+
+    def look(name: str, done: int, total: int) -> None:
+        if progress is not None and name == "look":
+            progress(done, total)
+    return run_index(job, system=system, fingerprint=fingerprint, progress=look, say=say)
 
 
 def describe(report) -> str:
@@ -343,7 +344,7 @@ class Watcher:
             report, status = index_job(self.index_dir, self.model_dir, self.system,
                                        self.fingerprint, folders, text=self.text,
                                        faces=self.faces, say=self.say,
-                                       catching_up=catching_up, progress=self._progress)
+                                       progress=self._progress)
         except workflow.WorkflowError as e:
             raise WatchError(str(e)) from None
         except (IndexDirError, OSError, sqlite3.OperationalError, ValueError) as e:
