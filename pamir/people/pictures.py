@@ -32,7 +32,7 @@ def find_people(paths) -> list[PicturePeople]:
     for path in paths:
         try:
             written = read_people(path)
-            image, full = load_for_detection(path, finder.detect_side)
+            image, full = load_for_detection(path)
             faces = finder.find(image, full)
             named = name_faces(faces, written.regions,
                                embed=lambda box: finder.embed(image, box, full))
