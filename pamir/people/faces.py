@@ -289,5 +289,5 @@ def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
 
 
 __all__ = ["CHIP_PADDING", "DETECT_SIDE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
-           "FaceFinder", "MAX_ENLARGE", "RASTER_SIDE", "bounded", "face_finder", "find_faces", "fingerprint",
-           "load_for_detection", "models_dir"]
+           "FaceFinder", "MAX_ENLARGE", "RASTER_SIDE", "bounded", "face_finder", "find_faces",
+           "fingerprint", "load_for_detection", "models_dir"]
