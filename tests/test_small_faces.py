@@ -120,3 +120,18 @@ def test_looks_are_bounded_on_a_picture_without_faces(finder, monkeypatch):
     scaled = finder.scaled(np.asarray(wall))
     assert 0 < len(looked) <= zoom.budget(scaled.shape[0] * scaled.shape[1]) \
         // (zoom.look_pixels() // 2)
+
+
+def test_the_pass_reader_takes_pictures_decoded_once(tmp_path):
+    """read_faces over paths, and over the same pictures decoded beforehand (as a reader
+    that decodes each picture once for every pass gives them), find the same faces."""
+    from pamir.people.faces import RASTER_SIDE, load_for_detection  # noqa: PLC0415
+    from pamir.people.pictures import read_faces  # noqa: PLC0415
+
+    paths = [DATA / "obama.jpg", DATA / "obama_and_biden.jpg", tmp_path / "missing.jpg"]
+    decoded = [load_for_detection(p, RASTER_SIDE) for p in paths[:2]] + [None]
+    by_path, given = read_faces(paths), read_faces(paths, decoded)
+    assert [len(f) for f, _ in by_path[:2]] == [len(f) for f, _ in given[:2]] == [1, 2]
+    for (a, _), (b, _) in zip(by_path[:2], given[:2]):
+        assert all(np.allclose(x.face.embedding, y.face.embedding) for x, y in zip(a, b))
+    assert by_path[2][0] is None and given[2][0] is None and "not found" in given[2][1]

@@ -24,15 +24,18 @@ class PicturePeople:
     notes: list[str] = field(default_factory=list)
 
 
-def find_people(paths) -> list[PicturePeople]:
+def find_people(paths, pictures=None) -> list[PicturePeople]:
     """Each picture's faces, region names and People tags. A plain function over paths, to
-    run as a Dask task; a bad file gives a note, never an exception."""
+    run as a Dask task; a bad file gives a note, never an exception. pictures: each path's
+    picture already decoded, (RGB array with its longer side at most RASTER_SIDE, (width,
+    height) of the file as shown), or None to decode it here."""
     finder = face_finder()
     out = []
-    for path in paths:
+    for i, path in enumerate(paths):
         try:
             written = read_people(path)
-            image, full = load_for_detection(path)
+            given = pictures[i] if pictures is not None else None
+            image, full = given if given is not None else load_for_detection(path)
             faces = finder.find(image, full)
             named = name_faces(faces, written.regions,
                                embed=lambda box: finder.embed(image, box, full))
@@ -45,13 +48,14 @@ def find_people(paths) -> list[PicturePeople]:
     return out
 
 
-def read_faces(paths) -> list[tuple[list[NamedFace] | None, str]]:
+def read_faces(paths, pictures=None) -> list[tuple[list[NamedFace] | None, str]]:
     """The faces pass's reader (pamir.index.passes): each picture's faces with the names its
     files give, (faces, "") or (None, why it could not be read). A picture with one face
     that no region names, and one People/ tag, has that face named by the tag (a tag is a
-    name: it needs no known person). A plain function over paths, to run as a Dask task."""
+    name: it needs no known person). A plain function over paths, to run as a Dask task;
+    pictures: as `find_people`'s (decoded once for every pass)."""
     out = []
-    for path, found in zip(paths, find_people(paths)):
+    for path, found in zip(paths, find_people(paths, pictures)):
         if found.faces is None:
             out.append((None, "; ".join(found.notes) or f"{path}: faces not read"))
             continue
