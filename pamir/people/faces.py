@@ -150,8 +150,10 @@ class FaceFinder:
         the skin-coloured blobs of a small face's size, cut from the picture at up to
         RASTER_SIDE; until the looks' pixels run out (zoom.budget, more for each face
         found)."""
-        larger = bounded(image, zoom.ZOOM_SIDE)
         h, w = scaled.shape[:2]
+        if zoom.budget(h * w) < zoom.look_pixels():
+            return []  # a small picture: no look fits its budget (Corel's 192 x 128)
+        larger = bounded(image, zoom.ZOOM_SIDE)
         scale = w / larger.shape[1]
         # a face's skin (forehead, ears, neck) is at least its face box
         smallest = max(3.0, zoom.MIN_FACE * w / full_size[0])

@@ -60,6 +60,10 @@ MIN_FILL = 0.3
 #: kept 0.99 of the faces and 0.24 of the others (0.3: 0.92 and 0.13); a patch of sand or
 #: wood is even.
 MIN_DARK = 0.2
+#: The openings (square kernels, pixels of the scaled picture) that cut a face's skin from
+#: a skin-coloured backdrop it touches: a 3-pixel one keeps the smallest faces' blobs, a
+#: 9-pixel one cuts a large face's thicker bridges.
+OPENINGS = (3, 9)
 #: A blob's height over its width: a face (0.8-1.5), a face and neck (up to 3).
 ASPECT = (0.6, 3.0)
 
@@ -91,8 +95,24 @@ def cues(rgb: np.ndarray, smallest: float, largest: float = MAX_BLOB,
     out."""
     import cv2  # noqa: PLC0415
 
-    # an opening cuts the thin bridges that join a face to a skin-coloured backdrop
-    mask = cv2.morphologyEx(skin(rgb), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+    mask = skin(rgb)
+    gray = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
+    out: list[Cue] = []
+    for k in OPENINGS:
+        # an opening cuts the bridges, thinner than k pixels, that join a face to a
+        # skin-coloured backdrop (a blob it leaves whole is the one found at a smaller k)
+        opened = cv2.morphologyEx(mask, cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
+        out += [c for c in _blobs(opened, gray, smallest, largest, skip)
+                if not _found(*c.box[:2], c.box[2] - c.box[0], c.box[3] - c.box[1],
+                              [d.box for d in out], share=0)]
+    out.sort(key=lambda c: -c.score)
+    return out
+
+
+def _blobs(mask, gray, smallest, largest, skip) -> list[Cue]:
+    """`cues` on one opened mask."""
+    import cv2  # noqa: PLC0415
+
     _, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
     x, y, bw, bh, area = (stats[1:, i].astype(np.int64) for i in range(5))
     side = np.maximum(bw, bh)
@@ -107,9 +127,7 @@ def cues(rgb: np.ndarray, smallest: float, largest: float = MAX_BLOB,
     y0, y1 = np.maximum(0, y - pad), np.minimum(h, y + bh + pad)
     x0, x1 = np.maximum(0, x - pad), np.minimum(w, x + bw + pad)
     around = _sums(integral, y0, y1, x0, x1) - _sums(integral, y, y + bh, x, x + bw)
-    ring = np.maximum((y1 - y0) * (x1 - x0) - bw * bh, 1)
-    ring_skin = around / ring
-    gray = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
+    ring_skin = around / np.maximum((y1 - y0) * (x1 - x0) - bw * bh, 1)
     out = []
     for i in range(len(x)):
         if ring_skin[i] > MAX_RING_SKIN or _found(x[i], y[i], bw[i], bh[i], skip):
@@ -118,17 +136,16 @@ def cues(rgb: np.ndarray, smallest: float, largest: float = MAX_BLOB,
         if dark >= MIN_DARK:
             out.append(Cue((int(x[i]), int(y[i]), int(x[i] + bw[i]), int(y[i] + bh[i])),
                            float(dark * area[i] / (bw[i] * bh[i]) * (1 - ring_skin[i]))))
-    out.sort(key=lambda c: -c.score)
     return out
 
 
-def _found(x, y, w, h, faces) -> bool:
-    """Whether a blob is the skin of a face already found: its centre in the face's box,
-    and its size at least a third of the face's (a smaller blob inside a large box, which
-    may be a detection of something else, is still looked at)."""
+def _found(x, y, w, h, boxes, share: float = 1 / 3) -> bool:
+    """Whether a blob is the skin of a face already found (or a cue already made): its
+    centre in the box, and its size at least `share` of the box's (a smaller blob inside a
+    large box, which may be a detection of something else, is still looked at)."""
     cx, cy = x + w / 2, y + h / 2
-    return any(a <= cx <= c and b <= cy <= d and max(w, h) >= (c - a) / 3
-               for a, b, c, d in faces)
+    return any(a <= cx <= c and b <= cy <= d and max(w, h) >= (c - a) * share
+               for a, b, c, d in boxes)
 
 
 def darkness(gray: np.ndarray) -> float:
@@ -190,5 +207,5 @@ def look_pixels() -> int:
 
 
 __all__ = ["ASPECT", "Cue", "FOUND_LOOKS", "LOOK_BUDGET", "LOOK_MARGIN", "LOOK_SIDE", "Look",
-           "MAX_BLOB", "MAX_RING_SKIN", "MIN_DARK", "MIN_FACE", "MIN_FILL", "ZOOM_SIDE", "budget",
+           "MAX_BLOB", "MAX_RING_SKIN", "MIN_DARK", "MIN_FACE", "MIN_FILL", "OPENINGS", "ZOOM_SIDE", "budget",
            "cues", "darkness", "look", "look_pixels", "skin"]
