@@ -15,11 +15,18 @@ reference), pamir's reader with the bound on a line's height it had (MAX_LINE_SH
 beforehand) on the painted pictures, on the same backdrops with nothing painted, and on
 Corel pictures at their own size (192 x 128), where the tall-line bound was measured.
 
+--search N: the painted pictures among N Corel pictures, indexed by `pamir index` (its text
+pass), each word searched (`pamir search WORD -k 3`: is its picture in the top 3?), and the
+index timed with and without its text pass, side by side.
+
     flock /tmp/pamir-heavy.lock python benchmarks/bench_text_sizes.py [--per 2] [--corel 100]
+        [--search 100]
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,8 +51,11 @@ FONTS = ("DejaVuSans-Bold.ttf", "DejaVuSans.ttf", "DejaVuSerif-Bold.ttf")
 STYLES = (((20, 20, 20), (240, 232, 205), None), ((255, 255, 255), (20, 60, 140), None),
           ((255, 255, 255), None, (0, 0, 0)))
 WORDS = """bakery museum station pharmacy market garden library theatre cinema harbour
-bridge castle ticket airport parking pizza sushi burger salad coffee bread hotel exit
-taxi sale open menu bank park zoo spa bar inn pub café wc tv ok""".split()
+bridge castle ticket airport parking pizza sushi burger salad coffee bread hotel bicycle
+restaurant welcome entrance discount festival stadium football swimming mountain village
+hospital dentist police chocolate vanilla lemon orange cherry tomato honey cookie waffle
+exit taxi sale open menu bank park zoo spa bar inn pub café gym pool golf shop deli wine
+beer tea ice gas bus car art fish cake milk soap toys book jazz bike surf yoga wc tv ok""".split()
 SETTINGS = {
     "rapidocr defaults (short side 736, angle classifier)":
         OcrSettings(rapidocr_defaults=True, angle_classifier=True, threads=0),
@@ -68,7 +78,7 @@ def plate(word: str, font: str, height: int, style, tilt: float) -> Image.Image:
     f = ImageFont.truetype(str(font_path(font)), max(4, round(100 * height / (b - t))))
     stroke = max(1, height // 20) if outline else 0
     l, t, r, b = f.getbbox(word, stroke_width=stroke)
-    pad = max(2, height // 10)
+    pad = max(2, height // 20)
     im = Image.new("RGBA", (r - l + 2 * pad, b - t + 2 * pad),
                    back + (255,) if back else (0, 0, 0, 0))
     ImageDraw.Draw(im).text((pad - l, pad - t), word, font=f, fill=fg + (255,),
@@ -79,15 +89,17 @@ def plate(word: str, font: str, height: int, style, tilt: float) -> Image.Image:
 def painted(folder: Path, corel: list[Path], per: int, seed: int = 0) -> list[dict]:
     """`per` pictures for each height and tilt: [{path, word, height, tilt}]."""
     rng = np.random.default_rng(seed)
-    out = []
-    for height in HEIGHTS:
+    out, used = [], set()
+    # the largest words first: only the short words fit them
+    for height in sorted(HEIGHTS, reverse=True):
         for tilt in TILTS:
             for k in range(per):
                 font = FONTS[int(rng.integers(len(FONTS)))]
                 style = STYLES[int(rng.integers(len(STYLES)))]
-                word, p = fitting(rng, font, round(height * PICTURE[1]), style, tilt)
+                word, p = fitting(rng, font, round(height * PICTURE[1]), style, tilt, used)
                 if p is None:
                     continue
+                used.add(word)
                 im = backdrop(rng, corel)
                 im.paste(p, (int(rng.integers(0, PICTURE[0] - p.width + 1)),
                              int(rng.integers(0, PICTURE[1] - p.height + 1))), p)
@@ -98,10 +110,11 @@ def painted(folder: Path, corel: list[Path], per: int, seed: int = 0) -> list[di
     return out
 
 
-def fitting(rng, font, height, style, tilt):
-    """A word of WORDS (in random order) that fits the picture at this height and tilt, and
-    its plate; (None, None) if none does."""
-    for w in rng.permutation(WORDS):
+def fitting(rng, font, height, style, tilt, used: set):
+    """A word of WORDS not yet `used` (in random order) that fits the picture at this
+    height and tilt, and its plate; (None, None) if none does. Each word is painted once,
+    so that its search has one right answer."""
+    for w in rng.permutation(sorted(set(WORDS) - used)):
         w = str(w)
         p = plate(w.upper() if rng.random() < 0.6 else w.capitalize(), font, height, style,
                   tilt)
@@ -133,11 +146,43 @@ def measure(settings: OcrSettings, pictures, blank, corel_small) -> dict:
             "corel_ms": corel_ms, "corel_with_text": sum(bool(f) for f in corel_facts)}
 
 
+def pamir_cli(*args, check=True) -> subprocess.CompletedProcess:
+    """`pamir ARGS` of this checkout, in a child process."""
+    return subprocess.run([sys.executable, "-c", "from pamir.cli import main; main()", *args],
+                          capture_output=True, text=True, check=check)
+
+
+def search_part(pictures, corel: list[Path], distractors: int, work: Path) -> dict:
+    """The painted pictures among Corel pictures, indexed by `pamir index FOLDER` (no model,
+    no faces: its text pass), then each picture's word searched (`pamir search WORD -k 3`);
+    the index timed with and without its text pass, side by side."""
+    folder = work / "folder"
+    folder.mkdir()
+    for p in pictures:
+        shutil.copy(p["path"], folder / Path(p["path"]).name)
+    for p in corel[7::max(1, len(corel) // max(1, distractors))][:distractors]:
+        shutil.copy(p, folder / f"corel-{p.name}")
+    seconds = {}
+    for name, extra in (("without text", ["--no-text"]), ("with text", [])):
+        t = time.perf_counter()
+        pamir_cli("index", str(folder), "--index", str(work / name), "--no-faces", *extra)
+        seconds[name] = round(time.perf_counter() - t, 1)
+    top3 = []
+    for p in pictures:
+        hits = pamir_cli("search", p["word"], "--index", str(work / "with text"), "-k", "3",
+                         "-f", check=False).stdout.split()
+        top3.append(any(Path(h).name == Path(p["path"]).name for h in hits))
+    return {"distractors": distractors, "index_s": seconds, "top3": top3}
+
+
 def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--per", type=int, default=2, help="pictures per height and tilt")
     ap.add_argument("--blank", type=int, default=20, help="backdrops with nothing painted")
     ap.add_argument("--corel", type=int, default=100, help="Corel pictures at their size")
+    ap.add_argument("--search", type=int, default=0, metavar="N",
+                    help="also index the painted pictures among N Corel pictures with `pamir "
+                         "index` and search each word (0: not)")
     ap.add_argument("--report-only", action="store_true",
                     help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
     args = ap.parse_args(argv)
@@ -158,9 +203,10 @@ def main(argv=None):
             backdrop(rng, corel).save(blank[-1], quality=90)
         small = [str(p) for p in corel[::max(1, len(corel) // max(1, args.corel))][:args.corel]]
         rows = {name: measure(s, pictures, blank, small) for name, s in SETTINGS.items()}
+        search = search_part(pictures, corel, args.search, Path(tmp)) if args.search else None
     r = {**run.info(), "minutes": run.minutes(),
          "pictures": [{k: v for k, v in p.items() if k != "path"} for p in pictures],
-         "rows": rows}
+         "rows": rows, "search": search}
     save_report(STEM, r, report)
 
 
@@ -186,7 +232,24 @@ def report(r: dict) -> str:
         cells = [_cell(pics, row, "height", h) for h in HEIGHTS]
         cells += [_cell(pics, row, "tilt", t) for t in TILTS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + search_lines(r)) + "\n"
+
+
+def search_lines(r: dict) -> list[str]:
+    s = r.get("search")
+    if not s:
+        return []
+    pics, t = r["pictures"], s["index_s"]
+    missed = [f"{p['word']} ({p['height']:.0%}, {p['tilt']:+d}°)"
+              for p, ok in zip(pics, s["top3"]) if not ok]
+    return ["", "## `pamir search WORD`, and the index's time", "",
+            f"The {len(pics)} pictures among {s['distractors']} Corel pictures, indexed by "
+            "`pamir index FOLDER --no-faces` (no model): **"
+            f"{sum(s['top3'])} of {len(pics)} words ({sum(s['top3']) / len(pics):.2f}) have "
+            "their picture in the top 3** of `pamir search WORD -k 3`"
+            + (f"; missed: {', '.join(missed)}." if missed else "."),
+            "", f"`pamir index` of that folder: {t['without text']} s without text "
+            f"(--no-text), {t['with text']} s with ({t['with text'] / t['without text']:.2f}x)."]
 
 
 def _cell(pics, row, key, value) -> str:
