@@ -207,5 +207,5 @@ def look_pixels() -> int:
 
 
 __all__ = ["ASPECT", "Cue", "FOUND_LOOKS", "LOOK_BUDGET", "LOOK_MARGIN", "LOOK_SIDE", "Look",
-           "MAX_BLOB", "MAX_RING_SKIN", "MIN_DARK", "MIN_FACE", "MIN_FILL", "OPENINGS", "ZOOM_SIDE", "budget",
-           "cues", "darkness", "look", "look_pixels", "skin"]
+           "MAX_BLOB", "MAX_RING_SKIN", "MIN_DARK", "MIN_FACE", "MIN_FILL", "OPENINGS",
+           "ZOOM_SIDE", "budget", "cues", "darkness", "look", "look_pixels", "skin"]
