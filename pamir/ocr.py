@@ -509,19 +509,21 @@ def shared_reader(settings: OcrSettings | None = None) -> TextReader:
     return readers[settings]
 
 
-def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fact] | None,
-                                                                          str]]:
+def read_texts(paths, settings: OcrSettings | None = None,
+               pictures=None) -> list[tuple[list[Fact] | None, str]]:
     """(facts, note) for each path, in order: facts [] for a picture with no text; None,
     with a one-line note naming why, for a file that could not be read (missing, corrupt,
     a decompression bomb, anything the recogniser refuses). Never raises for a bad file;
     MissingExtra and OcrUnavailable (rapidocr or its models missing) are raised: they
-    concern every file."""
+    concern every file. pictures: each path's picture already decoded (an RGB array, its
+    longest side best at READ_SIDE; a larger one is shrunk), or None to decode it here."""
     reader = shared_reader(settings)
     out: list[tuple[list[Fact] | None, str]] = [([], "")] * len(paths)
     ready: list[tuple[int, np.ndarray | None]] = []  # decoded, read together
     for i, path in enumerate(paths):
+        given = pictures[i] if pictures is not None else None
         try:
-            ready.append((i, reader.prepare(path)))
+            ready.append((i, reader.prepare(path if given is None else given)))
         except Exception as e:  # noqa: BLE001 - one hostile file must not end a batch
             out[i] = (None, _note(path, e))
     try:
@@ -548,6 +550,6 @@ def _note(path, e: Exception) -> str:
     return f"{path}: text not read ({type(e).__name__}: {e})"
 
 
-__all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings",
+__all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings", "READ_SIDE",
            "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint",
            "lines_of", "phrase", "read_texts", "shared_reader", "text_facts"]

@@ -57,3 +57,17 @@ def test_a_word_tilted_by_20_degrees_is_read(reader, tilt):
 def test_lines_of_any_height_are_a_setting_of_their_own():
     assert fingerprint() != fingerprint(OcrSettings(max_line_share=1 / 3))
     assert ":any" in fingerprint()
+
+
+def test_the_pass_reader_takes_pictures_decoded_once(tmp_path):
+    """read_texts over paths, and over the same pictures decoded beforehand (as a reader
+    that decodes each picture once for every pass gives them), read the same facts."""
+    from pamir.ocr import READ_SIDE, read_texts  # noqa: PLC0415
+
+    picture = paint("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0)
+    Image.fromarray(picture).save(tmp_path / "sign.png")
+    paths = [tmp_path / "sign.png", tmp_path / "missing.jpg"]
+    assert max(picture.shape) <= READ_SIDE
+    by_path, given = read_texts(paths), read_texts(paths, pictures=[picture, None])
+    assert {f.word for f in by_path[0][0]} == {f.word for f in given[0][0]} >= {"fresh"}
+    assert by_path[1][0] is None and given[1][0] is None
