@@ -13,8 +13,8 @@ face fills the window would cost 50-200 times as much; instead:
    same HOG detector; what it finds there is a face.
 
 The looks' cost is bounded by pixels: at most LOOK_BUDGET times the scaled picture's
-pixels on a picture where no look finds a face (most photos without faces pay about half
-again their detection); each face a look finds buys FOUND_LOOKS more (a group photo is
+pixels on a picture where no look finds a face (most photos without faces pay that share
+of their detection again); each face a look finds buys FOUND_LOOKS more (a group photo is
 looked at until its faces run out). benchmarks/results/small_faces.md measures it.
 """
 
@@ -45,8 +45,10 @@ LOOK_SIDE = 170
 #: its skin).
 LOOK_MARGIN = 1.3
 #: Pixels looked at on a picture where no look has found a face, as a share of the scaled
-#: picture's pixels.
-LOOK_BUDGET = 0.5
+#: picture's pixels: the looks then cost about 0.4 of the detection itself, and the whole
+#: faces pass on a 12-megapixel photo without faces (decode, detect, cues, looks) stays
+#: within 1.5x of its cost without looks (0.5 measured 1.41-1.50x; small_faces.md).
+LOOK_BUDGET = 0.4
 #: Each face a look finds allows this many more looks (a group photo's faces come together).
 FOUND_LOOKS = 4
 #: A blob whose surroundings (a ring as wide as half the blob) are more than this share
