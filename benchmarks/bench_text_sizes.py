@@ -175,6 +175,14 @@ def search_part(pictures, corel: list[Path], distractors: int, work: Path) -> di
     return {"distractors": distractors, "index_s": seconds, "top3": top3}
 
 
+def commit() -> str:
+    """The checkout's commit, and whether its tracked files were changed."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0
+    return head + (" (with changes not committed)" if dirty else "")
+
+
 def main(argv=None):
     ap = parser(__doc__)
     ap.add_argument("--per", type=int, default=2, help="pictures per height and tilt")
@@ -204,7 +212,7 @@ def main(argv=None):
         small = [str(p) for p in corel[::max(1, len(corel) // max(1, args.corel))][:args.corel]]
         rows = {name: measure(s, pictures, blank, small) for name, s in SETTINGS.items()}
         search = search_part(pictures, corel, args.search, Path(tmp)) if args.search else None
-    r = {**run.info(), "minutes": run.minutes(),
+    r = {**run.info(), "minutes": run.minutes(), "commit": commit(),
          "pictures": [{k: v for k, v in p.items() if k != "path"} for p in pictures],
          "rows": rows, "search": search}
     save_report(STEM, r, report)
@@ -215,6 +223,7 @@ def report(r: dict) -> str:
     pics, rows = r["pictures"], r["rows"]
     ref = next(iter(rows))
     lines = report_head("Text of every size and angle (issue 45)", r)
+    lines += [f"Code: commit {r['commit']}."] if r.get("commit") else []
     lines += ["", f"{len(pics)} pictures (1024 x 683), one word each; words read by setting, "
               "by the word's height (share of the picture's height) and tilt.", "",
               "| setting | words read | of the reference's reads | ms/picture with a word | "
