@@ -75,7 +75,7 @@ MIN_LINE_HEIGHT = 8
 #: side, MAX_LINE_SHARE, was once kept for cost: on Corel pictures such tall detections were
 #: textures, each costing a recognition; it also dropped every word that large. Without it
 #: the cost is bounded as for any line, by MAX_LINES and MIN_LINE_HEIGHT;
-#: benchmarks/results/text_sizes.md measures both.)
+#: benchmarks/bench_text_sizes.py measures both: results/text_sizes_per2.md.)
 #: ONNX Runtime intra-op threads per session: one. Two threads on one reader were slower on
 #: this shared 2-core machine (27.6 ms a Corel picture against 13.5: each operator waits for
 #: the thread that was descheduled); run one reader per core instead, as the CNN features do
