@@ -47,7 +47,7 @@ LOOK_MARGIN = 1.3
 #: Pixels looked at on a picture where no look has found a face, as a share of the scaled
 #: picture's pixels: the looks then cost about 0.4 of the detection itself, and the whole
 #: faces pass on a 12-megapixel photo without faces (decode, detect, cues, looks) stays
-#: within 1.5x of its cost without looks (0.5 measured 1.41-1.50x; small_faces.md).
+#: within 1.5x of its cost without looks (1.47x; 0.5 measured 1.50x; small_faces.md).
 LOOK_BUDGET = 0.4
 #: Each face a look finds allows this many more looks (a group photo's faces come together).
 FOUND_LOOKS = 4
