@@ -227,7 +227,8 @@ SETTINGS = {
         OcrSettings(detect_side=320, direct=False, arena=False),
     "detect at 640, angle classifier": OcrSettings(detect_side=640, angle_classifier=True),
     "detect at 640, 2 threads": OcrSettings(detect_side=640, threads=2),
-    "detect at 640, lines of any height": OcrSettings(detect_side=640, max_line_share=1.0),
+    "detect at 640, lines of at most 1/3 of the short side":
+        OcrSettings(detect_side=640, max_line_share=1 / 3),
     "detect at 320 first, then 640 where text": OcrSettings(detect_side=640, coarse_side=320),
     "detect at 480 first, then 960 where text": OcrSettings(detect_side=960, coarse_side=480),
 }

@@ -247,7 +247,7 @@ def _streamed(kind: str, index) -> list:
             import dlib  # noqa: F401, PLC0415
         faces.face_finder()  # and its models
         return [StreamedPass(workflow.faces_pass_name(), ("person",), read_face_rasters,
-                             index.record_faces, faces.DETECT_SIDE,
+                             index.record_faces, faces.RASTER_SIDE,
                              lambda item, rgb: (item.path, rgb, item.size))]
     except (MissingExtra, RuntimeError, OSError, ImportError):
         return []

@@ -70,11 +70,12 @@ MIN_SCORE = 0.5
 #: Lines detected less than this many pixels high (in the picture as read) are not read:
 #: textures on photos without text give such slivers.
 MIN_LINE_HEIGHT = 8
-#: Lines taller than this share of the picture's short side are not read: on 100 Corel
-#: pictures (192x128) at detect_side 640, the 21 detections this tall were all textures
-#: (recognised as one letter or nothing, each costing a recognition), the 9 real lines
-#: (two signs) at most 0.16. Without it: 16.9 ms a Corel picture instead of 13.5.
-MAX_LINE_SHARE = 1 / 3
+#: Lines of any height are read: a sign photographed close, its word filling a third of the
+#: picture's height or more, is the most obvious text in it. (A bound at a third of the short
+#: side, MAX_LINE_SHARE, was once kept for cost: on Corel pictures such tall detections were
+#: textures, each costing a recognition; it also dropped every word that large. Without it
+#: the cost is bounded as for any line, by MAX_LINES and MIN_LINE_HEIGHT;
+#: benchmarks/bench_text_sizes.py measures both: results/text_sizes_per2.md.)
 #: ONNX Runtime intra-op threads per session: one. Two threads on one reader were slower on
 #: this shared 2-core machine (27.6 ms a Corel picture against 13.5: each operator waits for
 #: the thread that was descheduled); run one reader per core instead, as the CNN features do
@@ -121,7 +122,9 @@ class OcrSettings:
     max_lines: int = MAX_LINES
     min_score: float = MIN_SCORE
     min_line_height: int = MIN_LINE_HEIGHT
-    max_line_share: float = MAX_LINE_SHARE
+    #: lines taller than this share of the picture's short side are not read (None: any
+    #: height; a bound kept for the benchmark's comparison)
+    max_line_share: float | None = None
     threads: int = THREADS  # 0: ONNX Runtime's default (all cores)
     angle_classifier: bool = ANGLE_CLASSIFIER
     #: rapidocr as it comes (short side enlarged to 736, angle classifier, every line): the
@@ -287,8 +290,7 @@ class TextReader:
 
     def _detect(self, bgr: np.ndarray) -> list[np.ndarray]:
         """The detected lines' quadrilaterals (4 x 2, pixels of bgr), the largest
-        max_lines of those at least min_line_height high and at most max_line_share of the
-        picture's short side."""
+        max_lines of those at least min_line_height high (`_kept`)."""
         s = self.settings
         if self.coarse is not None and max(bgr.shape[:2]) > s.coarse_side:
             if not len(self._boxes(bgr, s.coarse_side, self.coarse)):
@@ -305,7 +307,7 @@ class TextReader:
         heights = [min(np.linalg.norm(b[0] - b[3]), np.linalg.norm(b[1] - b[2]))
                    for b in boxes]
         widths = [np.linalg.norm(b[0] - b[1]) for b in boxes]
-        tallest = s.max_line_share * min(bgr.shape[:2])
+        tallest = s.max_line_share * min(bgr.shape[:2]) if s.max_line_share else np.inf
         kept = [i for i, hgt in enumerate(heights) if s.min_line_height <= hgt <= tallest]
         kept.sort(key=lambda i: -heights[i] * widths[i])
         kept = sorted(kept[:s.max_lines])  # back to reading order (rapidocr's)
@@ -426,7 +428,8 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
     models = "+".join(Path(BUNDLED_MODELS[t]).stem for t in ("det", "rec"))
     return (f"rapidocr-{version('rapidocr')}/{models}/detect{s.detect_side}"
             f"-coarse{s.coarse_side}-read{s.read_side}-lines{s.max_lines}"
-            f"-score{s.min_score}-heights{s.min_line_height}:{s.max_line_share:.2f}"
+            f"-score{s.min_score}-heights{s.min_line_height}:"
+            f"{f'{s.max_line_share:.2f}' if s.max_line_share else 'any'}"
             f"-cls{int(s.angle_classifier)}"
             f"{'-defaults' if s.rapidocr_defaults else ''}"
             f"{'-direct' if s.direct and not s.rapidocr_defaults else ''}")
@@ -506,14 +509,17 @@ def shared_reader(settings: OcrSettings | None = None) -> TextReader:
     return readers[settings]
 
 
-def read_texts(paths, settings: OcrSettings | None = None) -> list[tuple[list[Fact] | None,
-                                                                          str]]:
+def read_texts(paths, settings: OcrSettings | None = None,
+               pictures=None) -> list[tuple[list[Fact] | None, str]]:
     """(facts, note) for each path, in order: facts [] for a picture with no text; None,
     with a one-line note naming why, for a file that could not be read (missing, corrupt,
     a decompression bomb, anything the recogniser refuses). Never raises for a bad file;
     MissingExtra and OcrUnavailable (rapidocr or its models missing) are raised: they
-    concern every file."""
-    return read_text_rasters([(path, path) for path in paths], settings)
+    concern every file. pictures: each path's picture already decoded (an RGB array, its
+    longest side best at READ_SIDE; a larger one is shrunk), or None to decode it here."""
+    given = pictures if pictures is not None else [None] * len(paths)
+    return read_text_rasters([(path, path if picture is None else picture)
+                              for path, picture in zip(paths, given)], settings)
 
 
 def read_text_rasters(pictures, settings: OcrSettings | None = None
@@ -553,6 +559,6 @@ def _note(path, e: Exception) -> str:
     return f"{path}: text not read ({type(e).__name__}: {e})"
 
 
-__all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings",
+__all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings", "READ_SIDE",
            "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint",
            "lines_of", "phrase", "read_text_rasters", "read_texts", "shared_reader", "text_facts"]

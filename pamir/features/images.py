@@ -145,8 +145,11 @@ def decode_reduced(data: bytes, short_side: int | None = None) -> np.ndarray:
                     raise ImageError(f"empty picture ({w}x{h})")
                 if short_side and im.format == "JPEG":
                     # Let libjpeg decode at 1/2, 1/4 or 1/8 scale: big photos decode 10x faster.
+                    # draft never decodes smaller than asked, so ask for no more than the
+                    # size wanted: exactly half a photo is then decoded at 1/2, not whole.
                     scale = short_side / min(w, h)
-                    im.draft("RGB", (int(w * scale) + 1, int(h * scale) + 1))
+                    im.draft("RGB", (max(1, int(w * scale + 1e-6)),
+                                     max(1, int(h * scale + 1e-6))))
                 im.load()
                 im = ImageOps.exif_transpose(im)
                 rgb = to_rgb(im)

@@ -11,7 +11,7 @@ An item is one or more frames (time, raster): a picture is one frame at time Non
 (pamir.video) is a frame every few seconds, each fed to the same passes.
 
 Each pass declares the raster it needs (one constant per pass: the CNN's short side, the
-text reader's READ_SIDE, the face finder's DETECT_SIDE, the thumbnails' largest size); the
+text reader's READ_SIDE, the face finder's RASTER_SIDE, the thumbnails' largest size); the
 item is decoded at the largest of them, so that no pass gets less than it would have decoded
 for itself. A JPEG is decoded at the smallest of libjpeg's 1/8, 1/4, 1/2 and 1 scales that
 covers them; other formats (HEIC, AVIF, PNG, RAW) at their full size, once.

@@ -5,7 +5,7 @@ Face embeddings are biometric data: pamir keeps them in the index folder and sen
 nowhere (docs/usage.md, "People").
 """
 
-from .faces import (DETECT_SIDE, Face, FaceFinder, face_finder, find_faces,
+from .faces import (DETECT_SIDE, RASTER_SIDE, Face, FaceFinder, face_finder, find_faces,
                     load_for_detection, models_dir)
 from .naming import (GROUP_DISTANCE, NAME_DISTANCE, REGION_IOU, NamedFace, assign, group,
                      keyword_names, name_confidence, name_faces, person_distances,
@@ -13,7 +13,7 @@ from .naming import (GROUP_DISTANCE, NAME_DISTANCE, REGION_IOU, NamedFace, assig
 from .pictures import PicturePeople, find_people
 from .regions import PeopleInFiles, Region, iou, person_tags, read_people, read_regions
 
-__all__ = ["DETECT_SIDE", "Face", "FaceFinder", "GROUP_DISTANCE", "NAME_DISTANCE",
+__all__ = ["DETECT_SIDE", "RASTER_SIDE", "Face", "FaceFinder", "GROUP_DISTANCE", "NAME_DISTANCE",
            "NamedFace", "PeopleInFiles", "PicturePeople", "REGION_IOU", "Region", "assign",
            "face_finder", "find_faces", "find_people", "group", "iou", "keyword_names",
            "load_for_detection", "models_dir", "name_confidence", "name_faces",

@@ -27,6 +27,8 @@ import numpy as np
 
 from ..extras import optional
 from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
+from . import zoom
+from .regions import iou
 
 #: The longer side, in pixels, of the picture the detector sees (a larger one is shrunk).
 #: HOG finds faces of about 80 pixels and more, so faces of 8 % of the picture's longer side
@@ -35,6 +37,10 @@ from ..features.images import ImageError, decode_rgb, displayed_size, read_bytes
 #: missed 5; dlib's CNN detector found one more at 5 s a picture
 #: (benchmarks/results/faces.md).
 DETECT_SIDE = 1024
+#: The longer side, in pixels, of the picture the faces pass reads (a larger one is shrunk,
+#: a 12-megapixel JPEG decoded at half scale): the detector sees it scaled to DETECT_SIDE,
+#: and faces too small for that are looked for again in it (pamir.people.zoom).
+RASTER_SIDE = zoom.ZOOM_SIDE
 #: A picture smaller than DETECT_SIDE is enlarged at most this much for detection, so that faces
 #: smaller than HOG's 80 pixels are found (64 at 1.25x). HOG's time grows with the pixels it scans:
 #: with 2x, `pamir index` of 1,000 of Corel 5k's 192 x 128 pictures took 1.78x as long with faces
@@ -102,12 +108,14 @@ def scale_for_detection(width: int, height: int, side: int = DETECT_SIDE) -> flo
 class FaceFinder:
     """Detects and embeds faces. Build one per process (it loads about 30 MB of weights)."""
 
-    def __init__(self, detect_side: int = DETECT_SIDE, threshold: float = DETECT_THRESHOLD):
+    def __init__(self, detect_side: int = DETECT_SIDE, threshold: float = DETECT_THRESHOLD,
+                 small_faces: bool = True):
         with optional():
             import dlib  # noqa: PLC0415 - the [faces] extra
         folder = models_dir()
         self.detect_side = detect_side
         self.threshold = threshold
+        self.small_faces = small_faces  # the second look (pamir.people.zoom)
         self._dlib = dlib
         self._detector = dlib.get_frontal_face_detector()
         self._landmarks = dlib.shape_predictor(str(folder / _LANDMARKS))
@@ -118,24 +126,57 @@ class FaceFinder:
         self._network_lock = threading.Lock()
 
     def find(self, image: np.ndarray, full_size: tuple[int, int] | None = None) -> list[Face]:
-        """The faces of an (H, W, 3) uint8 RGB picture, in display orientation, any size.
-        full_size: (width, height) of the picture the array was scaled from, for the faces'
-        sizes in its pixels (default: the array's own)."""
+        """The faces of an (H, W, 3) uint8 RGB picture, in display orientation, any size
+        (RASTER_SIDE is the size it needs: the detector sees it scaled to detect_side, and
+        small faces are looked for again in it, pamir.people.zoom). full_size: (width,
+        height) of the picture the array was scaled from, for the faces' sizes in its pixels
+        (default: the array's own)."""
         scaled = self.scaled(image)
         h, w = scaled.shape[:2]
         rects, scores, _ = self._detector.run(scaled, 0, self.threshold)
-        if not len(rects):
-            return []
         full_w, full_h = full_size or (image.shape[1], image.shape[0])
         faces = []
         for rect, score in zip(rects, scores):
-            box = (max(rect.left(), 0) / w, max(rect.top(), 0) / h,
-                   min(rect.right() + 1, w) / w, min(rect.bottom() + 1, h) / h)
-            if box[2] <= box[0] or box[3] <= box[1]:
-                continue
-            faces.append(Face(box, self._embed(scaled, rect), float(score),
-                              _short_side(box, full_w, full_h)))
+            box = _box(rect, 0, 0, 1.0, w, h)
+            if box is not None:
+                faces.append(Face(box, self._embed(scaled, rect), float(score),
+                                  _short_side(box, full_w, full_h)))
+        if self.small_faces:
+            faces += self._look_again(image, scaled, faces, (full_w, full_h))
         return faces
+
+    def _look_again(self, image, scaled, found: list[Face], full_size) -> list[Face]:
+        """The faces too small for the scaled picture, found by pamir.people.zoom's looks at
+        the skin-coloured blobs of a small face's size, cut from the picture at up to
+        RASTER_SIDE; until the looks' pixels run out (zoom.budget, more for each face
+        found)."""
+        h, w = scaled.shape[:2]
+        if zoom.budget(h * w) < zoom.look_pixels():
+            return []  # a small picture: no look fits its budget (Corel's 192 x 128)
+        larger = bounded(image, zoom.ZOOM_SIDE)
+        scale = w / larger.shape[1]
+        # a face's skin (forehead, ears, neck) is at least its face box
+        smallest = max(3.0, zoom.MIN_FACE * w / full_size[0])
+        skip = [(f.box[0] * w, f.box[1] * h, f.box[2] * w, f.box[3] * h) for f in found]
+        left = zoom.budget(h * w)
+        out: list[Face] = []
+        for cue in zoom.cues(scaled, smallest, skip=skip):
+            if left < zoom.look_pixels():
+                break
+            cut = zoom.look(larger, cue, scale)
+            if cut is None:
+                continue
+            left -= cut.pixels.shape[0] * cut.pixels.shape[1]
+            lh, lw = larger.shape[:2]
+            rects, scores, _ = self._detector.run(cut.pixels, 0, self.threshold)
+            for rect, score in zip(rects, scores):
+                box = _box(rect, cut.x0, cut.y0, cut.zoom, lw, lh)
+                if box is None or any(iou(box, f.box) > 0.3 for f in (*found, *out)):
+                    continue
+                out.append(Face(box, self._embed(cut.pixels, rect), float(score),
+                                _short_side(box, *full_size)))
+                left += zoom.FOUND_LOOKS * zoom.look_pixels()
+        return out
 
     def embed(self, image: np.ndarray, box, full_size: tuple[int, int] | None = None) -> Face:
         """A face at a given box (x0, y0, x1, y1 in [0, 1]), as a named region gives one that
@@ -155,6 +196,14 @@ class FaceFinder:
         (a smaller one enlarged by MAX_ENLARGE at most; C-contiguous, as dlib wants)."""
         h, w = image.shape[:2]
         s = scale_for_detection(w, h, self.detect_side)
+        k = round(1 / s)
+        if k >= 2 and abs(max(w, h) / k - self.detect_side) <= 0.02 * self.detect_side:
+            # within 2 % of an integer reduction (a 12-megapixel photo read at RASTER_SIDE,
+            # 2016 px, to 1008): Pillow's reduce averages k x k pixels at a quarter of a box
+            # resize's cost
+            from PIL import Image  # noqa: PLC0415
+
+            return np.ascontiguousarray(np.asarray(Image.fromarray(image).reduce(k)))
         if s != 1.0:
             from PIL import Image  # noqa: PLC0415
 
@@ -171,6 +220,27 @@ class FaceFinder:
         return np.asarray(v, dtype=np.float32)
 
 
+def _box(rect, x0: int, y0: int, zoom_by: float, w: int, h: int):
+    """A detection in a picture cut at (x0, y0) from one of w x h pixels and enlarged by
+    zoom_by, as (x0, y0, x1, y1) in [0, 1] of the w x h picture (None: empty)."""
+    box = (max(rect.left() / zoom_by + x0, 0) / w, max(rect.top() / zoom_by + y0, 0) / h,
+           min((rect.right() + 1) / zoom_by + x0, w) / w,
+           min((rect.bottom() + 1) / zoom_by + y0, h) / h)
+    return box if box[2] > box[0] and box[3] > box[1] else None
+
+
+def bounded(image: np.ndarray, side: int) -> np.ndarray:
+    """The picture with its longer side at most `side` (box filter; as it is if smaller)."""
+    h, w = image.shape[:2]
+    if max(h, w) <= side:
+        return image
+    from PIL import Image  # noqa: PLC0415
+
+    s = side / max(h, w)
+    size = (max(1, round(w * s)), max(1, round(h * s)))
+    return np.asarray(Image.fromarray(image).resize(size, Image.Resampling.BOX))
+
+
 def _short_side(box, width: int, height: int) -> int:
     return int(round(min((box[2] - box[0]) * width, (box[3] - box[1]) * height)))
 
@@ -178,7 +248,8 @@ def _short_side(box, width: int, height: int) -> int:
 def fingerprint() -> str:
     """What the faces pass is named after (pamir.index.passes): the detector, its size and
     threshold and the networks; another setting reads every picture again."""
-    return f"dlib-hog{DETECT_SIDE}x{MAX_ENLARGE:g}t{DETECT_THRESHOLD:g}-resnet-v1-5pt"
+    return (f"dlib-hog{DETECT_SIDE}x{MAX_ENLARGE:g}t{DETECT_THRESHOLD:g}-resnet-v1-5pt"
+            f"-zoom{zoom.ZOOM_SIDE}:{zoom.MIN_FACE}:{zoom.LOOK_BUDGET:g}")
 
 
 @cache
@@ -187,15 +258,17 @@ def face_finder() -> FaceFinder:
     return FaceFinder()
 
 
-def load_for_detection(path, side: int = DETECT_SIDE) -> tuple[np.ndarray, tuple[int, int]]:
-    """A picture decoded for detection, and its full (width, height) as shown: a big JPEG is
-    decoded at a reduced scale by libjpeg (pamir's one image reader), so its cost does not
-    grow with its megapixels."""
+def load_for_detection(path, side: int = RASTER_SIDE) -> tuple[np.ndarray, tuple[int, int]]:
+    """A picture decoded for detection, its longer side at most `side`, and its full (width,
+    height) as shown: a big JPEG is decoded at a reduced scale by libjpeg (pamir's one image
+    reader; at exactly 1/2, 1/4 or 1/8 where that is at most `side`, so that nothing is
+    decoded larger only to be shrunk), so its cost does not grow with its megapixels."""
     data = read_bytes(path)
     width, height = displayed_size(data)
-    short = min(width, height)
-    if max(width, height) > side:
-        short = max(1, round(short * side / max(width, height)))
+    long, short = max(width, height), min(width, height)
+    if long > side:
+        factor = next((f for f in (2, 4, 8) if long / f <= side), None)
+        short = short // factor if factor else max(1, round(short * side / long))
         return decode_rgb(data, short), (width, height)
     return decode_rgb(data), (width, height)
 
@@ -208,7 +281,7 @@ def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
     out = []
     for path in paths:
         try:
-            image, full = load_for_detection(path, finder.detect_side)
+            image, full = load_for_detection(path)
             out.append((finder.find(image, full), ""))
         except ImageError as e:
             out.append((None, f"{path}: {e}"))
@@ -218,5 +291,5 @@ def find_faces(paths) -> list[tuple[list[Face] | None, str]]:
 
 
 __all__ = ["CHIP_PADDING", "DETECT_SIDE", "DETECT_THRESHOLD", "EMBEDDING_SIZE", "Face",
-           "FaceFinder", "MAX_ENLARGE", "face_finder", "find_faces", "fingerprint",
-           "load_for_detection", "models_dir"]
+           "FaceFinder", "MAX_ENLARGE", "RASTER_SIDE", "bounded", "face_finder", "find_faces",
+           "fingerprint", "load_for_detection", "models_dir"]

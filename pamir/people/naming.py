@@ -50,6 +50,12 @@ GROUP_DISTANCE = 0.55
 #: NAME_DISTANCE.
 NAME_SLOPE = 27.4
 NAME_MIDPOINT = 0.542
+#: A face at least this many pixels high (its box's shorter side in its picture) is named
+#: with a portrait's certainty; dlib's network reads a 150 x 150 chip, which a smaller face
+#: fills only by enlargement, so its name's confidence is scaled by size / SURE_FACE
+#: (a 25-pixel face's by 0.31). On the benchmark's group photos (small_faces.md) the
+#: distance of Obama's and Biden's faces to their portraits grew as the faces shrank.
+SURE_FACE = 80
 #: Longest person's name, in words, looked for among a picture's keywords.
 MAX_NAME_WORDS = 4
 
@@ -178,10 +184,21 @@ def chinese_whispers(X: np.ndarray, threshold: float = GROUP_DISTANCE) -> np.nda
     return np.unique(ids, return_inverse=True)[1]
 
 
-def name_confidence(distance: float) -> float:
-    """How sure a name carried at this distance is, in [0, 1] (NAME_SLOPE's fit)."""
+def name_confidence(distance: float, size: int | None = None) -> float:
+    """How sure a name carried at this distance is, in [0, 1] (NAME_SLOPE's fit), for a face
+    `size` pixels high (its box's shorter side in its picture; None: a portrait's): a face
+    smaller than SURE_FACE is as much less sure as it is smaller."""
     z = NAME_SLOPE * (float(distance) - NAME_MIDPOINT)
-    return 1.0 / (1.0 + math.exp(min(z, 700.0)))
+    p = 1.0 / (1.0 + math.exp(min(z, 700.0)))
+    return p * size_certainty(size)
+
+
+def size_certainty(size: int | None) -> float:
+    """How far a face's size lets its embedding be trusted, in (0, 1]: 1 from SURE_FACE
+    pixels on, size / SURE_FACE below."""
+    if size is None or size >= SURE_FACE:
+        return 1.0
+    return max(float(size), 1.0) / SURE_FACE
 
 
 def person_facts(named: Iterable[tuple[str, tuple, float]]) -> list[Fact]:
@@ -217,6 +234,6 @@ def _distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(d2, 0.0))
 
 
-__all__ = ["GROUP_DISTANCE", "NAME_DISTANCE", "NamedFace", "REGION_IOU", "assign",
+__all__ = ["GROUP_DISTANCE", "NAME_DISTANCE", "NamedFace", "REGION_IOU", "SURE_FACE", "assign",
            "chinese_whispers", "group", "iou", "keyword_names", "name_confidence", "name_faces",
-           "person_distances", "person_facts"]
+           "person_distances", "person_facts", "size_certainty"]

@@ -24,17 +24,18 @@ class PicturePeople:
     notes: list[str] = field(default_factory=list)
 
 
-def find_people(paths, rasters=None) -> list[PicturePeople]:
+def find_people(paths, pictures=None) -> list[PicturePeople]:
     """Each picture's faces, region names and People tags. A plain function over paths, to
-    run as a Dask task; a bad file gives a note, never an exception. rasters: for each
-    path, (RGB raster, full (width, height)) that the reading stage decoded
-    (pamir.features.rasters), or None: decoded here."""
+    run as a Dask task; a bad file gives a note, never an exception. pictures: each path's
+    picture already decoded, (RGB array with its longer side at most RASTER_SIDE, (width,
+    height) of the file as shown), or None to decode it here."""
     finder = face_finder()
     out = []
-    for path, raster in zip(paths, rasters or [None] * len(paths)):
+    for i, path in enumerate(paths):
         try:
             written = read_people(path)
-            image, full = raster or load_for_detection(path, finder.detect_side)
+            given = pictures[i] if pictures is not None else None
+            image, full = given if given is not None else load_for_detection(path)
             faces = finder.find(image, full)
             named = name_faces(faces, written.regions,
                                embed=lambda box: finder.embed(image, box, full))
@@ -47,14 +48,14 @@ def find_people(paths, rasters=None) -> list[PicturePeople]:
     return out
 
 
-def read_faces(paths, rasters=None) -> list[tuple[list[NamedFace] | None, str]]:
+def read_faces(paths, pictures=None) -> list[tuple[list[NamedFace] | None, str]]:
     """The faces pass's reader (pamir.index.passes): each picture's faces with the names its
     files give, (faces, "") or (None, why it could not be read). A picture with one face
     that no region names, and one People/ tag, has that face named by the tag (a tag is a
     name: it needs no known person). A plain function over paths, to run as a Dask task;
-    rasters as find_people takes them."""
+    pictures: as `find_people`'s (decoded once for every pass)."""
     out = []
-    for path, found in zip(paths, find_people(paths, rasters)):
+    for path, found in zip(paths, find_people(paths, pictures)):
         if found.faces is None:
             out.append((None, "; ".join(found.notes) or f"{path}: faces not read"))
             continue

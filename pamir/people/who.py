@@ -12,7 +12,8 @@ first to last, the first that applies:
    and a face that looks like the person's faces named in 1-2, if they have some
    (KEYWORD_DISTANCE);
 4. the name of the named person whose named faces (1-3) it is nearest to, within
-   NAME_DISTANCE, with that distance's calibrated confidence (name_confidence);
+   NAME_DISTANCE, with that distance's calibrated confidence, less for a small face
+   (name_confidence);
 5. else an unnamed person: faces grouped by Chinese whispers, faces already grouped keeping
    their group (pamir.people.naming.group).
 
@@ -175,7 +176,7 @@ def _carried_names(w: _Who) -> None:
         ids = [str(w.person[i]) for i in seeds]
         for start in range(0, len(rest), BLOCK):
             _carry(rest[start:start + BLOCK], w.E, seeds, ids, w.person, w.how, w.confidence,
-                   w.refused)
+                   w.refused, [f.size for f in w.faces])
 
 
 def _unnamed_people(index, w: _Who) -> None:
@@ -286,9 +287,10 @@ def _looks_like(E, i: int, given) -> bool:
     return float(d.min()) <= KEYWORD_DISTANCE
 
 
-def _carry(rest, E, seeds, ids, person, how, confidence, refused) -> None:
+def _carry(rest, E, seeds, ids, person, how, confidence, refused, sizes) -> None:
     """Step 4 for the unnamed faces `rest`: the name of the nearest named person within
-    NAME_DISTANCE (but one an editor refused), with its calibrated confidence."""
+    NAME_DISTANCE (but one an editor refused), with its calibrated confidence, less for a
+    small face (sizes: each face's, pamir.people.naming.size_certainty)."""
     order, D = person_distances(E[rest], E[seeds], ids)
     for row, i in enumerate(rest):
         d = D[row]
@@ -298,7 +300,7 @@ def _carry(rest, E, seeds, ids, person, how, confidence, refused) -> None:
         k = int(d.argmin())
         if d[k] <= NAME_DISTANCE:
             person[i], how[i] = int(order[k]), "carried"
-            confidence[i] = name_confidence(float(d[k]))
+            confidence[i] = name_confidence(float(d[k]), sizes[i])
 
 
 # ------------------------------------------------------------------------------ editing
