@@ -24,7 +24,6 @@ and the new one side by side on the same photos, one process; and on N Corel 5k 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, rerender, save_report  # noqa: E402
+from common import Run, checkout_commit, report_cli, report_head, save_report  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 from pamir.people import zoom  # noqa: E402
@@ -188,24 +187,15 @@ def measure_corel(args, corel, finders) -> dict:
     return out
 
 
-def commit() -> str:
-    """The checkout's commit, and whether its tracked files were changed."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0
-    return head + (" (with changes not committed)" if dirty else "")
-
-
-def main(argv=None):
-    ap = parser(__doc__)
+def _options(ap) -> None:
     ap.add_argument("--seeds", type=int, default=3, help="group photos per face height")
     ap.add_argument("--faceless", type=int, default=12, help="photos without faces")
     ap.add_argument("--corel", type=int, default=100, help="Corel pictures timed (0: none)")
-    ap.add_argument("--report-only", action="store_true",
-                    help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
-    args = ap.parse_args(argv)
-    if args.report_only:
-        rerender(STEM, report)
+
+
+def main(argv=None):
+    args = report_cli(__doc__, STEM, report, argv, options=_options)
+    if args is None:  # --report-only
         return
     run = Run("bench_small_faces.py", argv)
     corel = sorted(Path(find_corel5k(), "images").glob("*/*.jpeg"))
@@ -214,7 +204,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         faces, photos = measure_groups(args, corel, finders, H, Path(tmp))
         faceless = measure_faceless(args, corel, finders, Path(tmp))
-    r = {**run.info(), "minutes": run.minutes(), "commit": commit(), "settings": settings(),
+    r = {**run.info(), "minutes": run.minutes(), "commit": checkout_commit(),
+         "settings": settings(),
          "faces": faces, "photos": photos, "faceless": faceless,
          "corel": measure_corel(args, corel, finders) if args.corel else None}
     save_report(STEM, r, report)

@@ -37,7 +37,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, rerender, save_report  # noqa: E402
+from common import Run, checkout_commit, report_cli, report_head, save_report  # noqa: E402
 
 from pamir.data import DataError, find_corel5k  # noqa: E402
 from pamir.facts import fold  # noqa: E402
@@ -182,27 +182,18 @@ def search_part(pictures, corel: list[Path], distractors: int, work: Path) -> di
             "separate_caches": True}
 
 
-def commit() -> str:
-    """The checkout's commit, and whether its tracked files were changed."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0
-    return head + (" (with changes not committed)" if dirty else "")
-
-
-def main(argv=None):
-    ap = parser(__doc__)
+def _options(ap) -> None:
     ap.add_argument("--per", type=int, default=2, help="pictures per height and tilt")
     ap.add_argument("--blank", type=int, default=20, help="backdrops with nothing painted")
     ap.add_argument("--corel", type=int, default=100, help="Corel pictures at their size")
     ap.add_argument("--search", type=int, default=0, metavar="N",
                     help="also index the painted pictures among N Corel pictures with `pamir "
                          "index` and search each word (0: not)")
-    ap.add_argument("--report-only", action="store_true",
-                    help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
-    args = ap.parse_args(argv)
-    if args.report_only:
-        rerender(STEM, report)
+
+
+def main(argv=None):
+    args = report_cli(__doc__, STEM, report, argv, options=_options)
+    if args is None:  # --report-only
         return
     run = Run("bench_text_sizes.py", argv)
     try:
@@ -219,7 +210,7 @@ def main(argv=None):
         small = [str(p) for p in corel[::max(1, len(corel) // max(1, args.corel))][:args.corel]]
         rows = {name: measure(s, pictures, blank, small) for name, s in SETTINGS.items()}
         search = search_part(pictures, corel, args.search, Path(tmp)) if args.search else None
-    r = {**run.info(), "minutes": run.minutes(), "commit": commit(),
+    r = {**run.info(), "minutes": run.minutes(), "commit": checkout_commit(),
          "pictures": [{k: v for k, v in p.items() if k != "path"} for p in pictures],
          "rows": rows, "search": search}
     save_report(STEM, r, report)

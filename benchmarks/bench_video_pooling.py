@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, rerender, save_report, write_video  # noqa: E402
+from common import Run, report_cli, report_head, save_report, write_video  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -99,19 +99,20 @@ def report(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> None:
-    ap = parser(__doc__)
-    ap.add_argument("--model", type=Path, help="a system fitted on Corel 5k")
+def _options(ap) -> None:
+    ap.add_argument("--model", type=Path,
+                    help="a system fitted on Corel 5k (pamir fit corel5k -o MODEL -r cnn)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/pamir-video-pooling"),
                     help="where the videos and their index are made (kept between runs)")
-    ap.add_argument("--report-only", action="store_true",
-                    help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
-    args = ap.parse_args(argv)
-    if args.report_only:
-        rerender(STEM, report)
+
+
+def main(argv=None) -> None:
+    args = report_cli(__doc__, STEM, report, argv, options=_options)
+    if args is None:  # --report-only
         return
     if args.model is None:
-        ap.error("--model MODEL: a system fitted on Corel 5k (pamir fit corel5k -o MODEL -r cnn)")
+        raise SystemExit("--model MODEL: a system fitted on Corel 5k "
+                         "(pamir fit corel5k -o MODEL -r cnn)")
     run = Run("bench_video_pooling.py", argv)
     r = {**run.info(), "model_command": "pamir fit corel5k -o MODEL -r cnn",
          **measure(args.model, args.work), "minutes": run.minutes()}

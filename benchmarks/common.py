@@ -375,16 +375,19 @@ def parser(doc: str) -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def report_cli(doc: str, stem: str, report, argv=None, flags: dict | None = None):
+def report_cli(doc: str, stem: str, report, argv=None, flags: dict | None = None,
+               options=None):
     """The command line of a benchmark that writes results/STEM.json and STEM.md, with
-    --report-only and the on/off `flags` ({name: help}). Returns the parsed arguments, or
-    None when --report-only rewrote STEM.md from STEM.json with `report` (json -> markdown),
-    so that the caller has nothing left to measure."""
+    --report-only, the on/off `flags` ({name: help}) and what options(parser) adds. Returns
+    the parsed arguments, or None when --report-only rewrote STEM.md from STEM.json with
+    `report` (json -> markdown), so that the caller has nothing left to measure."""
     ap = parser(doc)
     ap.add_argument("--report-only", action="store_true",
                     help=f"rewrite results/{stem}.md from {stem}.json, measuring nothing")
     for name, text in (flags or {}).items():
         ap.add_argument(name, action="store_true", help=text)
+    if options is not None:
+        options(ap)
     args = ap.parse_args(argv)
     if not args.report_only:
         return args
@@ -953,3 +956,11 @@ def write_video(path: Path, pictures: list[Path], *, seconds_each: float = 10.0,
         for packet in s.encode():
             c.mux(packet)
     return path
+
+
+def checkout_commit() -> str:
+    """This checkout's commit, and whether its tracked files were changed."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=REPO).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=REPO).returncode != 0
+    return head + (" (with changes not committed)" if dirty else "")

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, rerender, save_report  # noqa: E402
+from common import Run, report_cli, report_head, save_report  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
 from pamir.index import Index  # noqa: E402
@@ -214,17 +214,16 @@ def report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    ap = parser(__doc__)
+def _options(ap) -> None:
     ap.add_argument("--pictures", type=int, default=1000, help="pictures in the import")
     ap.add_argument("--singles", type=int, default=5, help="files copied one at a time")
     ap.add_argument("--networks", type=Path, help="a feature cache whose ONNX networks are "
                     "copied into each run's (default: built once, in a temporary folder)")
-    ap.add_argument("--report-only", action="store_true",
-                    help=f"rewrite results/{STEM}.md from {STEM}.json, measuring nothing")
-    args = ap.parse_args(argv)
-    if args.report_only:
-        rerender(STEM, report)
+
+
+def main(argv=None):
+    args = report_cli(__doc__, STEM, report, argv, options=_options)
+    if args is None:  # --report-only
         return
     from pamir.watch import QUIET  # noqa: PLC0415
 
