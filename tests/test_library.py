@@ -66,4 +66,6 @@ def test_the_readme_example_runs(tmp_path, monkeypatch, capsys):
     words = [w for w, _ in eval(out[5])[0]]  # noqa: S307  the printed list of tuples
     assert set(words[:2]) == {"red", "stripes"}
     first = [int(Path(p).stem[1:]) for _, p in hits]
-    assert all(i % 3 == 0 and (i // 3) % 2 == 0 for i in first[:3])  # red and striped first
+    # red and striped first (the generated red striped pictures are copies of one another,
+    # so search folds them into the first hit: pamir.duplicates)
+    assert first[0] % 3 == 0 and (first[0] // 3) % 2 == 0
