@@ -154,7 +154,9 @@ def _burst(im: Image.Image, stem: Path, when: datetime) -> list[str]:
 
 
 def _zero_index(folder: Path, index_dir: Path) -> None:
-    """An index of the folder whose vectors are zeros: finding copies reads no model."""
+    """An index of the folder whose vectors are zeros: finding copies reads no model; with
+    the 512-px thumbnails `pamir index` writes, which the fine match reads."""
+    from pamir.features.thumbnails import INDEXED_SIZES, write_from_file
     from pamir.index import Index
 
     def transform(paths):
@@ -162,6 +164,8 @@ def _zero_index(folder: Path, index_dir: Path) -> None:
 
     with Index.create(index_dir, ["word"], np.ones(1)) as ix:
         ix.update([folder], transform)
+        for p in ix.pictures("ok"):
+            write_from_file(ix.thumbnails_dir, p.hash, p.path, max(INDEXED_SIZES))
 
 
 def _command(index_dir: Path) -> tuple[dict, float]:
@@ -407,7 +411,8 @@ def report(r: dict) -> str:
               "copy may score other words, two pictures of one scene the same. A 64-bit pHash "
               "puts a 5 %-cropped copy further from its original than some other pictures of "
               "its CD. The looks (24-pixel colour thumbnails stored per picture, 1.7 KB) matched "
-              "over crops, then finely from the files, separate them.", ""]
+              "over crops, then finely from the 512-px thumbnails `pamir index` writes (the "
+              "files where there are none), separate them.", ""]
     s = r.get("scale", {})
     lines += ["## Time to find every group", "",
               "| pictures | what | groups | seconds |", "|---:|---|---:|---:|"]
