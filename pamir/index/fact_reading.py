@@ -70,8 +70,9 @@ class FactReading:
             lat, lon, km, _ = near_area(value)
         except ValueError as e:
             raise QueryError(str(e)) from None
-        rows = [(c, p) for _, c, text in self._catalog.positions()
-                if (p := parse_position(text)) is not None]
+        with self._lock:  # the catalogue's connection is shared by the server's threads
+            positions = self._catalog.positions()
+        rows = [(c, p) for _, c, text in positions if (p := parse_position(text)) is not None]
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         cols = np.array([c for c, _ in rows], np.int64)

@@ -7,7 +7,6 @@ costs a millisecond (the gazetteer is loaded once per process, about 1.5 s)."""
 
 from __future__ import annotations
 
-from ..nearby import parse_position
 from .passes import PassReport, run_pass
 
 

@@ -259,8 +259,8 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         hits = self._consistent(answer)
         if not factual:
             self._with_facts(hits)
-        for h, t in frames.best_times(self._catalog.frames_of(h.id for h in hits), hits, q,
-                                      self.T):
+        # under the index's lock: the server's threads share its one SQLite connection
+        for h, t in frames.best_times(self.frames_of(h.id for h in hits), hits, q, self.T):
             h.time = t  # a video's hit names its best frame for the query
         if line is not None:
             p = line_probability([h.score for h in hits], *line, self.calibration.ceiling)
