@@ -52,6 +52,11 @@ CITY_RADIUS_KM = 6.0
 CITY_EXPONENT = 0.4
 #: How far, in multiples of its reach, a city takes in the places of an area named after it.
 CITY_NAMED_REACH = 2.0
+#: CityRule.own_area, twin and outer (chosen the same way as the reach).
+CITY_OWN_AREA = True
+CITY_TWIN = 1 / 3
+CITY_OUTER = 2.5
+CITY_OUTER_POPULATION = 50_000
 #: Beyond PLACE_KM (a mountain, a desert, a boat), the region and the country of the nearest
 #: place are still named up to COUNTRY_KM: the interior of Iceland is up to 60 km from a place
 #: of 1,000 people. GeoNames' points carry no borders, so within 100 km of one a picture can be
@@ -215,16 +220,70 @@ def place_of(lat: float, lon: float) -> Place | None:
         return None
     lat, lon = float(lat), float(lon)
     g = gazetteer()
-    got = g.nearest(lat, lon, COUNTRY_KM)
-    if not got:
+    got = nearest_place(lat, lon, COUNTRY_KM)
+    if got is None:
         return None
-    i, km = got[0]
+    i, km = got
     code = g.country_code[i]
     near = km <= PLACE_KM
     return Place(name=g.name[i] if near else None,
                  city=g.name[city_of(lat, lon, i)] if near else None,
                  region=g.region[i], district=g.district[i] if near else None,
                  country=country_name(code), country_code=code, distance_km=round(km, 3))
+
+
+#: A country whose every place lies within a city's reach of another country is an enclave
+#: (Vatican City in Rome): smaller than the spacing of the city's own places, so GeoNames'
+#: one point for it would name much of the city around. It names a position only where that
+#: is at most ENCLAVE_SHARE as far from its point as from the nearest place around it; the
+#: Trevi Fountain, 2.4 km from Vatican City's point and 2.5 km from Rome's, is in Rome.
+ENCLAVE_SHARE = 0.5
+#: The nearest places looked at for the nearest place of the country around an enclave.
+_ENCLAVE_K = 16
+
+
+def nearest_place(lat: float, lon: float, within_km: float = PLACE_KM):
+    """(row, km) of the place that names (lat, lon): the nearest within `within_km`, but
+    for an enclave's place, the nearest place of the country around it unless the position
+    is deep in the enclave (ENCLAVE_SHARE); None where no place is within `within_km`."""
+    g = gazetteer()
+    got = g.nearest(lat, lon, within_km, k=1)
+    if not got:
+        return None
+    around = _enclave_of(g.country_code[got[0][0]])
+    if around is None:
+        return got[0]
+    for j, km in g.nearest(lat, lon, within_km, k=_ENCLAVE_K):
+        if g.country_code[j] == around:
+            return got[0] if got[0][1] <= ENCLAVE_SHARE * km else (j, km)
+    return got[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _enclave_of(code: str) -> str | None:
+    """The country around country `code` where all of `code`'s places lie within the reach
+    of one of its cities (an enclave in a city), else None."""
+    g = gazetteer()
+    rows = _country_rows()[code]
+    first = g.position(rows[0])
+    rule = CityRule()
+    for j, km in g.near(*first, rule.reach(g.population.max()), cities=True):
+        if g.country_code[j] == code or km > rule.reach(g.population[j]):
+            continue
+        cj = g.tree.data[j]
+        if all(_km(float(np.linalg.norm(g.tree.data[i] - cj))) <= rule.reach(g.population[j])
+               for i in rows):
+            return g.country_code[j]
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _country_rows() -> dict[str, list[int]]:
+    """The gazetteer's rows of each country, built on first use (about 50 ms)."""
+    out: dict[str, list[int]] = {}
+    for i, code in enumerate(gazetteer().country_code):
+        out.setdefault(code, []).append(i)
+    return out
 
 
 @dataclass(frozen=True)
@@ -238,13 +297,26 @@ class CityRule:
     Province"); 0: only places of the city's own first-level area, within its reach.
     `separate`: a place of that many people or more with a second-level area of its own,
     other than the city's, is a city of its own and never swallowed (Oakland, Alameda
-    County, is not San Francisco; Kawasaki-shi is not Yokohama Shi)."""
+    County, is not San Francisco; Kawasaki-shi is not Yokohama Shi); with `own_area`, so is
+    one whose second-level area is a city or borough named after it, whatever the larger
+    city's ("City and Borough of Salford" is not Manchester, "Suita Shi" not Osaka).
+    `twin`: a city of more than that share of a larger one's people is a city of its own,
+    never a district of it (Ramat Gan, 39 % of Tel Aviv; Brooklyn, the largest district of
+    New York City, holds 31 %); 1.0: any smaller city may be a district.
+    `outer`: a place of fewer than `outer_population` people outside every city's reach belongs, up
+    to `outer` times its reach, to the city its point is deepest in among all cities (a
+    suburb takes the city it is nearest, counted in reaches, so a town between two cities is
+    given neither); 0: not at all."""
 
     population: int = CITY_POPULATION
     radius_km: float = CITY_RADIUS_KM
     exponent: float = CITY_EXPONENT
     named: float = CITY_NAMED_REACH
     separate: int = CITY_POPULATION
+    own_area: bool = CITY_OWN_AREA
+    twin: float = CITY_TWIN
+    outer: float = CITY_OUTER
+    outer_population: int = CITY_OUTER_POPULATION
 
     def reach(self, population: float) -> float:
         return self.radius_km * (float(population) / 1e6) ** self.exponent
@@ -292,7 +364,26 @@ def city_of(lat: float, lon: float, nearest: int, rule: CityRule | None = None) 
     rule = rule or CityRule()
     g = gazetteer()
     city = _deepest(g, lat, lon, nearest, rule, 0)
+    if city is None and rule.outer:
+        city = _outer(g, nearest, rule)
     return _enclosing(g, nearest if city is None else city, rule)
+
+
+def _outer(g: _Gazetteer, place: int, rule: CityRule) -> int | None:
+    """The city a place beyond every city's reach belongs to (CityRule.outer): the city its
+    point is deepest in among all cities (those it may not belong to included, so that
+    Hoboken, deepest in New York City across the state line, is not given Jersey City),
+    where that is within `outer` times the city's reach; None where none is."""
+    if g.population[place] >= rule.outer_population:
+        return None
+    most = rule.reach(g.population.max()) * rule.outer * max(1.0, rule.named)
+    best, depth = None, math.inf
+    for j, km in g.near(*g.position(place), most, cities=True):
+        if g.population[j] >= rule.population and km / rule.reach(g.population[j]) < depth:
+            best, depth = j, km / rule.reach(g.population[j])
+    if best is None or best == place:
+        return None
+    return best if depth <= rule.outer * _belongs(g, place, best, rule) else None
 
 
 def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
@@ -302,10 +393,11 @@ def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
     best, depth = None, math.inf
     most = rule.reach(g.population.max()) * max(1.0, rule.named)
     for j, km in g.near(lat, lon, most, cities=True):
-        if g.population[j] < max(rule.population, smaller_than + 1):
+        if g.population[j] < max(rule.population, smaller_than + 1) or (
+                smaller_than and smaller_than > rule.twin * g.population[j]):
             continue
-        reach = rule.reach(g.population[j]) * _belongs(g, place, j, rule)
-        if reach > 0 and km <= reach and km / reach < depth:
+        reach = rule.reach(g.population[j])
+        if km <= reach * _belongs(g, place, j, rule) and km / reach < depth:
             best, depth = j, km / reach
     return best
 
@@ -330,13 +422,28 @@ def _belongs(g: _Gazetteer, place: int, city: int, rule: CityRule) -> float:
         return 1.0
     if g.country_code[place] != g.country_code[city]:
         return 0.0
-    if (g.population[place] >= rule.separate and g.district[place] and g.district[city]
-            and g.district[place] != g.district[city]):
+    if g.population[place] >= rule.separate and (
+            (g.district[place] and g.district[city] and g.district[place] != g.district[city])
+            or (rule.own_area and _own_city_area(g.name[place], g.district[place]))):
         return 0.0
     if rule.named and bare_name(g.name[city]) in (bare_name(g.region[place]),
                                                   bare_name(g.district[place])):
         return max(1.0, rule.named)
     return 1.0 if g.region[place] == g.region[city] else 0.0
+
+
+#: A second-level area that is a city or a borough, by its name's generic part: "City and
+#: Borough of Salford", "City of Chesapeake", "Suita Shi", "Gunpo-si", "Wellington City"; not
+#: a ward ("Nakano-ku", "Yongsan-gu"), which is a part of a city.
+_CITY_AREA = re.compile(r"^(?:city and borough of|city and county of|city of|borough of)\s+(.+)$"
+                        r"|^(.+?)[\s-](?:shi|si|city)$")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _own_city_area(name: str, area: str | None) -> bool:
+    """Whether `area` is a city or borough named after the place `name` (CityRule.own_area)."""
+    m = _CITY_AREA.match(_fold(area or ""))
+    return bool(m) and bare_name(m.group(1) or m.group(2)) == bare_name(name)
 
 
 def _fold(name: str) -> str:
@@ -353,7 +460,8 @@ def fingerprint() -> str:
     from importlib.metadata import version  # noqa: PLC0415
 
     what = repr((CityRule(), PLACE_KM, COUNTRY_KM, sorted(COUNTRY_WORDS.items()),
-                 _GENERIC.pattern, _AREA_GENERIC.pattern, version("reverse-geocode")))
+                 _GENERIC.pattern, _AREA_GENERIC.pattern, _CITY_AREA.pattern, ENCLAVE_SHARE,
+                 version("reverse-geocode")))
     return hashlib.sha1(what.encode()).hexdigest()[:12]
 
 
