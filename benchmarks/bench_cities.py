@@ -612,7 +612,7 @@ def report(r: dict) -> str:
               "Why, for each of them (the cause, then the measured figures):", ""]
     lines += [f"- {w}" for w in r["why"]]
     c = r["cost"]
-    lines += ["", f"Cost at index time (the place pass names each picture's place and city): "
+    lines += ["", "Cost at index time (the place pass names each picture's place and city): "
               + ", ".join(f"{k} {v:.3f} ms" for k, v in c["ms_per_position"].items())
               + f" per position, on {c['positions']:,} positions near random GeoNames places "
               "(warm caches; one run of both rules on this machine).", "",

@@ -43,19 +43,24 @@ PLACE_KM = 25.0
 #: point; a position belongs to the city it is deepest in (the smallest distance / reach), and
 #: a city that lies inside a larger one without a second-level area of its own (Kreuzberg,
 #: Brooklyn) to that one. 100,000: a town of that size is what people call a city (Reykjavík
-#: has 119,000 people). The radius and exponent were chosen on half of `python
-#: benchmarks/bench_cities.py`'s cities (by recall less wrong cities; a larger reach finds
-#: more suburbs and swallows more neighbours) and reported on all (benchmarks/results/cities.md:
-#: recall 0.918, 2.4 % given a wrong city, on 292 sights in 95 cities).
+#: has 119,000 people). The radius, the exponent and CityRule's other fields were chosen on
+#: half of `python benchmarks/bench_cities.py`'s cities (by recall less wrong cities; a larger
+#: reach finds more suburbs and swallows more neighbours) and reported on all
+#: (benchmarks/results/cities.md: recall 0.966, 2.7 % given a wrong city, on 292 sights in 95
+#: cities; the cause of each remaining miss there).
 CITY_POPULATION = 100_000
 CITY_RADIUS_KM = 6.0
 CITY_EXPONENT = 0.4
 #: How far, in multiples of its reach, a city takes in the places of an area named after it.
 CITY_NAMED_REACH = 2.0
-#: CityRule.own_area, twin and outer (chosen the same way as the reach).
+#: CityRule.own_area, twin and outer, chosen the same way. A third: Brooklyn, the largest
+#: district of a city in the benchmark, holds 31 % of New York City's people.
 CITY_OWN_AREA = True
 CITY_TWIN = 1 / 3
 CITY_OUTER = 2.5
+#: The towns the outer reach may take in: under 50,000 people, the size from which the
+#: OECD and EU count a settlement a city (Santa Monica, Evanston and Versailles are
+#: beside a larger city, not of it).
 CITY_OUTER_POPULATION = 50_000
 #: Beyond PLACE_KM (a mountain, a desert, a boat), the region and the country of the nearest
 #: place are still named up to COUNTRY_KM: the interior of Iceland is up to 60 km from a place
@@ -303,10 +308,11 @@ class CityRule:
     `twin`: a city of more than that share of a larger one's people is a city of its own,
     never a district of it (Ramat Gan, 39 % of Tel Aviv; Brooklyn, the largest district of
     New York City, holds 31 %); 1.0: any smaller city may be a district.
-    `outer`: a place of fewer than `outer_population` people outside every city's reach belongs, up
-    to `outer` times its reach, to the city its point is deepest in among all cities (a
-    suburb takes the city it is nearest, counted in reaches, so a town between two cities is
-    given neither); 0: not at all."""
+    `outer`: a place of fewer than `outer_population` people outside every city's reach
+    belongs, up to `outer` times its reach (times `named` for an area named after it), to
+    the city its point is deepest in among all cities, where it may belong to that one
+    (Seltjarnarnes, 2 reaches from Reykjavík's point, is Reykjavík; Hoboken, deepest in New
+    York City across a state line, is given no city); 0: not at all."""
 
     population: int = CITY_POPULATION
     radius_km: float = CITY_RADIUS_KM

@@ -9,7 +9,14 @@ import dataclasses
 
 import pytest
 
-from pamir.places import CityRule, city_of, gazetteer, nearest_place, place_facts, place_of
+from pamir.places import (
+    CityRule,
+    city_of,
+    gazetteer,
+    nearest_place,
+    place_facts,
+    place_of,
+)
 
 
 @pytest.fixture(autouse=True)
