@@ -564,6 +564,6 @@ def listed_places(rows) -> list[dict]:
 
 
 __all__ = ["COUNTRY_ALIASES_MAX", "COUNTRY_WORDS", "CITY_EXPONENT", "CITY_POPULATION",
-           "CITY_RADIUS_KM", "CityRule", "bare_name", "fingerprint",
-           "PLACE_KM", "Place", "city_of", "country_name", "nearest_place", "country_words", "listed_places",
+           "CITY_RADIUS_KM", "CityRule", "bare_name", "fingerprint", "nearest_place",
+           "PLACE_KM", "Place", "city_of", "country_name", "country_words", "listed_places",
            "place_facts", "place_of", "place_words", "valid_position"]
