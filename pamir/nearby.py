@@ -1,6 +1,6 @@
 """`near:`: pictures by their distance from a place or a position, from their GPS.
 
-    near:kyoto                  within the city's reach (pamir.places.CityRule) of its point
+    near:kyoto                  within twice the city's reach (pamir.places.CityRule) of its point
     near:"35.01,135.77" 5km     within 5 km of a position (lat,lon in degrees); 500m, 2.5km
     near:reykjavik 10km         a place with a radius of its own
 
@@ -48,7 +48,11 @@ def near_area(value: str) -> tuple[float, float, float, str]:
         raise ValueError(f"near:{value}: no place of that name in GeoNames' cities of 1,000 "
                          "people; give a position and a radius: near:\"35.01,135.77\" 5km")
     lat, lon = g.position(row)
-    reach = CityRule().reach(g.population[row])
+    # The reach the city rule gives an area named after the city (CityRule.named): a place's
+    # one point is its centre, and with its bare reach a picture the rule puts in Reykjavík,
+    # 2.6 km from its point, was not near:reykjavik (its reach is 2.56 km).
+    rule = CityRule()
+    reach = rule.named * rule.reach(g.population[row])
     return lat, lon, km or max(POSITION_KM, reach), g.name[row] or bare_name(g.name[row])
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pamir.nearby import near_area
@@ -241,3 +242,14 @@ def test_an_index_with_no_fitted_model_takes_no_feedback(tmp_path):
     for system in (None, FakeSystem()):  # a bare folder's index, whatever system serves it
         client = TestClient(create_app(tmp_path / "ix", system=system, warm_mapping=False))
         assert client.get("/api/status").json()["feedback"] is False
+
+
+def test_near_a_city_covers_what_the_city_rule_calls_the_city():
+    # central Reykjavík, 2.6 km from GeoNames' point for it: beyond its bare reach (2.56 km)
+    from pamir.nearby import distances_km
+    from pamir.places import place_of
+
+    lat, lon = 64.1466, -21.9426
+    assert place_of(lat, lon).city == "Reykjavík"
+    c_lat, c_lon, km, _ = near_area("reykjavik")
+    assert distances_km(np.array([[lat, lon]]), c_lat, c_lon)[0] < km
