@@ -108,7 +108,9 @@ class Bar:
         seconds = self.elapsed()
         of = f"/{self.total:,}" if self.total and self.total != self.done else ""
         unit = f" {self.unit}" if self.unit else ""
-        rate = (f" ({self.done / seconds:,.0f}{unit}/s)"
+        per_s = self.done / seconds if seconds > 0 else 0.0
+        # under 10 a second, a decimal: a few 12-MP photos read at 0.1/s, not "0 pictures/s"
+        rate = (f" ({per_s:,.{0 if per_s >= 10 else 1}f}{unit}/s)"
                 if self.unit and self.done and seconds > 0 else "")
         return f"{self.description}: {self.done:,}{of}{unit} in {seconds:.1f} s{rate}"
 

@@ -53,3 +53,13 @@ def test_a_terminal_draws_a_bar_and_leaves_no_line():
         bar.update(completed=4)
     assert "indexing" in out.getvalue() and "4/4" in out.getvalue()
     assert "pictures in" not in out.getvalue()  # the summary line is for logs only
+
+
+def test_a_slow_step_says_its_rate_with_a_decimal(log_file, monkeypatch):
+    out, console = log_file
+    now = [0.0]
+    monkeypatch.setattr("pamir.progress.time.perf_counter", lambda: now[0])
+    with Bar("indexing", 7, unit="pictures", rate=True, console=console) as bar:
+        bar.update(completed=7)
+        now[0] = 70.0
+    assert out.getvalue().splitlines()[-1].endswith("(0.1 pictures/s)")
