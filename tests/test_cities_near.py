@@ -253,3 +253,18 @@ def test_near_a_city_covers_what_the_city_rule_calls_the_city():
     assert place_of(lat, lon).city == "Reykjavík"
     c_lat, c_lon, km, _ = near_area("reykjavik")
     assert distances_km(np.array([[lat, lon]]), c_lat, c_lon)[0] < km
+
+
+@pytest.mark.parametrize("kinds, name", [
+    ({"person"}, True), ({"person", "keyword"}, True), ({"place", "keyword"}, True),
+    ({"keyword"}, False), ({"person", "text"}, False), (set(), False)])
+def test_a_name_written_also_as_a_keyword_is_still_a_name(kinds, name):
+    # Lightroom writes "People|Isolde" and "Isolde": her name is no look (no echidnas)
+    import threading
+    from types import SimpleNamespace
+
+    from pamir.index.fact_reading import FactReading
+
+    index = SimpleNamespace(_lock=threading.Lock(),
+                            _catalog=SimpleNamespace(fact_kinds=lambda word: set(kinds)))
+    assert FactReading._name_only(index, "isolde") is name

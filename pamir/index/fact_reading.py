@@ -34,13 +34,15 @@ class FactReading:
             return n if n or " " not in word else len(self._fact_columns(word)[0])
 
     def _name_only(self, word: str) -> bool:
-        """Whether the pictures hold a folded term as a name alone (pamir.facts.NAME_KINDS:
-        a person, a place, a camera), never as a keyword or text read: then it is no look."""
+        """Whether the pictures hold a folded term as a name (pamir.facts.NAME_KINDS: a
+        person, a place, a camera), and otherwise at most as a keyword, never as text read:
+        then it is no look. A keyword beside the name is how tools write one: Lightroom and
+        digiKam put "People|Isolde" and "Isolde" in the keywords of a picture of her."""
         with self._lock:
             kinds = self._catalog.fact_kinds(word)
             if not kinds and " " in word:
                 kinds = set().union(*(self._catalog.fact_kinds(w) for w in word.split()))
-        return bool(kinds) and kinds <= set(NAME_KINDS)
+        return bool(kinds & set(NAME_KINDS)) and kinds <= {*NAME_KINDS, "keyword"}
 
     def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
