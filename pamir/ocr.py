@@ -12,7 +12,7 @@ on the CPU. The reader names the bundled files itself, so rapidocr's downloader 
 reached: nothing is fetched at run time, and a rapidocr installed without them is an error
 that says so.
 
-Cost is what this module is about (issue 33: `pamir index` within 1.5x of its time without
+Cost is what this module is about (`pamir index` within 1.5x of its time without
 text). rapidocr at its defaults enlarges every picture to 736 pixels on its short side before
 detection and runs an angle classifier on every line: about 300-700 ms a picture on this
 machine, text or not. Here detection runs with the longest side bounded (never enlarged),

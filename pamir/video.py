@@ -30,7 +30,7 @@ VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi")
 #: Seconds between the frames read, and the most frames read of one video (a longer one's
 #: spread over all of it). Chosen on benchmarks/results/video_read.md: a one-minute 1080p
 #: video's 12 frames are read in 0.55 s, and `pamir index` spends about 5 s on it with every
-#: pass (the text and faces passes about a quarter of a second a frame), issue 44's bound.
+#: pass (the text and faces passes about a quarter of a second a frame), within a phone library's bound of 5 s a minute.
 FRAME_INTERVAL = 5.0
 MAX_FRAMES = 12
 #: The most packets demuxed to find one frame (a damaged stream ends the search, no hang).

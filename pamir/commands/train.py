@@ -197,13 +197,13 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
         table.add_row("ensemble", f"{len(info['ensemble'])} seeds averaged "
                       f"({', '.join(map(str, info['ensemble']))})")
     knn = info.get("neighbours")
-    if knn:  # issue 26: the label-transfer part mixed with the model (pamir.models.neighbours)
+    if knn:  # the label-transfer part mixed with the model (pamir.models.neighbours)
         table.add_row("neighbours", f"k {knn['k']}, temperature {knn['temperature']}, weight "
                       f"{knn['alpha']}: validation AvgP {knn['valid_avgp']:.2f} (the model alone "
                       f"{knn['model_valid_avgp']:.2f})" + ("" if knn["alpha"] else ": left out"))
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
     updates = info.get("updates")
-    if updates:  # issue 35: the update budget grows with the training pictures
+    if updates:  # the update budget grows with the training pictures
         table.add_row("update budget", f"{updates['n_updates']:,} updates, validated every "
                       f"{updates['eval_every']:,} ({updates['train_pictures']:,} training "
                       "pictures)")

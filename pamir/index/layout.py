@@ -162,7 +162,7 @@ FACTS_SCHEMA = (
     DELETE FROM facts WHERE picture = old.id;
     DELETE FROM passes WHERE picture = old.id;
 END""")
-#: Schema 5's people (pamir.people, issue 34). Face embeddings are biometric data: they
+#: Schema 5's people (pamir.people). Face embeddings are biometric data: they
 #: live here, in the index folder, and nowhere else.
 #: - `faces`: one row per face a pass found (or a named region embedded): its box (JSON
 #:   [x0, y0, x1, y1], fractions of the picture as shown), its embedding (128 float32, raw
@@ -387,7 +387,7 @@ def _segment_parts(W: int, L: int, B: int, C: int = 0
     the local columns sorted by that word's score, descending (int32, W x L), the scores in
     that order (float32, W x L), then per word row the highest and the lowest score of the
     segment's columns in each block of `block` local columns (float32, W x B each), then per
-    class row (C of them, "class_rows"; files before issue 37 have none) the highest score
+    class row (C of them, "class_rows"; older files have none) the highest score
     in each block (float32, C x B). Class rows get no sorted lists: at 1,000 classes they
     would take 8 KB a picture, and their bounds answer a class query's top-k alone."""
     end = 8 * W * L + 8 * W * B

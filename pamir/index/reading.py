@@ -117,7 +117,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
     @property
     def calibration(self) -> Calibration | None:
         """The model's calibrated probabilities (read from its folder once per model), None
-        where it has none: a zero-caption index, a model saved before issue 26, a moved
+        where it has none: a zero-caption index, a model saved before neighbours were added, a moved
         model folder."""
         with self._lock:
             if self._calibration is False:

@@ -44,7 +44,7 @@ RASTER_SIDE = zoom.ZOOM_SIDE
 #: A picture smaller than DETECT_SIDE is enlarged at most this much for detection, so that faces
 #: smaller than HOG's 80 pixels are found (64 at 1.25x). HOG's time grows with the pixels it scans:
 #: with 2x, `pamir index` of 1,000 of Corel 5k's 192 x 128 pictures took 1.78x as long with faces
-#: as without (issue 34's target: at most 1.5x). Measured (benchmarks/results/people.md,
+#: as without (the target: at most 1.5x). Measured (benchmarks/results/people.md,
 #: "Enlargement": one process, decode, detect, embed), at 2x / 1.5x / 1.25x / 1x: 10 / 6.1 / 4.5 /
 #: 2.3 ms a Corel picture, and 4 / 1 / 1 / 0 faces in 1,000 of them; of the identity benchmark's 67
 #: pictures under 1,024 px, 67 / 66 / 67 / 66 with their face found; in its 10 group photos 35 / 35

@@ -1,4 +1,4 @@
-"""The people routes of the API (issue 34): the people with their counts and a face that shows
+"""The people routes of the API: the people with their counts and a face that shows
 each, a face's crop, and what an editor may change: name a person, merge two, say a face is
 not a person. A viewer reads; the changes need an editor's token and a server that is not
 read-only (pamir.server.sharing). The work is pamir.people.who's; a change opens the index

@@ -1,4 +1,4 @@
-"""Who may do what on a shared server (issue 28): tokens, roles, and per-client limits.
+"""Who may do what on a shared server: tokens, roles, and per-client limits.
 
 Off loopback every request needs a token: a viewer's (search, pictures, thumbnails, similar,
 annotate an upload) or an editor's (also the feedback loop and Keep, which changes everyone's

@@ -1,4 +1,4 @@
-// People on pamir's page (issue 34): the people in the pictures as faces with their counts,
+// People on pamir's page: the people in the pictures as faces with their counts,
 // a way in to search. A named person's face searches person:"name"; any person's "…" opens
 // their faces, where an editor names them, merges them into someone, or says a face is not
 // them (pamir/server/people.py; a viewer's token gets the server's refusal, said here).

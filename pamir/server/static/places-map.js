@@ -1,4 +1,4 @@
-// The offline map of where the pictures were taken (issue 45), for places.js: Natural
+// The offline map of where the pictures were taken, for places.js: Natural
 // Earth's country outlines (world.json, public domain, made by scripts/world_outlines.py)
 // in plain SVG, no tile server. The projection is equirectangular, x = lon + 180 and
 // y = 90 - lat. Pictures near each other on the screen are one marker with their count;

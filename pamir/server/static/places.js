@@ -1,4 +1,4 @@
-// Where a picture was taken and what is written on it (issues 33, 45), for app.js: the
+// Where a picture was taken and what is written on it, for app.js: the
 // collection's places as a way in (a tree; a click searches place:NAME), a hit's
 // place beside its date, and the lines of text read on a picture outlined over it in the
 // detail view (GET /api/pictures/{id}: "text", boxes as fractions of the picture).
