@@ -124,12 +124,12 @@ def index_run(folder: Path, flags: list[str], template: Path, run: Path, log: Pa
     out = json.loads(report.read_text())
     shutil.rmtree(run / "cache", ignore_errors=True)  # 5,000 pictures' features: disk
     passes = {k: v for k, v in out.items() if isinstance(v, dict) and "seconds" in v}
+    text, faces = out.get("text") or {}, out.get("faces") or {}  # None: the pass was off
     return {"seconds": round(seconds, 1), "added": out.get("added", 0),
             "failed": len(out.get("failed", [])),
             "passes_s": {k: v["seconds"] for k, v in passes.items()},
-            "with_text": out.get("text", {}).get("with_facts"),
-            "with_faces": out.get("faces", {}).get("with_facts"),
-            "faces": out.get("faces", {}).get("people", {}).get("faces"),
+            "with_text": text.get("with_facts"), "with_faces": faces.get("with_facts"),
+            "faces": (faces.get("people") or {}).get("faces"),
             "peak_mb": round(usage.ru_maxrss / 1024),
             "peak_tree_mb": round(memory.peak / 2**20)}
 
