@@ -200,6 +200,9 @@ def report(r: dict) -> str:
             f"{p.get('text', '-')} | {p.get('faces', '-')} | "
             f"{'-' if x['with_text'] is None else x['with_text']} | {faces} |")
     text = v["text"]["ratio_to_bare"]
+    lines += ["", "A pass's seconds are its own, from its start to its end, in the index's report: "
+              "the passes run beside the pictures' features and each other, so they overlap and "
+              "do not add up to the whole."]
     verdict = "within it." if text <= TEXT_BOUND else "over it."
     lines += ["", f"Issue 33's bound on the text pass (the index within {TEXT_BOUND}x of its "
               f"time without text): **{text:.2f}x**, {verdict} Text and faces together: "
