@@ -72,7 +72,9 @@ MIN_SCORE = 0.5
 #: pixels high at DETECT_SIDE and its mean stays under 0.5: at 0.5, 2 of 5 such words were
 #: lost (results/text_sizes.md). 0.3 reads them without detecting at a larger size, which
 #: would double the cost on photos (bench_ocr: 61 against 31 ms at 480); on Corel the
-#: regions recognised grew by about a fifth (56 against 47 lines on 200 pictures).
+#: regions recognised grew by about a fifth (56 against 47 lines on 200 pictures) but the
+#: cost did not measurably (40.3 against 41.9 ms a picture, results/text_sizes.md). It is
+#: part of the reader's fingerprint: an index read at 0.5 reads its pictures' text again.
 MIN_BOX_SCORE = 0.3
 #: Lines detected less than this many pixels high (in the picture as read) are not read:
 #: textures on photos without text give such slivers.
