@@ -1,7 +1,7 @@
 """Corel 5k's index time with and without text and faces, side by side in one run (issue 45).
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_corel_passes.py [--every 1]
-        [--rounds 1]
+        [--rounds 1] [--reverse --stem corel_passes_reversed]
 
 Each variant is the whole command a person runs on a bare folder (no model: ImageNet's
 words), `pamir index FOLDER --index DIR --json`, timed from start to exit, in a fresh process
@@ -59,6 +59,9 @@ def _options(ap) -> None:
                     help="index every K-th Corel picture (1: all 5,000, Corel's own folder)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="times each variant runs, every other round in reverse order")
+    ap.add_argument("--reverse", action="store_true",
+                    help="the first round in reverse order (text + faces first)")
+    ap.add_argument("--stem", default=STEM, help="results/STEM.json and .md")
     ap.add_argument("--work", type=Path, default=None,
                     help="where the caches and indexes go (default: a temporary folder)")
 
@@ -159,7 +162,7 @@ def main(argv=None) -> None:
         runs: dict[str, list[dict]] = {name: [] for name in VARIANTS}
         order: list[str] = []
         for k in range(args.rounds):
-            names = list(VARIANTS) if k % 2 == 0 else list(reversed(VARIANTS))
+            names = list(VARIANTS) if (k + args.reverse) % 2 == 0 else list(reversed(VARIANTS))
             for name in names:
                 print(f"{time.strftime('%H:%M:%S')} round {k + 1}: {name}", flush=True)
                 runs[name].append(index_run(folder, VARIANTS[name], template,
@@ -172,7 +175,7 @@ def main(argv=None) -> None:
     r = {**run.info(), "minutes": run.minutes(), "commit": checkout_commit(),
          "pictures": pictures, "every": args.every, "rounds": args.rounds, "order": order,
          "flags": VARIANTS, "variants": variants}
-    save_report(STEM, r, report)
+    save_report(args.stem, r, report)
 
 
 # ------------------------------------------------------------------------------ the report
