@@ -11,7 +11,8 @@ letters fit). A word is read when it is among the picture's text facts (pamir.oc
 
 Settings, side by side in one run: rapidocr's own pipeline at its defaults (the
 reference), pamir's reader with the bound on a line's height it had (MAX_LINE_SHARE = 1/3:
-"before"), and as it is now. Cost: ms a picture (decoding included, sessions built
+"before", with the detection's box threshold it had then, rapidocr's 0.5), with that box
+threshold alone (pamir.ocr.MIN_BOX_SCORE 0.5 against 0.3), and as it is now. Cost: ms a picture (decoding included, sessions built
 beforehand) on the painted pictures, on the same backdrops with nothing painted, and on
 Corel pictures at their own size (192 x 128), where the tall-line bound was measured.
 
@@ -20,7 +21,10 @@ pass), each word searched (`pamir search WORD -k 3`: is its picture in the top 3
 index timed with and without its text pass, side by side.
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_text_sizes.py [--per 2] [--corel 100]
-        [--search 100]
+        [--search 100] [--stem text_sizes]
+
+--stem names the results files (results/STEM.json and .md): text_sizes_per2 holds the run
+with two pictures a size and tilt.
 """
 
 from __future__ import annotations
@@ -60,7 +64,9 @@ beer tea ice gas bus car art fish cake milk soap toys book jazz bike surf yoga w
 SETTINGS = {
     "rapidocr defaults (short side 736, angle classifier)":
         OcrSettings(rapidocr_defaults=True, angle_classifier=True, threads=0),
-    "pamir before (lines at most 1/3 of the short side)": OcrSettings(max_line_share=1 / 3),
+    "pamir before (lines at most 1/3 of the short side)":
+        OcrSettings(max_line_share=1 / 3, min_box_score=0.5),
+    "pamir, detection's box threshold 0.5 (rapidocr's)": OcrSettings(min_box_score=0.5),
     "pamir now": OcrSettings(),
 }
 
@@ -186,6 +192,7 @@ def _options(ap) -> None:
     ap.add_argument("--per", type=int, default=2, help="pictures per height and tilt")
     ap.add_argument("--blank", type=int, default=20, help="backdrops with nothing painted")
     ap.add_argument("--corel", type=int, default=100, help="Corel pictures at their size")
+    ap.add_argument("--stem", default=STEM, help="results/STEM.json and .md")
     ap.add_argument("--search", type=int, default=0, metavar="N",
                     help="also index the painted pictures among N Corel pictures with `pamir "
                          "index` and search each word (0: not)")
@@ -213,7 +220,7 @@ def main(argv=None):
     r = {**run.info(), "minutes": run.minutes(), "commit": checkout_commit(),
          "pictures": [{k: v for k, v in p.items() if k != "path"} for p in pictures],
          "rows": rows, "search": search}
-    save_report(STEM, r, report)
+    save_report(args.stem, r, report)
 
 
 # ------------------------------------------------------------------------------ the report

@@ -31,6 +31,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -769,6 +770,30 @@ def pamir_logged(src: Path, cache: Path, args: list[str], log: Path,
     if peak is not None:
         peak.append(round(usage.ru_maxrss / 1024))
     return time.perf_counter() - t0
+
+
+class TreeMemory(threading.Thread):
+    """The largest sum of resident memory over a process and its descendants, sampled."""
+
+    def __init__(self, pid: int, every: float = 0.2):
+        super().__init__(daemon=True)
+        self.pid, self.every, self.peak, self.done = pid, every, 0, threading.Event()
+
+    def run(self) -> None:
+        import psutil  # noqa: PLC0415 - distributed's dependency, installed with [dask]
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.NoSuchProcess:
+            return
+        while not self.done.wait(self.every):
+            total = 0
+            try:
+                for p in [root, *root.children(recursive=True)]:
+                    total += p.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass  # a pass process that just ended: the others still count
+            self.peak = max(self.peak, total)
 
 
 def corel5k_folder() -> Path:

@@ -53,7 +53,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -67,7 +66,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT / "tests"))
 import media  # noqa: E402 - tests/media.py: the one home of the camera-like writers
-from common import RESULTS, Run, archive, parser, report_head, rerender, save_report  # noqa: E402
+from common import (RESULTS, Run, TreeMemory, archive, parser, report_head, rerender,  # noqa: E402
+                    save_report)
 
 OLD = "96353846"  # main before issue 44
 
@@ -299,30 +299,6 @@ def fresh_run(side: Side, work: Path, case: str) -> Path:
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(side.template, run / "cache")
     return run
-
-
-class TreeMemory(threading.Thread):
-    """The largest sum of resident memory over a process and its descendants, sampled."""
-
-    def __init__(self, pid: int, every: float = 0.2):
-        super().__init__(daemon=True)
-        self.pid, self.every, self.peak, self.done = pid, every, 0, threading.Event()
-
-    def run(self) -> None:
-        import psutil  # noqa: PLC0415 - distributed's dependency, installed with [dask]
-
-        try:
-            root = psutil.Process(self.pid)
-        except psutil.NoSuchProcess:
-            return
-        while not self.done.wait(self.every):
-            total = 0
-            try:
-                for p in [root, *root.children(recursive=True)]:
-                    total += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass  # a pass process that just ended: the others still count
-            self.peak = max(self.peak, total)
 
 
 def index_run(side: Side, folder: Path, run: Path, log: Path) -> dict:

@@ -69,8 +69,11 @@ run benchmarks/phone_library.py                    # a phone's library: camera-s
 run benchmarks/bench_video.py                       # reading a video's frames: the interval and cap
 run benchmarks/watch.py                           # pamir watch: a file's delay, a 1,000-file import
 run benchmarks/bench_text_sizes.py --per 1 --blank 10 --corel 50 --search 50   # words of every
-                                                   #   size and angle (text_sizes_per2.md: an earlier
-                                                   #   version of the script, its plates wider)
+                                                   #   size and angle, and two pictures of each:
+run benchmarks/bench_text_sizes.py --per 2 --blank 20 --corel 100 --stem text_sizes_per2
+run benchmarks/bench_corel_passes.py                # Corel 5k's index time: bare, text, text +
+                                                   #   faces, side by side
+run benchmarks/bench_corel_passes.py --reverse --stem corel_passes_reversed  # other order
 run benchmarks/bench_small_faces.py --seeds 2 --faceless 10 --corel 50   # faces of every size
 run benchmarks/bench_cities.py                      # cities as people name them: recall, wrong city
 run benchmarks/duplicates.py --million --text-space # copies and bursts: per kind, hard negatives, scale

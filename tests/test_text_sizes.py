@@ -71,3 +71,27 @@ def test_the_pass_reader_takes_pictures_decoded_once(tmp_path):
     by_path, given = read_texts(paths), read_texts(paths, pictures=[picture, None])
     assert {f.word for f in by_path[0][0]} == {f.word for f in given[0][0]} >= {"fresh"}
     assert by_path[1][0] is None and given[1][0] is None
+
+
+def small_tilted_word(text: str, tilt: float) -> np.ndarray:
+    """`text` in white regular letters on a blue plate, its ink 2 % of a photo-sized
+    picture's height (14 of 683 px), turned by `tilt` degrees: 4 px high at detection."""
+    size, ink = (1024, 683), 14
+    f = font("DejaVuSans.ttf", 100)
+    left, top, right, bottom = f.getbbox(text)
+    f = font("DejaVuSans.ttf", round(100 * ink / (bottom - top)))
+    left, top, right, bottom = f.getbbox(text)
+    sign = Image.new("RGBA", (right - left + 4, bottom - top + 4), (20, 60, 140, 255))
+    ImageDraw.Draw(sign).text((2 - left, 2 - top), text, font=f, fill=(255, 255, 255, 255))
+    sign = sign.rotate(tilt, expand=True, resample=Image.Resampling.BICUBIC)
+    im = backdrop(5).resize(size, Image.Resampling.BICUBIC)
+    im.paste(sign, (400, 300), sign)
+    return np.asarray(im)
+
+
+def test_a_small_tilted_word_is_read(reader):
+    picture = small_tilted_word("COFFEE", -20)
+    assert "coffee" in words(reader, picture)
+    # at DB's usual box threshold (rapidocr's 0.5) its faint detection was dropped
+    assert "coffee" not in words(TextReader(OcrSettings(min_box_score=0.5)), picture)
+    assert fingerprint() != fingerprint(OcrSettings(min_box_score=0.5))
