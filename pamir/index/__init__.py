@@ -36,18 +36,6 @@ from .reading import CLASS_SCALE, IndexReading, folder_patterns
 from .sync import BATCH_SIZE, UpdateReport, file_hash, scan_pictures
 from .writing import IndexWriting
 
-#: Whether the model's own words that name ImageNet classes reach them too (mixed as a word
-#: outside the vocabulary is). Off, on validation alone: with the classes mixed at their share
-#: of the query (pamir.bridge.CLASS_MIX = 1.0), Corel 5k validation all-query AvgP for models
-#: of 50, 200 and 1,000 captioned pictures (3 draws each) was 16.3 / 22.7 / 32.2 with it and
-#: 15.6 / 22.9 / 34.9 without (benchmarks/bench_zero_caption.py's QUERY_RULES; the run
-#: committed in results/ predates that rule's column, and a probe of the same fits measured
-#: it): a model's word mixes with its classes through the prior
-#: (pamir.prior: the weight chosen per word on validation, in the stored scores, so that the
-#: top-k stays on sorted lists), its successor. `Index.parse_query` reads it here at each
-#: query, so that a benchmark or a test can switch it.
-TABLE_WORDS = False
-
 
 class Index(IndexReading, IndexWriting, IndexPeople, IndexLooks):
     """A picture index folder. Get one with `Index.create`, `Index.open` or `Index.rebuild`.
@@ -58,7 +46,7 @@ class Index(IndexReading, IndexWriting, IndexPeople, IndexLooks):
 
 
 __all__ = [
-    "BATCH_SIZE", "CATALOG", "CLASS_SCALE", "EMBEDDINGS_ENV", "SCHEMA_VERSION", "TABLE_WORDS",
+    "BATCH_SIZE", "CATALOG", "CLASS_SCALE", "EMBEDDINGS_ENV", "SCHEMA_VERSION",
     "Catalog", "FaceRow", "Hit", "Index", "IndexDirError", "Picture", "Query", "QueryError",
     "PersonRow", "UpdateReport", "embeddings_enabled", "file_hash", "folder_patterns", "model_fingerprint",
     "scan_pictures",
