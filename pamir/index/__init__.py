@@ -10,13 +10,14 @@ The package's rooms:
   (which picture owns each column; growing), `scoring` (a query's scores; the top-k
   dispatch over `topk`'s numba kernels) and `compaction` (segments of sorted lists), with
   their sizes and thresholds in `tuning`.
-- `sync`: walks folders and brings the index in line with them: hashes, renames, copies,
-  removals, batches, unreadable pictures.
+- `sync`: walks folders and plans what brings the index in line with them (`plan_update`:
+  hashes, renames, copies, removals, batches, unreadable pictures), writing nothing; the
+  writer applies the plan (`IndexWriting.apply`).
 - `Index`, the facade the CLI, the server and the workflow use, made of its three jobs:
   `lifecycle` (create, open, rebuild, destroy, the writer lock, reading the committed
   state), `reading` (search, similar pictures, look-ups; made with `queries`, parsing a
   query on the vocabulary, and `fact_reading`, a query's facts) and `writing` (add,
-  remove, move, rescore, update, seal, compact).
+  remove, move, rescore, update and apply a sync's plan, seal, compact).
 
 The index takes what it stores from its callers: a transform from pictures to text-space
 vectors (with class probabilities for an index with classes) and the class names, which
