@@ -1,6 +1,7 @@
 """Writing an index, the part of `Index` that changes it: adding, removing, moving and
-recaptioning pictures, synchronising folders (applying pamir.index.sync's plan), rescoring every picture for a
-model that has learnt, sealing and compacting the score matrix, and recording the model.
+recaptioning pictures, synchronising folders (applying the plan pamir.index.sync makes),
+rescoring every picture for a model that has learnt, sealing and compacting the score matrix,
+and recording the model.
 
 Crash safety. The catalogue changes only by SQLite transactions, and a score column is on disk
 before any committed row points at it (pamir.index.scores), so an update can be interrupted
@@ -247,10 +248,11 @@ class IndexWriting(IndexLifecycle):
             self.touch(picture_id, entry)
         for picture_id, entry in plan.reread:
             self.set_metadata(picture_id, entry)
-        late = [reuse.entry for reuse in plan.reused if not self._reuse(reuse)]
-        if late:  # no picture holds their bytes any more: the model reads them
-            report.copied -= len(late)
-            plan.pictures += late
+        for entry in [reuse.entry for reuse in plan.reused if not self._reuse(reuse)]:
+            # no picture holds its bytes any more (the catalogue is not the one planned
+            # from): the model reads it
+            report.copied -= 1
+            (plan.videos if is_video(entry["path"]) else plan.pictures).append(entry)
         if plan.removed:
             report.removed += self.remove(plan.removed)
         total = len(plan.pictures)

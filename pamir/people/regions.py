@@ -10,8 +10,9 @@
 
 They are read from the XMP embedded in the picture and from its sidecars (NAME.EXT.xmp,
 NAME.xmp), found, size-capped and parsed by pamir.metadata's XMP helpers (`xmp_sidecars`,
-`embedded_xmp`, `parse_xmp`: defusedxml, no DTDs, no entities), as it reads keywords. The first place that holds regions wins, in pamir.metadata's order:
-sidecars first (the tool that wrote one keeps it up to date), then the picture.
+`embedded_xmp`, `parse_xmp`: defusedxml, no DTDs, no entities), as it reads keywords. The
+first place that holds regions wins, in pamir.metadata's order: sidecars first (the tool that
+wrote one keeps it up to date), then the picture.
 
 Boxes are returned in the picture as shown (EXIF orientation applied, as pamir decodes it).
 The MWG guidelines put regions in the picture as stored, before its orientation, and
