@@ -39,9 +39,8 @@ from pamir import config, query, zeroshot
 from pamir.imagenet import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
-from pamir import index
-from pamir.index import TABLE_WORDS
 from pamir.index import queries
+from pamir.index.queries import TABLE_WORDS
 from pamir.prior import Prior
 from pamir.protocol import Protocol
 from pamir.system import index_transform
@@ -206,18 +205,19 @@ def weight_grid(prot, system, folder: Path) -> dict:
 
 def query_rules(Z_valid: np.ndarray, prot, system, folder: Path) -> dict:
     """Validation all-query AvgP of the ways a word outside the vocabulary can meet the
-    classes (pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX, pamir.index.TABLE_WORDS),
+    classes (pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX,
+    pamir.index.queries.TABLE_WORDS),
     the product's settings restored after."""
-    kept = query.CLASSES_ALONE, queries.CLASS_MIX, index.TABLE_WORDS
+    kept = query.CLASSES_ALONE, queries.CLASS_MIX, queries.TABLE_WORDS
     out = {}
     try:
         for name, (alone, mix, table) in QUERY_RULES.items():
-            query.CLASSES_ALONE, queries.CLASS_MIX, index.TABLE_WORDS = alone, mix, table
+            query.CLASSES_ALONE, queries.CLASS_MIX, queries.TABLE_WORDS = alone, mix, table
             out[name] = through_index(Z_valid, prot, system.vocabulary, system.idf,
                                       imagenet_class_names(), folder / name,
                                       "valid", word_scales(system))["all"]["avgp"]
     finally:
-        query.CLASSES_ALONE, queries.CLASS_MIX, index.TABLE_WORDS = kept
+        query.CLASSES_ALONE, queries.CLASS_MIX, queries.TABLE_WORDS = kept
     return out
 
 

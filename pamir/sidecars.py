@@ -49,7 +49,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .metadata import MAX_XMP_BYTES, open_picture
+from .metadata import MAX_XMP_BYTES, embedded_xmp, iptc_keywords, open_picture
 from .storage import atomic_write_bytes
 from .xmp import PLACE_FIELDS, Face, Known, SidecarError, is_packet, merge_xmp
 
@@ -147,7 +147,7 @@ def write_xmp(picture: str | Path, known: Known, setting: str | None = None
                 out.append((str(target), "nothing"))
                 continue
             base = old if old is not None else _embedded_xmp(Path(picture))
-            theirs = _iptc_keywords(Path(picture)) if old is None else ()
+            theirs = iptc_keywords(Path(picture)) if old is None else ()
             new = merge_xmp(base, known, _picture_geometry(Path(picture)), theirs)
             if new == old:
                 out.append((str(target), "unchanged"))
@@ -179,21 +179,10 @@ def _embedded_xmp(picture: Path) -> bytes | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with open_picture(picture) as im:
-                xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
+                xmp = embedded_xmp(im, str(picture), [])  # over the cap: none
     except Exception:  # noqa: BLE001 - no readable header: the sidecar starts empty
         return None
-    if isinstance(xmp, str):
-        xmp = xmp.encode("utf-8", "surrogatepass")
-    if not xmp or len(xmp) > MAX_XMP_BYTES:
-        return None
-    return xmp if is_packet(xmp) else None
-
-
-def _iptc_keywords(picture: Path) -> list[str]:
-    """The picture's IPTC Keywords, as pamir.metadata reads them (the one home of reading)."""
-    from .metadata import _read_embedded  # noqa: PLC0415
-
-    return dict(_read_embedded(picture, []).keywords).get("IPTC Keywords", [])
+    return xmp if xmp and is_packet(xmp) else None
 
 
 def _picture_geometry(picture: Path) -> tuple[int, tuple[int, int], tuple[int, int]]:

@@ -184,14 +184,14 @@ def test_a_models_own_words_that_name_classes_reach_them(tmp_path, monkeypatch):
     """TABLE_WORDS (off by default): a vocabulary word in ImageNet's table ("tiger") is
     scored by the model and by its classes, mixed; a word outside the table ("sky") by the
     model alone."""
-    import pamir.index
+    import pamir.index.queries
 
     vocabulary = ["sky", "tiger"]
     Z = np.zeros((3, 2 + 1000), np.float32)
     Z[:, :2] = [[1.0, 0.2], [0.0, 0.4], [0.5, 0.3]]  # the model: picture 1 best for tiger
     Z[:, 2:] = 1 / 1000
     Z[2, 2 + zeroshot.table().classes["tiger"]] = 0.9  # the classifier: picture 2 a tiger
-    monkeypatch.setattr(pamir.index, "TABLE_WORDS", True)
+    monkeypatch.setattr(pamir.index.queries, "TABLE_WORDS", True)
     with Index.create(tmp_path / "ix", vocabulary, np.ones(2),
                       classes=imagenet_class_names()) as ix:
         ids = ix.add([{"path": f"/p/{i}", "size": 1, "mtime_ns": 1, "hash": f"h{i}"}
@@ -201,7 +201,7 @@ def test_a_models_own_words_that_name_classes_reach_them(tmp_path, monkeypatch):
         assert q.matches[0].classes == [("tiger", 1.0)]
         assert ix.search(q, 1)[0].id == ids[2]  # the classes' certainty outweighs 0.1
         assert ix.parse_query("sky").class_terms == []
-        monkeypatch.setattr(pamir.index, "TABLE_WORDS", False)
+        monkeypatch.setattr(pamir.index.queries, "TABLE_WORDS", False)
         q = ix.parse_query("tiger")
         assert q.class_terms == [] and ix.search(q, 1)[0].id == ids[1]
 

@@ -10,13 +10,14 @@ The package's rooms:
   (which picture owns each column; growing), `scoring` (a query's scores; the top-k
   dispatch over `topk`'s numba kernels) and `compaction` (segments of sorted lists), with
   their sizes and thresholds in `tuning`.
-- `sync`: walks folders and brings the index in line with them: hashes, renames, copies,
-  removals, batches, unreadable pictures.
+- `sync`: walks folders and plans what brings the index in line with them (`plan_update`:
+  hashes, renames, copies, removals, batches, unreadable pictures), writing nothing; the
+  writer applies the plan (`IndexWriting.apply`).
 - `Index`, the facade the CLI, the server and the workflow use, made of its three jobs:
   `lifecycle` (create, open, rebuild, destroy, the writer lock, reading the committed
   state), `reading` (search, similar pictures, look-ups; made with `queries`, parsing a
   query on the vocabulary, and `fact_reading`, a query's facts) and `writing` (add,
-  remove, move, rescore, update, seal, compact).
+  remove, move, rescore, update and apply a sync's plan, seal, compact).
 
 The index takes what it stores from its callers: a transform from pictures to text-space
 vectors (with class probabilities for an index with classes) and the class names, which
@@ -36,18 +37,6 @@ from .reading import CLASS_SCALE, IndexReading, folder_patterns
 from .sync import BATCH_SIZE, UpdateReport, file_hash, scan_pictures
 from .writing import IndexWriting
 
-#: Whether the model's own words that name ImageNet classes reach them too (mixed as a word
-#: outside the vocabulary is). Off, on validation alone: with the classes mixed at their share
-#: of the query (pamir.bridge.CLASS_MIX = 1.0), Corel 5k validation all-query AvgP for models
-#: of 50, 200 and 1,000 captioned pictures (3 draws each) was 16.3 / 22.7 / 32.2 with it and
-#: 15.6 / 22.9 / 34.9 without (benchmarks/bench_zero_caption.py's QUERY_RULES; the run
-#: committed in results/ predates that rule's column, and a probe of the same fits measured
-#: it): a model's word mixes with its classes through the prior
-#: (pamir.prior: the weight chosen per word on validation, in the stored scores, so that the
-#: top-k stays on sorted lists), its successor. `Index.parse_query` reads it here at each
-#: query, so that a benchmark or a test can switch it.
-TABLE_WORDS = False
-
 
 class Index(IndexReading, IndexWriting, IndexPeople, IndexLooks):
     """A picture index folder. Get one with `Index.create`, `Index.open` or `Index.rebuild`.
@@ -58,7 +47,7 @@ class Index(IndexReading, IndexWriting, IndexPeople, IndexLooks):
 
 
 __all__ = [
-    "BATCH_SIZE", "CATALOG", "CLASS_SCALE", "EMBEDDINGS_ENV", "SCHEMA_VERSION", "TABLE_WORDS",
+    "BATCH_SIZE", "CATALOG", "CLASS_SCALE", "EMBEDDINGS_ENV", "SCHEMA_VERSION",
     "Catalog", "FaceRow", "Hit", "Index", "IndexDirError", "Picture", "Query", "QueryError",
     "PersonRow", "UpdateReport", "embeddings_enabled", "file_hash", "folder_patterns", "model_fingerprint",
     "scan_pictures",

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bridge import CACHE_PREFIX
+from ..embedding import CACHE_PREFIX
 
 # ---------------------------------------------------------------------------- versions
 #: 6: the frames of videos (`frames`: FRAMES_SCHEMA); 5: the faces found in the pictures,

@@ -5,11 +5,12 @@ pass fed from that one decode.
     index.update(folders, stage)      # the stage is the update's transform
     reports = stage.finish()          # the streamed passes drained and committed
 
-The stage stands where pamir.index.sync calls its transform. For each small chunk of a batch
-it decodes the pictures (pamir.features.rasters.read_item, at the largest raster any pass
-needs; on `threads` threads: Pillow and libheif let go of the GIL), shares the rasters with
-the system's transform by content hash (the CNN views and the visterms take their input from
-them), writes the thumbnails, and hands each streamed pass (text, faces) its reduced raster.
+The stage stands where the index's writer calls its transform (applying pamir.index.sync's
+plan). For each small chunk of a batch it decodes the pictures
+(pamir.features.rasters.read_item, at the largest raster any pass needs; on `threads`
+threads: Pillow and libheif let go of the GIL), shares the rasters with the system's
+transform by content hash (the CNN views and the visterms take their input from them),
+writes the thumbnails, and hands each streamed pass (text, faces) its reduced raster.
 
 "Searchable first": a streamed pass reads on a thread of its own behind the look, and its
 results are committed by this process (the one writer) once their pictures are (at the next

@@ -12,8 +12,12 @@ batches, each committed, so an interrupted update resumes where it stopped. Pict
 vanished from under the folders are dropped; pictures the transform could not read are
 recorded with its reason, reported, and tried again once the file changes.
 
-This module decides what to do and asks the Index facade to do it; it never touches the
-catalogue or the score matrix itself.
+This module decides what to do, and writes nothing: `plan_update` compares the disk with the
+catalogue's pictures and returns a `SyncPlan` (the files touched, read again, renamed,
+copied, removed, unreadable, and the pictures and videos the model must read), which the
+index's writer applies (pamir.index.writing: `IndexWriting.apply`), batch by batch so that
+the first pictures answer searches early. The files of a batch (their metadata, their hash)
+are read here too, when the writer comes to that batch (`SyncPlan.read_batch`).
 
 A transform may run batches itself, elsewhere and concurrently (pamir.distributed: Dask
 workers): it then has `map_batches(batches) -> iterator of (batch number, (Z, ok, reasons,
@@ -29,16 +33,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..data import IMAGE_SUFFIXES
-from ..video import VIDEO_SUFFIXES, VideoError, is_video
+from ..video import VIDEO_SUFFIXES, is_video
 from .catalog import IndexDirError, Picture
-
-if TYPE_CHECKING:  # annotations only: the facade imports this module
-    from . import Index
 
 #: Pictures whose features are computed and committed together by `update`.
 BATCH_SIZE = 256
@@ -123,131 +123,42 @@ def growing_batches(todo: list, batch_size: int) -> list[list]:
     return out
 
 
-def update(index: Index, folders: Sequence[str | Path], transform: Transform, *,
-           captions: dict[str, Sequence[str]] | None = None, batch_size: int = BATCH_SIZE,
-           progress: Callable[[int, int], None] | None = None) -> UpdateReport:
-    """Bring `index` in line with the pictures under `folders` (see the module's doc).
-    progress(done, total) is called after each batch."""
-    folders = [Path(f).resolve() for f in folders]
-    for f in folders:
-        if not f.is_dir():
-            raise IndexDirError(f"{f}: not a folder; give folders of pictures to index")
-    on_disk = scan_pictures(folders, exclude=index.directory.resolve())
-    captions = {str(Path(k).resolve()): v for k, v in (captions or {}).items()}
-    known = {p.path: p for p in index.pictures()}
+@dataclass
+class Reuse:
+    """A file whose bytes the index already holds: renamed from the vanished picture `twin`
+    (its row moves, vector and all), or, with no twin, a copy (the vector of a picture that
+    holds the same bytes, found when the plan is applied, is copied)."""
 
-    sync = _Sync(index, captions)
-    todo = sync.changed_files(on_disk, known)
-    vanished = {p.path: p for p in known.values()
-                if p.path not in on_disk and _under(p.path, folders)}
-    todo = sync.reuse_vectors(todo, vanished)
-    if vanished:
-        sync.report.removed += index.remove([p.id for p in vanished.values()])
-    # videos are read here, one by one, after the pictures (pamir.index.videos)
-    videos = [e for e in todo if is_video(e["path"])]
-    todo = [e for e in todo if not is_video(e["path"])]
-    if progress and videos:
-        progress = _counting_videos(progress, len(todo) + len(videos))
-    batches = growing_batches(todo, batch_size)
-    map_batches = getattr(transform, "map_batches", None)
-    if map_batches is None:
-        done = 0
-        for batch in batches:
-            sync.compute(batch, transform)
-            done += len(batch)
-            if progress:
-                progress(done, len(todo))
-        sync.compute_videos(videos, transform, progress, len(todo))
-        return sync.report
-    done = 0
-    for k, result in map_batches([[e["path"] for e in b] for b in batches]):
-        sync.read_batch_metadata(batches[k])  # the workers compute; this process waits anyway
-        sync.commit(batches[k], result)
-        done += len(batches[k])
-        if progress:
-            progress(done, len(todo))
-    sync.compute_videos(videos, transform, progress, len(todo))
-    return sync.report
+    entry: dict
+    twin: int | None = None
 
 
-def _counting_videos(progress: Callable[[int, int], None], total: int):
-    """progress(done, total) over pictures and videos, from the pictures' own calls."""
-    return lambda done, _: progress(done, total)
+@dataclass
+class SyncPlan:
+    """What an update does to an index (see the module's doc), in the order it is applied:
+    `unreadable` recorded as failed, `touched` (same bytes, new stat) and `reread` (unchanged
+    files whose metadata was read again) written by id, `reused` (renamed and copied, in this
+    order), `removed` (ids of pictures gone from under the folders), then `pictures` read by
+    the model in `batches`, and `videos` one by one. Entries are dicts (path, size, mtime_ns,
+    hash, caption, ...) as `Index.add` takes them. `report` holds what the plan found so far
+    (unchanged, renamed, copied, recaptioned, the failures found, the metadata's notes); the
+    writer adds what it writes."""
 
+    captions: dict[str, Sequence[str]] = field(default_factory=dict)
+    unreadable: list[tuple[dict, str]] = field(default_factory=list)
+    touched: list[tuple[int, dict]] = field(default_factory=list)
+    reread: list[tuple[int, dict]] = field(default_factory=list)
+    reused: list[Reuse] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+    pictures: list[dict] = field(default_factory=list)
+    videos: list[dict] = field(default_factory=list)
+    report: UpdateReport = field(default_factory=UpdateReport)
 
-def _under(path: str, folders: Sequence[Path]) -> bool:
-    return any(Path(path).is_relative_to(f) for f in folders)
+    def batches(self, batch_size: int = BATCH_SIZE) -> list[list[dict]]:
+        """The pictures for the model, in growing batches (`growing_batches`)."""
+        return growing_batches(self.pictures, batch_size)
 
-
-class _Sync:
-    """One update's steps, sharing the index and the report."""
-
-    def __init__(self, index: Index, captions: dict[str, Sequence[str]]):
-        self.index = index
-        self.captions = captions  # {resolved path: a table's caption}
-        self.report = UpdateReport()
-
-    def changed_files(self, on_disk: dict[str, tuple[int, int]], known: dict[str, Picture]
-                      ) -> list[dict]:
-        """Entries (path, stat, hash if known yet, caption) of the files that need work."""
-        # Only a file with the size of an indexed picture can hold the same bytes: hash those
-        # now (rename, copy, touch); the others are hashed with their batch, just before the
-        # model reads them, so each new file is read from disk once.
-        known_sizes = {p.size for p in known.values() if p.state == "ok"}
-        todo = []
-        for path, (size, mtime_ns) in on_disk.items():
-            old = known.get(path)
-            if old is not None and old.size == size and old.mtime_ns == mtime_ns:
-                self.report.unchanged += 1
-                if old.state == "failed":
-                    self.report.failed.append((path, old.reason or UNKNOWN_REASON))
-                self.refresh_metadata(old)
-                continue
-            entry = {"path": path, "size": size, "mtime_ns": mtime_ns, "hash": None,
-                     "changed": old is not None}
-            if size in known_sizes:
-                if not self.fill_hash(entry):
-                    continue
-                if old is not None and old.hash == entry["hash"] and old.state == "ok":
-                    self.fill_metadata(entry)
-                    self.index.touch(old.id, entry)  # same bytes, new mtime
-                    self.report.unchanged += 1
-                    continue
-            todo.append(entry)
-        return todo
-
-    def reuse_vectors(self, todo: list[dict], vanished: dict[str, Picture]) -> list[dict]:
-        """Renamed files take their vanished twin's row (removed from `vanished`); copies of
-        indexed bytes copy a vector. Returns the entries that still need the model."""
-        vanished_by_hash: dict[str, list[Picture]] = {}
-        for p in vanished.values():
-            if p.state == "ok":
-                vanished_by_hash.setdefault(p.hash, []).append(p)
-        rest = []
-        for e in todo:
-            if e["hash"] is None:  # no indexed picture has its size
-                rest.append(e)
-            elif vanished_by_hash.get(e["hash"]):
-                twin = vanished_by_hash[e["hash"]].pop()
-                del vanished[twin.path]
-                self.fill_metadata(e)
-                self.index.move(twin.id, e)
-                self.report.renamed += 1
-            elif (same := self.index.same_bytes(e["hash"], e["path"])) is not None:
-                self.fill_metadata(e)
-                if is_video(e["path"]):  # a copied video: its frames too
-                    e["frames"] = self.index.frames_of([same]).get(same)
-                self.index.add([e], self.index.vector(same, classes=True)[None, :])
-                self.report.copied += 1
-            else:
-                rest.append(e)
-        return rest
-
-    def read_batch_metadata(self, batch: list[dict]) -> None:
-        for entry in batch:
-            self.fill_metadata(entry)
-
-    def fill_metadata(self, entry: dict) -> None:
+    def read_metadata(self, entry: dict) -> None:
         """The entry's caption (a table's, else its files'), source, date and sidecars."""
         from ..metadata import read_metadata  # noqa: PLC0415 - Pillow: not on a search's path
 
@@ -260,91 +171,189 @@ class _Sync:
         self.report.notes += meta.notes
         self.report.captioned += bool(entry["caption"])
 
-    def refresh_metadata(self, old: Picture) -> None:
-        """Read an unchanged picture's metadata again when a sidecar changed, appeared or
-        went, when a table gives it another caption, or when it was never read."""
-        from ..metadata import sidecar_signature  # noqa: PLC0415
-
-        table = self.captions.get(old.path)
-        if (old.sidecars is not None and old.sidecars == sidecar_signature(old.path)
-                and (table is None or tuple(table) == old.caption)):
-            return
-        entry = {"path": old.path}
-        self.fill_metadata(entry)
-        self.index.set_metadata(old.id, entry)
-        self.report.recaptioned += 1
-
-    def fill_hash(self, entry: dict) -> bool:
-        """Fill entry["hash"]; a file that cannot be read is recorded and reported (False)."""
+    def read_hash(self, entry: dict) -> str | None:
+        """Fill entry["hash"]; for a file that cannot be read, the reason (reported)."""
         try:
             entry["hash"] = file_hash(entry["path"])
-            return True
+            return None
         except OSError as e:
             entry["hash"] = ""
-            self.record_failure(entry, f"unreadable ({e.strerror or e})")
-            return False
+            reason = f"unreadable ({e.strerror or e})"
+            self.report.failed.append((entry["path"], reason))
+            return reason
 
-    def record_failure(self, entry: dict, reason: str) -> None:
-        self.index.add_failed(entry, reason)
-        self.report.failed.append((entry["path"], reason))
-
-    def compute(self, batch: list[dict], transform: Transform) -> None:
-        """Read a batch's metadata, run the model on it and commit it: the good pictures with
-        their vectors, the others with the transform's reason (no second decode to find out
-        why)."""
-        self.read_batch_metadata(batch)
-        batch = [e for e in batch if e["hash"] is not None or self.fill_hash(e)]
-        if not batch:
-            return
-        self.commit(batch, transform([e["path"] for e in batch]))
-
-    def compute_videos(self, videos: list[dict], transform: Transform, progress,
-                       done: int) -> None:
-        """Read each video (its metadata, then its frames through the transform) and commit
-        it with its frames; a video that cannot be read is recorded with the reason."""
-        from .videos import video_rows  # noqa: PLC0415 - PyAV: only where videos are
-
-        # the reading stage's system transform (pamir.index.stage): a video's frames are
-        # handed to it as files of their own, and its passes read videos alone after
-        transform = getattr(transform, "look", transform)
-        for k, entry in enumerate(videos):
-            self.read_batch_metadata([entry])
-            if entry["hash"] is not None or self.fill_hash(entry):
-                try:
-                    row, entry["frames"], _ = video_rows(entry["path"], transform)
-                except VideoError as e:
-                    self.record_failure(entry, str(e))
-                else:
-                    self.commit([entry], (row[None, :], [True], [None]))
-            if progress:
-                progress(done + k + 1, done + len(videos))
-
-    def commit(self, batch: list[dict], result: tuple) -> None:
-        """Commit a batch's (Z, ok, reasons[, hashes]): hashes, computed where the batch ran
-        (None for a file that could not be read there), fill the entries that have none."""
-        Z, ok, reasons, *rest = result
-        if rest:
-            ok = np.array(ok, dtype=bool)
-            reasons = list(reasons)
-            for i, (e, h) in enumerate(zip(batch, rest[0])):
-                if e["hash"] is None:
-                    e["hash"] = h or ""
-                    if not h:
-                        ok[i] = False
-                        reasons[i] = reasons[i] or UNKNOWN_REASON
-        Z = np.asarray(Z, dtype=np.float32)
-        ok = np.asarray(ok, dtype=bool)
-        good = [e for e, o in zip(batch, ok) if o]
-        if good:
-            self.index.add(good, Z[ok])
-        for e in good:
-            if e["changed"]:
-                self.report.changed += 1
+    def read_batch(self, batch: list[dict], *, hashes: bool = True
+                   ) -> tuple[list[dict], list[tuple[dict, str]]]:
+        """Read a batch's metadata and (with `hashes`: not when the batch ran elsewhere and
+        brought its hashes) the hashes not known yet: (the entries for the model, the
+        unreadable ones with their reason)."""
+        for entry in batch:
+            self.read_metadata(entry)
+        if not hashes:
+            return batch, []
+        ready, unreadable = [], []
+        for entry in batch:
+            reason = None if entry["hash"] is not None else self.read_hash(entry)
+            if reason is None:
+                ready.append(entry)
             else:
-                self.report.added += 1
-        for e, o, reason in zip(batch, ok, reasons):
-            if not o:
-                self.record_failure(e, reason or UNKNOWN_REASON)
+                unreadable.append((entry, reason))
+        return ready, unreadable
+
+
+def plan_update(folders: Sequence[str | Path], known: Sequence[Picture], *,
+                captions: dict[str, Sequence[str]] | None = None,
+                exclude: Path | None = None) -> SyncPlan:
+    """What bringing an index whose pictures are `known` in line with the pictures under
+    `folders` takes (see the module's doc); `exclude`: the index's own folder."""
+    folders = [Path(f).resolve() for f in folders]
+    for f in folders:
+        if not f.is_dir():
+            raise IndexDirError(f"{f}: not a folder; give folders of pictures to index")
+    on_disk = scan_pictures(folders, exclude=exclude)
+    plan = SyncPlan(captions={str(Path(k).resolve()): v for k, v in (captions or {}).items()})
+    known = {p.path: p for p in known}
+    holders = _Holders(known.values())
+    todo = _changed_files(plan, on_disk, known, holders)
+    vanished = {p.path: p for p in known.values()
+                if p.path not in on_disk and _under(p.path, folders)}
+    todo = _reuse_vectors(plan, todo, vanished, holders)
+    plan.removed = [p.id for p in vanished.values()]
+    # videos are read after the pictures, one by one (pamir.index.videos)
+    plan.videos = [e for e in todo if is_video(e["path"])]
+    plan.pictures = [e for e in todo if not is_video(e["path"])]
+    return plan
+
+
+class _Holders:
+    """Which paths hold which bytes among the catalogue's readable pictures, as the plan's
+    writes leave them so far: a copy takes its vector from a picture that still holds its
+    bytes when the plan is applied (a row replaced or renamed before no longer does)."""
+
+    def __init__(self, pictures):
+        self.hash_at: dict[str, str] = {}
+        self.paths: dict[str, set[str]] = {}
+        for p in pictures:
+            if p.state == "ok":
+                self.put(p.path, p.hash)
+
+    def put(self, path: str, digest: str) -> None:
+        self.drop(path)
+        self.hash_at[path] = digest
+        self.paths.setdefault(digest, set()).add(path)
+
+    def drop(self, path: str) -> None:
+        digest = self.hash_at.pop(path, None)
+        if digest is not None:
+            self.paths[digest].discard(path)
+
+    def elsewhere(self, digest: str, path: str) -> bool:
+        """Whether a picture at another path than `path` holds these bytes."""
+        return bool(self.paths.get(digest, set()) - {path})
+
+
+def _changed_files(plan: SyncPlan, on_disk: dict[str, tuple[int, int]],
+                   known: dict[str, Picture], holders: _Holders) -> list[dict]:
+    """Entries (path, stat, hash if known yet, changed) of the files that need work; the
+    unchanged ones are counted, and read again where their sidecars or caption changed."""
+    # Only a file with the size of an indexed picture can hold the same bytes: hash those
+    # now (rename, copy, touch); the others are hashed with their batch, just before the
+    # model reads them, so each new file is read from disk once.
+    known_sizes = {p.size for p in known.values() if p.state == "ok"}
+    todo = []
+    for path, (size, mtime_ns) in on_disk.items():
+        old = known.get(path)
+        if old is not None and old.size == size and old.mtime_ns == mtime_ns:
+            plan.report.unchanged += 1
+            if old.state == "failed":
+                plan.report.failed.append((path, old.reason or UNKNOWN_REASON))
+            _refresh_metadata(plan, old)
+            continue
+        entry = {"path": path, "size": size, "mtime_ns": mtime_ns, "hash": None,
+                 "changed": old is not None}
+        if size in known_sizes:
+            reason = plan.read_hash(entry)
+            if reason is not None:
+                plan.unreadable.append((entry, reason))
+                holders.drop(path)  # its row gives way to the failed one
+                continue
+            if old is not None and old.hash == entry["hash"] and old.state == "ok":
+                plan.read_metadata(entry)
+                plan.touched.append((old.id, entry))  # same bytes, new mtime
+                plan.report.unchanged += 1
+                continue
+        todo.append(entry)
+    return todo
+
+
+def _refresh_metadata(plan: SyncPlan, old: Picture) -> None:
+    """Read an unchanged picture's metadata again when a sidecar changed, appeared or went,
+    when a table gives it another caption, or when it was never read."""
+    from ..metadata import sidecar_signature  # noqa: PLC0415
+
+    table = plan.captions.get(old.path)
+    if (old.sidecars is not None and old.sidecars == sidecar_signature(old.path)
+            and (table is None or tuple(table) == old.caption)):
+        return
+    entry = {"path": old.path}
+    plan.read_metadata(entry)
+    plan.reread.append((old.id, entry))
+    plan.report.recaptioned += 1
+
+
+def _reuse_vectors(plan: SyncPlan, todo: list[dict], vanished: dict[str, Picture],
+                   holders: _Holders) -> list[dict]:
+    """Renamed files take their vanished twin's row (removed from `vanished`); copies of
+    indexed bytes copy a vector. Returns the entries that still need the model."""
+    vanished_by_hash: dict[str, list[Picture]] = {}
+    for p in vanished.values():
+        if p.state == "ok":
+            vanished_by_hash.setdefault(p.hash, []).append(p)
+    rest = []
+    for e in todo:
+        if e["hash"] is None:  # no indexed picture has its size
+            rest.append(e)
+        elif vanished_by_hash.get(e["hash"]):
+            twin = vanished_by_hash[e["hash"]].pop()
+            del vanished[twin.path]
+            plan.read_metadata(e)
+            plan.reused.append(Reuse(e, twin.id))
+            holders.drop(twin.path)
+            holders.put(e["path"], e["hash"])
+            plan.report.renamed += 1
+        elif holders.elsewhere(e["hash"], e["path"]):
+            plan.read_metadata(e)
+            plan.reused.append(Reuse(e))
+            holders.put(e["path"], e["hash"])
+            plan.report.copied += 1
+        else:
+            rest.append(e)
+    return rest
+
+
+def _under(path: str, folders: Sequence[Path]) -> bool:
+    return any(Path(path).is_relative_to(f) for f in folders)
+
+
+def settle(batch: list[dict], result: tuple) -> tuple[list[dict], np.ndarray, list]:
+    """A batch's transform result (Z, ok, reasons[, hashes]) as (the entries read, their rows,
+    [(entry, reason)] of the others): hashes, computed where the batch ran (None for a file
+    that could not be read there), fill the entries that have none."""
+    Z, ok, reasons, *rest = result
+    if rest:
+        ok = np.array(ok, dtype=bool)
+        reasons = list(reasons)
+        for i, (e, h) in enumerate(zip(batch, rest[0])):
+            if e["hash"] is None:
+                e["hash"] = h or ""
+                if not h:
+                    ok[i] = False
+                    reasons[i] = reasons[i] or UNKNOWN_REASON
+    Z = np.asarray(Z, dtype=np.float32)
+    ok = np.asarray(ok, dtype=bool)
+    good = [e for e, o in zip(batch, ok) if o]
+    failed = [(e, reason or UNKNOWN_REASON) for e, o, reason in zip(batch, ok, reasons) if not o]
+    return good, Z[ok], failed
 
 
 def file_facts(meta) -> list:

@@ -1,6 +1,7 @@
 """Writing an index, the part of `Index` that changes it: adding, removing, moving and
-recaptioning pictures, synchronising folders (pamir.index.sync), rescoring every picture for a
-model that has learnt, sealing and compacting the score matrix, and recording the model.
+recaptioning pictures, synchronising folders (applying the plan pamir.index.sync makes),
+rescoring every picture for a model that has learnt, sealing and compacting the score matrix,
+and recording the model.
 
 Crash safety. The catalogue changes only by SQLite transactions, and a score column is on disk
 before any committed row points at it (pamir.index.scores), so an update can be interrupted
@@ -15,12 +16,20 @@ from pathlib import Path
 
 import numpy as np
 
+from ..video import VideoError, is_video
 from . import tuning
 from .catalog import IndexDirError
 from .layout import scales_meta
 from .lifecycle import IndexLifecycle
-from .sync import BATCH_SIZE, Transform, UpdateReport
-from .sync import update as sync_update
+from .sync import (
+    BATCH_SIZE,
+    Reuse,
+    SyncPlan,
+    Transform,
+    UpdateReport,
+    plan_update,
+    settle,
+)
 
 
 class IndexWriting(IndexLifecycle):
@@ -219,7 +228,120 @@ class IndexWriting(IndexLifecycle):
         batches.
         """
         self._require_writable()
-        report = sync_update(self, folders, transform, captions=captions,
-                             batch_size=batch_size, progress=progress)
+        plan = plan_update(folders, self.pictures(), captions=captions,
+                           exclude=self.directory.resolve())
+        report = self.apply(plan, transform, batch_size=batch_size, progress=progress)
         self.seal()
         return report
+
+    def apply(self, plan: SyncPlan, transform: Transform, *, batch_size: int = BATCH_SIZE,
+              progress: Callable[[int, int], None] | None = None) -> UpdateReport:
+        """Carry out an update's plan (pamir.index.sync.plan_update) in its order: the
+        unreadable files, the stats and metadata, the renames and copies, the removals, then
+        the pictures the model reads, a batch a commit (`transform`'s `map_batches`, where it
+        has one, runs them elsewhere and hands them back in any order), then the videos.
+        progress(done, total) follows the pictures and videos. Returns the plan's report."""
+        report = plan.report
+        for entry, reason in plan.unreadable:
+            self.add_failed(entry, reason)
+        for picture_id, entry in plan.touched:
+            self.touch(picture_id, entry)
+        for picture_id, entry in plan.reread:
+            self.set_metadata(picture_id, entry)
+        for entry in [reuse.entry for reuse in plan.reused if not self._reuse(reuse)]:
+            # no picture holds its bytes any more (the catalogue is not the one planned
+            # from): the model reads it
+            report.copied -= 1
+            (plan.videos if is_video(entry["path"]) else plan.pictures).append(entry)
+        if plan.removed:
+            report.removed += self.remove(plan.removed)
+        total = len(plan.pictures)
+        if progress and plan.videos:
+            progress = _counting_videos(progress, total + len(plan.videos))
+        batches = plan.batches(batch_size)
+        map_batches = getattr(transform, "map_batches", None)
+        done = 0
+        if map_batches is None:
+            for batch in batches:
+                self._compute(plan, batch, transform)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+        else:
+            for k, result in map_batches([[e["path"] for e in b] for b in batches]):
+                plan.read_batch(batches[k], hashes=False)  # this process waits anyway
+                self._commit(report, batches[k], result)
+                done += len(batches[k])
+                if progress:
+                    progress(done, total)
+        self._compute_videos(plan, transform, progress, total)
+        return report
+
+    def _reuse(self, reuse: Reuse) -> bool:
+        """A renamed file's row moved, or a copy's vector (and a video's frames) copied from
+        a picture with the same bytes; False when none holds them now."""
+        entry = reuse.entry
+        if reuse.twin is not None:
+            self.move(reuse.twin, entry)
+            return True
+        same = self.same_bytes(entry["hash"], entry["path"])
+        if same is None:
+            return False
+        if is_video(entry["path"]):
+            entry["frames"] = self.frames_of([same]).get(same)
+        self.add([entry], self.vector(same, classes=True)[None, :])
+        return True
+
+    def _compute(self, plan: SyncPlan, batch: list[dict], transform: Transform) -> None:
+        """Read a batch's files, run the model on them and commit them: the good pictures
+        with their vectors, the others with the transform's reason (no second decode to
+        find out why)."""
+        batch, unreadable = plan.read_batch(batch)
+        for entry, reason in unreadable:
+            self.add_failed(entry, reason)
+        if batch:
+            self._commit(plan.report, batch, transform([e["path"] for e in batch]))
+
+    def _compute_videos(self, plan: SyncPlan, transform: Transform, progress,
+                        done: int) -> None:
+        """Read each video (its metadata, then its frames through the transform) and commit
+        it with its frames; a video that cannot be read is recorded with the reason."""
+        from .videos import video_rows  # noqa: PLC0415 - PyAV: only where videos are
+
+        # the reading stage's system transform (pamir.index.stage): a video's frames are
+        # handed to it as files of their own, and its passes read videos alone after
+        transform = getattr(transform, "look", transform)
+        for k, entry in enumerate(plan.videos):
+            ready, unreadable = plan.read_batch([entry])
+            for failed, reason in unreadable:
+                self.add_failed(failed, reason)
+            if ready:
+                try:
+                    row, entry["frames"], _ = video_rows(entry["path"], transform)
+                except VideoError as e:
+                    self.add_failed(entry, str(e))
+                    plan.report.failed.append((entry["path"], str(e)))
+                else:
+                    self._commit(plan.report, [entry], (row[None, :], [True], [None]))
+            if progress:
+                progress(done + k + 1, done + len(plan.videos))
+
+    def _commit(self, report: UpdateReport, batch: list[dict], result: tuple) -> None:
+        """Commit a batch's transform result (pamir.index.sync.settle): the pictures read,
+        counted as added or changed, and the others recorded as failed with their reason."""
+        good, Z, failed = settle(batch, result)
+        if good:
+            self.add(good, Z)
+        for entry in good:
+            if entry["changed"]:
+                report.changed += 1
+            else:
+                report.added += 1
+        for entry, reason in failed:
+            self.add_failed(entry, reason)
+            report.failed.append((entry["path"], reason))
+
+
+def _counting_videos(progress: Callable[[int, int], None], total: int):
+    """progress(done, total) over pictures and videos, from the pictures' own calls."""
+    return lambda done, _: progress(done, total)

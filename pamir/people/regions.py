@@ -9,9 +9,10 @@
   the level under "People" is a person's name (`person_tags`).
 
 They are read from the XMP embedded in the picture and from its sidecars (NAME.EXT.xmp,
-NAME.xmp), found, size-capped and parsed as pamir.metadata reads keywords (defusedxml: no
-DTDs, no entities). The first place that holds regions wins, in pamir.metadata's order:
-sidecars first (the tool that wrote one keeps it up to date), then the picture.
+NAME.xmp), found, size-capped and parsed by pamir.metadata's XMP helpers (`xmp_sidecars`,
+`embedded_xmp`, `parse_xmp`: defusedxml, no DTDs, no entities), as it reads keywords. The
+first place that holds regions wins, in pamir.metadata's order: sidecars first (the tool that
+wrote one keeps it up to date), then the picture.
 
 Boxes are returned in the picture as shown (EXIF orientation applied, as pamir decodes it).
 The MWG guidelines put regions in the picture as stored, before its orientation, and
@@ -29,17 +30,12 @@ name becomes the person's.
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from defusedxml import ElementTree as SafeET
-
-# pamir.metadata is the one home of finding sidecars and reading XMP safely; these are its
-# private helpers (named in the report to the lead, to be made public there).
-from ..metadata import MAX_XMP_BYTES, _read_capped, _sidecar_kind, _sidecar_stats, open_picture
+from ..metadata import embedded_xmp, open_picture, parse_xmp, xmp_sidecars
 
 _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
 _MWG_RS = "{http://www.metadataworkinggroup.com/schemas/regions/}"
@@ -97,18 +93,13 @@ def read_people(path: str | Path) -> PeopleInFiles:
     (the module's doc). Never raises for what a file holds: problems become notes."""
     path = Path(path)
     notes: list[str] = []
-    places = []  # (where, xmp bytes)
-    for s, st in _sidecar_stats(os.fspath(path)):
-        if s.lower().endswith(".xmp"):
-            data = _read_capped(Path(s), st.st_size, MAX_XMP_BYTES, notes)
-            if data is not None:
-                places.append((f"sidecar {_sidecar_kind(path, Path(s))}", data))
+    places = xmp_sidecars(path, notes)  # (where, xmp bytes)
     embedded, orientation, stored = _header(path, notes)
     if embedded:
         places.append(("embedded XMP", embedded))
     regions, tags = [], []
     for where, data in places:
-        root = _parse(data, f"{path} ({where})", notes)
+        root = parse_xmp(data, f"{path} ({where})", notes)
         if root is None:
             continue
         if not regions:
@@ -133,22 +124,18 @@ def person_tags(path: str | Path) -> list[str]:
 def _header(path: Path, notes: list[str]) -> tuple[bytes | None, int, tuple[int, int]]:
     """The picture's embedded XMP packet, EXIF orientation (1: none) and stored size, from its
     header (no pixels decoded)."""
+    found: list[str] = []  # a packet over the cap: noted once the header is read
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with open_picture(path) as im:
-                xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
+                xmp = embedded_xmp(im, str(path), found)
                 orientation = im.getexif().get(_ORIENTATION, 1)
                 size = im.size
     except Exception:  # noqa: BLE001 - an unreadable picture: its decoder reports it, once
         return None, 1, (0, 0)
-    if isinstance(xmp, str):
-        xmp = xmp.encode("utf-8", "surrogatepass")
-    if xmp and len(xmp) > MAX_XMP_BYTES:
-        notes.append(f"{path}: XMP packet of {len(xmp):,} bytes, over the {MAX_XMP_BYTES:,} "
-                     "read; ignored")
-        xmp = None
-    return xmp or None, orientation if orientation in _TURNS else 1, size
+    notes += found
+    return xmp, orientation if orientation in _TURNS else 1, size
 
 
 def as_shown(box, orientation: int) -> tuple[float, float, float, float]:
@@ -163,15 +150,6 @@ def as_stored(box, orientation: int) -> tuple[float, float, float, float]:
     """A normalised box of the picture as shown, in the picture as stored (as_shown undone:
     orientations 6 and 8 undo each other, the others undo themselves)."""
     return as_shown(box, {6: 8, 8: 6}.get(orientation, orientation))
-
-
-def _parse(data: bytes, where: str, notes: list[str]):
-    try:
-        # defusedxml refuses DTDs, entity declarations and external references
-        return SafeET.fromstring(data.strip(b"\x00 \t\r\n"))
-    except Exception as e:  # noqa: BLE001 - any parse failure: the packet is ignored
-        notes.append(f"{where}: XMP not readable ({type(e).__name__}: {e}); ignored")
-        return None
 
 
 def _props(node) -> dict:
