@@ -179,6 +179,14 @@ def test_people_tags_are_names(tmp_path):
     assert person_tags(p) == ["Alice Smith", "Bob"]
 
 
+@needs_exiftool
+def test_iptc_person_shown_is_a_name(tmp_path):
+    # Lightroom's "Person Shown", Photo Mechanic's and a newsroom's field for who is in it
+    p = exiftool(picture(tmp_path / "a.jpg"), "-XMP-iptcExt:PersonInImage=Barack Obama",
+                 "-XMP-iptcExt:PersonInImage=Joe Biden")
+    assert person_tags(p) == ["Barack Obama", "Joe Biden"]
+
+
 def test_hostile_or_broken_xmp_is_a_note(tmp_path):
     p = picture(tmp_path / "a.jpg")
     (tmp_path / "a.jpg.xmp").write_text(

@@ -7,6 +7,8 @@
   "x, y, w, h" whose x, y is its TOP-LEFT corner, with `PersonDisplayName`.
 - `People/Alice` (digiKam's TagsList) and `People|Alice` (Lightroom's hierarchicalSubject):
   the level under "People" is a person's name (`person_tags`).
+- IPTC's "Person Shown" (`Iptc4xmpExt:PersonInImage`), written by Lightroom, Photo Mechanic
+  and newsrooms' tools: each entry is a name (`person_tags`).
 
 They are read from the XMP embedded in the picture and from its sidecars (NAME.EXT.xmp,
 NAME.xmp), found, size-capped and parsed by pamir.metadata's XMP helpers (`xmp_sidecars`,
@@ -46,6 +48,7 @@ _MP_RI = "{http://ns.microsoft.com/photo/1.2/t/RegionInfo#}"
 _MP_REG = "{http://ns.microsoft.com/photo/1.2/t/Region#}"
 _LR = "{http://ns.adobe.com/lightroom/1.0/}"
 _DIGIKAM = "{http://www.digikam.org/ns/1.0/}"
+_IPTC_EXT = "{http://iptc.org/std/Iptc4xmpExt/2008-02-29/}"
 
 #: The top levels of a keyword hierarchy whose children are people's names (digiKam's
 #: "People", Lightroom users' "People" or "Persons").
@@ -281,6 +284,8 @@ def _people_tags(root) -> list[str]:
             levels = [lv.strip() for lv in re.split(r"[|/]", v or "") if lv.strip()]
             if len(levels) >= 2 and levels[0].casefold() in PEOPLE_ROOTS:
                 out.append(levels[-1])
+    out += [name for el in root.iter(_IPTC_EXT + "PersonInImage")
+            for name in (_text(li).strip() for li in _items(el)) if name]
     return out
 
 
