@@ -38,7 +38,7 @@ from pamir.evaluation import evaluate_text_space, wilcoxon
 from pamir.evaluation.retrieval import mean_average_precision
 from pamir.models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats,
                                      mixed, view_of)
-from pamir.selection import validation_queries
+from pamir.training.selection import validation_queries
 from pamir.system import System
 from pamir.training import choose_neighbours, fit_system, neighbour_views
 

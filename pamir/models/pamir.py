@@ -95,7 +95,7 @@ class PAMIR(TextSpaceModel):
 
     kind = "pamir"
     input = "vectors"
-    #: The update loop releases the GIL: pamir.selection fits grid points in threads.
+    #: The update loop releases the GIL: pamir.training.selection fits grid points in threads.
     fits_in_threads = True
     #: The validation grid (TPAMI Table V tuned c; the number of updates is early stopping's).
     param_grid = {"c": [0.01, 0.1, 1.0]}
@@ -267,7 +267,7 @@ class PAMIR(TextSpaceModel):
     @classmethod
     def prepare_pictures(cls, X, use: str = "train") -> Pictures:
         """X in the form `fit` reads for `use` ("train": X; "valid": validation's X_valid),
-        to share among many fits on the same pictures (pamir.selection does)."""
+        to share among many fits on the same pictures (pamir.training.selection does)."""
         return Pictures.of(X, use)
 
     def _train(self, X: Pictures, Y, queries: TrainingQueries, valid, callback,

@@ -5,7 +5,7 @@ the selection, the `Trained` models the later phases refine):
 1. features (`candidate_features`): each representation candidate's features, fitted on
    the training pictures only (`candidates.py`), and the pictures its fits read;
 2. selection (`select_candidate`): every candidate's grid on validation by
-   pamir.selection.select, all in one race; the best validation mean wins (or the guarded
+   selection.select, all in one race; the best validation mean wins (or the guarded
    default point, on a small validation split);
 3. ensemble (`grow_ensemble`): more seeds of the chosen PAMIR, averaged;
 4. neighbours (`add_neighbours`): a label-transfer part chosen on validation
@@ -29,11 +29,11 @@ from ..models.pa import deadline, out_of_time
 from ..protocol import Protocol
 from ..progress import FitDisplay
 from ..features.registry import parse_name
-from ..selection import fit_pool
 from ..system import System, cnn_part
 from .candidates import (COMBINATION_WEIGHTS, DEFAULT_REPRESENTATIONS, MIN_BLOCKS_PER_VISTERM,
                          SMALL_FOLDER_PICTURES, WIDE_COMBINATION_WEIGHTS, collection_inputs,
                          representation_candidates, small_folder_candidates, supported_codebook)
+from .race import fit_pool
 from .plan import Fitting, Trained, Winner, grid_reading, plan, update_budget
 from .refining import (add_neighbours, calibrate, choose_neighbours, fit_prior, grow_ensemble,
                        neighbour_views, retrain_on_development, spread_rows,
@@ -58,7 +58,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
 
     For each representation candidate (`representation`: a name or a list of names; None:
     DEFAULT_REPRESENTATIONS the model can read), the features are fitted on protocol.train
-    and pamir.selection.select chooses the model's parameters on validation (`grid`: the
+    and selection.select chooses the model's parameters on validation (`grid`: the
     model's own when None, {} for none; `seeds`: random_state values averaged). The
     representation and parameters with the best validation mean AvgP win. With `retrain`, the
     winner's settings (plus where it stopped) are trained again on train + valid. With
@@ -69,7 +69,7 @@ def fit_system(collection: Collection, model: str = "pamir", feature_settings=No
     silent); `progress` shows live progress bars on a terminal. cache_dir: where features
     are cached, None for config.default_cache_dir().
 
-    Fits run concurrently (pamir.selection.fit_workers) and give the same system whatever
+    Fits run concurrently (race.fit_workers) and give the same system whatever
     the number of threads. `time_budget` (seconds, from the call): fits still running when it
     is spent stop at their next validation, keeping their best weights, and the ensemble and
     the retraining are left out if there is no time left for them; info["budget"] says what

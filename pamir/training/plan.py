@@ -19,7 +19,8 @@ from ..models import model_class
 from ..models.neighbours import Neighbours
 from ..protocol import Protocol
 from ..progress import FitDisplay
-from ..selection import Selection, check_points, fit_workers, grid_points, model_grid
+from .race import fit_workers
+from .selection import Selection, check_points, grid_points, model_grid
 from .candidates import representation_candidates, small_folder_candidates
 
 

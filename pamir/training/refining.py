@@ -25,7 +25,7 @@ from ..models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_
 from ..models.pa import out_of_time
 from ..protocol import Protocol
 from ..progress import progress_callback
-from ..selection import prepare_for_fits, validation_avgp, validation_queries
+from .selection import prepare_for_fits, validation_avgp, validation_queries
 from ..system import System, cnn_part
 from ..text import idf as idf_weights
 from .plan import Fitting, Trained, Winner

@@ -1,6 +1,6 @@
 """The first two phases of `fit_system`: every representation candidate's features
 (`candidate_features`), and the selection among all the candidates' grids on validation,
-in one race (`select_candidate`, by pamir.selection.select).
+in one race (`select_candidate`, by selection.select).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import scipy.sparse as sp
 from .. import config
 from ..features.registry import ColumnBlocks, as_matrix, release_networks, representation_name
 from ..features.representation import take_rows
-from ..selection import (Selection, fit_pool, grid_points, guarded_choice, plan_race,
-                         prepare_for_fits, select)
+from .race import fit_pool, guarded_choice, plan_race
+from .selection import Selection, grid_points, prepare_for_fits, select
 from .candidates import collection_inputs
 from .plan import Candidate, Fitting, Winner, grid_reading
 
@@ -54,9 +54,9 @@ def candidate_features(fitting: Fitting, candidates, inputs) -> list[Candidate]:
 
 def select_candidate(fitting: Fitting, prepared: list[Candidate]) -> Winner:
     """Phase 2: every candidate's grid on validation, all the fits sharing the threads (and
-    one race, pamir.selection.Race, one seed per point); the best validation mean wins, or
+    one race, race.Race, one seed per point); the best validation mean wins, or
     under a small validation split the default point unless another beats it beyond the
-    noise (pamir.selection.guarded_choice), which is then never raced out."""
+    noise (race.guarded_choice), which is then never raced out."""
     f = fitting
     started = time.perf_counter()
     sub_grids = [grid_reading(f.cls, f.params, f.grid, p.name) for p in prepared]
@@ -89,7 +89,7 @@ def select_candidate(fitting: Fitting, prepared: list[Candidate]) -> Winner:
 
 
 def _run_selections(fitting: Fitting, prepared, sub_grids, race) -> list[Selection]:
-    """pamir.selection.select on each candidate (its sub-grid), concurrently; in candidate
+    """selection.select on each candidate (its sub-grid), concurrently; in candidate
     order."""
     f = fitting
 
@@ -149,7 +149,7 @@ def read_features(fitting: Fitting, candidate: Candidate) -> None:
 
 def _fit_pictures(cls, F, train, valid) -> tuple:
     """(X_train, X_valid, X_valid_fit): a candidate's rows as its fits read them
-    (pamir.selection.prepare_for_fits, once for every fit), and X_valid as given."""
+    (selection.prepare_for_fits, once for every fit), and X_valid as given."""
     X_valid = as_matrix(take_rows(F, valid))
     X_fit, X_valid_fit = prepare_for_fits(cls, take_rows(F, train), X_valid)
     return X_fit, X_valid, X_valid_fit
