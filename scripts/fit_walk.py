@@ -1,24 +1,21 @@
 """The walk of `fit_system`'s collection through the code: every call of a pamir function
 that is handed the collection (as an argument, or as an argument's `collection`, such as
-the record every phase reads), traced during one small fit, in the order they run. With
-`--follow derived`, also every call handed what such a call returned, or an object
-holding it one attribute down (the protocol, the phases' records, the features): the
-collection's data, not only the object. The walk stands in a file (a room) from the call
-that enters it until a call takes it into another or a return climbs back to the
-caller's; it prints the rooms in order and counts
+the record every phase reads), traced during one small fit, in the order they run. The
+walk stands in a file (a room) from the call that enters it until a call takes it into
+another or a return climbs back to the caller's; it prints the rooms in order and counts
 
     stays    the runs of the walk in one file
     rooms    the files it enters
     climbs   returns to a caller in another file
     returns  entries into a file the walk had left (stays - rooms)
 
-    flock /tmp/pamir-heavy.lock python scripts/fit_walk.py [--pictures 300] [--work DIR] \
-        [--follow collection|derived]
-
-(PYTHONPATH names the pamir tree whose walk is traced.)
+    flock /tmp/pamir-heavy.lock python scripts/fit_walk.py [--pictures 300] [--work DIR]
 
 An approximation of the structure tool's count (the tool may follow more than the
-collection object itself); compare two trees with the same settings, not absolute counts.
+collection object itself); compare two trees with the same settings, not absolute counts
+(PYTHONPATH names the tree traced). Following everything derived from the collection
+instead (what its calls return) was tried: about 2,000 returns either way, nearly all of
+them inside the models' fits, so it says nothing of the phases.
 """
 
 from __future__ import annotations
@@ -33,33 +30,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from same_behaviour import slice_of_corel  # noqa: E402
 
 
-def holds(value, followed: set) -> bool:
-    """Whether a call's argument is followed: a followed object, a list or tuple of them,
-    or an object with one as an attribute."""
-    if id(value) in followed:
+def holds(value, collection) -> bool:
+    """Whether a call's argument is the collection, or a record holding it."""
+    if value is collection:
         return True
-    if isinstance(value, (list, tuple)):
-        return any(id(v) in followed for v in value[:64])
     try:
-        attributes = object.__getattribute__(value, "__dict__")
-    except Exception:  # noqa: BLE001 - any object: many have no __dict__
+        return object.__getattribute__(value, "collection") is collection
+    except Exception:  # noqa: BLE001 - any object: most have no such attribute
         return False
-    return any(id(v) in followed for v in list(attributes.values()))
 
 
-def walk(collection, run, derived: bool = False) -> list[str]:
+def walk(collection, run) -> list[str]:
     """The files of the followed frames, as the walk stands in them, while `run()` runs."""
     import pamir  # noqa: PLC0415
 
     root = str(Path(pamir.__file__).resolve().parent.parent) + os.sep
-    stack, places, followed, kept = [], [], {id(collection)}, [collection]
-
-    def follow(value):
-        items = list(value)[:64] if isinstance(value, (list, tuple)) else []
-        for v in items + [value]:
-            if v is not None and not isinstance(v, (bool, int, float, str)):
-                followed.add(id(v))
-                kept.append(v)  # (held, so that its id is not another object's later)
+    stack, places = [], []
 
     def profile(frame, event, arg):
         if event not in ("call", "return"):
@@ -70,13 +56,11 @@ def walk(collection, run, derived: bool = False) -> list[str]:
         if event == "call":
             n = code.co_argcount + code.co_kwonlyargcount
             args = [frame.f_locals.get(name) for name in code.co_varnames[:n]]
-            if any(holds(a, followed) for a in args):
+            if any(holds(a, collection) for a in args):
                 stack.append((frame, code.co_filename[len(root):]))
                 places.append(stack[-1][1])
         elif stack and stack[-1][0] is frame:
             stack.pop()
-            if derived:
-                follow(arg)
             if stack:
                 places.append(stack[-1][1] + " ^")  # climbed back to the caller
 
@@ -110,7 +94,6 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pictures", type=int, default=300)
     ap.add_argument("--work", type=Path, default=None)
-    ap.add_argument("--follow", choices=("collection", "derived"), default="collection")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="pamir-fit-walk-"))
     os.environ.setdefault("PAMIR_CACHE", str(work / "cache"))
@@ -125,7 +108,7 @@ def main(argv=None) -> None:
     places = walk(collection, lambda: fit_system(
         collection, "pamir", FeatureSettings(n_visterms=200, kmeans_iterations=10),
         {"n_updates": 20_000, "eval_every": 2_000}, representation=["visterms", "cnn"],
-        ensemble=2, retrain=True, log=None), derived=args.follow == "derived")
+        ensemble=2, retrain=True, log=None))
     s = summary(places)
     for room in s["walk"]:
         print(room)
