@@ -9,7 +9,7 @@ recall = correct / pictures that have it; P and R are the means over the 260 wor
 counts the words with recall > 0.
 
 Every choice is made on the 500 validation pictures held out of the 4,500 (pamir.config.SEED):
-PAMIR's c by validation retrieval AvgP (pamir.selection), then the annotation rule by the
+PAMIR's c by validation retrieval AvgP (pamir.training.selection), then the annotation rule by the
 validation F1 of (mean P, mean R):
 - "scores": a picture's 5 highest text-space scores (frequent words dominate);
 - "word z-score": each word's scores standardised over the development pictures first, so a
@@ -55,7 +55,7 @@ from pamir.features.registry import parse_name
 from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
-from pamir.selection import select, validation_avgp
+from pamir.training.selection import select, validation_avgp
 from pamir.training import collection_inputs
 from pamir.text import idf
 

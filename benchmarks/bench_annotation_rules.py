@@ -38,7 +38,7 @@ from pamir.data import load_corel5k
 from pamir.evaluation import annotation_metrics
 from pamir.features import FeatureSettings
 from pamir.protocol import Protocol
-from pamir.selection import select
+from pamir.training.selection import select
 from pamir.online import centred_cosine
 from pamir.training import collection_inputs
 

@@ -5,7 +5,7 @@
 Block descriptors: 77 blocks per picture, uLBP (59) + colour (50) counts, log(1 + count) as
 the paper (§4.2): the blocks representation of pamir.features with
 FeatureSettings(log_counts=True), colour codebook fitted on protocol.train. The learning
-rate, N1 and N2 are chosen by pamir.selection.select over BBNN.param_grid, each point trained
+rate, N1 and N2 are chosen by pamir.training.selection.select over BBNN.param_grid, each point trained
 for BBNN.selection_params' triplets with early stopping on validation; select then trains the
 chosen point with its full settings (max_triplets, early stopping on validation AvgP), which
 is evaluated once on the test queries. Writes benchmarks/results/bbnn.md, the `bbnn` key of

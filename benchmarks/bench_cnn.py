@@ -7,7 +7,7 @@ be swapped for a pretrained network's features under the very same model and sel
 
 1. Representation study, on validation only: for each CNN setting of STUDY (network x
    picture short side x 2x2 regions x flip averaging x power normalisation),
-   pamir.selection chooses PAMIR's c on validation; the two best CNN settings are then also
+   pamir.training.selection chooses PAMIR's c on validation; the two best CNN settings are then also
    concatenated with the visterm bags at each of WEIGHTS (weight of the visterm part); the
    best of them is joined by the second CNN view `cnn-lite2` (Lite2, 260 px, 2x2 regions),
    then by that and the third, `cnn-lite1` (Lite1, 240 px, 2x2 regions): the three- and
@@ -40,7 +40,7 @@ from pamir import config
 from pamir.evaluation import evaluate_model, evaluate_text_space, wilcoxon
 from pamir.features.cnn import CNNSettings
 from pamir.models.pamir import PAMIR
-from pamir.selection import select
+from pamir.training.selection import select
 
 
 #: CNN settings studied on validation (the first is CNNSettings' default). Flip averaging

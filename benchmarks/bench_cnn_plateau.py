@@ -27,7 +27,7 @@ from common import RESULTS, CorelViews, Run, report_cli, run_clause, save_report
 
 from pamir.evaluation import evaluate_text_space
 from pamir.models.pamir import PAMIR
-from pamir.selection import select
+from pamir.training.selection import select
 
 NAME = "cnn+cnn-lite2+visterms"
 SEEDS = (0, 1, 2)

@@ -4,7 +4,7 @@
 
 1. CMRM (alpha, beta, ranking mode) and CMTT (singular values, normalisation) are chosen as
    `pamir fit corel5k --model cmrm|cmtt` chooses: the default visterm bags, the model's own
-   `param_grid` searched by pamir.selection.select (fit on the 4,000 train pictures,
+   `param_grid` searched by pamir.training.selection.select (fit on the 4,000 train pictures,
    validation queries with the train idf, ranked as at test time: DRCMRM by its divergence),
    then evaluated once on the 2,241 test queries. The benchmark runs `pamir fit` itself too
    and records whether it chose alike (`cli_choice`). Indexing time = fit + the test
@@ -45,7 +45,7 @@ from pamir.evaluation import annotation_metrics, evaluate_model, wilcoxon
 from pamir.features import FeatureSettings
 from pamir.models import model_class
 from pamir.protocol import Protocol
-from pamir.selection import grid_points, model_grid
+from pamir.training.selection import grid_points, model_grid
 from pamir.training import fit_system
 
 MODELS = ("cmrm", "cmtt", "plsa", "svm", "bbnn", "kernel-pamir")
@@ -176,7 +176,7 @@ def jeon_table(corel: Corel, sel) -> dict:
 
 def annotation(corel: Corel) -> dict:
     """FACMRM, 5 words a picture: alpha, beta chosen on validation F-measure (SIGIR §5.2.1)
-    over CMRM's own grid. The one choice made outside pamir.selection, whose criterion is
+    over CMRM's own grid. The one choice made outside pamir.training.selection, whose criterion is
     retrieval AvgP; the ranking mode plays no part in annotation."""
     cmrm = model_class("cmrm")
     train, valid, test = corel.train, corel.valid, corel.test

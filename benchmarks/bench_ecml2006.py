@@ -12,7 +12,7 @@ Duygulu's.
      ~10x more); keypoints per picture reported;
    - Blobs+SIFT: [blobs, w sift], w chosen on validation per model among WEIGHTS (PLSA and
      PAMIR: at one grid point, then their grid at the chosen w).
-2. Each model's parameters by pamir.selection.select on validation (PLSA on a reduced grid,
+2. Each model's parameters by pamir.training.selection.select on validation (PLSA on a reduced grid,
    REDUCED_GRIDS: its full grid is ~20 min per representation on this shared machine), then
    one test evaluation: 2,241 queries, Wilcoxon PAMIR vs each.
 3. Writes benchmarks/results/ecml2006.md + .json and the corel5k.json keys MODEL-blobs,
@@ -364,7 +364,7 @@ def single_word_pamir(blobs: Corel, sift: Corel, w: float, run: Run) -> dict:
     import functools  # noqa: PLC0415
 
     import pamir.models.pamir as pm  # noqa: PLC0415
-    import pamir.selection as ps  # noqa: PLC0415
+    import pamir.training.selection as ps  # noqa: PLC0415
 
     saved_tq = pm.TrainingQueries, ps.TrainingQueries
     one = functools.partial(saved_tq[0], max_words=1)

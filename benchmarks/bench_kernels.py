@@ -4,7 +4,7 @@
 
 For each kernel of TPAMI §IV-C (the linear visterm kernel on the default visterm bags, the
 expected likelihood kernel on one Gaussian per picture and the match kernel with an RBF minor
-kernel, both on the default block descriptors), pamir.selection.select searches that
+kernel, both on the default block descriptors), pamir.training.selection.select searches that
 kernel's sub-grid of KernelPAMIR.param_grid (its width x c), each point trained on the
 training pictures and early-stopped on the validation mean AvgP (validation queries with the
 training idf). The linear kernel's selection is what `pamir fit corel5k --model
@@ -184,7 +184,7 @@ def write_markdown(path, rows, best_per_kernel, chosen, test, info) -> None:
          f"Block kernels compare the block histograms after `{d['block_scaling']}` "
          f"scaling. PA-I, at most {d['n_updates']:,} updates, validation every "
          f"{d['eval_every']:,}, patience {d['patience']}; each kernel's sub-grid of "
-         "KernelPAMIR.param_grid searched by pamir.selection.\n",
+         "KernelPAMIR.param_grid searched by pamir.training.selection.\n",
          "## Table IV: best validation AvgP per kernel\n",
          "| kernel | AvgP (valid) | parameters | c | paper AvgP | paper parameters |",
          "|---|---|---|---|---|---|"]

@@ -38,7 +38,7 @@ from pamir.evaluation import evaluate_text_space, wilcoxon
 from pamir.evaluation.retrieval import mean_average_precision
 from pamir.models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats,
                                      mixed, view_of)
-from pamir.selection import validation_queries
+from pamir.training.selection import validation_queries
 from pamir.system import System
 from pamir.training import choose_neighbours, fit_system, neighbour_views
 
@@ -274,7 +274,8 @@ def from_base(corel: Corel, path: Path) -> System:
         raise SystemExit(f"{path}: not a train-only, one-seed `pamir fit corel5k` on "
                          f"{REPRESENTATION}")
     p = corel.protocol
-    part, knn = choose_neighbours(base.model, corel.F, p, p.train, p.valid,
+    part, knn = choose_neighbours(base.model, corel.F, p.train, p.valid,
+                                  p.presence(p.train), p.presence(p.valid),
                                   neighbour_views(corel.rep),
                                   ids=[corel.collection.ids[i] for i in p.train],
                                   paths=[str(corel.collection.paths[i]) for i in p.train])

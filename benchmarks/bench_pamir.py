@@ -7,7 +7,7 @@
    features are fitted on the 4,000 training pictures (cached) and PAMIR with its default
    parameters is trained on train, early-stopped on validation AvgP.
 2. The main selection is what `pamir fit corel5k --model pamir` does: the default visterm
-   bags, c chosen over PAMIR.param_grid by pamir.selection.select, each point early-stopped
+   bags, c chosen over PAMIR.param_grid by pamir.training.selection.select, each point early-stopped
    on validation (TPAMI §V-B: c and the number of updates selected on validation, never on
    test). If Table III prefers another block size than the default, the report says so.
 3. Tables IX-XII: the chosen model on the 2,241 test queries (499 test pictures), overall and
@@ -171,7 +171,7 @@ def report(r: dict) -> str:
                      r),
         f"Pictures: half the papers' size (192x128); block sizes are given on our pictures and "
         f"as the paper's equivalent. Seed {config.SEED}; everything chosen on validation, by "
-        "pamir.selection as `pamir fit corel5k --model pamir` chooses.\n",
+        "pamir.training.selection as `pamir fit corel5k --model pamir` chooses.\n",
         "## Table III: block size (validation AvgP %, PAMIR's default parameters, c = "
         f"{PAMIR.default_params()['c']}, early stopping)\n",
         "| block (ours px) | paper-equivalent px | blocks / picture (ours = paper) | "

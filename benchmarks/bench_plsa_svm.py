@@ -4,7 +4,7 @@
 
 The main selection is what `pamir fit corel5k --model plsa|svm` does: the default visterm
 bags (L2 tf-idf, 77 blocks, 10,000 visterms), the model's own `param_grid` searched by
-pamir.selection.select on the 500 validation pictures (validation queries with the training
+pamir.training.selection.select on the 500 validation pictures (validation queries with the training
 idf), fitted on the 4,000 train pictures, evaluated once on the 2,241 test queries:
 - PLSA: aspects x fold-in EM iterations x output (P(t|p) or its log);
 - SVM: C per word inside WordSVM.fit (AvgP of the word's single-word query on validation),
@@ -151,7 +151,7 @@ def report(res: dict, suffix: str) -> str:
     lines = [*report_head(f"PLSA and per-word SVMs on Corel 5k{' (blobs)' if suffix else ''}",
                           some),
              f"Seed {config.SEED}; fitted on the 4,000 train pictures, hyper-parameters "
-             "chosen on validation AvgP (500 pictures) by pamir.selection over each model's "
+             "chosen on validation AvgP (500 pictures) by pamir.training.selection over each model's "
              "own grid, as `pamir fit` chooses; evaluated on the 2,241 test queries.\n",
              "| | AvgP | BEP | P10 | indexing (s) | query (ms) |", "|---|---|---|---|---|---|"]
     for name in ("plsa", "svm"):

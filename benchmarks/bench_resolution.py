@@ -8,7 +8,7 @@ seen, so the gap lies in what the pictures give the model, not in selection. We 
 pictures bigger (upsampling adds pixels, not detail), but we can make them smaller: this keeps
 everything else as in bench_pamir.py (77 blocks of a quarter of the shorter side, 10,000
 visterms, the default scaling, PAMIR's default parameters, early stopping on validation:
-pamir.selection.select with no grid) and shrinks the
+pamir.training.selection.select with no grid) and shrinks the
 pictures to a shorter side of 64 and 96 pixels before the blocks are cut. The slope of AvgP
 against log2(picture size) then says what a doubling of resolution is worth on this data.
 

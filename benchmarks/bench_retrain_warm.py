@@ -28,7 +28,7 @@ from common import Corel, Run, parser, report_head, save_report  # noqa: E402
 
 from pamir.features.representation import take_rows  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
-from pamir.selection import prepare_for_fits  # noqa: E402
+from pamir.training.selection import prepare_for_fits  # noqa: E402
 
 REPRESENTATION = "cnn+cnn-lite1+cnn-lite2+visterms"
 C = 1.0  # the README command's choice on validation (results/readme_command.md)

@@ -7,7 +7,7 @@ The planted structure: T words with Zipf-like frequencies; each picture is capti
 of them; its features (D float32, unit L2) are a fixed random rank-r map of its caption words
 plus Gaussian noise. PAMIR can learn the map; random scores cannot. The set is written once
 (in a child process, so that its memory is not this process's) as FeatureChunks of `--chunk`
-pictures, then PAMIR.fit_chunks trains from it, memory-mapped, with early stopping on a
+pictures, then pamir_chunks.fit_chunks trains PAMIR from it, memory-mapped, with early stopping on a
 validation set drawn from the same distribution (in memory). Reported: validation AvgP of the
 model, of random scores and of the planted map used as W, the peak RSS of the
 training process (resource.getrusage) against the size of the set on disk, and the times.
@@ -59,7 +59,7 @@ def draw(n: int, seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
 
 
 def generate(folder: Path, pictures: int, chunk: int) -> None:
-    from pamir.models.pamir import FeatureChunks
+    from pamir.models.pamir_chunks import FeatureChunks
 
     store = FeatureChunks.create(folder, dim=D, words=T)
     for k, lo in enumerate(range(0, pictures, chunk)):
@@ -93,7 +93,8 @@ def main(argv=None) -> None:
 
     from pamir.evaluation import mean_average_precision
     from pamir.models.base import TrainingQueries
-    from pamir.models.pamir import PAMIR, FeatureChunks
+    from pamir.models.pamir import PAMIR
+    from pamir.models.pamir_chunks import FeatureChunks, fit_chunks
 
     store = FeatureChunks(folder)
     disk_mb = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
@@ -101,7 +102,7 @@ def main(argv=None) -> None:
     rss_before = peak_rss_mb()
     model = PAMIR(n_updates=args.updates, eval_every=args.eval_every, patience=4)
     t0 = time.perf_counter()
-    model.fit_chunks(store, validation=(Xv, Yv))
+    fit_chunks(model, store, validation=(Xv, Yv))
     train_s = time.perf_counter() - t0
     rss_peak = peak_rss_mb()
 

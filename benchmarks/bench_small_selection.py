@@ -13,9 +13,9 @@ subset of a validation caption); its test mean AvgP is read on Corel's 500 test 
 and standard queries, to report only. The rules then choose from validation alone:
 
 - argmax (today's): the best validation mean AvgP.
-- default: no choice: the default point (pamir.selection.default_point: the last, richest
+- default: no choice: the default point (pamir.training.race.default_point: the last, richest
   representation candidate, the model's own default parameters).
-- guarded (pamir.selection.guarded_choice): the default point, unless another point beats
+- guarded (pamir.training.race.guarded_choice): the default point, unless another point beats
   it on the validation queries in a one-sided paired Wilcoxon signed-rank test at
   config.GUARD_ALPHA; then the best mean among those that do.
 
@@ -52,10 +52,10 @@ from pamir.evaluation import evaluate_model  # noqa: E402
 from pamir.features.representation import take_rows  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
-from pamir.selection import (default_point, fit_workers, guarded_choice,  # noqa: E402
-                             validation_queries)
 from pamir.text import idf as idf_weights  # noqa: E402
 from pamir.text import text_vectors  # noqa: E402
+from pamir.training.race import default_point, fit_workers, guarded_choice  # noqa: E402
+from pamir.training.selection import validation_queries  # noqa: E402
 
 PICTURES = 700
 RULES = ("argmax", "default", "guarded")

@@ -3,7 +3,7 @@ with its cached features, indexing and query timings, and writing results.
 
     run = Run("bench_compare.py", argv)       # command, machine, date, load average
     corel = Corel()                           # the visterm bags `pamir fit corel5k` reads
-    sel = corel.select("cmrm")                # pamir.selection.select on train / valid
+    sel = corel.select("cmrm")                # pamir.training.selection.select on train / valid
     ev = corel.test.evaluate(sel.model)       # the 2,241 test queries, with their subsets
     write_results({"cmrm": entry})            # merged into results/corel5k.json, locked
     save_report("stem", r, report)            # results/stem.json and stem.md (report(r))
@@ -13,7 +13,7 @@ A script's report is a function of its results file alone, so that --report-only
 (report_cli, rerender) writes the .md again from the committed .json: report_head reads the
 forms of run older results files store as well as Run.info()'s.
 
-Every benchmark chooses its parameters with pamir.selection.select, as `pamir fit` does; a
+Every benchmark chooses its parameters with pamir.training.selection.select, as `pamir fit` does; a
 benchmark adds the studies and timings the papers report around it.
 """
 
@@ -46,7 +46,7 @@ from pamir.evaluation import evaluate_model
 from pamir.features import FeatureSettings
 from pamir.features.representation import take_rows
 from pamir.protocol import Protocol
-from pamir.selection import select
+from pamir.training.selection import select
 from pamir.storage import atomic_write_bytes, locked_json_update
 
 # The feature code (faiss, OpenCV, Pillow) is imported by the Corel methods that use it, so
@@ -231,7 +231,7 @@ class Corel:
         return Corel(self.settings, representation or self.representation, F=F, base=self)
 
     def select(self, model, **kw):
-        """pamir.selection.select on train, validation queries with the training idf."""
+        """pamir.training.selection.select on train, validation queries with the training idf."""
         return select(model, self.train.X, self.train.Y, self.valid.X, self.valid.Y, **kw)
 
     def visterms_per_picture(self) -> float:

@@ -25,6 +25,7 @@ _EXPORTS = {
     "Collection": "pamir.data", "load_collection": "pamir.data",
     # a trained system: fitting, saving, loading, evaluating, learning
     "System": "pamir.system", "fit_system": "pamir.training", "fit_or_refit": "pamir.training",
+    "FitSettings": "pamir.training",
     "evaluate_system": "pamir.system",
     # the index and the workflow over it (open / create / rebuild / rescore / learn / keep)
     "Index": "pamir.index", "Hit": "pamir.index",

@@ -39,7 +39,7 @@ VALID_QUERY_SEED = 0
 #: process: PAMIR's update loop releases the GIL. None: one per core.
 FIT_WORKERS: int | None = None
 
-#: Racing the grid (successive halving, pamir.selection.Race): at these fractions of a fit's
+#: Racing the grid (successive halving, pamir.training.race.Race): at these fractions of a fit's
 #: n_updates, the fits still in the race are ranked by their best validation AvgP so far and
 #: the better half goes on; the last RACE_FINALISTS always run to their end. On Corel 5k's
 #: 18 fits the final winner led at 300,000 updates and every rung kept it (the stored
@@ -50,9 +50,9 @@ RACE_RUNGS = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
 RACE_FINALISTS = 2
 
 #: Selection on a small collection: with fewer validation pictures than this, the
-#: default point (pamir.selection.default_point) is kept unless another beats it on the
+#: default point (pamir.training.race.default_point) is kept unless another beats it on the
 #: validation queries in a one-sided paired Wilcoxon test at GUARD_ALPHA
-#: (pamir.selection.guarded_choice). Off (0): measured on Corel 5k subsamples of 700
+#: (pamir.training.race.guarded_choice). Off (0): measured on Corel 5k subsamples of 700
 #: pictures (70 validation, 5 seeds), the plain best mean already lands within 0.12 test AvgP
 #: of the test-best point, and the guard did not beat it (-0.16: 0 seeds better, 2 worse;
 #: benchmarks/results/small_selection.md). A small split inflates validation AvgP (70

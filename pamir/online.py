@@ -22,12 +22,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from .features.representation import take_rows
-from .models.pamir import FEEDBACK_EPOCHS
+from .models import pamir_feedback
+from .models.pamir_feedback import FEEDBACK_EPOCHS
 from .system import System
 
-# FEEDBACK_EPOCHS (PA-I passes over a feedback round's triplets) and LEARN_UPDATES_PER_PICTURE,
-# LEARN_MAX_UPDATES (the updates `learn` draws) are PAMIR's (pamir.models.pamir), which does
-# the learning: partial_fit, feedback_delta.
+# FEEDBACK_EPOCHS (PA-I passes over a feedback round's triplets) is the feedback's
+# (pamir.models.pamir_feedback, which does it); LEARN_UPDATES_PER_PICTURE, LEARN_MAX_UPDATES
+# (the updates `learn` draws) are PAMIR's (pamir.models.pamir: partial_fit).
 #: Feedback's neighbour term (`neighbour_scores`), chosen on the Corel 5k validation
 #: queries by benchmarks/bench_search.py (its "feedback" grid): how sharply similarity
 #: decays, and how far a right (wrong) picture's near pictures move, in standard deviations
@@ -51,11 +52,11 @@ def feedback_delta(system: System, q: np.ndarray, positives, negatives, *, c: fl
                    epochs: int = FEEDBACK_EPOCHS, margin: float | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """One round of relevance feedback for the query vector q: (rows, delta), the model's
-    PAMIR.feedback_delta (PA-I on every (q, right, wrong) triplet). Nothing is changed;
-    `apply_delta` keeps the round."""
+    pamir_feedback.feedback_delta (PA-I on every (q, right, wrong) triplet). Nothing is
+    changed; `apply_delta` keeps the round."""
     linear_map(system)
-    return system.model.feedback_delta(q, positives, negatives, c=c, epochs=epochs,
-                                       margin=margin)
+    return pamir_feedback.feedback_delta(system.model, q, positives, negatives, c=c,
+                                         epochs=epochs, margin=margin)
 
 
 def feedback_scores(system: System, q: np.ndarray, rows: np.ndarray, delta: np.ndarray,
@@ -107,7 +108,7 @@ def apply_delta(system: System, rows: np.ndarray, delta: np.ndarray, *, right=No
     right: the model inputs of the pictures marked right (rows), which join the neighbours
     at once, captioned with the query's words (`rows`), and `paths` them (for `voters`)."""
     linear_map(system)
-    system.model.apply_feedback(rows, delta)
+    pamir_feedback.apply_feedback(system.model, rows, delta)
     part = getattr(system, "neighbours", None)
     if part is not None and right is not None and right.shape[0] and len(rows):
         Y = sp.csr_matrix((np.ones(right.shape[0] * len(rows), np.float32),

@@ -158,7 +158,7 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
     the words' classes (T x C, `word_classes`): the weights chosen as the module docstring
     says; the spreads over the validation pictures and Z_train, the model's scores of (some
     of) its training pictures. The global weight is the one whose scores search `queries`
-    best (the validation queries the selection scores fits on, pamir.selection
+    best (the validation queries the selection scores fits on, pamir.training.selection
     .validation_queries: word sets, as people search), or the words' single-word queries
     without them. info records the global weight and the validation AvgP of the queries
     with the model alone and mixed."""

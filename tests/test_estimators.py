@@ -129,7 +129,9 @@ def test_partial_fit_learns_new_pictures_and_new_words():
     assert fresh.W_.shape == (3, 8) and fresh.last_update_["updates"] == 2_000
 
 
-def test_feedback_is_a_model_method():
+def test_feedback_on_a_fitted_model():
+    from pamir.models.pamir_feedback import apply_feedback, feedback_delta
+
     rng = np.random.default_rng(2)
     Y = sp.csr_matrix(np.eye(3)[rng.integers(0, 3, 40)])
     X = np.hstack([Y.toarray(), rng.normal(0, 0.3, (40, 5))])
@@ -137,8 +139,8 @@ def test_feedback_is_a_model_method():
     q = np.array([1.0, 0.0, 0.0])
     right, wrong = X[Y.toarray()[:, 1] > 0][:2], X[Y.toarray()[:, 0] > 0][:2]
     W = model.W_.copy()
-    rows, delta = model.feedback_delta(q, right, wrong)
+    rows, delta = feedback_delta(model, q, right, wrong)
     assert list(rows) == [0] and np.array_equal(model.W_, W)  # nothing changed yet
-    model.apply_feedback(rows, delta)
+    assert apply_feedback(model, rows, delta) is model
     assert np.array_equal(model.W_[1:], W[1:]) and not np.array_equal(model.W_[0], W[0])
     assert (model.transform(right) @ q).min() > (model.transform(wrong) @ q).max()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pamir.training import selecting
+from pamir.training import extraction
 from pamir.features import FeatureSettings, registry
 from pamir.features.registry import Concatenation
 from pamir.models import pamir_core as pamir_module
@@ -43,7 +43,7 @@ def test_letting_the_features_go_during_the_grid_changes_nothing(folder, tmp_pat
               retrain=True, representation=["visterms", "visterms+visterms"])
     params = {"n_updates": 2_000, "eval_every": 500}
     let_go = fit_system(folder, "pamir", SETTINGS, params, **kw)
-    monkeypatch.setattr(selecting, "_hold_features", lambda inputs, candidates: True)
+    monkeypatch.setattr(extraction, "_hold_features", lambda inputs, candidates: True)
     held = fit_system(folder, "pamir", SETTINGS, params, **kw)
     assert np.array_equal(let_go.model.W_, held.model.W_)
     for key in ("representation", "params", "valid_avgp", "ensemble", "retrained"):
@@ -145,11 +145,11 @@ def test_fit_system_on_column_blocks_is_fit_system_on_the_csr(folder, tmp_path, 
 
 def test_the_priors_spread_pictures_are_a_matrix_from_column_blocks():
     """The prior's spreads read some training pictures of the winner's features
-    (training.refining.spread_rows): held as column blocks, they come as the CSR a model
+    (training.assembly.spread_rows): held as column blocks, they come as the CSR a model
     reads, the same rows as the combined CSR's."""
     from types import SimpleNamespace
 
-    from pamir.training.refining import spread_rows
+    from pamir.training.assembly import spread_rows
 
     Xd, _ = vectors(40, 5)
     bags = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=6)
@@ -171,11 +171,11 @@ def test_the_training_pictures_are_let_go_before_the_neighbours_and_the_retraini
     import weakref
 
     from pamir import config
-    from pamir.training import refining
+    from pamir.training import neighbours, retraining
 
     monkeypatch.setattr(config, "PRIOR", False)
     prepared, alive = [], {}
-    fit_pictures = selecting._fit_pictures
+    fit_pictures = extraction._fit_pictures
 
     def recorded(*args):
         pictures = fit_pictures(*args)
@@ -189,11 +189,11 @@ def test_the_training_pictures_are_let_go_before_the_neighbours_and_the_retraini
             return step(*args, **kwargs)
         return run
 
-    monkeypatch.setattr(selecting, "_fit_pictures", recorded)
-    monkeypatch.setattr(refining, "choose_neighbours",
-                        watched("neighbours", refining.choose_neighbours))
-    monkeypatch.setattr(refining, "prepare_for_fits",
-                        watched("retraining", refining.prepare_for_fits))
+    monkeypatch.setattr(extraction, "_fit_pictures", recorded)
+    monkeypatch.setattr(neighbours, "choose_neighbours",
+                        watched("neighbours", neighbours.choose_neighbours))
+    monkeypatch.setattr(retraining, "prepare_for_fits",
+                        watched("retraining", retraining.prepare_for_fits))
     system = fit_system(folder, "pamir", SETTINGS, {"n_updates": 2_000, "eval_every": 500},
                         progress=False, cache_dir=tmp_path / "cache", log=None, ensemble=2,
                         retrain=True, representation="cnn+visterms", grid={}, neighbours=True)

@@ -11,7 +11,7 @@ from pamir.evaluation.metrics import average_precision, average_precision_pessim
 from pamir.features import FeatureSettings
 from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR
-from pamir.selection import select
+from pamir.training.selection import select
 from pamir.system import System
 from pamir.training import fit_system
 from pictures import LOOKS, striped_collection, vectors

@@ -76,7 +76,7 @@ def test_a_global_weight_chosen_on_few_pictures_settles_toward_the_default():
 def test_the_global_weight_is_the_one_that_searches_the_queries_best():
     """Given the validation queries (word sets, as the selection scores fits on), the global
     weight is their best, not the single words' best."""
-    from pamir.selection import validation_queries
+    from pamir.training.selection import validation_queries
 
     Z, P, Y, classes = synthetic()
     queries = validation_queries(Y, Y)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from pamir import config
-from pamir.selection import Eliminated, Race, default_point, guarded_choice, select
+from pamir.training.selection import select
+from pamir.training.race import Eliminated, Race, default_point, guarded_choice
 from pictures import vectors
 
 

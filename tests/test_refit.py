@@ -145,7 +145,7 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
 
     import pamir.prior
     import pamir.zeroshot
-    from pamir.training import refining
+    from pamir.training import assembly
 
     monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))
     calls = []
@@ -163,14 +163,14 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pamir.zeroshot, "ClassWords", Words)
     monkeypatch.setattr(pamir.prior, "word_classes", word_classes)
-    first = refining.vocabulary_classes(["sun", "sea"])
-    again = refining.vocabulary_classes(["sun", "sea"])
-    started = refining.start_vocabulary_classes(["sun", "sea"])  # cached: no child
+    first = assembly.vocabulary_classes(["sun", "sea"])
+    again = assembly.vocabulary_classes(["sun", "sea"])
+    started = assembly.start_vocabulary_classes(["sun", "sea"])  # cached: no child
     assert calls == [["sun", "sea"]]
     assert isinstance(started, sp.csr_matrix)
     for m in (again, started):
         assert (m != first).nnz == 0 and m.shape == (2, 1000)
-    refining.vocabulary_classes(["sun", "grass"])  # another vocabulary: its own
+    assembly.vocabulary_classes(["sun", "grass"])  # another vocabulary: its own
     assert calls[-1] == ["sun", "grass"]
 
 

@@ -1,4 +1,4 @@
-"""PAMIR trained from features on disk in chunks (PAMIR.fit_chunks, FeatureChunks)."""
+"""PAMIR trained from features on disk in chunks (pamir_chunks.fit_chunks, FeatureChunks)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import scipy.sparse as sp
 
 from pamir.evaluation import mean_average_precision
 from pamir.models.base import TrainingQueries
-from pamir.models.pamir import PAMIR, FeatureChunks
+from pamir.models.pamir import PAMIR
+from pamir.models.pamir_chunks import FeatureChunks, fit_chunks
 
 
 def planted(n: int, T: int = 12, D: int = 24, seed: int = 0, noise: float = 0.5):
@@ -42,8 +43,8 @@ def test_one_chunk_is_fit_exactly(tmp_path):
     ref = PAMIR(**params).fit(X, Y, validation=(Xv, Yv))
     store = FeatureChunks.create(tmp_path / "chunks", dim=X.shape[1], words=Y.shape[1])
     store.append(X, Y)
-    got = PAMIR(**params).fit_chunks(FeatureChunks(tmp_path / "chunks"),
-                                     validation=(Xv, Yv), visit_updates=10**9)
+    got = fit_chunks(PAMIR(**params), FeatureChunks(tmp_path / "chunks"),
+                     validation=(Xv, Yv), visit_updates=10**9)
     np.testing.assert_array_equal(got.W_, ref.W_)
     np.testing.assert_array_equal(got.idf_, ref.idf_)
     assert got.history_ == [h[:4] + [got.history_[i][4]] for i, h in enumerate(ref.history_)]
@@ -60,8 +61,8 @@ def test_chunks_memory_mapped_and_learnt(tmp_path):
     assert isinstance(store.X(1), np.memmap)  # read from disk, not loaded
     np.testing.assert_allclose(store.idf(), TrainingQueries(Y).idf)
     work = tmp_path / "work"
-    model = PAMIR(n_updates=30_000, eval_every=2_000, patience=None).fit_chunks(
-        store, validation=(Xv, Yv), work_dir=work)
+    model = fit_chunks(PAMIR(n_updates=30_000, eval_every=2_000, patience=None), store,
+                       validation=(Xv, Yv), work_dir=work)
     assert model.chunk_visits_ == 15  # 30k updates, one visit of 2k each
     assert sorted(p.name for p in work.iterdir()) == [f"chunk-{k:05d}" for k in range(3)]
     learnt = avgp(model.W_, Xv, Yv, model.idf_)
@@ -79,5 +80,5 @@ def test_sparse_chunks_and_checks(tmp_path):
     assert sp.issparse(store.X(0))
     with pytest.raises(ValueError, match="dimensions"):
         store.append(X[:, :5], Y)
-    model = PAMIR(n_updates=2_000, eval_every=1_000).fit_chunks(FeatureChunks(tmp_path / "s"))
+    model = fit_chunks(PAMIR(n_updates=2_000, eval_every=1_000), FeatureChunks(tmp_path / "s"))
     assert model.W_.shape == (Y.shape[1], X.shape[1]) and np.abs(model.W_).sum() > 0

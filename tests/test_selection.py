@@ -11,7 +11,7 @@ from pamir.cli import app
 from pamir.features import FeatureSettings
 from pamir.models import MODELS, model_class
 from pamir.protocol import Protocol
-from pamir.selection import grid_points, model_grid, select
+from pamir.training.selection import grid_points, model_grid, select
 from pamir.training import collection_inputs, fit_system, grid_reading
 from pictures import LOOKS, striped_collection
 
@@ -79,7 +79,7 @@ def test_seeds_are_averaged(collection, tmp_path):
 
 @pytest.mark.parametrize("kind", list(MODELS))
 def test_fit_chooses_what_the_selection_loop_chooses(collection, kind, tmp_path):
-    """`pamir fit` and the benchmarks both call pamir.selection.select; on the same features
+    """`pamir fit` and the benchmarks both call pamir.training.selection.select; on the same features
     they must choose the same point, for every kind."""
     params, grid = FAST[kind]
     system = fit_system(collection, kind, SETTINGS, params, progress=False, grid=grid,

@@ -11,7 +11,7 @@ from pamir.evaluation import mean_average_precision
 from pamir.features import FeatureSettings
 from pamir.protocol import Protocol
 from pamir.features.representation import take_rows
-from pamir.selection import model_grid
+from pamir.training.selection import model_grid
 from pamir.system import System
 from pamir.training import REFIT_UPDATE_SHARE, fit_system
 

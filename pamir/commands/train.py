@@ -108,7 +108,7 @@ def fit_command(
     from ..features.registry import parse_name  # noqa: PLC0415
     from ..models import MODELS  # noqa: PLC0415
     from ..models.base import check_replaceable  # noqa: PLC0415
-    from ..selection import model_grid  # noqa: PLC0415
+    from ..training.selection import model_grid  # noqa: PLC0415
     from ..training import fit_or_refit  # noqa: PLC0415
 
     if model not in MODELS:
@@ -288,7 +288,7 @@ def models_description() -> dict:
     """{kind: {"input", "params": {name: default}, "grid": {name: values} or a list of
     sub-grids, "points": grid points}} of every model kind."""
     from ..models import MODELS, model_class  # noqa: PLC0415
-    from ..selection import grid_points, model_grid  # noqa: PLC0415
+    from ..training.selection import grid_points, model_grid  # noqa: PLC0415
 
     out = {}
     for kind in MODELS:

@@ -8,7 +8,7 @@ from .retrieval import (Evaluation, evaluate_model, evaluate_text_space,
 
 def __getattr__(name: str):
     # the significance tests import scipy.stats (about a second): only when asked for, so
-    # that `pamir index` (through pamir.system and pamir.selection) does not pay for it
+    # that `pamir index` (through pamir.system and pamir.training.selection) does not pay for it
     if name == "wilcoxon":
         from .significance import wilcoxon  # noqa: PLC0415
 

@@ -154,8 +154,8 @@ class TextSpaceModel:
     - Hyper-parameters are the keyword arguments of `__init__`, with literal defaults, stored
       unchanged under their own names (`get_params` reads them back from the signature);
       `__init__` does nothing else. They are checked in `fit`.
-    - `param_grid`: the values pamir.selection tries on validation for each parameter; every
-      key is a parameter of `__init__` (tests check it).
+    - `param_grid`: the values pamir.training.selection tries on validation for each
+      parameter; every key is a parameter of `__init__` (tests check it).
     - `fit(X, Y, *, validation=None, callback=None)`: X the pictures (what `input` says), Y
       the (n x T) caption presence; validation=(X_valid, Y_valid) for the models that
       early-stop or tune inside fit; callback(done, total, valid_avgp) reports progress.
@@ -167,7 +167,7 @@ class TextSpaceModel:
     #: visterms), "vectors" (any picture matrix, sparse or dense: bags, CNN features and
     #: their concatenations) or "blocks" (a BlockSet of per-block descriptors).
     input = "bags"
-    #: The validation grid: parameter name -> values tried by pamir.selection.
+    #: The validation grid: parameter name -> values tried by pamir.training.selection.
     param_grid: dict[str, list] = {}
 
     @classmethod

@@ -117,7 +117,7 @@ class CMRM(TextSpaceModel):
         """Keep the training pictures' visterm counts X (n x V) and captions Y (n x T).
 
         CMRM is non-parametric: the model is the training set and its background counts.
-        Validation data is not used (pamir.selection chooses alpha, beta and mode).
+        Validation data is not used (pamir.training.selection chooses alpha, beta and mode).
         """
         self._check_params()
         C, W = as_counts(X, "X"), as_counts(Y, "Y")

@@ -137,7 +137,7 @@ class KernelPAMIR(TextSpaceModel):
 
     kind = "kernel-pamir"
     #: One sub-grid per kernel: each kernel's own width is tried with every c. A user who
-    #: fixes the kernel keeps only its sub-grid (pamir.selection).
+    #: fixes the kernel keeps only its sub-grid (pamir.training.selection).
     param_grid = [
         {"kernel": ["linear"], "c": [0.01, 0.1, 1.0]},
         {"kernel": ["match"], "sigma": [8.0, 16.0, 32.0, 64.0], "c": [0.01, 0.1, 1.0]},

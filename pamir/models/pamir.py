@@ -36,7 +36,6 @@ from ..text import text_vectors
 from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matrix,
                    check_pictures, training_queries)
 from .pa import check_pa_params, train_pa
-from .pamir_chunks import FeatureChunks, _ChunkVisits
 from .pamir_core import (Pictures, _apply_triplets, _combination, _csr, _dense_and_sparse,
                          _is_dense, _parts, _products, _row_norms_sq, _train_steps,
                          _train_steps_dual, projector)
@@ -53,8 +52,6 @@ BUDGET_MAX_UPDATES = 4_000_000
 #: Validation checkpoints a budget is cut into (Corel 5k: every 100,000 updates), so that
 #: early stopping's patience and the race's rungs (fractions of the budget) scale with it.
 BUDGET_EVALUATIONS = 40
-#: PA-I passes over a feedback round's triplets (each stops early once none has a loss).
-FEEDBACK_EPOCHS = 10
 #: Updates `partial_fit` draws per captioned picture, and the most it draws.
 LEARN_UPDATES_PER_PICTURE = 200
 LEARN_MAX_UPDATES = 200_000
@@ -88,14 +85,14 @@ class PAMIR(TextSpaceModel):
         lookups instead of reading 2 x D numbers), True, False, or "auto" (as scikit-learn's
         LinearSVC): dual when there are fewer training pictures than half the dimensions and
         at most DUAL_MAX_PICTURES. The same updates on the same triplets, so the same model
-        up to float rounding; `fit_chunks` always trains in the primal form.
+        up to float rounding; `pamir_chunks.fit_chunks` always trains in the primal form.
 
     Learned: W_ (T x V float32) and what pamir.models.pa says every PA model reports.
     """
 
     kind = "pamir"
     input = "vectors"
-    #: The update loop releases the GIL: pamir.selection fits grid points in threads.
+    #: The update loop releases the GIL: pamir.training.selection fits grid points in threads.
     fits_in_threads = True
     #: The validation grid (TPAMI Table V tuned c; the number of updates is early stopping's).
     param_grid = {"c": [0.01, 0.1, 1.0]}
@@ -173,52 +170,6 @@ class PAMIR(TextSpaceModel):
                     self.coef_init if coef_init is None else coef_init)
         return self
 
-    def fit_chunks(self, chunks: FeatureChunks, *, validation=None, callback=None,
-                   visit_updates: int | None = None, work_dir=None):
-        """Train on captioned pictures stored on disk in chunks (FeatureChunks), so that the
-        number of pictures is bounded by the disk, not by memory: only the chunk being
-        trained on is open (memory-mapped when dense), with its queries.
-
-        The updates are PAMIR's (same PA-I step, margins, averaging, early stopping on
-        `validation`, held in memory); what differs from `fit` is the sampling: each visit
-        of a chunk draws `visit_updates` triplets (default: eval_every) among that chunk's
-        pictures, the chunks visited in a seeded random order. The idf is the whole
-        store's. work_dir: where each chunk's queries are kept between visits (default: a
-        temporary folder, removed at the end).
-        """
-        import shutil  # noqa: PLC0415
-        import tempfile  # noqa: PLC0415
-        from pathlib import Path  # noqa: PLC0415
-
-        self._check_params()
-        self.valid_queries_ = None
-        if len(chunks) == 0:
-            raise ValueError("PAMIR: no chunk to train on")
-        self.idf_ = chunks.idf()
-        self.V_, self.T_ = chunks.dim, chunks.words
-        valid = None
-        if validation is not None:
-            X_valid, Y_valid = validation
-            vq = self._validation_queries(Y_valid)
-            valid = (Pictures.of(X_valid, "valid", "X_valid"), vq.vectors, vq.relevance)
-        W = np.zeros((self.T_, self.V_), dtype=np.float32)
-        A = np.zeros(W.shape) if self.average else np.zeros((0, 0))
-        rng = np.array([(int(self.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
-                       dtype=np.uint64)
-        own = work_dir is None
-        work = Path(tempfile.mkdtemp(prefix="pamir-chunks-") if own else work_dir)
-        try:
-            self.dual_ = False
-            steps = _ChunkVisits(self, chunks, W, A, rng, visit_updates or self.eval_every,
-                                 work)
-            self.W_ = self._run(steps, lambda done: self._current(W, A, done),
-                                self._scorer(valid), callback)
-        finally:
-            if own:
-                shutil.rmtree(work, ignore_errors=True)
-        self.chunk_visits_ = steps.visits
-        return self
-
     def _validation_queries(self, Y_valid) -> TrainingQueries:
         """The validation queries early stopping scores (capped: max_valid_queries), and
         how many there were, recorded in valid_queries_ = [scored, all]."""
@@ -267,7 +218,7 @@ class PAMIR(TextSpaceModel):
     @classmethod
     def prepare_pictures(cls, X, use: str = "train") -> Pictures:
         """X in the form `fit` reads for `use` ("train": X; "valid": validation's X_valid),
-        to share among many fits on the same pictures (pamir.selection does)."""
+        to share among many fits on the same pictures (pamir.training.selection does)."""
         return Pictures.of(X, use)
 
     def _train(self, X: Pictures, Y, queries: TrainingQueries, valid, callback,
@@ -388,7 +339,7 @@ class PAMIR(TextSpaceModel):
     # ------------------------------------------------------------- learning after training
     # PA is an online algorithm, so a trained PAMIR keeps learning: from new
     # captioned pictures, new words included (partial_fit), and from a person's right / wrong
-    # marks on a query's results (feedback_delta, then apply_feedback to keep them).
+    # marks on a query's results (pamir_feedback.py: feedback_delta, apply_feedback).
 
     def grow_vocabulary(self, idf) -> "PAMIR":
         """Words past the T_ the model knows, in order: W_ gains a zero row each and idf_
@@ -478,46 +429,6 @@ class PAMIR(TextSpaceModel):
         self.last_update_.update(updates=total, active=int((losses > 0).sum()))
         return self
 
-    def feedback_delta(self, q, positives, negatives, *, c: float | None = None,
-                       epochs: int = FEEDBACK_EPOCHS, margin: float | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
-        """One round of relevance feedback for the query vector q (T,): PA-I updates (TPAMI
-        eq. 10) on every (q, right picture, wrong picture) triplet, `epochs` passes (each
-        stops early once none has a loss), with the model's c and epsilon unless given.
-        positives, negatives: the pictures' rows (sparse or dense).
-
-        Returns (rows, delta): the words the update touched (q's non-zero words: a PA step
-        changes no other row of W) and the change of those rows (len(rows) x V). The model
-        is not changed: apply_feedback(rows, delta) keeps the round."""
-        self._check_fitted()
-        q = np.asarray(q, dtype=np.float64).ravel()
-        rows = np.flatnonzero(q)
-        n_pos, n_neg = positives.shape[0], negatives.shape[0]
-        if len(rows) == 0 or n_pos == 0 or n_neg == 0:
-            return rows, np.zeros((len(rows), self.W_.shape[1]), np.float32)
-        X = sp.vstack([sp.csr_matrix(p, dtype=np.float32) for p in (positives, negatives)],
-                      format="csr")
-        Ws = np.array(self.W_[rows], dtype=np.float32)
-        before = Ws.copy()
-        Q = sp.csr_matrix(q[rows][None, :].astype(np.float32))
-        pairs = np.array([(0, i, n_pos + j) for i in range(n_pos) for j in range(n_neg)],
-                         dtype=np.int64)
-        c = float(self.c if c is None else c)
-        margin = float(self.epsilon if margin is None else margin)
-        rng = np.random.default_rng(0)
-        for _ in range(int(epochs)):
-            losses = pa_updates(Ws, X, Q, pairs[rng.permutation(len(pairs))], c,
-                                margins=np.full(len(pairs), margin))
-            if not (losses > 0).any():
-                break
-        return rows, Ws - before
-
-    def apply_feedback(self, rows, delta) -> "PAMIR":
-        """Fold a feedback round's change (from feedback_delta) into W_."""
-        self._check_fitted()
-        self.W_[np.asarray(rows, dtype=np.int64)] += np.asarray(delta, dtype=self.W_.dtype)
-        return self
-
     # ----------------------------------------------------------------------------- using it
     def transform(self, X) -> np.ndarray:
         """(n x T) text-space vectors X W^T of the pictures X (n x V sparse bags)."""
@@ -570,4 +481,4 @@ def pa_updates(W, X, Q, triplets, c, margins=None, A=None, first_step=0) -> np.n
                            *_dense_and_sparse(X), Xsq, *_parts(Q))
 
 
-__all__ = ["FeatureChunks", "PAMIR", "pa_updates"]
+__all__ = ["PAMIR", "pa_updates"]

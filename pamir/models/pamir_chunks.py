@@ -1,6 +1,6 @@
 """PAMIR trained from features on disk (100,000 pictures and beyond): the chunk store
-(FeatureChunks) and the visits of its chunks (`PAMIR.fit_chunks`), so that memory holds one
-chunk, not the training set.
+(FeatureChunks) and a PAMIR trained by visits of its chunks (`fit_chunks`), so that memory
+holds one chunk, not the training set.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import scipy.sparse as sp
 
 from ..text import text_vectors
 from .base import TrainingQueries
-from .pamir_core import _csr, _dense, _dense_and_sparse, _parts, _row_norms_sq, _train_steps
+from .pamir_core import (Pictures, _csr, _dense, _dense_and_sparse, _parts, _row_norms_sq,
+                         _train_steps)
 
 
 # ------------------------------------------------------------- training from disk, in chunks
@@ -20,7 +21,7 @@ class FeatureChunks:
 
         store = FeatureChunks.create("/data/train", dim=256, words=T)
         store.append(X_chunk, Y_chunk)        # (n x dim) float32, (n x T) caption presence
-        model = PAMIR().fit_chunks(FeatureChunks("/data/train"), validation=(Xv, Yv))
+        model = fit_chunks(PAMIR(), FeatureChunks("/data/train"), validation=(Xv, Yv))
 
     folder/chunks.json lists the chunks; each is X-NNNNN.npy (dense float32 pictures, read
     back memory-mapped: only the pages training touches come into memory, and they are
@@ -116,6 +117,54 @@ class FeatureChunks:
         return -np.log(np.maximum(df, 0.5) / max(n, 1))
 
 
+def fit_chunks(model, chunks: FeatureChunks, *, validation=None, callback=None,
+               visit_updates: int | None = None, work_dir=None):
+    """Train a PAMIR `model` on captioned pictures stored on disk in chunks (FeatureChunks),
+    so that the number of pictures is bounded by the disk, not by memory: only the chunk
+    being trained on is open (memory-mapped when dense), with its queries. Returns the
+    model.
+
+    The updates are PAMIR's (same PA-I step, margins, averaging, early stopping on
+    `validation`, held in memory); what differs from `PAMIR.fit` is the sampling: each visit
+    of a chunk draws `visit_updates` triplets (default: eval_every) among that chunk's
+    pictures, the chunks visited in a seeded random order. The idf is the whole
+    store's. work_dir: where each chunk's queries are kept between visits (default: a
+    temporary folder, removed at the end).
+    """
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    model._check_params()
+    model.valid_queries_ = None
+    if len(chunks) == 0:
+        raise ValueError("PAMIR: no chunk to train on")
+    model.idf_ = chunks.idf()
+    model.V_, model.T_ = chunks.dim, chunks.words
+    valid = None
+    if validation is not None:
+        X_valid, Y_valid = validation
+        vq = model._validation_queries(Y_valid)
+        valid = (Pictures.of(X_valid, "valid", "X_valid"), vq.vectors, vq.relevance)
+    W = np.zeros((model.T_, model.V_), dtype=np.float32)
+    A = np.zeros(W.shape) if model.average else np.zeros((0, 0))
+    rng = np.array([(int(model.random_state) * 0x2545F4914F6CDD1D + 1) % 2**64],
+                   dtype=np.uint64)
+    own = work_dir is None
+    work = Path(tempfile.mkdtemp(prefix="pamir-chunks-") if own else work_dir)
+    try:
+        model.dual_ = False
+        steps = _ChunkVisits(model, chunks, W, A, rng, visit_updates or model.eval_every,
+                             work)
+        model.W_ = model._run(steps, lambda done: model._current(W, A, done),
+                              model._scorer(valid), callback)
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+    model.chunk_visits_ = steps.visits
+    return model
+
+
 class _ChunkVisits:
     """PAMIR's update steps over a FeatureChunks: the chunks are visited in a seeded random
     order (each once per pass), `visit_updates` updates per visit, triplets drawn within the
@@ -181,4 +230,4 @@ class _ChunkVisits:
         return active, loss
 
 
-__all__ = ["FeatureChunks"]
+__all__ = ["FeatureChunks", "fit_chunks"]

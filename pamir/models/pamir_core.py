@@ -181,8 +181,8 @@ def _sample_triplet(rng, n_pictures, epsilon, text_margin, Qp, Qi, Qd, Rp, Ri, C
     return q, pos, neg, margin
 
 
-# nogil: grid points, candidates and seeds train in threads of one process (pamir.selection),
-# and each thread's updates then run on their own core.
+# nogil: grid points, candidates and seeds train in threads of one process
+# (pamir.training.selection), and each thread's updates then run on their own core.
 @numba.njit(cache=True, fastmath=True, nogil=True)
 def _train_steps(W, A, first_step, n_steps, rng, c, epsilon, text_margin,
                  Xdense, Xp, Xi, Xd, Xsq, Qp, Qi, Qd, Rp, Ri, Cp, Ci, Cd, sample_queries):

@@ -140,7 +140,7 @@ class PLSA(TextSpaceModel):
     def fit(self, X, Y, *, validation=None, callback=None) -> "PLSA":
         """EM on the captions Y, then P(v|z) on the visterm counts X with P(z|d) fixed.
 
-        Validation data is not used (pamir.selection chooses the hyper-parameters).
+        Validation data is not used (pamir.training.selection chooses the hyper-parameters).
         """
         self._check_params()
         X, Y = _csr_counts(X, "X (visterm counts)"), _csr_counts(Y, "Y (captions)")

@@ -1,26 +1,13 @@
-"""The representations `pamir fit` chooses among, and their features: which candidates a
-model is tried on (DEFAULT_REPRESENTATIONS, the combinations' weights, the small-folder
-rule), and every picture's features under one of them, fitted on the training pictures only
-(`collection_inputs`, cached). pamir.training's first phase runs these; the benchmarks read
-features the same way.
+"""The representations `pamir fit` chooses among: which candidates a model is tried on
+(DEFAULT_REPRESENTATIONS, the combinations' weights, the small-folder rule). Every picture's
+features under one of them is read by `extraction.py` (the features phase of `fit_system`).
 """
 
 from __future__ import annotations
 
-import logging
-
-import numpy as np
-
-from .. import config
 from ..config import DEFAULT_REPRESENTATIONS
-from ..data import Collection
-from ..features import FeatureSettings, collection_features
-from ..features.registry import Concatenation, make_representation, output_of, parse_name, takes
+from ..features.registry import output_of, parse_name, takes
 from ..models import model_class
-from ..protocol import Protocol
-
-#: Where the candidates' steps go unless given `log` (quiet unless logging is configured).
-logger = logging.getLogger(__name__)
 
 # DEFAULT_REPRESENTATIONS (pamir.config): the representations `pamir fit` chooses among.
 COMBINATION_WEIGHTS = (0.5, 1.0)
@@ -42,12 +29,6 @@ WIDE_COMBINATION_WEIGHTS = (1.0,)
 #: 81 s. At 2,000 and 4,000 the race chose the richest too (fit_memory.md, fit_speed.md).
 #: The other candidates and the grid cannot pay there: one fit, the model's defaults.
 SMALL_FOLDER_PICTURES = 2_000
-
-#: A visterm codebook needs several training blocks per visterm; a small collection gets
-#: the largest size it supports, at most this many blocks per visterm (k-means with fewer
-#: points than centres cannot run, and with barely more each visterm is one block).
-MIN_BLOCKS_PER_VISTERM = 10
-
 
 def representation_candidates(model: str, names=None, model_params: dict | None = None
                               ) -> list[tuple[str, tuple]]:
@@ -73,52 +54,6 @@ def representation_candidates(model: str, names=None, model_params: dict | None 
     return out
 
 
-def collection_inputs(collection: Collection, protocol: Protocol, representation: str = "visterms",
-                      feature_settings=None, *, weights=None, cnn_settings=None,
-                      cache_dir=None, progress: bool = True, log=logger.info,
-                      compact: bool = False):
-    """(F, ok, representation): the features of every picture of `collection`, the
-    representation fitted on protocol.train only. Everything is cached under cache_dir
-    (visterm bags and pipelines by pamir.features.collection, CNN features per picture).
-    compact: a combination's F is its parts side by side (ColumnBlocks, what fit_system
-    reads), not their CSR."""
-    cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
-    parts = parse_name(representation)
-    if len(parts) > 1:
-        done = [collection_inputs(collection, protocol, part, feature_settings,
-                                  cnn_settings=cnn_settings, cache_dir=cache_dir,
-                                  progress=progress, log=log) for part in parts]
-        rep = Concatenation([d[2] for d in done], weights or [1.0] * len(parts))
-        ok = np.logical_and.reduce([d[1] for d in done])
-        matrices = [d[0] for d in done]
-        return (rep.stack(matrices) if compact else rep.combine(matrices)), ok, rep
-    settings = feature_settings or FeatureSettings()
-    train_paths = [collection.paths[i] for i in protocol.train]
-    if representation == "visterms":
-        settings = supported_codebook(settings, len(train_paths), log)
-        X, ok, pipe = collection_features(collection, protocol.train, settings,
-                                          cache_dir=cache_dir, progress=progress)
-        return X, np.asarray(ok, bool), pipe
-    rep = make_representation(representation, feature_settings=settings,
-                              cnn_settings=cnn_settings, cache_dir=cache_dir, progress=progress)
-    rep.fit(train_paths)
-    F, ok, _ = rep.transform(collection.paths)
-    return F, np.asarray(ok, bool), rep
-
-
-def supported_codebook(settings, n_train: int, log=logger.info):
-    """The settings with a visterm codebook the training pictures can support (see
-    MIN_BLOCKS_PER_VISTERM), said when it is smaller than asked."""
-    blocks = n_train * settings.blocks_per_picture_estimate
-    most = max(1, int(blocks // MIN_BLOCKS_PER_VISTERM))
-    if settings.n_visterms <= most:
-        return settings
-    if log:
-        log(f"{n_train} training pictures (~{blocks:,} blocks) support {most:,} visterms, not "
-            f"{settings.n_visterms:,}: using {most:,} (caption more pictures for more)")
-    return settings.replace(n_visterms=most)
-
-
 def small_folder_candidates(candidates, representation, inputs, protocol) -> dict | None:
     """What a small folder leaves out of the default candidates (SMALL_FOLDER_PICTURES):
     {"what", "why"}, or None when every candidate runs (representations named by the
@@ -133,6 +68,5 @@ def small_folder_candidates(candidates, representation, inputs, protocol) -> dic
                    f"1,500), so the {len(candidates) - 1} narrower candidates are skipped"}
 
 
-__all__ = ["COMBINATION_WEIGHTS", "DEFAULT_REPRESENTATIONS", "MIN_BLOCKS_PER_VISTERM",
-           "SMALL_FOLDER_PICTURES", "WIDE_COMBINATION_WEIGHTS", "collection_inputs",
-           "representation_candidates", "small_folder_candidates", "supported_codebook"]
+__all__ = ["COMBINATION_WEIGHTS", "DEFAULT_REPRESENTATIONS", "SMALL_FOLDER_PICTURES",
+           "WIDE_COMBINATION_WEIGHTS", "representation_candidates", "small_folder_candidates"]

@@ -1,7 +1,9 @@
 """What the phases of `fit_system` read and hand on: small typed records (a `Fitting`
 every phase reads, a `Candidate` per representation, the selection's `Winner`, the
-`Trained` models the later phases refine), and the set-up that makes the Fitting (the
-request checked, the update budget, the candidates).
+`Trained` models the later phases refine), and the first phase, `plan`, which makes the
+Fitting from the collection and the FitSettings: the request checked, the update budget,
+the candidates, and the collection's rows taken once (names, paths, captions), so that
+no later phase reads the collection.
 """
 
 from __future__ import annotations
@@ -18,31 +20,34 @@ from ..features.registry import takes
 from ..models import model_class
 from ..models.neighbours import Neighbours
 from ..protocol import Protocol
+from .settings import FitSettings
 from ..progress import FitDisplay
-from ..selection import Selection, check_points, fit_workers, grid_points, model_grid
+from .race import fit_workers
+from .selection import Selection, check_points, grid_points, model_grid
 from .candidates import representation_candidates, small_folder_candidates
 
 
 @dataclass
 class Fitting:
-    """What every phase of one fit_system call reads: the data and its protocol, the model
-    (`cls`, its fixed parameters with the update budget, the grid and seeds), where the
-    features come from, how to report, the shared thread pool and display; and what the
-    phases record for model.json (timing, what the time budget skipped)."""
+    """What every phase of one fit_system call reads: the request (`settings`), the
+    protocol, the collection's rows taken once (`name`, `ids`, `paths`, and `captions`: the
+    development pictures' caption presence, row `caption_row[i]` for picture i), the model
+    (`cls`, its fixed parameters with the update budget, the grid), the candidates, how to
+    report, the shared thread pool and display; and what the phases record for model.json
+    (timing, what the time budget skipped)."""
 
-    collection: Collection
+    settings: FitSettings
     protocol: Protocol
-    model: str
+    name: str
+    ids: list
+    paths: list[str]
+    captions: object
+    caption_row: np.ndarray
     cls: type
     params: dict
     grid: dict | list | None
-    seeds: object
     seeds_per_point: int
-    feature_settings: object
-    cnn_settings: object
-    cache_dir: object
-    progress: bool
-    log: Callable | None
+    candidates: list
     say: Callable
     workers: int
     updates: dict
@@ -53,6 +58,11 @@ class Fitting:
     timing: dict = field(default_factory=dict)
     skipped: list = field(default_factory=list)
     retrain: dict | None = None  # a kept retraining: how it started, and its updates
+
+    def presence(self, idx: np.ndarray):
+        """Caption presence of development pictures `idx` (Protocol.presence's rows, taken
+        from those read once)."""
+        return self.captions[self.caption_row[idx]]
 
 
 @dataclass
@@ -73,6 +83,9 @@ class Candidate:
     feature_seconds: float
     stored_per_row: float
     pictures: tuple | None
+    Y_train: object = None  # caption presence of `train` and `valid`
+    Y_valid: object = None
+    X_valid: object = None  # X_valid as given, once the prepared pictures are let go
 
 
 @dataclass
@@ -93,10 +106,12 @@ class Winner:
 @dataclass
 class Trained:
     """The chosen system's models as the phases after the selection leave them: the
-    members averaged into its model, their validation AvgP, the chosen parameters, the idf,
-    the neighbour part (and what its choice tried); and what calibration reads, the models
-    and neighbours trained on train only (the retrained ones score validation in-sample)."""
+    selection's winner, the members averaged into its model, their validation AvgP, the
+    chosen parameters, the idf, the neighbour part (and what its choice tried); and what
+    calibration reads, the models and neighbours trained on train only (the retrained ones
+    score validation in-sample)."""
 
+    winner: Winner
     members: list
     valid_avgp: float
     params: dict
@@ -107,30 +122,33 @@ class Trained:
     neighbours_on_train: Neighbours | None = None
 
 
-def plan(collection, model, feature_settings, model_params, progress, representation, grid,
-         protocol, inputs, seeds, cnn_settings, ensemble, cache_dir, log
-         ) -> tuple[Fitting, list]:
-    """Check the request (what would fail after minutes of features fails now), scale the
-    update budget to the training pictures, and list the candidates (the small-folder
-    rule); returns the Fitting the phases read and the (name, weights) candidates."""
-    say = log or (lambda *a: None)
-    protocol = protocol or Protocol(collection)
-    model_params = dict(model_params or {})
-    cls = model_class(model)
-    if ensemble < 1 or (ensemble > 1 and cls.kind != "pamir"):
-        raise ValueError(f"an ensemble of {ensemble} seeds: give a count of 1 or more, and more "
-                         "than 1 only with the pamir model (a linear model, whose models average "
-                         "into one)")
+def plan(collection: Collection, settings: FitSettings) -> Fitting:
+    """The first phase: check the request (what would fail after minutes of features fails
+    now), scale the update budget to the training pictures, list the candidates (the
+    small-folder rule), and take the collection's rows once; returns the Fitting the other
+    phases read."""
+    s = settings
+    say = s.log or (lambda *a: None)
+    protocol = s.protocol or Protocol(collection)
+    model_params = dict(s.model_params or {})
+    cls = model_class(s.model)
+    if s.coef_init is not None:
+        cls = cls.starting_from(s.coef_init)
+    if s.ensemble < 1 or (s.ensemble > 1 and cls.kind != "pamir"):
+        raise ValueError(f"an ensemble of {s.ensemble} seeds: give a count of 1 or more, and "
+                         "more than 1 only with the pamir model (a linear model, whose models "
+                         "average into one)")
+    grid = s.grid
     check_points(cls, model_params, grid_points(model_grid(cls, model_params)
                                                 if grid is None else grid))
     _check_collection(collection, protocol)
     updates = update_budget(cls, model_params, len(protocol.train))
     model_params = {**{k: updates[k] for k in ("n_updates", "eval_every") if k in updates},
                     **model_params}
-    candidates = ([(None, None)] if inputs is not None
-                  else representation_candidates(model, representation, model_params))
+    candidates = ([(None, None)] if s.inputs is not None
+                  else representation_candidates(s.model, s.representation, model_params))
     started = time.perf_counter()
-    left_out = small_folder_candidates(candidates, representation, inputs, protocol)
+    left_out = small_folder_candidates(candidates, s.representation, s.inputs, protocol)
     if left_out:
         candidates = candidates[-1:]
         say(f"{left_out['why']}: fitting {candidates[0][0]} alone")
@@ -140,13 +158,15 @@ def plan(collection, model, feature_settings, model_params, progress, representa
             grid = {}  # and its own parameters, not a grid (SMALL_FOLDER_PICTURES)
             left_out["what"].append("the parameter grid")
             left_out["why"] += "; so is the parameter grid (it moved test AvgP by 0.15 there)"
-    fitting = Fitting(
-        collection=collection, protocol=protocol, model=model, cls=cls, params=model_params,
-        grid=grid, seeds=seeds, seeds_per_point=1 if seeds is None else len(list(seeds)),
-        feature_settings=feature_settings, cnn_settings=cnn_settings, cache_dir=cache_dir,
-        progress=progress, log=log, say=say, workers=fit_workers(cls), updates=updates,
-        left_out=left_out, started=started)
-    return fitting, candidates
+    caption_row = np.full(len(collection), -1, np.int64)
+    caption_row[protocol.development] = np.arange(len(protocol.development))
+    return Fitting(
+        settings=s, protocol=protocol, name=collection.name, ids=list(collection.ids),
+        paths=[str(p) for p in collection.paths],
+        captions=protocol.presence(protocol.development), caption_row=caption_row,
+        cls=cls, params=model_params, grid=grid,
+        seeds_per_point=1 if s.seeds is None else len(list(s.seeds)), candidates=candidates,
+        say=say, workers=fit_workers(cls), updates=updates, left_out=left_out, started=started)
 
 
 def update_budget(cls, params: dict, n_train: int) -> dict:
