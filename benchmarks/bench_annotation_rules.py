@@ -12,7 +12,7 @@ the 500 validation pictures:
 - "prior penalty, g": scores - g x sd x log(word frequency), frequent words pay;
 - label transfer: the k training pictures nearest to a picture vote with their captions,
   each with weight exp(sharpness (cos - 1)); nearness in the model's text space (centred
-  cosine, pamir.online.centred_cosine) or in the CNN views' input space; the votes alone, or
+  cosine, pamir.training.online.centred_cosine) or in the CNN views' input space; the votes alone, or
   divided by the square root of the word's frequency;
 - "balanced, a, floor": each word gets an offset so that it is among the top 5 of about
   a x its training frequency x the pictures (at least `floor` pictures), the offsets fitted
@@ -39,7 +39,7 @@ from pamir.evaluation import annotation_metrics
 from pamir.features import FeatureSettings
 from pamir.protocol import Protocol
 from pamir.training.selection import select
-from pamir.online import centred_cosine
+from pamir.training.online import centred_cosine
 from pamir.training import collection_inputs
 
 NAME, WEIGHTS = "cnn+cnn-lite1+cnn-lite2+visterms", (1.0, 1.0, 1.0, 1.0)

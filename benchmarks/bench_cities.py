@@ -8,12 +8,12 @@ SIGHTS are real positions of known sights (their Wikipedia articles' coordinates
 their districts, their edges, the towns beside them that people name by the city
 ("suburb": Seltjarnarnes is Reykjavík), and the cities beside them that are cities of their
 own ("separate": Oakland, not San Francisco; its own word is the one expected). For each
-position, pamir.places gives the place words (`place_words`) and the city (`Place.city`):
+position, pamir.facts.places gives the place words (`place_words`) and the city (`Place.city`):
 - found: the expected city's word is among the place words (what `pamir search WORD` finds);
 - wrong city: the city given is a place of CityRule.population people or more other than
   the expected one (a position in Oakland given San Francisco).
 A city's word is GeoNames' name, folded, its generic part optional ("sevilla", "brugge":
-cities1000 holds no English exonyms). Each rule is a pamir.places.CityRule; "before" is issue 33's constants in it (cities of
+cities1000 holds no English exonyms). Each rule is a pamir.facts.places.CityRule; "before" is issue 33's constants in it (cities of
 500,000 people or more, reach 6·sqrt(millions) km, the same first-level area only, no
 separate-city guard; the step to the city a district-sized city lies in applies to all). Rules are chosen on the cities of even rank in SIGHTS ("tuning half"), and reported
 on the others ("held-out half") and on all.
@@ -32,8 +32,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Run, report_cli, report_head, save_report  # noqa: E402
 
-from pamir import places  # noqa: E402
-from pamir.facts import fold  # noqa: E402
+from pamir.facts import places  # noqa: E402
+from pamir.facts.fact import fold  # noqa: E402
 
 STEM = "cities"
 
@@ -584,10 +584,10 @@ def report(r: dict) -> str:
               "city given is a city (100,000 people or more) other than the expected one. "
               "Rules chosen on the tuning half (cities of even rank), reported on the "
               "held-out half and on all.", "",
-              f"Chosen on the tuning half: **{r['chosen']}**. Shipped (pamir.places.CityRule()):"
+              f"Chosen on the tuning half: **{r['chosen']}**. Shipped (pamir.facts.places.CityRule()):"
               f" **{r['shipped']}**.", ""]
     s = r["shipped_scores"]
-    lines += ["Rules (pamir.places.CityRule): *own city area*: a place of 100,000 people or "
+    lines += ["Rules (pamir.facts.places.CityRule): *own city area*: a place of 100,000 people or "
               "more whose second-level area is a city or borough named after it (\"City and "
               "Borough of Salford\", \"Suita Shi\") is a city of its own; *twins over 0.33*: "
               "a city of more than a third of a larger one's people is never its district "

@@ -34,7 +34,7 @@ from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
 from pamir.data import find_corel5k, load_collection  # noqa: E402
 from pamir.distributed import (DASK_BATCH, batch_for_overhead, dask_client,  # noqa: E402
                                task_overhead)
-from pamir.index_job import DaskTransform, worker_system  # noqa: E402
+from pamir.jobs.indexing_dask import DaskTransform, worker_system  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402

@@ -395,7 +395,7 @@ def findings(r: dict, table: dict, cols: list, main: list) -> list[str]:
                    f"{p.get('validation_words')} validation words (on validation, single-word "
                    f"AvgP: model {avgp.get('model')}, mixed {avgp.get('mixed')}; its best "
                    f"weight {p.get('global_best_on_validation')}, settled toward "
-                   "pamir.prior.DEFAULT_WEIGHT on so few validation pictures): each emoji has "
+                   "pamir.zeroshot.prior.DEFAULT_WEIGHT on so few validation pictures): each emoji has "
                    f"{CAPTIONED} captioned pictures, so a validation picture is another "
                    "rendering of an emoji the model was trained on, which the model alone "
                    "ranks near perfectly. Words outside the vocabulary reach the classes with "

@@ -1,4 +1,4 @@
-"""People (issue 34): faces found and embedded (pamir.people), names carried to unnamed
+"""People (issue 34): faces found and embedded (pamir.facts.people), names carried to unnamed
 pictures, strangers, unnamed people, and the cost per picture.
 
 Identities: a folder with one sub-folder per person (the sub-folder's name is the person),
@@ -52,10 +52,10 @@ from common import RESULTS, Run, report_head, write_json  # noqa: E402
 
 from pamir.evaluation.metrics import average_precision  # noqa: E402
 from pamir.features.images import load_rgb  # noqa: E402
-from pamir.people import (DETECT_SIDE, NAME_DISTANCE, FaceFinder, assign,  # noqa: E402
-                          load_for_detection, person_distances)
-from pamir.people.naming import _distances, chinese_whispers  # noqa: E402
-from pamir.people.faces import MAX_ENLARGE  # noqa: E402
+from pamir.facts.people import (DETECT_SIDE, NAME_DISTANCE, FaceFinder, assign,  # noqa: E402
+                                load_for_detection, person_distances)
+from pamir.facts.people.naming import chinese_whispers  # noqa: E402
+from pamir.facts.people.faces import MAX_ENLARGE  # noqa: E402
 
 STEM = "faces"
 SEEDS = (0, 1, 2, 3, 4)
@@ -253,7 +253,7 @@ def detectors(folder: Path):
     import dlib  # noqa: PLC0415
     from PIL import Image  # noqa: PLC0415
 
-    from pamir.people import models_dir  # noqa: PLC0415
+    from pamir.facts.people import models_dir  # noqa: PLC0415
 
     hog = dlib.get_frontal_face_detector()
     cnn = dlib.cnn_face_detection_model_v1(str(models_dir() / "mmod_human_face_detector.dat"))
@@ -333,13 +333,13 @@ def corel_cost(n: int, finder: FaceFinder):
 def report(r: dict) -> str:
     lines = report_head("People: faces, names, strangers and unnamed people (issue 34)",
                         r["run"])
-    lines += ["", "What pamir.people chose from these measurements: dlib's HOG detector on the "
+    lines += ["", "What pamir.facts.people chose from these measurements: dlib's HOG detector on the "
               f"picture scaled to a longer side of {DETECT_SIDE} px (enlarged at most "
               f"{MAX_ENLARGE:g}x: people.md), the "
               "embedding taken from that scaled picture (not the full-resolution one), a name "
               "carried to an unnamed face within NAME_DISTANCE of one of that person's named "
               "faces, unnamed faces grouped by Chinese whispers at GROUP_DISTANCE "
-              "(pamir/people/naming.py gives the numbers behind each).", "",
+              "(pamir/facts/people/naming.py gives the numbers behind each).", "",
               "No package ships OpenCV's YuNet and SFace weights (the candidates on PyPI, "
               "alchemyface, moca-face-matcher and detekface, download them at run time or ship "
               "none), so they were not measured.", "",

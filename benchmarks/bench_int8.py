@@ -39,12 +39,13 @@ import numpy as np
 
 from common import RESULTS, Run, parser, report_head, write_json
 
-from pamir import config, zeroshot
+from pamir import config
+from pamir.zeroshot import classes as zeroshot
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
-from pamir.imagenet import class_probabilities
+from pamir.zeroshot.imagenet import class_probabilities
 from pamir.protocol import Protocol
 
 PRECISIONS = ("fp32", "int8")
@@ -76,7 +77,7 @@ def paired(a: np.ndarray, b: np.ndarray) -> dict:
 def quality(cache: Path, representation: str) -> dict:
     from common import query_matrix, through_index, word_scores  # noqa: PLC0415
 
-    from pamir.bridge import imagenet_class_names
+    from pamir.text.bridge import imagenet_class_names
 
     coll = load_corel5k()
     prot = Protocol(coll)

@@ -97,7 +97,7 @@ def index_rounds(model: Path, old: Path, rounds: int, cold: bool) -> dict:
 
 def read_alone() -> dict:
     """The metadata read by itself, in this process, and exiftool's over the folder."""
-    from pamir.metadata import read_metadata
+    from pamir.facts.metadata import read_metadata
 
     paths = sorted((WORK / "pictures").glob("*.jpeg"))
     started = time.perf_counter()
@@ -155,7 +155,7 @@ def report(r: dict) -> str:
               *index_table(r["index_cold"], r["old_commit"],
                            "empty feature cache each run (a first index of the folder)"),
               "## The metadata read alone", "",
-              f"Pillow + defusedxml (pamir.metadata.read_metadata, sidecars looked for): "
+              f"Pillow + defusedxml (pamir.facts.metadata.read_metadata, sidecars looked for): "
               f"{alone['pillow_ms_per_picture']} ms a picture; exiftool, one process over the "
               f"folder (`exiftool -j` of the same fields): {alone['exiftool_ms_per_picture']} "
               f"ms a picture ({alone['pictures']:,} pictures, {alone['captioned']:,} "

@@ -6,13 +6,13 @@
 Words are painted on pictures (Corel pictures enlarged to 1024x683 as backgrounds, or
 generated ones without Corel): several fonts (matplotlib's DejaVu, so every machine has
 them), sizes, colours, plates and a few degrees of tilt, saved as JPEG. For each setting of
-pamir.ocr.TextReader this measures the share of painted words read (recognition level: the
+pamir.facts.ocr.TextReader this measures the share of painted words read (recognition level: the
 word is among the picture's text facts), ms a picture on the painted pictures and on
 Corel pictures (no text; decoding included, the sessions built beforehand), and how many
 Corel pictures gave text facts at all; the same on photo-sized pictures without text (the
 backgrounds alone) and the words read on a few real pictures of text. The setting chosen
 reads at least TARGET of the painted words at the least expected cost on photo-sized
-pictures (TEXT_SHARE of them with text); pamir/ocr.py's constants hold it.
+pictures (TEXT_SHARE of them with text); pamir/facts/ocr.py's constants hold it.
 
 --search (needs `pamir index` to run the text pass): indexes a folder of the painted
 pictures among Corel pictures and reports the share of words whose picture is in the top 3
@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Run, parser, report_head, rerender, save_report  # noqa: E402
 
 from pamir.data import DataError, find_corel5k  # noqa: E402
-from pamir.facts import fold  # noqa: E402
-from pamir.ocr import OcrSettings, TextReader, text_facts  # noqa: E402
-from pamir.text import STOP_WORDS, tokenize  # noqa: E402
+from pamir.facts.fact import fold  # noqa: E402
+from pamir.facts.ocr import OcrSettings, TextReader, text_facts  # noqa: E402
+from pamir.text.words import STOP_WORDS, tokenize  # noqa: E402
 
 def corel_images() -> Path:
     """Corel 5k's images/ (pamir.data.find_corel5k: PAMIR_COREL5K, /work/shared/...)."""
@@ -214,7 +214,7 @@ def corel_pictures(n: int, offset: int = 0) -> list[Path]:
 
 # ------------------------------------------------------------------------------ measures
 
-#: name -> the setting tried (pamir.ocr.OcrSettings); the first is rapidocr as it comes.
+#: name -> the setting tried (pamir.facts.ocr.OcrSettings); the first is rapidocr as it comes.
 SETTINGS = {
     "rapidocr defaults (short side 736, angle classifier, ORT threads)":
         OcrSettings(rapidocr_defaults=True, angle_classifier=True, threads=0),
@@ -289,7 +289,7 @@ def cnn_reference_ms(corel: list[Path]) -> float | None:
     if len(corel) < 8:
         return None
     try:
-        from pamir.zeroshot import ZeroCaptionSystem  # noqa: PLC0415
+        from pamir.zeroshot.classes import ZeroCaptionSystem  # noqa: PLC0415
         with tempfile.TemporaryDirectory(prefix="pamir-ocr-cnn-") as cache:
             system = ZeroCaptionSystem(cache)  # an empty cache: every picture computed
             system.class_probabilities([str(p) for p in corel[:4]])  # sessions warm
@@ -302,11 +302,11 @@ def cnn_reference_ms(corel: list[Path]) -> float | None:
 
 
 def both_cores(settings: OcrSettings, corel: list[Path], blank: list[str]) -> dict:
-    """ms a picture with one reader per core, each in its own thread (pamir.ocr.read_texts
+    """ms a picture with one reader per core, each in its own thread (pamir.facts.ocr.read_texts
     in a thread per core, as a pass would run it): wall time over the pictures."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    from pamir.ocr import read_texts  # noqa: PLC0415
+    from pamir.facts.ocr import read_texts  # noqa: PLC0415
 
     n = os.cpu_count() or 1
     out = {"threads": n}
@@ -412,7 +412,7 @@ def search_report(r: dict) -> str:
 
 
 def report(r: dict) -> str:
-    lines = report_head("Text in pictures: cost and words read (pamir.ocr)", r["info"])
+    lines = report_head("Text in pictures: cost and words read (pamir.facts.ocr)", r["info"])
     lines += [
         "", f"rapidocr {r['rapidocr']}, ONNX Runtime {r['onnxruntime']}; PP-OCRv6 small "
         "detection and recognition bundled in the rapidocr wheel (nothing downloaded).",
@@ -424,7 +424,7 @@ def report(r: dict) -> str:
         f"outlined with no plate); tilt within +-{MAX_TILT} degrees. Corel: {r['corel']} "
         "pictures (192x128; a few show some text). ms a picture: one picture at a time, decoding "
         "included, sessions built beforehand. A word is read when it is among the "
-        "picture's text facts (pamir.ocr.text_facts).", "",
+        "picture's text facts (pamir.facts.ocr.text_facts).", "",
         f"Photo-sized without text: {r['blank']} of the backgrounds alone "
         f"({PICTURE[0]}x{PICTURE[1]}, nothing painted).", "",
         "Real pictures with text: " + "; ".join(

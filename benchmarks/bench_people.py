@@ -19,7 +19,7 @@ given to strangers, and what the faces pass costs `pamir index`.
   detect, embed).
 - Photos (--photos): the faces pass's reader on one photo at 1, 6 and 24 megapixels.
 - Enlargement (--enlargement N): what enlarging small pictures for detection
-  (pamir.people.faces.MAX_ENLARGE) costs and finds, at 2x, 1.5x, 1.25x and 1x, on N Corel
+  (pamir.facts.people.faces.MAX_ENLARGE) costs and finds, at 2x, 1.5x, 1.25x and 1x, on N Corel
   pictures, the identity pictures smaller than DETECT_SIDE and the group photos beside them.
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_people.py \\
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pamir
 from common import HEAVY, RESULTS, Run, parser, report_head, save_report  # noqa: E402
 
-from pamir.facts import fold  # noqa: E402
+from pamir.facts.fact import fold  # noqa: E402
 from pamir.index import Index  # noqa: E402
 
 STEM = "people"
@@ -53,7 +53,7 @@ NAMED = 2
 #: People named nowhere in a seed: strangers among the unnamed.
 STRANGERS = 4
 SUFFIXES = {".jpg", ".jpeg", ".png", ".webp"}
-#: The enlargements of small pictures the study compares (pamir.people.faces.MAX_ENLARGE).
+#: The enlargements of small pictures the study compares (pamir.facts.people.faces.MAX_ENLARGE).
 ENLARGEMENTS = (2.0, 1.5, 1.25, 1.0)
 COREL = Path("/work/shared/data/corel5k/images")
 #: A command's environment: no lexicon of word embeddings and no embedding model, whose
@@ -201,7 +201,7 @@ def cost(n: int, work: Path) -> dict:
     on = np.mean([r["seconds"] for r in runs if r["faces"]])
     off_cpu = np.mean([r["cpu_s"] for r in runs if not r["faces"]])
     on_cpu = np.mean([r["cpu_s"] for r in runs if r["faces"]])
-    from pamir.people.faces import MAX_ENLARGE  # noqa: PLC0415
+    from pamir.facts.people.faces import MAX_ENLARGE  # noqa: PLC0415
 
     return {"pictures": len(paths), "runs": runs, "off_s": round(float(off), 1),
             "on_s": round(float(on), 1), "ratio": round(float(on / off), 2),
@@ -237,7 +237,7 @@ def _processes() -> int:
 
 def faces_ms(paths: list[Path]) -> float:
     """ms per picture of the faces pass's reader in this one process (its models loaded)."""
-    from pamir.people.pictures import read_faces  # noqa: PLC0415
+    from pamir.facts.people.pictures import read_faces  # noqa: PLC0415
 
     read_faces(paths[:2])
     t = time.perf_counter()
@@ -253,11 +253,11 @@ def megapixels(work: Path) -> dict:
     """ms a picture of the faces pass's reader (one process, best of 5) on one photo
     (tests/data/faces/obama.jpg) enlarged to each of
     PHOTO_SIZES and saved as a JPEG (quality 90): detection runs at a bounded size
-    (pamir.people.faces.DETECT_SIDE, the JPEG decoded at a reduced scale), so a 24-megapixel
+    (pamir.facts.people.faces.DETECT_SIDE, the JPEG decoded at a reduced scale), so a 24-megapixel
     photo costs what a 1-megapixel one does; and the faces found."""
     from PIL import Image  # noqa: PLC0415
 
-    from pamir.people.pictures import read_faces  # noqa: PLC0415
+    from pamir.facts.people.pictures import read_faces  # noqa: PLC0415
 
     source = Image.open(Path(__file__).resolve().parents[1] / "tests/data/faces/obama.jpg")
     out = {}
@@ -278,13 +278,13 @@ def megapixels(work: Path) -> dict:
 
 
 def enlargement(identities: Path, corel: int) -> dict:
-    """What the small pictures' enlargement (pamir.people.faces.MAX_ENLARGE) costs and finds:
+    """What the small pictures' enlargement (pamir.facts.people.faces.MAX_ENLARGE) costs and finds:
     ms a picture (one process: decode, detect, and embed the faces found) and faces found at
     each of ENLARGEMENTS, on Corel pictures, on the identity pictures smaller than
     DETECT_SIDE, and on the group photos beside them."""
     import glob  # noqa: PLC0415
 
-    import pamir.people.faces as faces  # noqa: PLC0415
+    import pamir.facts.people.faces as faces  # noqa: PLC0415
 
     sets = {"corel": sorted(COREL.glob("*/*.jpeg"))[:corel],
             "small identity pictures": [
@@ -345,7 +345,7 @@ def report(r: dict) -> str:
                   "pictures, each run from an empty feature cache of its own, the files in "
                   f"the page cache; the faces pass in {c['processes']} local processes, small "
                   f"pictures enlarged at most {c.get('max_enlarge', 2.0):g}x "
-                  "(pamir.people.faces.MAX_ENLARGE). Seconds of wall time, and CPU seconds of "
+                  "(pamir.facts.people.faces.MAX_ENLARGE). Seconds of wall time, and CPU seconds of "
                   "the command and the processes it started (less swayed by the shared "
                   "machine's load).", "",
                   "| run | faces | seconds | CPU seconds | faces pass |",
@@ -376,7 +376,7 @@ def report(r: dict) -> str:
     if e:
         lines += _measured_by(r, "enlargement")
         lines += ["", "Enlargement: what enlarging a picture smaller than 1,024 pixels for "
-                  "detection costs and finds (pamir.people.faces.MAX_ENLARGE; HOG finds faces "
+                  "detection costs and finds (pamir.facts.people.faces.MAX_ENLARGE; HOG finds faces "
                   "of about 80 pixels, 64 at 1.25x, 40 at 2x), in one process (decode, "
                   "detect, and embed the faces found), twice each, in turn:", "",
                   "| enlargement | set | pictures | ms a picture | faces | pictures with a "

@@ -20,7 +20,7 @@ P@k of city and country words through a real `pamir index` of Corel copies with 
      same country and region, for P and D on a grid;
    - (b') "large city P, radius c·sqrt(pop)": among the places of P people or more in the
      same country and region whose radius c·sqrt(population / 1e6) km reaches the picture,
-     the one it is deepest in (smallest distance / radius): what pamir.places.city_of does
+     the one it is deepest in (smallest distance / radius): what pamir.facts.places.city_of does
      with its constants, for c on a grid.
 2. P@k. A folder of Corel 5k copies (PICTURES_PER_CITY per city of CITIES, at positions
    jittered up to JITTER_KM around the city's sights, districts included, plus NO_GPS pictures
@@ -49,8 +49,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Run, parser, report_head, rerender, save_report  # noqa: E402
 
-from pamir import places  # noqa: E402
-from pamir.facts import fold  # noqa: E402
+from pamir.facts import places  # noqa: E402
+from pamir.facts.fact import fold  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 STEM = "places"
@@ -226,7 +226,7 @@ def rule_name(rule: tuple) -> str:
         return "(a) admin areas (admin2, admin1)"
     if rule[0] == "pamir":
         rule = places.CityRule()
-        return (f"pamir.places as shipped (>= {rule.population:,}, radius "
+        return (f"pamir.facts.places as shipped (>= {rule.population:,}, radius "
                 f"{rule.radius_km}·(pop/1e6)^{rule.exponent} km, named areas {rule.named}x)")
     return rule[0]
 
@@ -334,9 +334,9 @@ def pamir_cli(*argv: str) -> subprocess.CompletedProcess:
 
 def facts_p_at_k(truth: dict) -> dict:
     """P@K of each word if a search returned exactly the pictures holding it as a place fact
-    (pamir.metadata + pamir.places alone, no index): what the index's search can reach, and
+    (pamir.facts.metadata + pamir.facts.places alone, no index): what the index's search can reach, and
     the pictures each word misses, by the place they were given instead."""
-    from pamir.metadata import read_metadata
+    from pamir.facts.metadata import read_metadata
 
     held = {n: {f.word for f in places.place_facts(read_metadata(WORK / "pics" / n).position)}
             for n in truth}
@@ -424,8 +424,8 @@ def report(r: dict) -> str:
                   "same folder had computed them); then `pamir search WORD -k K --json`, K the number of "
                   "pictures taken there.", "",
                   f"Mean P@K: cities {q['mean_city']:.3f}, countries {q['mean_country']:.3f} "
-                  "(target 0.95 each). Beside it, from the files alone (pamir.metadata and "
-                  "pamir.places, no index): how many pictures hold the word as a place fact, "
+                  "(target 0.95 each). Beside it, from the files alone (pamir.facts.metadata and "
+                  "pamir.facts.places, no index): how many pictures hold the word as a place fact, "
                   "and how many of them were taken there.", "",
                   "A name of several words is searched as the grammar's phrase (`\"new "
                   "york\"`); typed bare, each word is a term of its own (last column).", "",

@@ -2,21 +2,21 @@
 
 - unseen: the 179 words split into 5 seeded folds; for each fold PAMIR is trained without
   those words (removed from every training and validation caption), and each held-out word
-  is then a query on its own, answered through the bridges (pamir.bridge): the vocabulary
+  is then a query on its own, answered through the bridges (pamir.text.bridge): the vocabulary
   bridge (inflections, then the nearest vocabulary words by all-MiniLM-L6-v2), and, with the
   CNN representation's ImageNet classifier, the class bridge (the nearest ImageNet class
   names, scored by the network's class probabilities: the bridge of issue 13, defined here;
-  the product now matches classes with pamir.zeroshot.ClassWords, but its CLASS_MIX is the
+  the product now matches classes with pamir.zeroshot.classes.ClassWords, but its CLASS_MIX is the
   mix chosen here). The bridges' settings (similarity
   floor, neighbours, how much of the class bridge is mixed in) are chosen on the validation
   pictures, then test AvgP is reported beside a random ranking and beside the model trained
   with the word (targets: >= 3x random, >= 40 % of supervised).
 - feedback: every test query; the top 10 of the 499 test pictures are judged with the true
-  relevance, one round re-ranks the rest: PA-I updates (pamir.online.feedback_delta), plus
-  the neighbour term (pamir.online.neighbour_scores), whose setting is chosen on the
+  relevance, one round re-ranks the rest: PA-I updates (pamir.training.online.feedback_delta), plus
+  the neighbour term (pamir.training.online.neighbour_scores), whose setting is chosen on the
   validation queries; AvgP over the unjudged pictures before and after (target +25 %
   relative), PA alone beside it.
-- learn: a held-out word is taught with pamir.online.learn (what `pamir learn` runs) from
+- learn: a held-out word is taught with pamir.training.online.learn (what `pamir learn` runs) from
   N = 1, 2, 5, 10, 20 captioned training pictures that have it plus 50 that do not; its
   test AvgP against N, beside the model trained with the word.
 - latency: loading the embedding model, the vocabulary's embeddings (computed, then from
@@ -46,10 +46,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from pamir import config
-from pamir.bridge import NEIGHBOURS as BRIDGE_NEIGHBOURS
-from pamir.bridge import Bridge
-from pamir.embedding import embedder
-from pamir.imagenet import class_probabilities, imagenet_class_names
+from pamir.text.bridge import NEIGHBOURS as BRIDGE_NEIGHBOURS
+from pamir.text.bridge import Bridge
+from pamir.text.embedding import embedder
+from pamir.zeroshot.imagenet import class_probabilities, imagenet_class_names
 from pamir.data import load_collection
 from pamir.evaluation.metrics import average_precision
 from pamir.features import FeatureSettings
@@ -57,9 +57,9 @@ from pamir.features.representation import take_rows
 from pamir.index import Index
 from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
-from pamir.query import parse, resolve
-from pamir.online import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WRONG_WEIGHT,
-                          feedback_delta, feedback_scores, learn, neighbour_scores)
+from pamir.text.query import parse, resolve
+from pamir.training.online import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FEEDBACK_WRONG_WEIGHT,
+                                   feedback_delta, feedback_scores, learn, neighbour_scores)
 from pamir.system import System
 from pamir.training import collection_inputs
 
@@ -74,8 +74,8 @@ MIX = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 # The class bridge of issue 13, measured here and nowhere else since: a word matched to the
 # ImageNet class names nearest to it by embedding, scored by the network's probabilities of
-# those classes. Its runs chose pamir.bridge.CLASS_MIX (search_cnn_visterms.md); the product
-# now finds a word's classes with pamir.zeroshot.ClassWords (WordNet's table first).
+# those classes. Its runs chose pamir.text.bridge.CLASS_MIX (search_cnn_visterms.md); the product
+# now finds a word's classes with pamir.zeroshot.classes.ClassWords (WordNet's table first).
 #: The class bridge's floor chosen then (CLASS_FLOORS' best on cnn+visterms validation).
 CLASS_FLOOR = 0.6
 
@@ -97,7 +97,7 @@ def class_probability_scores(logits: np.ndarray, classes) -> np.ndarray:
         out += s * P[:, c]
     return out
 JUDGED = 10
-#: The neighbour term's grid (pamir.online.neighbour_scores), searched on validation.
+#: The neighbour term's grid (pamir.training.online.neighbour_scores), searched on validation.
 SHARPNESS_GRID = (2.0, 5.0, 8.0)
 RIGHT_GRID = (0.0, 1.0, 2.0, 3.0)
 WRONG_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0)
@@ -516,7 +516,7 @@ def learn_curve(data: Data, fold_models, per_word: dict, chosen_key, cache: Path
 
 # ------------------------------------------------------------------------------- latency
 
-LOAD_SNIPPET = ("import time; t = time.perf_counter(); from pamir.embedding import embedder; "
+LOAD_SNIPPET = ("import time; t = time.perf_counter(); from pamir.text.embedding import embedder; "
                 "e = embedder(); print(time.perf_counter() - t, e.load_seconds)")
 
 
@@ -668,9 +668,9 @@ def feedback_report(f: dict, ran: str) -> list[str]:
     lines = ["## One round of feedback\n", ran,
              f"Every query: the top {f['judged']} pictures judged with the true relevance, "
              "then one round re-ranks the rest: PA-I updates with the right pictures as "
-             "positives and the wrong ones as negatives (pamir.online.feedback_delta: the "
+             "positives and the wrong ones as negatives (pamir.training.online.feedback_delta: the "
              "model's c and margin, 10 passes; it needs a right and a wrong picture), plus "
-             "the neighbour term (pamir.online.neighbour_scores): in the model's text space, "
+             "the neighbour term (pamir.training.online.neighbour_scores): in the model's text space, "
              "a picture near a right one rises and one near a wrong one sinks. AvgP (%) over "
              "the unjudged pictures; queries with no relevant unjudged picture are left out.",
              "",
@@ -773,7 +773,7 @@ def report(r: dict) -> str:
         lines += ["## Learning a new word with `pamir learn`\n", ran(lr),
                   f"{lr['words']} held-out words (fold models above), each taught from N "
                   f"captioned training pictures that have it plus {lr['negatives']} that do "
-                  f"not (pamir.online.learn, 200 PA updates a picture, W averaged over the "
+                  f"not (pamir.training.online.learn, 200 PA updates a picture, W averaged over the "
                   f"updates), {lr['seeds']} seeds. Test AvgP (%) of the word alone. The new "
                   "word's row starts from zero (what `pamir learn` does), or from the rows of "
                   "the vocabulary words the bridge maps it to.\n",

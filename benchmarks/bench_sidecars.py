@@ -5,7 +5,7 @@
 
 `pamir annotate --xmp` and `pamir index --write-xmp` write a picture's model words whose
 calibrated probability (pamir.calibration: P(the picture's caption has the word)) reaches
-pamir.sidecars.WORD_PROBABILITY. A word written into a person's files should be right at
+pamir.jobs.sidecars.WORD_PROBABILITY. A word written into a person's files should be right at
 least 9 times in 10, so the threshold is the smallest at which the words written on the
 model's validation pictures are right 90 % of the time (precision >= 0.9); where no
 threshold of the grid reaches it, the one of the highest validation precision among those
@@ -44,7 +44,7 @@ def measure(model: str) -> dict:
     from pamir.calibration import annotate
     from pamir.data import load_corel5k
     from pamir.protocol import Protocol
-    from pamir.workflow import load_system
+    from pamir.jobs.workflow import load_system
 
     system = load_system(model)
     collection = load_corel5k()
@@ -107,7 +107,7 @@ def report(r: dict) -> str:
     L += ["", f"Model: `{r['model']}` ({r['representation']}, {r['vocabulary']} words; "
           f"`pamir fit corel5k -r cnn`, not retrained: its validation pictures are the ones "
           f"its calibration was fitted on). Threshold chosen ({r['rule']}): "
-          f"**{r['chosen']}** (pamir.sidecars.WORD_PROBABILITY).", "",
+          f"**{r['chosen']}** (pamir.jobs.sidecars.WORD_PROBABILITY).", "",
           "Precision counts a word right where the picture's Corel caption has it: the "
           "captions have at most 5 words and leave out much of what a picture shows, so "
           "these precisions are lower bounds.", ""]

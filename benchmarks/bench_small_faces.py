@@ -1,6 +1,6 @@
 """Faces of every size (issue 45): recall by face height in 12-megapixel group photos, the
 naming's precision by size, and ms per photo with and without faces, today's detection
-(HOG on the picture scaled to 1024 px) beside the second look (pamir.people.zoom).
+(HOG on the picture scaled to 1024 px) beside the second look (pamir.facts.people.zoom).
 
 Group photos: the real faces of tests/data/faces (face_recognition's MIT-licensed pictures:
 Obama, Biden, Kit Harington, Rose Leslie), each head cut out around its HOG box and pasted
@@ -11,7 +11,7 @@ IoU >= 0.3. Photos without faces: the same backdrops with nothing pasted.
 
 Naming: Obama and Biden are named from obama.jpg and biden.jpg as found at their own size
 (portraits); the group photos' other faces of them (obama2, obama3, biden2, and both in
-obama_and_biden) should take their name (NAME_DISTANCE, as pamir.people.who carries
+obama_and_biden) should take their name (NAME_DISTANCE, as pamir.facts.people.who carries
 names), Kit Harington and Rose Leslie are strangers who must take none.
 
 Cost: ms per photo for the whole faces pass of one picture (decode, detect, embed), today's
@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Run, checkout_commit, report_cli, report_head, save_report  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
-from pamir.people import zoom  # noqa: E402
-from pamir.people.faces import (DETECT_SIDE, RASTER_SIDE, FaceFinder,  # noqa: E402
-                                load_for_detection)
-from pamir.people.naming import NAME_DISTANCE, assign, name_confidence  # noqa: E402
-from pamir.people.regions import iou  # noqa: E402
+from pamir.facts.people import zoom  # noqa: E402
+from pamir.facts.people.faces import (DETECT_SIDE, RASTER_SIDE, FaceFinder,  # noqa: E402
+                                      load_for_detection)
+from pamir.facts.people.naming import NAME_DISTANCE, assign, name_confidence  # noqa: E402
+from pamir.facts.people.regions import iou  # noqa: E402
 
 STEM = "small_faces"
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "faces"
@@ -233,7 +233,7 @@ CANDIDATES = (
     "wheel has no Haar cascades; dlib's CNN detector (mmod_human_face_detector.dat) "
     "took 5 s a picture at 1024 px (faces.md). So: dlib's HOG (public-domain "
     "weights) on cut-outs of the picture where skin-coloured, face-like blobs are "
-    "(pamir.people.zoom).")
+    "(pamir.facts.people.zoom).")
 
 
 def report(r: dict) -> str:

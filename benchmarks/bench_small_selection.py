@@ -52,8 +52,8 @@ from pamir.evaluation import evaluate_model  # noqa: E402
 from pamir.features.representation import take_rows  # noqa: E402
 from pamir.models.pamir import PAMIR  # noqa: E402
 from pamir.protocol import Protocol  # noqa: E402
-from pamir.text import idf as idf_weights  # noqa: E402
-from pamir.text import text_vectors  # noqa: E402
+from pamir.text.words import idf as idf_weights  # noqa: E402
+from pamir.text.words import text_vectors  # noqa: E402
 from pamir.training.race import default_point, fit_workers, guarded_choice  # noqa: E402
 from pamir.training.selection import validation_queries  # noqa: E402
 

@@ -7,12 +7,12 @@ matplotlib's DejaVu fonts (every machine has them), dark on a light plate, light
 one, or outlined with no plate; its letters (the word's ink, ascenders and descenders
 included) HEIGHTS of the picture's height, turned TILTS degrees. A word is taken from WORDS
 at random among those that fit the picture once turned (at 70 %, only words of two or three
-letters fit). A word is read when it is among the picture's text facts (pamir.ocr.text_facts).
+letters fit). A word is read when it is among the picture's text facts (pamir.facts.ocr.text_facts).
 
 Settings, side by side in one run: rapidocr's own pipeline at its defaults (the
 reference), pamir's reader with the bound on a line's height it had (MAX_LINE_SHARE = 1/3:
 "before", with the detection's box threshold it had then, rapidocr's 0.5), with that box
-threshold alone (pamir.ocr.MIN_BOX_SCORE 0.5 against 0.3), and as it is now. Cost: ms a picture (decoding included, sessions built
+threshold alone (pamir.facts.ocr.MIN_BOX_SCORE 0.5 against 0.3), and as it is now. Cost: ms a picture (decoding included, sessions built
 beforehand) on the painted pictures, on the same backdrops with nothing painted, and on
 Corel pictures at their own size (192 x 128), where the tall-line bound was measured.
 
@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Run, checkout_commit, report_cli, report_head, save_report  # noqa: E402
 
 from pamir.data import DataError, find_corel5k  # noqa: E402
-from pamir.facts import fold  # noqa: E402
-from pamir.ocr import OcrSettings, TextReader, text_facts  # noqa: E402
+from pamir.facts.fact import fold  # noqa: E402
+from pamir.facts.ocr import OcrSettings, TextReader, text_facts  # noqa: E402
 
 STEM = "text_sizes"
 PICTURE = (1024, 683)

@@ -9,7 +9,7 @@ keyframe every second as phones write; kept in $PAMIR_VIDEO_BENCH, default
 
 - reading its frames three ways: decoding every frame of the stream (what a plain decode
   loop does), decoding only its keyframes (the decoder skips the others, every packet still
-  read), and seeking to the keyframe at or before each wanted time (pamir.video.read_video),
+  read), and seeking to the keyframe at or before each wanted time (pamir.facts.video.read_video),
   at several intervals and caps;
 - `pamir index` of a folder holding it, with no model (the zero-caption system, the
   first-run path), the look alone (--no-text --no-faces) and with every pass, from an empty
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Run, report_cli, report_head, save_report, write_video  # noqa: E402
 
 from pamir.data import find_corel5k  # noqa: E402
-from pamir.video import read_video  # noqa: E402
+from pamir.facts.video import read_video  # noqa: E402
 
 COREL = find_corel5k() / "images"  # $PAMIR_COREL5K in a worktree
 STEM = "video_read"

@@ -62,8 +62,8 @@ def average_precision(scores: np.ndarray, relevant: np.ndarray) -> float:
 
 def measure(model: Path, work: Path) -> dict:
     from pamir.index import Index  # noqa: PLC0415
-    from pamir.video import video_row  # noqa: PLC0415
-    from pamir.indexing import index_folders  # noqa: PLC0415
+    from pamir.facts.video import video_row  # noqa: PLC0415
+    from pamir.jobs.indexing import index_folders  # noqa: PLC0415
 
     words_of = videos_of_test(work / "videos")
     index_folders(model, [work / "videos"], index=work / "index", rebuild=True)

@@ -3,9 +3,9 @@
     flock /tmp/pamir-heavy.lock python benchmarks/bench_zero_caption.py [--report-only]
 
 1. Zero captions. No Corel caption is learnt from: every picture gets EfficientNet-Lite0's
-   1,000 ImageNet class probabilities (pamir.zeroshot.ZeroCaptionSystem), and a query word its
+   1,000 ImageNet class probabilities (pamir.zeroshot.classes.ZeroCaptionSystem), and a query word its
    classes through ImageNet's WordNet table, or through the embedding bridge over the classes'
-   descriptions (pamir.zeroshot.ClassWords). The bridge's settings (how many classes, the
+   descriptions (pamir.zeroshot.classes.ClassWords). The bridge's settings (how many classes, the
    softmax temperature, the similarity floor) are chosen on the 2,028 validation queries: the
    captions of the 500 validation pictures judge the settings, as the protocol's validation
    does for every model, and nothing is trained on them. The test figures are then measured
@@ -35,19 +35,21 @@ import numpy as np
 from common import (RESULTS, SUMMARY, Run, query_matrix, query_metrics, report_cli, report_head,
                     save_report, through_index, word_scores)
 
-from pamir import config, query, zeroshot
-from pamir.imagenet import imagenet_class_names
+from pamir import config
+from pamir.text import query
+from pamir.zeroshot import classes as zeroshot
+from pamir.zeroshot.imagenet import imagenet_class_names
 from pamir.data import load_corel5k
 from pamir.evaluation.metrics import ranking_metrics
 from pamir.index import queries
 from pamir.index.queries import TABLE_WORDS
-from pamir.prior import Prior
+from pamir.zeroshot.prior import Prior
 from pamir.protocol import Protocol
 from pamir.system import index_transform
 from pamir.training import fit_system
-from pamir.workflow import word_scales
+from pamir.jobs.workflow import word_scales
 
-#: The validation grid of the embedding bridge (chosen values in pamir.zeroshot).
+#: The validation grid of the embedding bridge (chosen values in pamir.zeroshot.classes).
 NEIGHBOURS = (5, 10, 20, 50)
 TEMPERATURES = (0.02, 0.05, 1.0)
 FLOORS = (0.0, 0.35, 0.4)
@@ -65,7 +67,7 @@ RANDOM_SEEDS = 20
 #: of commit 98050c0 keeps their figures.)
 QUERY_RULES = {"classes alone, mix 1.0": (True, 1.0, False),
                "classes alone, mix 1.0, table words": (True, 1.0, True)}
-#: The prior's global weights the validation grid tries (pamir.prior.DEFAULT_WEIGHT, SETTLE).
+#: The prior's global weights the validation grid tries (pamir.zeroshot.prior.DEFAULT_WEIGHT, SETTLE).
 GRID_WEIGHTS = (0.3, 0.6, 0.9)
 
 
@@ -129,7 +131,7 @@ def zero_captions(prot, P, cache, run_dir: Path) -> dict:
 def captioned_curve(prot, cache, run_dir: Path, draws: int = DRAWS) -> list[dict]:
     """For each n and draw: fit on n captioned training pictures (drawn with the seed
     config.SEED + draw), then search the validation and the test pictures with the system's
-    prior (pamir.prior, issue 37) and without it (the same fit, its prior set aside: the
+    prior (pamir.zeroshot.prior, issue 37) and without it (the same fit, its prior set aside: the
     code before issue 37). The 500 validation pictures are none of the n. n = 4,000 is every
     training picture: one draw."""
     coll = prot.collection
@@ -184,7 +186,7 @@ def split_vectors(system, prot, split: str) -> np.ndarray:
 
 def weight_grid(prot, system, folder: Path) -> dict:
     """Validation all-query AvgP with the prior's global weight set to each of GRID_WEIGHTS
-    for every word the classes reach (what pamir.prior's DEFAULT_WEIGHT and SETTLE were
+    for every word the classes reach (what pamir.zeroshot.prior's DEFAULT_WEIGHT and SETTLE were
     chosen on); the fitted prior restored after."""
     fitted = system.prior
     if fitted is None:
@@ -205,7 +207,7 @@ def weight_grid(prot, system, folder: Path) -> dict:
 
 def query_rules(Z_valid: np.ndarray, prot, system, folder: Path) -> dict:
     """Validation all-query AvgP of the ways a word outside the vocabulary can meet the
-    classes (pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX,
+    classes (pamir.text.query.CLASSES_ALONE, pamir.text.bridge.CLASS_MIX,
     pamir.index.queries.TABLE_WORDS),
     the product's settings restored after."""
     kept = query.CLASSES_ALONE, queries.CLASS_MIX, queries.TABLE_WORDS
@@ -313,7 +315,7 @@ def report(r: dict) -> str:
               "a tenth of the n), over the draws of the n pictures (mean, and min-max). "
               "Searched as `pamir search` does, through an index of the split's pictures: "
               "words outside the model's vocabulary reach ImageNet's classes. \"prior\": the "
-              "system's own words mixed with their classes (pamir.prior, issue 37, the "
+              "system's own words mixed with their classes (pamir.zeroshot.prior, issue 37, the "
               "weights chosen on validation); \"no prior\": the same fits, the model's words "
               "alone (before issue 37); \"words by the pictures' spread\": the prior, with "
               "the index standardising a query's words by the pictures' own spread (the rule "
@@ -350,7 +352,7 @@ def report(r: dict) -> str:
                   "Validation AvgP (%), all 2,028 queries, with the prior's weight set to one "
                   "value for every word the classes reach, beside the weight each fit chose "
                   "on its own validation pictures (a tenth of the n), settled toward "
-                  "pamir.prior.DEFAULT_WEIGHT: mean over the draws (min-max).", "",
+                  "pamir.zeroshot.prior.DEFAULT_WEIGHT: mean over the draws (min-max).", "",
                   "| captioned pictures | " + " | ".join(f"weight {a}" for a in names)
                   + " | chosen | its weights |", "|---:|" + "---:|" * (len(names) + 2)]
         for n in sorted({p["captioned"] for p in gridded}):
@@ -365,7 +367,7 @@ def report(r: dict) -> str:
         lines += ["", "### How a query meets the classes", "",
                   "Validation AvgP (%), all 2,028 queries, of the fitted systems above (with "
                   "their prior) as a word outside the vocabulary reaches ImageNet's classes "
-                  "(pamir.query.CLASSES_ALONE, pamir.bridge.CLASS_MIX): mean over the draws.",
+                  "(pamir.text.query.CLASSES_ALONE, pamir.text.bridge.CLASS_MIX): mean over the draws.",
                   "", "| captioned pictures | " + " | ".join(names) + " |",
                   "|---:|" + "---:|" * len(names)]
         for n in sorted({p["captioned"] for p in ruled}):

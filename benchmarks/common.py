@@ -818,8 +818,8 @@ def query_metrics(S: np.ndarray, qs) -> dict:
 
 def word_scores(P: np.ndarray, words, vocabulary) -> dict:
     """{word: (its mass scores over P's pictures or None, the match)}; words: a
-    pamir.zeroshot.ClassWords."""
-    from pamir import zeroshot  # noqa: PLC0415
+    pamir.zeroshot.classes.ClassWords."""
+    from pamir.zeroshot import classes as zeroshot  # noqa: PLC0415
 
     out = {}
     for w in vocabulary:
@@ -841,7 +841,7 @@ def through_index(Z: np.ndarray, prot, vocabulary, idf, classes, folder: Path,
     """A split's queries searched through a real index of its pictures (columns Z), as
     `pamir search` does: per query, every picture's score, then AvgP / P10; queries with no
     searchable word score every picture alike (the worst ties). scales: the words' spreads
-    the index measures a query's words by (pamir.workflow.word_scales)."""
+    the index measures a query's words by (pamir.jobs.workflow.word_scales)."""
     from pamir.index import Index, QueryError  # noqa: PLC0415
 
     qs, idx = prot.queries(split), prot.split(split)

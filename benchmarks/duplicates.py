@@ -217,7 +217,7 @@ def measures(truth: dict, text_index: Path | None) -> dict:
     second). The looks coarse (stored) and fine (from the files); a 64-bit perceptual hash
     (imagehash.phash: Hamming distance, lower is more alike); the index's text-space rows
     (cosine, with --text-space: a zero-caption index, ImageNet's 1,000 classes)."""
-    from pamir.looks import FineLooks, crops, look_of, best_match
+    from pamir.duplicates.looks import FineLooks, crops, look_of, best_match
 
     near = sorted(_pairs(g["paths"] for g in truth["groups"] if g["kind"] == "near"))
     burst = sorted(_pairs(g["paths"] for g in truth["groups"] if g["kind"] == "burst"))
@@ -255,8 +255,8 @@ def measures(truth: dict, text_index: Path | None) -> dict:
 def corel_negatives(corel: Path) -> dict:
     """Every pair of different pictures of one Corel 5k CD (50 x 4,950): matched coarsely,
     those over COARSE_FLOOR finely; the pairs a copy's threshold would take."""
-    from pamir.grouping import COARSE_FLOOR, NEAR_ALIKE
-    from pamir.looks import SHAPE_TOLERANCE, FineLooks, crops_of_many, read_looks
+    from pamir.duplicates.grouping import COARSE_FLOOR, NEAR_ALIKE
+    from pamir.duplicates.looks import SHAPE_TOLERANCE, FineLooks, crops_of_many, read_looks
 
     fine = FineLooks()
     pairs, refined, over = 0, 0, []
@@ -310,8 +310,8 @@ def scale_synthetic(n: int, seed: int = 0) -> dict:
     """The grouping alone on n synthetic looks (blocky random pictures, 1 % of them in pairs
     of copies), without the fine match (there are no files): candidates, coarse match,
     groups."""
-    from pamir.grouping import find_groups
-    from pamir.looks import SIDE, Looks
+    from pamir.duplicates.grouping import find_groups
+    from pamir.duplicates.looks import SIDE, Looks
 
     rng = np.random.default_rng(seed)
     pixels = np.empty((n, SIDE, SIDE, 3), np.uint8)
@@ -492,7 +492,7 @@ def main(argv=None) -> None:
             r["scale"]["million"] = scale_synthetic(1_000_000)
             save()
         if "text" in parts:  # on a smaller folder: the CNN reads every picture
-            from pamir.workflow import index_folders
+            from pamir.jobs.workflow import index_folders
 
             small = make_folder(corel / "images", work / "small", **TEXT_SPACE_FOLDER)
             index_folders(None, [work / "small"], index=work / "text-index")

@@ -225,7 +225,7 @@ def main(argv=None):
     args = report_cli(__doc__, STEM, report, argv, options=_options)
     if args is None:  # --report-only
         return
-    from pamir.watch import QUIET  # noqa: PLC0415
+    from pamir.jobs.watch import QUIET  # noqa: PLC0415
 
     run = Run("watch.py", argv)
     pictures = corel_pictures(args.pictures + args.singles)

@@ -29,9 +29,9 @@ _EXPORTS = {
     "evaluate_system": "pamir.system",
     # the index and the workflow over it (open / create / rebuild / rescore / learn / keep)
     "Index": "pamir.index", "Hit": "pamir.index",
-    "open_index": "pamir.workflow", "index_folders": "pamir.indexing",
-    "learn_captions": "pamir.workflow", "keep_feedback": "pamir.workflow",
-    "feedback_round": "pamir.workflow",
+    "open_index": "pamir.jobs.workflow", "index_folders": "pamir.jobs.indexing",
+    "learn_captions": "pamir.jobs.workflow", "keep_feedback": "pamir.jobs.workflow",
+    "feedback_round": "pamir.jobs.workflow",
     # the models: scikit-learn style estimators
     "PAMIR": "pamir.models.pamir", "MODELS": "pamir.models", "model_class": "pamir.models",
     "load_model": "pamir.models",

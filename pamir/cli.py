@@ -38,8 +38,8 @@ console = Console()
 #: calls module.register(app) to add top-level commands.
 COMMAND_MODULES = [
     ("features", "pamir.commands.features"),
-    (None, "pamir.commands.train"),
-    (None, "pamir.commands.product"),  # `pamir index`, then the commands of the index
+    (None, "pamir.commands.fit"),
+    (None, "pamir.commands.index"),  # `pamir index`, then the commands of the index
     (None, "pamir.commands.search"),
     (None, "pamir.commands.annotate"),
     (None, "pamir.commands.learn"),

@@ -122,7 +122,7 @@ CNN_PRECISION = os.environ.get("PAMIR_CNN_PRECISION", "int8")
 
 # ------------------------------------------------------------------------------- prior
 #: A system with an ImageNet CNN view mixes each of its words' scores with the
-#: zero-caption system's score of the word (pamir.prior), the weights chosen on validation.
+#: zero-caption system's score of the word (pamir.zeroshot.prior), the weights chosen on validation.
 #: False: the model alone, as before.
 PRIOR = True
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import config
-from .text import STOP_WORDS, split_keywords, tokenize
+from .text.words import STOP_WORDS, split_keywords, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -332,13 +332,13 @@ def _add_unlisted_pictures(coll: Collection, base: Path) -> None:
 # --------------------------------------------------------------------- folders, no table
 def load_folder(folder: str | Path, *, folder_words: bool = False,
                 stop_words=STOP_WORDS) -> Collection:
-    """Every picture under `folder`, captioned by what its files say (pamir.metadata:
+    """Every picture under `folder`, captioned by what its files say (pamir.facts.metadata:
     sidecars, then IPTC/XMP/EXIF keywords, then free-text descriptions); pictures with none
     are uncaptioned. folder_words: the names of the folders between `folder` and the
     picture are caption words too (off by default: "DCIM", "100CANON", "2019-07" or
     "export" say nothing of what a picture shows, and every picture of a folder would share
     them, so the model would learn folders, not content)."""
-    from .metadata import read_metadata  # noqa: PLC0415
+    from .facts.metadata import read_metadata  # noqa: PLC0415
 
     root = Path(folder).resolve()
     if not root.is_dir():

@@ -16,7 +16,7 @@ visterms of pamir.features.pipeline, the CNN's pooled vectors of pamir.features.
 results back in order, so what the caller sees is what it would have computed itself.
 
 `pamir index` runs its batches through the same plumbing; its job (each worker loads the
-system once, the client stays the index's one writer) is pamir.index_job, above the system.
+system once, the client stays the index's one writer) is pamir.jobs.indexing_dask, above the system.
 
 The batch size: DASK_BATCH, chosen from the per-task overhead measured by
 benchmarks/bench_dask.py (benchmarks/results/dask.md) with `batch_for_overhead`.

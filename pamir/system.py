@@ -16,7 +16,7 @@ the ImageNet prior). This API is what the product (index, search, server) builds
 it stable.
 
 How a system is trained is pamir.training (`fit_system`, in phases); how a trained one
-keeps learning (feedback, new captioned pictures) is pamir.online. Here: the system itself,
+keeps learning (feedback, new captioned pictures) is pamir.training.online. Here: the system itself,
 saving and loading it, evaluating it, and what an index takes from it.
 """
 
@@ -30,16 +30,16 @@ import scipy.sparse as sp
 
 from . import config
 from .data import Collection
-from .embedding import EmbeddingUnavailable
+from .text.embedding import EmbeddingUnavailable
 from .evaluation import evaluate_model, evaluate_text_space, query_scores
 from .features.registry import representation_from_saved
 from .features.representation import Extracted, take_rows
-from .imagenet import class_probabilities, imagenet_class_names
+from .zeroshot.imagenet import class_probabilities, imagenet_class_names
 from .models import model_class
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .models.neighbours import Neighbours
 from .protocol import Protocol
-from .text import query_vector, tokenize
+from .text.words import query_vector, tokenize
 
 KIND = "system"
 FORMAT_VERSION = 1
@@ -67,7 +67,7 @@ class System:
         self.idf = np.asarray(idf, dtype=np.float64)
         self.info = dict(info or {})
         self.calibration = None  # pamir.calibration.Calibration: probabilities of relevance
-        self.prior = None  # pamir.prior.Prior: ImageNet's classes mixed into its words' scores
+        self.prior = None  # pamir.zeroshot.prior.Prior: ImageNet's classes mixed into its words' scores
         if len(self.idf) != len(self.vocabulary):
             raise ValueError(f"idf has {len(self.idf)} weights for {len(self.vocabulary)} words")
 
@@ -140,7 +140,7 @@ class System:
 
     def annotate(self, Z_rows, k: int | None = None) -> list[list[tuple[str, float]]]:
         """Each text-space row's words, best first, with their scores: the model's words as
-        `pamir annotate` gives them (pamir.annotation, which adds the calibrated
+        `pamir annotate` gives them (pamir.jobs.annotation, which adds the calibrated
         probabilities and ImageNet's words). k None: by the rule validation preferred, the 5
         best or with per-word thresholds the words likely enough; k: the k best words, as
         `pamir annotate -k`."""
@@ -207,7 +207,7 @@ class System:
                 head["calibration"], {k.partition("/")[2]: v for k, v in arrays.items()
                                       if k.startswith("calibration/")})
         if "prior" in head:  # models saved before the prior existed score with the model alone
-            from .prior import Prior  # noqa: PLC0415
+            from .zeroshot.prior import Prior  # noqa: PLC0415
 
             system.prior = Prior.from_saved(head["prior"], {
                 k.partition("/")[2]: v for k, v in arrays.items() if k.startswith("prior/")})
@@ -248,7 +248,7 @@ def evaluate_system(system: System, collection: Collection, split: str = "test",
 
 
 # ------------------------------------------------------------------ what an index takes
-# A system is this module's System or the zero-caption one (pamir.zeroshot): these read
+# A system is this module's System or the zero-caption one (pamir.zeroshot.classes): these read
 # either by what it has, so that the index never needs to know which.
 
 def cnn_part(pipeline):

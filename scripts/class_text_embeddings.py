@@ -1,8 +1,8 @@
-"""Write pamir/imagenet_texts_minilm.npz: the 1,000 ImageNet class texts (each class's name
-and description, pamir.zeroshot.imagenet_texts) embedded by the packaged all-MiniLM-L6-v2,
+"""Write pamir/zeroshot/imagenet_texts_minilm.npz: the 1,000 ImageNet class texts (each class's name
+and description, pamir.zeroshot.classes.imagenet_texts) embedded by the packaged all-MiniLM-L6-v2,
 float16, with the key of the texts and the weights they were made from.
 
-pamir.zeroshot.packaged_class_embeddings reads it when the installed texts and weights match
+pamir.zeroshot.classes.packaged_class_embeddings reads it when the installed texts and weights match
 the key, so a first `pamir fit` or `pamir index` on a machine does not spend the 40 s of CPU
 that embedding the long descriptions takes on 2 cores (issue 35); with other texts or weights
 the bridge embeds them itself, as before. Run from the repository root after either package
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pamir.bridge import display_text, vocabulary_hash
-from pamir.embedding import embedder, model_identity
-from pamir.zeroshot import EMBEDDINGS, imagenet_texts
+from pamir.text.bridge import display_text, vocabulary_hash
+from pamir.text.embedding import embedder, model_identity
+from pamir.zeroshot.classes import EMBEDDINGS, imagenet_texts
 
-OUT = Path(__file__).resolve().parents[1] / "pamir" / EMBEDDINGS
+OUT = Path(__file__).resolve().parents[1] / "pamir" / "zeroshot" / "zeroshot" / EMBEDDINGS
 
 
 def main() -> None:

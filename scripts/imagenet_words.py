@@ -1,9 +1,9 @@
-"""Write pamir/imagenet_words.tsv: the WordNet synsets of the 1,000 ImageNet-1k classes and of
+"""Write pamir/zeroshot/imagenet_words.tsv: the WordNet synsets of the 1,000 ImageNet-1k classes and of
 all their hypernyms, each with its English words and the classes it covers.
 
 ImageNet's classes are WordNet 3.0 noun synsets (their ids, n01503061, are WordNet offsets), so
 "bird" covers the 59 classes under bird.n.01 and "dog" the 118 under dog.n.01. The zero-caption
-system (pamir.zeroshot) scores a word by the probability mass of its classes.
+system (pamir.zeroshot.classes) scores a word by the probability mass of its classes.
 
 Run once, from the repository root, where Debian's WordNet 3.0 is installed
 (`apt-get install wordnet-base`):
@@ -21,7 +21,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "pamir" / "imagenet_words.tsv"
+OUT = Path(__file__).resolve().parents[1] / "pamir" / "zeroshot" / "zeroshot" / "imagenet_words.tsv"
 LICENCE = """\
 # Derived from WordNet 3.0 (https://wordnet.princeton.edu) by scripts/imagenet_words.py.
 # WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved.

@@ -21,7 +21,7 @@ def feature_cache_of_the_session(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     if "PAMIR_CACHE" not in os.environ:
         mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("feature-cache")))
-    # No lexicon of word embeddings (pamir.lexicon): `pamir index` would embed 50,000 words in
+    # No lexicon of word embeddings (pamir.text.lexicon): `pamir index` would embed 50,000 words in
     # each session's fresh cache. Words are mapped by the model, as without one;
     # tests/test_lexicon.py builds small lexicons of its own.
     mp.setenv("PAMIR_LEXICON_WORDS", "0")
@@ -76,7 +76,7 @@ def no_embedding_model(monkeypatch):
 def fake(tmp_path, monkeypatch):
     """A model folder (model.json marks one) whose loading gives the stand-in system
     (tests/fakes.py), and a folder of make_pictures' pictures."""
-    import pamir.commands.product as product
+    import pamir.commands.index as product
     from fakes import FakeSystem
     from pictures import make_pictures
 

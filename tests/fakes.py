@@ -149,8 +149,8 @@ class FakeEmbedder:
 
 
 def use_fake_embedder(monkeypatch):
-    import pamir.embedding as embedding
-    import pamir.zeroshot as zeroshot
+    import pamir.text.embedding as embedding
+    import pamir.zeroshot.classes as zeroshot
     monkeypatch.setattr(embedding, "_embedder", FakeEmbedder())
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "1")
     # the class texts embedded by the fake too, not the real model's shipped embeddings

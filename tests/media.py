@@ -3,7 +3,7 @@ phone writes, small and quick to make, each with an optional date and GPS positi
 phone puts them.
 
 - `exif_bytes`: an EXIF block with DateTimeOriginal and a GPS position (Pillow's own writer,
-  read back by pamir.metadata as a camera's).
+  read back by pamir.facts.metadata as a camera's).
 - `jpeg`, `heic`, `avif`: a picture file in that format (a Pillow image, an array, or by
   default a `noisy_gradient`) with that EXIF. `jpeg_24mp`: a 6000x4000 camera-size JPEG,
   quick to make (a noisy gradient: about a second).

@@ -1,4 +1,4 @@
-"""One annotation (pamir.annotation) behind the library, `pamir annotate` and the HTTP API:
+"""One annotation (pamir.jobs.annotation) behind the library, `pamir annotate` and the HTTP API:
 the same picture gets the same keywords through all three."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from pamir.annotation import annotate_pictures, keyword_records, keywords_of_rows
+from pamir.jobs.annotation import annotate_pictures, keyword_records, keywords_of_rows
 from pamir.cli import app
 from pamir.index import Index
 from pamir.server import create_app
-from pamir.indexing import index_folders
-from pamir.workflow import WorkflowError, load_system
+from pamir.jobs.indexing import index_folders
+from pamir.jobs.workflow import WorkflowError, load_system
 
 
 @pytest.fixture(autouse=True)

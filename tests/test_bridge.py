@@ -1,4 +1,4 @@
-"""Words outside the vocabulary (pamir.bridge): inflections, then the real packaged
+"""Words outside the vocabulary (pamir.text.bridge): inflections, then the real packaged
 sentence-embedding model on a tiny vocabulary, its cache, and refusing when it is absent."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
-import pamir.embedding as embedding
-from pamir.bridge import Bridge, Inflections, lemmas
-from pamir.embedding import model_installed
+import pamir.text.embedding as embedding
+from pamir.text.bridge import Bridge, Inflections, lemmas
+from pamir.text.embedding import model_installed
 from pamir.index import Index, QueryError
-from pamir.query import parse, resolve
+from pamir.text.query import parse, resolve
 
 VOCAB = ["parrot", "eagle", "flower", "car", "water", "leaf", "run", "boxes", "sky"]
 IDF = np.linspace(1.0, 2.0, len(VOCAB))

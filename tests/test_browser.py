@@ -15,7 +15,7 @@ webdriver = chromium_or_skip()
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 
-from pamir.commands.product import LOOPBACK_NAMES  # noqa: E402
+from pamir.commands.index import LOOPBACK_NAMES  # noqa: E402
 from pamir.server import create_app  # noqa: E402
 from fakes import FakeSystem, build_index, use_fake_embedder
 

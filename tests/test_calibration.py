@@ -17,10 +17,10 @@ from pamir.cli import app
 from pamir.evaluation import annotation_metrics, prediction_metrics
 from pamir.calibration.thresholds import choose_rule, fit_thresholds, threshold_predictions
 from pamir.index import Index, QueryError
-from pamir.query import QuerySyntaxError, parse
+from pamir.text.query import QuerySyntaxError, parse
 from pamir.server.app import create_app
 from pamir.system import System
-from pamir.text import text_vectors
+from pamir.text.words import text_vectors
 
 runner = CliRunner()
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pamir.nearby import near_area
-from pamir.place_tree import places_tree
-from pamir.places import place_facts, place_of
-from pamir.query import parse, radius_km
+from pamir.facts.nearby import near_area
+from pamir.facts.place_tree import places_tree
+from pamir.facts.places import place_facts, place_of
+from pamir.text.query import parse, radius_km
 
 
 @pytest.fixture(autouse=True)
@@ -162,7 +162,7 @@ def test_a_fact_hit_says_what_it_holds_and_a_model_takes_feedback(gps_index):
 
 
 class _Classes:
-    """ImageNet's classes as pamir.zeroshot.ClassWords answers them: "buffalo" is a word of
+    """ImageNet's classes as pamir.zeroshot.classes.ClassWords answers them: "buffalo" is a word of
     its table, any other word an echidna by the embedding's guess."""
 
     use_model = False
@@ -170,7 +170,7 @@ class _Classes:
     def match(self, text, words=None):
         import numpy as np
 
-        from pamir.zeroshot import ClassMatch
+        from pamir.zeroshot.classes import ClassMatch
 
         if text == "buffalo":
             return ClassMatch("table", [("buffalo", 1.0)], np.ones(3, np.float32))
@@ -183,7 +183,7 @@ class _Classes:
 def test_a_name_is_not_also_a_look_but_a_keyword_is():
     import numpy as np
 
-    from pamir.query import resolve
+    from pamir.text.query import resolve
 
     def resolved(word, names):
         return resolve(parse(word), [], np.zeros(0), classes=_Classes(),
@@ -205,10 +205,10 @@ def test_a_new_rule_names_an_index_places_again_from_their_positions(tmp_path, m
     from fakes import FakeSystem
     from pictures import exiftool, gps_tags, picture
 
-    from pamir import places
-    from pamir.facts import Fact
+    from pamir.facts import places
+    from pamir.facts.fact import Fact
     from pamir.index import Index
-    from pamir.workflow import update_index
+    from pamir.jobs.workflow import update_index
 
     pics = tmp_path / "pics"
     exiftool(picture(pics / "kinkakuji.jpg"), *gps_tags(*KINKAKUJI))
@@ -232,7 +232,7 @@ def test_an_index_with_no_fitted_model_takes_no_feedback(tmp_path):
     from fakes import FakeSystem
     from fastapi.testclient import TestClient
 
-    from pamir.imagenet import imagenet_class_names
+    from pamir.zeroshot.imagenet import imagenet_class_names
     from pamir.index import Index
     from pamir.server import create_app
 
@@ -246,8 +246,8 @@ def test_an_index_with_no_fitted_model_takes_no_feedback(tmp_path):
 
 def test_near_a_city_covers_what_the_city_rule_calls_the_city():
     # central Reykjavík, 2.6 km from GeoNames' point for it: beyond its bare reach (2.56 km)
-    from pamir.nearby import distances_km
-    from pamir.places import place_of
+    from pamir.facts.nearby import distances_km
+    from pamir.facts.places import place_of
 
     lat, lon = 64.1466, -21.9426
     assert place_of(lat, lon).city == "Reykjavík"

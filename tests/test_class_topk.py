@@ -9,7 +9,7 @@ import pytest
 import pamir.index.tuning as tuning
 from pamir.index import Index
 from pamir.index import class_topk
-from pamir.query import Query
+from pamir.text.query import Query
 
 WORDS = ["sky", "sea", "tree"]
 CLASSES = [f"class{c}" for c in range(12)]

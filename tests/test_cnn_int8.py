@@ -136,7 +136,7 @@ def test_int8_and_fp32_are_cached_apart(tmp_path, pictures):
 
 
 def test_zero_caption_index_knows_its_precision(monkeypatch):
-    from pamir.zeroshot import ZeroCaptionSystem
+    from pamir.zeroshot.classes import ZeroCaptionSystem
     monkeypatch.setattr(config, "CNN_PRECISION", "fp32")
     fp32 = ZeroCaptionSystem().fingerprint
     monkeypatch.setattr(config, "CNN_PRECISION", "int8")

@@ -1,4 +1,4 @@
-"""`pamir index` through Dask (pamir.index_job, pamir.distributed): one 2-process LocalCluster for the module.
+"""`pamir index` through Dask (pamir.jobs.indexing_dask, pamir.distributed): one 2-process LocalCluster for the module.
 
 An index built through the cluster equals one built in this process, picture by picture and
 score by score; a worker killed mid-run leaves an index that a rerun completes, nothing
@@ -19,7 +19,7 @@ distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402  (a dependency of distributed)
 import dask  # noqa: E402
 
-from pamir.index_job import BatchesFailed, DaskTransform, transform_batch  # noqa: E402
+from pamir.jobs.indexing_dask import BatchesFailed, DaskTransform, transform_batch  # noqa: E402
 from pamir.index import Index, model_fingerprint  # noqa: E402
 from pictures import coloured_pictures  # noqa: E402
 

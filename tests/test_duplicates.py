@@ -1,11 +1,10 @@
-"""Copies and bursts (pamir.looks, pamir.grouping, pamir.duplicates): each kind found on Corel
+"""Copies and bursts (pamir.duplicates.looks, pamir.duplicates.grouping, pamir.duplicates.groups): each kind found on Corel
 pictures made into copies the ways people make them, the other pictures of the same CD (the
 same scene) in no group, search folding a group into one hit, `pamir duplicates --move-to`
 never overwriting, and the page's view of the groups in headless Chromium."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 from datetime import datetime, timedelta
@@ -16,10 +15,10 @@ import pytest
 from PIL import Image, ImageEnhance
 
 from fakes import FakeSystem, run
-from pamir.duplicates import DuplicateGroup, find_duplicates, move_others, stored_duplicates
-from pamir.grouping import find_groups
+from pamir.duplicates.groups import DuplicateGroup, find_duplicates, move_others, stored_duplicates
+from pamir.duplicates.grouping import find_groups
 from pamir.index import Index
-from pamir.looks import Looks, look_of
+from pamir.duplicates.looks import Looks, look_of
 
 #: A Corel CD of one scene (cars): its pictures look alike and are no copies of one another.
 CD = "1000"
@@ -242,7 +241,7 @@ def test_page_shows_groups_and_keeps_one(library, tmp_path, browser):
     from conftest import serve_in_thread, wait
     from selenium.webdriver.common.by import By
 
-    from pamir.commands.product import LOOPBACK_NAMES
+    from pamir.commands.index import LOOPBACK_NAMES
     from pamir.server import create_app
 
     root = tmp_path / "lib"
@@ -282,7 +281,7 @@ def test_page_shows_groups_and_keeps_one(library, tmp_path, browser):
 
 
 def test_corrupt_picture_is_skipped_with_a_note(tmp_path):
-    from pamir.looks import read_looks
+    from pamir.duplicates.looks import read_looks
 
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")

@@ -1,4 +1,4 @@
-"""People (pamir.people): faces found and embedded in real photographs (tests/data/faces,
+"""People (pamir.facts.people): faces found and embedded in real photographs (tests/data/faces,
 face_recognition's MIT-licensed pictures), named regions written by exiftool read back,
 names carried to unnamed faces, strangers left unnamed, unnamed people grouped."""
 
@@ -15,9 +15,9 @@ from PIL import Image
 from pictures import exiftool, picture
 
 pytest.importorskip("dlib")
-from pamir.people import (NAME_DISTANCE, Face, FaceFinder, Region, assign, find_faces,  # noqa: E402
-                          group, iou, keyword_names, name_faces, person_tags, read_people,
-                          read_regions)
+from pamir.facts.people import (NAME_DISTANCE, Face, FaceFinder, Region, assign, find_faces,  # noqa: E402
+                                group, iou, keyword_names, name_faces, person_tags, read_people,
+                                read_regions)
 
 DATA = Path(__file__).parent / "data" / "faces"
 needs_exiftool = pytest.mark.skipif(shutil.which("exiftool") is None,
@@ -46,7 +46,7 @@ def one(faces, name) -> np.ndarray:
 # ----------------------------------------------------------------------------- faces
 def test_one_face_in_each_portrait_and_two_in_the_group(faces):
     # the group's third face, 43 pixels, is found only with the picture enlarged 2x (it is
-    # enlarged less: pamir.people.faces.MAX_ENLARGE)
+    # enlarged less: pamir.facts.people.faces.MAX_ENLARGE)
     for name, found in faces.items():
         assert len(found) == (2 if name == "obama_and_biden" else 1), name
         for f in found:
@@ -287,7 +287,7 @@ def test_without_the_faces_extra_the_message_names_it(monkeypatch):
 def test_as_shown_turns_a_box_as_pillow_turns_the_pixels(orientation):
     from PIL import ImageOps
 
-    from pamir.people.regions import as_shown
+    from pamir.facts.people.regions import as_shown
 
     a = np.zeros((40, 60), np.uint8)
     a[5:15, 10:30] = 255  # stored box (10/60, 5/40, 30/60, 15/40)
@@ -338,7 +338,7 @@ def test_regions_written_as_attributes_are_read(tmp_path):
 
 
 def test_person_facts_are_the_name_and_its_words():
-    from pamir.people import person_facts
+    from pamir.facts.people import person_facts
 
     facts = person_facts([("Zoë Smith", (0, 0, 0.1, 0.1), 1.0), ("Bob", (0.5, 0.5, 0.6, 0.6),
                                                                   0.7)])
@@ -350,7 +350,7 @@ def test_person_facts_are_the_name_and_its_words():
 
 @needs_exiftool
 def test_find_people_gives_faces_region_names_and_tags(tmp_path):
-    from pamir.people import find_people
+    from pamir.facts.people import find_people
 
     p = tmp_path / "group.jpg"
     shutil.copy(DATA / "obama_and_biden.jpg", p)

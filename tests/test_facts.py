@@ -9,7 +9,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pamir.facts import Fact, fold, keyword_facts
+from pamir.facts.fact import Fact, fold, keyword_facts
 from pamir.index import Index
 from pamir.index.fact_reading import FACT_PROBABILITY
 from pathlib import Path

@@ -12,7 +12,7 @@ from pamir.data import load_corel5k, load_collection
 from pamir.evaluation.metrics import average_precision
 from pamir.index import Index
 from pamir.training import fit_system
-from pamir.indexing import index_folders
+from pamir.jobs.indexing import index_folders
 
 BIRDS = {"birds", "bird", "nest", "flight", "wings"}
 

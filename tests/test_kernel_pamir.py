@@ -8,7 +8,7 @@ from scipy import integrate, stats
 from pamir.evaluation import mean_average_precision
 from pamir.models import load_model
 from pamir.models.base import TrainingQueries
-from pamir.ragged import Ragged
+from pamir.features.ragged import Ragged
 from pamir.models.kernel_pamir import (ExpectedLikelihoodKernel, KernelPAMIR,
                                        LinearKernel, MatchKernel, match_grams, pa_updates,
                                        sample_triplets)

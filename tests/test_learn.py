@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from pamir.cli import app
 from pamir.index import Index, IndexDirError
 from pamir.models.pamir import PAMIR
-from pamir.online import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
-                          neighbour_scores)
+from pamir.training.online import (add_words, apply_delta, feedback_delta, feedback_scores, learn,
+                                   neighbour_scores)
 from pictures import COLOURS, coloured_pictures
 
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""The lexicon of precomputed word embeddings (pamir.lexicon): its mappings are the model's, a
+"""The lexicon of precomputed word embeddings (pamir.text.lexicon): its mappings are the model's, a
 word it holds is mapped without loading the model (no torch in `pamir search`), a word it
 lacks still goes to the model, and `pamir index` builds it once."""
 
@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pamir.bridge as bridge_mod
-from pamir import lexicon
-from pamir.bridge import Bridge
-from pamir.embedding import model_installed
-from pamir.imagenet import imagenet_class_names
+import pamir.text.bridge as bridge_mod
+from pamir.text import lexicon
+from pamir.text.bridge import Bridge
+from pamir.text.embedding import model_installed
+from pamir.zeroshot.imagenet import imagenet_class_names
 from pamir.index import Index
 
-#: the similarity floor the ImageNet class names were matched at before pamir.zeroshot
+#: the similarity floor the ImageNet class names were matched at before pamir.zeroshot.classes
 CLASS_FLOOR = 0.6
 
 needs_model = pytest.mark.skipif(not model_installed()[0], reason=model_installed()[1])

@@ -67,5 +67,5 @@ def test_the_readme_example_runs(tmp_path, monkeypatch, capsys):
     assert set(words[:2]) == {"red", "stripes"}
     first = [int(Path(p).stem[1:]) for _, p in hits]
     # red and striped first (the generated red striped pictures are copies of one another,
-    # so search folds them into the first hit: pamir.duplicates)
+    # so search folds them into the first hit: pamir.duplicates.groups)
     assert first[0] % 3 == 0 and (first[0] // 3) % 2 == 0

@@ -1,5 +1,5 @@
 """The media makers of tests/media.py make what they say: each file decodes at its size, and
-its date and GPS position are read back where a phone puts them (pamir.metadata for the
+its date and GPS position are read back where a phone puts them (pamir.facts.metadata for the
 pictures' EXIF, the container's tags for videos)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from PIL import Image
 
 import media
 from pamir.features.images import load_rgb
-from pamir.metadata import read_metadata
+from pamir.facts.metadata import read_metadata
 
 TAKEN = datetime(2019, 7, 4, 10, 20, 30)
 KYOTO = (35.0116, 135.7681)

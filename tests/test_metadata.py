@@ -1,4 +1,4 @@
-"""Keywords, captions and dates read from the pictures' own files (pamir.metadata), written
+"""Keywords, captions and dates read from the pictures' own files (pamir.facts.metadata), written
 into real JPEG, PNG and HEIC files by a real writer: exiftool, as people's tools do."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pamir.data import caption_sources, load_collection, load_folder
-from pamir.metadata import MAX_XMP_BYTES, read_metadata
+from pamir.facts.metadata import MAX_XMP_BYTES, read_metadata
 from pictures import exiftool, picture, write_packet
 
 pytestmark = pytest.mark.skipif(shutil.which("exiftool") is None,
@@ -208,7 +208,7 @@ def test_search_shows_dates_and_captions_cli_and_api(tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
     from typer.testing import CliRunner
 
-    import pamir.commands.product as product
+    import pamir.commands.index as product
     from pamir.cli import app
     from pamir.server import create_app
     from fakes import FakeSystem

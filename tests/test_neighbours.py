@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from pamir.data import Collection
 from pamir.features.cnn import CNNSettings
 from pamir.models.neighbours import LabelTransfer, Neighbours, mix_stats, mixed, view_of
-from pamir.online import apply_delta, learn
+from pamir.training.online import apply_delta, learn
 from pamir.system import System
 from pamir.training import fit_system, neighbour_views
 

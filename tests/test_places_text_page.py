@@ -15,10 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from pamir.facts import Fact
-from pamir.ocr import TextLine, lines_of, text_facts
-from pamir.places import listed_places
-from pamir.query import filter_term, parse
+from pamir.facts.fact import Fact
+from pamir.facts.ocr import TextLine, lines_of, text_facts
+from pamir.facts.places import listed_places
+from pamir.text.query import filter_term, parse
 
 KYOTO = (35.0394, 135.7292)     # Kinkaku-ji: Kamigyō-ku, Kyoto, Japan
 LONDON = (51.5079, -0.1281)     # Trafalgar Square
@@ -87,7 +87,7 @@ def build_places_and_text(tmp_path: Path):
     pytest.importorskip("rapidocr")
     from pamir.index import Index
     from pamir.index.passes import run_pass
-    from pamir.ocr import read_texts
+    from pamir.facts.ocr import read_texts
     from fakes import FakeSystem
     from pictures import exiftool, gps_tags, make_pictures, picture
 
@@ -166,14 +166,14 @@ def test_annotate_adds_the_place_and_the_text_alike_in_the_library_cli_and_api(
     the same keywords."""
     from typer.testing import CliRunner
 
-    from pamir.annotation import annotate_pictures, fact_keywords
+    from pamir.jobs.annotation import annotate_pictures, fact_keywords
     from pamir.cli import app
     from pamir.index import Index
     from pamir.server import create_app
 
     index_dir, system = indexed
     sign = index_dir.parent / "pictures" / "sign.jpg"
-    import pamir.commands.product as product
+    import pamir.commands.index as product
 
     model = system.save(tmp_path / "model")
     monkeypatch.setattr(product, "load_system", lambda path: system)
@@ -211,8 +211,8 @@ def test_annotate_adds_the_place_and_the_text_alike_in_the_library_cli_and_api(
 
 
 def test_fact_keywords_put_places_nearest_first_and_the_surest_words_first():
-    from pamir.annotation import fact_keywords
-    from pamir.places import place_facts
+    from pamir.jobs.annotation import fact_keywords
+    from pamir.facts.places import place_facts
 
     lines = [TextLine("Fresh Bread", 0.6, (0, 0, 1, 0.2)), TextLine("BAKERY", 0.97,
                                                                     (0, 0.5, 1, 0.7))]
@@ -231,7 +231,7 @@ def page(tmp_path_factory):
     """The server of `build_places_and_text`'s index, as `pamir serve` runs it."""
     from conftest import serve_in_thread
 
-    from pamir.commands.product import LOOPBACK_NAMES
+    from pamir.commands.index import LOOPBACK_NAMES
     from pamir.server import create_app
 
     with pytest.MonkeyPatch.context() as mp:

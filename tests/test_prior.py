@@ -1,4 +1,4 @@
-"""The zero-caption system as a prior inside a fitted one (pamir.prior): the weights are chosen
+"""The zero-caption system as a prior inside a fitted one (pamir.zeroshot.prior): the weights are chosen
 on validation per word, shrunk toward a global weight, kept with the model, and mixed into the
 scores the index stores, so that a model fitted on a handful of pictures searches a word at
 least as well as ImageNet's classes alone."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pamir import prior as prior_mod
+from pamir.zeroshot import prior as prior_mod
 from pamir.evaluation.metrics import average_precision
-from pamir.prior import Prior, choose_prior
+from pamir.zeroshot.prior import Prior, choose_prior
 
 
 def synthetic(n=200, seed=0):
@@ -164,6 +164,6 @@ def test_a_fitted_cnn_system_keeps_its_prior_and_scores_with_it(tmp_path):
     np.testing.assert_allclose(Z, loaded.prior.mix(raw, loaded.class_probabilities(paths)),
                                rtol=1e-5)
     # the index measures a mixed query's words by the prior's spreads (IndexReading._class_mix)
-    from pamir import workflow
+    from pamir.jobs import workflow
     with workflow.open_index(tmp_path / "index", tmp_path / "model", loaded, "fp") as ix:
         np.testing.assert_allclose(ix.scales, loaded.prior.spreads, rtol=1e-6)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import pamir.commands.product as product
+import pamir.commands.index as product
 from fakes import run, use_fake_embedder
 from pictures import COLOURS, coloured_pictures
 

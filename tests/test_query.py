@@ -1,4 +1,4 @@
-"""The query grammar (pamir.query) and how the index answers it: exclusions, weights, phrases,
+"""The query grammar (pamir.text.query) and how the index answers it: exclusions, weights, phrases,
 the score floor, sorting by date and folder filters."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from pamir import zeroshot
-from pamir.bridge import CLASS_MIX
+from pamir.zeroshot import classes as zeroshot
+from pamir.text.bridge import CLASS_MIX
 from pamir.index import CLASS_SCALE, Index, QueryError
-from pamir.query import QuerySyntaxError, parse, resolve
-from pamir.text import query_vector
+from pamir.text.query import QuerySyntaxError, parse, resolve
+from pamir.text.words import query_vector
 
 VOCAB = ["red", "green", "blue", "stripes", "polar_bear", "sky"]
 IDF = np.array([1.0, 1.5, 2.0, 0.5, 3.0, 1.2])

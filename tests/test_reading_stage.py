@@ -1,5 +1,5 @@
 """The reading stage of `pamir index` (pamir.features.rasters, pamir.index.stage,
-pamir.indexing): each picture decoded once for the look, the thumbnails, the text and the
+pamir.jobs.indexing): each picture decoded once for the look, the thumbnails, the text and the
 faces; the CNN's inputs unchanged for pictures that need no reduction (Corel's); HEIC, AVIF
 and a 24-MP JPEG indexed and found; thumbnails written while indexing; searches answered
 while the text pass still reads; the progress record the page shows."""
@@ -20,7 +20,7 @@ from pamir.features.cnn import CNNRepresentation, CNNSettings, prepare_picture
 from pamir.features.rasters import Need, look_needs, read_item, rgb_for, sharing
 from pamir.index import Index
 from pamir.index.progress_record import read_progress
-from pamir.indexing import IndexJob, run_index
+from pamir.jobs.indexing import IndexJob, run_index
 
 NEEDS = [Need("look", short=224), Need("text", long=1600), Need("faces", long=1024),
          Need("thumbnails", long=512)]
@@ -187,7 +187,7 @@ def test_searches_are_answered_while_the_text_pass_reads(tmp_path, monkeypatch):
     from fakes import FakeSystem
     from pictures import make_pictures
 
-    import pamir.ocr as ocr
+    import pamir.facts.ocr as ocr
 
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
     folder = tmp_path / "pictures"
@@ -201,7 +201,7 @@ def test_searches_are_answered_while_the_text_pass_reads(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ocr, "shared_reader", lambda *a, **kw: None)
     monkeypatch.setattr(ocr, "read_text_rasters", held_reader)
-    monkeypatch.setattr("pamir.workflow.read_text", lambda index, **kw: _no_rest())
+    monkeypatch.setattr("pamir.jobs.workflow.read_text", lambda index, **kw: _no_rest())
     job = IndexJob([folder], index_dir=tmp_path / "ix", text=True, batch_size=2)
     out = {}
     worker = threading.Thread(target=lambda: out.update(report=run_index(
@@ -295,8 +295,8 @@ def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, ph
                                                                      decodes, monkeypatch):
     """A new text reader (another fingerprint) reads every picture again, by itself: one
     decode each, nothing for the look."""
-    import pamir.ocr as ocr
-    from pamir import workflow
+    import pamir.facts.ocr as ocr
+    from pamir.jobs import workflow
 
     monkeypatch.setattr(ocr, "fingerprint", lambda settings=None: "another reader")
     with Index.open(indexed[0], writable=True) as index:

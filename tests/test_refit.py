@@ -143,8 +143,8 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
     child process in a fit: the embedding model never enters the fit's own memory)."""
     import scipy.sparse as sp
 
-    import pamir.prior
-    import pamir.zeroshot
+    import pamir.zeroshot.prior
+    import pamir.zeroshot.classes
     from pamir.training import assembly
 
     monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))
@@ -161,8 +161,8 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
         calls.append(list(vocabulary))
         return sp.csr_matrix(np.eye(len(vocabulary), 1000, dtype=np.float32))
 
-    monkeypatch.setattr(pamir.zeroshot, "ClassWords", Words)
-    monkeypatch.setattr(pamir.prior, "word_classes", word_classes)
+    monkeypatch.setattr(pamir.zeroshot.classes, "ClassWords", Words)
+    monkeypatch.setattr(pamir.zeroshot.prior, "word_classes", word_classes)
     first = assembly.vocabulary_classes(["sun", "sea"])
     again = assembly.vocabulary_classes(["sun", "sea"])
     started = assembly.start_vocabulary_classes(["sun", "sea"])  # cached: no child

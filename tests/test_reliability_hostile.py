@@ -213,7 +213,7 @@ def test_nul_in_a_path_argument_is_a_clear_error(tmp_path):
 @FUZZ
 @given(st.text(max_size=300))
 def test_fuzz_query_parser(text):
-    from pamir.query import QuerySyntaxError, parse
+    from pamir.text.query import QuerySyntaxError, parse
 
     try:
         parsed = parse(text)
@@ -227,7 +227,7 @@ def test_fuzz_query_parser(text):
 @given(st.text(alphabet=st.sampled_from('red blue "^-+:.0123456789 floor:sort:in:date\t'),
                max_size=80))
 def test_fuzz_query_parser_grammar_alphabet(text):
-    from pamir.query import QuerySyntaxError, parse
+    from pamir.text.query import QuerySyntaxError, parse
 
     try:
         parse(text)

@@ -268,7 +268,7 @@ def test_server_sees_pictures_indexed_while_it_runs(tmp_path, client, system):
 
 
 def test_a_loopback_server_answers_only_its_own_names(tmp_path, system):
-    from pamir.commands.product import LOOPBACK_NAMES
+    from pamir.commands.index import LOOPBACK_NAMES
     app = create_app(build_index(tmp_path, system), system=system, allowed_hosts=LOOPBACK_NAMES)
     with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         assert c.get("/api/status").status_code == 200

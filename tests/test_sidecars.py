@@ -1,4 +1,4 @@
-"""Writing back into XMP sidecars (pamir.sidecars, `pamir annotate --xmp`, `pamir index
+"""Writing back into XMP sidecars (pamir.jobs.sidecars, `pamir annotate --xmp`, `pamir index
 --write-xmp`): written in digiKam's and Lightroom's conventions and read back by exiftool;
 merged into a sidecar with other tools' fields, every one of them kept; pamir's own words
 and guessed names never read back as the person's, a word the person kept is; the old
@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pamir.metadata import read_metadata
-from pamir.people.regions import read_people
-from pamir.sidecars import (WORD_PROBABILITY, Face, Known, confident_words, merge_xmp,
-                            sidecar_targets, write_xmp)
+from pamir.facts.metadata import read_metadata
+from pamir.facts.people.regions import read_people
+from pamir.jobs.sidecars import (WORD_PROBABILITY, Face, Known, confident_words, merge_xmp,
+                                 sidecar_targets, write_xmp)
 from pictures import exiftool, gps_tags, picture
 
 needs_exiftool = pytest.mark.skipif(shutil.which("exiftool") is None,
@@ -281,7 +281,7 @@ def test_annotate_xmp_writes_the_sidecars(fake, tmp_path):
     from fakes import run
 
     model, pictures = fake
-    import pamir.commands.product as product
+    import pamir.commands.index as product
     product.load_system(model).calibration = Calibrated()
     red = pictures / "red-0.png"
     r = run("annotate", model, red, "--xmp", "--json", "--index", tmp_path / "none")
@@ -330,7 +330,7 @@ def test_index_write_xmp(fake, tmp_path, monkeypatch):
 
 def test_the_names_written_are_confirmed_or_carried_with_confidence():
     from pamir.index.people import FaceRow
-    from pamir.sidecars import index_faces
+    from pamir.jobs.sidecars import index_faces
 
     box = (0.1, 0.1, 0.3, 0.3)
 

@@ -1,4 +1,4 @@
-"""Faces of every size (pamir.people.zoom): real faces (tests/data/faces) composed into a
+"""Faces of every size (pamir.facts.people.zoom): real faces (tests/data/faces) composed into a
 group photo of several megapixels, too small for the detector's scaled picture, are found
 by the second look and named from portraits; a small face's name is less sure."""
 
@@ -11,9 +11,9 @@ import pytest
 from PIL import Image, ImageDraw, ImageFilter
 
 pytest.importorskip("dlib")
-from pamir.people import NAME_DISTANCE, FaceFinder, assign, find_faces, iou  # noqa: E402
-from pamir.people import zoom  # noqa: E402
-from pamir.people.naming import SURE_FACE, name_confidence  # noqa: E402
+from pamir.facts.people import NAME_DISTANCE, FaceFinder, assign, find_faces, iou  # noqa: E402
+from pamir.facts.people import zoom  # noqa: E402
+from pamir.facts.people.naming import SURE_FACE, name_confidence  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "faces"
 PHOTO = (3000, 2000)
@@ -72,7 +72,7 @@ def test_small_faces_of_a_group_photo_are_found_and_named(finder, tmp_path):
     assert all(iou(f.box, b) >= 0.3 for f, b in zip(found, boxes))
     assert len(faces) == len(boxes)
     assert 75 <= found[0].size <= 110 and 20 <= found[3].size <= 40
-    # named from two portraits, as pamir.people.who carries names; the stranger takes none
+    # named from two portraits, as pamir.facts.people.who carries names; the stranger takes none
     portraits = {n: finder.find(np.asarray(Image.open(DATA / f"{n}.jpg")))[0]
                  for n in ("obama", "biden")}
     named = assign(np.stack([f.embedding for f in found[:3]]),
@@ -125,8 +125,8 @@ def test_looks_are_bounded_on_a_picture_without_faces(finder, monkeypatch):
 def test_the_pass_reader_takes_pictures_decoded_once(tmp_path):
     """read_faces over paths, and over the same pictures decoded beforehand (as a reader
     that decodes each picture once for every pass gives them), find the same faces."""
-    from pamir.people.faces import RASTER_SIDE, load_for_detection  # noqa: PLC0415
-    from pamir.people.pictures import read_faces  # noqa: PLC0415
+    from pamir.facts.people.faces import RASTER_SIDE, load_for_detection  # noqa: PLC0415
+    from pamir.facts.people.pictures import read_faces  # noqa: PLC0415
 
     paths = [DATA / "obama.jpg", DATA / "obama_and_biden.jpg", tmp_path / "missing.jpg"]
     decoded = [load_for_detection(p, RASTER_SIDE) for p in paths[:2]] + [None]

@@ -1,4 +1,4 @@
-"""Text of every size and angle (pamir.ocr): a word filling half the picture's height is
+"""Text of every size and angle (pamir.facts.ocr): a word filling half the picture's height is
 read (the most obvious text of a sign photographed close), and so are words tilted by 20
 degrees either way."""
 
@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 
 pytest.importorskip("rapidocr")
 
-from pamir.ocr import OcrSettings, TextReader, fingerprint, text_facts  # noqa: E402
+from pamir.facts.ocr import OcrSettings, TextReader, fingerprint, text_facts  # noqa: E402
 from pictures import PAINTED_SIZE, backdrop, font, paint  # noqa: E402
 
 
@@ -62,7 +62,7 @@ def test_lines_of_any_height_are_a_setting_of_their_own():
 def test_the_pass_reader_takes_pictures_decoded_once(tmp_path):
     """read_texts over paths, and over the same pictures decoded beforehand (as a reader
     that decodes each picture once for every pass gives them), read the same facts."""
-    from pamir.ocr import READ_SIDE, read_texts  # noqa: PLC0415
+    from pamir.facts.ocr import READ_SIDE, read_texts  # noqa: PLC0415
 
     picture = paint("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0)
     Image.fromarray(picture).save(tmp_path / "sign.png")

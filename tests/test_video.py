@@ -1,4 +1,4 @@
-"""Videos (pamir.video, pamir.index.videos): frames read every few seconds, the container's
+"""Videos (pamir.facts.video, pamir.index.videos): frames read every few seconds, the container's
 date and GPS, a video indexed and found by its frames' look with the time of its best frame,
 and a broken or truncated video skipped with a message naming it."""
 
@@ -15,9 +15,9 @@ from fakes import FakeSystem, run
 from pictures import COLOURS
 
 from pamir.index import Index
-from pamir.metadata import read_metadata
-from pamir.video import (VideoError, best_frame, clock, frame_times, parse_date,
-                         parse_iso6709, read_video, video_row)
+from pamir.facts.metadata import read_metadata
+from pamir.facts.video import (VideoError, best_frame, clock, frame_times, parse_date,
+                               parse_iso6709, read_video, video_row)
 
 FPS = 4
 

@@ -1,4 +1,4 @@
-"""The index follows the folder (pamir.watch, `pamir watch`, `pamir serve --watch`): new,
+"""The index follows the folder (pamir.jobs.watch, `pamir watch`, `pamir serve --watch`): new,
 renamed and removed pictures and changed sidecars taken from the file system's events, an
 import read once, a half-copied file left alone, an unplugged folder kept and caught up with,
 what changed while nothing watched caught up with on start, and the writer lock respected.
@@ -18,7 +18,7 @@ from PIL import Image
 
 from fakes import FakeSystem, run
 from pamir.index import Index, model_fingerprint
-from pamir.watch import Watcher, watch_in_thread
+from pamir.jobs.watch import Watcher, watch_in_thread
 from pictures import COLOURS, make_pictures
 
 pytestmark = pytest.mark.usefixtures("no_embedding_model")
@@ -283,7 +283,7 @@ def test_the_index_own_folder_inside_the_watched_one_is_left_out(tmp_path):
 
 
 def test_pamir_watch_catches_up_and_stops_cleanly_on_ctrl_c(fake, tmp_path, monkeypatch):
-    import pamir.watch as watch
+    import pamir.jobs.watch as watch
 
     model, pictures = fake
     check = watch.Watcher.check_folders
@@ -304,7 +304,7 @@ def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monke
 
     from fastapi.testclient import TestClient
 
-    import pamir.workflow as workflow
+    import pamir.jobs.workflow as workflow
     from pamir.commands.serve import _watching
     from pamir.server import create_app
 

@@ -1,4 +1,4 @@
-"""The index workflow as a library (pamir.workflow): a Keep through the HTTP API and the same
+"""The index workflow as a library (pamir.jobs.workflow): a Keep through the HTTP API and the same
 marks through the library make the same model and the same index scores; a round's re-ranked
 hits are the same through both."""
 
@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 import pamir
 from conftest import model_arrays, same_model
 from pamir.server import create_app
-from pamir.indexing import index_folders
-from pamir.workflow import WorkflowError, feedback_round, load_system, marks
+from pamir.jobs.indexing import index_folders
+from pamir.jobs.workflow import WorkflowError, feedback_round, load_system, marks
 
 
 @pytest.fixture(autouse=True)

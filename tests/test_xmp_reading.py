@@ -1,12 +1,12 @@
-"""pamir.metadata's public XMP helpers, the one reading of XMP that the keywords, the face
-regions (pamir.people.regions) and the sidecars' starting packet (pamir.sidecars) share."""
+"""pamir.facts.metadata's public XMP helpers, the one reading of XMP that the keywords, the face
+regions (pamir.facts.people.regions) and the sidecars' starting packet (pamir.jobs.sidecars) share."""
 
 from __future__ import annotations
 
 from pictures import picture, write_packet
 
-from pamir.metadata import (MAX_XMP_BYTES, embedded_xmp, open_picture, parse_xmp,
-                            xmp_sidecars)
+from pamir.facts.metadata import (MAX_XMP_BYTES, embedded_xmp, open_picture, parse_xmp,
+                                  xmp_sidecars)
 
 PACKET = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF '
           b'xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'

@@ -1,4 +1,4 @@
-"""Search with no captions (pamir.zeroshot): ImageNet's WordNet table, the bridge over the
+"""Search with no captions (pamir.zeroshot.classes): ImageNet's WordNet table, the bridge over the
 classes' descriptions, the mass scores, and `pamir index FOLDER` / `pamir annotate` with no
 model on real pictures through the real network."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import pamir.commands.product as product
-from pamir import zeroshot
-from pamir.imagenet import imagenet_class_names
+import pamir.commands.index as product
+from pamir.zeroshot import classes as zeroshot
+from pamir.zeroshot.imagenet import imagenet_class_names
 from pamir.index import Index
 from fakes import run
 from fakes import FakeEmbedder, FakeSystem, use_fake_embedder
@@ -210,7 +210,7 @@ def test_a_word_the_class_table_knows_reaches_its_classes_not_the_nearest_words(
     """Issue 37: "fish", outside a vocabulary of penguins and signs, went to the nearest words
     by meaning (penguin 0.42, language 0.41): WordNet's table names its classes, so those
     answer it; a word the table does not know still goes to the nearest words."""
-    from pamir.query import parse, resolve
+    from pamir.text.query import parse, resolve
 
     class Near:  # the embedding bridge: any word is near "penguin"
         def inflection(self, word):
@@ -239,8 +239,8 @@ def test_the_class_table_takes_plurals_not_verb_forms():
 def test_the_shipped_class_text_embeddings_are_the_models():
     """The 1,000 class texts' embeddings shipped with the package (issue 35: 40 s of CPU on a
     first fit or index) are what the installed model makes of them, to float16's precision."""
-    from pamir.bridge import display_text
-    from pamir.embedding import embedder, model_installed
+    from pamir.text.bridge import display_text
+    from pamir.text.embedding import embedder, model_installed
 
     E = zeroshot.packaged_class_embeddings()
     if not model_installed()[0]:
@@ -257,7 +257,7 @@ def test_the_shipped_class_text_embeddings_are_the_models():
 
 
 def test_shipped_embeddings_for_other_weights_are_not_used(monkeypatch):
-    import pamir.embedding as embedding
+    import pamir.text.embedding as embedding
 
     zeroshot.packaged_class_embeddings.cache_clear()
     monkeypatch.setattr(embedding, "model_identity", lambda: "0.2.0 123")

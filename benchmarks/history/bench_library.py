@@ -10,7 +10,7 @@ figure as it was.
    in its own process on the shared feature cache, compared bit for bit: `pamir evaluate
    MODEL --on corel5k:test --json` (System.load, transforms, evaluation); a PAMIR
    `fit_system` on the cached Lite0 CNN features of Corel 5k (the fit path, 300,000
-   updates, no grid); `pamir.online.learn` with new words and a start from neighbours,
+   updates, no grid); `pamir.training.online.learn` with new words and a start from neighbours,
    then a feedback round (now PAMIR.partial_fit and PAMIR.feedback_delta); and an index of
    300 Corel pictures made with MODEL, searched four ways and asked for similar pictures.
 """
@@ -48,7 +48,7 @@ print(s.info["valid_avgp"])
 LEARN = """
 import sys, numpy as np, scipy.sparse as sp
 from pamir.models.pamir import PAMIR
-from pamir.online import learn, feedback_delta, apply_delta
+from pamir.training.online import learn, feedback_delta, apply_delta
 from pamir.system import System
 rng = np.random.default_rng(0)
 Y = sp.csr_matrix((rng.random((80, 5)) < 0.35).astype(float))
@@ -75,7 +75,7 @@ INDEX = """
 import sys, os
 from pathlib import Path
 from pamir.index import Index
-from pamir.workflow import index_folders
+from pamir.jobs.workflow import index_folders
 model, pics = sys.argv[2], Path(sys.argv[1]).parent / "pictures"
 pics.mkdir(exist_ok=True)
 images = Path(os.environ["PAMIR_COREL5K"]) / "images"

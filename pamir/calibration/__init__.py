@@ -378,10 +378,10 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
     retrained on train + validation (its own would be in-sample, and over-confident).
     None, with a line logged, where validation cannot fit one (too few captions).
     P_valid: the validation pictures' class probabilities, for a system with a prior
-    (pamir.prior): the probabilities are those of its mixed scores."""
+    (pamir.zeroshot.prior): the probabilities are those of its mixed scores."""
     import scipy.sparse as sp  # noqa: PLC0415
     from ..protocol import generate_queries  # noqa: PLC0415
-    from ..text import text_vectors  # noqa: PLC0415
+    from ..text.words import text_vectors  # noqa: PLC0415
 
     say = log or (lambda *a: None)
     Y_valid = sp.csr_matrix(Y_valid)

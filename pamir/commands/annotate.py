@@ -1,4 +1,4 @@
-"""`pamir annotate`: a picture's keywords (pamir.annotation), printed or as JSON lines, and
+"""`pamir annotate`: a picture's keywords (pamir.jobs.annotation), printed or as JSON lines, and
 sidecar files written beside the pictures."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from ..annotation import annotate_pictures, write_sidecar
+from ..jobs.annotation import annotate_pictures, write_sidecar
 from ..index import Index, IndexDirError
-from ..workflow import default_index_dir
-from ..zeroshot import ZeroCaptionSystem
-from . import product
+from ..jobs.workflow import default_index_dir
+from ..zeroshot.classes import ZeroCaptionSystem
+from . import index as product
 from .common import console, fail
 from .sidecars import check_sidecar_name
 
-# `load_system` is looked up on pamir.commands.product when a command runs, so that a test's
+# `load_system` is looked up on pamir.commands.index when a command runs, so that a test's
 # stand-in for it (monkeypatch) reaches every command that loads a model.
 
 
@@ -60,8 +60,8 @@ def annotate_command(
     pictures = [p for p in pictures if p.is_file()]
     if not pictures:
         fail("no picture to annotate")
-    if xmp:  # pamir.sidecars only where asked: every command's start imports this module
-        from ..sidecars import known_of_pictures, write_xmp  # noqa: PLC0415
+    if xmp:  # pamir.jobs.sidecars only where asked: every command's start imports this module
+        from ..jobs.sidecars import known_of_pictures, write_xmp  # noqa: PLC0415
 
         check_sidecar_name(xmp_name)
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else product.load_system(model)

@@ -1,6 +1,6 @@
 """`pamir duplicates`: the groups of copies and bursts among the indexed pictures, and what to
 do with them: a list (--list FILE) or the others moved aside (--move-to DIR). pamir never
-deletes a file. The work is the library's: pamir.duplicates."""
+deletes a file. The work is the library's: pamir.duplicates.groups."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from ..duplicates import find_duplicates, move_others, write_list
-from ..grouping import KINDS
+from ..duplicates.groups import find_duplicates, move_others, write_list
+from ..duplicates.grouping import KINDS
 from ..index import Index, IndexDirError
-from ..workflow import default_index_dir
+from ..jobs.workflow import default_index_dir
 from .common import INDEX_HELP, console, fail
 
 #: What a kind is called in the printed list.
@@ -95,9 +95,9 @@ def _print_moved(moved, folder: Path) -> None:
 
 
 def copies_pass(index: Index) -> dict | None:
-    """The looks pass and the groups of `pamir index` (pamir.duplicates.copies_pass), with
+    """The looks pass and the groups of `pamir index` (pamir.duplicates.groups.copies_pass), with
     its own progress."""
-    from ..duplicates import copies_pass as run  # noqa: PLC0415
+    from ..duplicates.groups import copies_pass as run  # noqa: PLC0415
     from ..progress import Bar  # noqa: PLC0415
 
     try:

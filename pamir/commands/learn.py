@@ -1,4 +1,4 @@
-"""`pamir learn`: a model taught new captioned pictures and new words (pamir.workflow.
+"""`pamir learn`: a model taught new captioned pictures and new words (pamir.jobs.workflow.
 learn_pictures), and the indexes built with it brought up to date."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from .. import workflow
+from ..jobs import workflow
 from ..data import DataError, load_captions_table
-from . import product
+from . import index as product
 from .common import console, fail
 
-# `load_system` is looked up on pamir.commands.product when a command runs, so that a test's
+# `load_system` is looked up on pamir.commands.index when a command runs, so that a test's
 # stand-in for it (monkeypatch) reaches every command that loads a model.
 
 

@@ -1,6 +1,6 @@
 """`pamir people`: who is in the indexed pictures, and `--forget NAME`; and the lines of the
-faces pass that `pamir index` runs (pamir.indexing). The work is the library's:
-pamir.workflow.read_faces and pamir.people.who."""
+faces pass that `pamir index` runs (pamir.jobs.indexing). The work is the library's:
+pamir.jobs.workflow.read_faces and pamir.facts.people.who."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from ..index import Index, IndexDirError
-from ..workflow import default_index_dir
+from ..jobs.workflow import default_index_dir
 from .common import console, fail
 
 INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
@@ -65,7 +65,7 @@ def people_command(
 
 
 def _forget(index_dir: Path, name: str, as_json: bool) -> None:
-    from ..people.who import PeopleError, forget  # noqa: PLC0415
+    from ..facts.people.who import PeopleError, forget  # noqa: PLC0415
 
     try:
         with Index.open(index_dir, writable=True) as index:

@@ -11,14 +11,14 @@ import numpy as np
 import typer
 from rich.markup import escape
 
-from .. import workflow
+from ..jobs import workflow
 from ..calibration import LIKELY
 from ..index import Index, IndexDirError, QueryError
-from ..workflow import default_index_dir
-from . import product
+from ..jobs.workflow import default_index_dir
+from . import index as product
 from .common import INDEX_HELP, console, fail
 
-# `load_system` is looked up on pamir.commands.product when a command runs, so that a test's
+# `load_system` is looked up on pamir.commands.index when a command runs, so that a test's
 # stand-in for it (monkeypatch) reaches every command that loads a model.
 
 QUERY_HELP = ('words, e.g. "tiger grass"; -word excludes, word^2 or 2:word weighs, "a phrase" '
@@ -112,7 +112,7 @@ def search_command(
 def _sort_name(sort: str | None) -> str | None:
     if sort is None:
         return None
-    from ..query import SORTS  # noqa: PLC0415
+    from ..text.query import SORTS  # noqa: PLC0415
 
     if sort.lower() not in SORTS:
         fail(f"--sort {sort}: one of {', '.join(sorted(SORTS))}")
@@ -133,7 +133,7 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
         sys.stdout.buffer.flush()
     else:
         from ..storage import shown_path  # noqa: PLC0415
-        from ..video import clock  # noqa: PLC0415
+        from ..facts.video import clock  # noqa: PLC0415
 
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
             when = f"{h.taken[:10]}  " if getattr(h, "taken", None) else ""

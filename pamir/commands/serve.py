@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from ..index import IndexDirError
-from ..workflow import default_index_dir
+from ..jobs.workflow import default_index_dir
 from .common import INDEX_HELP, console, fail, own_the_reports
 
 #: Host names a server bound to 127.0.0.1 answers to (Starlette's host check cuts the port at
@@ -96,10 +96,10 @@ def serve_command(
 
 
 def _watching(index_dir: Path, folders):
-    """`--watch`: pamir.watch's watcher of the folders in a thread of its own, the index's
+    """`--watch`: pamir.jobs.watch's watcher of the folders in a thread of its own, the index's
     one writer (the server reads each commit as it comes); (thread, stop event)."""
-    from ..watch import watch_in_thread, watcher_of_index  # noqa: PLC0415
-    from ..workflow import WorkflowError  # noqa: PLC0415
+    from ..jobs.watch import watch_in_thread, watcher_of_index  # noqa: PLC0415
+    from ..jobs.workflow import WorkflowError  # noqa: PLC0415
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     try:

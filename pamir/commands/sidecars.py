@@ -1,5 +1,5 @@
 """What `pamir annotate --xmp` and `pamir index --write-xmp` share: the sidecar setting
-checked and the report printed (the writing is pamir.sidecars')."""
+checked and the report printed (the writing is pamir.jobs.sidecars')."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ MAX_LISTED = 20
 def check_sidecar_name(setting: str | None) -> None:
     """The command fails at once, saying the choices, where the sidecar setting (or
     $PAMIR_XMP_PROBABILITY) is none of them."""
-    from ..sidecars import sidecar_name, word_probability  # noqa: PLC0415
+    from ..jobs.sidecars import sidecar_name, word_probability  # noqa: PLC0415
 
     try:
         sidecar_name(setting)
@@ -26,15 +26,15 @@ def check_sidecar_name(setting: str | None) -> None:
 
 
 def write_index_sidecars(index_dir: Path, folders: list[Path]):
-    """pamir.sidecars.write_index_sidecars, a wrong setting said."""
-    from ..sidecars import write_index_sidecars as write  # noqa: PLC0415
+    """pamir.jobs.sidecars.write_index_sidecars, a wrong setting said."""
+    from ..jobs.sidecars import write_index_sidecars as write  # noqa: PLC0415
 
     check_sidecar_name(None)
     return write(index_dir, folders)
 
 
 def print_sidecars_report(report) -> None:
-    """What `pamir index --write-xmp` wrote (pamir.sidecars.SidecarReport)."""
+    """What `pamir index --write-xmp` wrote (pamir.jobs.sidecars.SidecarReport)."""
     for target, why in report.left_alone[:MAX_LISTED]:
         console.print(f"[yellow]XMP sidecar {escape(target)}:[/yellow] {escape(why)}",
                       markup=True)

@@ -1,5 +1,5 @@
 """`pamir watch [MODEL] FOLDER...`: the index follows the folders as their pictures change
-(pamir.watch). `pamir serve --watch FOLDER` starts the same beside the server
+(pamir.jobs.watch). `pamir serve --watch FOLDER` starts the same beside the server
 (pamir.commands.serve)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from .. import workflow
-from ..workflow import default_index_dir
-from . import product
+from ..jobs import workflow
+from ..jobs.workflow import default_index_dir
+from . import index as product
 from .common import INDEX_HELP, console, fail
 
 
@@ -45,10 +45,10 @@ def watch_command(
 
 def make_watcher(index_dir: Path, model: Path | None, folders, *, text: bool = True,
                  faces: bool = True):
-    """A pamir.watch.Watcher of `folders` for the index, with the model loaded (None: the
+    """A pamir.jobs.watch.Watcher of `folders` for the index, with the model loaded (None: the
     zero-caption system); the command fails with why where it cannot watch them."""
     from ..extras import optional  # noqa: PLC0415
-    from ..watch import Watcher  # noqa: PLC0415
+    from ..jobs.watch import Watcher  # noqa: PLC0415
 
     with optional():  # the [watch] extra, or MissingExtra before a model is loaded
         import watchdog  # noqa: F401, PLC0415
@@ -61,7 +61,7 @@ def make_watcher(index_dir: Path, model: Path | None, folders, *, text: bool = T
 
 
 def _run(watcher) -> None:
-    from ..watch import WatchError  # noqa: PLC0415
+    from ..jobs.watch import WatchError  # noqa: PLC0415
 
     try:
         watcher.run()

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 from ..distributed import active_cluster, cluster_chunks, once_per_worker
 from ..progress import Bar, report
-from ..ragged import Ragged
+from .ragged import Ragged
 from .blocks import block_histograms
 from .cache import BlockCache
 from .colour import ColourCodebook
@@ -36,7 +36,7 @@ CHUNK_PICTURES = 1024
 
 @dataclass
 class BlockSet(Ragged):
-    """Block descriptors of n pictures, concatenated (a Ragged array, pamir.ragged).
+    """Block descriptors of n pictures, concatenated (a Ragged array, pamir.features.ragged).
 
     descriptors: (n_blocks_total, dim) float32 block histograms (counts, or log(1 + count)
         when `log_counts`); picture i's blocks are descriptors[offsets[i]:offsets[i + 1]].

@@ -8,7 +8,7 @@ and every pass's input made from that one raster.
     text_input = item.reduced(1600)                # longest side at most 1,600 pixels
 
 An item is one or more frames (time, raster): a picture is one frame at time None; a video
-(pamir.video) is a frame every few seconds, each fed to the same passes.
+(pamir.facts.video) is a frame every few seconds, each fed to the same passes.
 
 Each pass declares the raster it needs (one constant per pass: the CNN's short side, the
 text reader's READ_SIDE, the face finder's RASTER_SIDE, the thumbnails' largest size); the

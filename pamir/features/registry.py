@@ -30,7 +30,7 @@ class Entry:
     class's saved `kind`. output: what it gives a model, one of OUTPUTS. explains: what the
     product can explain with it ("blocks": each block's contribution to a word's score, the
     web page's overlay, pamir.server.explain; "classes": ImageNet class probabilities beside
-    the words, pamir.zeroshot; "": nothing more than the words). settings: the keyword of
+    the words, pamir.zeroshot.classes; "": nothing more than the words). settings: the keyword of
     make_representation that configures it. preset: CNN settings changed from the given ones.
     extract: whether `pamir features extract` extracts and caches it. about: a line of help.
     extra: the optional install it needs (pamir.extras), None for the base install.

@@ -26,7 +26,7 @@ pamir.system.index_transform and class_names_of make from a system.
 
 from __future__ import annotations
 
-from ..query import Query
+from ..text.query import Query
 from .catalog import Catalog, IndexDirError, Picture
 from .layout import CATALOG, SCHEMA_VERSION
 from .people import FaceRow, IndexPeople, PersonRow

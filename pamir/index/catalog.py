@@ -3,7 +3,7 @@
 It holds `meta` (the schema version, the vocabulary and idf queries are built with, the model
 the scores come from, and which score-matrix file is current) and one `pictures` row per
 picture: id, path, size, mtime, content hash, caption if any, state ('ok' or 'failed' with the
-reason), its column in the score matrix, and what pamir.metadata read from its files: the
+reason), its column in the score matrix, and what pamir.facts.metadata read from its files: the
 date taken (ISO, wall clock), where the caption came from, and its sidecars' stat (NULL: not
 read yet, as in an index built before these columns). It changes only by SQLite transactions.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..facts import FILE_KINDS, Fact, keyword_facts
+from ..facts.fact import FILE_KINDS, Fact, keyword_facts
 from . import frames
 from .catalog_places import PlaceCatalog
 from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
@@ -52,7 +52,7 @@ class Picture:
     state: str
     reason: str | None = None
     col: int | None = None
-    taken: str | None = None     # ISO date-time the picture was taken (pamir.metadata)
+    taken: str | None = None     # ISO date-time the picture was taken (pamir.facts.metadata)
     source: str | None = None    # where its caption came from
     sidecars: str | None = None  # its sidecars' stat when read; None: metadata never read
     position: str | None = None  # "lat,lon" in degrees where its files give one
@@ -591,7 +591,7 @@ def _caption_text(caption: Sequence[str] | None) -> str | None:
 
 def _metadata_of(entry: dict) -> tuple:
     """(taken, source, sidecars, position) of an entry; sidecars None when its metadata was
-    not read (an entry made without pamir.metadata: the next update reads it)."""
+    not read (an entry made without pamir.facts.metadata: the next update reads it)."""
     position = entry.get("position")
     return (entry.get("taken"), _text(entry.get("source")),
             _text(entry["sidecars"]) if entry.get("sidecars") is not None else None,

@@ -1,5 +1,5 @@
 """A part of the catalogue (pamir.index.catalog.Catalog): the SQL that the places and the
-kinds of facts read, the pictures' positions (pamir.nearby, the map, the places pass) and
+kinds of facts read, the pictures' positions (pamir.facts.nearby, the map, the places pass) and
 their place facts (the places tree)."""
 
 from __future__ import annotations

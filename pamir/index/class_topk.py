@@ -2,7 +2,7 @@
 every picture.
 
 Such a query scores a picture base + mult x sum_t w_t mass_score(m_t): m_t = P . v_t, the
-probability mass of term t's classes (pamir.zeroshot), and base the model words' part of a
+probability mass of term t's classes (pamir.zeroshot.classes), and base the model words' part of a
 mixed query, (1 - mix) x their standard score (pamir.index.reading), or 0 for classes alone.
 mass_score rises with m, so where v_t >= 0 and w_t > 0 a block of columns scores at most
 base's maximum there + mult x sum_t w_t mass_score(v_t . the class rows' block maxima)
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..zeroshot import mass_score
+from ..zeroshot.classes import mass_score
 
 #: The bounds are widened by this much (relative) against rounding in the float64 part
 #: (mass_score, the sums): a wider bound scores a block more, never changes an answer.

@@ -1,5 +1,5 @@
 """Reading an index's facts, a part of `Index` (pamir.index.reading): the pictures holding a
-query's terms as facts (pamir.facts: keywords, places, text, people, the camera), ranked first
+query's terms as facts (pamir.facts.fact: keywords, places, text, people, the camera), ranked first
 and with their probability (`_factual`), the facts a hit shows, and the collection's facts
 listed (places with their counts). The reader's state, lock and ranking are IndexReading's.
 """
@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..facts import NAME_KINDS, shown, shown_order
-from ..nearby import closeness, distances_km, near_area, parse_position
-from ..query import NEAR_KEY, Query
+from ..facts.fact import NAME_KINDS, shown, shown_order
+from ..facts.nearby import closeness, distances_km, near_area, parse_position
+from ..text.query import NEAR_KEY, Query
 from .queries import Hit, QueryError
 
-#: The probability that a picture holding a query word as a fact (pamir.facts) is relevant to
+#: The probability that a picture holding a query word as a fact (pamir.facts.fact) is relevant to
 #: it, times the fact's confidence. A keyword people wrote defines relevance in a model's
 #: protocol, so on its validation every tag is right by construction and cannot measure this
 #: lower than 1; 0.95 leaves room for a wrong tag, a wrongly read place or sign.
@@ -34,7 +34,7 @@ class FactReading:
             return n if n or " " not in word else len(self._fact_columns(word)[0])
 
     def _name_only(self, word: str) -> bool:
-        """Whether the pictures hold a folded term as a name (pamir.facts.NAME_KINDS: a
+        """Whether the pictures hold a folded term as a name (pamir.facts.fact.NAME_KINDS: a
         person, a place, a camera), and otherwise at most as a keyword, never as text read:
         then it is no look. A keyword beside the name is how tools write one: Lightroom and
         digiKam put "People|Isolde" and "Isolde" in the keywords of a picture of her."""
@@ -66,7 +66,7 @@ class FactReading:
 
     def _near_columns(self, value: str) -> tuple[np.ndarray, np.ndarray]:
         """(columns, closeness) of the pictures within a `near:` value's radius
-        (pamir.nearby): the nearer, the surer, so that a query of filters alone lists the
+        (pamir.facts.nearby): the nearer, the surer, so that a query of filters alone lists the
         nearest first."""
         try:
             lat, lon, km, _ = near_area(value)
@@ -183,7 +183,7 @@ class FactReading:
                                float(closeness(np.array([d]), km)[0])))
 
     def facts_of(self, picture_id: int) -> list:
-        """The picture's facts (pamir.facts.Fact), by kind then word."""
+        """The picture's facts (pamir.facts.fact.Fact), by kind then word."""
         with self._lock:
             return self._catalog.facts_of([picture_id]).get(int(picture_id), [])
 
@@ -193,9 +193,9 @@ class FactReading:
             return self._catalog.fact_counts(kind, limit)
 
     def places(self, limit: int = 100) -> list[dict]:
-        """The collection's places, the most pictures first (pamir.places.listed_places:
+        """The collection's places, the most pictures first (pamir.facts.places.listed_places:
         each with the form shown, its level, its count and the query that finds it)."""
-        from ..places import COUNTRY_ALIASES_MAX, listed_places  # noqa: PLC0415
+        from ..facts.places import COUNTRY_ALIASES_MAX, listed_places  # noqa: PLC0415
 
         with self._lock:  # a country's other forms ("uk") are rows of their own: room for them
             rows = self._catalog.fact_words("place", limit * COUNTRY_ALIASES_MAX)
@@ -212,8 +212,8 @@ class FactReading:
 
     def places_tree(self) -> list[dict]:
         """The collection's places as a tree, country → region → city → place, with their
-        counts and the queries that find them (pamir.place_tree)."""
-        from ..place_tree import places_tree  # noqa: PLC0415
+        counts and the queries that find them (pamir.facts.place_tree)."""
+        from ..facts.place_tree import places_tree  # noqa: PLC0415
 
         with self._lock:
             return places_tree(self._catalog.fact_rows("place"))
@@ -222,8 +222,8 @@ class FactReading:
         """Where the pictures were taken, for a map: {"id", "lat", "lon", "name", "query"}
         of up to `limit` pictures with a position (the lowest ids), name and query those of
         its city (else its nearest place, region or country; `near:` where it has none)."""
-        from ..place_tree import picture_places  # noqa: PLC0415
-        from ..query import filter_term  # noqa: PLC0415
+        from ..facts.place_tree import picture_places  # noqa: PLC0415
+        from ..text.query import filter_term  # noqa: PLC0415
 
         with self._lock:
             rows = self._catalog.positions()[:limit]

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..zeroshot import mass_score
+from ..zeroshot.classes import mass_score
 
 
 def write(conn: sqlite3.Connection, picture_id: int, times, rows) -> None:

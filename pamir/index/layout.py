@@ -12,7 +12,7 @@ An index folder holds:
     lists-<generation>.bin          a segment's per-word sorted lists and block bounds, and
                                     the block bounds of the class rows (`_segment_parts`)
     columns-<commits>.npy           a reader's copy of one committed state's (column, id) map
-    vocabulary-embeddings-<h>.npy   the bridge's embeddings of the vocabulary (pamir.bridge
+    vocabulary-embeddings-<h>.npy   the bridge's embeddings of the vocabulary (pamir.text.bridge
                                     names and writes it)
     thumbnails/                     the server's thumbnail cache
     .writer.lock                    the writer's flock, naming its pid and command
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..embedding import CACHE_PREFIX
+from ..text.embedding import CACHE_PREFIX
 
 # ---------------------------------------------------------------------------- versions
 #: 6: the frames of videos (`frames`: FRAMES_SCHEMA); 5: the faces found in the pictures,
@@ -136,7 +136,7 @@ CREATE TABLE pictures (
 );
 CREATE INDEX pictures_hash ON pictures (hash);
 """
-#: Schema 4's facts (pamir.facts): one row per (word, kind, picture), found by word (a
+#: Schema 4's facts (pamir.facts.fact): one row per (word, kind, picture), found by word (a
 #: query's term) or by picture (what a hit shows), and the passes that read them from the
 #: pixels; a removed picture's facts and passes go with it.
 #: Separate statements: `upgrade` runs them inside its transaction.
@@ -162,7 +162,7 @@ FACTS_SCHEMA = (
     DELETE FROM facts WHERE picture = old.id;
     DELETE FROM passes WHERE picture = old.id;
 END""")
-#: Schema 5's people (pamir.people). Face embeddings are biometric data: they
+#: Schema 5's people (pamir.facts.people). Face embeddings are biometric data: they
 #: live here, in the index folder, and nowhere else.
 #: - `faces`: one row per face a pass found (or a named region embedded): its box (JSON
 #:   [x0, y0, x1, y1], fractions of the picture as shown), its embedding (128 float32, raw
@@ -211,7 +211,7 @@ FACES_SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS faces_of_removed AFTER DELETE ON pictures BEGIN
     DELETE FROM faces WHERE picture = old.id;
 END""")
-#: The pictures' looks (pamir.looks: a 24-pixel colour thumbnail, the size as shown, when the
+#: The pictures' looks (pamir.duplicates.looks: a 24-pixel colour thumbnail, the size as shown, when the
 #: camera shot it) that copies and bursts are found with, read by a pass of `pamir index`
 #: (the bytes it read: `hash`), and the groups found (`copy_group`, `burst_group`: the
 #: smallest id of the group, NULL: none; `copy_kind`: "exact" or "near"), and the picture of
@@ -233,7 +233,7 @@ LOOKS_SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS looks_of_removed AFTER DELETE ON pictures BEGIN
     DELETE FROM looks WHERE picture = old.id;
 END""")
-#: Schema 6's videos (pamir.video): per video, the times of the frames read (float32
+#: Schema 6's videos (pamir.facts.video): per video, the times of the frames read (float32
 #: seconds) and their rows of the score matrix (float16, frames x rows, row-major), so that a
 #: hit on a video names its best frame for the query. A removed video's frames go with it.
 FRAMES_SCHEMA = (

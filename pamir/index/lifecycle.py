@@ -24,7 +24,7 @@ from typing import IO, Self
 import numpy as np
 
 from ..storage import atomic_write, fsync_dir, pid_alive
-from ..text import STOP_WORDS
+from ..text.words import STOP_WORDS
 from . import layout
 from .catalog import CATALOG, Catalog, IndexDirError
 from .people import Decisions, read_decisions, write_decisions
@@ -133,7 +133,7 @@ class IndexLifecycle:
         place; an existing index there is an error. classes: the ImageNet class names of a
         CNN representation, whose probabilities are stored after the T word scores (each
         picture's column then has T + C rows: see pamir.system.index_transform). scales: the
-        spread of the model's scores of each word (pamir.prior.Prior.spreads), which puts a
+        spread of the model's scores of each word (pamir.zeroshot.prior.Prior.spreads), which puts a
         query's words on the class part's scale (IndexReading._class_mix). decisions:
         editors' decisions about people to start with (`rebuild`)."""
         directory = Path(directory)

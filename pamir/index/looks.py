@@ -1,6 +1,6 @@
 """The index's looks and the groups of copies and bursts found with them (the `looks` table of
-pamir.index.layout): the SQL and nothing of how pictures are compared (pamir.looks) or grouped
-(pamir.grouping); pamir.duplicates reads them here and writes the groups back.
+pamir.index.layout): the SQL and nothing of how pictures are compared (pamir.duplicates.looks) or grouped
+(pamir.duplicates.grouping); pamir.duplicates.groups reads them here and writes the groups back.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..looks import SIDE as _SIDE
+from ..duplicates.looks import SIDE as _SIDE
 from .catalog import _path
 from .layout import LOOKS_SCHEMA
 
@@ -85,7 +85,7 @@ class IndexLooks:
     def record_looks(self, name: str, kinds: Sequence[str], found: dict,
                      done: Sequence[tuple[int, str]]) -> None:
         """A batch of the looks pass (pamir.index.passes.run_pass's `record`): each picture's
-        look ({id: pamir.looks.Look, or [] where it could not be read}) and the record that
+        look ({id: pamir.duplicates.looks.Look, or [] where it could not be read}) and the record that
         the pass read it, in one commit."""
         self._require_writable()
         digests = dict(done)
@@ -175,7 +175,7 @@ class IndexLooks:
 
     def keep_picture(self, picture_id: int, ids: Iterable[int]) -> None:
         """An editor keeps `picture_id` of the group of pictures `ids`: the others are no
-        longer kept (pamir.duplicates moves them aside when asked; nothing is deleted)."""
+        longer kept (pamir.duplicates.groups moves them aside when asked; nothing is deleted)."""
         self._require_writable()
         ids = [int(i) for i in ids]
         with self._lock, self._catalog.transaction():

@@ -1,5 +1,5 @@
-"""Passes of `pamir index` that read the pictures' pixels for facts (pamir.facts): the text
-written in them (pamir.ocr) today. A pass runs after the pictures are indexed, so they are
+"""Passes of `pamir index` that read the pictures' pixels for facts (pamir.facts.fact): the text
+written in them (pamir.facts.ocr) today. A pass runs after the pictures are indexed, so they are
 searchable by their look and their files' facts while it reads; it has its own progress.
 
 A pass is resumable and incremental like the rest of the index: it reads the scored pictures
@@ -11,7 +11,7 @@ change.
 
 Without a cluster, a pass reads its batches in this process: on `threads` threads (the text
 pass: one per core, pamir.features.cnn_engines.streams, as the CNN features run; a reader
-such as pamir.ocr.read_texts keeps one set of ONNX Runtime sessions per thread, each on one
+such as pamir.facts.ocr.read_texts keeps one set of ONNX Runtime sessions per thread, each on one
 intra-op thread, and ONNX Runtime lets go of the GIL while it runs), or in `processes` local
 processes (the faces pass). With a Dask client (`pamir index --workers N | --scheduler
 ADDRESS`), the batches are read as tasks on the cluster. Either way this process stays the
@@ -36,7 +36,7 @@ MAX_PROCESSES = 4
 
 #: reader(paths) -> for each path (its Facts, or None where the picture could not be read,
 #: and a note): a plain function of paths, so that it can run as a Dask task (and, for a
-#: pass read on threads, safe to call from several at once, as pamir.ocr's readers).
+#: pass read on threads, safe to call from several at once, as pamir.facts.ocr's readers).
 Reader = Callable[[Sequence[str]], list]
 
 

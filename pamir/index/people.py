@@ -1,10 +1,10 @@
 """The index's people: the faces a pass found, who each one is, the people, and what editors
 decided (the `faces`, `people` and `face_decisions` tables of pamir.index.layout). This is
-the SQL and nothing of how faces are named: pamir.people.who decides who each face is and
+the SQL and nothing of how faces are named: pamir.facts.people.who decides who each face is and
 writes it here through `set_who`.
 
 Face embeddings are biometric data: they are stored here, in the index folder, and only
-read back by this process (pamir.people, docs/usage.md "People").
+read back by this process (pamir.facts.people, docs/usage.md "People").
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..facts import Fact, fold
+from ..facts.fact import Fact, fold
 from . import layout
 from .catalog import Catalog, IndexDirError, _path
 
@@ -33,7 +33,7 @@ DECISION_IOU = 0.5
 
 
 def _iou(a, b) -> float:
-    from ..people.regions import iou  # noqa: PLC0415 - the one home of a box's overlap
+    from ..facts.people.regions import iou  # noqa: PLC0415 - the one home of a box's overlap
 
     return iou(a, b)
 
@@ -239,9 +239,9 @@ class IndexPeople:
     def record_faces(self, name: str, kinds: Sequence[str], found: dict[int, list | None],
                      done: Sequence[tuple[int, str]]) -> None:
         """A batch of the faces pass (pamir.index.passes.run_pass's `record`): each picture's
-        faces replaced by those found ({id: [pamir.people.NamedFace], None: not readable}),
+        faces replaced by those found ({id: [pamir.facts.people.NamedFace], None: not readable}),
         and the record that the pass read them, in one commit; its person facts go until
-        pamir.people.who says who the faces are. A face found at the box it had keeps the
+        pamir.facts.people.who says who the faces are. A face found at the box it had keeps the
         unnamed person it was grouped into, so that unnamed people keep their numbers."""
         self._require_writable()
         with self._lock, self._catalog.transaction():
@@ -367,7 +367,7 @@ class IndexPeople:
                 sql.execute(f"DELETE FROM faces WHERE person IN ({marks})", ids)
                 sql.execute(f"DELETE FROM face_decisions WHERE person IN ({marks})", ids)
                 sql.execute(f"DELETE FROM people WHERE id IN ({marks})", ids)
-                # their pictures' person facts; pamir.people.who writes the others' again
+                # their pictures' person facts; pamir.facts.people.who writes the others' again
                 sql.execute(f"DELETE FROM facts WHERE kind = 'person' AND picture IN "
                             f"({','.join('?' * len(pictures))})", pictures)
             # and out of the write-ahead log, into the (zeroed) catalogue
@@ -385,7 +385,7 @@ class Decisions:
     box, "is" | "not", person) and the rows (id, name, shown, same_as) of the people they
     name and of those merged into them. The people keep their ids, which the decisions and
     `same_as` refer to; the faces pass of the new index finds the same faces at the same
-    boxes (or nearly: DECISION_IOU), and pamir.people.who reads the decisions as it reads
+    boxes (or nearly: DECISION_IOU), and pamir.facts.people.who reads the decisions as it reads
     them in any index."""
 
     people: tuple[tuple, ...] = ()

@@ -1,5 +1,5 @@
 """The places pass: the place facts of every picture with a GPS position named again, from the
-position its catalogue keeps, when the rule that names places changes (pamir.places:
+position its catalogue keeps, when the rule that names places changes (pamir.facts.places:
 `fingerprint`), so that an index made before a better rule finds its pictures by the new
 city words without reading a file again. It is a pass of pamir.index.passes named after the
 rule ("places 1a2b3c..."): a picture is named once per rule and per version of its bytes, and
@@ -13,7 +13,7 @@ from .passes import PassReport, run_pass
 def name_places(index) -> PassReport | None:
     """Name again the places of `index`'s pictures not named by today's rule (a writable
     Index); None for a catalogue that keeps no positions (then its facts are left alone)."""
-    from ..places import fingerprint, place_facts  # noqa: PLC0415 - GeoNames, on first use
+    from ..facts.places import fingerprint, place_facts  # noqa: PLC0415 - GeoNames, on first use
 
     name = f"places {fingerprint()}"
     todo = index.pass_todo(name)

@@ -1,7 +1,7 @@
 """Queries on an index, the part of `Index` that reads them (pamir.index.reading answers
-them): a query's text parsed with the grammar of pamir.query and resolved on the index's
-vocabulary, words outside it reaching it through pamir.bridge and, for an index with class
-rows, ImageNet's classes through pamir.zeroshot; the error a query that cannot be answered
+them): a query's text parsed with the grammar of pamir.text.query and resolved on the index's
+vocabulary, words outside it reaching it through pamir.text.bridge and, for an index with class
+rows, ImageNet's classes through pamir.zeroshot.classes; the error a query that cannot be answered
 raises, and what an answer is made of (`Hit`).
 """
 
@@ -14,19 +14,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bridge import CLASS_MIX, Bridge
+from ..text.bridge import CLASS_MIX, Bridge
 from ..config import default_cache_dir
-from ..query import Query, QuerySyntaxError, join_fact_phrases, parse, resolve
-from ..zeroshot import ClassWords
+from ..text.query import Query, QuerySyntaxError, join_fact_phrases, parse, resolve
+from ..zeroshot.classes import ClassWords
 
 #: Whether the model's own words that name ImageNet classes reach them too (mixed as a word
 #: outside the vocabulary is). Off, on validation alone: with the classes mixed at their share
-#: of the query (pamir.bridge.CLASS_MIX = 1.0), Corel 5k validation all-query AvgP for models
+#: of the query (pamir.text.bridge.CLASS_MIX = 1.0), Corel 5k validation all-query AvgP for models
 #: of 50, 200 and 1,000 captioned pictures (3 draws each) was 16.3 / 22.7 / 32.2 with it and
 #: 15.6 / 22.9 / 34.9 without (benchmarks/bench_zero_caption.py's QUERY_RULES; the run
 #: committed in results/ predates that rule's column, and a probe of the same fits measured
 #: it): a model's word mixes with its classes through the prior
-#: (pamir.prior: the weight chosen per word on validation, in the stored scores, so that the
+#: (pamir.zeroshot.prior: the weight chosen per word on validation, in the stored scores, so that the
 #: top-k stays on sorted lists), its successor. `Index.parse_query` reads it here at each
 #: query, so that a benchmark or a test can switch it (pamir.index.queries.TABLE_WORDS).
 TABLE_WORDS = False
@@ -52,7 +52,7 @@ class Hit:
     id: int
     path: str
     score: float
-    taken: str | None = None  # ISO date-time taken (pamir.metadata; None: not read yet)
+    taken: str | None = None  # ISO date-time taken (pamir.facts.metadata; None: not read yet)
     caption: list[str] | None = None  # the caption's words, from a table or the files
     #: the calibrated probability that the picture is relevant (pamir.calibration); None
     #: where the model has no calibration or the query is not made of its words
@@ -83,7 +83,7 @@ class QueryParsing:
 
     @property
     def bridge(self) -> Bridge:
-        """Unknown words onto the vocabulary (pamir.bridge): its embeddings are cached in
+        """Unknown words onto the vocabulary (pamir.text.bridge): its embeddings are cached in
         the index folder, the model loaded on the first word that needs it."""
         with self._lock:
             if self._bridge is None:
@@ -91,7 +91,7 @@ class QueryParsing:
             return self._bridge
 
     def parse_query(self, text: str, *, mapping: bool | None = None) -> Query:
-        """Read a query (the grammar of pamir.query) and resolve it on the vocabulary: words
+        """Read a query (the grammar of pamir.text.query) and resolve it on the vocabulary: words
         outside it go through the bridge (inflections, then the embedding model unless
         `mapping` is False or $PAMIR_EMBEDDINGS is 0). QueryError if nothing searchable is
         left, or for a bad option."""
@@ -117,7 +117,7 @@ class QueryParsing:
 
     @property
     def class_words(self) -> ClassWords | None:
-        """The words of an index with class scores (pamir.zeroshot): the ImageNet word table,
+        """The words of an index with class scores (pamir.zeroshot.classes): the ImageNet word table,
         then the embedding bridge over the classes' descriptions, whose embeddings are the
         same for every index: cached once per machine, in the feature cache."""
         with self._lock:

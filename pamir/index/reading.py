@@ -3,9 +3,9 @@ matrix, or every picture's score where a query mixes in classes), similar pictur
 probabilities, and looking pictures up. Parsing a query on the vocabulary, and what a hit is,
 are pamir.index.queries'; the facts' part of an answer pamir.index.fact_reading's.
 
-Scores are linear: score(picture, q) = z_picture . q, with q the query's vector (pamir.query:
+Scores are linear: score(picture, q) = z_picture . q, with q the query's vector (pamir.text.query:
 the normalised idf vector of TPAMI §III-A for plain words, with weights, exclusions and words
-mapped onto the vocabulary by pamir.bridge) and z the model's text-space vector. Models that
+mapped onto the vocabulary by pamir.text.bridge) and z the model's text-space vector. Models that
 score otherwise (DRCMRM) are not served by this index.
 
 A reader answers from the committed state it last read (IndexLifecycle._load), while another
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
-from ..query import SORT_ORDERS, Query
+from ..text.query import SORT_ORDERS, Query
 from . import class_topk, frames
 from .catalog import Picture
 from .class_topk import class_part
@@ -78,7 +78,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
     def _query_scores(self, q) -> np.ndarray:
         """Scores of every column for a Query or a (T,) vector: z . q; where the classes
         matched terms, their part: each term's weight x its mass score in [0, 1]
-        (pamir.zeroshot.mass_score), summed; alone when the query has no vocabulary word, else
+        (pamir.zeroshot.classes.mass_score), summed; alone when the query has no vocabulary word, else
         (1 - mix) x the standardised z . q (a standard score: how many standard deviations
         over the pictures' mean) + mix x CLASS_SCALE x the class part."""
         if not isinstance(q, Query):

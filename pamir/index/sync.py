@@ -1,6 +1,6 @@
 """Folder synchronisation: bring an index in line with the pictures under some folders.
 
-Each new or changed file's caption and date are read from its own files (pamir.metadata:
+Each new or changed file's caption and date are read from its own files (pamir.facts.metadata:
 sidecars, IPTC/XMP/EXIF), a captions table's caption winning, batch by batch (in this thread:
 a thread of its own cost 30 % more CPU time, the GIL going back and forth, and saved no
 time); an unchanged file whose sidecars changed (or whose metadata was never read) has them
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import IMAGE_SUFFIXES
-from ..video import VIDEO_SUFFIXES, is_video
+from ..facts.video import VIDEO_SUFFIXES, is_video
 from .catalog import IndexDirError, Picture
 
 #: Pictures whose features are computed and committed together by `update`.
@@ -160,7 +160,7 @@ class SyncPlan:
 
     def read_metadata(self, entry: dict) -> None:
         """The entry's caption (a table's, else its files'), source, date and sidecars."""
-        from ..metadata import read_metadata  # noqa: PLC0415 - Pillow: not on a search's path
+        from ..facts.metadata import read_metadata  # noqa: PLC0415 - Pillow: not on a search's path
 
         meta = read_metadata(entry["path"])
         table = self.captions.get(entry["path"])
@@ -289,7 +289,7 @@ def _changed_files(plan: SyncPlan, on_disk: dict[str, tuple[int, int]],
 def _refresh_metadata(plan: SyncPlan, old: Picture) -> None:
     """Read an unchanged picture's metadata again when a sidecar changed, appeared or went,
     when a table gives it another caption, or when it was never read."""
-    from ..metadata import sidecar_signature  # noqa: PLC0415
+    from ..facts.metadata import sidecar_signature  # noqa: PLC0415
 
     table = plan.captions.get(old.path)
     if (old.sidecars is not None and old.sidecars == sidecar_signature(old.path)
@@ -357,15 +357,15 @@ def settle(batch: list[dict], result: tuple) -> tuple[list[dict], np.ndarray, li
 
 
 def file_facts(meta) -> list:
-    """The facts a picture's metadata (pamir.metadata.PictureMetadata) gives beside its
-    keywords: its place, named offline from its GPS position (pamir.places), and its
+    """The facts a picture's metadata (pamir.facts.metadata.PictureMetadata) gives beside its
+    keywords: its place, named offline from its GPS position (pamir.facts.places), and its
     camera."""
-    from ..facts import camera_facts  # noqa: PLC0415
+    from ..facts.fact import camera_facts  # noqa: PLC0415
 
     facts = camera_facts(getattr(meta, "camera", None))
     position = getattr(meta, "position", None)
     if position is not None:
-        from ..places import place_facts  # noqa: PLC0415 - GeoNames, read once on first use
+        from ..facts.places import place_facts  # noqa: PLC0415 - GeoNames, read once on first use
 
         facts += place_facts(position)
     return facts

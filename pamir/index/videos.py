@@ -1,4 +1,4 @@
-"""Videos in `pamir index` (pamir.video reads them): a video is one item of the index, its
+"""Videos in `pamir index` (pamir.facts.video reads them): a video is one item of the index, its
 row the pooled rows of its frames (`video_row`), its frames' times and rows kept in the
 catalogue (pamir.index.frames) so that a hit names its best frame.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..video import VideoError, is_video, read_video, video_row
+from ..facts.video import VideoError, is_video, read_video, video_row
 
 #: The short side of the frames handed to the look's transform.
 FRAME_SIDE = 320

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..video import VideoError, is_video
+from ..facts.video import VideoError, is_video
 from . import tuning
 from .catalog import IndexDirError
 from .layout import scales_meta
@@ -157,7 +157,7 @@ class IndexWriting(IndexLifecycle):
             self._catalog.pass_done(name, done)
 
     def set_facts(self, facts: dict[int, Sequence], kinds: Sequence[str]) -> None:
-        """Pictures' facts of these kinds (pamir.facts) replaced, in one commit: {id: the
+        """Pictures' facts of these kinds (pamir.facts.fact) replaced, in one commit: {id: the
         picture's Facts}; a pass that reads pictures (text, faces) writes its batches so."""
         self._require_writable()
         with self._lock, self._catalog.transaction():

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from .. import config
 from ..protocol import QuerySet, generate_queries
-from ..text import idf, text_vectors
+from ..text.words import idf, text_vectors
 
 FORMAT_VERSION = 1
 

@@ -27,8 +27,8 @@ import scipy.sparse as sp
 import torch
 
 from ..evaluation import mean_average_precision
-from ..ragged import Ragged
-from ..text import text_vectors
+from ..features.ragged import Ragged
+from ..text.words import text_vectors
 from .base import TextSpaceModel, TrainingQueries
 
 PARAMS = ("W1", "B1", "W2", "B2", "W3", "B3")

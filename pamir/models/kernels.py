@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..features.visterms import scale_blocks
-from ..ragged import Ragged
+from ..features.ragged import Ragged
 
 BLOCK_SCALINGS = ("none", "sqrt", "log1p")
 LOG_2PI = math.log(2 * math.pi)

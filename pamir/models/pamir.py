@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .. import config
 from ..evaluation import mean_average_precision
-from ..text import text_vectors
+from ..text.words import text_vectors
 from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matrix,
                    check_pictures, training_queries)
 from .pa import check_pa_params, train_pa
@@ -368,11 +368,11 @@ class PAMIR(TextSpaceModel):
         which W_ gains rows (grow_vocabulary). Rows with no word are left out. idf (T',):
         the query weights (default: idf_, the new words' from Y). init: {new word's column:
         [(column, weight)]}: its row starts as the weighted mean of those rows instead of
-        zero (measured worse on Corel 5k: pamir.online.learn). n_updates: default
+        zero (measured worse on Corel 5k: pamir.training.online.learn). n_updates: default
         LEARN_UPDATES_PER_PICTURE a picture, at most LEARN_MAX_UPDATES. average: keep the
         average of W over these updates, as training does. A model not fitted yet starts
         from W = 0. What the call did is in `last_update_` (queries, updates, active)."""
-        from ..text import idf as idf_of  # noqa: PLC0415
+        from ..text.words import idf as idf_of  # noqa: PLC0415
 
         X = check_pictures(X, "PAMIR")
         Y = caption_matrix(y if Y is None else Y, "PAMIR")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..text import text_vectors
+from ..text.words import text_vectors
 from .base import TrainingQueries
 from .pamir_core import (Pictures, _csr, _dense, _dense_and_sparse, _parts, _row_norms_sq,
                          _train_steps)
@@ -108,7 +108,7 @@ class FeatureChunks:
             return sp.csr_matrix((np.ones(len(ind)), ind, z["indptr"]), shape=tuple(z["shape"]))
 
     def idf(self) -> np.ndarray:
-        """The training idf over every chunk's captions (pamir.text.idf, summed by chunk)."""
+        """The training idf over every chunk's captions (pamir.text.words.idf, summed by chunk)."""
         df, n = np.zeros(self.words), 0
         for k in range(len(self)):
             Y = self.Y(k)

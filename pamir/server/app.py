@@ -21,19 +21,19 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
-from ..annotation import keywords_of_rows
+from ..jobs.annotation import keywords_of_rows
 from ..calibration import LIKELY
 from ..features.images import ImageError, open_image
 from ..features.thumbnails import size_for, write_from_file
 from ..index import Index, QueryError, embeddings_enabled
 from ..index.progress_record import read_progress
-from ..ocr import lines_of
-from ..query import SORTS
+from ..facts.ocr import lines_of
+from ..text.query import SORTS
 from ..storage import shown_path
-from ..video import is_video
-from ..workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
-                        rerank_feedback)
-from ..zeroshot import ZeroCaptionSystem, is_zero_caption
+from ..facts.video import is_video
+from ..jobs.workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
+                             rerank_feedback)
+from ..zeroshot.classes import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
 from .duplicates import router as duplicates_router
 from .people import router as people_router
@@ -51,7 +51,7 @@ MAX_QUERY_CHARS = 2000
 #: Pictures declaring more pixels are refused as decompression bombs (400): Pillow's own
 #: default, set explicitly so that no library changes it under us (`--max-pixels`).
 MAX_PIXELS = 89_478_485
-#: The `sort` parameter takes the names of the query grammar's sort:X (pamir.query.SORTS).
+#: The `sort` parameter takes the names of the query grammar's sort:X (pamir.text.query.SORTS).
 SORT_PATTERN = "^(" + "|".join(SORTS) + ")$"
 
 
@@ -106,7 +106,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
 
     Longer than a function should be, for a reason: each route is a few lines declared here,
     as FastAPI declares them, over this server's state; what a route does lives in the
-    library (pamir.workflow, pamir.annotation, Index), and the people's routes in
+    library (pamir.jobs.workflow, pamir.jobs.annotation, Index), and the people's routes in
     pamir.server.people.
     """
     # Pillow's decompression-bomb limit, explicit: a header over it is refused before decoding
@@ -181,7 +181,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
 
     @app.get("/api/places", summary="The collection's places, with how many pictures each")
     def places(limit: int = Query(100, ge=1, le=MAX_K, description="how many places")):
-        """The places the pictures were taken (pamir.places, from their GPS), the most
+        """The places the pictures were taken (pamir.facts.places, from their GPS), the most
         pictures first: each with the form shown, its level (place, city, region, country),
         its pictures and the `query` that finds them (`place:kyoto`)."""
         return {"places": index.places(limit)}
@@ -445,7 +445,7 @@ def _picture(index: Index, picture_id: int):
 
 
 def _keywords(z: np.ndarray, index: Index, k: int, facts=None) -> list[dict]:
-    """A picture's keywords as the API gives them (pamir.annotation), from its stored column
+    """A picture's keywords as the API gives them (pamir.jobs.annotation), from its stored column
     or an upload's: its text-space vector, then its class probabilities where the index has
     classes, then an indexed picture's place and text facts."""
     P = z[None, index.T:] if index.classes and len(z) == index.rows else None
@@ -465,10 +465,10 @@ def _hit_json(hit) -> dict:
     if probability is not None:  # a calibrated probability of relevance (pamir.calibration)
         d["probability"] = round(probability, 4)
         d["likely"] = probability >= LIKELY
-    # the date taken (pamir.metadata) and the caption from a table or the picture's files
+    # the date taken (pamir.facts.metadata) and the caption from a table or the picture's files
     d["taken"] = getattr(hit, "taken", None)
     d["caption"] = list(getattr(hit, "caption", None) or ())
-    # its place, people, camera (pamir.facts), and the query's terms it holds as facts
+    # its place, people, camera (pamir.facts.fact), and the query's terms it holds as facts
     d["facts"] = dict(getattr(hit, "facts", None) or {})
     d["matched"] = list(getattr(hit, "matched", None) or ())
     d["held"] = [{"kind": k, "shown": v, "confidence": round(c, 4)}
@@ -552,7 +552,7 @@ class _State:
             return self.system
 
     def feedback(self, query, body: Feedback, keep: bool) -> dict:
-        """A feedback round (pamir.workflow.rerank_feedback) as the API answers it: the
+        """A feedback round (pamir.jobs.workflow.rerank_feedback) as the API answers it: the
         re-ranked hits and the words PA changed; with keep, the round kept in the model
         folder (the previous model kept as MODEL.previous) and the index rescored."""
         system = _fitted(self.require_system())

@@ -1,7 +1,7 @@
 """The copies-and-bursts routes of the API: the groups as last found (`pamir index`, `pamir
 duplicates`), and an editor's choice of the picture to keep in a group. Nothing is deleted
 here: `pamir duplicates --move-to DIR` moves the others aside, keeping the editor's choice.
-The work is pamir.duplicates'; a choice needs an editor's token and a server that is not
+The work is pamir.duplicates.groups'; a choice needs an editor's token and a server that is not
 read-only, as the people's changes do (pamir.server.people).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 
-from ..duplicates import stored_duplicates
+from ..duplicates.groups import stored_duplicates
 from ..storage import shown_path
 from .people import MAX_ID, _change, _index, _require_editor
 

@@ -65,10 +65,10 @@ def block_contributions(visterms: np.ndarray, bag: np.ndarray, W: np.ndarray,
 
 
 def _linear_map(system) -> np.ndarray:
-    """The model's W (T x D) from pamir.online.linear_map, the one home of which models are
+    """The model's W (T x D) from pamir.training.online.linear_map, the one home of which models are
     linear in the picture's vector (PAMIR; not kernel PAMIR, CMRM, ...: no exact
     decomposition), with its refusal worded for an explanation."""
-    from ..online import linear_map  # noqa: PLC0415  imported with the system already
+    from ..training.online import linear_map  # noqa: PLC0415  imported with the system already
 
     try:
         return linear_map(system)

@@ -1,7 +1,7 @@
 """The people routes of the API: the people with their counts and a face that shows
 each, a face's crop, and what an editor may change: name a person, merge two, say a face is
 not a person. A viewer reads; the changes need an editor's token and a server that is not
-read-only (pamir.server.sharing). The work is pamir.people.who's; a change opens the index
+read-only (pamir.server.sharing). The work is pamir.facts.people.who's; a change opens the index
 for writing for its moment, so it waits for no `pamir index` and is refused (409) while one
 runs.
 
@@ -75,7 +75,7 @@ def _require_editor(request: Request) -> None:
 def _change(request: Request, change) -> dict:
     """Run change(writable index) with the index opened for writing for its moment (the
     route's dependency checked the role first, before its body is read)."""
-    from ..people.who import PeopleError  # noqa: PLC0415
+    from ..facts.people.who import PeopleError  # noqa: PLC0415
 
     index = _index(request)
     try:
@@ -167,7 +167,7 @@ def _crop(path: Path, box, size: int, face_id: int) -> bytes:
 @router.post("/api/people/{person_id}/name", summary="Name a person (editor)",
              dependencies=[Depends(_require_editor)])
 def name_person(request: Request, person_id: PersonId, body: Name):
-    from ..people.who import name_person as name  # noqa: PLC0415
+    from ..facts.people.who import name_person as name  # noqa: PLC0415
 
     return _change(request, lambda ix: name(ix, person_id, body.name))
 
@@ -175,7 +175,7 @@ def name_person(request: Request, person_id: PersonId, body: Name):
 @router.post("/api/people/{person_id}/merge", summary="This person is another (editor)",
              dependencies=[Depends(_require_editor)])
 def merge_people(request: Request, person_id: PersonId, body: Merge):
-    from ..people.who import merge_people as merge  # noqa: PLC0415
+    from ..facts.people.who import merge_people as merge  # noqa: PLC0415
 
     return _change(request, lambda ix: merge(ix, person_id, body.into))
 
@@ -183,7 +183,7 @@ def merge_people(request: Request, person_id: PersonId, body: Merge):
 @router.post("/api/faces/{face_id}/not", summary="This face is not this person (editor)",
              dependencies=[Depends(_require_editor)])
 def not_person(request: Request, face_id: FaceId, body: NotPerson):
-    from ..people.who import not_person as refuse  # noqa: PLC0415
+    from ..facts.people.who import not_person as refuse  # noqa: PLC0415
 
     return _change(request, lambda ix: refuse(ix, face_id, body.person))
 

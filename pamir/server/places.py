@@ -1,5 +1,5 @@
 """The places routes of the API: the collection's places as a tree (country →
-region → city → place, with counts, pamir.place_tree) and where the pictures were taken,
+region → city → place, with counts, pamir.facts.place_tree) and where the pictures were taken,
 for the page's offline map (static/places-map.js over static/world.json, Natural Earth's
 outlines). The flat list of places is app.py's GET /api/places.
 """

@@ -1,4 +1,4 @@
-"""The web page's videos (pamir.video): a video's file, served with HTTP range requests so
+"""The web page's videos (pamir.facts.video): a video's file, served with HTTP range requests so
 that the page's <video> element seeks to a hit's best frame (`#t=`), and its frame at a
 time as a thumbnail."""
 
@@ -12,9 +12,9 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse
 from PIL import Image
 
-from ..workflow import NoSuchPicture, indexed_picture
+from ..jobs.workflow import NoSuchPicture, indexed_picture
 from ..storage import atomic_write_bytes
-from ..video import VideoError, is_video, read_frame
+from ..facts.video import VideoError, is_video, read_frame
 
 router = APIRouter()
 

@@ -14,7 +14,7 @@ function of the Fitting and the previous phase's result, in its own module.
    (pamir.models.neighbours);
 6. retraining (`retraining.retrain_on_development`): the chosen settings again on train +
    valid;
-7. the system (`assembly.finish`): its ImageNet prior (pamir.prior) and calibration
+7. the system (`assembly.finish`): its ImageNet prior (pamir.zeroshot.prior) and calibration
    (pamir.calibration), on the validation scores of the models trained on train only.
 
 The result is a pamir.system.System; model.json's "info" says how it was made.

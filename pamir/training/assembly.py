@@ -1,5 +1,5 @@
 """The last phases of `fit_system`: the system assembled from the trained models, with
-how it was made (model.json's "info"), then its ImageNet prior (pamir.prior; the
+how it was made (model.json's "info"), then its ImageNet prior (pamir.zeroshot.prior; the
 vocabulary's classes are started first, `start_classes`) and its calibration
 (pamir.calibration), both read off the validation scores of the models trained on train
 only (`trained_on_train`).
@@ -18,7 +18,7 @@ import numpy as np
 from .. import config
 from ..features.registry import as_matrix, parse_name
 from ..features.representation import take_rows
-from ..imagenet import imagenet_class_names
+from ..zeroshot.imagenet import imagenet_class_names
 from ..system import System, cnn_part
 from .plan import Candidate, Fitting, Trained
 from .selection import validation_queries
@@ -66,7 +66,7 @@ def trained_on_train(system: System, trained: Trained, cls) -> System | None:
 
 def fit_prior(fitting: Fitting, candidate: Candidate, system: System, scored: System | None,
               classes=None) -> np.ndarray | None:
-    """The prior phase: the zero-caption system as a prior (pamir.prior) of a system with
+    """The prior phase: the zero-caption system as a prior (pamir.zeroshot.prior) of a system with
     an ImageNet CNN view, its weights chosen on the candidate's validation pictures, its
     spreads measured on them and on some training pictures (`spread_rows`), the global
     weight on the validation queries (captions weighted by the training pictures' idf);
@@ -74,7 +74,7 @@ def fit_prior(fitting: Fitting, candidate: Candidate, system: System, scored: Sy
     scored: the system as trained on train only (`trained_on_train`). classes: the
     vocabulary's classes (`vocabulary_classes`, a Future of them from
     `start_vocabulary_classes`), computed here when None."""
-    from ..prior import choose_prior  # noqa: PLC0415
+    from ..zeroshot.prior import choose_prior  # noqa: PLC0415
 
     c = candidate
     if not config.PRIOR or cnn_part(system.pipeline) is None or not len(c.valid):
@@ -101,10 +101,10 @@ def fit_prior(fitting: Fitting, candidate: Candidate, system: System, scored: Sy
 
 
 def spread_rows(candidate, train: np.ndarray):
-    """The features of at most pamir.prior.SPREAD_PICTURES of the training pictures (a
+    """The features of at most pamir.zeroshot.prior.SPREAD_PICTURES of the training pictures (a
     seeded draw), which the prior's spreads are measured on; None where the candidate's
     features were let go."""
-    from ..prior import SPREAD_PICTURES  # noqa: PLC0415
+    from ..zeroshot.prior import SPREAD_PICTURES  # noqa: PLC0415
 
     if candidate.F is None or not len(train):
         return None
@@ -116,22 +116,22 @@ def spread_rows(candidate, train: np.ndarray):
 def _classes_file(vocabulary) -> Path:
     """Where this machine keeps a vocabulary's classes (beside the class texts' embeddings):
     named by the vocabulary (and the embedding model) and the matching's settings."""
-    from ..bridge import vocabulary_hash  # noqa: PLC0415
-    from ..zeroshot import FLOOR, NEIGHBOURS, TEMPERATURE  # noqa: PLC0415
+    from ..text.bridge import vocabulary_hash  # noqa: PLC0415
+    from ..zeroshot.classes import FLOOR, NEIGHBOURS, TEMPERATURE  # noqa: PLC0415
 
     key = f"{vocabulary_hash(list(vocabulary))}-{FLOOR:g}-{NEIGHBOURS}-{TEMPERATURE:g}"
     return config.default_cache_dir() / "class-words" / f"word-classes-{key}.npz"
 
 
 def vocabulary_classes(vocabulary):
-    """(T x 1000, sparse) each vocabulary word's ImageNet classes (pamir.prior.word_classes
-    through pamir.zeroshot.ClassWords), read from this machine's cache (`_classes_file`) or
+    """(T x 1000, sparse) each vocabulary word's ImageNet classes (pamir.zeroshot.prior.word_classes
+    through pamir.zeroshot.classes.ClassWords), read from this machine's cache (`_classes_file`) or
     computed and cached; without the embedding model, the word table's alone (not cached)."""
     import scipy.sparse as sp  # noqa: PLC0415
 
-    from ..prior import word_classes  # noqa: PLC0415
+    from ..zeroshot.prior import word_classes  # noqa: PLC0415
     from ..storage import atomic_write  # noqa: PLC0415
-    from ..zeroshot import ClassWords  # noqa: PLC0415
+    from ..zeroshot.classes import ClassWords  # noqa: PLC0415
 
     path = _classes_file(vocabulary)
     try:

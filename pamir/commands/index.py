@@ -1,0 +1,263 @@
+"""The tool a person uses: `pamir index` here (it parses, calls the index job,
+pamir.jobs.indexing.run_index, and prints), with what the commands that load a model share
+(`load_system`, `is_model`); `pamir search`, `annotate`, `learn` and `serve` in their own
+modules beside it (pamir.cli mounts them in that order).
+
+The index lives in one folder (`--index`, else $PAMIR_INDEX, else
+$XDG_DATA_HOME/pamir/index, i.e. ~/.local/share/pamir/index), so `pamir search` works from
+any directory once `pamir index` has run, as rclip does.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from ..jobs import workflow
+from ..data import DataError, load_captions_table
+from ..index import BATCH_SIZE, Index, IndexDirError
+from ..jobs.workflow import default_index_dir
+from .common import INDEX_HELP, console, fail, own_the_reports
+from .sidecars import check_sidecar_name, print_sidecars_report, write_index_sidecars
+# The serve command's host names, imported from here before the commands had modules of their
+# own.
+from .serve import LOOPBACK_NAMES  # noqa: F401
+
+#: How many unreadable files `pamir index` lists before summarising the rest.
+MAX_LISTED_FAILURES = 20
+
+
+def load_system(model: Path):
+    """The trained system in `model` (pamir.jobs.workflow.load_system), or the command fails
+    saying why. Every command that loads a model calls it through this module."""
+    # Heavy (the models and torch, over a second): imported only by the commands that load
+    # a model, so that `pamir search` starts at once. Our own bar shows indexing progress.
+    own_the_reports()
+    try:
+        return workflow.load_system(model)
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+
+
+# ------------------------------------------------------------------------------- index
+def index_command(
+    model: Path = typer.Argument(..., help="a trained system (from `pamir fit`); leave it out "
+                                            "to search with no captions (ImageNet's words) or "
+                                            "with the model the index already has",
+                                 metavar="[MODEL]"),
+    folders: list[Path] = typer.Argument(None, help="folders of pictures, searched "
+                                                    "recursively"),
+    index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
+    captions: Path = typer.Option(None, help="a captions table whose captions are shown "
+                                              "beside the pictures (.tsv/.csv/.jsonl)"),
+    rebuild: bool = typer.Option(False, help="start afresh (needed after changing MODEL)"),
+    batch: int = typer.Option(None, min=1, help="pictures computed and committed at a time "
+                                                f"[default: {BATCH_SIZE}]"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    workers: int = typer.Option(None, min=1, help="run batches as Dask tasks on a local "
+                                                  "cluster of this many worker processes"),
+    scheduler: str = typer.Option(None, help="run batches as Dask tasks on the cluster of "
+                                             "this scheduler (tcp://HOST:8786; docs/scale.md)"),
+    compact: bool = typer.Option(False, "--compact", help="then merge the index's segments "
+                                 "of sorted lists into one per shard, alike pictures side by "
+                                 "side for faster search (results unchanged)"),
+    text: bool = typer.Option(True, "--text/--no-text", help="then read the text written in "
+                              "the pictures (signs, menus, covers), once per picture: `text:` "
+                              "and its words find it (the [ocr] extra)"),
+    faces: bool = typer.Option(True, "--faces/--no-faces", help="then find the faces and who "
+                               "they are, once per picture: names find them (`pamir people`; "
+                               "the [faces] extra)"),
+    write_xmp: bool = typer.Option(False, "--write-xmp", help="then write the words likely "
+                                   "enough, the named faces and the place into the pictures' "
+                                   "XMP sidecars ($PAMIR_XMP_SIDECAR picks which; "
+                                   "docs/usage.md, \"Writing back\")"),
+):
+    """Index folders of pictures, incrementally: only new and changed files are computed.
+
+    Renamed or copied files are recognised by their content and not recomputed; files gone
+    from the folders are dropped; an interrupted run resumes where it stopped; unreadable
+    files are reported and skipped.
+    """
+    index_dir = index_dir or default_index_dir()
+    if write_xmp:
+        check_sidecar_name(None)  # a wrong $PAMIR_XMP_SIDECAR fails before the indexing
+    model, folders = _model_and_folders(model, list(folders or []), index_dir)
+    try:
+        folders = workflow.picture_folders(folders)
+    except workflow.WorkflowError as e:
+        fail(str(e))
+    if model is None:
+        console.print("no model: searching by ImageNet's words (no captions needed); "
+                      "`pamir fit` on captioned pictures learns your own words")
+    system, fingerprint = workflow.indexing_system(model, load=load_system)
+    caption_map = _caption_map(captions) if captions else None
+    try:
+        report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
+                                caption_map, batch, workers, scheduler, compact, text, faces)
+    except (OSError, sqlite3.OperationalError) as e:
+        # a full or failing disk: every batch committed before it stays indexed and searchable
+        fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
+             "can be searched; free some space (or check the disk) and run the same command "
+             "again to go on")
+    sidecars = write_index_sidecars(index_dir, folders) if write_xmp else None
+    if as_json:
+        print(json.dumps({"index": str(index_dir), **report.as_dict(), "status": status,
+                          **({"xmp": sidecars.as_dict()} if sidecars else {})}))
+    else:
+        _print_report(index_dir, report, status)
+        if sidecars:
+            print_sidecars_report(sidecars)
+
+
+def _print_report(index_dir: Path, report, status: dict) -> None:
+    """What `pamir index` did, for a person: the notes and unreadable files (the first
+    MAX_LISTED_FAILURES of each), the counts, and the text and faces passes'."""
+    for note in report.notes[:MAX_LISTED_FAILURES]:  # those pictures are uncaptioned
+        console.print(f"[yellow]note:[/yellow] {escape(note)}", markup=True)
+    if len(report.notes) > MAX_LISTED_FAILURES:
+        console.print(f"... and {len(report.notes) - MAX_LISTED_FAILURES} more metadata notes "
+                      "(--json lists them all)")
+    for path, reason in report.failed[:MAX_LISTED_FAILURES]:
+        console.print(f"[yellow]skipped[/yellow] {path}: {reason}", markup=True)
+    if len(report.failed) > MAX_LISTED_FAILURES:
+        console.print(f"... and {len(report.failed) - MAX_LISTED_FAILURES} more unreadable "
+                      "files (--json lists them all)")
+    console.print(
+        f"{index_dir}: {status['pictures']:,} pictures indexed "
+        f"(added {report.added}, changed {report.changed}, renamed {report.renamed}, "
+        f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
+        f"unreadable {len(report.failed)}); captions: {report.captioned} of the pictures read, "
+        f"{report.recaptioned} read again (sidecar changed)")
+    if report.text is not None:
+        t = report.text
+        for note in t["notes"][:MAX_LISTED_FAILURES]:
+            console.print(f"[yellow]text not read:[/yellow] {escape(note)}", markup=True)
+        console.print(f"text: {t['read']:,} pictures read ({t['with_facts']:,} with text, "
+                      f"{t['failed']} unreadable) in {t['seconds']:.1f} s")
+    if report.faces is not None:
+        from .people import print_faces_report  # noqa: PLC0415
+
+        print_faces_report(report.faces)
+    if report.copies is not None:
+        from .duplicates import print_copies_report  # noqa: PLC0415
+
+        print_copies_report(report.copies)
+
+
+def is_model(path: Path) -> bool:
+    """Whether `path` is a model folder (`pamir fit` writes model.json there)."""
+    return (path / "model.json").is_file()
+
+
+def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
+                       ) -> tuple[Path | None, list[Path]]:
+    """`pamir index [MODEL] FOLDER...`: (the model, or None for the zero-caption system; the
+    folders). With no MODEL, an index that was built with a model keeps it."""
+    if is_model(first):
+        if not rest:
+            fail(f"give the folders of pictures to index after the model {first}")
+        return first, rest
+    folders = [first, *rest]
+    if Index.exists(index_dir):
+        try:
+            with Index.open(index_dir) as index:
+                built_with = index.model_dir
+        except IndexDirError:
+            built_with = ""  # damaged: `_open_for` says so
+        if built_with:
+            if not is_model(Path(built_with)):
+                fail(f"{index_dir} was built with the model {built_with}, which is no longer "
+                     "there; give the model first (pamir index MODEL FOLDER), or --rebuild "
+                     "to search with no captions")
+            return Path(built_with), folders
+    return None, folders
+
+
+def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
+           workers, scheduler, compact, text=True, faces=True):
+    """index_command's work, the library's index job (pamir.jobs.indexing.run_index) with bars:
+    (report, status); its errors said."""
+    from ..index.passes import local_processes  # noqa: PLC0415
+    from ..jobs.indexing_dask import BatchesFailed  # noqa: PLC0415
+    from ..jobs.indexing import IndexJob, run_index  # noqa: PLC0415
+    from ..progress import PassBars  # noqa: PLC0415
+
+    job = IndexJob(folders, model_dir=model, index_dir=index_dir, captions=caption_map,
+                   rebuild=rebuild, batch_size=batch, text=text, faces=faces,
+                   compact=compact, workers=workers, scheduler=scheduler,
+                   processes=local_processes())
+    bars = PassBars(console)
+    try:
+        with bars:
+            return run_index(job, system=system, fingerprint=fingerprint,
+                             progress=bars.update,
+                             say=lambda line: console.print(escape(line), markup=True),
+                             after_look=_prepare_word_mapping)
+    except (IndexDirError, workflow.WorkflowError, BatchesFailed) as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        bars.stop()
+        console.print(f"interrupted: {_indexed(index_dir)} pictures are safely indexed and "
+                      "searchable, with the text and faces read so far; run the same command "
+                      "again to go on")
+        raise typer.Exit(130) from None
+
+
+def _indexed(index_dir: Path) -> str:
+    """How many pictures the index holds ("?" where it cannot be opened)."""
+    try:
+        with Index.open(index_dir) as index:
+            return f"{len(index):,}"
+    except (IndexDirError, OSError, sqlite3.Error):
+        return "?"
+
+
+def _prepare_word_mapping(index: Index) -> None:
+    """Make now, not on a query's path, what `pamir search` maps words outside the
+    vocabulary with: this machine's lexicon of word embeddings (pamir.text.lexicon; once per
+    machine, about a minute), the embeddings of this index's vocabulary (once per vocabulary,
+    cached in the index folder) and of the ImageNet classes' descriptions (pamir.zeroshot.classes;
+    once per machine, in the feature cache, about 40 s). Nothing when the lexicon or the
+    mapping is turned off, or the model is not installed (queries then work as before)."""
+    from ..text import lexicon  # noqa: PLC0415
+    from ..text.embedding import EmbeddingUnavailable, model_installed  # noqa: PLC0415
+    from ..index import embeddings_enabled  # noqa: PLC0415
+
+    if not embeddings_enabled() or lexicon.lexicon_size() == 0 or not model_installed()[0]:
+        return
+    try:
+        if lexicon.missing():
+            console.print(f"building the lexicon of word embeddings for this machine, once "
+                          f"({lexicon.lexicon_size():,} words, about a minute): "
+                          f"{lexicon.lexicon_dir()}")
+            lexicon.build()
+        if index.vocabulary:  # the zero-caption system's index has none
+            index.bridge.vocabulary_embeddings()
+        if index.class_words is not None and not index.class_words.bridge.cache_file.exists():
+            # a line, not a spinner: the passes' bars are the terminal's one live display
+            console.print("embedding ImageNet's class descriptions, once per machine")
+            index.class_words.bridge.vocabulary_embeddings()
+    except EmbeddingUnavailable as e:
+        console.print(f"[yellow]words outside the vocabulary cannot be mapped:[/yellow] "
+                      f"{escape(str(e))}", markup=True)
+
+
+def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
+    try:
+        coll = load_captions_table(table, include_uncaptioned=False)
+    except DataError as e:
+        fail(str(e))
+    return {str(p): c for p, c in zip(coll.paths, coll.captions) if c}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("index")(index_command)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use the `pamir` command")

