@@ -44,7 +44,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Run, TreeMemory, checkout_commit, corel5k_folder, report_cli,  # noqa: E402
+from common import (Run, run_watched, checkout_commit, corel5k_folder, report_cli,  # noqa: E402
                     report_head, save_report)
 
 STEM = "corel_passes"
@@ -111,18 +111,10 @@ def index_run(folder: Path, flags: list[str], template: Path, run: Path, log: Pa
     cmd = [sys.executable, "-c", PAMIR, "index", str(folder), "--index", str(run / "index"),
            "--json", *flags]
     report = run / "report.json"
-    with open(report, "w") as out, open(log, "a") as err:
-        err.write(f"\n$ pamir index {folder} {' '.join(flags)}\n")
-        err.flush()
-        t0 = time.perf_counter()
-        child = subprocess.Popen(cmd, cwd=run, env=env(run / "cache"), stdout=out, stderr=err)
-        memory = TreeMemory(child.pid)
-        memory.start()
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - t0
-        memory.done.set()
-    memory.join()
-    if os.waitstatus_to_exitcode(status):
+    seconds, peak_mb, tree_mb, code = run_watched(
+        cmd, cwd=run, env=env(run / "cache"), stdout=report, log=log,
+        header=f"pamir index {folder} {' '.join(flags)}")
+    if code:
         raise RuntimeError(f"pamir index {' '.join(flags)} failed (see {log})")
     out = json.loads(report.read_text())
     shutil.rmtree(run / "cache", ignore_errors=True)  # 5,000 pictures' features: disk
@@ -133,8 +125,7 @@ def index_run(folder: Path, flags: list[str], template: Path, run: Path, log: Pa
             "passes_s": {k: v["seconds"] for k, v in passes.items()},
             "with_text": text.get("with_facts"), "with_faces": faces.get("with_facts"),
             "faces": (faces.get("people") or {}).get("faces"),
-            "peak_mb": round(usage.ru_maxrss / 1024),
-            "peak_tree_mb": round(memory.peak / 2**20)}
+            "peak_mb": peak_mb, "peak_tree_mb": tree_mb}
 
 
 def summary(runs: list[dict], pictures: int) -> dict:

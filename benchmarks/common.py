@@ -796,6 +796,28 @@ class TreeMemory(threading.Thread):
             self.peak = max(self.peak, total)
 
 
+def run_watched(cmd: list, *, cwd: Path, env: dict, stdout: Path, log: Path, header: str):
+    """Run a whole command as a person waits for it: its stdout into `stdout`, its stderr
+    appended to `log` after `header`; (wall seconds, its own peak RSS in MB, the peak over
+    it and its descendants in MB, its exit code), the memory sampled by TreeMemory."""
+    import subprocess  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    with open(stdout, "w") as out, open(log, "a") as err:
+        err.write(f"\n$ {header}\n")
+        err.flush()
+        t0 = time.perf_counter()
+        child = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+        memory = TreeMemory(child.pid)
+        memory.start()
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - t0
+        memory.done.set()
+    memory.join()
+    return (seconds, round(usage.ru_maxrss / 1024), round(memory.peak / 2**20),
+            os.waitstatus_to_exitcode(status))
+
+
 def corel5k_folder() -> Path:
     """The Corel 5k folder: PAMIR_COREL5K, else ../shared/data/corel5k beside the checkout
     (a `git archive` run elsewhere reads it through the variable)."""

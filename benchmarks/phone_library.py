@@ -66,7 +66,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT / "tests"))
 import media  # noqa: E402 - tests/media.py: the one home of the camera-like writers
-from common import (RESULTS, Run, TreeMemory, archive, parser, report_head, rerender,  # noqa: E402
+from common import (RESULTS, Run, run_watched, archive, parser, report_head, rerender,  # noqa: E402
                     save_report)
 
 OLD = "96353846"  # main before issue 44
@@ -306,19 +306,10 @@ def index_run(side: Side, folder: Path, run: Path, log: Path) -> dict:
     decodes, report = run / "decodes.txt", run / "report.json"
     cmd = [sys.executable, "-c", PAMIR, "index", str(folder), "--index", str(run / "index"),
            "--json"]
-    with open(report, "w") as out, open(log, "a") as err:
-        err.write(f"\n$ pamir index {folder} ({side.name})\n")
-        err.flush()
-        t0 = time.perf_counter()
-        child = subprocess.Popen(cmd, cwd=run, env=side.env(run / "cache", decodes),
-                                 stdout=out, stderr=err)
-        memory = TreeMemory(child.pid)
-        memory.start()
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - t0
-        memory.done.set()
-    memory.join()
-    if os.waitstatus_to_exitcode(status):
+    seconds, peak_mb, tree_mb, code = run_watched(
+        cmd, cwd=run, env=side.env(run / "cache", decodes), stdout=report, log=log,
+        header=f"pamir index {folder} ({side.name})")
+    if code:
         raise RuntimeError(f"{side.name}: pamir index {folder} failed (see {log})")
     out = json.loads(report.read_text())
     items = out.get("added", 0)
@@ -328,8 +319,7 @@ def index_run(side: Side, folder: Path, run: Path, log: Path) -> dict:
                        if isinstance(v, dict) and "seconds" in v},
             "decodes": decoded,
             "decodes_per_picture": round(decoded / items, 2) if items else None,
-            "peak_rss_mb": round(usage.ru_maxrss / 1024),
-            "peak_tree_rss_mb": round(memory.peak / 2**20)}
+            "peak_rss_mb": peak_mb, "peak_tree_rss_mb": tree_mb}
 
 
 def count_decodes(path: Path) -> int:

@@ -24,19 +24,19 @@ def bench():
     return module
 
 
-def test_tree_memory_counts_a_grandchild(bench):
+def test_a_watched_command_counts_a_grandchilds_memory(bench, tmp_path):
     """The index's passes run in worker processes: their memory is the tree's, not the
-    parent's alone."""
+    parent's alone (benchmarks/common.run_watched, which both index benchmarks use)."""
     pytest.importorskip("psutil")
-    code = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
+    code = ("import subprocess, sys; print('out'); subprocess.run([sys.executable, '-c', "
             "'import time; b = bytearray(120 * 2**20); time.sleep(1.5)'])")
-    child = subprocess.Popen([sys.executable, "-c", code])
-    memory = bench.TreeMemory(child.pid, every=0.05)
-    memory.start()
-    child.wait()
-    memory.done.set()
-    memory.join()
-    assert memory.peak > 120 * 2**20
+    seconds, own_mb, tree_mb, status = bench.run_watched(
+        [sys.executable, "-c", code], cwd=tmp_path, env=None, stdout=tmp_path / "out.txt",
+        log=tmp_path / "log.txt", header="a child and its child")
+    assert status == 0 and seconds > 1.0
+    assert tree_mb > 120 and own_mb > 0
+    assert (tmp_path / "out.txt").read_text() == "out\n"
+    assert "$ a child and its child" in (tmp_path / "log.txt").read_text()
 
 
 def variant(seconds, text=None, faces=None, passes=None):
