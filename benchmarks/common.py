@@ -800,9 +800,6 @@ def run_watched(cmd: list, *, cwd: Path, env: dict, stdout: Path, log: Path, hea
     """Run a whole command as a person waits for it: its stdout into `stdout`, its stderr
     appended to `log` after `header`; (wall seconds, its own peak RSS in MB, the peak over
     it and its descendants in MB, its exit code), the memory sampled by TreeMemory."""
-    import subprocess  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
     with open(stdout, "w") as out, open(log, "a") as err:
         err.write(f"\n$ {header}\n")
         err.flush()
