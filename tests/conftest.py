@@ -405,7 +405,13 @@ def browser():
 
 
 def wait(driver, seconds=15):
-    """selenium's WebDriverWait of a driver."""
+    """selenium's WebDriverWait of a driver.
+
+    A page that redraws a list while the wait polls leaves the element just
+    found stale; that is a reason to look again, not a failure (CI once
+    failed on it in test_duplicates)."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, seconds)
+    return WebDriverWait(driver, seconds,
+                         ignored_exceptions=(StaleElementReferenceException,))
