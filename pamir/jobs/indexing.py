@@ -72,35 +72,39 @@ def _cores() -> int:
 
 def index_folders(model_dir, folders, *, index=None, captions: dict | None = None,
                   rebuild: bool = False, batch_size: int = BATCH_SIZE, progress=None,
-                  say=logger.info, text: bool = False, faces: bool = False):
+                  say=logger.info, text: bool | None = None, faces: bool | None = None):
     """Index the pictures under `folders` with the trained system in model_dir (None: the
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
     (default: pamir.jobs.workflow.default_index_dir()). captions: {path: words} shown beside the
     pictures. progress(done, total) follows the look's batches. text: also read the text
     written in the pictures (report.text says what it read); faces: also find the faces and
-    who they are (report.faces). Returns the UpdateReport."""
+    who they are (report.faces). As `pamir index` does, None reads them where their extra
+    ([ocr], [faces]) is installed and says so where it is not; True requires the extra
+    (MissingExtra); False leaves the pass out. Returns the UpdateReport."""
     job = IndexJob(list(folders), model_dir=None if model_dir is None else Path(model_dir),
                    index_dir=None if index is None else Path(index), captions=captions,
-                   rebuild=rebuild, batch_size=batch_size, text=text, faces=faces)
+                   rebuild=rebuild, batch_size=batch_size, text=text is not False,
+                   faces=faces is not False)
 
     def look(name, done, total):
         if progress is not None and name == "look":
             progress(done, total)
 
-    report, _ = run_index(job, progress=look, say=say, missing_extra="raise")
+    required = {kind for kind, asked in (("text", text), ("faces", faces)) if asked}
+    report, _ = run_index(job, progress=look, say=say, required=required)
     return report
 
 
 def run_index(job: IndexJob, *, system=None, fingerprint: str | None = None,
               progress: Progress | None = None, say=logger.info,
               after_look: Callable[[Index], None] | None = None,
-              missing_extra: str = "say") -> tuple:
+              required=frozenset()) -> tuple:
     """The whole index job (see the module's doc): (UpdateReport, the index's status).
     system, fingerprint: what the index is built with, when the caller loaded it (the CLI,
     to say its errors); else from job.model_dir (pamir.jobs.workflow.indexing_system).
     after_look(index): once every picture is committed, before the passes' rest (the CLI
-    prepares its word mapping there). missing_extra: "say" (a pass whose extra is not
-    installed is left out, its reason said) or "raise" (MissingExtra)."""
+    prepares its word mapping there). A pass whose extra is not installed is left out, its
+    reason said, unless its name ("text", "faces") is in `required` (MissingExtra)."""
     index_dir = job.index_dir or workflow.default_index_dir()
     folders = workflow.picture_folders(job.folders)
     model = None if job.model_dir is None else Path(job.model_dir).expanduser()
@@ -117,12 +121,12 @@ def run_index(job: IndexJob, *, system=None, fingerprint: str | None = None,
             if after_look is not None:
                 after_look(index)
             if job.text:
-                report.text = _rest(index, "text", record, say, missing_extra,
+                report.text = _rest(index, "text", record, say, required,
                                     lambda p: workflow.read_text(index, client=client,
                                                                  progress=p).as_dict(),
                                     report.text)
             if job.faces:
-                report.faces = _rest(index, "faces", record, say, missing_extra,
+                report.faces = _rest(index, "faces", record, say, required,
                                      lambda p: workflow.read_faces(
                                          index, client=client, progress=p,
                                          processes=job.processes), report.faces)
@@ -253,16 +257,17 @@ def _streamed(kind: str, index) -> list:
         return []
 
 
-def _rest(index, kind: str, record, say, missing_extra: str, run, streamed: dict | None):
+def _rest(index, kind: str, record, say, required, run, streamed: dict | None):
     """The pass `kind` over the pictures the stream did not read, its report merged with the
-    stream's; None, with a line, where its extra is missing (missing_extra "say")."""
+    stream's; None, with a line, where its extra is missing (MissingExtra where `kind` is
+    required)."""
     from ..extras import MissingExtra  # noqa: PLC0415
 
     done = (streamed or {}).get("read", 0)
     try:
         rest = run(lambda d, total: record.set(kind, done + d, done + total))
     except MissingExtra as e:
-        if missing_extra == "raise":
+        if kind in required:
             raise
         say(f"{'text in pictures not read' if kind == 'text' else 'faces not found'}: {e}")
         return None
