@@ -288,3 +288,18 @@ def test_an_index_of_schema_5_gets_the_frames_table(video_index):
     conn = sqlite3.connect(index_dir / "catalog.sqlite")
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         == (str(SCHEMA_VERSION),)
+
+
+def test_a_rescore_scores_a_video_again_through_its_frames(video_index):
+    """After the model learns a word, a video is scored again frame by frame as `pamir index`
+    reads it, not kept with the old scores: the new word finds it at its best frame."""
+    index_dir, folder, _ = video_index
+    system = FakeSystem()
+    stripes = system.vocabulary.index("stripes")
+    system.model.W_ = np.vstack([system.model.W_, system.model.W_[stripes]])
+    vocabulary = [*system.vocabulary, "zebra"]
+    with Index.open(index_dir, writable=True) as ix:
+        report = ix.rescore(vocabulary, [*system.idf, 1.0], system.transform_paths)
+        assert report["kept"] == [] and report["rescored"] == 2
+        hits = {Path(h.path).name: h for h in ix.search("zebra", k=5)}
+    assert hits["walk.mp4"].score > 0 and hits["walk.mp4"].time == pytest.approx(10.0)

@@ -362,6 +362,11 @@ class Catalog(PlaceCatalog):
         """{id: (frame times, frame rows)} of the videos among `ids` (pamir.index.frames)."""
         return frames.read(self._conn, ids)
 
+    def set_frames(self, found: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Replace the frames of the videos in `found` ({id: (times, rows)})."""
+        for i, (times, rows) in found.items():
+            frames.write(self._conn, i, times, rows)
+
     def checkpoint(self) -> None:
         """Merge the write-ahead log into the catalogue and empty it (after a compaction,
         whose moves leave a log about half the catalogue's size until the last connection

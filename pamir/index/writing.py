@@ -183,17 +183,17 @@ class IndexWriting(IndexLifecycle):
         idf = np.asarray(idf, dtype=np.float64)
         scales = scales_meta(scales, len(vocabulary)) or {"scales": None}
         report = {"rescored": 0, "kept": []}
+        frames = {}  # a video's frames scored again, written with the new matrix
         with self._lock:
             pictures = [p for p in self._catalog.pictures("ok") if p.col is not None]
 
             def fill(put):
                 for start in range(0, len(pictures), batch_size):
                     batch = pictures[start:start + batch_size]
-                    Z, ok, _ = transform([p.path for p in batch])
-                    ok = np.asarray(ok, dtype=bool)
+                    Z, ok = self._rescored(batch, transform, frames)
                     cols = np.array([p.col for p in batch], dtype=np.int64)
                     if ok.any():
-                        put(cols[ok], np.asarray(Z, np.float32)[ok])
+                        put(cols[ok], Z[ok])
                     report["rescored"] += int(ok.sum())
                     report["kept"] += [p.path for p, o in zip(batch, ok) if not o]
                     if progress:
@@ -205,6 +205,7 @@ class IndexWriting(IndexLifecycle):
                         **layout, **scales, vocabulary=vocabulary, idf=idf.tolist(),
                         **({"model_fingerprint": fingerprint} if fingerprint else {}),
                         **({"model_dir": str(Path(model_dir).resolve())} if model_dir else {}))
+                    self._catalog.set_frames(frames)
 
             C = len(self.classes)
             old_rows = np.arange(self.T + C)
@@ -213,6 +214,32 @@ class IndexWriting(IndexLifecycle):
             self._load()
             self._matrix.compact(self._commit_matrix)
         return report
+
+    @staticmethod
+    def _rescored(batch, transform: Transform, frames: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(Z, ok) of a rescore's batch: the pictures through `transform`, each video
+        through its frames as `pamir index` reads it (its frames' rows put in `frames`); a
+        video that cannot be read now is not ok, as an unreadable picture."""
+        from .videos import video_rows  # noqa: PLC0415 - PyAV: only where videos are
+
+        videos = [k for k, p in enumerate(batch) if is_video(p.path)]
+        pictures = [k for k in range(len(batch)) if k not in set(videos)]
+        Z, ok = None, np.zeros(len(batch), bool)
+        if pictures:
+            Zp, okp, _ = transform([batch[k].path for k in pictures])
+            Zp = np.asarray(Zp, np.float32)
+            Z = np.zeros((len(batch), Zp.shape[1]), np.float32)
+            Z[pictures], ok[pictures] = Zp, np.asarray(okp, bool)
+        for k in videos:
+            try:
+                row, frames[batch[k].id], _ = video_rows(batch[k].path,
+                                                         getattr(transform, "look", transform))
+            except VideoError:
+                continue
+            if Z is None:
+                Z = np.zeros((len(batch), len(row)), np.float32)
+            Z[k], ok[k] = row, True
+        return (np.zeros((len(batch), 0), np.float32) if Z is None else Z), ok
 
     def update(self, folders: Sequence[str | Path], transform: Transform, *,
                captions: dict[str, Sequence[str]] | None = None,
