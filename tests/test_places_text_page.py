@@ -121,8 +121,12 @@ def test_the_api_lists_places_and_shows_place_and_text(indexed):
 
         # a place's query finds its pictures, and each hit says where, beside its date
         kyoto = next(p for p in places if p["shown"] == "Kyoto")
-        hits = c.get("/api/search", params={"q": kyoto["query"]}).json()["hits"]
+        found = c.get("/api/search", params={"q": kyoto["query"]}).json()
+        hits = found["hits"]
         assert sorted(h["name"] for h in hits) == ["garden.jpg", "temple.jpg"]
+        # facts alone carry their own probability: no note says there is none
+        assert found["probability_note"] is None and all(h["probability"] > 0.5 for h in hits)
+        assert c.get("/api/search", params={"q": "red"}).json()["probability_note"]
         temple = next(h for h in hits if h["name"] == "temple.jpg")
         assert temple["facts"]["place"][:2] == ["Kamigyō-ku", "Kyoto"]
         assert temple["facts"]["place"][-1] == "Japan"

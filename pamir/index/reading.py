@@ -155,6 +155,14 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
                     "every picture alike): use floor: with a score")
         return ""
 
+    def probability_note(self, q: Query) -> str:
+        """Why the query's hits carry no probability ("" when they do): `uncalibrated`'s
+        reason, except for a query of facts alone, whose pictures carry the facts' own."""
+        if (q.fact_terms or q.fact_filters) and all(
+                m.how == "fact" for m in q.matches if m.weight > 0):
+            return ""
+        return self.uncalibrated(q)
+
     def search(self, q: np.ndarray | str | Query, k: int = 10, *, floor: float | None = None,
                sort: str | None = None, folders: Sequence[str] | None = None,
                method: str = "auto", dates: Sequence[tuple[str, str]] | None = None,

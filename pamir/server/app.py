@@ -218,7 +218,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
                             **({"sort": _sort(sort)} if sort else {}),
                             "folders": query.folders + folder},
                 "pictures": len(index), "likely": likely, "likely_probability": LIKELY,
-                "probability_note": index.uncalibrated(query) or None,
+                "probability_note": index.probability_note(query) or None,
                 "hits": [_hit_json(h) for h in hits]}
 
     @app.get("/api/pictures/{picture_id}/similar",
