@@ -270,3 +270,36 @@ def test_a_bare_folder_and_its_text_on_the_cluster_equal_in_process(client, tmp_
     assert ("text", "fresh bread") in local["sign.jpg"][3]
     # the workers filled the feature cache the command named
     assert list((tmp_path / "cache-remote").rglob("*.npy"))
+
+
+def test_a_video_is_read_on_the_workers(system_dir, client, tmp_path, monkeypatch):
+    """A video's frames are read and scored where the cluster's tasks run (a remote worker
+    cannot see frames written on this machine), as in this process."""
+    from test_video import shot, write_video
+
+    import pamir.index.videos
+    from pamir.system import System
+
+    model, _ = system_dir
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    write_video(folder / "walk.mp4", [shot("red"), shot("blue", stripes=True)])
+    system = System.load(model, progress=False)
+    with Index.create(tmp_path / "local", system.vocabulary, system.idf) as ix:
+        ix.update([folder], system.transform_paths)
+        [picture] = ix.pictures()
+        expected, frames = ix.vector(picture.id), ix.frames_of([picture.id])[picture.id]
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("a video read by the client, not by a worker")
+
+    monkeypatch.setattr(pamir.index.videos, "read_video", not_here)
+    transform = DaskTransform(client, model, model_fingerprint(model))
+    with Index.create(tmp_path / "dask", system.vocabulary, system.idf) as ix:
+        report = ix.update([folder], transform)
+        assert report.added == 1 and report.failed == []
+        [picture] = ix.pictures()
+        np.testing.assert_allclose(ix.vector(picture.id), expected, rtol=1e-5, atol=1e-6)
+        times, rows = ix.frames_of([picture.id])[picture.id]
+    np.testing.assert_array_equal(times, frames[0])
+    np.testing.assert_allclose(rows, frames[1], rtol=1e-3, atol=1e-3)

@@ -51,6 +51,18 @@ def video_rows(path: str, transform: Callable) -> tuple[np.ndarray, tuple, objec
     return video_row(rows), (times, rows), video
 
 
+def rows_of_video(transform: Callable, path: str) -> tuple[np.ndarray, tuple]:
+    """(the video's row, (frame times, frame rows)) through an index's transform: on a
+    cluster, read where the transform's tasks run (`transform.video_rows`: its workers see
+    the video at the same path, not the frames this process would write); else here, its
+    frames handed to the transform's look (the reading stage's) or the transform itself."""
+    on_workers = getattr(transform, "video_rows", None)
+    if on_workers is not None:
+        return on_workers(path)
+    row, frames, _ = video_rows(path, getattr(transform, "look", transform))
+    return row, frames
+
+
 class FramesReader:
     """A pass's reader (pamir.index.passes.Reader) that reads videos too: a video's frames
     are read as pictures, and its result is the union of its frames' facts (None, with the
@@ -85,4 +97,5 @@ def _read_video_facts(path: str, reader) -> tuple:
     return [f for facts in found for f in facts], None
 
 
-__all__ = ["FRAME_SIDE", "PASS_FRAME_SIDE", "FramesReader", "frame_files", "video_rows"]
+__all__ = ["FRAME_SIDE", "PASS_FRAME_SIDE", "FramesReader", "frame_files", "rows_of_video",
+           "video_rows"]

@@ -220,7 +220,7 @@ class IndexWriting(IndexLifecycle):
         """(Z, ok) of a rescore's batch: the pictures through `transform`, each video
         through its frames as `pamir index` reads it (its frames' rows put in `frames`); a
         video that cannot be read now is not ok, as an unreadable picture."""
-        from .videos import video_rows  # noqa: PLC0415 - PyAV: only where videos are
+        from .videos import rows_of_video  # noqa: PLC0415 - PyAV: only where videos are
 
         videos = [k for k, p in enumerate(batch) if is_video(p.path)]
         pictures = [k for k in range(len(batch)) if k not in set(videos)]
@@ -232,8 +232,7 @@ class IndexWriting(IndexLifecycle):
             Z[pictures], ok[pictures] = Zp, np.asarray(okp, bool)
         for k in videos:
             try:
-                row, frames[batch[k].id], _ = video_rows(batch[k].path,
-                                                         getattr(transform, "look", transform))
+                row, frames[batch[k].id] = rows_of_video(transform, batch[k].path)
             except VideoError:
                 continue
             if Z is None:
@@ -333,18 +332,17 @@ class IndexWriting(IndexLifecycle):
                         done: int) -> None:
         """Read each video (its metadata, then its frames through the transform) and commit
         it with its frames; a video that cannot be read is recorded with the reason."""
-        from .videos import video_rows  # noqa: PLC0415 - PyAV: only where videos are
+        from .videos import rows_of_video  # noqa: PLC0415 - PyAV: only where videos are
 
         # the reading stage's system transform (pamir.index.stage): a video's frames are
-        # handed to it as files of their own, and its passes read videos alone after
-        transform = getattr(transform, "look", transform)
+        # handed to its look as files of their own, and its passes read videos alone after
         for k, entry in enumerate(plan.videos):
             ready, unreadable = plan.read_batch([entry])
             for failed, reason in unreadable:
                 self.add_failed(failed, reason)
             if ready:
                 try:
-                    row, entry["frames"], _ = video_rows(entry["path"], transform)
+                    row, entry["frames"] = rows_of_video(transform, entry["path"])
                 except VideoError as e:
                     self.add_failed(entry, str(e))
                     plan.report.failed.append((entry["path"], str(e)))

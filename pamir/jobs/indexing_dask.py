@@ -122,6 +122,26 @@ def transform_batch(model_dir: str, fingerprint: str, classes: bool, cache_dir: 
     return np.asarray(Z, np.float32), np.asarray(ok, bool), list(reasons), hashes
 
 
+def video_task(model_dir: str, fingerprint: str, classes: bool, cache_dir: str | None,
+               paths: Sequence[str]) -> list[tuple]:
+    """[(row, (frame times, frame rows), None) or (None, None, why)] of videos, on a worker:
+    their frames read and scored here (pamir.index.videos.video_rows), where the videos are
+    at the same paths; a video that cannot be read is an answer, not a retry."""
+    from ..facts.video import VideoError  # noqa: PLC0415
+    from ..index.videos import video_rows  # noqa: PLC0415 - PyAV
+    from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
+
+    transform = index_transform(worker_system(model_dir, fingerprint, cache_dir), classes)
+    out = []
+    for p in paths:
+        try:
+            row, frames, _ = video_rows(p, transform)
+            out.append((row, frames, None))
+        except VideoError as e:
+            out.append((None, None, str(e)))
+    return out
+
+
 # --------------------------------------------------------------------------- the client
 
 class DaskTransform:
@@ -149,6 +169,18 @@ class DaskTransform:
     def _submit(self, paths, **options):
         return submit_batch(self.client, self.task, self.args, paths, retries=self.retries,
                             **options)
+
+    def video_rows(self, path: str) -> tuple[np.ndarray, tuple]:
+        """(row, (frame times, frame rows)) of a video, read on a worker (`video_task`):
+        the frames this process would write are not on a remote worker's disk.
+        VideoError where the worker cannot read it."""
+        from ..facts.video import VideoError  # noqa: PLC0415
+
+        [(row, frames, why)] = submit_batch(self.client, video_task, self.args, [path],
+                                            retries=self.retries).result()
+        if why is not None:
+            raise VideoError(why)
+        return row, frames
 
     def threads(self) -> int:
         return max(1, sum(self.client.nthreads().values()))
