@@ -371,8 +371,8 @@ SIGHTS = {
 #: CityRule's switches as they were before the second grid (any first-level area named after
 #: a city widens its reach, the outer reach too; no unfiled or outer own-area test; no
 #: nearer city): the first grid, "before" and "last stop" are measured with these.
-FIRST = dict(named_region="any", outer_named=True, own_unfiled=False, outer_own=False,
-             nearer=0.0)
+FIRST = {"named_region": "any", "outer_named": True, "own_unfiled": False,
+         "outer_own": False, "nearer": 0.0}
 #: The rule as shipped before this benchmark (issue 33's).
 BEFORE = places.CityRule(population=500_000, radius_km=6.0, exponent=0.5, named=0.0,
                          separate=10**12, own_area=False, twin=1.0, outer=0.0, **FIRST)
