@@ -406,7 +406,7 @@ def rules() -> list[tuple[str, places.CityRule]]:
     for named_region in ("any", "own"):
         for outer_own in (False, True):
             for own_unfiled in (False, True):
-                for nearer in (0.0, 1.0, 1.25, 1.5):
+                for nearer in (0.0, 1.0, 1.25, 1.5, 2.0):
                     rule = dataclasses.replace(FIRST_CHOICE, named_region=named_region,
                                                outer_own=outer_own, own_unfiled=own_unfiled,
                                                nearer=nearer)
@@ -471,8 +471,8 @@ CAUSES = {
     "Wrigley Field": "the nearest point is a district of 55,137 people, over the outer "
                      "reach's 50,000, 1.23 of Chicago's reach from its point",
     "Longueuil, city hall": "the nearest points are census tracts filed in Montréal, across "
-                            "the St. Lawrence; Longueuil's point is nearer than Montréal's "
-                            "but 1.28 of its reach off, past the nearer city's 1.25",
+                            "the St. Lawrence; Longueuil's point is nearer than Montréal's, "
+                            "but the position is within Montréal's plain reach (0.79)",
     "MONA, Berriedale": "a suburb whose point is 2.7 of Hobart's reaches off, past the outer "
                         "reach (2.5)",
 }
@@ -524,7 +524,7 @@ def summary(rows) -> dict:
 def choose(scored: list[dict]) -> dict:
     """The rule chosen on the tuning half: the highest recall less the share of wrong
     cities (a picture given a wrong city costs as much as one its city misses), then the
-    fewest wrong."""
+    fewest wrong, then the first in the grid's order (max keeps the first of equals)."""
     return max(scored, key=lambda r: (r["tuning"]["recall"] - r["tuning"]["wrong"],
                                       -r["tuning"]["wrong"]))
 
@@ -630,8 +630,11 @@ def report(r: dict) -> str:
               "package drops an area named as its place: Guarulhos beside \"São Paulo\", "
               "Niterói beside \"Rio de Janeiro\"); *outer own area*: the outer reach leaves "
               "alone a town whose neighbours are filed in an area named after it (Fremantle); "
-              "*nearer Nx*: a city of its own whose point is nearer the position than the "
-              "city found, and within N times its reach, names it.", "",
+              "*nearer Nx*: where the city found reaches the position only through a named "
+              "area or the outer reach, a city of its own that it may not take in, whose "
+              "point is nearer the position and within N times its reach, names it. Among "
+              "rules that measure the same on the tuning half, the first in the grid's "
+              "order (the narrower) is chosen.", "",
               "| rule | part | recall | wrong city |", "|---|---|---|---|"]
     before, last = r["rules"][0], r["rules"][1]
     for name, sc in (("before (issue 33)", before), ("last stop", last),
