@@ -68,7 +68,7 @@ CITY_OUTER_POPULATION = 50_000
 #: CityRule.named_region, own_unfiled, outer_own and nearer, chosen the same way (the
 #: benchmark's second grid; without them: recall 0.966, 2.7 % given a wrong city). 1.25
 #: reaches, the narrowest of the grid's that measures best: Guarulhos' airport is 1.07 of
-#: Guarulhos' reach from its point; 1.5 and 2 measure the same, 3 gives Belém Amadora.
+#: Guarulhos' reach from its point; 1.5 and 2 measure the same, 2.5 gives Belém Amadora.
 CITY_NAMED_REGION = "own"
 CITY_OWN_UNFILED = True
 CITY_OUTER_OWN = True
@@ -337,7 +337,8 @@ class CityRule:
     named area, the outer reach), a city of its own beside it (`separate` people or more,
     one the city found may not take in, a district of no larger one) whose point is nearer
     the position, and within `nearer` times its reach, names it (Guarulhos' airport,
-    nearest a district of São Paulo, 1.25 of São Paulo's reach off); 0: never."""
+    nearest a district of São Paulo, is 20 km from São Paulo's point, past its plain reach,
+    and 6.8 km from Guarulhos', 1.07 of its reach); 0: never."""
 
     population: int = CITY_POPULATION
     radius_km: float = CITY_RADIUS_KM
@@ -440,8 +441,9 @@ def _outer(g: _Gazetteer, place: int, rule: CityRule) -> int | None:
     if best is None or best == place:
         return None
     belongs = _belongs(g, place, best, rule)
-    return best if depth <= rule.outer * (belongs if rule.outer_named else min(belongs, 1.0)) \
-        else None
+    if not rule.outer_named:
+        belongs = min(belongs, 1.0)
+    return best if depth <= rule.outer * belongs else None
 
 
 def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
