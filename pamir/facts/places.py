@@ -12,6 +12,9 @@ place, the city it belongs to (a district's or a suburb's city, `city_of`), the 
 country with its common English forms (COUNTRY_WORDS). docs/usage.md, "Places", says what is
 read and why these distances (benchmarks/results/cities.md measures the city rule).
 
+Longer than 600 lines: the city rule's cases (`CityRule`) read the gazetteer's arrays and
+its k-d trees, and one home keeps the rule and what it reads together.
+
 Data: GeoNames (https://www.geonames.org), CC BY 4.0.
 """
 
@@ -46,7 +49,7 @@ PLACE_KM = 25.0
 #: has 119,000 people). The radius, the exponent and CityRule's other fields were chosen on
 #: half of `python benchmarks/bench_cities.py`'s cities (by recall less wrong cities; a larger
 #: reach finds more suburbs and swallows more neighbours) and reported on all
-#: (benchmarks/results/cities.md: recall 0.966, 2.7 % given a wrong city, on 292 sights in 95
+#: (benchmarks/results/cities.md: recall 0.969, 1.4 % given a wrong city, on 292 sights in 95
 #: cities; the cause of each remaining miss there).
 CITY_POPULATION = 100_000
 CITY_RADIUS_KM = 6.0
@@ -62,6 +65,14 @@ CITY_OUTER = 2.5
 #: OECD and EU count a settlement a city (Santa Monica, Evanston and Versailles are
 #: beside a larger city, not of it).
 CITY_OUTER_POPULATION = 50_000
+#: CityRule.named_region, own_unfiled, outer_own and nearer, chosen the same way (the
+#: benchmark's second grid; without them: recall 0.966, 2.7 % given a wrong city). 1.25
+#: reaches, the narrowest of the grid's that measures best: Guarulhos' airport is 1.07 of
+#: Guarulhos' reach from its point; 1.5 and 2 measure the same, 2.5 gives Belém Amadora.
+CITY_NAMED_REGION = "own"
+CITY_OWN_UNFILED = True
+CITY_OUTER_OWN = True
+CITY_NEARER = 1.25
 #: Beyond PLACE_KM (a mountain, a desert, a boat), the region and the country of the nearest
 #: place are still named up to COUNTRY_KM: the interior of Iceland is up to 60 km from a place
 #: of 1,000 people. GeoNames' points carry no borders, so within 100 km of one a picture can be
@@ -312,7 +323,22 @@ class CityRule:
     belongs, up to `outer` times its reach (times `named` for an area named after it), to
     the city its point is deepest in among all cities, where it may belong to that one
     (Seltjarnarnes, 2 reaches from Reykjavík's point, is Reykjavík; Hoboken, deepest in New
-    York City across a state line, is given no city); 0: not at all."""
+    York City across a state line, is given no city); 0: not at all.
+    `named_region`: which first-level areas named after a city widen its reach: "any",
+    "own" (the city's own alone: the province of Buenos Aires, around Tigre, is not the
+    city's "Buenos Aires F.D."; a second-level area named after it always does: Breña's
+    "Lima"), "none". `outer_named`: the outer reach is widened by `named` too.
+    `own_unfiled`: with `own_area`, a place of `separate` people or more filed in no
+    second-level area is a city of its own beside a city whose own places are filed in one
+    named after it (the package drops an area named as its place: Guarulhos' "Guarulhos"
+    beside São Paulo's "São Paulo"). `outer_own`: the outer reach leaves alone a town whose
+    own neighbours are filed in an area named after it (Fremantle, beside Perth).
+    `nearer`: where the city found reaches the position only through its widened reach (a
+    named area, the outer reach), a city of its own beside it (`separate` people or more,
+    one the city found may not take in, a district of no larger one) whose point is nearer
+    the position, and within `nearer` times its reach, names it (Guarulhos' airport,
+    nearest a district of São Paulo, is 20 km from São Paulo's point, past its plain reach,
+    and 6.8 km from Guarulhos', 1.07 of its reach); 0: never."""
 
     population: int = CITY_POPULATION
     radius_km: float = CITY_RADIUS_KM
@@ -323,6 +349,11 @@ class CityRule:
     twin: float = CITY_TWIN
     outer: float = CITY_OUTER
     outer_population: int = CITY_OUTER_POPULATION
+    named_region: str = CITY_NAMED_REGION
+    outer_named: bool = True
+    own_unfiled: bool = CITY_OWN_UNFILED
+    outer_own: bool = CITY_OUTER_OWN
+    nearer: float = CITY_NEARER
 
     def reach(self, population: float) -> float:
         return self.radius_km * (float(population) / 1e6) ** self.exponent
@@ -372,7 +403,26 @@ def city_of(lat: float, lon: float, nearest: int, rule: CityRule | None = None) 
     city = _deepest(g, lat, lon, nearest, rule, 0)
     if city is None and rule.outer:
         city = _outer(g, nearest, rule)
-    return _enclosing(g, nearest if city is None else city, rule)
+    city = _enclosing(g, nearest if city is None else city, rule)
+    return _nearer(g, lat, lon, nearest, city, rule) if rule.nearer else city
+
+
+def _nearer(g: _Gazetteer, lat: float, lon: float, place: int, city: int,
+            rule: CityRule) -> int:
+    """CityRule.nearer: where (lat, lon) is beyond `city`'s plain reach, the nearest city
+    that `city` may not take in (of `separate` people or more, a district of no larger one)
+    whose point is nearer (lat, lon) than `city`'s and within `nearer` times its reach, and
+    to which `place` may belong; else `city`."""
+    km = _km(float(np.linalg.norm(g.tree.data[city] - _unit(lat, lon))))
+    if km <= rule.reach(g.population[city]):
+        return city
+    for j, d in g.near(lat, lon, km, cities=True):
+        if (j != city and d < km and g.population[j] >= rule.separate
+                and d <= rule.nearer * rule.reach(g.population[j])
+                and _belongs(g, place, j, rule) and not _belongs(g, j, city, rule)
+                and _enclosing(g, j, rule) == j):
+            return j
+    return city
 
 
 def _outer(g: _Gazetteer, place: int, rule: CityRule) -> int | None:
@@ -380,7 +430,8 @@ def _outer(g: _Gazetteer, place: int, rule: CityRule) -> int | None:
     point is deepest in among all cities (those it may not belong to included, so that
     Hoboken, deepest in New York City across the state line, is not given Jersey City),
     where that is within `outer` times the city's reach; None where none is."""
-    if g.population[place] >= rule.outer_population:
+    if g.population[place] >= rule.outer_population or (
+            rule.outer_own and _files_districts(place)):
         return None
     most = rule.reach(g.population.max()) * rule.outer * max(1.0, rule.named)
     best, depth = None, math.inf
@@ -389,7 +440,10 @@ def _outer(g: _Gazetteer, place: int, rule: CityRule) -> int | None:
             best, depth = j, km / rule.reach(g.population[j])
     if best is None or best == place:
         return None
-    return best if depth <= rule.outer * _belongs(g, place, best, rule) else None
+    belongs = _belongs(g, place, best, rule)
+    if not rule.outer_named:
+        belongs = min(belongs, 1.0)
+    return best if depth <= rule.outer * belongs else None
 
 
 def _deepest(g: _Gazetteer, lat: float, lon: float, place: int, rule: CityRule,
@@ -430,12 +484,39 @@ def _belongs(g: _Gazetteer, place: int, city: int, rule: CityRule) -> float:
         return 0.0
     if g.population[place] >= rule.separate and (
             (g.district[place] and g.district[city] and g.district[place] != g.district[city])
-            or (rule.own_area and _own_city_area(g.name[place], g.district[place]))):
+            or (rule.own_area and (_own_city_area(g.name[place], g.district[place])
+                                   or (rule.own_unfiled and not g.district[place]
+                                       and _files_districts(city))))):
         return 0.0
-    if rule.named and bare_name(g.name[city]) in (bare_name(g.region[place]),
-                                                  bare_name(g.district[place])):
+    if rule.named and _named_after(g, place, city, rule):
         return max(1.0, rule.named)
     return 1.0 if g.region[place] == g.region[city] else 0.0
+
+
+#: The places around a city's point that tell the area its own places are filed in.
+_FILED_K = 16
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _files_districts(city: int) -> bool:
+    """Whether GeoNames files the places around a city's point in a second-level area named
+    after it ("São Paulo" holds Ermelino Matarazzo): then a place without one is not its
+    district (the package drops an area named as its own place: Guarulhos' is "Guarulhos")."""
+    g = gazetteer()
+    name = bare_name(g.name[city])
+    return any(bare_name(g.district[j]) == name
+               for j, _ in g.nearest(*g.position(city), PLACE_KM, k=_FILED_K))
+
+
+def _named_after(g: _Gazetteer, place: int, city: int, rule: CityRule) -> bool:
+    """Whether a place's second-level area, or its first-level one (CityRule.named_region:
+    "any"; "own": only the city's own; "none": never), is named after the city."""
+    name = bare_name(g.name[city])
+    if bare_name(g.district[place]) == name:
+        return True
+    return bare_name(g.region[place]) == name and (
+        rule.named_region == "any"
+        or (rule.named_region == "own" and g.region[place] == g.region[city]))
 
 
 #: A second-level area that is a city or a borough, by its name's generic part: "City and
