@@ -34,12 +34,12 @@ from .ensemble import grow_ensemble
 from .extraction import (MIN_BLOCKS_PER_VISTERM, candidate_features, collection_inputs,
                          read_features, supported_codebook)
 from .neighbours import add_neighbours, choose_neighbours, neighbour_views
-from .plan import grid_reading, plan, update_budget
+from .plan import plan, update_budget
 from .race import fit_pool
 from .refitting import (REFIT_MAX_GROWTH, REFIT_MAX_WORD_CHANGE, REFIT_UPDATE_SHARE,
                         fit_or_refit, refit_system, reselect_reason, saved_for_refit)
 from .retraining import retrain_on_development
-from .selecting import select_candidate
+from .selecting import grid_reading, select_candidate
 from .settings import FitSettings, logger
 
 
