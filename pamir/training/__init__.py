@@ -14,8 +14,10 @@ function of the Fitting and the previous phase's result, in its own module.
    (pamir.models.neighbours);
 6. retraining (`retraining.retrain_on_development`): the chosen settings again on train +
    valid;
-7. the system (`assembly.finish`): its ImageNet prior (pamir.zeroshot.prior) and calibration
-   (pamir.calibration), on the validation scores of the models trained on train only.
+7. the system (`assembly.finish`): its ImageNet prior (`prior.fit_prior`,
+   pamir.zeroshot.prior; the vocabulary's classes started at the plan, `prior.start_classes`)
+   and calibration (pamir.calibration), on the validation scores of the models trained on
+   train only.
 
 The result is a pamir.system.System; model.json's "info" says how it was made.
 """
@@ -26,7 +28,7 @@ from ..data import Collection
 from ..models.pa import deadline
 from ..progress import FitDisplay
 from ..system import System
-from .assembly import finish, start_classes, validation_cost
+from .assembly import finish, validation_cost
 from .candidates import (COMBINATION_WEIGHTS, DEFAULT_REPRESENTATIONS, SMALL_FOLDER_PICTURES,
                          WIDE_COMBINATION_WEIGHTS, representation_candidates,
                          small_folder_candidates)
@@ -35,6 +37,7 @@ from .extraction import (MIN_BLOCKS_PER_VISTERM, candidate_features, collection_
                          read_features, supported_codebook)
 from .neighbours import add_neighbours, choose_neighbours, neighbour_views
 from .plan import plan, update_budget
+from .prior import start_classes
 from .race import fit_pool
 from .refitting import (REFIT_MAX_GROWTH, REFIT_MAX_WORD_CHANGE, REFIT_UPDATE_SHARE,
                         fit_or_refit, refit_system, reselect_reason, saved_for_refit)
