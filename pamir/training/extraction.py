@@ -36,6 +36,7 @@ def candidate_features(fitting: Fitting, collection: Collection) -> list[Candida
     the cores itself), the pictures its fits read, and their captions."""
     f, s, protocol = fitting, fitting.settings, fitting.protocol
     inputs, prepared = s.inputs, []
+    hold = _hold_features(inputs, f.candidates)
     for name, weights in f.candidates:
         started = time.perf_counter()
         F, ok, rep = inputs if inputs is not None else collection_inputs(
@@ -58,7 +59,7 @@ def candidate_features(fitting: Fitting, collection: Collection) -> list[Candida
                                   feature_seconds, _stored_per_row(F),
                                   _fit_pictures(f.cls, F, train, valid),
                                   f.presence(train), f.presence(valid)))
-        if not _hold_features(inputs, f.candidates):
+        if not hold:
             prepared[-1].F = None  # read again from the cache if it wins
         del F
     f.timing["features"] = round(time.perf_counter() - f.started, 2)
