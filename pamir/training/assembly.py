@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from .. import config
 from ..system import System
-from .plan import Candidate, Fitting, Trained
+from .plan import Fitting, Trained
 from .prior import fit_prior
 
 
 def finish(fitting: Fitting, trained: Trained, classes=None) -> System:
     """The system of the trained models, its prior and its calibration; classes: what
     `prior.start_classes` gave."""
+    from ..calibration import calibrate_system  # noqa: PLC0415
+
     f = fitting
     c = trained.winner.candidate
     system = System(c.rep, averaged(f.cls, trained.members), f.protocol.vocabulary, trained.idf,
@@ -28,27 +28,18 @@ def finish(fitting: Fitting, trained: Trained, classes=None) -> System:
     scored = (system.with_model(averaged(f.cls, trained.on_train), trained.neighbours_on_train)
               if system.info["retrained"] else None)
     P_valid = fit_prior(f, c, system, scored, classes)
-    calibrate(f, c, system, scored, P_valid)
+    # its calibrated probabilities of relevance, fitted on the validation pictures' scores
+    # (by `scored` where there is one), its prior mixed in
+    system.calibration = calibrate_system(system, c.X_valid, c.Y_valid, c.Y_train,
+                                          scored=scored, log=f.say, P_valid=P_valid)
+    if system.calibration is not None:
+        system.info["calibration"] = system.calibration.info
     return system
 
 
 def averaged(cls, members: list):
     """The one model of a system's members: their average (an ensemble), or the member."""
     return cls.average(members) if len(members) > 1 else members[0]
-
-
-def calibrate(fitting: Fitting, candidate: Candidate, system: System, scored: System | None,
-              P_valid: np.ndarray | None = None) -> None:
-    """The calibration phase: the system's calibrated probabilities of relevance fitted on
-    the validation pictures, from the scores of the models trained on train only when the
-    system was retrained on train + validation (pamir.calibration), its prior mixed in."""
-    from ..calibration import calibrate_system  # noqa: PLC0415
-
-    c = candidate
-    system.calibration = calibrate_system(system, c.X_valid, c.Y_valid, c.Y_train,
-                                          scored=scored, log=fitting.say, P_valid=P_valid)
-    if system.calibration is not None:
-        system.info["calibration"] = system.calibration.info
 
 
 def _info(fitting: Fitting, trained: Trained) -> dict:
@@ -108,4 +99,4 @@ def _curve(trial: dict) -> dict:
             | ({"raced_out": trial["raced_out"]} if trial.get("raced_out") else {}))
 
 
-__all__ = ["averaged", "calibrate", "finish", "validation_cost"]
+__all__ = ["averaged", "finish", "validation_cost"]
