@@ -56,12 +56,12 @@ def fit_prior(fitting: Fitting, candidate: Candidate, system: System, scored: Sy
         return None
     X_train = spread_rows(c, c.train)
     started = time.perf_counter()
+    model = scored or system  # the model's scores, then the classes' probabilities
+    Z_valid = model.transform_features(c.X_valid)
+    Z_train = None if X_train is None else model.transform_features(X_train)
     P_valid = system.class_probabilities([fitting.paths[i] for i in c.valid])
     classes = (vocabulary_classes(system.vocabulary) if classes is None
                else classes.result() if hasattr(classes, "result") else classes)
-    model = scored or system
-    Z_valid = model.transform_features(c.X_valid)
-    Z_train = None if X_train is None else model.transform_features(X_train)
     system.prior = choose_prior(Z_valid, P_valid, c.Y_valid, classes, Z_train=Z_train,
                                 queries=validation_queries(c.Y_valid, c.Y_train))
     info = system.prior.info
