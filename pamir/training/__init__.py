@@ -89,11 +89,13 @@ def fit_system(collection: Collection, *args, settings: FitSettings | None = Non
     classes = start_classes(fitting)  # in a child process, now
     with FitDisplay(fitting.settings.progress, fitting.settings.log) as fitting.display, \
             fit_pool(fitting.workers) as fitting.pool, deadline(fitting.settings.time_budget):
-        # (the candidates are let go when the race returns: only the winner's stay)
-        winner = select_candidate(fitting, candidate_features(fitting, collection))
+        candidates = candidate_features(fitting, collection)
+        winner = select_candidate(fitting, candidates)
+        del candidates  # the losers' features and pictures go: only the winner's stay
         trained = grow_ensemble(fitting, winner)
         read_features(fitting, collection, winner.candidate)
-        trained = retrain_on_development(fitting, add_neighbours(fitting, trained))
+        trained = add_neighbours(fitting, trained)
+        trained = retrain_on_development(fitting, trained)
     return finish(fitting, trained, classes)
 
 
