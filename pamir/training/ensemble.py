@@ -55,7 +55,7 @@ def _seed_ensemble(fitting: Fitting, sel, candidate):
 
     f.display.phase("ensemble", fits=n - 1, workers=min(f.workers, n - 1))
     futures = [f.pool.submit(member, seed) for seed in range(first + 1, first + n)]
-    members = [sel.model] + [f.result() for f in futures]
+    members = [sel.model] + [done.result() for done in futures]
     queries = validation_queries(Y_valid, Y_train, sel.params.get("max_valid_queries",
                                                                   config.VALID_MAX_QUERIES))
     scores = [100 * validation_avgp(m, X_valid, queries) for m in members]
