@@ -15,7 +15,7 @@ function of the Fitting and the previous phase's result, in its own module.
 6. retraining (`retraining.retrain_on_development`): the chosen settings again on train +
    valid;
 7. the system (`assembly.finish`): its ImageNet prior (`prior.fit_prior`,
-   pamir.zeroshot.prior; the vocabulary's classes started at the plan, `prior.start_classes`)
+   pamir.zeroshot.prior; the vocabulary's classes started after the plan, `prior.start_classes`)
    and calibration (pamir.calibration), on the validation scores of the models trained on
    train only.
 
