@@ -139,7 +139,8 @@ class Protocol:
         self.train = np.sort(self.development[order[valid_size:]])
         self.vocabulary = vocabulary or self._vocabulary_rule()
         self.word_index = {w: k for k, w in enumerate(self.vocabulary)}
-        self.idf = idf(self.presence(self.train))
+        Y_train = self.presence(self.train)
+        self.idf = idf(Y_train)
 
     def _vocabulary_rule(self) -> list[str]:
         caps = self.collection.captions

@@ -71,6 +71,12 @@ class System:
         if len(self.idf) != len(self.vocabulary):
             raise ValueError(f"idf has {len(self.idf)} weights for {len(self.vocabulary)} words")
 
+    def with_model(self, model: TextSpaceModel, neighbours: Neighbours | None) -> "System":
+        """This system (its representation, vocabulary, idf and info) with another model and
+        neighbour part: the one trained on train only, say, whose validation scores are not
+        in-sample."""
+        return System(self.pipeline, model, self.vocabulary, self.idf, self.info, neighbours)
+
     @property
     def T(self) -> int:
         return len(self.vocabulary)

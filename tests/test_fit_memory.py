@@ -145,11 +145,11 @@ def test_fit_system_on_column_blocks_is_fit_system_on_the_csr(folder, tmp_path, 
 
 def test_the_priors_spread_pictures_are_a_matrix_from_column_blocks():
     """The prior's spreads read some training pictures of the winner's features
-    (training.assembly.spread_rows): held as column blocks, they come as the CSR a model
+    (training.prior.spread_rows): held as column blocks, they come as the CSR a model
     reads, the same rows as the combined CSR's."""
     from types import SimpleNamespace
 
-    from pamir.training.assembly import spread_rows
+    from pamir.training.prior import spread_rows
 
     Xd, _ = vectors(40, 5)
     bags = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=6)

@@ -145,7 +145,7 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
 
     import pamir.zeroshot.prior
     import pamir.zeroshot.classes
-    from pamir.training import assembly
+    from pamir.training import prior as prior_phase
 
     monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))
     calls = []
@@ -163,14 +163,14 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pamir.zeroshot.classes, "ClassWords", Words)
     monkeypatch.setattr(pamir.zeroshot.prior, "word_classes", word_classes)
-    first = assembly.vocabulary_classes(["sun", "sea"])
-    again = assembly.vocabulary_classes(["sun", "sea"])
-    started = assembly.start_vocabulary_classes(["sun", "sea"])  # cached: no child
+    first = prior_phase.vocabulary_classes(["sun", "sea"])
+    again = prior_phase.vocabulary_classes(["sun", "sea"])
+    started = prior_phase.start_vocabulary_classes(["sun", "sea"])  # cached: no child
     assert calls == [["sun", "sea"]]
     assert isinstance(started, sp.csr_matrix)
     for m in (again, started):
         assert (m != first).nnz == 0 and m.shape == (2, 1000)
-    assembly.vocabulary_classes(["sun", "grass"])  # another vocabulary: its own
+    prior_phase.vocabulary_classes(["sun", "grass"])  # another vocabulary: its own
     assert calls[-1] == ["sun", "grass"]
 
 

@@ -43,10 +43,10 @@ class TrainingQueries:
     def __init__(self, Y, idf_weights: np.ndarray | None = None,
                  max_words: int | None = config.MAX_QUERY_WORDS):
         Y = sp.csr_matrix(Y)
-        self.idf = idf(Y) if idf_weights is None else idf_weights
         caps = [Y.indices[Y.indptr[j]:Y.indptr[j + 1]] for j in range(Y.shape[0])]
         vocab = [str(t) for t in range(Y.shape[1])]
         self.queries: QuerySet = generate_queries(caps, vocab, np.arange(Y.shape[0]), max_words)
+        self.idf = idf(Y) if idf_weights is None else idf_weights
         self.vectors = text_vectors(self.queries.presence(), self.idf)
         self.relevance = self.queries.relevance
 

@@ -14,8 +14,10 @@ function of the Fitting and the previous phase's result, in its own module.
    (pamir.models.neighbours);
 6. retraining (`retraining.retrain_on_development`): the chosen settings again on train +
    valid;
-7. the system (`assembly.finish`): its ImageNet prior (pamir.zeroshot.prior) and calibration
-   (pamir.calibration), on the validation scores of the models trained on train only.
+7. the system (`assembly.finish`): its ImageNet prior (`prior.fit_prior`,
+   pamir.zeroshot.prior; the vocabulary's classes started after the plan, `prior.start_classes`)
+   and calibration (pamir.calibration), on the validation scores of the models trained on
+   train only.
 
 The result is a pamir.system.System; model.json's "info" says how it was made.
 """
@@ -26,7 +28,7 @@ from ..data import Collection
 from ..models.pa import deadline
 from ..progress import FitDisplay
 from ..system import System
-from .assembly import finish, start_classes, validation_cost
+from .assembly import finish, validation_cost
 from .candidates import (COMBINATION_WEIGHTS, DEFAULT_REPRESENTATIONS, SMALL_FOLDER_PICTURES,
                          WIDE_COMBINATION_WEIGHTS, representation_candidates,
                          small_folder_candidates)
@@ -34,12 +36,13 @@ from .ensemble import grow_ensemble
 from .extraction import (MIN_BLOCKS_PER_VISTERM, candidate_features, collection_inputs,
                          read_features, supported_codebook)
 from .neighbours import add_neighbours, choose_neighbours, neighbour_views
-from .plan import grid_reading, plan, update_budget
+from .plan import plan, update_budget
+from .prior import start_classes
 from .race import fit_pool
 from .refitting import (REFIT_MAX_GROWTH, REFIT_MAX_WORD_CHANGE, REFIT_UPDATE_SHARE,
                         fit_or_refit, refit_system, reselect_reason, saved_for_refit)
 from .retraining import retrain_on_development
-from .selecting import select_candidate
+from .selecting import grid_reading, select_candidate
 from .settings import FitSettings, logger
 
 
@@ -86,11 +89,13 @@ def fit_system(collection: Collection, *args, settings: FitSettings | None = Non
     classes = start_classes(fitting)  # in a child process, now
     with FitDisplay(fitting.settings.progress, fitting.settings.log) as fitting.display, \
             fit_pool(fitting.workers) as fitting.pool, deadline(fitting.settings.time_budget):
-        # (the candidates are let go when the race returns: only the winner's stay)
-        winner = select_candidate(fitting, candidate_features(fitting, collection))
+        candidates = candidate_features(fitting, collection)
+        winner = select_candidate(fitting, candidates)
+        del candidates  # the losers' features and pictures go: only the winner's stay
         trained = grow_ensemble(fitting, winner)
         read_features(fitting, collection, winner.candidate)
-        trained = retrain_on_development(fitting, add_neighbours(fitting, trained))
+        trained = add_neighbours(fitting, trained)
+        trained = retrain_on_development(fitting, trained)
     return finish(fitting, trained, classes)
 
 

@@ -23,9 +23,7 @@ def grow_ensemble(fitting: Fitting, winner: Winner) -> Trained:
         f.skipped.append("ensemble")
     elif ensemble > 1:
         started = time.perf_counter()
-        f.display.phase("ensemble", fits=ensemble - 1, workers=min(f.workers, ensemble - 1))
-        grown, grown_avgp = _seed_ensemble(sel, ensemble, c.pictures, c.Y_train, c.Y_valid,
-                                           f.settings.progress, f.say, f.pool)
+        grown, grown_avgp = _seed_ensemble(f, sel, c)
         if any(getattr(m, "out_of_time_", False) for m in grown):
             f.skipped.append("ensemble")  # a member cut short: the chosen model alone
             f.say("time budget spent during the ensemble: keeping the chosen model alone")
@@ -40,26 +38,29 @@ def grow_ensemble(fitting: Fitting, winner: Winner) -> Trained:
     return trained
 
 
-def _seed_ensemble(sel, n: int, pictures, Y_train, Y_valid, progress, say, pool):
-    """The chosen PAMIR and n - 1 more trained with the next seeds (concurrently, on `pool`),
-    each early-stopped on validation; returns (the models, the validation AvgP of their
-    average, percent). pictures: the selection's (X_train, X_valid, X_valid) as the fits
-    read them (`extraction._fit_pictures`), shared by every member."""
+def _seed_ensemble(fitting: Fitting, sel, candidate):
+    """The chosen PAMIR `sel` and settings.ensemble - 1 more trained with the next seeds
+    (concurrently, on the fit's pool), each early-stopped on validation; returns (the models,
+    the validation AvgP of their average, percent). They read the candidate's pictures as
+    the selection's fits did (`extraction._fit_pictures`), shared by every member."""
+    f, n = fitting, fitting.settings.ensemble
     first, cls = int(sel.params.get("random_state", 0)), type(sel.model)
-    X_fit, X_valid, X_valid_fit = pictures
+    X_fit, X_valid, X_valid_fit = candidate.pictures
+    Y_train, Y_valid = candidate.Y_train, candidate.Y_valid
 
     def member(seed):
-        with progress_callback(f"pamir seed {seed}", progress) as callback:
+        with progress_callback(f"pamir seed {seed}", f.settings.progress) as callback:
             return cls(**{**sel.params, "random_state": seed}).fit(
                 X_fit, Y_train, validation=(X_valid_fit, Y_valid), callback=callback)
 
-    futures = [pool.submit(member, seed) for seed in range(first + 1, first + n)]
-    members = [sel.model] + [f.result() for f in futures]
+    f.display.phase("ensemble", fits=n - 1, workers=min(f.workers, n - 1))
+    futures = [f.pool.submit(member, seed) for seed in range(first + 1, first + n)]
+    members = [sel.model] + [done.result() for done in futures]
     queries = validation_queries(Y_valid, Y_train, sel.params.get("max_valid_queries",
                                                                   config.VALID_MAX_QUERIES))
     scores = [100 * validation_avgp(m, X_valid, queries) for m in members]
     averaged = 100 * validation_avgp(cls.average(members), X_valid, queries)
-    say(f"ensemble of seeds {first}-{first + n - 1}: validation AvgP {averaged:.2f} (each "
+    f.say(f"ensemble of seeds {first}-{first + n - 1}: validation AvgP {averaged:.2f} (each "
         f"{', '.join(f'{v:.2f}' for v in scores)})")
     return members, averaged
 

@@ -36,6 +36,7 @@ def candidate_features(fitting: Fitting, collection: Collection) -> list[Candida
     the cores itself), the pictures its fits read, and their captions."""
     f, s, protocol = fitting, fitting.settings, fitting.protocol
     inputs, prepared = s.inputs, []
+    hold = _hold_features(inputs, f.candidates)
     for name, weights in f.candidates:
         started = time.perf_counter()
         F, ok, rep = inputs if inputs is not None else collection_inputs(
@@ -58,7 +59,7 @@ def candidate_features(fitting: Fitting, collection: Collection) -> list[Candida
                                   feature_seconds, _stored_per_row(F),
                                   _fit_pictures(f.cls, F, train, valid),
                                   f.presence(train), f.presence(valid)))
-        if not _hold_features(inputs, f.candidates):
+        if not hold:
             prepared[-1].F = None  # read again from the cache if it wins
         del F
     f.timing["features"] = round(time.perf_counter() - f.started, 2)
@@ -119,16 +120,23 @@ def collection_inputs(collection: Collection, protocol: Protocol, representation
         ok = np.logical_and.reduce([d[1] for d in done])
         matrices = [d[0] for d in done]
         return (rep.stack(matrices) if compact else rep.combine(matrices)), ok, rep
-    settings = feature_settings or FeatureSettings()
-    train_paths = [collection.paths[i] for i in protocol.train]
+    return _one_representation(collection, protocol.train, representation,
+                               feature_settings or FeatureSettings(), cnn_settings, cache_dir,
+                               progress, log)
+
+
+def _one_representation(collection: Collection, train: np.ndarray, representation: str,
+                        settings, cnn_settings, cache_dir, progress: bool, log):
+    """collection_inputs of one representation (not a combination): fitted on the pictures
+    `train`, every picture read."""
     if representation == "visterms":
-        settings = supported_codebook(settings, len(train_paths), log)
-        X, ok, pipe = collection_features(collection, protocol.train, settings,
-                                          cache_dir=cache_dir, progress=progress)
+        settings = supported_codebook(settings, len(train), log)
+        X, ok, pipe = collection_features(collection, train, settings, cache_dir=cache_dir,
+                                          progress=progress)
         return X, np.asarray(ok, bool), pipe
     rep = make_representation(representation, feature_settings=settings,
                               cnn_settings=cnn_settings, cache_dir=cache_dir, progress=progress)
-    rep.fit(train_paths)
+    rep.fit([collection.paths[i] for i in train])
     F, ok, _ = rep.transform(collection.paths)
     return F, np.asarray(ok, bool), rep
 

@@ -16,7 +16,6 @@ import numpy as np
 
 from .. import config
 from ..data import Collection
-from ..features.registry import takes
 from ..models import model_class
 from ..models.neighbours import Neighbours
 from ..protocol import Protocol
@@ -181,17 +180,6 @@ def update_budget(cls, params: dict, n_train: int) -> dict:
             "scaled": sorted(k for k in scaled if k not in params)}
 
 
-def grid_reading(cls, params: dict, grid, representation: str) -> list[dict]:
-    """The sub-grids of `grid` (the model's own when None) whose models read the named
-    representation:
-    kernel PAMIR's block kernels are tried on blocks, its linear kernel on vectors."""
-    subs = model_grid(cls, params) if grid is None else (grid if isinstance(grid, list)
-                                                         else [grid])
-    kept = [sub for sub in subs if takes(cls(**params, **{k: v[0] for k, v in sub.items()}).input,
-                                         representation)]
-    return kept or [{}]
-
-
 def _check_collection(collection, protocol) -> None:
     """What would only fail after minutes of feature extraction, said at once."""
     if protocol.T == 0:
@@ -207,4 +195,4 @@ def _check_collection(collection, protocol) -> None:
             "for validation; caption at least 10")
 
 
-__all__ = ["Candidate", "Fitting", "Trained", "Winner", "grid_reading", "plan", "update_budget"]
+__all__ = ["Candidate", "Fitting", "Trained", "Winner", "plan", "update_budget"]

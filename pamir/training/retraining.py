@@ -22,13 +22,11 @@ def retrain_on_development(fitting: Fitting, trained: Trained) -> Trained:
     """With settings.retrain, the chosen settings (plus where each member stopped) trained
     again on train + valid, each member; the neighbours then vote with the train + valid
     pictures, the choices made on validation kept. Left out, or cut short, by the time
-    budget: the models trained on train stay. What calibration reads is kept apart first:
-    the models and neighbours trained on train only (`Trained.on_train`)."""
+    budget: the models trained on train stay. What calibration reads is kept apart: the
+    models and neighbours trained on train only (`Trained.on_train`; the neighbours copied
+    before the retraining changes their votes)."""
     retrain = fitting.settings.retrain
-    trained.on_train = trained.members
-    trained.neighbours_on_train = (Neighbours.from_saved(*trained.neighbours.to_dict())
-                                   if retrain and trained.neighbours is not None
-                                   else trained.neighbours)
+    trained.on_train, trained.neighbours_on_train = trained.members, trained.neighbours
     if retrain and out_of_time():
         fitting.skipped.append("retrain")
     elif retrain:
@@ -47,9 +45,10 @@ def _retrain(fitting: Fitting, trained: Trained) -> None:
     f.say(f"retraining on train + valid ({len(dev)} pictures) with {trained.params}"
           + (f" and {len(refits) - 1} more seeds" if len(refits) > 1 else "")
           + (", each from its weights on train" if warm else ""))
-    f.display.phase("retraining", fits=len(refits), workers=min(f.workers, len(refits)))
     Y_dev = f.presence(dev)
     part = trained.neighbours
+    if part is not None:  # its votes change below: calibration keeps the train-only ones
+        trained.neighbours_on_train = Neighbours.from_saved(*part.to_dict())
     # the neighbours' view first: the seeds then share one prepared copy of X_dev
     # all the retraining reads is X_dev (and the neighbours' V_dev): F is let go here, but
     # its parts live on in `rows` until X_dev is made from them (the parts and
@@ -67,6 +66,7 @@ def _retrain(fitting: Fitting, trained: Trained) -> None:
                                f.settings.progress) as callback:
             return cls(**params).fit(X_dev, Y_dev, callback=callback, **start)
 
+    f.display.phase("retraining", fits=len(refits), workers=min(f.workers, len(refits)))
     refitted = [done.result() for done in
                 [f.pool.submit(refit, m, p) for m, p in zip(trained.members, refits)]]
     if any(getattr(m, "out_of_time_", False) for m in refitted):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 
-
 from .. import config
+from ..features.registry import takes
 from .race import fit_pool, guarded_choice, plan_race
-from .selection import Selection, grid_points, select
-from .plan import Candidate, Fitting, Winner, grid_reading
+from .selection import Selection, grid_points, model_grid, select
+from .plan import Candidate, Fitting, Winner
 
 
 def select_candidate(fitting: Fitting, prepared: list[Candidate]) -> Winner:
@@ -26,7 +26,10 @@ def select_candidate(fitting: Fitting, prepared: list[Candidate]) -> Winner:
     f.display.phase("selection", workers=f.workers, fits=n_fits)
     race, default = plan_race(f.cls, lanes, f.seeds_per_point, len(f.protocol.valid),
                               f.workers)
-    selections = _run_selections(f, prepared, sub_grids, race)
+    # (raced, every candidate's selection must run at once: its fits wait at the rungs
+    # for the others')
+    with fit_pool(len(prepared) if f.workers > 1 or race else 1) as candidates_pool:
+        selections = _run_selections(f, prepared, sub_grids, race, candidates_pool)
     f.timing["selection"] = round(time.perf_counter() - started, 2)
     results, best = [], None
     for i, (p, sel) in enumerate(zip(prepared, selections)):
@@ -49,9 +52,21 @@ def select_candidate(fitting: Fitting, prepared: list[Candidate]) -> Winner:
     return Winner(prepared[i], sel, results, results[i], guarded, bool(race))
 
 
-def _run_selections(fitting: Fitting, prepared, sub_grids, race) -> list[Selection]:
-    """selection.select on each candidate (its sub-grid), concurrently; in candidate
-    order."""
+def grid_reading(cls, params: dict, grid, representation: str) -> list[dict]:
+    """The sub-grids of `grid` (the model's own when None) whose models read the named
+    representation:
+    kernel PAMIR's block kernels are tried on blocks, its linear kernel on vectors."""
+    subs = model_grid(cls, params) if grid is None else (grid if isinstance(grid, list)
+                                                         else [grid])
+    kept = [sub for sub in subs if takes(cls(**params, **{k: v[0] for k, v in sub.items()}).input,
+                                         representation)]
+    return kept or [{}]
+
+
+def _run_selections(fitting: Fitting, prepared, sub_grids, race,
+                    candidates_pool) -> list[Selection]:
+    """selection.select on each candidate (its sub-grid), concurrently on `candidates_pool`;
+    in candidate order."""
     f = fitting
 
     def run(p, sub_grid, lane):
@@ -66,12 +81,9 @@ def _run_selections(fitting: Fitting, prepared, sub_grids, race) -> list[Selecti
     # the widest fits, last in the candidate order, would otherwise end the phase alone
     # on one core. The order changes when a fit runs, never what it computes.
     costly_first = sorted(range(len(prepared)), key=lambda i: -prepared[i].stored_per_row)
-    # (raced, every candidate's selection must run at once: its fits wait at the rungs
-    # for the others')
-    with fit_pool(len(prepared) if f.workers > 1 or race else 1) as candidates_pool:
-        futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i], i)
-                   for i in costly_first}
-        return [futures[i].result() for i in range(len(prepared))]  # candidate order
+    futures = {i: candidates_pool.submit(run, prepared[i], sub_grids[i], i)
+               for i in costly_first}
+    return [futures[i].result() for i in range(len(prepared))]  # candidate order
 
 
 def _guarded(prepared, selections, lanes, default, say):
@@ -97,4 +109,4 @@ def _guarded(prepared, selections, lanes, default, say):
     return (chosen, i)
 
 
-__all__ = ["select_candidate"]
+__all__ = ["grid_reading", "select_candidate"]

@@ -162,8 +162,6 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
     .validation_queries: word sets, as people search), or the words' single-word queries
     without them. info records the global weight and the validation AvgP of the queries
     with the model alone and mixed."""
-    from ..evaluation.metrics import average_precision  # noqa: PLC0415
-
     import scipy.sparse as sp  # noqa: PLC0415
 
     Z = np.asarray(Z_valid, dtype=np.float64)
@@ -180,8 +178,8 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
         M_reach = prior.class_scores(P_valid, reach)  # (n x words the classes reach)
         M = M_reach[:, np.searchsorted(reach, seen)]  # (seen is a subset of reach, sorted)
         base, rel = Z[:, seen], Y[:, seen]
-        avgp = np.stack([average_precision(((1 - a) * base + a * spreads[seen] * SCALE * M).T,
-                                           rel.T) for a in weights])  # (weights x words)
+        avgp = np.stack([word_avgp(base, spreads[seen], M, rel, a)
+                         for a in weights])  # (weights x words)
         mean = avgp.mean(axis=1)
         info.update(valid_single_word_avgp={"model": round(100 * float(mean[0]), 2),
                                             "mixed_global": round(100 * float(mean.max()), 2)})
@@ -203,7 +201,7 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
         own = np.asarray(weights)[np.argmax(avgp, axis=0)]
         n = rel.sum(axis=0)
         w[seen] = best if math.isinf(shrink) else (n * own + shrink * best) / (n + shrink)
-        final = avgp_of(Z[:, seen], spreads[seen], M, rel, w[seen])
+        final = float(word_avgp(Z[:, seen], spreads[seen], M, rel, w[seen]).mean())
         info["valid_single_word_avgp"]["mixed"] = round(100 * final, 2)
     info["global_weight"] = best
     return Prior(w, spreads, prior.classes, info)
@@ -235,12 +233,14 @@ def spreads_of(Z: np.ndarray, T: int) -> np.ndarray:
     return np.where(spreads > 0, spreads, usual)
 
 
-def avgp_of(Z: np.ndarray, spreads: np.ndarray, M: np.ndarray, rel: np.ndarray,
-            w: np.ndarray) -> float:
-    """Mean AvgP of the words' single-word queries when each mixes with its weight w."""
+def word_avgp(Z: np.ndarray, spreads: np.ndarray, M: np.ndarray, rel: np.ndarray,
+              w) -> np.ndarray:
+    """(words,) the AvgP of each word's single-word query over pictures whose model scores
+    are Z and class scores M (n x words), each word mixing with its weight w (one for all,
+    or one each); rel: the pictures' captions (n x words, bool)."""
     from ..evaluation.metrics import average_precision  # noqa: PLC0415
 
-    return float(average_precision(((1 - w) * Z + w * spreads * SCALE * M).T, rel.T).mean())
+    return average_precision(((1 - w) * Z + w * spreads * SCALE * M).T, rel.T)
 
 
 __all__ = ["DEFAULT_WEIGHT", "Prior", "SCALE", "SHRINK", "WEIGHTS", "choose_prior",
