@@ -12,8 +12,9 @@ letters fit). A word is read when it is among the picture's text facts (pamir.fa
 Settings, side by side in one run: rapidocr's own pipeline at its defaults (the
 reference), pamir's reader with the bound on a line's height it had (MAX_LINE_SHARE = 1/3:
 "before", with the detection's box threshold it had then, rapidocr's 0.5), with that box
-threshold alone (pamir.facts.ocr.MIN_BOX_SCORE 0.5 against 0.3), and as it is now. Cost: ms a picture (decoding included, sessions built
-beforehand) on the painted pictures, on the same backdrops with nothing painted, and on
+threshold alone (pamir.facts.ocr.MIN_BOX_SCORE 0.5 against 0.3), these three with the
+detection network in fp32, and as it is now (detection in int8: pamir.facts.ocr_int8).
+Cost: ms a picture (decoding included, sessions built beforehand) on the painted pictures, on the same backdrops with nothing painted, and on
 Corel pictures at their own size (192 x 128), where the tall-line bound was measured.
 
 --search N: the painted pictures among N Corel pictures, indexed by `pamir index` (its text
@@ -65,9 +66,11 @@ SETTINGS = {
     "rapidocr defaults (short side 736, angle classifier)":
         OcrSettings(rapidocr_defaults=True, angle_classifier=True, threads=0),
     "pamir before (lines at most 1/3 of the short side)":
-        OcrSettings(max_line_share=1 / 3, min_box_score=0.5),
-    "pamir, detection's box threshold 0.5 (rapidocr's)": OcrSettings(min_box_score=0.5),
-    "pamir now": OcrSettings(),
+        OcrSettings(max_line_share=1 / 3, min_box_score=0.5, detect_precision="fp32"),
+    "pamir, detection's box threshold 0.5 (rapidocr's)":
+        OcrSettings(min_box_score=0.5, detect_precision="fp32"),
+    "pamir, detection in fp32 (before int8)": OcrSettings(detect_precision="fp32"),
+    "pamir now (detection in int8)": OcrSettings(detect_precision="int8"),
 }
 
 

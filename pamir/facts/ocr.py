@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import threading
+import warnings
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +117,12 @@ DETECT_BATCH = 8
 #: are detected directly (`TextReader._boxes`), alike.
 PIPELINE_MIN_SIDE = 30
 PIPELINE_MAX_RATIO = 8
+#: The detection network's precision: "int8", quantized once per machine
+#: (pamir.facts.ocr_int8; fp32 with a warning where it cannot be made), or "fp32", rapidocr's
+#: graph as it ships. The environment's PAMIR_OCR_PRECISION overrides it. int8 because it
+#: reads the same words (61/61 on benchmarks/bench_text_sizes.py) at a fifth of detection's
+#: cost (results/text_sizes.md). Part of the reader's fingerprint.
+DETECT_PRECISION = os.environ.get("PAMIR_OCR_PRECISION", "int8")
 #: Multi-word phrases of up to this many words are facts of their own (`"fresh bread"`).
 MAX_PHRASE_WORDS = 4
 
@@ -148,6 +157,8 @@ class OcrSettings:
     direct: bool = True
     #: ONNX Runtime's memory arena (rapidocr turns it off)
     arena: bool = ARENA
+    #: the detection network's precision: "int8" (quantized, pamir.facts.ocr_int8) or "fp32"
+    detect_precision: str = DETECT_PRECISION
 
 
 @dataclass(frozen=True)
@@ -226,6 +237,31 @@ class TextReader:
                 self.recogniser = self.engine._load_rec_model()
             except AttributeError:  # another rapidocr: its public calls below
                 self.detector = self.recogniser = None
+        if s.detect_precision != "fp32":
+            self._quantized_detector(models["det"])
+
+    def _quantized_detector(self, det_path: Path) -> None:
+        """The detector's session on the int8 graph (made the first time on this machine);
+        where it cannot be, fp32 from then on, the settings saying so, and one line why."""
+        s = self.settings
+        reason = None
+        if s.detect_precision != "int8":
+            reason = f"unknown precision {s.detect_precision!r} (int8 or fp32)"
+        elif self.detector is None:
+            reason = "rapidocr's detector is not at hand (rapidocr's defaults, or another version)"
+        else:
+            try:
+                from pamir.facts.ocr_int8 import detector_session  # noqa: PLC0415
+
+                self.detector.session.session = detector_session(det_path, self._blob,
+                                                                 s.threads, s.arena)
+            except Exception as e:  # noqa: BLE001 - no quantization, or ORT refused the graph
+                reason = f"{type(e).__name__}: {e}"
+        if reason is not None:
+            warnings.warn(f"int8 text detection unavailable ({reason}); detecting in fp32 "
+                          "(PAMIR_OCR_PRECISION=fp32 asks for fp32)", RuntimeWarning,
+                          stacklevel=3)
+            self.settings = dataclasses.replace(s, detect_precision="fp32")
 
     # -------------------------------------------------------------------- one picture
     def read(self, image) -> list[TextLine]:
@@ -443,7 +479,8 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
             f"{f'{s.max_line_share:.2f}' if s.max_line_share else 'any'}"
             f"-cls{int(s.angle_classifier)}"
             f"{'-defaults' if s.rapidocr_defaults else ''}"
-            f"{'-direct' if s.direct and not s.rapidocr_defaults else ''}")
+            f"{'-direct' if s.direct and not s.rapidocr_defaults else ''}"
+            f"{'-det' + s.detect_precision if s.detect_precision != 'fp32' else ''}")
 
 
 # ------------------------------------------------------------------------------ facts
