@@ -142,16 +142,21 @@ def measure(settings: OcrSettings, pictures, blank, corel_small) -> dict:
     reader = TextReader(settings)
     reader.read(pictures[0]["path"])  # sessions warm
 
-    def timed(paths):
+    def timed(paths, boxes=None):
         facts, t = [], time.perf_counter()
         for p in paths:
-            facts.append({f.word for f in text_facts(reader.read(p))})
+            lines = reader.read(p)
+            facts.append({f.word for f in text_facts(lines)})
+            if boxes is not None:
+                boxes.append([list(line.box) for line in lines])
         return facts, round(1000 * (time.perf_counter() - t) / max(1, len(paths)), 1)
 
-    found, ms = timed([p["path"] for p in pictures])
+    boxes: list = []
+    found, ms = timed([p["path"] for p in pictures], boxes)
     blank_facts, blank_ms = timed(blank)
     corel_facts, corel_ms = timed(corel_small)
     return {"read": [p["word"] in f for p, f in zip(pictures, found)], "painted_ms": ms,
+            "boxes": boxes,
             "blank_ms": blank_ms, "blank_with_text": sum(bool(f) for f in blank_facts),
             "corel_ms": corel_ms, "corel_with_text": sum(bool(f) for f in corel_facts)}
 
@@ -249,7 +254,34 @@ def report(r: dict) -> str:
         cells = [_cell(pics, row, "height", h) for h in HEIGHTS]
         cells += [_cell(pics, row, "tilt", t) for t in TILTS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + search_lines(r)) + "\n"
+    return "\n".join(lines + box_lines(rows) + search_lines(r)) + "\n"
+
+
+#: The rows whose lines' boxes are compared: the int8 detector's against the fp32 one's.
+BOXES_COMPARED = ("pamir now (detection in int8)", "pamir, detection in fp32 (before int8)")
+
+
+def box_lines(rows: dict) -> list[str]:
+    """How many of the fp32 detector's lines the int8 one finds at the same place (the
+    intersection over union of their boxes at least 0.5), and how closely."""
+    new, old = (rows.get(name) for name in BOXES_COMPARED)
+    if not new or not old or "boxes" not in new or "boxes" not in old:
+        return []
+    ious = [max((_iou(a, b) for b in mine), default=0.0)
+            for theirs, mine in zip(old["boxes"], new["boxes"]) for a in theirs]
+    matched = [v for v in ious if v >= 0.5]
+    extra = sum(max(0, len(m) - len(t)) for t, m in zip(old["boxes"], new["boxes"]))
+    return ["", f"Lines found on the painted pictures, int8 detection against fp32: "
+            f"{len(matched)} of fp32's {len(ious)} lines found at the same place (boxes' "
+            f"intersection over union >= 0.5; mean {np.mean(matched) if matched else 0:.3f}), "
+            f"{extra} more lines on the pictures where int8 finds more."]
+
+
+def _iou(a, b) -> float:
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
+    return w * h / union if union > 0 else 0.0
 
 
 def search_lines(r: dict) -> list[str]:
