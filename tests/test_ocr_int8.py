@@ -102,3 +102,13 @@ def test_the_calibration_pictures_are_made_here_and_half_hold_a_word():
     assert max(max(p.shape[:2]) for p in pictures) <= ocr_int8.SIDE + 1
     again = ocr_int8.calibration_bgr()
     assert all(np.array_equal(a, b) for a, b in zip(pictures, again))  # seeded
+
+
+def test_rapidocr_defaults_stay_the_fp32_reference_without_a_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reader = TextReader(OcrSettings(rapidocr_defaults=True, detect_precision="int8"))
+    assert reader.settings.detect_precision == "fp32"
+    assert "int8" not in fingerprint(OcrSettings(rapidocr_defaults=True, detect_precision="int8"))

@@ -23,7 +23,8 @@ choice: about 13 ms a Corel picture and 31 ms a photo-sized one without text, 50
 rapidocr's defaults. The networks are called directly (rapidocr's pipeline read its settings
 through omegaconf and normalised in float64 at every call), alike-sized pictures of a batch
 are detected together, a picture's lines recognised together, and the index's pass runs one
-reader per core (pamir.index.passes).
+reader per core (pamir.index.passes). The detection network, most of the cost, runs in int8,
+quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION).
 """
 
 from __future__ import annotations
@@ -237,7 +238,9 @@ class TextReader:
                 self.recogniser = self.engine._load_rec_model()
             except AttributeError:  # another rapidocr: its public calls below
                 self.detector = self.recogniser = None
-        if s.detect_precision != "fp32":
+        if s.rapidocr_defaults:  # the reference: rapidocr as it ships
+            self.settings = dataclasses.replace(s, detect_precision="fp32")
+        elif s.detect_precision != "fp32":
             self._quantized_detector(models["det"])
 
     def _quantized_detector(self, det_path: Path) -> None:
@@ -248,7 +251,7 @@ class TextReader:
         if s.detect_precision != "int8":
             reason = f"unknown precision {s.detect_precision!r} (int8 or fp32)"
         elif self.detector is None:
-            reason = "rapidocr's detector is not at hand (rapidocr's defaults, or another version)"
+            reason = "rapidocr's detector is not at hand (direct=False, or another rapidocr)"
         else:
             try:
                 from pamir.facts.ocr_int8 import detector_session  # noqa: PLC0415
@@ -473,6 +476,8 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
 
     s = settings or OcrSettings()
     models = "+".join(Path(BUNDLED_MODELS[t]).stem for t in ("det", "rec"))
+    # fp32 detection writes nothing: indexes read before int8 keep their fingerprint
+    det = "" if s.detect_precision == "fp32" or s.rapidocr_defaults else f"-det{s.detect_precision}"
     return (f"rapidocr-{version('rapidocr')}/{models}/detect{s.detect_side}"
             f"-coarse{s.coarse_side}-read{s.read_side}-lines{s.max_lines}"
             f"-score{s.min_score}-box{s.min_box_score}-heights{s.min_line_height}:"
@@ -480,7 +485,7 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
             f"-cls{int(s.angle_classifier)}"
             f"{'-defaults' if s.rapidocr_defaults else ''}"
             f"{'-direct' if s.direct and not s.rapidocr_defaults else ''}"
-            f"{'-det' + s.detect_precision if s.detect_precision != 'fp32' else ''}")
+            f"{det}")
 
 
 # ------------------------------------------------------------------------------ facts

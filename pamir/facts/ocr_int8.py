@@ -154,4 +154,5 @@ def _check(data: bytes, x: np.ndarray) -> None:
 
 
 __all__ = ["HEIGHTS", "Int8Unavailable", "QUANT_VERSION", "SIDE", "WORDS", "calibration_bgr",
-           "detector_graph", "detector_key", "detector_session", "detector_path", "painted", "quantize_detector"]
+           "detector_graph", "detector_key", "detector_path", "detector_session", "painted",
+           "quantize_detector"]
