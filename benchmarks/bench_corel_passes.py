@@ -8,7 +8,7 @@ words), `pamir index FOLDER --index DIR --json`, timed from start to exit, in a 
 of this checkout:
 
 - bare: `--no-text --no-faces` (the pictures' looks, metadata, places and copies);
-- text, detection in fp32 (before): `--no-faces` with PAMIR_OCR_PRECISION=fp32 (the text
+- text with fp32 detection (before): `--no-faces` with PAMIR_OCR_PRECISION=fp32 (the text
   pass as it was before its detection network ran in int8: the old path beside the new);
 - text: `--no-faces` (the text pass on top);
 - text + faces: every pass (pamir index's default).
@@ -53,11 +53,11 @@ STEM = "corel_passes"
 PAMIR = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
 #: variant: the flags of `pamir index` it runs with
 VARIANTS = {"bare": ["--no-text", "--no-faces"],
-            "text, detection in fp32 (before)": ["--no-faces"],
+            "text with fp32 detection (before)": ["--no-faces"],
             "text": ["--no-faces"], "text + faces": []}
 #: variant: its environment beyond the others' (the text pass's detection network in fp32,
 #: as before int8 detection: the old path beside the new one)
-VARIANT_ENV = {"text, detection in fp32 (before)": {"PAMIR_OCR_PRECISION": "fp32"}}
+VARIANT_ENV = {"text with fp32 detection (before)": {"PAMIR_OCR_PRECISION": "fp32"}}
 TEXT_BOUND = 1.5  # issue 33: the index within 1.5x of its time without text
 
 
