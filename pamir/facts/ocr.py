@@ -29,12 +29,12 @@ quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
 import threading
 import warnings
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
