@@ -4,11 +4,13 @@
                                               # its bytes); Int8Unavailable if it cannot be made
     key = detector_key(det_path)              # what the quantized graph depends on
 
-Detection is most of the text pass's cost (about 36 of 39 ms a Corel picture on one thread,
+Detection was most of the reader's cost (about 24 of 34 ms a Corel picture on one thread,
 recognition being rare), and the detector is a small convolutional network, as the CNN views
 are: it is quantized by the same quantizer (pamir.features.cnn_int8.quantize_graph: static
-QDQ, weights int8 per channel, activations uint8, MinMax ranges), about 5x faster on this
-machine's AVX-512 VNNI cores (benchmarks/results/text_sizes.md).
+QDQ, weights int8 per channel, activations uint8, MinMax ranges). On the benchmarks' Intel
+Xeon (AVX-512 VNNI) the network alone takes 4.9 against 24 ms a Corel picture, the reader
+14.8 against 34.6 ms, reading the same painted words (benchmarks/results/text_sizes_per2.md,
+ocr_int8.md).
 
 Calibration: pictures the code makes itself, so that the graph depends on no folder and no
 test picture. scikit-image's photographs cropped as for the CNN (cnn_int8.calibration_pictures),
