@@ -8,6 +8,8 @@ words), `pamir index FOLDER --index DIR --json`, timed from start to exit, in a 
 of this checkout:
 
 - bare: `--no-text --no-faces` (the pictures' looks, metadata, places and copies);
+- text with fp32 detection (before): `--no-faces` with PAMIR_OCR_PRECISION=fp32 (the text
+  pass as it was before its detection network ran in int8: the old path beside the new);
 - text: `--no-faces` (the text pass on top);
 - text + faces: every pass (pamir index's default).
 
@@ -50,7 +52,12 @@ from common import (Run, run_watched, checkout_commit, corel5k_folder, report_cl
 STEM = "corel_passes"
 PAMIR = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
 #: variant: the flags of `pamir index` it runs with
-VARIANTS = {"bare": ["--no-text", "--no-faces"], "text": ["--no-faces"], "text + faces": []}
+VARIANTS = {"bare": ["--no-text", "--no-faces"],
+            "text with fp32 detection (before)": ["--no-faces"],
+            "text": ["--no-faces"], "text + faces": []}
+#: variant: its environment beyond the others' (the text pass's detection network in fp32,
+#: as before int8 detection: the old path beside the new one)
+VARIANT_ENV = {"text with fp32 detection (before)": {"PAMIR_OCR_PRECISION": "fp32"}}
 TEXT_BOUND = 1.5  # issue 33: the index within 1.5x of its time without text
 
 
@@ -82,9 +89,11 @@ def picture_folder(every: int, work: Path) -> tuple[Path, int]:
     return folder, len(paths[::every])
 
 
-def env(cache: Path) -> dict:
+def env(cache: Path, variant: str | None = None) -> dict:
     out = {k: v for k, v in os.environ.items() if k != "PAMIR_INDEX"}
-    out.update(PYTHONPATH=str(Path(__file__).resolve().parent.parent), PAMIR_CACHE=str(cache))
+    out.update(PYTHONPATH=str(Path(__file__).resolve().parent.parent), PAMIR_CACHE=str(cache),
+               PAMIR_OCR_PRECISION="int8")  # pamir's default, whatever this shell says
+    out.update(VARIANT_ENV.get(variant, {}))
     return out
 
 
@@ -103,16 +112,17 @@ def warm_cache(work: Path, log: Path) -> Path:
     return template
 
 
-def index_run(folder: Path, flags: list[str], template: Path, run: Path, log: Path) -> dict:
+def index_run(folder: Path, variant: str, template: Path, run: Path, log: Path) -> dict:
     """`pamir index FOLDER --json FLAGS` from an empty index and a copy of the one-time
     cache, timed as a whole."""
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(template, run / "cache")
+    flags = VARIANTS[variant]
     cmd = [sys.executable, "-c", PAMIR, "index", str(folder), "--index", str(run / "index"),
            "--json", *flags]
     report = run / "report.json"
     seconds, peak_mb, tree_mb, code = run_watched(
-        cmd, cwd=run, env=env(run / "cache"), stdout=report, log=log,
+        cmd, cwd=run, env=env(run / "cache", variant), stdout=report, log=log,
         header=f"pamir index {folder} {' '.join(flags)}")
     if code:
         raise RuntimeError(f"pamir index {' '.join(flags)} failed (see {log})")
@@ -156,7 +166,7 @@ def main(argv=None) -> None:
             names = list(VARIANTS) if (k + args.reverse) % 2 == 0 else list(reversed(VARIANTS))
             for name in names:
                 print(f"{time.strftime('%H:%M:%S')} round {k + 1}: {name}", flush=True)
-                runs[name].append(index_run(folder, VARIANTS[name], template,
+                runs[name].append(index_run(folder, name, template,
                                             work / "runs" / name.replace(" ", ""), log))
                 print(f"  {runs[name][-1]}", flush=True)
                 order.append(name)
@@ -165,7 +175,7 @@ def main(argv=None) -> None:
         v["ratio_to_bare"] = round(v["seconds"] / variants["bare"]["seconds"], 2)
     r = {**run.info(), "minutes": run.minutes(), "commit": checkout_commit(),
          "pictures": pictures, "every": args.every, "rounds": args.rounds, "order": order,
-         "flags": VARIANTS, "variants": variants}
+         "flags": VARIANTS, "env": VARIANT_ENV, "variants": variants}
     save_report(args.stem, r, report)
 
 
@@ -185,7 +195,8 @@ def report(r: dict) -> str:
               "pictures given faces (faces) |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, x in v.items():
-        flags = " ".join(r["flags"][name]) or "(none: every pass)"
+        flags = " ".join([*(f"{k}={v}" for k, v in r.get("env", {}).get(name, {}).items()),
+                          *r["flags"][name]]) or "(none: every pass)"
         p = x["passes_s"]
         faces = "-" if x["with_faces"] is None else f"{x['with_faces']} ({x['faces']})"
         lines.append(
@@ -201,6 +212,10 @@ def report(r: dict) -> str:
     lines += ["", f"Issue 33's bound on the text pass (the index within {TEXT_BOUND}x of its "
               f"time without text): **{text:.2f}x**, {verdict} Text and faces together: "
               f"{v['text + faces']['ratio_to_bare']:.2f}x."]
+    old = next((x for name, x in v.items() if name in VARIANT_ENV), None)
+    if old is not None:
+        lines[-1] += (f" The text pass with its detection network in fp32, as before: "
+                      f"{old['ratio_to_bare']:.2f}x.")
     if r["rounds"] > 1:
         each = "; ".join(f"{name} {', '.join(map(str, x['runs_s']))}" for name, x in v.items())
         lines += ["", f"Seconds of each run: {each}."]

@@ -12,9 +12,11 @@ letters fit). A word is read when it is among the picture's text facts (pamir.fa
 Settings, side by side in one run: rapidocr's own pipeline at its defaults (the
 reference), pamir's reader with the bound on a line's height it had (MAX_LINE_SHARE = 1/3:
 "before", with the detection's box threshold it had then, rapidocr's 0.5), with that box
-threshold alone (pamir.facts.ocr.MIN_BOX_SCORE 0.5 against 0.3), and as it is now. Cost: ms a picture (decoding included, sessions built
-beforehand) on the painted pictures, on the same backdrops with nothing painted, and on
-Corel pictures at their own size (192 x 128), where the tall-line bound was measured.
+threshold alone (pamir.facts.ocr.MIN_BOX_SCORE 0.5 against 0.3), these three with the
+detection network in fp32, and as it is now (detection in int8: pamir.facts.ocr_int8).
+Cost: ms a picture (decoding included, sessions built beforehand) on the painted pictures,
+on the same backdrops with nothing painted, and on Corel pictures at their own size
+(192 x 128), where the tall-line bound was measured.
 
 --search N: the painted pictures among N Corel pictures, indexed by `pamir index` (its text
 pass), each word searched (`pamir search WORD -k 3`: is its picture in the top 3?), and the
@@ -65,9 +67,11 @@ SETTINGS = {
     "rapidocr defaults (short side 736, angle classifier)":
         OcrSettings(rapidocr_defaults=True, angle_classifier=True, threads=0),
     "pamir before (lines at most 1/3 of the short side)":
-        OcrSettings(max_line_share=1 / 3, min_box_score=0.5),
-    "pamir, detection's box threshold 0.5 (rapidocr's)": OcrSettings(min_box_score=0.5),
-    "pamir now": OcrSettings(),
+        OcrSettings(max_line_share=1 / 3, min_box_score=0.5, detect_precision="fp32"),
+    "pamir, detection's box threshold 0.5 (rapidocr's)":
+        OcrSettings(min_box_score=0.5, detect_precision="fp32"),
+    "pamir, detection in fp32 (before int8)": OcrSettings(detect_precision="fp32"),
+    "pamir now (detection in int8)": OcrSettings(detect_precision="int8"),
 }
 
 
@@ -139,16 +143,21 @@ def measure(settings: OcrSettings, pictures, blank, corel_small) -> dict:
     reader = TextReader(settings)
     reader.read(pictures[0]["path"])  # sessions warm
 
-    def timed(paths):
+    def timed(paths, boxes=None):
         facts, t = [], time.perf_counter()
         for p in paths:
-            facts.append({f.word for f in text_facts(reader.read(p))})
+            lines = reader.read(p)
+            facts.append({f.word for f in text_facts(lines)})
+            if boxes is not None:
+                boxes.append([list(line.box) for line in lines])
         return facts, round(1000 * (time.perf_counter() - t) / max(1, len(paths)), 1)
 
-    found, ms = timed([p["path"] for p in pictures])
+    boxes: list = []
+    found, ms = timed([p["path"] for p in pictures], boxes)
     blank_facts, blank_ms = timed(blank)
     corel_facts, corel_ms = timed(corel_small)
     return {"read": [p["word"] in f for p, f in zip(pictures, found)], "painted_ms": ms,
+            "boxes": boxes,
             "blank_ms": blank_ms, "blank_with_text": sum(bool(f) for f in blank_facts),
             "corel_ms": corel_ms, "corel_with_text": sum(bool(f) for f in corel_facts)}
 
@@ -171,9 +180,12 @@ def search_part(pictures, corel: list[Path], distractors: int, work: Path) -> di
     for p in corel[7::max(1, len(corel) // max(1, distractors))][:distractors]:
         shutil.copy(p, folder / f"corel-{p.name}")
     seconds = {}
+    template = warm_cache(work)
     for name, extra in (("without text", ["--no-text"]), ("with text", [])):
-        # each run computes its CNN features afresh (a cache of its own); no lexicon of word
-        # embeddings, whose one-off build would count in both runs and hide the ratio
+        # each run computes its CNN features afresh (a copy of the one-time cache); no
+        # lexicon of word embeddings, whose one-off build would count in both runs and hide
+        # the ratio
+        shutil.copytree(template, work / f"cache {name}")
         env = {"PAMIR_CACHE": str(work / f"cache {name}"), "PAMIR_LEXICON_WORDS": "0"}
         t = time.perf_counter()
         pamir_cli("index", str(folder), "--index", str(work / name), "--no-faces", *extra,
@@ -185,7 +197,22 @@ def search_part(pictures, corel: list[Path], distractors: int, work: Path) -> di
                          "-f", check=False).stdout.split()
         top3.append(any(Path(h).name == Path(p["path"]).name for h in hits))
     return {"distractors": distractors, "index_s": seconds, "top3": top3,
-            "separate_caches": True}
+            "separate_caches": True, "warm_graphs": True}
+
+
+def warm_cache(work: Path) -> Path:
+    """A cache holding what a machine makes once (the CNN's ONNX export and int8 graph, the
+    text detector's int8 graph), left by indexing two generated pictures with every pass:
+    neither timed run pays for them."""
+    folder, cache = work / "warm-up", work / "cache template"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    for i in range(2):
+        Image.fromarray(rng.integers(0, 255, (128, 192, 3), dtype=np.uint8)).save(
+            folder / f"warm-{i}.jpg")
+    pamir_cli("index", str(folder), "--index", str(work / "warm-up index"),
+              env={"PAMIR_CACHE": str(cache), "PAMIR_LEXICON_WORDS": "0"})
+    return cache
 
 
 def _options(ap) -> None:
@@ -246,7 +273,34 @@ def report(r: dict) -> str:
         cells = [_cell(pics, row, "height", h) for h in HEIGHTS]
         cells += [_cell(pics, row, "tilt", t) for t in TILTS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + search_lines(r)) + "\n"
+    return "\n".join(lines + box_lines(rows) + search_lines(r)) + "\n"
+
+
+#: The rows whose lines' boxes are compared: the int8 detector's against the fp32 one's.
+BOXES_COMPARED = ("pamir now (detection in int8)", "pamir, detection in fp32 (before int8)")
+
+
+def box_lines(rows: dict) -> list[str]:
+    """How many of the fp32 detector's lines the int8 one finds at the same place (the
+    intersection over union of their boxes at least 0.5), and how closely."""
+    new, old = (rows.get(name) for name in BOXES_COMPARED)
+    if not new or not old or "boxes" not in new or "boxes" not in old:
+        return []
+    ious = [max((_iou(a, b) for b in mine), default=0.0)
+            for theirs, mine in zip(old["boxes"], new["boxes"]) for a in theirs]
+    matched = [v for v in ious if v >= 0.5]
+    extra = sum(max(0, len(m) - len(t)) for t, m in zip(old["boxes"], new["boxes"]))
+    return ["", f"Lines found on the painted pictures, int8 detection against fp32: "
+            f"{len(matched)} of fp32's {len(ious)} lines found at the same place (boxes' "
+            f"intersection over union >= 0.5; mean {np.mean(matched) if matched else 0:.3f}), "
+            f"{extra} more lines on the pictures where int8 finds more."]
+
+
+def _iou(a, b) -> float:
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
+    return w * h / union if union > 0 else 0.0
 
 
 def search_lines(r: dict) -> list[str]:
@@ -265,7 +319,10 @@ def search_lines(r: dict) -> list[str]:
             "", f"`pamir index` of that folder: {t['without text']} s without text "
             f"(--no-text), {t['with text']} s with ({t['with text'] / t['without text']:.2f}x)"
             + ("." if s.get("separate_caches") else ": not comparable, the second run found "
-               "the first's CNN features in the cache they shared (fixed since).")]
+               "the first's CNN features in the cache they shared (fixed since).")
+            + (" Each run from a copy of a cache holding the one-time ONNX graphs (the CNN's "
+               "export and int8 graph, the text detector's int8 graph)." if s.get("warm_graphs")
+               else "")]
 
 
 def _cell(pics, row, key, value) -> str:

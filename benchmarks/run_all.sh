@@ -74,6 +74,7 @@ run benchmarks/bench_text_sizes.py --per 2 --blank 20 --corel 100 --stem text_si
 run benchmarks/bench_corel_passes.py                # Corel 5k's index time: bare, text, text +
                                                    #   faces, side by side
 run benchmarks/bench_corel_passes.py --reverse --stem corel_passes_reversed  # other order
+run benchmarks/bench_ocr_int8.py                   # Corel 5k's text: fp32 and int8 detection
 run benchmarks/bench_small_faces.py --seeds 2 --faceless 10 --corel 50   # faces of every size
 run benchmarks/bench_cities.py                      # cities as people name them: recall, wrong city
 run benchmarks/duplicates.py --million --text-space # copies and bursts: per kind, hard negatives, scale

@@ -9,6 +9,9 @@ import pytest
 # tests/test_cnn_int8.py, which names its precision. Set before pamir.config reads it; a run
 # that sets PAMIR_CNN_PRECISION itself keeps its own.
 os.environ.setdefault("PAMIR_CNN_PRECISION", "fp32")
+# The same for text detection: int8 (the default) is tested by tests/test_ocr_int8.py; the
+# other tests' readers detect in fp32 rather than quantize in every fresh cache.
+os.environ.setdefault("PAMIR_OCR_PRECISION", "fp32")
 
 from pamir.data import DataError, find_corel5k
 from pictures import LOOKS, coloured_pictures, look_picture

@@ -23,14 +23,18 @@ choice: about 13 ms a Corel picture and 31 ms a photo-sized one without text, 50
 rapidocr's defaults. The networks are called directly (rapidocr's pipeline read its settings
 through omegaconf and normalised in float64 at every call), alike-sized pictures of a batch
 are detected together, a picture's lines recognised together, and the index's pass runs one
-reader per core (pamir.index.passes).
+reader per core (pamir.index.passes). The detection network, most of the cost, runs in int8,
+quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+import os
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +118,12 @@ DETECT_BATCH = 8
 #: are detected directly (`TextReader._boxes`), alike.
 PIPELINE_MIN_SIDE = 30
 PIPELINE_MAX_RATIO = 8
+#: The detection network's precision: "int8", quantized once per machine
+#: (pamir.facts.ocr_int8; fp32 with a warning where it cannot be made), or "fp32", rapidocr's
+#: graph as it ships. The environment's PAMIR_OCR_PRECISION overrides it. int8 because it
+#: reads the same words (61/61 on benchmarks/bench_text_sizes.py) at a fifth of detection's
+#: cost (results/text_sizes.md). Part of the reader's fingerprint.
+DETECT_PRECISION = os.environ.get("PAMIR_OCR_PRECISION", "int8")
 #: Multi-word phrases of up to this many words are facts of their own (`"fresh bread"`).
 MAX_PHRASE_WORDS = 4
 
@@ -148,6 +158,8 @@ class OcrSettings:
     direct: bool = True
     #: ONNX Runtime's memory arena (rapidocr turns it off)
     arena: bool = ARENA
+    #: the detection network's precision: "int8" (quantized, pamir.facts.ocr_int8) or "fp32"
+    detect_precision: str = DETECT_PRECISION
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,33 @@ class TextReader:
                 self.recogniser = self.engine._load_rec_model()
             except AttributeError:  # another rapidocr: its public calls below
                 self.detector = self.recogniser = None
+        if s.rapidocr_defaults:  # the reference: rapidocr as it ships
+            self.settings = dataclasses.replace(s, detect_precision="fp32")
+        elif s.detect_precision != "fp32":
+            self._quantized_detector(models["det"])
+
+    def _quantized_detector(self, det_path: Path) -> None:
+        """The detector's session on the int8 graph (made the first time on this machine);
+        where it cannot be, fp32 from then on, the settings saying so, and one line why."""
+        s = self.settings
+        reason = None
+        if s.detect_precision != "int8":
+            reason = f"unknown precision {s.detect_precision!r} (int8 or fp32)"
+        elif self.detector is None:
+            reason = "rapidocr's detector is not at hand (direct=False, or another rapidocr)"
+        else:
+            try:
+                from pamir.facts.ocr_int8 import detector_session  # noqa: PLC0415
+
+                self.detector.session.session = detector_session(det_path, self._blob,
+                                                                 s.threads, s.arena)
+            except Exception as e:  # noqa: BLE001 - no quantization, or ORT refused the graph
+                reason = f"{type(e).__name__}: {e}"
+        if reason is not None:
+            warnings.warn(f"int8 text detection unavailable ({reason}); detecting in fp32 "
+                          "(PAMIR_OCR_PRECISION=fp32 asks for fp32)", RuntimeWarning,
+                          stacklevel=3)
+            self.settings = dataclasses.replace(s, detect_precision="fp32")
 
     # -------------------------------------------------------------------- one picture
     def read(self, image) -> list[TextLine]:
@@ -437,13 +476,16 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
 
     s = settings or OcrSettings()
     models = "+".join(Path(BUNDLED_MODELS[t]).stem for t in ("det", "rec"))
+    # fp32 detection writes nothing: indexes read before int8 keep their fingerprint
+    det = "" if s.detect_precision == "fp32" or s.rapidocr_defaults else f"-det{s.detect_precision}"
     return (f"rapidocr-{version('rapidocr')}/{models}/detect{s.detect_side}"
             f"-coarse{s.coarse_side}-read{s.read_side}-lines{s.max_lines}"
             f"-score{s.min_score}-box{s.min_box_score}-heights{s.min_line_height}:"
             f"{f'{s.max_line_share:.2f}' if s.max_line_share else 'any'}"
             f"-cls{int(s.angle_classifier)}"
             f"{'-defaults' if s.rapidocr_defaults else ''}"
-            f"{'-direct' if s.direct and not s.rapidocr_defaults else ''}")
+            f"{'-direct' if s.direct and not s.rapidocr_defaults else ''}"
+            f"{det}")
 
 
 # ------------------------------------------------------------------------------ facts

@@ -3,6 +3,8 @@
     source = int8_graph("lite0")      # the quantized trunk (a cached path, or its bytes)
     key = int8_key("lite0")           # what the quantized graph depends on: in cache keys
     int8_available()                  # None, or why quantization cannot run here
+    quantize_graph(fp32, feeds)       # any ONNX graph, calibrated on feeds: pamir's one
+                                      # quantizer (text detection's too: pamir.facts.ocr_int8)
 
 Static QDQ quantization, per channel: weights int8 per output channel, activations uint8
 per tensor with ranges calibrated once (MinMax) on CALIBRATION, a fixed set of pictures.
@@ -142,35 +144,56 @@ def int8_path(model: str) -> Path:
 
 def quantize(model: str) -> bytes:
     """The quantized trunk of `model`, made from its fp32 export (exported first if need
-    be): ONNX Runtime's pre-processing, then static QDQ quantization calibrated on
-    CALIBRATION. Checked to load and give finite vectors before it is returned."""
+    be) by `quantize_graph`, calibrated on CALIBRATION. Checked to load and give finite
+    vectors before it is returned."""
+    pictures = calibration_pictures(MODELS[model].resolution)
+    fp32 = onnx_path(model)
+    data = quantize_graph(fp32.read_bytes() if fp32.is_file() else _export(model),
+                          ({"pixels": picture[None]} for picture in pictures))
+    _check(data, pictures[0])
+    return data
+
+
+def quantize_graph(fp32: bytes, feeds) -> bytes:
+    """pamir's one int8 quantizer: ONNX Runtime's pre-processing, then static QDQ
+    quantization, per channel (weights int8 per output channel, activations uint8 per
+    tensor: see the module's docstring), ranges calibrated by MinMax on `feeds` (an iterable
+    of the graph's input dicts). A graph of an opset before 13 is converted to 13 first:
+    per-channel DequantizeLinear needs it."""
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod,  # noqa: PLC0415
                                           QuantFormat, QuantType, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process  # noqa: PLC0415
 
-    class Pictures(CalibrationDataReader):
-        def __init__(self, pictures):
-            self.pictures = iter(pictures)
+    class Feeds(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter(feeds)
 
         def get_next(self):
-            picture = next(self.pictures, None)
-            return None if picture is None else {"pixels": picture[None]}
+            return next(self.feeds, None)
 
-    pictures = calibration_pictures(MODELS[model].resolution)
-    fp32 = onnx_path(model)
     with tempfile.TemporaryDirectory(prefix="pamir-int8-") as tmp:
         source, prepared, out = (Path(tmp) / n for n in ("fp32.onnx", "pre.onnx", "int8.onnx"))
-        source.write_bytes(fp32.read_bytes() if fp32.is_file() else _export(model))
+        source.write_bytes(_opset13(fp32))
         # shape inference and graph fusions first, as ORT advises for static quantization;
         # the batch, height and width stay dynamic (no symbolic shape inference needed)
         quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
-        quantize_static(str(prepared), str(out), Pictures(pictures),
+        quantize_static(str(prepared), str(out), Feeds(),
                         quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         calibrate_method=CalibrationMethod.MinMax)
-        data = out.read_bytes()
-    _check(data, pictures[0])
-    return data
+        return out.read_bytes()
+
+
+def _opset13(data: bytes) -> bytes:
+    """The graph as it is where its default opset is 13 or later, else converted to 13."""
+    import onnx  # noqa: PLC0415
+    from onnx import version_converter  # noqa: PLC0415
+
+    graph = onnx.load_from_string(data)
+    if max((o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")),
+           default=13) >= 13:
+        return data
+    return version_converter.convert_version(graph, 13).SerializeToString()
 
 
 def _export(model: str) -> bytes:
@@ -191,32 +214,38 @@ def _check(data: bytes, picture: np.ndarray) -> None:
 
 
 _LOCK = threading.Lock()
-#: Quantized graphs that could not be kept in the cache (a read-only cache), by model.
-_IN_MEMORY: dict[str, bytes] = {}
+#: Quantized graphs that could not be kept in the cache (a read-only cache), by file.
+_IN_MEMORY: dict[Path, bytes] = {}
 
 
 def int8_graph(model: str) -> str | bytes:
     """The quantized trunk of `model` for an ONNX Runtime session: the cached file's path,
     made (quantize, about 5-20 s for a model on 2 cores) and cached the first time on this
     machine. Raises Int8Unavailable (or the quantizer's error) when it cannot be made."""
+    return cached_graph(int8_path(model), lambda: quantize(model), f"the {model} network")
+
+
+def cached_graph(path: Path, make, what: str) -> str | bytes:
+    """A quantized graph for an ONNX Runtime session: `path` if it is there, else made by
+    `make()` (once per machine: logged) and kept at `path`; its bytes where the cache cannot
+    keep it. Raises Int8Unavailable (or the quantizer's error) when it cannot be made."""
     reason = int8_available()
     if reason:
         raise Int8Unavailable(reason)
     with _LOCK:
-        path = int8_path(model)
         if path.is_file():
             return str(path)
-        if model in _IN_MEMORY:
-            return _IN_MEMORY[model]
-        log.info("quantizing the %s network to int8 (once on this machine)", model)
-        data = quantize(model)
+        if path in _IN_MEMORY:
+            return _IN_MEMORY[path]
+        log.info("quantizing %s to int8 (once on this machine)", what)
+        data = make()
         cache_bytes(path, data)
         if path.is_file():
             return str(path)
-        _IN_MEMORY[model] = data
+        _IN_MEMORY[path] = data
         return data
 
 
-__all__ = ["CALIBRATION", "Int8Unavailable", "PRECISIONS", "QUANT_VERSION",
+__all__ = ["CALIBRATION", "Int8Unavailable", "PRECISIONS", "QUANT_VERSION", "cached_graph",
            "calibration_digest", "calibration_pictures", "int8_available", "int8_graph",
-           "int8_key", "int8_path", "quantize"]
+           "int8_key", "int8_path", "quantize", "quantize_graph"]

@@ -1,0 +1,114 @@
+"""int8 text detection (pamir.facts.ocr_int8): it reads painted words as the fp32 detector
+does, where they were painted; it is made once per machine into the cache; where it cannot be
+made, the reader detects in fp32 and says why in one line; the fingerprint tells them apart."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rapidocr")
+pytest.importorskip("onnxruntime.quantization")
+
+from pamir.facts import ocr_int8  # noqa: E402
+from pamir.facts.ocr import (OcrSettings, TextReader, bundled_models, fingerprint,  # noqa: E402
+                             phrase, text_facts)
+from pictures import backdrop, paint  # noqa: E402
+
+INT8, FP32 = OcrSettings(detect_precision="int8"), OcrSettings(detect_precision="fp32")
+SIGNS = [("FRESH BREAD", "DejaVuSans-Bold.ttf", 48, (20, 20, 20), (240, 232, 205), 0),
+         ("Museum", "DejaVuSerif.ttf", 40, (255, 255, 255), (20, 100, 50), 4),
+         ("pharmacy open", "DejaVuSans.ttf", 32, (250, 210, 40), (25, 25, 25), -6),
+         ("STATION", "DejaVuSansMono-Bold.ttf", 36, (255, 255, 255), None, 3)]
+
+
+@pytest.fixture(scope="module")
+def readers(cache_of_the_module):
+    """The int8 and the fp32 reader, the int8 detector made in this module's own cache."""
+    return TextReader(INT8), TextReader(FP32)
+
+
+def test_the_int8_reader_reads_painted_words_as_fp32_does(readers):
+    int8, fp32 = readers
+    assert int8.settings.detect_precision == "int8"
+    for text, *style in SIGNS:
+        rgb = paint(text, *style)
+        a, b = int8.read(rgb), fp32.read(rgb)
+        assert [line.text for line in a] == [line.text for line in b], (text, a, b)
+        assert set(phrase(text).split()) <= {f.word for f in text_facts(a)}
+        for x, y in zip(a, b):  # the same line, found where fp32 finds it (box fractions)
+            assert np.abs(np.subtract(x.box, y.box)).max() < 0.03, (text, x.box, y.box)
+
+
+def test_the_int8_reader_finds_nothing_where_nothing_is_written(readers):
+    int8, _ = readers
+    assert int8.read(np.asarray(backdrop(seed=3))) == []
+
+
+def test_the_int8_detector_is_made_once_and_cached(readers, monkeypatch):
+    det = bundled_models()["det"]
+    assert ocr_int8.detector_path(det).is_file()  # made by the readers fixture
+
+    def refuse(*args):
+        raise AssertionError("quantized again although the cache holds it")
+
+    monkeypatch.setattr(ocr_int8, "quantize_detector", refuse)
+    assert TextReader(INT8).settings.detect_precision == "int8"
+
+
+def test_the_quantized_detector_is_int8_and_its_key_is_stable(readers):
+    import onnx
+
+    det = bundled_models()["det"]
+    graph = onnx.load(str(ocr_int8.detector_path(det)))
+    assert sum(n.op_type == "DequantizeLinear" for n in graph.graph.node) >= 50
+    assert ocr_int8.detector_key(det) == ocr_int8.detector_key(det)
+
+
+def test_a_detector_that_cannot_be_quantized_falls_back_to_fp32_with_a_message(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))  # nothing cached: it must be made
+
+    def broken(*args):
+        raise RuntimeError("no quantizer here")
+
+    monkeypatch.setattr(ocr_int8, "quantize_detector", broken)
+    with pytest.warns(RuntimeWarning, match=r"int8 text detection unavailable \(RuntimeError: "
+                                            r"no quantizer here\); detecting in fp32"):
+        reader = TextReader(INT8)
+    assert reader.settings.detect_precision == "fp32"
+    assert fingerprint(reader.settings) == fingerprint(FP32)
+    rgb = paint(*SIGNS[0])
+    assert {"fresh", "bread"} <= {f.word for f in text_facts(reader.read(rgb))}
+    assert not list(tmp_path.rglob("*int8*"))  # no half-made graph left in the cache
+
+
+def test_an_unknown_precision_is_named_and_detects_in_fp32():
+    with pytest.warns(RuntimeWarning, match="unknown precision 'int4'"):
+        reader = TextReader(OcrSettings(detect_precision="int4"))
+    assert reader.settings.detect_precision == "fp32"
+
+
+def test_the_fingerprint_tells_int8_from_fp32():
+    assert fingerprint(INT8) != fingerprint(FP32)
+    assert fingerprint(INT8).endswith("-detint8")
+    assert "int8" not in fingerprint(FP32)  # indexes read in fp32 keep their fingerprint
+
+
+def test_the_calibration_pictures_are_made_here_and_half_hold_a_word():
+    pictures = ocr_int8.calibration_bgr()
+    assert len(pictures) == 72
+    assert all(p.dtype == np.uint8 and p.shape[2] == 3 for p in pictures)
+    assert max(max(p.shape[:2]) for p in pictures) <= ocr_int8.SIDE + 1
+    again = ocr_int8.calibration_bgr()
+    assert all(np.array_equal(a, b) for a, b in zip(pictures, again))  # seeded
+
+
+def test_rapidocr_defaults_stay_the_fp32_reference_without_a_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reader = TextReader(OcrSettings(rapidocr_defaults=True, detect_precision="int8"))
+    assert reader.settings.detect_precision == "fp32"
+    assert "int8" not in fingerprint(OcrSettings(rapidocr_defaults=True, detect_precision="int8"))
