@@ -112,3 +112,23 @@ def test_rapidocr_defaults_stay_the_fp32_reference_without_a_warning():
         reader = TextReader(OcrSettings(rapidocr_defaults=True, detect_precision="int8"))
     assert reader.settings.detect_precision == "fp32"
     assert "int8" not in fingerprint(OcrSettings(rapidocr_defaults=True, detect_precision="int8"))
+
+
+def test_the_pass_is_named_after_the_precision_it_reads_with(tmp_path, monkeypatch):
+    """Where the int8 detector cannot be made, the settings the pass is named after say fp32
+    (it would read every picture again once int8 could be made), and the quantizer is not
+    tried again for each reader."""
+    from pamir.facts.ocr import settled
+
+    monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))
+    tries = []
+
+    def broken(*args):
+        tries.append(1)
+        raise RuntimeError("no quantizer in this cache")
+
+    monkeypatch.setattr(ocr_int8, "quantize_detector", broken)
+    with pytest.warns(RuntimeWarning, match="no quantizer in this cache"):
+        assert settled(INT8).detect_precision == "fp32"
+    assert fingerprint(settled(INT8)) == fingerprint(FP32) and tries == [1]
+    assert settled(FP32) == FP32

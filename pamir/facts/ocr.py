@@ -25,11 +25,16 @@ through omegaconf and normalised in float64 at every call), alike-sized pictures
 are detected together, a picture's lines recognised together, and the index's pass runs one
 reader per core (pamir.index.passes). The detection network, most of the cost, runs in int8,
 quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION).
+
+Longer than 600 lines: the reader, the settings it settles (`settled`) and the fingerprint
+that names what it read stay in one module, so that a setting cannot change the reading
+without changing the name.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -41,6 +46,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
+from pamir import config
 from pamir.extras import MissingExtra, optional
 from pamir.facts.fact import Fact, fold
 from pamir.features.images import (ImageError, decode_rgb, displayed_size, read_bytes,
@@ -238,19 +244,16 @@ class TextReader:
                 self.recogniser = self.engine._load_rec_model()
             except AttributeError:  # another rapidocr: its public calls below
                 self.detector = self.recogniser = None
-        if s.rapidocr_defaults:  # the reference: rapidocr as it ships
-            self.settings = dataclasses.replace(s, detect_precision="fp32")
-        elif s.detect_precision != "fp32":
+        self.settings = settled(s)
+        if self.settings.detect_precision == "int8":
             self._quantized_detector(models["det"])
 
     def _quantized_detector(self, det_path: Path) -> None:
-        """The detector's session on the int8 graph (made the first time on this machine);
+        """The detector's session on the int8 graph (`settled` made it, once a process);
         where it cannot be, fp32 from then on, the settings saying so, and one line why."""
         s = self.settings
         reason = None
-        if s.detect_precision != "int8":
-            reason = f"unknown precision {s.detect_precision!r} (int8 or fp32)"
-        elif self.detector is None:
+        if self.detector is None:
             reason = "rapidocr's detector is not at hand (direct=False, or another rapidocr)"
         else:
             try:
@@ -258,12 +261,10 @@ class TextReader:
 
                 self.detector.session.session = detector_session(det_path, self._blob,
                                                                  s.threads, s.arena)
-            except Exception as e:  # noqa: BLE001 - no quantization, or ORT refused the graph
+            except Exception as e:  # noqa: BLE001 - ORT refused the graph
                 reason = f"{type(e).__name__}: {e}"
         if reason is not None:
-            warnings.warn(f"int8 text detection unavailable ({reason}); detecting in fp32 "
-                          "(PAMIR_OCR_PRECISION=fp32 asks for fp32)", RuntimeWarning,
-                          stacklevel=3)
+            _fp32_warning(reason)
             self.settings = dataclasses.replace(s, detect_precision="fp32")
 
     # -------------------------------------------------------------------- one picture
@@ -466,6 +467,41 @@ def normalised_box(quad: np.ndarray, image: np.ndarray) -> tuple[float, float, f
     x1, y1 = q.max(axis=0)
     return tuple(round(float(min(1.0, max(0.0, v))), 4)
                  for v in (x0 / w, y0 / h, x1 / w, y1 / h))
+
+
+def settled(settings: OcrSettings | None = None) -> OcrSettings:
+    """The settings a reader reads with: fp32 detection for rapidocr's defaults (the
+    reference, as it ships), for an unknown precision, and where the int8 detector cannot be
+    made on this machine (said in one line, once a process). The text pass is named after
+    these (pamir.jobs.workflow.text_pass_name), so that a pass read in fp32 is named so."""
+    s = settings or OcrSettings()
+    if s.rapidocr_defaults or s.detect_precision == "fp32":
+        return dataclasses.replace(s, detect_precision="fp32")
+    why = (f"unknown precision {s.detect_precision!r} (int8 or fp32)"
+           if s.detect_precision != "int8" else _int8_unavailable(str(config.default_cache_dir())))
+    if why:
+        _fp32_warning(why)
+        return dataclasses.replace(s, detect_precision="fp32")
+    return s
+
+
+@functools.lru_cache(maxsize=None)
+def _int8_unavailable(cache_dir: str) -> str:
+    """Why the int8 detector cannot be made in `cache_dir` ("" when it is, made the first
+    time on this machine, pamir.facts.ocr_int8): tried once a process, not once a reader."""
+    try:
+        from pamir.facts.ocr_int8 import detector_graph  # noqa: PLC0415
+
+        detector_graph(bundled_models()["det"], TextReader._blob)
+    except Exception as e:  # noqa: BLE001 - no quantization tools, or ORT refused the graph
+        return f"{type(e).__name__}: {e}"
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _fp32_warning(why: str) -> None:
+    warnings.warn(f"int8 text detection unavailable ({why}); detecting in fp32 "
+                  "(PAMIR_OCR_PRECISION=fp32 asks for fp32)", RuntimeWarning, stacklevel=3)
 
 
 def fingerprint(settings: OcrSettings | None = None) -> str:

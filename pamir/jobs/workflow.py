@@ -191,7 +191,7 @@ def text_pass_name() -> str:
     every picture again)."""
     from ..facts import ocr  # noqa: PLC0415  (rapidocr only when it reads)
 
-    return f"text {ocr.fingerprint()}"
+    return f"text {ocr.fingerprint(ocr.settled())}"
 
 
 def faces_pass_name() -> str:
