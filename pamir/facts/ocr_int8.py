@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from pamir import config
-from pamir.features.cnn_int8 import (Int8Unavailable, _onnxruntime_version, cached_graph,
+from pamir.features.cnn_int8 import (Int8Unavailable, onnxruntime_version, cached_graph,
                                      calibration_digest, calibration_pictures, quantize_graph)
 
 #: Bumped when the quantized detector's making changes (calibration, painting, quantizer).
@@ -51,7 +51,7 @@ def detector_key(det_path: Path) -> str:
     what = {"detector": _digest(str(det_path)), "quantization": QUANT_VERSION,
             "calibration": calibration_digest(), "side": SIDE, "words": WORDS,
             "heights": HEIGHTS, "pillow": PIL.__version__,
-            "onnxruntime": _onnxruntime_version()}
+            "onnxruntime": onnxruntime_version()}
     return hashlib.blake2b(json.dumps(what, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 

@@ -123,11 +123,11 @@ def int8_key(model: str) -> str:
     quantization's."""
     what = {"model": model, "weights": weights_digest(model), "export": EXPORT_VERSION,
             "quantization": QUANT_VERSION, "calibration": calibration_digest(),
-            "onnxruntime": _onnxruntime_version()}
+            "onnxruntime": onnxruntime_version()}
     return hashlib.blake2b(json.dumps(what, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
-def _onnxruntime_version() -> str | None:
+def onnxruntime_version() -> str | None:
     """The installed ONNX Runtime's version (whichever build: onnxruntime, -gpu, ...)."""
     try:
         import onnxruntime  # noqa: PLC0415
@@ -248,4 +248,4 @@ def cached_graph(path: Path, make, what: str) -> str | bytes:
 
 __all__ = ["CALIBRATION", "Int8Unavailable", "PRECISIONS", "QUANT_VERSION", "cached_graph",
            "calibration_digest", "calibration_pictures", "int8_available", "int8_graph",
-           "int8_key", "int8_path", "quantize", "quantize_graph"]
+           "int8_key", "int8_path", "onnxruntime_version", "quantize", "quantize_graph"]
