@@ -42,12 +42,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (Run, run_watched, checkout_commit, corel5k_folder, report_cli,  # noqa: E402
-                    report_head, save_report)
+                    report_head, save_report, warm_up_pictures)
 
 STEM = "corel_passes"
 PAMIR = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"
@@ -99,12 +96,7 @@ def env(cache: Path, variant: str | None = None) -> dict:
 
 def warm_cache(work: Path, log: Path) -> Path:
     """The one-time cache, filled by indexing two generated pictures (not Corel's)."""
-    folder, template = work / "warmup", work / "cache-template"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(2):
-        Image.fromarray(rng.integers(0, 255, (128, 192, 3), dtype=np.uint8)).save(
-            folder / f"warm-{i}.jpg")
+    folder, template = warm_up_pictures(work / "warmup"), work / "cache-template"
     with open(log, "a") as out:
         subprocess.run([sys.executable, "-c", PAMIR, "index", str(folder), "--index",
                         str(work / "warmup-index")], env=env(template), cwd=work,

@@ -43,7 +43,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, checkout_commit, report_cli, report_head, save_report  # noqa: E402
+from common import (Run, checkout_commit, report_cli, report_head, save_report,  # noqa: E402
+                    warm_up_pictures)
 
 from pamir.data import DataError, find_corel5k  # noqa: E402
 from pamir.facts.fact import fold  # noqa: E402
@@ -204,12 +205,8 @@ def warm_cache(work: Path) -> Path:
     """A cache holding what a machine makes once (the CNN's ONNX export and int8 graph, the
     text detector's int8 graph), left by indexing two generated pictures with every pass:
     neither timed run pays for them."""
-    folder, cache = work / "warm-up", work / "cache template"
-    folder.mkdir()
-    rng = np.random.default_rng(2)
-    for i in range(2):
-        Image.fromarray(rng.integers(0, 255, (128, 192, 3), dtype=np.uint8)).save(
-            folder / f"warm-{i}.jpg")
+    folder = warm_up_pictures(work / "warm-up", seed=2)
+    cache = work / "cache template"
     pamir_cli("index", str(folder), "--index", str(work / "warm-up index"),
               env={"PAMIR_CACHE": str(cache), "PAMIR_LEXICON_WORDS": "0"})
     return cache

@@ -815,6 +815,19 @@ def run_watched(cmd: list, *, cwd: Path, env: dict, stdout: Path, log: Path, hea
             os.waitstatus_to_exitcode(status))
 
 
+def warm_up_pictures(folder: Path, seed: int = 0, n: int = 2) -> Path:
+    """n random 192 x 128 JPEGs in `folder` (made here): what a benchmark indexes once to
+    fill the one-time cache (ONNX exports, int8 graphs) that no timed run should pay for."""
+    from PIL import Image  # noqa: PLC0415
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 255, (128, 192, 3), dtype=np.uint8)).save(
+            folder / f"warm-{i}.jpg")
+    return folder
+
+
 def corel5k_folder() -> Path:
     """The Corel 5k folder: PAMIR_COREL5K, else ../shared/data/corel5k beside the checkout
     (a `git archive` run elsewhere reads it through the variable)."""
