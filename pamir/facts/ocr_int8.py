@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from pamir import config
+from pamir.features.cnn_network import cpu_session
 from pamir.features.cnn_int8 import (Int8Unavailable, onnxruntime_version, cached_graph,
                                      calibration_digest, calibration_pictures, quantize_graph)
 
@@ -78,16 +79,7 @@ def detector_graph(det_path: Path, blob) -> str | bytes:
 def detector_session(det_path: Path, blob, threads: int, arena: bool):
     """An ONNX Runtime session on the quantized detector (`detector_graph`): `threads`
     intra-op threads (0: ONNX Runtime's choice), its memory arena on or off."""
-    import onnxruntime as ort  # noqa: PLC0415
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = max(0, threads)
-    options.inter_op_num_threads = 1
-    options.enable_cpu_mem_arena = arena
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    return ort.InferenceSession(detector_graph(det_path, blob), options,
-                                providers=["CPUExecutionProvider"])
+    return cpu_session(detector_graph(det_path, blob), threads, arena)
 
 
 def quantize_detector(det_path: Path, blob) -> bytes:
@@ -145,12 +137,7 @@ def painted(rgb: np.ndarray, word: str, height: float, rng) -> np.ndarray:
 
 
 def _check(data: bytes, x: np.ndarray) -> None:
-    import onnxruntime as ort  # noqa: PLC0415
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    detection_map = session.run(None, {"x": x})[0]
+    detection_map = cpu_session(data).run(None, {"x": x})[0]
     if not np.isfinite(detection_map).all() or detection_map.max() <= 0:
         raise Int8Unavailable("the quantized text detector gives no usable map")
 

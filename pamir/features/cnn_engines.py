@@ -29,7 +29,8 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from .cnn_network import build_trunk, cache_bytes, export_onnx, onnx_path, swap_left_right
+from .cnn_network import (build_trunk, cache_bytes, cpu_session, export_onnx, onnx_path,
+                          swap_left_right)
 
 
 def _torch_threads() -> int | None:
@@ -101,7 +102,7 @@ class OnnxEngine:
 
     def __init__(self, model: str, threads: int = 1, precision: str = "fp32"):
         self.threads, self.precision = threads, precision
-        import onnxruntime as ort
+        import onnxruntime  # noqa: F401, PLC0415 - missing: say so before any export
         path = onnx_path(model)
         with _EXPORT_LOCK:
             if precision == "int8":
@@ -117,12 +118,7 @@ class OnnxEngine:
                 source = export_onnx(model)
                 self.export_seconds = time.perf_counter() - t0
                 cache_bytes(path, source)  # a read-only cache: run it from memory
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        self.session = cpu_session(source, threads)
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         return self.session.run(None, {"pixels": pixels})[0]

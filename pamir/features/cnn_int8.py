@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cnn_network import EXPORT_VERSION, MODELS, cache_bytes, export_onnx, onnx_path, \
-    weights_digest
+from .cnn_network import EXPORT_VERSION, MODELS, cache_bytes, cpu_session, export_onnx, \
+    onnx_path, weights_digest
 
 log = logging.getLogger(__name__)
 
@@ -203,12 +203,7 @@ def _export(model: str) -> bytes:
 
 
 def _check(data: bytes, picture: np.ndarray) -> None:
-    import onnxruntime as ort  # noqa: PLC0415
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    pooled = session.run(None, {"pixels": picture[None]})[0]
+    pooled = cpu_session(data).run(None, {"pixels": picture[None]})[0]
     if not np.isfinite(pooled).all() or not pooled.any():
         raise Int8Unavailable("the quantized network gives no usable vectors")
 

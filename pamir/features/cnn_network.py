@@ -139,6 +139,23 @@ def cache_bytes(path: Path, data: bytes) -> None:
         log.warning("could not cache %s (%s)", path, e)
 
 
+def cpu_session(source: str | bytes, threads: int = 0, arena: bool | None = None):
+    """An ONNX Runtime session on the CPU for a graph (its path or bytes): `threads`
+    intra-op threads (0: ONNX Runtime's choice), one inter-op thread, every graph
+    optimisation, warnings only; its memory arena on or off (None: ONNX Runtime's default).
+    The CNN views' trunks, the text detector in int8, and a quantized graph's check."""
+    import onnxruntime as ort  # noqa: PLC0415 - the [cnn] extra
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(0, threads)
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if arena is not None:
+        options.enable_cpu_mem_arena = arena
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
 def classifier(model: str) -> tuple[np.ndarray, np.ndarray]:
     """The ImageNet classifier of `model`: W (1,280 x 1,000) and b, float32. Read from the
     .pth with torch once, then from its copy beside the exported trunk (importing torch
@@ -324,5 +341,6 @@ def export_onnx(model: str) -> bytes:
 
 
 __all__ = ["CHANNELS", "MODELS", "LiteVariant", "WeightsMissing", "build_network",
-           "build_trunk", "cache_bytes", "classifier", "export_onnx", "feature_map",
+           "build_trunk", "cache_bytes", "classifier", "cpu_session", "export_onnx",
+           "feature_map",
            "onnx_path", "swap_left_right", "weights_digest"]

@@ -223,7 +223,7 @@ class IndexWriting(IndexLifecycle):
         from .videos import rows_of_video  # noqa: PLC0415 - PyAV: only where videos are
 
         videos = [k for k, p in enumerate(batch) if is_video(p.path)]
-        pictures = [k for k in range(len(batch)) if k not in set(videos)]
+        pictures = [k for k, p in enumerate(batch) if not is_video(p.path)]
         Z, ok = None, np.zeros(len(batch), bool)
         if pictures:
             Zp, okp, _ = transform([batch[k].path for k in pictures])
