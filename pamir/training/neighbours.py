@@ -15,6 +15,7 @@ from ..features.representation import take_rows
 from ..models.base import dense_float32
 from ..models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats, mixed,
                                  view_of)
+from .assembly import averaged
 from .plan import Fitting, Trained
 from .selection import validation_queries
 
@@ -32,7 +33,7 @@ def add_neighbours(fitting: Fitting, trained: Trained) -> Trained:
     started = time.perf_counter()
     members = trained.members
     part, knn_info = choose_neighbours(
-        f.cls.average(members) if len(members) > 1 else members[0], c.F, c.train, c.valid,
+        averaged(f.cls, members), c.F, c.train, c.valid,
         c.Y_train, c.Y_valid, views, ids=[f.ids[i] for i in c.train],
         paths=[f.paths[i] for i in c.train])
     f.timing["neighbours"] = round(time.perf_counter() - started, 2)
