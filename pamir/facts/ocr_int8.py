@@ -152,11 +152,19 @@ def read_fidelity(pictures: list[np.ndarray]):
         same = sum(same_word(reads[i], reference[i], words[i]) for i in read)
         share = round(same / max(1, len(read)), 4)
         return {"words": len(read), "same": same, "share": share,
-                "same_pictures": sum(a == b for a, b in zip(reads, reference)),
+                "same_pictures": sum(same_lines(a, b) for a, b in zip(reads, reference)),
                 "pictures": len(pictures), "faithful": share >= FAITHFUL_READS,
                 "says": f"reads had {same} of the {len(read)} painted words fp32 reads"}
 
     return measure
+
+
+def same_lines(lines: list, reference: list) -> bool:
+    """All of a picture's lines read as in `reference`: the same texts in the same order,
+    each box within BOX_TOLERANCE of the reference's (the confidences may differ)."""
+    return [x.text for x in lines] == [y.text for y in reference] and all(
+        float(np.abs(np.subtract(x.box, y.box)).max()) <= BOX_TOLERANCE
+        for x, y in zip(lines, reference))
 
 
 def painted_word(i: int) -> str | None:
@@ -226,4 +234,4 @@ def painted(rgb: np.ndarray, word: str, height: float, rng) -> np.ndarray:
 __all__ = ["BOX_TOLERANCE", "FAITHFUL_READS", "HEIGHTS", "Int8Unavailable", "QUANT_VERSION",
            "SIDE", "WORDS", "calibration_bgr", "detector_choice", "detector_graph", "detector_precision",
            "detector_key", "detector_session", "painted", "painted_word", "read_fidelity",
-           "same_word"]
+           "same_lines", "same_word"]

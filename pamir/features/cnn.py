@@ -101,7 +101,9 @@ class CNNSettings(SettingsRecord):
     precision: "int8" (the network quantized once per machine, pamir.features.cnn_int8; the
         onnx engine only) or "fp32"; by default config.CNN_PRECISION (PAMIR_CNN_PRECISION).
         Where int8 cannot run (no quantization tools, the torch engine, a graph ONNX Runtime
-        cannot quantize) the representation runs fp32 and says so in one line.
+        cannot quantize), or where no int8 variant computes what fp32 does on this processor
+        (the check of pamir.features.cnn_int8: x86 without VNNI), the representation runs
+        fp32 and says so in one line (`precision_says`).
     batch_size: pictures of one resized shape run together; n_jobs: decoding threads.
     """
 
