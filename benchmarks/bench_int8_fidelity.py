@@ -182,7 +182,8 @@ def report(r: dict) -> str:
               f"{', '.join(cpu['flags']) or 'none'}, VNNI {cpu['vnni']}; ONNX Runtime "
               f"{r['onnxruntime']}.", ""]
     if r.get("emulated"):
-        lines += [f"**Under emulation**: `{r['emulated']}` (QEMU's TCG: AVX2 without AVX-512 "
+        lines += [f"**Under emulation**: each command run as `{r['emulated']} python ...` "
+                  "(QEMU 7.2's TCG: AVX2 without AVX-512 "
                   "or VNNI; /proc/cpuinfo above is the host's). Timings under emulation mean "
                   "nothing and are left out. The graphs and the fp32 reference vectors were "
                   "made natively (fp32 is emulated bit for bit).", ""]
@@ -211,7 +212,7 @@ def report(r: dict) -> str:
             lines.append(f"| {model} | {variant} | {c['mean']} / {c['worst']} ({c['pictures']}) | "
                          f"{k['mean']} / {k['worst']} ({k['pictures']}) | {k['global_mean']} / "
                          f"{k['global_worst']} | {kept}"
-                         + (f" (vs {diff['name']}: largest difference {diff['largest']})"
+                         + (f" (vs {diff['name']}: largest difference {diff['largest']:.4g})"
                             if diff else "") + " |"
                          + ("" if r.get("emulated") else f" {k['ms']} |"))
     if r.get("detector"):
