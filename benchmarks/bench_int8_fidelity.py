@@ -12,8 +12,7 @@ with 7-bit weights, for the record):
     alone; whether the check keeps it (FAITHFUL_MEAN, FAITHFUL_WORST); milliseconds a Corel
     picture (one thread, one picture a call);
   - the text detector: of the words painted on the calibration pictures that fp32 reads, how
-    many each variant reads in the same place (the check's measure), and on how many of the
-    72 pictures all lines are fp32's;
+    many each variant reads in the same place (the check's measure);
   - the check itself, cold (int8_choice / detector_choice in an empty cache folder beside
     the exports): seconds, and the variant kept.
 
@@ -217,10 +216,9 @@ def report(r: dict) -> str:
                          + ("" if r.get("emulated") else f" {k['ms']} |"))
     if r.get("detector"):
         lines += ["", "Text detector, the words painted on the calibration pictures:", "",
-                  "| variant | painted words read as fp32 reads them | pictures whose lines "
-                  "are all fp32's |", "|---|---|---|"]
-        lines += [f"| {v} | {d['same']} of {d['words']} | {d['same_pictures']} of "
-                  f"{d['pictures']} |" for v, d in r["detector"].items()]
+                  "| variant | painted words read as fp32 reads them, in the same place |",
+                  "|---|---|"]
+        lines += [f"| {v} | {d['same']} of {d['words']} |" for v, d in r["detector"].items()]
     if r.get("check"):
         lines += ["", "The check, cold (a first run on this processor, the fp32 exports made):",
                   ""]
