@@ -375,3 +375,19 @@ def test_pamir_info_says_the_processor_and_each_networks_precision(tiny_graph, m
     assert [t["variant"] for t in lite0["choice"]["tried"]] == ["u8s8", "u8s8-7bit"]
     text = CliRunner().invoke(app, ["info"])
     assert "VNNI: no" in text.output and "cnn lite0: int8, 7-bit weights" in text.output
+
+
+def test_the_views_whose_precision_is_said_are_found_in_a_system():
+    """`pamir fit`'s summary and `pamir index`'s log say each CNN view's precision: the
+    views of a system's pipeline, alone or parts of a combination."""
+    from types import SimpleNamespace
+
+    from pamir.features.cnn import cnn_views
+    from pamir.features.registry import Concatenation
+
+    a = CNNRepresentation(CNNSettings(precision="fp32"), progress=False)
+    b = CNNRepresentation(CNNSettings(model="lite1", precision="fp32"), progress=False)
+    both = Concatenation([a, b], [1.0, 0.5])
+    assert cnn_views(SimpleNamespace(pipeline=both)) == [a, b]
+    assert cnn_views(SimpleNamespace(pipeline=a)) == [a] and cnn_views(object()) == []
+    assert a.precision_says().startswith("lite0: fp32 (asked for")
