@@ -126,7 +126,7 @@ def vectors(model: str, args, reference: dict, saved: dict) -> dict:
 def detector(args) -> dict:
     """Each variant's reads of the painted calibration words against fp32's."""
     from pamir.facts import ocr_int8  # noqa: PLC0415
-    from pamir.facts.ocr import TextReader, bundled_models  # noqa: PLC0415
+    from pamir.facts.ocr import TextReader, bundled_models, fp32_reader  # noqa: PLC0415
 
     det = bundled_models()["det"]
     pictures = ocr_int8.calibration_bgr()
@@ -139,7 +139,7 @@ def detector(args) -> dict:
         if args.save_graphs:
             for name, data in made.items():
                 (args.save_graphs / f"detector-{name}.onnx").write_bytes(data)
-    measure = ocr_int8.read_fidelity(pictures)
+    measure = ocr_int8.read_fidelity(pictures, fp32_reader)
     out = {}
     for name, graph in made.items():
         t0 = time.perf_counter()
@@ -152,7 +152,7 @@ def check_seconds(cache: Path, networks: list[str]) -> dict:
     """The check as a first run on this processor makes it: each network's int8_choice
     (detector_choice) in a cache that holds the fp32 exports only."""
     from pamir.facts import ocr_int8  # noqa: PLC0415
-    from pamir.facts.ocr import TextReader, bundled_models  # noqa: PLC0415
+    from pamir.facts.ocr import TextReader, bundled_models, fp32_reader  # noqa: PLC0415
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,7 +163,8 @@ def check_seconds(cache: Path, networks: list[str]) -> dict:
         cnn_int8._CHOICES.clear()
         for name in networks:
             t0 = time.perf_counter()
-            choice = (ocr_int8.detector_choice(bundled_models()["det"], TextReader._blob)
+            choice = (ocr_int8.detector_choice(bundled_models()["det"], TextReader._blob,
+                                               fp32_reader)
                       if name == "detector" else cnn_int8.int8_choice(name))
             out[name] = {"seconds": round(time.perf_counter() - t0, 1),
                          "kept": choice.variant, "says": choice.says()}

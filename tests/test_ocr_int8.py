@@ -61,7 +61,7 @@ def test_the_int8_reader_finds_nothing_where_nothing_is_written(readers):
 
 
 def detector_choice(make: bool = False):
-    return ocr_int8.detector_choice(bundled_models()["det"], TextReader._blob, make)
+    return ocr_int8.detector_choice(bundled_models()["det"], TextReader._blob, None, make)
 
 
 def test_the_int8_detector_is_made_once_and_cached(readers, monkeypatch):
@@ -176,7 +176,7 @@ def test_a_detector_that_reads_otherwise_falls_back_to_fp32_and_says_why(tmp_pat
             made.append(v.name)
             yield v, b"a graph"
 
-    def measure(pictures):
+    def measure(pictures, reader):
         return lambda graph: {"words": 36, "same": 20, "share": 0.5556, "faithful": False,
                               "says": "reads had 20 of the 36 painted words fp32 reads"}
 

@@ -21,7 +21,6 @@ def info_command(
 ):
     """The processor, ONNX Runtime and the precision each network runs at here, and why."""
     from ..facts.ocr import DETECT_PRECISION  # noqa: PLC0415
-    from ..facts.ocr_int8 import detector_precision  # noqa: PLC0415
     from ..features.cnn_int8 import network_precisions, onnxruntime_version, processor  # noqa: PLC0415
 
     cpu = processor()
@@ -41,6 +40,22 @@ def info_command(
                   f"{asked['text detection']} (PAMIR_OCR_PRECISION)")
     for name, n in networks.items():
         console.print(f"{name}: {escape(n['says'])}")
+
+
+def detector_precision(make: bool = False) -> dict:
+    """The text detector's precision on this processor: {"says": the line, "choice": the
+    record} (None where it has not been checked here; make=True checks it now)."""
+    from ..facts.ocr import TextReader, bundled_models, fp32_reader  # noqa: PLC0415
+    from ..facts.ocr_int8 import detector_choice  # noqa: PLC0415
+
+    try:
+        choice = detector_choice(bundled_models()["det"], TextReader._blob, fp32_reader, make)
+    except Exception as e:  # noqa: BLE001 - no rapidocr, no quantization tools
+        return {"says": f"fp32: int8 unavailable ({type(e).__name__}: {e})", "choice": None}
+    if choice is None:
+        return {"says": "not checked on this processor yet (the first `pamir index` that reads "
+                        "text does; `pamir info --check` now)", "choice": None}
+    return {"says": choice.says(), "choice": choice.record()}
 
 
 def register(app: typer.Typer) -> None:

@@ -30,6 +30,7 @@ the detector is for.
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -61,11 +62,12 @@ WORDS = ("OPEN", "Bakery", "EXIT 12", "Museum of Art", "SALE -50%", "Hotel", "co
 HEIGHTS = (0.05, 0.08, 0.12, 0.2, 0.3, 0.45)
 
 
-def detector_choice(det_path: Path, blob, make: bool = True) -> Choice | None:
+def detector_choice(det_path: Path, blob, reader=None, make: bool = True) -> Choice | None:
     """The variant of the quantized detector kept on this processor (made and checked
     against fp32 the first time, about 20-40 s on 2 cores), with its graph and fidelity;
     make=False: None where that has not been done.
-    `blob(bgr, (w, h))`: a picture as the detector reads it (pamir.facts.ocr.TextReader._blob).
+    `blob(bgr, (w, h))`: a picture as the detector reads it (pamir.facts.ocr.TextReader._blob);
+    reader(): a reader detecting in fp32 (pamir.facts.ocr.fp32_reader), for the check.
     Raises Int8Unavailable (or the quantizer's error) when it cannot be made."""
     import PIL  # noqa: PLC0415 - the painted words' font and rendering
 
@@ -74,33 +76,17 @@ def detector_choice(det_path: Path, blob, make: bool = True) -> Choice | None:
             "heights": HEIGHTS, "pillow": PIL.__version__,
             "fidelity": [FAITHFUL_READS, BOX_TOLERANCE]}
     pictures = lru_cache(maxsize=None)(calibration_bgr)  # made only where the check runs
-    measure = lru_cache(maxsize=None)(lambda: read_fidelity(pictures()))  # fp32 reads once
+    measure = lru_cache(maxsize=None)(lambda: read_fidelity(pictures(), reader))  # fp32 once
     return checked_graph(config.default_cache_dir() / "onnx", det_path.stem,
                          "the text detection network", base, det_path.read_bytes,
                          lambda: [{"x": blob(bgr, _size(bgr))} for bgr in pictures()],
                          lambda graph: measure()(graph), make)
 
 
-def detector_precision(make: bool = False) -> dict:
-    """The text detector's precision on this processor: {"says": the line, "choice": the
-    record} (None where it has not been checked here; make=True checks it now), for
-    `pamir info`."""
-    from pamir.facts.ocr import TextReader, bundled_models  # noqa: PLC0415 - ocr imports this
-
-    try:
-        choice = detector_choice(bundled_models()["det"], TextReader._blob, make)
-    except Exception as e:  # noqa: BLE001 - no rapidocr, no quantization tools
-        return {"says": f"fp32: int8 unavailable ({type(e).__name__}: {e})", "choice": None}
-    if choice is None:
-        return {"says": "not checked on this processor yet (the first `pamir index` that reads "
-                        "text does; `pamir info --check` now)", "choice": None}
-    return {"says": choice.says(), "choice": choice.record()}
-
-
-def detector_key(det_path: Path, blob) -> str:
+def detector_key(det_path: Path, blob, reader=None) -> str:
     """What the quantized detector depends on, hashed, the variant kept and its fidelity
     included: part of its file name."""
-    choice = detector_choice(det_path, blob)
+    choice = detector_choice(det_path, blob, reader)
     if choice.graph is None:
         raise Unfaithful(choice.says())
     return choice.key
@@ -111,31 +97,32 @@ def _digest(path: str) -> str:
     return hashlib.blake2b(Path(path).read_bytes(), digest_size=16).hexdigest()
 
 
-def detector_graph(det_path: Path, blob) -> str | bytes:
+def detector_graph(det_path: Path, blob, reader=None) -> str | bytes:
     """The quantized detector for an ONNX Runtime session, made, checked and cached the
     first time on this processor (`detector_choice`). Raises Unfaithful where no variant
     reads as fp32 does here, Int8Unavailable (or the quantizer's error) when it cannot be
     made."""
-    choice = detector_choice(det_path, blob)
+    choice = detector_choice(det_path, blob, reader)
     if choice.graph is None:
         raise Unfaithful(choice.says())
     return choice.graph
 
 
-def detector_session(det_path: Path, blob, threads: int, arena: bool):
+def detector_session(det_path: Path, blob, reader, threads: int, arena: bool):
     """An ONNX Runtime session on the quantized detector (`detector_graph`): `threads`
     intra-op threads (0: ONNX Runtime's choice), its memory arena on or off."""
-    return cpu_session(detector_graph(det_path, blob), threads, arena)
+    return cpu_session(detector_graph(det_path, blob, reader), threads, arena)
 
 
-def read_fidelity(pictures: list[np.ndarray]):
+def read_fidelity(pictures: list[np.ndarray], reader):
     """measure(graph) for `checked_graph`: of the words painted on the calibration
     `pictures` (BGR, `calibration_bgr`) that the fp32 reader reads, the share that a reader
     detecting with `graph` reads too, in a line whose box is within BOX_TOLERANCE of fp32's
-    (`same_word`); and, for the record, on how many pictures all its lines are fp32's."""
-    from pamir.facts.ocr import OcrSettings, TextReader  # noqa: PLC0415 - ocr imports this
-
-    reader = TextReader(OcrSettings(detect_precision="fp32"))
+    (`same_word`); and, for the record, on how many pictures all its lines are fp32's.
+    reader(): a reader detecting in fp32 (pamir.facts.ocr.fp32_reader)."""
+    if reader is None:
+        raise Int8Unavailable("no fp32 reader to check the int8 detector against")
+    reader = reader()
     if reader.detector is None:
         raise Int8Unavailable("rapidocr's detector is not at hand (another rapidocr)")
     reference = reader.read_many(pictures)
@@ -173,10 +160,13 @@ def painted_word(i: int) -> str | None:
 
 
 def _line_of(lines: list, word: str):
-    """The first of `lines` whose phrase holds `word`'s, or None."""
-    from pamir.facts.ocr import phrase  # noqa: PLC0415 - ocr imports this
+    """The first of `lines` whose words (lower case, letters and digits) hold `word`'s, in
+    order, or None."""
+    return next((line for line in lines if _words(word) in _words(line.text)), None)
 
-    return next((line for line in lines if phrase(word) in phrase(line.text)), None)
+
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
 
 
 def same_word(lines: list, reference: list, word: str) -> bool:
@@ -232,6 +222,6 @@ def painted(rgb: np.ndarray, word: str, height: float, rng) -> np.ndarray:
 
 
 __all__ = ["BOX_TOLERANCE", "FAITHFUL_READS", "HEIGHTS", "Int8Unavailable", "QUANT_VERSION",
-           "SIDE", "WORDS", "calibration_bgr", "detector_choice", "detector_graph", "detector_precision",
+           "SIDE", "WORDS", "calibration_bgr", "detector_choice", "detector_graph",
            "detector_key", "detector_session", "painted", "painted_word", "read_fidelity",
            "same_lines", "same_word"]
