@@ -86,6 +86,8 @@ run benchmarks/bench_video_pooling.py --model "$V"   # a video's score: best fra
 I=/work/bench-data/int8                            # int8 CNN views against fp32: quality, speed,
 run benchmarks/bench_int8.py --cache "$I/cache"    #   then each view's cosines, added to int8.json
 run benchmarks/bench_int8.py --cache "$I/cache" --parts cosines
+# each int8 variant against fp32 per network, natively (then under QEMU: the module's docstring)
+run benchmarks/bench_int8_fidelity.py --cache "$I/cache"
 # People (issue 34): the identities folder is made once by benchmarks/faces_pictures.py from
 # git clones of three MIT-licensed face libraries (its docstring says how); nothing is
 # downloaded here, so without the folder these two are skipped, and say so.
