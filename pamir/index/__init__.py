@@ -4,20 +4,26 @@ The package's rooms:
 
 - `layout`: the folder's on-disk format, in one place: every file's name, the catalogue's
   schema and version, the score matrix's file layout, the migrations of an older index.
-- `catalog`: the SQLite catalogue (`catalog.sqlite`), the single source of truth: vocabulary,
-  idf and model in `meta`, one row per picture.
+- `catalog`: the SQLite catalogue (`catalog.sqlite`), the single source of truth and the one
+  home of the index's SQL: vocabulary, idf and model in `meta`, one row per picture, and its
+  parts, one a concern: `catalog_facts` (facts and passes), `catalog_people` (faces, people,
+  editors' decisions), `catalog_looks` (looks, groups of copies and bursts) and
+  `catalog_frames` (videos' frames), with `catalog_rows` (paths and text as stored).
 - `scores`: the memory-mapped word-major score matrix, in shards, made of its jobs: `columns`
   (which picture owns each column; growing), `scoring` (a query's scores; the top-k
   dispatch over `topk`'s numba kernels) and `compaction` (segments of sorted lists), with
   their sizes and thresholds in `tuning`.
 - `sync`: walks folders and plans what brings the index in line with them (`plan_update`:
   hashes, renames, copies, removals, batches, unreadable pictures), writing nothing; the
-  writer applies the plan (`IndexWriting.apply`).
-- `Index`, the facade the CLI, the server and the workflow use, made of its three jobs:
-  `lifecycle` (create, open, rebuild, destroy, the writer lock, reading the committed
-  state), `reading` (search, similar pictures, look-ups; made with `queries`, parsing a
-  query on the vocabulary, and `fact_reading`, a query's facts) and `writing` (add,
-  remove, move, rescore, update and apply a sync's plan, seal, compact).
+  writer applies the plan (`Writer.apply`), reading each batch's files as it comes to it.
+- `Index`, the facade the CLI, the server and the workflow use: an open folder
+  (`lifecycle.IndexFolder`: create, open, rebuild, destroy, the writer lock, reading the
+  committed state, looking pictures up) and its parts, each a member that works from the
+  folder: `reading.Searcher` (search, similar pictures, probabilities; with `filters` for
+  a query's in: and date:), `queries.QueryParser` (a query parsed on the vocabulary),
+  `fact_reading.FactReader` (a query's facts, places), `writing.Writer` (add, remove, move,
+  rescore, update and apply a sync's plan, seal, compact), `people.People` and
+  `looks.Looks`. Each public method of the Index is its part's (`_delegate`).
 
 The index takes what it stores from its callers: a transform from pictures to text-space
 vectors (with class probabilities for an index with classes) and the class names, which
@@ -26,24 +32,125 @@ pamir.system.index_transform and class_names_of make from a system.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+from typing import IO
+
 from ..text.query import Query
 from .catalog import Catalog, IndexDirError, Picture
+from .catalog_people import FaceRow, PersonRow
+from .fact_reading import FactReader
 from .layout import CATALOG, SCHEMA_VERSION
-from .people import FaceRow, IndexPeople, PersonRow
-from .lifecycle import model_fingerprint
-from .looks import IndexLooks
-from .queries import EMBEDDINGS_ENV, Hit, QueryError, embeddings_enabled
-from .reading import CLASS_SCALE, IndexReading, folder_patterns
+from .lifecycle import IndexFolder, model_fingerprint
+from .looks import Looks
+from .people import People
+from .queries import EMBEDDINGS_ENV, Hit, QueryError, QueryParser, embeddings_enabled
+from .filters import folder_patterns
+from .reading import CLASS_SCALE, Searcher
 from .sync import BATCH_SIZE, UpdateReport, file_hash, scan_pictures
-from .writing import IndexWriting
+from .writing import Writer
 
 
-class Index(IndexReading, IndexWriting, IndexPeople, IndexLooks):
+def _delegate(part: str, method):
+    """A method of the Index answered by one of its parts (the attribute named `part`): the
+    part's method, with its signature and documentation."""
+    if isinstance(method, property):
+        return property(lambda self: method.fget(getattr(self, part)), doc=method.__doc__)
+
+    @functools.wraps(method)
+    def answer(self, *args, **kwargs):
+        return method(getattr(self, part), *args, **kwargs)
+
+    return answer
+
+
+class Index(IndexFolder):
     """A picture index folder. Get one with `Index.create`, `Index.open` or `Index.rebuild`.
 
     Thread-safe: one lock serialises catalogue and matrix access (the server calls it from a
     pool). Opened writable, it holds the folder's writer lock until closed.
+
+    An open folder (IndexFolder: its life, its committed state, its pictures) with its parts
+    as members, each answering its share of the methods below.
     """
+
+    def __init__(self, directory: Path, catalog: Catalog, writable: bool, lock: IO | None):
+        super().__init__(directory, catalog, writable, lock)
+        self._facts = FactReader(self)
+        self._queries = QueryParser(self, self._facts)
+        self._looks = Looks(self)
+        self._searcher = Searcher(self, self._queries, self._facts, self._looks)
+        self._writer = Writer(self)
+        self._people = People(self)
+
+    # ------------------------------------------------------------------ searching
+    search = _delegate("_searcher", Searcher.search)
+    similar = _delegate("_searcher", Searcher.similar)
+    scores = _delegate("_searcher", Searcher.scores)
+    count_likely = _delegate("_searcher", Searcher.count_likely)
+    mean_vector = _delegate("_searcher", Searcher.mean_vector)
+    calibration = _delegate("_searcher", Searcher.calibration)
+    relevance_line = _delegate("_searcher", Searcher.relevance_line)
+    uncalibrated = _delegate("_searcher", Searcher.uncalibrated)
+    probability_note = _delegate("_searcher", Searcher.probability_note)
+    parse_query = _delegate("_queries", QueryParser.parse_query)
+    bridge = _delegate("_queries", QueryParser.bridge)
+    class_words = _delegate("_queries", QueryParser.class_words)
+
+    # ------------------------------------------------------------------ facts and places
+    facts_of = _delegate("_facts", FactReader.facts_of)
+    shown_facts = _delegate("_facts", FactReader.shown_facts)
+    fact_counts = _delegate("_facts", FactReader.fact_counts)
+    places = _delegate("_facts", FactReader.places)
+    places_tree = _delegate("_facts", FactReader.places_tree)
+    place_points = _delegate("_facts", FactReader.place_points)
+    positions = _delegate("_facts", FactReader.positions)
+
+    # ------------------------------------------------------------------ writing
+    add = _delegate("_writer", Writer.add)
+    add_failed = _delegate("_writer", Writer.add_failed)
+    remove = _delegate("_writer", Writer.remove)
+    move = _delegate("_writer", Writer.move)
+    touch = _delegate("_writer", Writer.touch)
+    set_metadata = _delegate("_writer", Writer.set_metadata)
+    set_caption = _delegate("_writer", Writer.set_caption)
+    set_facts = _delegate("_writer", Writer.set_facts)
+    record_pass = _delegate("_writer", Writer.record_pass)
+    set_model = _delegate("_writer", Writer.set_model)
+    update = _delegate("_writer", Writer.update)
+    apply = _delegate("_writer", Writer.apply)
+    rescore = _delegate("_writer", Writer.rescore)
+    seal = _delegate("_writer", Writer.seal)
+    compact = _delegate("_writer", Writer.compact)
+
+    # ------------------------------------------------------------------ people
+    faces = _delegate("_people", People.faces)
+    face = _delegate("_people", People.face)
+    people = _delegate("_people", People.people)
+    person = _delegate("_people", People.person)
+    person_named = _delegate("_people", People.person_named)
+    all_people = _delegate("_people", People.all_people)
+    cover_faces = _delegate("_people", People.cover_faces)
+    face_decisions = _delegate("_people", People.face_decisions)
+    face_captions = _delegate("_people", People.face_captions)
+    picture_of_face = _delegate("_people", People.picture_of_face)
+    person_fact_pictures = _delegate("_people", People.person_fact_pictures)
+    record_faces = _delegate("_people", People.record_faces)
+    new_people = _delegate("_people", People.new_people)
+    set_who = _delegate("_people", People.set_who)
+    decide = _delegate("_people", People.decide)
+    rename_person = _delegate("_people", People.rename_person)
+    merge_people = _delegate("_people", People.merge_people)
+    forget_person = _delegate("_people", People.forget_person)
+
+    # ------------------------------------------------------------------ looks and groups
+    record_looks = _delegate("_looks", Looks.record_looks)
+    look_rows = _delegate("_looks", Looks.look_rows)
+    set_groups = _delegate("_looks", Looks.set_groups)
+    groups_of = _delegate("_looks", Looks.groups_of)
+    stored_groups = _delegate("_looks", Looks.stored_groups)
+    group_members = _delegate("_looks", Looks.group_members)
+    keep_picture = _delegate("_looks", Looks.keep_picture)
 
 
 __all__ = [
