@@ -8,9 +8,13 @@ date taken (ISO, wall clock), where the caption came from, and its sidecars' sta
 read yet, as in an index built before these columns). It changes only by SQLite transactions.
 
 The file's name, its schema and version, and the upgrade of an older one are the folder's
-format (pamir.index.layout). This module knows SQL and nothing of the score matrix or of
-folders; `Catalog` methods that write do so inside the caller's `transaction()`, so the
-facade decides what commits together.
+format (pamir.index.layout). The catalogue is the one home of the index's SQL: this module
+(the connection, `meta`, the pictures) and its parts, one module a concern, each a member of
+`Catalog`: `catalog_facts` (facts and passes), `catalog_people` (faces, people, editors'
+decisions), `catalog_looks` (looks and groups) and `catalog_frames` (videos' frames). They
+know SQL and nothing of the score matrix or of folders; methods that write do so inside the
+caller's `transaction()`, so the Index's parts decide what commits together
+(tests/test_index_parts.py checks that no other module runs SQL).
 """
 
 from __future__ import annotations

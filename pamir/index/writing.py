@@ -61,9 +61,9 @@ class Writer:
         in the catalogue is replaced (its old column freed). Returns the new ids.
         """
         self._require_writable()
-        Z = np.asarray(Z, dtype=np.float32)
-        if Z.shape != (len(entries), self._folder.rows):
-            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {self._folder.rows})")
+        Z, rows = np.asarray(Z, dtype=np.float32), self._folder.rows
+        if Z.shape != (len(entries), rows):
+            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {rows})")
         if not np.isfinite(Z).all():
             raise ValueError("Z has NaN or infinite scores; the model output is broken")
         with self._lock:
