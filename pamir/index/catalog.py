@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -35,7 +36,7 @@ from .catalog_facts import FactTables
 from .catalog_frames import FrameTables
 from .catalog_looks import LookTables
 from .catalog_people import PeopleTables
-from .catalog_rows import caption_text, marks, metadata_of, path_like, path_of, stored_path, text
+from .catalog_rows import marks, path_of, stored_path
 from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
                      FRAMES_SCHEMA, METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION,
                      added_columns_sql)
@@ -315,7 +316,7 @@ class Catalog:
         """Columns of the 'ok' pictures whose path matches one of the LIKE patterns."""
         if not patterns:
             return []
-        clauses = [path_like(p) for p in patterns]
+        clauses = [_path_like(p) for p in patterns]
         where = " OR ".join(sql for sql, _ in clauses)
         rows = self._conn.execute(
             f"SELECT col FROM pictures WHERE state = 'ok' AND ({where})",
@@ -362,7 +363,7 @@ class Catalog:
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
             "taken, source, sidecars, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (stored_path(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
-             caption_text(caption), state, text(reason), col, *metadata_of(entry)))
+             _caption_text(caption), state, _text(reason), col, *_metadata_of(entry)))
         self._write_file_facts(cur.lastrowid, entry)
         return int(cur.lastrowid)
 
@@ -374,7 +375,7 @@ class Catalog:
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
             "taken, source, sidecars, position) VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?, ?, ?, ?, ?)",
             [(stored_path(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
-              caption_text(e.get("caption")), c, *metadata_of(e))
+              _caption_text(e.get("caption")), c, *_metadata_of(e))
              for e, c in zip(entries, cols)])
         if not cols:
             return []
@@ -438,7 +439,7 @@ class Catalog:
 
     def set_caption(self, picture_id: int, caption: Sequence[str] | None) -> None:
         self._conn.execute("UPDATE pictures SET caption = ? WHERE id = ?",
-                           (caption_text(caption), int(picture_id)))
+                           (_caption_text(caption), int(picture_id)))
         self._write_keywords([(picture_id, caption)])
 
     def set_metadata(self, picture_id: int, entry: dict) -> None:
@@ -447,7 +448,7 @@ class Catalog:
         self._conn.execute(
             "UPDATE pictures SET caption = ?, taken = ?, source = ?, sidecars = ?, position = ? "
             "WHERE id = ?",
-            (caption_text(entry.get("caption")), *metadata_of(entry), int(picture_id)))
+            (_caption_text(entry.get("caption")), *_metadata_of(entry), int(picture_id)))
         self._write_file_facts(picture_id, entry)
         if self.has_facts:  # the passes that read the files too read them again
             self.facts.forget_passes(picture_id, FILE_PASSES)
@@ -487,6 +488,46 @@ def _writable_folder(folder: Path) -> bool:
 def _not_a_catalogue(db: Path, why) -> IndexDirError:
     return IndexDirError(f"{db}: not a pamir index catalogue ({why}); index again with "
                          "`pamir index MODEL FOLDER --rebuild`, or use another --index")
+
+
+def _path_like(pattern: str) -> tuple[str, list]:
+    """SQL for `path LIKE pattern`. A pattern that is not UTF-8 (a folder whose name is
+    not), which LIKE cannot compare, is matched on the stored bytes instead: the patterns
+    `folder_patterns` makes are a literal prefix (`L%`) or a literal run (`%L%`)."""
+    stored = stored_path(pattern)
+    if isinstance(stored, str):
+        return "path LIKE ? ESCAPE '\\'", [stored]
+    inner = pattern[1:] if pattern.startswith("%") else pattern
+    literal = re.sub(r"\\(.)", r"\1", inner[:-1] if inner.endswith("%") else inner)
+    raw = os.fsencode(literal)
+    if pattern.startswith("%"):
+        return "instr(CAST(path AS BLOB), ?) > 0", [raw]
+    return "substr(CAST(path AS BLOB), 1, ?) = ?", [len(raw), raw]
+
+
+def _text(value: str | None) -> str | None:
+    """Text for display (a reason, a caption) that SQLite can store: lone
+    surrogates (from a name that is not UTF-8) written as escapes."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return value
+
+
+def _caption_text(caption: Sequence[str] | None) -> str | None:
+    return _text(" ".join(caption)) if caption else None
+
+
+def _metadata_of(entry: dict) -> tuple:
+    """(taken, source, sidecars, position) of an entry; sidecars None when its metadata was
+    not read (an entry made without pamir.facts.metadata: the next update reads it)."""
+    position = entry.get("position")
+    return (entry.get("taken"), _text(entry.get("source")),
+            _text(entry["sidecars"]) if entry.get("sidecars") is not None else None,
+            f"{position[0]:.6f},{position[1]:.6f}" if position else None)
 
 
 def _picture(row) -> Picture:
