@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -79,3 +80,16 @@ def test_applying_a_plan_leaves_it_as_it_was(tmp_path):
         assert b.apply(plan, _colours).as_dict() == first.as_dict()
         assert [p.hash for p in a.pictures()] == [p.hash for p in b.pictures()]
         assert all(e["hash"] is None for e in plan.pictures)  # read by the writer, not here
+
+
+def test_an_index_dropped_unclosed_lets_go_of_its_folder_at_once(tmp_path):
+    """Its parts hold it weakly: no reference cycle keeps its catalogue and writer lock until
+    the garbage collector runs, so the next writer opens it at once."""
+    gc.disable()
+    try:
+        ix = Index.create(tmp_path / "ix", ["red", "blue"], np.ones(2))
+        assert ix.search("red", k=1) == []
+        del ix
+        Index.open(tmp_path / "ix", writable=True).close()
+    finally:
+        gc.enable()

@@ -33,6 +33,7 @@ pamir.system.index_transform and class_names_of make from a system.
 from __future__ import annotations
 
 import functools
+import weakref
 from pathlib import Path
 from typing import IO
 
@@ -76,12 +77,15 @@ class Index(IndexFolder):
 
     def __init__(self, directory: Path, catalog: Catalog, writable: bool, lock: IO | None):
         super().__init__(directory, catalog, writable, lock)
-        self._facts = FactReader(self)
-        self._queries = QueryParser(self, self._facts)
-        self._looks = Looks(self)
-        self._searcher = Searcher(self, self._queries, self._facts, self._looks)
-        self._writer = Writer(self)
-        self._people = People(self)
+        # the parts hold the folder weakly (it holds them: `on_reload`), so that an Index
+        # dropped without `close` still closes its files and lock at once
+        folder = weakref.proxy(self)
+        self._facts = FactReader(folder)
+        self._queries = QueryParser(folder, self._facts)
+        self._looks = Looks(folder)
+        self._searcher = Searcher(folder, self._queries, self._facts, self._looks)
+        self._writer = Writer(folder)
+        self._people = People(folder)
 
     # ------------------------------------------------------------------ searching
     search = _delegate("_searcher", Searcher.search)

@@ -36,12 +36,9 @@ from .catalog_facts import FactTables
 from .catalog_frames import FrameTables
 from .catalog_looks import LookTables
 from .catalog_people import PeopleTables
-from .catalog_rows import marks, path_of, stored_path
+from .catalog_base import Schema, marks, path_of, stored_path
 from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
-                     FRAMES_SCHEMA, METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION,
-                     added_columns_sql)
-
-_BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
+                     FRAMES_SCHEMA, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
 
 class IndexDirError(ValueError):
@@ -72,22 +69,16 @@ class Catalog:
 
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
-        self._columns: str | None = None
-        self._has_facts: bool | None = None
-        self.facts = FactTables(self)
-        self.people = PeopleTables(self)
-        self.looks = LookTables(self)
-        self.frames = FrameTables(self)
+        self._schema = Schema(conn)
+        self.facts = FactTables(conn, self._schema)
+        self.people = PeopleTables(conn, self._schema)
+        self.looks = LookTables(conn, self._schema)
+        self.frames = FrameTables(conn, self._schema)
 
     @property
     def columns(self) -> str:
-        """The pictures columns read: a catalogue older than schema 3, opened read-only,
-        reads NULL for the metadata it does not have."""
-        if self._columns is None:
-            have = {r[1] for r in self._conn.execute("PRAGMA table_info(pictures)")}
-            self._columns = _BASE_COLUMNS + "".join(
-                f", {c}" if c in have else f", NULL AS {c}" for c in METADATA_COLUMNS)
-        return self._columns
+        """The pictures columns read (Schema.columns)."""
+        return self._schema.columns
 
     def upgrade(self) -> None:
         """Add the metadata columns, the facts and the faces tables an older catalogue lacks
@@ -100,7 +91,7 @@ class Catalog:
         had_facts = self.has_facts
         for statement in FACTS_SCHEMA + FACES_SCHEMA + FRAMES_SCHEMA:
             self._conn.execute(statement)
-        self._columns, self._has_facts = None, True
+        self._schema.forget()
         if not had_facts:
             rows = self._conn.execute("SELECT id, caption FROM pictures WHERE caption IS NOT NULL")
             self._write_keywords(rows.fetchall())
@@ -109,17 +100,8 @@ class Catalog:
 
     @property
     def has_facts(self) -> bool:
-        """Whether the catalogue has its facts table (an index older than schema 4, opened
-        read-only, has none: its queries find no facts)."""
-        if self._has_facts is None:
-            self._has_facts = self.has_table("facts")
-        return self._has_facts
-
-    def has_table(self, name: str) -> bool:
-        """Whether the catalogue has this table (an older one may lack one of a later
-        schema: `upgrade` adds them when it is opened for writing)."""
-        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                                  "name = ?", (name,)).fetchone() is not None
+        """Whether the catalogue has its facts table (Schema.has_facts)."""
+        return self._schema.has_facts
 
     @property
     def keeps_positions(self) -> bool:

@@ -7,20 +7,20 @@ again. Writes run inside the caller's `Catalog.transaction()`.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from ..facts.fact import Fact
-from .catalog_rows import marks, path_of
+from .catalog_base import Schema, marks, path_of
 
 
 class FactTables:
     """The facts and passes of an open catalogue (`Catalog.facts`)."""
 
-    def __init__(self, catalog):
-        self._catalog = catalog  # its connection, and whether it has the tables
-        self._conn = catalog._conn
+    def __init__(self, conn: sqlite3.Connection, schema: Schema):
+        self._conn, self._schema = conn, schema
 
     # ------------------------------------------------------------------ writing
     def replace(self, picture_id: int, kinds: Sequence[str], facts: Iterable[Fact]) -> None:
@@ -44,7 +44,7 @@ class FactTables:
     def columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the scored pictures that hold the folded `word` as a
         fact (of one of `kinds`; any kind when empty), a column's best confidence."""
-        if not self._catalog.has_facts:
+        if not self._schema.has_facts:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         kind_sql = f" AND f.kind IN ({marks(kinds)})" if kinds else ""
         rows = self._conn.execute(
@@ -56,7 +56,7 @@ class FactTables:
 
     def count(self, word: str) -> int:
         """How many scored pictures hold the folded `word` as a fact (of any kind)."""
-        if not self._catalog.has_facts:
+        if not self._schema.has_facts:
             return 0
         (n,) = self._conn.execute(
             "SELECT count(DISTINCT f.picture) FROM facts f JOIN pictures p ON p.id = f.picture "
@@ -65,7 +65,7 @@ class FactTables:
 
     def kinds(self, word: str) -> set[str]:
         """The kinds of fact the scored pictures hold the folded `word` as."""
-        if not self._catalog.has_facts:
+        if not self._schema.has_facts:
             return set()
         rows = self._conn.execute(
             "SELECT DISTINCT f.kind FROM facts f JOIN pictures p ON p.id = f.picture "
@@ -75,7 +75,7 @@ class FactTables:
     def of(self, ids: Iterable[int]) -> dict[int, list[Fact]]:
         """{id: its facts, by kind then word} of these pictures (none: left out)."""
         ids = [int(i) for i in ids]
-        if not ids or not self._catalog.has_facts:
+        if not ids or not self._schema.has_facts:
             return {}
         out: dict[int, list[Fact]] = {}
         rows = self._conn.execute(
@@ -87,7 +87,7 @@ class FactTables:
 
     def rows(self, kind: str) -> list[tuple[int, str, str]]:
         """(picture id, word, detail) of every fact of one kind of the scored pictures."""
-        if not self._catalog.has_facts:
+        if not self._schema.has_facts:
             return []
         return self._conn.execute(
             "SELECT f.picture, f.word, f.detail FROM facts f JOIN pictures p ON p.id = "
@@ -96,7 +96,7 @@ class FactTables:
     def words(self, kind: str, limit: int = 100) -> list[tuple[str, str, int]]:
         """`counts` with a detail each word is stored with: (word, detail, pictures), the
         most common first (the page's places: the form shown, the level)."""
-        if not self._catalog.has_facts:
+        if not self._schema.has_facts:
             return []
         rows = self._conn.execute(
             "SELECT f.word, max(f.detail), count(*) AS n FROM facts f "
@@ -111,7 +111,7 @@ class FactTables:
 
     def pictures_holding(self, kind: str) -> list[int]:
         """The pictures that hold facts of one kind (scored or not)."""
-        if not self._catalog.has_facts:
+        if not self._schema.has_facts:
             return []
         rows = self._conn.execute("SELECT DISTINCT picture FROM facts WHERE kind = ?", (kind,))
         return [int(r[0]) for r in rows.fetchall()]

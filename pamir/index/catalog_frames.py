@@ -4,19 +4,19 @@ matrix, small (float16). A frame's score for a query is pamir.index.frames'."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable
 
 import numpy as np
 
-from .catalog_rows import marks
+from .catalog_base import Schema, marks
 
 
 class FrameTables:
     """The videos' frames of an open catalogue (`Catalog.frames`)."""
 
-    def __init__(self, catalog):
-        self._catalog = catalog
-        self._conn = catalog._conn
+    def __init__(self, conn: sqlite3.Connection, schema: Schema):
+        self._conn, self._schema = conn, schema
 
     def write(self, picture_id: int, times, rows) -> None:
         """A video's frames: times (f,) seconds, rows (f x R) its frames' rows of the matrix
@@ -32,7 +32,7 @@ class FrameTables:
         """{id: (times (f,), rows (f x R) float32)} of those of `ids` that are videos; empty
         for a catalogue older than the frames table."""
         ids = [int(i) for i in ids]
-        if not ids or not self._catalog.has_table("frames"):
+        if not ids or not self._schema.has_table("frames"):
             return {}
         out = {}
         for i, t, r in self._conn.execute(

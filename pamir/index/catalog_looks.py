@@ -6,9 +6,10 @@ as arrays, pamir.index.looks'. Writes run inside the caller's `Catalog.transacti
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
-from .catalog_rows import marks
+from .catalog_base import Schema, marks
 from .layout import LOOKS_SCHEMA
 
 
@@ -16,12 +17,11 @@ class LookTables:
     """The looks of an open catalogue (`Catalog.looks`). The table is made when looks are
     first written: until then, reads find none."""
 
-    def __init__(self, catalog):
-        self._catalog = catalog
-        self._conn = catalog._conn
+    def __init__(self, conn: sqlite3.Connection, schema: Schema):
+        self._conn, self._schema = conn, schema
 
     def has_looks(self) -> bool:
-        return self._catalog.has_table("looks")
+        return self._schema.has_table("looks")
 
     def _make_table(self) -> None:
         for statement in LOOKS_SCHEMA:

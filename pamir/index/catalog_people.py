@@ -10,13 +10,14 @@ read back by this process (pamir.facts.people, docs/usage.md "People").
 
 from __future__ import annotations
 
+import sqlite3
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog_rows import marks, path_of
+from .catalog_base import Schema, marks, path_of
 
 
 @dataclass
@@ -88,12 +89,11 @@ class PeopleTables:
     """The faces, people and decisions of an open catalogue (`Catalog.people`). A catalogue
     older than schema 5, opened read-only, has none of these tables: its reads find nobody."""
 
-    def __init__(self, catalog):
-        self._catalog = catalog  # its connection, and what its pictures table holds
-        self._conn = catalog._conn
+    def __init__(self, conn: sqlite3.Connection, schema: Schema):
+        self._conn, self._schema = conn, schema
 
     def has_faces(self) -> bool:
-        return self._catalog.has_table("faces")
+        return self._schema.has_table("faces")
 
     # ------------------------------------------------------------------ reading
     def faces(self, *, picture: int | None = None, person: int | None = None,
@@ -179,7 +179,7 @@ class PeopleTables:
         faces."""
         if not self.has_faces():
             return {}
-        source = "NULL" if "NULL AS source" in self._catalog.columns else "p.source"
+        source = "NULL" if "NULL AS source" in self._schema.columns else "p.source"
         rows = self._conn.execute(
             f"SELECT p.id, p.caption, {source} FROM pictures p WHERE p.caption IS NOT NULL AND "
             "EXISTS (SELECT 1 FROM faces f WHERE f.picture = p.id)").fetchall()
@@ -206,7 +206,7 @@ class PeopleTables:
     def kept_decisions(self) -> Decisions | None:
         """The decisions and every person row, as `Decisions` (inside a snapshot); None for a
         catalogue without the decisions table."""
-        if not self._catalog.has_table("face_decisions"):
+        if not self._schema.has_table("face_decisions"):
             return None
         decisions = self._conn.execute("SELECT hash, path, box, decision, person FROM "
                                        "face_decisions").fetchall()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..duplicates.looks import SIDE as _SIDE
-from .catalog_rows import path_of
+from .catalog_base import path_of
 
 if TYPE_CHECKING:
     from .lifecycle import IndexFolder
