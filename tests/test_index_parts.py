@@ -14,6 +14,7 @@ from PIL import Image
 
 import pamir.index
 from pamir.index import Index
+from pamir.index.scores import ScoreMatrix
 from pamir.index.sync import plan_update
 
 INDEX = Path(pamir.index.__file__).resolve().parent
@@ -45,6 +46,7 @@ def test_no_part_reaches_into_the_catalogues_connection():
 
 def test_the_index_has_one_base_and_its_parts_are_members(tmp_path):
     assert len(Index.__bases__) == 1
+    assert ScoreMatrix.__bases__ == (object,)  # its jobs are members too
     with Index.create(tmp_path / "ix", ["red", "blue"], np.ones(2)) as ix:
         parts = {type(getattr(ix, name)).__name__ for name in vars(ix) if name.startswith("_")}
         assert {"Searcher", "Writer", "People", "Looks", "QueryParser", "FactReader",

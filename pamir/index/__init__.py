@@ -9,10 +9,10 @@ The package's rooms:
   parts, one a concern: `catalog_facts` (facts and passes), `catalog_people` (faces, people,
   editors' decisions), `catalog_looks` (looks, groups of copies and bursts) and
   `catalog_frames` (videos' frames), with `catalog_rows` (paths and text as stored).
-- `scores`: the memory-mapped word-major score matrix, in shards, made of its jobs: `columns`
-  (which picture owns each column; growing), `scoring` (a query's scores; the top-k
-  dispatch over `topk`'s numba kernels) and `compaction` (segments of sorted lists), with
-  their sizes and thresholds in `tuning`.
+- `scores`: the memory-mapped word-major score matrix, in shards, and which picture owns each
+  column, with its jobs as members: `columns` (reserving, growing, writing), `scoring` (a
+  query's scores; the top-k dispatch over `topk`'s numba kernels) and `compaction`
+  (segments of sorted lists), with their sizes and thresholds in `tuning`.
 - `sync`: walks folders and plans what brings the index in line with them (`plan_update`:
   hashes, renames, copies, removals, batches, unreadable pictures), writing nothing; the
   writer applies the plan (`Writer.apply`), reading each batch's files as it comes to it.
@@ -23,7 +23,7 @@ The package's rooms:
   a query's in: and date:), `queries.QueryParser` (a query parsed on the vocabulary),
   `fact_reading.FactReader` (a query's facts, places), `writing.Writer` (add, remove, move,
   rescore, update and apply a sync's plan, seal, compact), `people.People` and
-  `looks.Looks`. Each public method of the Index is its part's (`_delegate`).
+  `looks.Looks`. Each public method of the Index is its part's (`parts.delegate`).
 
 The index takes what it stores from its callers: a transform from pictures to text-space
 vectors (with class probabilities for an index with classes) and the class names, which
@@ -32,7 +32,6 @@ pamir.system.index_transform and class_names_of make from a system.
 
 from __future__ import annotations
 
-import functools
 import weakref
 from pathlib import Path
 from typing import IO
@@ -41,28 +40,16 @@ from ..text.query import Query
 from .catalog import Catalog, IndexDirError, Picture
 from .catalog_people import FaceRow, PersonRow
 from .fact_reading import FactReader
+from .filters import folder_patterns
 from .layout import CATALOG, SCHEMA_VERSION
 from .lifecycle import IndexFolder, model_fingerprint
 from .looks import Looks
+from .parts import delegate
 from .people import People
 from .queries import EMBEDDINGS_ENV, Hit, QueryError, QueryParser, embeddings_enabled
-from .filters import folder_patterns
 from .reading import CLASS_SCALE, Searcher
 from .sync import BATCH_SIZE, UpdateReport, file_hash, scan_pictures
 from .writing import Writer
-
-
-def _delegate(part: str, method):
-    """A method of the Index answered by one of its parts (the attribute named `part`): the
-    part's method, with its signature and documentation."""
-    if isinstance(method, property):
-        return property(lambda self: method.fget(getattr(self, part)), doc=method.__doc__)
-
-    @functools.wraps(method)
-    def answer(self, *args, **kwargs):
-        return method(getattr(self, part), *args, **kwargs)
-
-    return answer
 
 
 class Index(IndexFolder):
@@ -88,73 +75,73 @@ class Index(IndexFolder):
         self._people = People(folder)
 
     # ------------------------------------------------------------------ searching
-    search = _delegate("_searcher", Searcher.search)
-    similar = _delegate("_searcher", Searcher.similar)
-    scores = _delegate("_searcher", Searcher.scores)
-    count_likely = _delegate("_searcher", Searcher.count_likely)
-    mean_vector = _delegate("_searcher", Searcher.mean_vector)
-    calibration = _delegate("_searcher", Searcher.calibration)
-    relevance_line = _delegate("_searcher", Searcher.relevance_line)
-    uncalibrated = _delegate("_searcher", Searcher.uncalibrated)
-    probability_note = _delegate("_searcher", Searcher.probability_note)
-    parse_query = _delegate("_queries", QueryParser.parse_query)
-    bridge = _delegate("_queries", QueryParser.bridge)
-    class_words = _delegate("_queries", QueryParser.class_words)
+    search = delegate("_searcher", Searcher.search)
+    similar = delegate("_searcher", Searcher.similar)
+    scores = delegate("_searcher", Searcher.scores)
+    count_likely = delegate("_searcher", Searcher.count_likely)
+    mean_vector = delegate("_searcher", Searcher.mean_vector)
+    calibration = delegate("_searcher", Searcher.calibration)
+    relevance_line = delegate("_searcher", Searcher.relevance_line)
+    uncalibrated = delegate("_searcher", Searcher.uncalibrated)
+    probability_note = delegate("_searcher", Searcher.probability_note)
+    parse_query = delegate("_queries", QueryParser.parse_query)
+    bridge = delegate("_queries", QueryParser.bridge)
+    class_words = delegate("_queries", QueryParser.class_words)
 
     # ------------------------------------------------------------------ facts and places
-    facts_of = _delegate("_facts", FactReader.facts_of)
-    shown_facts = _delegate("_facts", FactReader.shown_facts)
-    fact_counts = _delegate("_facts", FactReader.fact_counts)
-    places = _delegate("_facts", FactReader.places)
-    places_tree = _delegate("_facts", FactReader.places_tree)
-    place_points = _delegate("_facts", FactReader.place_points)
-    positions = _delegate("_facts", FactReader.positions)
+    facts_of = delegate("_facts", FactReader.facts_of)
+    shown_facts = delegate("_facts", FactReader.shown_facts)
+    fact_counts = delegate("_facts", FactReader.fact_counts)
+    places = delegate("_facts", FactReader.places)
+    places_tree = delegate("_facts", FactReader.places_tree)
+    place_points = delegate("_facts", FactReader.place_points)
+    positions = delegate("_facts", FactReader.positions)
 
     # ------------------------------------------------------------------ writing
-    add = _delegate("_writer", Writer.add)
-    add_failed = _delegate("_writer", Writer.add_failed)
-    remove = _delegate("_writer", Writer.remove)
-    move = _delegate("_writer", Writer.move)
-    touch = _delegate("_writer", Writer.touch)
-    set_metadata = _delegate("_writer", Writer.set_metadata)
-    set_caption = _delegate("_writer", Writer.set_caption)
-    set_facts = _delegate("_writer", Writer.set_facts)
-    record_pass = _delegate("_writer", Writer.record_pass)
-    set_model = _delegate("_writer", Writer.set_model)
-    update = _delegate("_writer", Writer.update)
-    apply = _delegate("_writer", Writer.apply)
-    rescore = _delegate("_writer", Writer.rescore)
-    seal = _delegate("_writer", Writer.seal)
-    compact = _delegate("_writer", Writer.compact)
+    add = delegate("_writer", Writer.add)
+    add_failed = delegate("_writer", Writer.add_failed)
+    remove = delegate("_writer", Writer.remove)
+    move = delegate("_writer", Writer.move)
+    touch = delegate("_writer", Writer.touch)
+    set_metadata = delegate("_writer", Writer.set_metadata)
+    set_caption = delegate("_writer", Writer.set_caption)
+    set_facts = delegate("_writer", Writer.set_facts)
+    record_pass = delegate("_writer", Writer.record_pass)
+    set_model = delegate("_writer", Writer.set_model)
+    update = delegate("_writer", Writer.update)
+    apply = delegate("_writer", Writer.apply)
+    rescore = delegate("_writer", Writer.rescore)
+    seal = delegate("_writer", Writer.seal)
+    compact = delegate("_writer", Writer.compact)
 
     # ------------------------------------------------------------------ people
-    faces = _delegate("_people", People.faces)
-    face = _delegate("_people", People.face)
-    people = _delegate("_people", People.people)
-    person = _delegate("_people", People.person)
-    person_named = _delegate("_people", People.person_named)
-    all_people = _delegate("_people", People.all_people)
-    cover_faces = _delegate("_people", People.cover_faces)
-    face_decisions = _delegate("_people", People.face_decisions)
-    face_captions = _delegate("_people", People.face_captions)
-    picture_of_face = _delegate("_people", People.picture_of_face)
-    person_fact_pictures = _delegate("_people", People.person_fact_pictures)
-    record_faces = _delegate("_people", People.record_faces)
-    new_people = _delegate("_people", People.new_people)
-    set_who = _delegate("_people", People.set_who)
-    decide = _delegate("_people", People.decide)
-    rename_person = _delegate("_people", People.rename_person)
-    merge_people = _delegate("_people", People.merge_people)
-    forget_person = _delegate("_people", People.forget_person)
+    faces = delegate("_people", People.faces)
+    face = delegate("_people", People.face)
+    people = delegate("_people", People.people)
+    person = delegate("_people", People.person)
+    person_named = delegate("_people", People.person_named)
+    all_people = delegate("_people", People.all_people)
+    cover_faces = delegate("_people", People.cover_faces)
+    face_decisions = delegate("_people", People.face_decisions)
+    face_captions = delegate("_people", People.face_captions)
+    picture_of_face = delegate("_people", People.picture_of_face)
+    person_fact_pictures = delegate("_people", People.person_fact_pictures)
+    record_faces = delegate("_people", People.record_faces)
+    new_people = delegate("_people", People.new_people)
+    set_who = delegate("_people", People.set_who)
+    decide = delegate("_people", People.decide)
+    rename_person = delegate("_people", People.rename_person)
+    merge_people = delegate("_people", People.merge_people)
+    forget_person = delegate("_people", People.forget_person)
 
     # ------------------------------------------------------------------ looks and groups
-    record_looks = _delegate("_looks", Looks.record_looks)
-    look_rows = _delegate("_looks", Looks.look_rows)
-    set_groups = _delegate("_looks", Looks.set_groups)
-    groups_of = _delegate("_looks", Looks.groups_of)
-    stored_groups = _delegate("_looks", Looks.stored_groups)
-    group_members = _delegate("_looks", Looks.group_members)
-    keep_picture = _delegate("_looks", Looks.keep_picture)
+    record_looks = delegate("_looks", Looks.record_looks)
+    look_rows = delegate("_looks", Looks.look_rows)
+    set_groups = delegate("_looks", Looks.set_groups)
+    groups_of = delegate("_looks", Looks.groups_of)
+    stored_groups = delegate("_looks", Looks.stored_groups)
+    group_members = delegate("_looks", Looks.group_members)
+    keep_picture = delegate("_looks", Looks.keep_picture)
 
 
 __all__ = [
