@@ -28,15 +28,16 @@ class Columns:
     """Writing into a ScoreMatrix's columns (the matrix's `_columns`)."""
 
     def __init__(self, matrix: ScoreMatrix):
-        self._m = matrix
+        self._matrix = matrix
 
     def reserve(self, n: int, commit: Commit) -> np.ndarray:
         """n columns that no committed row references and no segment lists, growing the
         matrix if needed (commit(layout) records new files in the catalogue)."""
-        free = np.flatnonzero(~self._m._live & ~self._m._listed[: self._m._width])[:n]
-        fresh = np.arange(self._m._width, self._m._width + n - len(free))
+        m = self._matrix
+        free = np.flatnonzero(~m._live & ~m._listed[: m._width])[:n]
+        fresh = np.arange(m._width, m._width + n - len(free))
         cols = np.concatenate([free, fresh]).astype(np.int64)
-        if len(cols) and cols.max() >= self._m.capacity:
+        if len(cols) and cols.max() >= m.capacity:
             self._grow(int(cols.max()) + 1, commit)
         return cols
 
@@ -46,7 +47,7 @@ class Columns:
         cols = np.asarray(cols, np.int64)
         if not len(cols):
             return
-        for sh in self._m.shards:
+        for sh in self._matrix.shards:
             inside = (cols >= sh.offset) & (cols < sh.offset + sh.capacity)
             if inside.any():
                 sh.map[:, cols[inside] - sh.offset] = Z[inside].T
@@ -56,29 +57,30 @@ class Columns:
         """Room for `needed` columns: the last shard doubled (up to SHARD_COLUMNS, copied
         into a new file), then new shards; made durable, committed, and only then are the
         replaced files deleted."""
+        m = self._matrix
         old = []
-        while self._m.capacity < needed:
-            last = self._m.shards[-1] if self._m.shards else None
+        while m.capacity < needed:
+            last = m.shards[-1] if m.shards else None
             if last is not None and last.capacity < tuning.SHARD_COLUMNS:
                 cap = min(tuning.SHARD_COLUMNS, max(2 * last.capacity, needed - last.offset,
                                                     tuning.MIN_CAPACITY))
-                new, name = self._m._new_matrix(self._m.T, cap)
+                new, name = m._new_matrix(m.T, cap)
                 new[:, : last.capacity] = last.map
                 old.append(last.name)
-                self._m.shards[-1] = self._m._durable_shard(new, name, last.offset, last.segments)
+                m.shards[-1] = m._durable_shard(new, name, last.offset, last.segments)
             else:
-                cap = min(tuning.SHARD_COLUMNS, max(needed - self._m.capacity, tuning.MIN_CAPACITY))
-                new, name = self._m._new_matrix(self._m.T, cap)
-                self._m.shards.append(self._m._durable_shard(new, name, self._m.capacity))
-            self._m.capacity = sum(s.capacity for s in self._m.shards)
-        fsync_dir(self._m.directory)
-        commit(self._m.layout())
-        listed = np.zeros(self._m.capacity, dtype=bool)
-        listed[: len(self._m._listed)] = self._m._listed
-        self._m._listed = listed
-        self._m._tails = None
+                cap = min(tuning.SHARD_COLUMNS, max(needed - m.capacity, tuning.MIN_CAPACITY))
+                new, name = m._new_matrix(m.T, cap)
+                m.shards.append(m._durable_shard(new, name, m.capacity))
+            m.capacity = sum(s.capacity for s in m.shards)
+        fsync_dir(m.directory)
+        commit(m.layout())
+        listed = np.zeros(m.capacity, dtype=bool)
+        listed[: len(m._listed)] = m._listed
+        m._listed = listed
+        m._tails = None
         for name in old:
-            (self._m.directory / name).unlink(missing_ok=True)
+            (m.directory / name).unlink(missing_ok=True)
 
     def rewrite(self, T: int, fill: Callable[[Callable], None], commit: Commit,
                 row_map=None) -> None:
@@ -89,18 +91,19 @@ class Columns:
         files are deleted. The segments are dropped (their scores changed): compact after.
         row_map: (old rows, new rows) saying where each copied row goes (default: the first
         rows, in place)."""
+        m = self._matrix
         if row_map is None:
-            r = min(T, self._m.T)
+            r = min(T, m.T)
             row_map = (np.arange(r), np.arange(r))
-        shards = self._m.shards
+        shards = m.shards
         if not shards:  # no picture yet: nothing to copy
-            self._m.T = T
-            commit(self._m.layout())
+            m.T = T
+            commit(m.layout())
             return
         old_names = [s.name for s in shards] + [g.name for s in shards for g in s.segments]
         news = []
         for sh in shards:
-            new, name = self._m._new_matrix(T, sh.capacity)
+            new, name = m._new_matrix(T, sh.capacity)
             for o, t in zip(*row_map):
                 new[t] = sh.map[o]
             news.append((new, name))
@@ -115,14 +118,14 @@ class Columns:
         if fill is not None:
             fill(put)
         for new, name in news:
-            make_durable(new, self._m.directory / name)
-        fsync_dir(self._m.directory)
-        self._m.T = T
+            make_durable(new, m.directory / name)
+        fsync_dir(m.directory)
+        m.T = T
         names = [name for _, name in news]
-        self._m.shards = [Shard(sh.offset, sh.capacity, name, self._m._map_of(name, sh.capacity))
+        m.shards = [Shard(sh.offset, sh.capacity, name, m._map_of(name, sh.capacity))
                        for sh, name in zip(shards, names)]
-        commit(self._m.layout())
-        self._m._refresh_listed()
+        commit(m.layout())
+        m._refresh_listed()
         for name in old_names:
             if name not in names:
-                (self._m.directory / name).unlink(missing_ok=True)
+                (m.directory / name).unlink(missing_ok=True)
