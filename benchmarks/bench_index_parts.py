@@ -12,10 +12,10 @@ and the 1,000,000-picture one of bench_search_latency.py (`pamir fit corel5k -r 
    `executemany`, `executescript`) and the mentions of `_conn`, the catalogue's connection.
 2. cli: what a person waits, bench_search_latency's queries (`pamir search Q -k 20`), each
    the whole process, old and new alternating in each of --runs rounds (common.side_by_side).
-3. in_process: the same queries on an open index, each tree in a process of its own, the
-   trees alternating in each of --runs rounds: a query's median time over --repeat searches
-   after a warm-up, and what it does, counted by cProfile (not timed): Python calls and
-   SQLite statements a search.
+3. in_process: the same queries on an open index, each tree in a process of its own that
+   opens it once, the two asked in turn query by query (the first alternating each of --runs
+   rounds): a query's median time over --repeat searches after a warm-up, and what it does,
+   counted by cProfile (not timed): Python calls and SQLite statements a search.
 
 Writes benchmarks/results/index_parts.json and .md.
 """
@@ -38,16 +38,18 @@ from common import (QUERIES, RESULTS, Run, archive, env_for, parser, report_head
 
 STEM = "index_parts"
 SQL_CALLS = ("execute", "executemany", "executescript")
-#: One tree's searches on one index, in a process of its own: {query: {ms, calls, sql}}.
-SEARCHES = """
+#: One tree's searches on one index, in a process of its own that stays: for each query read
+#: from stdin, the median time of `repeat` searches after one, then what one search does
+#: (cProfile's counts: Python calls, SQLite statements), as a JSON line.
+SEARCHER = """
 import cProfile, json, pstats, statistics, sys, time
 from pamir.index import Index
-index, repeat, queries = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 SQL = ("<method 'execute' of 'sqlite3.Connection' objects>",
        "<method 'executemany' of 'sqlite3.Connection' objects>")
-out = {}
-with Index.open(index) as ix:
-    for q in queries:
+repeat = int(sys.argv[2])
+with Index.open(sys.argv[1]) as ix:
+    for line in sys.stdin:
+        q = json.loads(line)
         ix.search(q, k=20)
         took = []
         for _ in range(repeat):
@@ -57,10 +59,10 @@ with Index.open(index) as ix:
         profile = cProfile.Profile()
         profile.runcall(ix.search, q, k=20)
         stats = pstats.Stats(profile).stats
-        out[q] = {"ms": statistics.median(took) * 1000,
-                  "calls": sum(v[1] for v in stats.values()),
-                  "sql": sum(v[1] for k, v in stats.items() if k[2] in SQL)}
-print(json.dumps(out))
+        print(json.dumps({"ms": statistics.median(took) * 1000,
+                          "calls": sum(v[1] for v in stats.values()),
+                          "sql": sum(v[1] for k, v in stats.items() if k[2] in SQL)}),
+              flush=True)
 """
 
 
@@ -86,17 +88,27 @@ def shape(tree: Path) -> dict:
 
 
 def in_process(trees: dict[str, Path], index: Path, runs: int, repeat: int) -> dict:
-    """{query: {tree: {"ms": [per round], "calls", "sql"}}}, the trees alternating a round."""
+    """{query: {tree: {"ms": [a round each], "calls", "sql"}}}: each tree's searcher (SEARCHER)
+    opened once, and asked in turn, query by query, the first tree alternating each round,
+    so that the shared machine's load falls on both alike."""
+    searchers = {t: subprocess.Popen([sys.executable, "-c", SEARCHER, str(index), str(repeat)],
+                                     env=env_for(tree), cwd=tree, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+                 for t, tree in trees.items()}
     out: dict = {q: {t: {"ms": []} for t in trees} for q in QUERIES.values()}
-    for _ in range(runs):
-        for t, tree in trees.items():
-            r = subprocess.run([sys.executable, "-c", SEARCHES, str(index), str(repeat),
-                                json.dumps(list(QUERIES.values()))],
-                               env=env_for(tree), cwd=tree, capture_output=True, text=True,
-                               check=True)
-            for q, d in json.loads(r.stdout).items():
-                out[q][t]["ms"].append(round(d["ms"], 3))
-                out[q][t].update(calls=d["calls"], sql=d["sql"])
+    try:
+        for k in range(runs):
+            for q in QUERIES.values():
+                for t in (list(trees) if k % 2 == 0 else list(trees)[::-1]):
+                    searchers[t].stdin.write(json.dumps(q) + "\n")
+                    searchers[t].stdin.flush()
+                    d = json.loads(searchers[t].stdout.readline())
+                    out[q][t]["ms"].append(round(d["ms"], 3))
+                    out[q][t].update(calls=d["calls"], sql=d["sql"])
+    finally:
+        for p in searchers.values():
+            p.stdin.close()
+            p.wait()
     return out
 
 
