@@ -33,12 +33,12 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from common.harness import Run, checkout_commit, report_cli, report_head, save_report
 
-from pamir.data import find_corel5k
-from pamir.facts.people import zoom
-from pamir.facts.people.faces import (DETECT_SIDE, RASTER_SIDE, FaceFinder,
+from pamir.data import find_corel5k  # noqa: E402
+from pamir.facts.people import zoom  # noqa: E402
+from pamir.facts.people.faces import (DETECT_SIDE, RASTER_SIDE, FaceFinder,  # noqa: E402
                                       load_for_detection)
-from pamir.facts.people.naming import NAME_DISTANCE, assign, name_confidence
-from pamir.facts.people.regions import iou
+from pamir.facts.people.naming import NAME_DISTANCE, assign, name_confidence  # noqa: E402
+from pamir.facts.people.regions import iou  # noqa: E402
 
 STEM = "small_faces"
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "faces"
