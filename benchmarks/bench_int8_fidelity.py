@@ -224,7 +224,7 @@ def report(r: dict) -> str:
                   "made natively (fp32 is emulated bit for bit).", ""]
     lines += [f"Thresholds of the check: mean >= {r['thresholds']['mean']}, worst >= "
               f"{r['thresholds']['worst']} (cosine of the whole pooled vectors, on the "
-              "calibration pictures); the detector's: "
+              "held-out pictures); the detector's, on its calibration pictures: "
               f"{r['thresholds']['detector_reads']} of the painted words fp32 reads.", "",
               "Cosine to fp32, mean / worst: the whole vector (global average and the 2x2 "
               "cells), then the global average alone, (pictures); Corel: every 25th of the "
@@ -354,7 +354,8 @@ def main(argv=None) -> None:
 def merged(old: dict, new: dict) -> dict:
     """The results of an earlier run with a new run's rows added (its variants, networks,
     samples), the commands of both kept."""
-    out = {**old, **{k: v for k, v in new.items() if k not in ("vectors", "command")
+    kept = ("vectors", "command", "date", "load_average", "minutes")  # the first run's
+    out = {**old, **{k: v for k, v in new.items() if (k not in kept or k not in old)
                      and (v or k not in old)}}
     out["commands"] = old.get("commands", [old["command"]]) + [new["command"]]
     out["command"] = " ; ".join(out["commands"])
