@@ -537,7 +537,7 @@ def quantize_graph(fp32: bytes, feeds: list, variant: Variant = VARIANTS[0]) -> 
     return next(data for _, data in quantize_variants(fp32, feeds, (variant,)))
 
 
-def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS):
+def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS, options=None):
     """(variant, quantized graph's bytes) for each of `variants` in turn, made when asked
     for (a generator: a variant kept leaves the others unmade): ONNX Runtime's
     pre-processing, then static QDQ quantization, per channel (weights int8 per output
@@ -545,7 +545,9 @@ def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS):
     on `feeds` (a list of the graph's input dicts) once for all variants where ONNX Runtime
     can keep them (its calibration_cache_path); the nodes of the variant's first
     float_blocks blocks left fp32 (`_float_nodes`). A graph of an opset before 13 is
-    converted to 13 first: per-channel DequantizeLinear needs it."""
+    converted to 13 first: per-channel DequantizeLinear needs it. options(the pre-processed
+    graph's path) -> more of quantize_static's arguments, or ones in place of these
+    (benchmarks/bench_int8_options.py's trials)."""
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod,  # noqa: PLC0415
                                           QuantFormat, QuantType, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process  # noqa: PLC0415
@@ -567,14 +569,16 @@ def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS):
         shared = ({"calibration_cache_path": str(ranges)} if "calibration_cache_path" in
                   inspect.signature(quantize_static).parameters else {})
         for variant in variants:
-            quantize_static(str(prepared), str(out), Feeds(), quant_format=QuantFormat.QDQ,
-                            per_channel=True, reduce_range=variant.reduce_range,
+            settings = dict(quant_format=QuantFormat.QDQ, per_channel=True,
+                            reduce_range=variant.reduce_range,
                             activation_type=(QuantType.QUInt8 if variant.activations == "uint8"
                                              else QuantType.QInt8),
                             weight_type=QuantType.QInt8,
                             calibrate_method=CalibrationMethod.MinMax,
                             nodes_to_exclude=_float_nodes(prepared, variant.float_blocks),
                             **shared)
+            settings.update(options(prepared) if options else {})
+            quantize_static(str(prepared), str(out), Feeds(), **settings)
             yield variant, out.read_bytes()
 
 
