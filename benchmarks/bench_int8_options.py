@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from bench_int8_fidelity import SIDES, corel_pictures, run_all
 from common import RESULTS, Run, parser, report_head, write_json
 
@@ -188,9 +187,9 @@ def measure(model: str, args) -> dict:
 def report(r: dict) -> str:
     lines = report_head("Where int8 error comes from, and quantization options (issue 51)", r,
                         heavy=False, note=None)
-    lines += ["", "Fidelity only (no timings): cosine of the whole pooled vectors to fp32's, "
-              "mean / worst. Calibration: the 72 pictures calibrated on; held out: the 96 the "
-              "check measures on; Corel: every 25th of the sorted paths (200).", ""]
+    lines += ["", ("Fidelity only (no timings): cosine of the whole pooled vectors to fp32's, "
+                   "mean / worst. Calibration: the 72 pictures calibrated on; held out: the 96 "
+                   "the check measures on; Corel: every 25th of the sorted paths (200)."), ""]
     for model, m in r["networks"].items():
         lines += [f"## {model}", "", "| options | calibration | held out | Corel |",
                   "|---|---|---|---|"]
@@ -200,12 +199,12 @@ def report(r: dict) -> str:
                                                                   "corel")) + " |")
         if m.get("layers"):
             w = m["worst_corel"]
-            lines += ["", f"The U8S8 graph tensor by tensor, on the {len(w['pictures'])} Corel "
-                      f"pictures furthest from fp32 (cosines {w['cosines']}): relative error "
-                      "||int8 - fp32|| / ||fp32||, the calibrated range, and the share of "
-                      "fp32's values outside it. Convs followed by a ReLU6 are not listed: the "
-                      "int8 graph folds the ReLU6 into their output's quantization, and their "
-                      "output is not there to compare.", "",
+            lines += ["", (f"The U8S8 graph tensor by tensor, on the {len(w['pictures'])} "
+                           f"Corel pictures furthest from fp32 (cosines {w['cosines']}): relative "
+                           "error ||int8 - fp32|| / ||fp32||, the calibrated range, and the share "
+                           "of fp32's values outside it. Convs followed by a ReLU6 are not "
+                           "listed: the int8 graph folds the ReLU6 into their output's "
+                           "quantization, and their output is not there to compare."), "",
                       "| node | relative error | range | outside (%) |", "|---|---:|---|---:|"]
             lines += [f"| {x['node']} | {x['relative_error']} | {x['range'] or ''} | "
                       f"{'' if x['outside_range_percent'] is None else x['outside_range_percent']} |"
