@@ -280,7 +280,8 @@ def ms(r: dict, model: str, variant: str, row: dict):
 
 def speed_clause(r: dict) -> str:
     s = r["speed_run"]
-    return (f"`{s['command']}` under the heavy lock, {s['date']}, {load_clause(s['load_average'])}; "
+    return (f"`{s['command']}` under the heavy lock, {s['date']}, "
+            f"{load_clause(s['load_average'])}; "
             f"the first {s['pictures']} Corel pictures, one thread, one picture a call, the "
             f"graphs in turn for {s['rounds']} rounds, the median round (in parentheses: "
             "measured beside the fidelity, without the lock)")

@@ -207,8 +207,8 @@ def report(r: dict) -> str:
                            "quantization, and their output is not there to compare."), "",
                       "| node | relative error | range | outside (%) |", "|---|---:|---|---:|"]
             lines += [f"| {x['node']} | {x['relative_error']} | {x['range'] or ''} | "
-                      f"{'' if x['outside_range_percent'] is None else x['outside_range_percent']} |"
-                      for x in m["layers"]]
+                      f"{'' if x['outside_range_percent'] is None else x['outside_range_percent']}"
+                      " |" for x in m["layers"]]
         lines.append("")
     return "\n".join(lines) + "\n"
 

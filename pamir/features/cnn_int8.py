@@ -16,7 +16,8 @@ EfficientNet-Lite was made for it (ReLU6, no squeeze-excite). The graph is made 
 machine and kept beside the fp32 export (cnn_network.onnx_path), its name keyed by
 `int8_key`: the weights, the export and quantization code, ONNX Runtime's version, the
 calibration and held-out pictures' bytes, the processor's instruction sets, and the variant
-kept with its measured fidelity; on one machine the same key gives the same bytes (tests/test_cnn_int8.py).
+kept with its measured fidelity; on one machine the same key gives the same bytes
+(tests/test_cnn_int8.py).
 
 Checked where it is made (issue 51). ONNX Runtime's int8 kernels differ by processor: with
 VNNI (AVX-512 VNNI, AVX-VNNI) a uint8 x int8 product accumulates exactly; on x86 with AVX2
@@ -426,7 +427,7 @@ def _cropped(files: list[tuple[str, bytes]], short_side: int) -> list[np.ndarray
 
 def int8_choice(model: str, make: bool = True) -> Choice | None:
     """The variant of `model`'s quantized trunk kept on this processor (made and checked
-    against fp32 on the held-out pictures the first time: about 10-30 s a model on 2
+    against fp32 on the held-out pictures the first time: about 15-75 s a model on 2
     cores), with its graph and measured fidelity; make=False: None where that has not been
     done. Raises Int8Unavailable (or the quantizer's error) when quantization cannot run
     here."""
@@ -476,8 +477,8 @@ def pooled(graph: bytes, pictures: list[np.ndarray]) -> np.ndarray:
 def int8_key(model: str) -> str:
     """What the quantized graph of `model` depends on, hashed: its weights, the export and
     quantization code, ONNX Runtime's version, the calibration and held-out pictures, the
-    processor's instruction sets, the variant kept and its measured fidelity. Part of its file name and
-    of the int8 feature cache's key, so that int8 vectors never mix with fp32 ones, nor with
+    processor's instruction sets, the variant kept and its measured fidelity. Part of its file
+    name and of the int8 feature cache's key, so that int8 vectors never mix with fp32 ones, nor with
     another variant's or another processor's. Raises Unfaithful where the view runs fp32."""
     choice = int8_choice(model)
     if choice.variant == "fp32":
@@ -624,6 +625,7 @@ __all__ = ["CALIBRATION", "Choice", "FAITHFUL_MEAN", "FAITHFUL_WORST", "Int8Unav
            "PRECISIONS", "QUANT_VERSION", "Unfaithful", "VARIANTS", "Variant",
            "calibration_digest", "calibration_pictures", "checked_graph", "cosines",
            "CNN_VARIANTS", "FLOAT_BLOCKS", "HELD_OUT", "held_out_pictures",
-           "int8_available", "int8_choice", "network_precisions", "int8_graph", "int8_key", "int8_path",
+           "int8_available", "int8_choice", "network_precisions", "int8_graph", "int8_key",
+           "int8_path",
            "onnxruntime_version", "pooled", "processor", "processor_words", "quantize",
            "quantize_graph", "quantize_variants", "vector_fidelity"]
