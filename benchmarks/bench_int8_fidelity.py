@@ -3,14 +3,15 @@
     flock /tmp/pamir-heavy.lock python benchmarks/bench_int8_fidelity.py --cache DIR \
         --save-graphs G --save-reference R.npz [--networks lite0 lite1 lite2 detector]
 
-For each network and each int8 variant of pamir.features.cnn_int8.VARIANTS (and a signed one
-with 7-bit weights, for the record):
+For each network and each int8 variant of pamir.features.cnn_int8.CNN_VARIANTS (and a
+signed one with 7-bit weights, for the record):
   - the CNN trunks: the pooled vectors' cosine to fp32 (mean and worst) on the 72 calibration
-    pictures (what the check measures) and on 200 Corel 5k pictures (every 25th of the
-    sorted paths, prepared as each view sees them: lite0 at a 224-px short side, lite1 240,
-    lite2 260), the whole vector (global average and the 2x2 cells) and the global average
-    alone; whether the check keeps it (FAITHFUL_MEAN, FAITHFUL_WORST); milliseconds a Corel
-    picture (one thread, one picture a call);
+    pictures (calibrated on: in sample), on the 96 held-out pictures (what the check
+    measures, cnn_int8.HELD_OUT) and on 200 Corel 5k pictures (every 25th of the sorted
+    paths, prepared as each view sees them: lite0 at a 224-px short side, lite1 240, lite2
+    260), the whole vector (global average and the 2x2 cells) and the global average alone;
+    whether the check keeps it (FAITHFUL_MEAN, FAITHFUL_WORST on the held-out pictures);
+    milliseconds a Corel picture (one thread, one picture a call);
   - the text detector: of the words painted on the calibration pictures that fp32 reads, how
     many each variant reads in the same place (the check's measure);
   - the check itself, cold (int8_choice / detector_choice in an empty cache folder beside
@@ -23,6 +24,14 @@ slowly: about 100 s a Corel picture), on a sample:
 
     qemu-x86_64 -cpu max $(which python) benchmarks/bench_int8_fidelity.py --name qemu \
         --graphs G --reference R.npz --calibration-every 3 --corel-every 5 --parts vectors
+
+--parts speed times the graphs of --graphs beside fp32 (one thread, one picture a call, the
+first --speed-pictures Corel pictures, the graphs taken in turn for --rounds rounds so that
+the machine's drift falls on all; the median round), for a run under the heavy lock apart
+from the fidelity's (which needs no lock):
+
+    flock /tmp/pamir-heavy.lock python benchmarks/bench_int8_fidelity.py --graphs G \
+        --parts speed --merge
 
 --name N writes results/int8_fidelity_N.json and .md (default: results/int8_fidelity.json);
 timings under emulation mean nothing (the report says so). --compare NAME adds, for each
@@ -42,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.harness import RESULTS, Run, parser, report_head, write_json
+from common.harness import RESULTS, Run, load_clause, parser, report_head, write_json
 
 from pamir.features import cnn_int8
 from pamir.features.cnn_network import MODELS, cpu_session, onnx_path
@@ -82,7 +91,8 @@ def closeness(reference: np.ndarray, P: np.ndarray) -> dict:
 def graphs(model: str, args, feeds) -> dict[str, bytes]:
     """Each variant's quantized graph: made here (and kept in --save-graphs), or read from
     --graphs (made natively: emulated calibration would take hours)."""
-    variants = [v for v in cnn_int8.VARIANTS + EXTRA if not args.variants or v.name in args.variants]
+    variants = [v for v in cnn_int8.CNN_VARIANTS + EXTRA
+                if not args.variants or v.name in args.variants]
     if args.graphs:
         return {v.name: (args.graphs / f"{model}-{v.name}.onnx").read_bytes() for v in variants
                 if (args.graphs / f"{model}-{v.name}.onnx").is_file()}
@@ -97,12 +107,14 @@ def graphs(model: str, args, feeds) -> dict[str, bytes]:
 
 def vectors(model: str, args, reference: dict, saved: dict) -> dict:
     calibration = cnn_int8.calibration_pictures(MODELS[model].resolution)[::args.calibration_every]
-    sets = {"calibration": calibration, "corel": corel_pictures(SIDES[model], args.corel_every)}
+    sets = {"calibration": calibration,
+            "held_out": cnn_int8.held_out_pictures(MODELS[model].resolution),
+            "corel": corel_pictures(SIDES[model], args.corel_every)}
     made = graphs(model, args, lambda: [{"pixels": p[None]} for p in
                                         cnn_int8.calibration_pictures(MODELS[model].resolution)])
     out: dict = {}
     for name, pictures in sets.items():
-        every = args.calibration_every if name == "calibration" else args.corel_every
+        every = {"calibration": args.calibration_every, "corel": args.corel_every}.get(name, 1)
         key = f"{model}/{name}/every{every}"
         if key not in reference and f"{model}/{name}/every1" in reference:
             reference[key] = reference[f"{model}/{name}/every1"][::every]
@@ -116,8 +128,8 @@ def vectors(model: str, args, reference: dict, saved: dict) -> dict:
             out.setdefault(variant, {})[name] = row
             print(model, name, variant, row, flush=True)
     for variant, row in out.items():
-        if "calibration" in row:
-            c = row["calibration"]
+        if "held_out" in row:
+            c = row["held_out"]
             row["kept_by_the_check"] = bool(c["mean"] >= cnn_int8.FAITHFUL_MEAN
                                             and c["worst"] >= cnn_int8.FAITHFUL_WORST)
     return out
@@ -145,6 +157,28 @@ def detector(args) -> dict:
         t0 = time.perf_counter()
         out[name] = {**measure(graph), "seconds": round(time.perf_counter() - t0, 1)}
         print("detector", name, out[name], flush=True)
+    return out
+
+
+def speed(args) -> dict:
+    """ms a Corel picture of fp32 and each graph of --graphs, per network: one thread, one
+    picture a call, the graphs in turn for --rounds rounds (the median round)."""
+    out = {}
+    for model in [n for n in args.networks if n in MODELS]:
+        pictures = corel_pictures(SIDES[model], 1)[:args.speed_pictures]
+        graphs = {"fp32": str(onnx_path(model)),
+                  **{v.name: str(args.graphs / f"{model}-{v.name}.onnx")
+                     for v in cnn_int8.CNN_VARIANTS + EXTRA
+                     if (args.graphs / f"{model}-{v.name}.onnx").is_file()
+                     and (not args.variants or v.name in args.variants)}}
+        rounds: dict[str, list[float]] = {name: [] for name in graphs}
+        run_all(graphs["fp32"], pictures[:2])  # the page cache, the libraries: warm
+        for _ in range(args.rounds):
+            for name, graph in graphs.items():
+                rounds[name].append(run_all(graph, pictures)[1])
+        out[model] = {name: {"ms": round(float(np.median(ms)), 1),
+                             "rounds": [round(m, 1) for m in ms]} for name, ms in rounds.items()}
+        print("speed", model, out[model], flush=True)
     return out
 
 
@@ -177,7 +211,8 @@ def check_seconds(cache: Path, networks: list[str]) -> dict:
 
 def report(r: dict) -> str:
     cpu = r["processor"]
-    lines = report_head("int8 variants against fp32, per network (issue 51)", r, heavy=not r.get("emulated"))
+    lines = report_head("int8 variants against fp32, per network (issue 51)", r,
+                        heavy=not r.get("emulated") and not r.get("speed_run"))
     lines += [f"Processor as pamir sees it: {cpu['name']}, int8 instruction sets "
               f"{', '.join(cpu['flags']) or 'none'}, VNNI {cpu['vnni']}; ONNX Runtime "
               f"{r['onnxruntime']}.", ""]
@@ -189,32 +224,37 @@ def report(r: dict) -> str:
                   "made natively (fp32 is emulated bit for bit).", ""]
     lines += [f"Thresholds of the check: mean >= {r['thresholds']['mean']}, worst >= "
               f"{r['thresholds']['worst']} (cosine of the whole pooled vectors, on the "
-              "calibration pictures); the detector's: "
+              "held-out pictures); the detector's, on its calibration pictures: "
               f"{r['thresholds']['detector_reads']} of the painted words fp32 reads.", "",
               "Cosine to fp32, mean / worst: the whole vector (global average and the 2x2 "
               "cells), then the global average alone, (pictures); Corel: every 25th of the "
               "sorted paths (200), or every k-th of those; calibration: the 72 pictures, or "
-              "every k-th.", "",
-              "| network | variant | calibration | Corel | Corel, global | kept by the check |"
-              + ("" if r.get("emulated") else " ms a Corel picture |"),
-              "|---|---|---|---|---|---|" + ("" if r.get("emulated") else "---:|")]
+              "every k-th (calibrated on: in sample); held out: the 96 pictures the check "
+              "measures on.", ""]
+    if r.get("speed"):
+        lines += [f"ms a Corel picture: {speed_clause(r)}.", ""]
+    lines += ["| network | variant | calibration | held out | Corel | Corel, global | kept by the "
+              "check |" + ("" if r.get("emulated") else " ms a Corel picture |"),
+              "|---|---|---|---|---|---|---|" + ("" if r.get("emulated") else "---:|")]
     for model, rows in r.get("vectors", {}).items():
         for variant, row in rows.items():
             if variant == "fp32":
                 if not r.get("emulated"):
-                    lines.append(f"| {model} | fp32 | | | | | {row.get('corel_ms', '')} |")
+                    lines.append(f"| {model} | fp32 | | | | | | {ms(r, model, 'fp32', row)} |")
                 continue
             c, k = row.get("calibration"), row.get("corel")
             if not c or not k:
                 continue
             diff = row.get("difference_to", {})
             kept = "yes" if row["kept_by_the_check"] else "no"
+            h = row.get("held_out") or {"mean": "", "worst": "", "pictures": ""}
             lines.append(f"| {model} | {variant} | {c['mean']} / {c['worst']} ({c['pictures']}) | "
+                         f"{h['mean']} / {h['worst']} ({h['pictures']}) | "
                          f"{k['mean']} / {k['worst']} ({k['pictures']}) | {k['global_mean']} / "
                          f"{k['global_worst']} | {kept}"
                          + (f" (vs {diff['name']}: largest difference {diff['largest']:.4g})"
                             if diff else "") + " |"
-                         + ("" if r.get("emulated") else f" {k['ms']} |"))
+                         + ("" if r.get("emulated") else f" {ms(r, model, variant, k)} |"))
     if r.get("detector"):
         lines += ["", "Text detector, the words painted on the calibration pictures:", "",
                   "| variant | painted words read as fp32 reads them, in the same place |",
@@ -228,13 +268,34 @@ def report(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ms(r: dict, model: str, variant: str, row: dict):
+    """A graph's ms a Corel picture: the speed part's where it ran (under the heavy lock),
+    else the vectors part's (in parentheses: not a timing where that ran without it)."""
+    timed = r.get("speed", {}).get(model, {}).get(variant)
+    if timed:
+        return timed["ms"]
+    plain = row.get("corel_ms", row.get("ms", ""))
+    return f"({plain})" if plain != "" and r.get("speed") else plain
+
+
+def speed_clause(r: dict) -> str:
+    s = r["speed_run"]
+    return (f"`{s['command']}` under the heavy lock, {s['date']}, "
+            f"{load_clause(s['load_average'])}; "
+            f"the first {s['pictures']} Corel pictures, one thread, one picture a call, the "
+            f"graphs in turn for {s['rounds']} rounds, the median round (in parentheses: "
+            "measured beside the fidelity, without the lock)")
+
+
 def main(argv=None) -> None:
     ap = parser(__doc__)
     ap.add_argument("--cache", type=Path, default=None, help="PAMIR_CACHE (the fp32 exports)")
     ap.add_argument("--name", default=None)
     ap.add_argument("--networks", nargs="+", default=["lite0", "lite1", "lite2", "detector"])
     ap.add_argument("--parts", nargs="+", default=["vectors", "detector", "check"],
-                    choices=["vectors", "detector", "check"])
+                    choices=["vectors", "detector", "check", "speed"])
+    ap.add_argument("--speed-pictures", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--graphs", type=Path, help="read the variants' graphs from here")
     ap.add_argument("--save-graphs", type=Path, help="keep the variants' graphs here")
     ap.add_argument("--reference", type=Path, help="fp32 vectors to compare with (.npz)")
@@ -277,6 +338,10 @@ def main(argv=None) -> None:
                 compare(r, saved, args.compare)
         if "detector" in args.parts and "detector" in args.networks:
             r["detector"] = detector(args)
+        if "speed" in args.parts:
+            r["speed"] = speed(args)
+            r["speed_run"] = {**run.info(), "pictures": args.speed_pictures,
+                              "rounds": args.rounds}
         if "check" in args.parts:
             r["check"] = check_seconds(Path(os.environ["PAMIR_CACHE"]), args.networks)
         r["minutes"] = run.minutes()
@@ -290,7 +355,9 @@ def main(argv=None) -> None:
 def merged(old: dict, new: dict) -> dict:
     """The results of an earlier run with a new run's rows added (its variants, networks,
     samples), the commands of both kept."""
-    out = {**old, **{k: v for k, v in new.items() if k not in ("vectors", "command")}}
+    kept = ("vectors", "command", "date", "load_average", "minutes")  # the first run's
+    out = {**old, **{k: v for k, v in new.items() if (k not in kept or k not in old)
+                     and (v or k not in old)}}
     out["commands"] = old.get("commands", [old["command"]]) + [new["command"]]
     out["command"] = " ; ".join(out["commands"])
     for model, rows in new.get("vectors", {}).items():

@@ -52,8 +52,9 @@ SMALL = dict(short_side=64, standardise=False, l2=False, n_jobs=1)
 
 @pytest.fixture
 def tiny_graph(tmp_path, monkeypatch):
-    """A two-conv graph with the trunk's input and output (uint8 pixels -> pooled) in place
-    of the lite0 export, and four small calibration pictures: the quantizer's path, fast."""
+    """A three-conv graph with the trunk's input and output (uint8 pixels -> pooled) in place
+    of the lite0 export, its convs named as the trunk's blocks (/_blocks.i/), four small
+    calibration pictures and three held-out ones: the quantizer's path, fast."""
     import torch
     from torch import nn
 
@@ -61,12 +62,13 @@ def tiny_graph(tmp_path, monkeypatch):
         def __init__(self):
             super().__init__()
             torch.manual_seed(0)
-            self.a = nn.Conv2d(3, 8, 3, 2, 1)
-            self.b = nn.Conv2d(8, 16, 3, 1, 1)
+            self._blocks = nn.ModuleList([nn.Conv2d(3, 8, 3, 2, 1), nn.Conv2d(8, 16, 3, 1, 1),
+                                          nn.Conv2d(16, 16, 1)])
 
         def forward(self, pixels):
             x = (pixels.permute(0, 3, 1, 2).float() - 127.0) / 128.0
-            x = torch.clamp(self.b(torch.clamp(self.a(x), 0, 6)), 0, 6)
+            for conv in self._blocks:
+                x = torch.clamp(conv(x), 0, 6)
             return x.mean((2, 3))
 
     path = tmp_path / "tiny.onnx"
@@ -78,8 +80,10 @@ def tiny_graph(tmp_path, monkeypatch):
                           dynamic_axes={"pixels": {0: "n", 1: "h", 2: "w"}, "pooled": {0: "n"}})
     rng = np.random.default_rng(1)
     calibration = [rng.integers(0, 256, (32, 48, 3), dtype=np.uint8) for _ in range(4)]
+    held_out = [rng.integers(0, 256, (32, 40, 3), dtype=np.uint8) for _ in range(3)]
     monkeypatch.setattr(cnn_int8, "onnx_path", lambda model: path)
     monkeypatch.setattr(cnn_int8, "calibration_pictures", lambda side: calibration)
+    monkeypatch.setattr(cnn_int8, "held_out_pictures", lambda side: held_out)
     return calibration
 
 
@@ -100,6 +104,22 @@ def test_quantization_is_deterministic(tiny_graph):
     nodes = onnx.load_from_string(first).graph.node
     assert sum(n.op_type == "QuantizeLinear" for n in nodes) >= 2
     assert sum(n.op_type == "DequantizeLinear" for n in nodes) >= 4
+
+
+def test_the_fp32_start_variant_leaves_the_first_blocks_unquantized(tiny_graph):
+    import onnx
+
+    variant = next(v for v in cnn_int8.CNN_VARIANTS if v.float_blocks)
+    assert variant.float_blocks == cnn_int8.FLOAT_BLOCKS == 2
+    data = cnn_int8.quantize("lite0", variant)
+    graph = onnx.load_from_string(data).graph
+    dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
+    convs = {n.name.split("/")[1]: n for n in graph.node if n.op_type == "Conv"}
+    # a quantized conv reads dequantized weights; the first two read float ones
+    assert [convs[f"_blocks.{i}"].input[1] in dequantized for i in range(3)] == \
+        [False, False, True]
+    out = run(data, np.stack(tiny_graph[:2]))
+    assert out.shape == (2, 16) and np.isfinite(out).all()
 
 
 # ------------------------------------------------------------------ the lite0 network
@@ -127,7 +147,7 @@ def test_int8_lite0_is_deterministic_and_close_to_fp32(pictures):
     cos = cnn_int8.cosines(P1, P32)
     assert not np.array_equal(P1, P32) and cos.min() > 0.9
     # the cached quantized file is what quantizing again gives, byte for byte
-    variant = next(v for v in cnn_int8.VARIANTS if v.name == choice.variant)
+    variant = next(v for v in cnn_int8.CNN_VARIANTS if v.name == choice.variant)
     cached = cnn_int8.int8_path("lite0").read_bytes()
     assert hashlib.sha256(cnn_int8.quantize("lite0", variant)).digest() == \
         hashlib.sha256(cached).digest()
@@ -225,6 +245,18 @@ def test_calibration_pictures_are_packaged():
     assert cnn_int8.calibration_digest() == cnn_int8.calibration_digest()
 
 
+def test_the_check_measures_on_held_out_pictures_it_was_not_calibrated_on():
+    held_out = cnn_int8.held_out_pictures(224)
+    calibration = {hashlib.sha256(p.tobytes()).digest()
+                   for p in cnn_int8.calibration_pictures(224)}
+    assert len(held_out) == 12 * len(cnn_int8.HELD_OUT) and all(
+        min(p.shape[:2]) == 224 and p.dtype == np.uint8 for p in held_out)
+    digests = {hashlib.sha256(p.tobytes()).digest() for p in held_out}
+    assert len(digests) == len(held_out) and not digests & calibration
+    # dark pictures among them (the deep field), as among a person's
+    assert min(float(p.mean()) for p in held_out) < 40
+
+
 # ------------------------------------------------------------------------ the check
 
 def fidelity(mean: float, worst: float) -> dict:
@@ -272,22 +304,35 @@ def test_a_faithful_graph_is_kept_and_the_next_variants_are_not_made(tiny_graph,
 
 def test_a_poor_graph_falls_back_to_the_next_variant(tiny_graph, measured):
     by_variant, made = measured
-    by_variant.update({"u8s8": fidelity(0.93, 0.72), "u8s8-7bit": fidelity(0.99, 0.96)})
+    by_variant.update({"u8s8": fidelity(0.93, 0.72), "u8s8-fp32start": fidelity(0.95, 0.80),
+                       "u8s8-7bit": fidelity(0.99, 0.96)})
     choice = cnn_int8.int8_choice("lite0")
-    assert choice.variant == "u8s8-7bit" and made == ["u8s8", "u8s8-7bit"]
+    assert choice.variant == "u8s8-7bit" and made == ["u8s8", "u8s8-fp32start", "u8s8-7bit"]
     assert choice.says() == ("int8, 7-bit weights: the int8 graph's vectors 0.930 of fp32's "
-                             "(worst 0.720): this processor has no VNNI (AVX2 only) (its own "
-                             "vectors 0.990 of fp32's (worst 0.960))")
-    assert [t["faithful"] for t in choice.tried] == [False, True]
+                             "(worst 0.720); the int8-after-an-fp32-start graph's vectors "
+                             "0.950 of fp32's (worst 0.800): this processor has no VNNI (AVX2 "
+                             "only) (its own vectors 0.990 of fp32's (worst 0.960))")
+    assert [t["faithful"] for t in choice.tried] == [False, False, True]
+
+
+def test_an_unfaithful_start_is_left_fp32(tiny_graph, measured):
+    """lite1 on a VNNI processor: all-int8 misses, the graph whose first blocks stay fp32
+    is faithful and kept, before 7-bit weights are tried."""
+    by_variant, made = measured
+    by_variant.update({"u8s8": fidelity(0.981, 0.954), "u8s8-fp32start": fidelity(0.993, 0.981)})
+    choice = cnn_int8.int8_choice("lite0")
+    assert choice.variant == "u8s8-fp32start" and made == ["u8s8", "u8s8-fp32start"]
+    assert choice.says().startswith("int8 after its first 2 blocks (fp32): the int8 graph's "
+                                    "vectors 0.981")
 
 
 def test_where_no_variant_is_faithful_the_view_runs_fp32_and_says_why(tiny_graph, measured,
                                                                        pictures, tmp_path):
     by_variant, made = measured
-    by_variant.update({"u8s8": fidelity(0.93, 0.72), "u8s8-7bit": fidelity(0.965, 0.81),
-                       "s8s8": fidelity(0.94, 0.75)})
+    by_variant.update({"u8s8": fidelity(0.93, 0.72), "u8s8-fp32start": fidelity(0.95, 0.8),
+                       "u8s8-7bit": fidelity(0.965, 0.81), "s8s8": fidelity(0.94, 0.75)})
     choice = cnn_int8.int8_choice("lite0")
-    assert choice.variant == "fp32" and choice.graph is None and len(made) == 3
+    assert choice.variant == "fp32" and choice.graph is None and len(made) == 4
     says = choice.says()
     assert says.startswith("fp32: the int8 graph's vectors 0.930 of fp32's") and \
         says.endswith("this processor has no VNNI (AVX2 only)") and "\n" not in says
@@ -307,7 +352,8 @@ def test_where_no_variant_is_faithful_the_view_runs_fp32_and_says_why(tiny_graph
 def test_the_variant_kept_and_its_fidelity_are_in_the_cache_keys(tiny_graph, measured,
                                                                   monkeypatch):
     by_variant, _ = measured
-    by_variant.update({"u8s8": fidelity(0.992, 0.965), "u8s8-7bit": fidelity(0.99, 0.96)})
+    by_variant.update({"u8s8": fidelity(0.992, 0.965), "u8s8-fp32start": fidelity(0.96, 0.9),
+                       "u8s8-7bit": fidelity(0.99, 0.96)})
     keys = {cnn_int8.int8_key("lite0")}
     # the same graph checked on another processor (its record and key are its own) where
     # U8S8 saturates: 7-bit weights are kept, under another key
@@ -329,7 +375,7 @@ def test_the_variant_kept_and_its_fidelity_are_in_the_cache_keys(tiny_graph, mea
 
 def test_a_broken_graph_is_caught_by_the_real_measure(tiny_graph, monkeypatch):
     """The first variant made wrong on purpose (its weights scrambled): the check, on the
-    real graphs, turns it down and keeps the next."""
+    real graphs and the held-out pictures, turns it down and keeps the next."""
     import onnx
     from onnx import numpy_helper
 
@@ -352,7 +398,8 @@ def test_a_broken_graph_is_caught_by_the_real_measure(tiny_graph, monkeypatch):
     choice = cnn_int8.int8_choice("lite0")
     assert [t["faithful"] for t in choice.tried] == [False, True]
     assert choice.tried[0]["mean"] < cnn_int8.FAITHFUL_MEAN
-    assert choice.variant == "u8s8-7bit"
+    assert choice.variant == "u8s8-fp32start"
+    assert choice.tried[1]["pictures"] == 3  # measured on the held-out pictures
 
 
 def test_pamir_info_says_the_processor_and_each_networks_precision(tiny_graph, measured):
@@ -363,7 +410,8 @@ def test_pamir_info_says_the_processor_and_each_networks_precision(tiny_graph, m
     from pamir.cli import app
 
     by_variant, _ = measured
-    by_variant.update({"u8s8": fidelity(0.93, 0.72), "u8s8-7bit": fidelity(0.99, 0.96)})
+    by_variant.update({"u8s8": fidelity(0.93, 0.72), "u8s8-fp32start": fidelity(0.95, 0.8),
+                       "u8s8-7bit": fidelity(0.99, 0.96)})
     cnn_int8.int8_choice("lite0")
     out = CliRunner().invoke(app, ["info", "--json"])
     assert out.exit_code == 0, out.output
@@ -372,7 +420,8 @@ def test_pamir_info_says_the_processor_and_each_networks_precision(tiny_graph, m
     lite0 = info["networks"]["cnn lite0"]
     assert lite0["says"].startswith("int8, 7-bit weights: the int8 graph's vectors 0.930")
     assert lite0["choice"]["variant"] == "u8s8-7bit"
-    assert [t["variant"] for t in lite0["choice"]["tried"]] == ["u8s8", "u8s8-7bit"]
+    assert [t["variant"] for t in lite0["choice"]["tried"]] == ["u8s8", "u8s8-fp32start",
+                                                                "u8s8-7bit"]
     text = CliRunner().invoke(app, ["info"])
     assert "VNNI: no" in text.output and "cnn lite0: int8, 7-bit weights" in text.output
 

@@ -10,12 +10,14 @@
     checked_graph(...)                # quantize, check against fp32, keep the fastest faithful
 
 Static QDQ quantization, per channel: weights int8 per output channel, activations per
-tensor with ranges calibrated once (MinMax) on CALIBRATION, a fixed set of pictures.
+tensor with ranges calibrated once (MinMax) on CALIBRATION, a fixed set of pictures; a
+variant may leave the network's first blocks fp32 (FLOAT_BLOCKS).
 EfficientNet-Lite was made for it (ReLU6, no squeeze-excite). The graph is made once per
 machine and kept beside the fp32 export (cnn_network.onnx_path), its name keyed by
 `int8_key`: the weights, the export and quantization code, ONNX Runtime's version, the
-calibration pictures' bytes, the processor's instruction sets, and the variant kept with its
-measured fidelity; on one machine the same key gives the same bytes (tests/test_cnn_int8.py).
+calibration and held-out pictures' bytes, the processor's instruction sets, and the variant
+kept with its measured fidelity; on one machine the same key gives the same bytes
+(tests/test_cnn_int8.py).
 
 Checked where it is made (issue 51). ONNX Runtime's int8 kernels differ by processor: with
 VNNI (AVX-512 VNNI, AVX-VNNI) a uint8 x int8 product accumulates exactly; on x86 with AVX2
@@ -23,32 +25,61 @@ alone its U8S8 kernel adds pairs of products in 16 bits (VPMADDUBSW), which satu
 so does its S8S8 kernel there. On a 2-core AMD EPYC without VNNI the lite0 view's vectors
 were 0.930 of fp32's on average (cosine, 200 Corel pictures), 0.723 at the worst, and the
 README's main job lost 1.6 test AvgP. So the first time a network is quantized on a
-processor, each variant of VARIANTS, fastest first, is run beside fp32 on the calibration
-pictures; the first whose pooled vectors stay within FAITHFUL_MEAN on average and
-FAITHFUL_WORST at the worst is kept; where none does, the view runs fp32 and says why. The
-choice is a small JSON record beside the graphs (`pamir info` prints it). Calibration runs
-once for all variants (about 5 s for lite0 on this Xeon), each variant then costs about 2 s
-to quantize and 1-2 s to check: on a VNNI processor the first variant is kept and the check
-adds about 3 s to the quantization, once.
+processor, each variant (CNN_VARIANTS for the views), fastest first, is run beside fp32 on
+HELD_OUT, pictures it was not calibrated on; the first whose pooled vectors stay within
+FAITHFUL_MEAN on average and FAITHFUL_WORST at the worst is kept; where none does, the view
+runs fp32 and says why. The choice is a small JSON record beside the graphs (`pamir info`
+prints it). Calibration runs once for all variants, each variant then costs a few seconds
+to quantize and to check, once (cold, on this Xeon under a load of 8 on its 2 cores: 44 s
+for lite0, 59 s lite1, 76 s lite2, each checking two variants).
 
-The thresholds, measured (benchmarks/bench_int8_fidelity.py, results/int8_fidelity.md and,
-under QEMU's emulation of an AVX2 processor without VNNI, int8_fidelity_qemu.md): cosine of
+Held out, because in sample the check was optimistic: lite1's U8S8 graph was 0.988 / 0.970
+of fp32's (mean / worst cosine) on its 72 calibration pictures and passed, but 0.978 / 0.862
+on 200 Corel pictures (every 25th of the sorted paths), below the issue's 0.985 / 0.9.
+HELD_OUT are eight other photographs that installed packages ship (scikit-learn's two,
+scikit-image's), cropped as the calibration ones: 96 pictures, dark and grey ones among
+them. Where lite1's int8 error comes from, measured tensor by tensor on the 4 Corel
+pictures furthest from fp32 (benchmarks/bench_int8_options.py, results/int8_options.md):
+the first blocks (the stem's output at half the picture's size, stage 2 at a quarter). The
+project convs' outputs are off fp32's by 0.09 (relative error) in block 0, 0.11 in block 1,
+0.21 in block 2, 0.29 in block 3, then 0.27-0.48 in the later blocks. No activation range
+clips (none of those pictures' values falls outside the calibrated ranges): it is the 8
+bits' resolution. Left fp32 (Corel, mean / worst): blocks 0-3 0.993 / 0.966, blocks 0-1
+0.993 / 0.961, block 0 alone 0.987 / 0.904 (held out: 0.993 / 0.980, 0.993 / 0.981,
+0.989 / 0.970: blocks 0-1 are the knee there too), blocks 4-10 0.982 / 0.884; whole blocks,
+since a block cut in two measured worse (its depthwise convs alone fp32: 0.931 / 0.785; its
+project convs and adds: 0.965 / 0.899), as did the stem conv alone (0.940 / 0.794). What
+did not help: a 99.99th-percentile range for the linear tensors (project convs, residual
+adds: the widest, about +-60) 0.980 / 0.872, the 99.9th 0.978 / 0.845; symmetric
+activations 0.968 / 0.824; S8S8 0.978 / 0.865; the head conv or the pooling after it left
+fp32 0.978 / 0.862; ONNX Runtime's Percentile and Entropy calibrators do not run on pictures
+of several shapes. So CNN_VARIANTS adds, after U8S8, U8S8 with its first
+FLOAT_BLOCKS = 2 blocks fp32 ("u8s8-fp32start"). It costs little over U8S8: ms a Corel
+picture, one thread, one picture a call, under the heavy lock at a load of 6 on this Xeon
+(results/int8_fidelity.md): lite0 fp32 26.2, U8S8 17.9, fp32 start 19.6; lite1 32.7, 23.7,
+24.5; lite2 50.0, 33.5, 34.4.
+
+The thresholds, measured (benchmarks/bench_int8_fidelity.py, results/int8_fidelity.md;
+without VNNI, under QEMU's emulation, int8_fidelity_qemu.md, an earlier check's): cosine of
 the whole pooled vectors (global average and 2x2 cells) to fp32's, mean / worst, on the
-calibration pictures, then on 200 Corel pictures (every 25th of the sorted paths):
-  - U8S8 with VNNI (this project's Xeon): lite0 0.992 / 0.965, Corel 0.988 / 0.919; lite1
-    0.988 / 0.970, Corel 0.978 / 0.862; lite2 0.993 / 0.985, Corel 0.991 / 0.967;
-  - U8S8 without VNNI (emulated, a sample): lite0 0.919 / 0.808, Corel 0.902 / 0.684 (the
-    issue's EPYC: 0.930 / 0.723 on the global average, here 0.922 / 0.723); lite1 0.902 /
-    0.713; lite2 0.965 / 0.904;
-  - 7-bit weights, the same vectors with and without VNNI (largest difference 0.0): lite0
-    0.975 / 0.951, Corel 0.965 / 0.806; lite1 0.969 / 0.930, Corel 0.969 / 0.865; lite2
-    0.980 / 0.963, Corel 0.970 / 0.795: what 7-bit weights lose, on every processor.
-FAITHFUL_MEAN = 0.985 keeps exact U8S8 for the three networks with VNNI and turns down 7-bit
-weights (their Corel mean, 0.965-0.970, is below the issue's 0.985); FAITHFUL_WORST = 0.95
-turns down saturating kernels, whose worst calibration picture falls to 0.71-0.90. The
-calibration pictures are kinder than Corel's (their ranges were taken on them): for a
-faithful variant the Corel worst is 0.02-0.11 lower. Without VNNI every CNN variant is turned
-down, so the views run fp32 there (the issue's EPYC measured int8 only 1.2-1.5x faster).
+held-out pictures, then on 200 Corel pictures:
+  - U8S8 with VNNI (this project's Xeon): lite0 0.982 / 0.907, Corel 0.988 / 0.919; lite1
+    0.981 / 0.954, Corel 0.978 / 0.862; lite2 0.984 / 0.947, Corel 0.991 / 0.967;
+  - U8S8, first 2 blocks fp32, with VNNI: lite0 0.993 / 0.962, Corel 0.995 / 0.984; lite1
+    0.993 / 0.981, Corel 0.993 / 0.961; lite2 0.990 / 0.937, Corel 0.994 / 0.971;
+  - U8S8 without VNNI (emulated, on the calibration pictures): lite0 0.919 / 0.808, Corel
+    0.902 / 0.684; lite1 0.902 / 0.713; lite2 0.965 / 0.904; 7-bit weights (the same vectors
+    with and without VNNI): Corel 0.965-0.970 mean, 0.795-0.865 worst.
+The held-out mean tracks Corel's: Corel's was from 0.0033 below it to 0.0065 above, for
+these six graphs; the worst does not (a different picture is the worst in each set: the held-out
+worst is coins or gravel, grey, Corel's a dark one). So FAITHFUL_MEAN = 0.988 (the target's
+0.985 and the largest shortfall seen, 0.0033): every graph it keeps measured at least 0.993
+mean and 0.961 worst on Corel, and it turns down U8S8 for the three views (lite0's and
+lite2's would have met the target on Corel: a cost in speed, not in faithfulness),
+7-bit weights, and every saturating kernel. FAITHFUL_WORST = 0.93 turns down a graph with
+one broken picture (saturating kernels fall to 0.71-0.90) and keeps lite2's fp32-start graph
+(0.937, on coins). Without VNNI every CNN variant measured is turned down, so the views run
+fp32 there (the issue's EPYC measured int8 only 1.2-1.5x faster).
 
 Why uint8 activations (U8S8) first, not int8 ones (S8S8, ORT's default for QDQ): on the
 2-core AMD EPYC with AVX-512 VNNI that runs the benchmarks, lite0 at a 224-px short side,
@@ -88,8 +119,9 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "int8")
 
 #: Bumped when the quantization code changes the quantized graph or the check: part of
-#: `int8_key` (2: the variants and their check, issue 51).
-QUANT_VERSION = 2
+#: `int8_key` (2: the variants and their check, issue 51; 3: the check on held-out
+#: pictures, and a variant whose first blocks stay fp32).
+QUANT_VERSION = 3
 
 #: The calibration pictures: scikit-image's packaged photographs (files of skimage.data).
 CALIBRATION = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg",
@@ -98,22 +130,32 @@ CALIBRATION = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg",
 #: centre crop of 2/3, each also mirrored: 6 x 6 x 2 = 72 pictures, resized to the model's
 #: own resolution (its shorter side), as pictures are before the network.
 CROP = 2 / 3
+#: The held-out pictures the check measures on (never calibrated on): photographs that
+#: scikit-learn (china, flower) and scikit-image ship, cropped and mirrored as CALIBRATION
+#: is: 8 x 12 = 96 pictures. Dark ones (the deep field, the retina) and grey ones among
+#: them, as a person's folder has (the module's docstring says why held out).
+HELD_OUT = (("sklearn.datasets.images", "china.jpg"), ("sklearn.datasets.images", "flower.jpg"),
+            ("skimage.data", "hubble_deep_field.jpg"), ("skimage.data", "retina.jpg"),
+            ("skimage.data", "ihc.png"), ("skimage.data", "camera.png"),
+            ("skimage.data", "coins.png"), ("skimage.data", "gravel.png"))
 
-#: A CNN variant is kept when its pooled vectors' cosine to fp32's on the calibration
-#: pictures is at least FAITHFUL_MEAN on average and FAITHFUL_WORST at the worst (the
+#: A CNN variant is kept when its pooled vectors' cosine to fp32's on the held-out
+#: pictures (HELD_OUT) is at least FAITHFUL_MEAN on average and FAITHFUL_WORST at the worst (the
 #: module's docstring says how they were chosen).
-FAITHFUL_MEAN = 0.985
-FAITHFUL_WORST = 0.95
+FAITHFUL_MEAN = 0.988
+FAITHFUL_WORST = 0.93
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to quantize: ONNX Runtime's activation type, and 7-bit weights or 8-bit."""
+    """One way to quantize: ONNX Runtime's activation type, 7-bit weights or 8-bit, and
+    how many of the network's first MBConv blocks stay fp32."""
 
     name: str            # in the cache keys and the records
     activations: str     # "uint8" (U8S8) or "int8" (S8S8)
     reduce_range: bool   # 7-bit weights: ONNX Runtime's remedy for saturation without VNNI
     label: str           # what the person reads
+    float_blocks: int = 0  # the first blocks (cnn_network's _blocks.0, ...) left unquantized
 
 
 #: The variants tried, fastest first (on VNNI; without it U8S8 is still the fastest that
@@ -121,6 +163,13 @@ class Variant:
 VARIANTS = (Variant("u8s8", "uint8", False, "int8"),
             Variant("u8s8-7bit", "uint8", True, "int8, 7-bit weights"),
             Variant("s8s8", "int8", False, "int8, signed activations"))
+#: The EfficientNet-Lite views' variants: VARIANTS with, after U8S8, U8S8 whose first
+#: FLOAT_BLOCKS blocks stay fp32 (the module's docstring: lite1's int8 error starts there).
+FLOAT_BLOCKS = 2
+CNN_VARIANTS = (VARIANTS[0],
+                Variant("u8s8-fp32start", "uint8", False,
+                        f"int8 after its first {FLOAT_BLOCKS} blocks (fp32)", FLOAT_BLOCKS),
+                *VARIANTS[1:])
 #: The instruction sets that decide which int8 kernels ONNX Runtime runs (/proc/cpuinfo's
 #: names): part of the check's key, so a cache moved to another processor checks again.
 INT8_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "asimd",
@@ -197,7 +246,7 @@ class Choice:
 
     @property
     def label(self) -> str:
-        return next((v.label for v in VARIANTS if v.name == self.variant), "fp32")
+        return next((v.label for v in CNN_VARIANTS if v.name == self.variant), "fp32")
 
     def says(self) -> str:
         """One line: the precision that runs and why."""
@@ -215,7 +264,8 @@ class Choice:
 
 
 def _label(name: str) -> str:
-    return {"u8s8": "int8", "u8s8-7bit": "7-bit", "s8s8": "signed int8"}.get(name, name)
+    return {"u8s8": "int8", "u8s8-fp32start": "int8-after-an-fp32-start", "u8s8-7bit": "7-bit",
+            "s8s8": "signed int8"}.get(name, name)
 
 
 _LOCK = threading.Lock()
@@ -225,14 +275,14 @@ _CHOICES: dict[Path, Choice] = {}
 
 
 def checked_graph(folder: Path, stem: str, what: str, base: dict, fp32, feeds,
-                  measure, make: bool = True) -> Choice | None:
+                  measure, make: bool = True, variants=VARIANTS) -> Choice | None:
     """The fastest variant of VARIANTS that stays faithful to fp32 on this processor, made
     and checked the first time (logged), then read from the record. folder / stem: where
     the record and the graph go; base: what the graph depends on besides the variant (its
     key); fp32(): the fp32 graph's bytes; feeds(): the calibration inputs (a list of the
     graph's input dicts); measure(graph bytes) -> {"faithful": bool, "says": "...", numbers}.
-    make=False: None where it has not been made (`pamir info`). Raises Int8Unavailable when
-    quantization cannot run here."""
+    make=False: None where it has not been made (`pamir info`); variants: those tried, in
+    turn. Raises Int8Unavailable when quantization cannot run here."""
     reason = int8_available()
     if reason:
         raise Int8Unavailable(reason)
@@ -246,7 +296,7 @@ def checked_graph(folder: Path, stem: str, what: str, base: dict, fp32, feeds,
         if choice is None:
             log.info("quantizing %s to int8 and checking it against fp32 (once on this "
                      "processor)", what)
-            choice = _check(what, base, fp32(), feeds(), measure)
+            choice = _check(what, base, fp32(), feeds(), measure, variants)
             if choice.graph is not None:
                 path = _graph_path(folder, stem, choice.key)
                 cache_bytes(path, choice.graph)
@@ -261,9 +311,9 @@ def checked_graph(folder: Path, stem: str, what: str, base: dict, fp32, feeds,
         return choice
 
 
-def _check(what: str, base: dict, fp32: bytes, feeds: list, measure) -> Choice:
+def _check(what: str, base: dict, fp32: bytes, feeds: list, measure, variants) -> Choice:
     tried = []
-    for variant, data in quantize_variants(fp32, feeds):
+    for variant, data in quantize_variants(fp32, feeds, variants):
         fidelity = measure(data)
         tried.append({"variant": variant.name, **fidelity})
         log.info("%s, %s: %s", what, variant.label, fidelity["says"])
@@ -313,27 +363,33 @@ def vector_fidelity(reference: np.ndarray, vectors: np.ndarray) -> dict:
     return {"mean": mean, "worst": worst, "pictures": len(c),
             "faithful": mean >= FAITHFUL_MEAN and worst >= FAITHFUL_WORST,
             "says": f"vectors {mean:.3f} of fp32's (cosine; worst {worst:.3f}, on "
-                    f"{len(c)} calibration pictures)"}
+                    f"{len(c)} held-out pictures)"}
 
 
 # ------------------------------------------------------------------------ calibration
 
-def _calibration_files() -> list[tuple[str, bytes]]:
+def _packaged(files: tuple[tuple[str, str], ...]) -> list[tuple[str, bytes]]:
+    """(name, bytes) of photographs that installed packages ship, by (package, file)."""
     import importlib.resources  # noqa: PLC0415
 
-    folder = importlib.resources.files("skimage.data")
     try:
-        return [(name, (folder / name).read_bytes()) for name in CALIBRATION]
-    except OSError as e:
-        raise Int8Unavailable(f"scikit-image's calibration photographs are missing ({e})") \
+        return [(name, (importlib.resources.files(package) / name).read_bytes())
+                for package, name in files]
+    except (OSError, ImportError) as e:
+        raise Int8Unavailable(f"the packaged photographs of the int8 check are missing ({e})") \
             from None
 
 
+def _calibration_files() -> list[tuple[str, bytes]]:
+    return _packaged(tuple(("skimage.data", name) for name in CALIBRATION))
+
+
 @lru_cache(maxsize=None)
-def calibration_digest() -> str:
-    """Content hash of the calibration photographs (and of how they are cropped)."""
+def calibration_digest(held_out: bool = False) -> str:
+    """Content hash of the calibration photographs, or of the held-out ones (and of how they
+    are cropped)."""
     h = hashlib.blake2b(f"crop={CROP}".encode(), digest_size=16)
-    for name, data in _calibration_files():
+    for name, data in _packaged(HELD_OUT) if held_out else _calibration_files():
         h.update(name.encode())
         h.update(data)
     return h.hexdigest()
@@ -341,10 +397,21 @@ def calibration_digest() -> str:
 
 def calibration_pictures(short_side: int) -> list[np.ndarray]:
     """The 72 calibration pictures, (H, W, 3) uint8 with shorter side `short_side`."""
+    return _cropped(_calibration_files(), short_side)
+
+
+def held_out_pictures(short_side: int) -> list[np.ndarray]:
+    """The 96 pictures the check measures on (HELD_OUT), as calibration_pictures."""
+    return _cropped(_packaged(HELD_OUT), short_side)
+
+
+def _cropped(files: list[tuple[str, bytes]], short_side: int) -> list[np.ndarray]:
+    """Each photograph whole, as its four corner crops of CROP of its sides and its centre
+    crop, each also mirrored, resized to shorter side `short_side`."""
     from .images import decode_rgb, resize_short_side  # noqa: PLC0415
 
     pictures = []
-    for _, data in _calibration_files():
+    for _, data in files:
         rgb = decode_rgb(data)
         h, w = rgb.shape[:2]
         ch, cw = int(h * CROP), int(w * CROP)
@@ -360,17 +427,20 @@ def calibration_pictures(short_side: int) -> list[np.ndarray]:
 
 def int8_choice(model: str, make: bool = True) -> Choice | None:
     """The variant of `model`'s quantized trunk kept on this processor (made and checked
-    against fp32 on the calibration pictures the first time: about 10-30 s a model on 2
+    against fp32 on the held-out pictures the first time: about 15-75 s a model on 2
     cores), with its graph and measured fidelity; make=False: None where that has not been
     done. Raises Int8Unavailable (or the quantizer's error) when quantization cannot run
     here."""
     fp32 = onnx_path(model)
     base = {"model": model, "weights": weights_digest(model), "export": EXPORT_VERSION,
-            "calibration": calibration_digest(), "fidelity": [FAITHFUL_MEAN, FAITHFUL_WORST]}
+            "calibration": calibration_digest(), "held_out": calibration_digest(held_out=True),
+            "fidelity": [FAITHFUL_MEAN, FAITHFUL_WORST]}
+
+    side = MODELS[model].resolution
 
     @lru_cache(maxsize=None)
     def pictures() -> list[np.ndarray]:  # made only where the check runs
-        return calibration_pictures(MODELS[model].resolution)
+        return held_out_pictures(side)
 
     def measure(graph: bytes) -> dict:
         return vector_fidelity(reference(), pooled(graph, pictures()))
@@ -384,7 +454,8 @@ def int8_choice(model: str, make: bool = True) -> Choice | None:
         return fp32.read_bytes() if fp32.is_file() else _export(model)
 
     return checked_graph(fp32.parent, fp32.stem, f"the {model} network", base, source,
-                         lambda: [{"pixels": p[None]} for p in pictures()], measure, make)
+                         lambda: [{"pixels": p[None]} for p in calibration_pictures(side)],
+                         measure, make, CNN_VARIANTS)
 
 
 def pooled(graph: bytes, pictures: list[np.ndarray]) -> np.ndarray:
@@ -405,9 +476,9 @@ def pooled(graph: bytes, pictures: list[np.ndarray]) -> np.ndarray:
 
 def int8_key(model: str) -> str:
     """What the quantized graph of `model` depends on, hashed: its weights, the export and
-    quantization code, ONNX Runtime's version, the calibration pictures, the processor's
-    instruction sets, the variant kept and its measured fidelity. Part of its file name and
-    of the int8 feature cache's key, so that int8 vectors never mix with fp32 ones, nor with
+    quantization code, ONNX Runtime's version, the calibration and held-out pictures, the
+    processor's instruction sets, the variant kept and its measured fidelity. Part of its file
+    name and of the int8 feature cache's key, so that int8 vectors never mix with fp32 ones, nor with
     another variant's or another processor's. Raises Unfaithful where the view runs fp32."""
     choice = int8_choice(model)
     if choice.variant == "fp32":
@@ -471,20 +542,20 @@ def quantize(model: str, variant: Variant = VARIANTS[0]) -> bytes:
 
 def quantize_graph(fp32: bytes, feeds: list, variant: Variant = VARIANTS[0]) -> bytes:
     """pamir's one int8 quantizer: `fp32` quantized in one variant (`quantize_variants`)."""
-    for v, data in quantize_variants(fp32, feeds):
-        if v == variant:
-            return data
-    raise ValueError(f"{variant} is not one of VARIANTS")
+    return next(data for _, data in quantize_variants(fp32, feeds, (variant,)))
 
 
-def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS):
+def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS, options=None):
     """(variant, quantized graph's bytes) for each of `variants` in turn, made when asked
     for (a generator: a variant kept leaves the others unmade): ONNX Runtime's
     pre-processing, then static QDQ quantization, per channel (weights int8 per output
     channel, 7-bit with reduce_range; activations per tensor), ranges calibrated by MinMax
     on `feeds` (a list of the graph's input dicts) once for all variants where ONNX Runtime
-    can keep them (its calibration_cache_path). A graph of an opset before 13 is converted
-    to 13 first: per-channel DequantizeLinear needs it."""
+    can keep them (its calibration_cache_path); the nodes of the variant's first
+    float_blocks blocks left fp32 (`_float_nodes`). A graph of an opset before 13 is
+    converted to 13 first: per-channel DequantizeLinear needs it. options(the pre-processed
+    graph's path) -> more of quantize_static's arguments, or ones in place of these
+    (benchmarks/bench_int8_options.py's trials)."""
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod,  # noqa: PLC0415
                                           QuantFormat, QuantType, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process  # noqa: PLC0415
@@ -506,13 +577,30 @@ def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS):
         shared = ({"calibration_cache_path": str(ranges)} if "calibration_cache_path" in
                   inspect.signature(quantize_static).parameters else {})
         for variant in variants:
-            quantize_static(str(prepared), str(out), Feeds(), quant_format=QuantFormat.QDQ,
-                            per_channel=True, reduce_range=variant.reduce_range,
+            settings = dict(quant_format=QuantFormat.QDQ, per_channel=True,
+                            reduce_range=variant.reduce_range,
                             activation_type=(QuantType.QUInt8 if variant.activations == "uint8"
                                              else QuantType.QInt8),
                             weight_type=QuantType.QInt8,
-                            calibrate_method=CalibrationMethod.MinMax, **shared)
+                            calibrate_method=CalibrationMethod.MinMax,
+                            nodes_to_exclude=_float_nodes(prepared, variant.float_blocks),
+                            **shared)
+            settings.update(options(prepared) if options else {})
+            quantize_static(str(prepared), str(out), Feeds(), **settings)
             yield variant, out.read_bytes()
+
+
+def _float_nodes(graph: Path, blocks: int) -> list[str]:
+    """The names of the nodes of the first `blocks` MBConv blocks of an exported trunk (the
+    exporter names them /_blocks.i/..., cnn_network's modules): whole blocks, since a
+    block cut in two measured worse than either (a Conv left fp32 while its ReLU6 is
+    quantized: lite1 0.93 of fp32's on Corel, against 0.978 all int8)."""
+    if not blocks:
+        return []
+    import onnx  # noqa: PLC0415
+
+    prefixes = tuple(f"/_blocks.{i}/" for i in range(blocks))
+    return [n.name for n in onnx.load(str(graph)).graph.node if n.name.startswith(prefixes)]
 
 
 def _opset13(data: bytes) -> bytes:
@@ -536,6 +624,8 @@ def _export(model: str) -> bytes:
 __all__ = ["CALIBRATION", "Choice", "FAITHFUL_MEAN", "FAITHFUL_WORST", "Int8Unavailable",
            "PRECISIONS", "QUANT_VERSION", "Unfaithful", "VARIANTS", "Variant",
            "calibration_digest", "calibration_pictures", "checked_graph", "cosines",
-           "int8_available", "int8_choice", "network_precisions", "int8_graph", "int8_key", "int8_path",
+           "CNN_VARIANTS", "FLOAT_BLOCKS", "HELD_OUT", "held_out_pictures",
+           "int8_available", "int8_choice", "network_precisions", "int8_graph", "int8_key",
+           "int8_path",
            "onnxruntime_version", "pooled", "processor", "processor_words", "quantize",
            "quantize_graph", "quantize_variants", "vector_fidelity"]
