@@ -17,10 +17,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-#: Camera RAW files, decoded by rawpy (LibRaw): the embedded preview, else a demosaic.
-RAW_SUFFIXES = frozenset(".dng .cr2 .nef .arw .raf .orf".split())
-#: HEIC/HEIF read by Pillow once pillow-heif registers them; AVIF by Pillow itself.
-HEIF_SUFFIXES = frozenset(".heic .heif .avif".split())
+from ..formats import HEIF_SUFFIXES, RAW_SUFFIXES  # noqa: F401 - their home, named here too
+
 #: A RAW's embedded preview smaller than this (short side) is a thumbnail: demosaic instead.
 MIN_PREVIEW_SIDE = 256
 

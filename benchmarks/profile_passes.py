@@ -1,0 +1,313 @@
+"""Where `pamir index`'s time goes on camera-size photos (issue 52): each stage and pass.
+
+    flock /tmp/pamir-heavy.lock python benchmarks/profile_passes.py [--photos 12]
+        [--work /work/bench-data/camera_roll] [--stem profile_passes]
+
+Part 1, the stages: the reading stage's work on one photo at a time, in one thread, each
+step's CPU seconds (time.thread_time, so that other work on the machine counts little) in
+ms a photo, on four kinds of camera photo (benchmarks/camera_roll.py builds them): JPEG
+4032 x 2688 without faces or text (Corel's landscapes and animals), the same with people
+pasted on, with painted words, and iPhone-like HEIC (4032 x 3024, 512-px tiles). Each step
+is the code's own function, timed by wrapping it: reading the file and its hash, the
+decode (libjpeg's DCT scaling or libheif), the look (the CNN on the raster, the chunk of
+CHUNK photos as the stage runs it), thumbnails, copies' look, each pass's raster reduction,
+the text pass's detection and recognition, the faces pass's first look (HOG), its cues,
+its second look and the embeddings. The decode sizes are what the code asks for.
+
+Part 2, the whole command: `pamir index FOLDER` on --command-photos JPEGs as a person runs
+it, sampled by py-spy (50 Hz, every thread; installed by hand, not a dependency), its
+samples grouped by the stage they are in; with /usr/bin/time's peak RSS and CPU seconds.
+--old runs the same for the code of an older commit's worktree (PYTHONPATH).
+
+Writes results/STEM.json and .md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Run, report_cli, report_head, save_report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+STEM = "profile_passes"
+KINDS = {"jpeg": "JPEG, no faces or text", "faces": "JPEG with people",
+         "text": "JPEG with painted words", "heic": "HEIC (iPhone-like grid)"}
+
+
+# ------------------------------------------------------------------------ part 1: stages
+
+class Clock:
+    """CPU seconds (time.thread_time of the calling thread) summed by label over every thread
+    that calls a wrapped function; a call inside another wrapped one counts in both."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    def wrap(self, owner, name: str, label: str) -> bool:
+        """owner.name timed under `label` from now on (False where the code has none)."""
+        fn = getattr(owner, name, None)
+        if fn is None:
+            return False
+
+        def timed(*a, **k):
+            t0 = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                with self._lock:
+                    self.seconds[label] += time.thread_time() - t0
+
+        setattr(owner, name, timed)
+        return True
+
+
+#: (module, owner in it or None, function, label): the steps the table times, each the code's
+#: own function (a function the code does not have is left out).
+STEPS = [
+    ("pamir.features.rasters", None, "read_item", "read a picture (all)"),
+    ("pamir.features.rasters", None, "content_hash", "  hash of the bytes"),
+    ("pamir.features.images", None, "decode_reduced", "  decode"),
+    ("pamir.features.rasters", "Detail", "_decode", "closer look: decode again"),
+    ("pamir.features.rasters", None, "_whole_reduced", "  reduce a whole decode"),
+    ("pamir.features.cnn", None, "_from_raster", "look: resize for the CNN"),
+    ("pamir.features.cnn", None, "pooled_batch", "look: the CNN"),
+    ("pamir.features.thumbnails", None, "write_from_raster", "thumbnails"),
+    ("pamir.index.stage", "_Stream", "put", "rasters handed to the passes"),
+    ("pamir.duplicates.looks", None, "read_look_rasters", "copies' look"),
+    ("pamir.facts.ocr", None, "read_text_rasters", "text pass (all)"),
+    ("pamir.facts.ocr", "TextReader", "prepare", "  text: prepare"),
+    ("pamir.facts.ocr", "TextReader", "_detect_many", "  text: detect"),
+    ("pamir.facts.ocr", "TextReader", "_recognise_lines", "  text: recognise"),
+    ("pamir.facts.people.pictures", None, "find_people", "faces pass (all)"),
+    ("pamir.facts.people.faces", "FaceFinder", "scaled", "  faces: scale for the detector"),
+    ("pamir.facts.people.faces", "FaceFinder", "_look_again", "  faces: second look (all)"),
+    ("pamir.facts.people.zoom", None, "cues", "    faces: cues"),
+    ("pamir.facts.people.faces", "FaceFinder", "_embed", "  faces: embed"),
+    ("pamir.facts.people.pictures", None, "read_people", "  faces: regions in the files"),
+]
+
+
+def instrument(clock: Clock) -> list[str]:
+    """Wrap STEPS' functions (before the code binds them); the labels wrapped."""
+    import importlib
+
+    done = []
+    for module, owner, name, label in STEPS:
+        try:
+            m = importlib.import_module(module)
+        except ImportError:
+            continue
+        target = getattr(m, owner, None) if owner else m
+        if target is not None and clock.wrap(target, name, label):
+            done.append(label)
+    return done
+
+
+def stage_profile(folder: Path, n: int, cache: Path) -> dict:
+    """CPU ms a photo of each step of `pamir index`'s job (every pass, no model) on the first
+    n photos of `folder`, in this process, once (see the module's doc)."""
+    import resource
+
+    clock = Clock()
+    labels = instrument(clock)
+    from pamir.jobs.indexing import IndexJob, run_index
+
+    with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
+        photos = Path(tmp) / "photos"
+        photos.mkdir()
+        for p in sorted(p for p in folder.iterdir() if not p.name.startswith("."))[:n]:
+            os.link(p, photos / p.name)
+        os.environ["PAMIR_CACHE"] = str(Path(tmp) / "cache")
+        shutil.copytree(cache, os.environ["PAMIR_CACHE"])
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        report, _ = run_index(IndexJob([photos], index_dir=Path(tmp) / "index", text=True,
+                                       faces=True))
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    k = report.added or 1
+    return {"photos": report.added, "labels": labels,
+            "ms_per_photo": {lab: round(1000 * clock.seconds.get(lab, 0.0) / k, 1)
+                             for lab in labels},
+            "cpu_ms_per_photo": round(1000 * cpu / k, 1), "wall_seconds": round(wall, 1),
+            "found": {"with text": (report.text or {}).get("with_facts"),
+                      "with faces": (report.faces or {}).get("with_facts"),
+                      "faces": ((report.faces or {}).get("people") or {}).get("faces")}}
+
+
+# ------------------------------------------------------------------------ part 2: command
+
+#: A sample's stage: the first of these frames (innermost first) found in its stack.
+STAGES = [
+    ("faces: second look", r"FaceFinder\._look_again"),
+    ("faces: first look and embed", r"FaceFinder\.find|find_faces|read_faces"),
+    ("text pass", r"read_text_rasters|read_texts|TextReader"),
+    ("thumbnails", r"write_from_raster|thumbnails"),
+    ("reduce for a pass", r"Item\.reduced|_Stream\.put"),
+    ("look: CNN", r"Session\.run|pooled_batch|_network"),
+    ("look: resize", r"_from_raster|prepare_picture"),
+    ("decode", r"decode_reduced|decode_rgb|load_for_detection|ImageFile\.load"),
+    ("copies", r"copies_pass|read_look|look_of"),
+    ("imports and models", r"_find_and_load|InferenceSession|FaceFinder\.__init__|"
+                           r"shared_reader|TextReader\.__init__"),
+    ("waiting on a queue", r"Condition\.wait|Queue\.get|Queue\.put"),
+]
+
+
+def stage_of(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for name, pattern in STAGES:
+            if re.search(pattern, frame):
+                return name
+    return "other"
+
+
+def command_profile(src: Path, folder: Path, cache: Path, work: Path) -> dict:
+    """`pamir index FOLDER` from src under py-spy and /usr/bin/time -v."""
+    run = work / "profile-run"
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(cache, run / "cache")
+    env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(run / "cache")}
+    raw = run / "spy.txt"
+    cmd = ["/usr/bin/time", "-v", "py-spy", "record", "-r", "50", "-f", "raw", "-o", str(raw),
+           "--", sys.executable, "-c",
+           "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()",
+           "index", str(folder), "--index", str(run / "index"), "--json"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, cwd=run, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
+    counts: Counter = Counter()
+    for line in raw.read_text().splitlines():
+        stack, n = line.rsplit(" ", 1)
+        counts[stage_of(stack.split(";")[1:])] += int(n)
+    total = sum(counts.values())
+    time_v = dict(re.findall(r"^\s*([^:\n]+): (.+)$", r.stderr, re.M))
+    shutil.rmtree(run)
+    return {"wall_seconds": round(wall, 1),
+            "cpu_seconds": round(float(time_v["User time (seconds)"])
+                                 + float(time_v["System time (seconds)"]), 1),
+            "peak_rss_mb": round(int(time_v["Maximum resident set size (kbytes)"]) / 1024),
+            "samples": total,
+            "share": {k: round(v / total, 3) for k, v in counts.most_common()}}
+
+
+def _commit(src: Path) -> str:
+    out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "pamir"],
+                           capture_output=True, text=True).stdout.strip()
+    return out.stdout.strip() + (" (with changes not committed)" if dirty else "")
+
+
+def main(argv=None) -> None:
+    args = report_cli(__doc__, STEM, report, argv, options=_options)
+    if args is not None:
+        save_report(args.stem, measure(args), report)
+
+
+def _options(ap) -> None:
+    ap.add_argument("--work", default="/work/bench-data/camera_roll")
+    ap.add_argument("--photos", type=int, default=12)
+    ap.add_argument("--command-photos", type=int, default=40)
+    ap.add_argument("--cache", required=True, help="a warm one-time cache (ONNX exports, the "
+                    "int8 text detector, the lexicon) copied for each run")
+    ap.add_argument("--src", default=None, help="the source tree profiled (PYTHONPATH; "
+                    "default: this checkout)")
+    ap.add_argument("--old", default=None, help="another source tree for part 2 (PYTHONPATH)")
+    ap.add_argument("--stem", default=STEM)
+
+
+def stages_in_a_process(src: Path, folder: Path, n: int, cache: Path) -> dict:
+    """stage_profile in a fresh process of the code in `src` (PYTHONPATH)."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import profile_passes as p; "
+            "from pathlib import Path; print(json.dumps(p.stage_profile(Path(sys.argv[2]), "
+            "int(sys.argv[3]), Path(sys.argv[4]))))")
+    env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_EMBEDDINGS": "0"}
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(folder),
+                          str(n), str(cache)], env=env, capture_output=True, text=True,
+                         cwd=cache.parent)  # not a checkout: `-c` puts the cwd on the path
+    if out.returncode:
+        raise SystemExit(f"the stages of {folder} ({src}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(args) -> dict:
+    work = Path(args.work)
+    r = {"run": Run("profile_passes.py", sys.argv[1:]).info(), "stages": {}, "command": {}}
+    src = Path(args.src or ROOT).resolve()
+    r["src"] = {"path": str(src), "commit": _commit(src)}
+    for kind in KINDS:
+        r["stages"][kind] = stages_in_a_process(src, work / "media" / kind, args.photos,
+                                                Path(args.cache))
+        print(kind, r["stages"][kind], flush=True)
+    if args.command_photos and shutil.which("py-spy"):
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            folder = Path(tmp) / "photos"
+            folder.mkdir()
+            for p in sorted((work / "media" / "jpeg").glob("*.JPG"))[:args.command_photos]:
+                os.link(p, folder / p.name)
+            sides = {"this code": src, **({"old": Path(args.old)} if args.old else {})}
+            for side, src in sides.items():
+                r["command"][side] = {"src": str(src), **command_profile(
+                    src, folder, Path(args.cache), Path(tmp))}
+                print(side, r["command"][side], flush=True)
+    return r
+
+
+def report(r: dict) -> str:
+    lines = [*report_head("Where `pamir index`'s time goes on camera-size photos (issue 52)",
+                          r["run"]), "",
+             f"Code profiled: {r['src']['commit']}.", ""]
+    kinds = list(r["stages"])
+    order = [label for _, _, _, label in STEPS]
+    labels = [lab for lab in order if any(lab in s["ms_per_photo"] for s in r["stages"].values())]
+    lines += ["## The stages: CPU ms a photo, summed over the threads", "",
+              "`pamir index` with every pass and no model, in one process, each kind of photo "
+              "from a fresh index and an empty feature cache. A step's time holds the steps "
+              "indented under it; the whole is the process's CPU (with its one-time loads: "
+              "the networks' sessions, the face models).", "",
+              "| step | " + " | ".join(KINDS[k] for k in kinds) + " |",
+              "|---|" + "---:|" * len(kinds)]
+    for label in labels:
+        shown = label.replace("  ", "&nbsp;&nbsp;")
+        lines.append(f"| {shown} | " + " | ".join(
+            f"{r['stages'][k]['ms_per_photo'].get(label, 0):,.1f}" for k in kinds) + " |")
+    lines.append("| **the process's CPU, a photo** | " + " | ".join(
+        f"**{r['stages'][k]['cpu_ms_per_photo']:,.0f}**" for k in kinds) + " |")
+    lines.append("| wall seconds | " + " | ".join(
+        f"{r['stages'][k]['wall_seconds']:,.1f}" for k in kinds) + " |")
+    lines.append("| photos (found) | " + " | ".join(
+        f"{r['stages'][k]['photos']} ({', '.join(f'{v} {n}' for n, v in r['stages'][k]['found'].items())})"
+        for k in kinds) + " |")
+    if r["command"]:
+        sides = list(r["command"])
+        stages = sorted({s for c in r["command"].values() for s in c["share"]},
+                        key=lambda s: -max(c["share"].get(s, 0) for c in r["command"].values()))
+        lines += ["", "## The whole command, sampled (share of py-spy's samples, every thread)",
+                  "", "| | " + " | ".join(sides) + " |", "|---|" + "---:|" * len(sides)]
+        for key in ("wall_seconds", "cpu_seconds", "peak_rss_mb", "samples"):
+            lines.append(f"| {key} | " + " | ".join(f"{r['command'][s][key]:,}" for s in sides)
+                         + " |")
+        for stage in stages:
+            lines.append(f"| {stage} | " + " | ".join(
+                f"{100 * r['command'][s]['share'].get(stage, 0):.1f} %" for s in sides) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
