@@ -229,6 +229,7 @@ def _options(ap) -> None:
     ap.add_argument("--src", default=None, help="the source tree profiled (PYTHONPATH; "
                     "default: this checkout)")
     ap.add_argument("--old", default=None, help="another source tree for part 2 (PYTHONPATH)")
+    ap.add_argument("--old-cache", default=None, help="its warm one-time cache")
     ap.add_argument("--stem", default=STEM)
 
 
@@ -255,16 +256,19 @@ def measure(args) -> dict:
         r["stages"][kind] = stages_in_a_process(src, work / "media" / kind, args.photos,
                                                 Path(args.cache))
         print(kind, r["stages"][kind], flush=True)
+    r["command_photos"] = args.command_photos
     if args.command_photos and shutil.which("py-spy"):
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             folder = Path(tmp) / "photos"
             folder.mkdir()
             for p in sorted((work / "media" / "jpeg").glob("*.JPG"))[:args.command_photos]:
                 os.link(p, folder / p.name)
-            sides = {"this code": src, **({"old": Path(args.old)} if args.old else {})}
-            for side, src in sides.items():
-                r["command"][side] = {"src": str(src), **command_profile(
-                    src, folder, Path(args.cache), Path(tmp))}
+            sides = {"this code": (src, args.cache),
+                     **({"old": (Path(args.old), args.old_cache or args.cache)}
+                        if args.old else {})}
+            for side, (tree, cache) in sides.items():
+                r["command"][side] = {"src": str(tree), "commit": _commit(tree),
+                                      **command_profile(tree, folder, Path(cache), Path(tmp))}
                 print(side, r["command"][side], flush=True)
     return r
 
@@ -299,7 +303,14 @@ def report(r: dict) -> str:
         stages = sorted({s for c in r["command"].values() for s in c["share"]},
                         key=lambda s: -max(c["share"].get(s, 0) for c in r["command"].values()))
         lines += ["", "## The whole command, sampled (share of py-spy's samples, every thread)",
-                  "", "| | " + " | ".join(sides) + " |", "|---|" + "---:|" * len(sides)]
+                  "", f"`pamir index` of {r.get('command_photos', '')} JPEGs (4032 x 2688) "
+                  "with every pass and no model, one process from an empty index and feature "
+                  "cache (the one-time caches warm), under py-spy (50 Hz, every thread) and "
+                  "/usr/bin/time -v. A sample's stage: the innermost of STAGES' frames in its "
+                  "stack.", "",
+                  "| | " + " | ".join(f"{s} ({r['command'][s].get('commit', '')})"
+                                      for s in sides) + " |",
+                  "|---|" + "---:|" * len(sides)]
         for key in ("wall_seconds", "cpu_seconds", "peak_rss_mb", "samples"):
             lines.append(f"| {key} | " + " | ".join(f"{r['command'][s][key]:,}" for s in sides)
                          + " |")

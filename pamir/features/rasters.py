@@ -230,7 +230,11 @@ def read_item(path: str | Path, needs: Sequence[Need], detail: int | None = None
             width, height = displayed_size(data)  # the header only
         except ImageError:
             width = height = 0  # the decoder below gives its reason
-        short = decode_short_side(width, height, needs) if width and height else None
+        decoded, whole = needs, not images.redecoded_cheaply(data)
+        if detail is not None and whole:
+            # a format decoded whole (HEIC): its closer look made from this one decode
+            decoded = [*needs, Need("detail", long=detail, slack=SLACK)]
+        short = decode_short_side(width, height, decoded) if width and height else None
         rgb = images.decode_reduced(data, short)
     except ImageError as e:
         return Item(path, digest, reason=str(e))
@@ -238,7 +242,9 @@ def read_item(path: str | Path, needs: Sequence[Need], detail: int | None = None
         return Item(path, digest, reason=f"{type(e).__name__}: {e}")
     if not (width and height):
         height, width = rgb.shape[:2]
-    rgb, kept = _whole_reduced(rgb, (width, height), needs, detail)
+    kept = None
+    if whole:  # a JPEG was decoded at the scale asked (libjpeg's DCT scaling)
+        rgb, kept = _whole_reduced(rgb, (width, height), needs, detail)
     closer = None
     if detail is not None and max(rgb.shape[:2]) < min(detail, max(width, height)) * (1 - SLACK):
         closer = Detail(path, digest, (width, height), kept)
@@ -247,10 +253,10 @@ def read_item(path: str | Path, needs: Sequence[Need], detail: int | None = None
 
 def _whole_reduced(rgb: np.ndarray, size: tuple[int, int], needs: Sequence[Need],
                    detail: int | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """A raster decoded larger than the needs ask (a format decoded whole: HEIC, PNG) reduced
-    by the largest whole factor that still meets them (Pillow's reduce: a box average, as
-    libjpeg's DCT scaling), and the closer look at `detail` pixels kept from it (None where
-    it is not larger than the raster)."""
+    """A raster decoded larger than the needs ask (a format decoded whole: PNG; a HEIC at its
+    closer look's size) reduced by the largest whole factor that still meets them (Pillow's
+    reduce: a box average, as libjpeg's DCT scaling), and the closer look at `detail` pixels
+    kept from it (None where it is not larger than the raster)."""
     factor = _factor(rgb, size, needs)
     if factor < 2:
         return rgb, None

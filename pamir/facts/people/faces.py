@@ -161,8 +161,8 @@ class FaceFinder:
         # a face's skin (forehead, ears, neck) is at least its face box
         smallest = max(3.0, zoom.MIN_FACE * w / full_size[0])
         skip = [(f.box[0] * w, f.box[1] * h, f.box[2] * w, f.box[3] * h) for f in found]
-        cues = zoom.cues(scaled, smallest, skip=skip)
-        if not cues:
+        cues = zoom.cues(scaled, smallest, skip=skip)  # best first
+        if not cues or (not found and cues[0].score < zoom.FIRST_SCORE):
             return []  # nowhere a small face may be: no closer look made
         larger = closer(zoom.ZOOM_SIDE) if closer is not None else None
         if larger is None:
@@ -171,8 +171,9 @@ class FaceFinder:
         left = zoom.budget(h * w)
         out: list[Face] = []
         for cue in cues:
-            if left < zoom.look_pixels():
-                break
+            if left < zoom.look_pixels() or (not found and not out
+                                             and cue.score < zoom.FIRST_SCORE):
+                break  # the budget spent, or no face yet and no cue good enough left
             cut = zoom.look(larger, cue, scale)
             if cut is None:
                 continue
@@ -261,7 +262,10 @@ def _short_side(box, width: int, height: int) -> int:
 
 def fingerprint() -> str:
     """What the faces pass is named after (pamir.index.passes): the detector, its size and
-    threshold and the networks; another setting reads every picture again."""
+    threshold and the networks; another setting reads every picture again. The looks'
+    FIRST_SCORE and the reading stage's rasters (a 12-MP photo's detector input decoded at
+    1/4 rather than shrunk from 1/2) are not in it: they make the pass cheaper, not other
+    (results/small_faces.md), and a library read before is not read again for them."""
     return (f"dlib-hog{DETECT_SIDE}x{MAX_ENLARGE:g}t{DETECT_THRESHOLD:g}-resnet-v1-5pt"
             f"-zoom{zoom.ZOOM_SIDE}:{zoom.MIN_FACE}:{zoom.LOOK_BUDGET:g}")
 
