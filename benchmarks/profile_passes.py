@@ -1,7 +1,10 @@
 """Where `pamir index`'s time goes on camera-size photos (issue 52): each stage and pass.
 
     flock /tmp/pamir-heavy.lock python benchmarks/profile_passes.py [--photos 12]
-        [--work /work/bench-data/camera_roll] [--stem profile_passes]
+        [--src TREE] [--old TREE] [--work /work/bench-data/camera_roll] [--stem profile_passes]
+
+The photos and the warm one-time caches are benchmarks/camera_roll.py's (--build-only, and
+one run that fills its caches).
 
 Part 1, the stages: the reading stage's work on one photo at a time, in one thread, each
 step's CPU seconds (time.thread_time, so that other work on the machine counts little) in
@@ -224,12 +227,14 @@ def _options(ap) -> None:
     ap.add_argument("--work", default="/work/bench-data/camera_roll")
     ap.add_argument("--photos", type=int, default=12)
     ap.add_argument("--command-photos", type=int, default=40)
-    ap.add_argument("--cache", required=True, help="a warm one-time cache (ONNX exports, the "
-                    "int8 text detector, the lexicon) copied for each run")
+    ap.add_argument("--cache", default="/work/bench-data/camera_roll/caches/new",
+                    help="a warm one-time cache (ONNX exports, the int8 text detector, the "
+                    "lexicon) copied for each run (default: benchmarks/camera_roll.py's)")
     ap.add_argument("--src", default=None, help="the source tree profiled (PYTHONPATH; "
                     "default: this checkout)")
     ap.add_argument("--old", default=None, help="another source tree for part 2 (PYTHONPATH)")
-    ap.add_argument("--old-cache", default=None, help="its warm one-time cache")
+    ap.add_argument("--old-cache", default="/work/bench-data/camera_roll/caches/old",
+                    help="its warm one-time cache (default: benchmarks/camera_roll.py's)")
     ap.add_argument("--stem", default=STEM)
 
 

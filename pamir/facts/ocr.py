@@ -678,6 +678,7 @@ def read_text_rasters(pictures, settings: OcrSettings | None = None
     the path itself (decoded here); or of (path, raster, (width, height), closer) from the
     reading stage: closer(side) the picture's closer look (pamir.features.rasters.Item.detail),
     asked for only where the raster has lines (TextReader.read_many)."""
+    shared_reader(settings)  # its models, or MissingExtra / OcrUnavailable: every file's
     with borrowed_reader(settings) as reader:
         return _read_rasters(reader, pictures)
 
