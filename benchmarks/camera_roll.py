@@ -21,6 +21,8 @@ few faces, little text, as the issue's photos):
   encoder, sRGB colours rather than Display P3, no depth map or HDR gain map beside;
 - roll: --roll JPEGs of the jpeg kind, the jpeg folder's (hard links) and then others
   (distinct Corel pictures);
+- video: --videos one-minute 1080p 30 fps H.264 videos at 12 Mbit/s (a phone's 1080p), a
+  keyframe a second, of Corel pictures filmed with a pan and zoom (common.write_video);
 - faces, text: a few camera-size JPEGs with people (tests/data/faces' portraits pasted at 120
   to 800 px wide) and with painted words (DejaVu, 2-15 % of the height), which
   benchmarks/profile_passes.py reads.
@@ -74,7 +76,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT / "tests"))
 import media  # noqa: E402 - tests/media.py: the one home of the camera-like writers
-from common import Run, TreeMemory, report_cli, report_head, save_report  # noqa: E402
+from common import (Run, TreeMemory, report_cli, report_head, save_report,  # noqa: E402
+                    write_video)
 
 from pamir.data import find_corel5k  # noqa: E402
 
@@ -245,14 +248,20 @@ def build_marked(folder: Path, kind: str, n: int) -> Path:
 
 
 def build_videos(folder: Path, n: int) -> Path:
-    """n one-minute 1080p 30 fps H.264 videos, a keyframe a second as a phone writes them
-    (tests/media.py's writer: a panning gradient), each with its date and place."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """n one-minute 1080p 30 fps H.264 videos at 12 Mbit/s, a keyframe a second as a phone
+    writes them: six Corel pictures filmed with a slow pan and zoom, ten seconds each
+    (common.write_video)."""
+    spec = {"kind": "video", "n": n, "seconds": 60, "bitrate": 12_000_000}
+    if _built(folder, spec):
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    pictures = corel_pictures()
     for i in range(n):
-        taken, place = when_and_where(20_000 + i)
-        _write(folder / f"VID_{i:04d}.mp4", lambda tmp, taken=taken, place=place: media.video(
-            tmp, seconds=60.0, fps=30, size=(1920, 1080), gop=30, taken=taken,
-            position=place))
+        shots = [pictures[(97 * i + 11 * k) % len(pictures)] for k in range(6)]
+        _write(folder / f"VID_{i:04d}.mp4", lambda tmp, shots=shots: write_video(
+            tmp, shots, seconds_each=10.0))
+    (folder / ".built.json").write_text(json.dumps(spec))
     return folder
 
 
