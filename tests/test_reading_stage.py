@@ -127,6 +127,17 @@ def test_a_picture_decoded_whole_keeps_its_closer_look_from_that_decode(tmp_path
     assert sum(decodes.values()) == 1
 
 
+def test_a_pass_reads_a_mid_sized_picture_closer_on_the_raster_read(tmp_path, decodes):
+    """A 1,024-px picture is read at its full size; the text pass detects at 320 pixels and
+    reads its lines on the 1,024-pixel raster, with no second decode."""
+    path = tmp_path / "sign.jpg"
+    Image.new("RGB", (1024, 683), (90, 120, 200)).save(path, quality=92)
+    item = read_item(path, NEEDS, DETAIL)
+    kept, rgb = item.for_pass(320, 1600)
+    assert max(rgb.shape[:2]) == 320 and kept.detail(1600).shape[:2] == (683, 1024)
+    assert sum(decodes.values()) == 1
+
+
 def test_a_changed_file_gives_no_closer_look(tmp_path):
     """A file written again between the decode and the closer look: the closer look is not
     taken from other bytes than the item's."""
@@ -351,3 +362,29 @@ def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, ph
         assert workflow.read_text(index).read == 4
     for path in phone_folder.iterdir():
         assert decodes[images.content_hash(path.read_bytes())] == 1, path.name
+
+
+def test_a_streamed_pass_holds_no_more_pixels_than_its_bound(monkeypatch):
+    """A pass that lags holds the look back once the pixels queued for it reach
+    QUEUED_PIXELS (one chunk always goes through), and lets it go on as it reads."""
+    from pamir.features.rasters import Frame, Item
+    from pamir.index import stage
+
+    monkeypatch.setattr(stage, "QUEUED_PIXELS", 250)
+    gate, done = threading.Event(), threading.Event()
+
+    def read(inputs):
+        assert gate.wait(30)
+        return [([], "")] * len(inputs)
+
+    stream = stage._Stream(stage.StreamedPass("p", (), read, None, None, lambda it, rgb: rgb))
+    chunk = [Item(str(i), str(i), (10, 10), [Frame(None, np.zeros((10, 10, 3), np.uint8))])
+             for i in range(2)]  # 200 pixels
+    stream.put(chunk)  # the first goes through, whatever its size
+    putter = threading.Thread(target=lambda: (stream.put(chunk), done.set()))
+    putter.start()
+    assert not done.wait(0.5)  # 400 pixels would be over 250: the look waits
+    gate.set()
+    assert done.wait(30)
+    stream.close()
+    assert len(stream.ready()) == 2

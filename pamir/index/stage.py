@@ -98,9 +98,8 @@ class _Stream:
             # format decoded whole, its kept closer look) only
             chunk = []
             for it in items:
-                rgb = it.reduced(self.spec.side)
-                chunk.append((it.without_frames(), self.spec.inputs(it.without_frames(), rgb),
-                              _pixels(rgb, it)))
+                kept, rgb = it.for_pass(self.spec.side, self.spec.detail)
+                chunk.append((kept, self.spec.inputs(kept, rgb), _pixels(rgb, kept)))
             pixels = sum(n for _, _, n in chunk)
             with self._room:  # waits while the pass is QUEUED_PIXELS behind
                 self._room.wait_for(lambda: self._queued == 0
@@ -127,8 +126,9 @@ class _Stream:
             self.error = e
             return
         self.report.seconds += time.perf_counter() - started
-        with self._lock:
-            self._results.append(([it for it, _, _ in chunk], results))
+        with self._lock:  # the items without their closer looks: none is kept till commit
+            self._results.append(([Item(it.path, it.digest, it.size) for it, _, _ in chunk],
+                                  results))
 
     def ready(self) -> list[tuple[list[Item], list]]:
         with self._lock:
