@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, report_cli, report_head, save_report  # noqa: E402
+from common import RESULTS, Run, report_cli, report_head, save_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STEM = "profile_passes"
@@ -118,6 +118,19 @@ def instrument(clock: Clock) -> list[str]:
     return done
 
 
+def what_was_read(index_dir: Path) -> dict:
+    """{photo: {"words": the single words its text facts hold, "faces": its faces found}}."""
+    from pamir.index import Index
+
+    out = {}
+    with Index.open(index_dir) as ix:
+        for p in ix.pictures():
+            words = sorted(f.word for f in ix.facts_of(p.id) if f.kind == "text"
+                           and " " not in f.word)
+            out[Path(p.path).name] = {"words": words, "faces": len(ix.faces(picture=p.id))}
+    return out
+
+
 def stage_profile(folder: Path, n: int, cache: Path) -> dict:
     """CPU ms a photo of each step of `pamir index`'s job (every pass, no model) on the first
     n photos of `folder`, in this process, once (see the module's doc)."""
@@ -140,12 +153,14 @@ def stage_profile(folder: Path, n: int, cache: Path) -> dict:
                                        faces=True))
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_SELF)
+        read = what_was_read(Path(tmp) / "index")
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     k = report.added or 1
     return {"photos": report.added, "labels": labels,
             "ms_per_photo": {lab: round(1000 * clock.seconds.get(lab, 0.0) / k, 1)
                              for lab in labels},
             "cpu_ms_per_photo": round(1000 * cpu / k, 1), "wall_seconds": round(wall, 1),
+            "read": read,
             "found": {"with text": (report.text or {}).get("with_facts"),
                       "with faces": (report.faces or {}).get("with_facts"),
                       "faces": ((report.faces or {}).get("people") or {}).get("faces")}}
@@ -261,6 +276,11 @@ def measure(args) -> dict:
         r["stages"][kind] = stages_in_a_process(src, work / "media" / kind, args.photos,
                                                 Path(args.cache))
         print(kind, r["stages"][kind], flush=True)
+    before = RESULTS / "profile_passes_before.json"
+    if args.stem != "profile_passes_before" and before.is_file():  # what the code read before
+        r["before"] = {"commit": json.loads(before.read_text())["src"]["commit"],
+                       "read": {k: v.get("read", {}) for k, v in
+                                json.loads(before.read_text())["stages"].items()}}
     r["command_photos"] = args.command_photos
     if args.command_photos and shutil.which("py-spy"):
         with tempfile.TemporaryDirectory(dir=work) as tmp:
@@ -303,6 +323,7 @@ def report(r: dict) -> str:
     lines.append("| photos (found) | " + " | ".join(
         f"{r['stages'][k]['photos']} ({', '.join(f'{v} {n}' for n, v in r['stages'][k]['found'].items())})"
         for k in kinds) + " |")
+    lines += read_section(r)
     if r["command"]:
         sides = list(r["command"])
         stages = sorted({s for c in r["command"].values() for s in c["share"]},
@@ -323,6 +344,27 @@ def report(r: dict) -> str:
             lines.append(f"| {stage} | " + " | ".join(
                 f"{100 * r['command'][s]['share'].get(stage, 0):.1f} %" for s in sides) + " |")
     return "\n".join(lines) + "\n"
+
+
+def read_section(r: dict) -> list[str]:
+    """The words read and the faces found on the photos with text and people (and, where
+    the run kept the code's before, what that read)."""
+    before = (r.get("before") or {}).get("read", {})
+    out = ["", "## What the passes read", ""]
+    if before:
+        out += [f"Beside the code before ({r['before']['commit']}), from "
+                "results/profile_passes_before.json.", ""]
+    out += ["| photo | words read | faces found |" + (" words before | faces before |"
+                                                      if before else ""),
+            "|---|---|---:|" + ("---|---:|" if before else "")]
+    for kind in ("text", "faces"):
+        for name, got in sorted(r["stages"].get(kind, {}).get("read", {}).items()):
+            row = f"| {name} | {' '.join(got['words']) or '–'} | {got['faces']} |"
+            if before:
+                b = before.get(kind, {}).get(name, {})
+                row += f" {' '.join(b.get('words', [])) or '–'} | {b.get('faces', '–')} |"
+            out.append(row)
+    return out
 
 
 if __name__ == "__main__":

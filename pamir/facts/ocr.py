@@ -24,7 +24,12 @@ rapidocr's defaults. The networks are called directly (rapidocr's pipeline read 
 through omegaconf and normalised in float64 at every call), alike-sized pictures of a batch
 are detected together, a picture's lines recognised together, and the index's pass runs one
 reader per core (pamir.index.passes). The detection network, most of the cost, runs in int8,
-quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION).
+quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION). In `pamir index`'s
+reading stage the reader is given each picture at DETECT_SIDE (reduced from the raster every
+pass reads) and the picture's closer look, which it asks for only where it detected lines:
+their text is cut out of the picture at READ_SIDE, as before, but a 12-MP JPEG is decoded at
+that size (1/2) only for the few photos with lines, not for all (`TextReader.read_many`). The
+fingerprint does not change with it: the same lines are read (results/profile_passes.md).
 
 Longer than 600 lines: the reader, the settings it settles (`settled`) and the fingerprint
 that names what it read stay in one module, so that a setting cannot change the reading
