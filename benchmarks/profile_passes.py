@@ -200,8 +200,11 @@ def command_profile(src: Path, folder: Path, cache: Path, work: Path) -> dict:
     shutil.copytree(cache, run / "cache")
     env = {**os.environ, "PYTHONPATH": str(src), "PAMIR_CACHE": str(run / "cache")}
     raw = run / "spy.txt"
-    cmd = ["/usr/bin/time", "-v", "py-spy", "record", "-r", "50", "-f", "raw", "-o", str(raw),
-           "--", sys.executable, "-c",
+    # py-spy follows the command's processes (the code before issue 44 reads its passes in
+    # processes of their own); /usr/bin/time -v under it sums their CPU, and its largest
+    # resident set is the largest process's
+    cmd = ["py-spy", "record", "--subprocesses", "-r", "50", "-f", "raw", "-o", str(raw),
+           "--", "/usr/bin/time", "-v", sys.executable, "-c",
            "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()",
            "index", str(folder), "--index", str(run / "index"), "--json"]
     t0 = time.perf_counter()
@@ -251,6 +254,8 @@ def _options(ap) -> None:
     ap.add_argument("--old-cache", default="/work/bench-data/camera_roll/caches/old",
                     help="its warm one-time cache (default: benchmarks/camera_roll.py's)")
     ap.add_argument("--stem", default=STEM)
+    ap.add_argument("--parts", default="stages,command",
+                    help="what to measure (stages, command); the other kept from --stem's json")
 
 
 def stages_in_a_process(src: Path, folder: Path, n: int, cache: Path) -> dict:
@@ -272,7 +277,11 @@ def measure(args) -> dict:
     r = {"run": Run("profile_passes.py", sys.argv[1:]).info(), "stages": {}, "command": {}}
     src = Path(args.src or ROOT).resolve()
     r["src"] = {"path": str(src), "commit": _commit(src)}
-    for kind in KINDS:
+    parts = args.parts.split(",")
+    kept = RESULTS / f"{args.stem}.json"
+    if "stages" not in parts and kept.is_file():  # the stages of the run before, kept
+        r["stages"] = json.loads(kept.read_text())["stages"]
+    for kind in (KINDS if "stages" in parts else ()):
         r["stages"][kind] = stages_in_a_process(src, work / "media" / kind, args.photos,
                                                 Path(args.cache))
         print(kind, r["stages"][kind], flush=True)
@@ -282,7 +291,7 @@ def measure(args) -> dict:
                        "read": {k: v.get("read", {}) for k, v in
                                 json.loads(before.read_text())["stages"].items()}}
     r["command_photos"] = args.command_photos
-    if args.command_photos and shutil.which("py-spy"):
+    if "command" in parts and args.command_photos and shutil.which("py-spy"):
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             folder = Path(tmp) / "photos"
             folder.mkdir()
