@@ -116,6 +116,24 @@ def test_a_12_mp_photo_is_not_decoded_whole_for_the_faces_2048_pixels(tmp_path):
     assert item.detail(2048).shape[:2] == (1344, 2016)
 
 
+def test_a_photo_read_ahead_is_decoded_once_for_its_raster_and_its_closer_look(tmp_path,
+                                                                                decodes):
+    """Read ahead (where most pictures lately asked for their closer look): the 12-MP JPEG
+    is decoded once at 1/2, the raster every pass reads made from it as read otherwise, the
+    closer look kept; a pass asking for no more than the raster is not counted as asking,
+    one asking for more is, once."""
+    path = tmp_path / "phone.jpg"
+    Image.new("RGB", (4032, 2688), (90, 120, 200)).save(path, quality=92)
+    asked = []
+    item = read_item(path, NEEDS, DETAIL, ahead=True, asked=lambda: asked.append(1))
+    assert item.rgb.shape[:2] == (672, 1008) and sum(decodes.values()) == 1
+    frameless = item.without_frames()
+    assert frameless.detail(1000).shape[:2] == (667, 1000) and asked == []
+    assert frameless.detail(2048).shape[:2] == (1344, 2016)
+    assert frameless.detail(1600).shape[:2] == (1067, 1600)
+    assert asked == [1] and sum(decodes.values()) == 1
+
+
 def test_a_picture_decoded_whole_keeps_its_closer_look_from_that_decode(tmp_path, decodes):
     """A PNG (any format libjpeg does not scale) is decoded once, whole: the raster every
     pass reads is reduced from it, and its closer look kept, not decoded again."""

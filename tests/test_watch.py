@@ -314,8 +314,11 @@ def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monke
     first.stop()
     # the index's model is the stand-in; its passes read nothing here
     monkeypatch.setattr(workflow, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
-    monkeypatch.setattr(workflow, "read_text", lambda ix: SimpleNamespace(as_dict=dict))
-    monkeypatch.setattr(workflow, "read_faces", lambda ix: {})
+    # called as the real ones are (pamir.jobs.indexing: client, progress), a pass's report
+    nothing = {"read": 0, "with_facts": 0, "failed": 0, "seconds": 0.0, "notes": []}
+    monkeypatch.setattr(workflow, "read_text",
+                        lambda ix, **_: SimpleNamespace(as_dict=lambda: dict(nothing)))
+    monkeypatch.setattr(workflow, "read_faces", lambda ix, **_: dict(nothing))
     thread, stop = _watching(first.index, [folder])  # `pamir serve --watch FOLDER`
     try:
         with TestClient(create_app(first.index, system=first.system, warm_mapping=False)) as c:

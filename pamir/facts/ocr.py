@@ -78,6 +78,10 @@ DETECT_SIDE = 320
 #: The picture is decoded with its longest side at most this: the lines are cut out of it
 #: for recognition (48 pixels high), so small text keeps more pixels than detection saw.
 READ_SIDE = 1600
+#: The height, in pixels, recognition reads a line at (PP-OCRv6's recogniser: 48 x up to 320):
+#: a line is cut out of a picture with at least this many pixels of its height, where the
+#: picture has them (`TextReader._closer`).
+REC_HEIGHT = 48
 #: At most this many lines are recognised, the largest first: a bound on the cost of a page
 #: of small print (each line is one recognition, ~10-30 ms here), not a measured choice.
 MAX_LINES = 24
@@ -305,10 +309,17 @@ class TextReader:
 
     def _closer(self, bgr: np.ndarray, boxes: list[np.ndarray], more) -> tuple:
         """The picture the lines are cut out of, and the boxes in its pixels: the closer
-        look where there is one with more pixels, else the picture detected."""
-        if more is None or max(bgr.shape[:2]) >= self.settings.read_side:
+        look at the size where its smallest line is REC_HEIGHT pixels high (recognition
+        reads each line at that height: more pixels would be shrunk away), at most
+        read_side, where that has more pixels than the picture detected; else that."""
+        long = max(bgr.shape[:2])
+        if more is None or long >= self.settings.read_side:
             return bgr, boxes
-        rgb = more[0](self.settings.read_side)
+        smallest = min(_height(b) for b in boxes)
+        side = min(self.settings.read_side, int(np.ceil(long * REC_HEIGHT / max(smallest, 1))))
+        if side <= long:
+            return bgr, boxes
+        rgb = more[0](side)
         if rgb is None or rgb.shape[1] <= bgr.shape[1]:
             return bgr, boxes
         big = self.prepare(rgb)
@@ -398,8 +409,7 @@ class TextReader:
         if len(boxes) == 0:
             return []
         boxes = [np.asarray(b, dtype=np.float32) for b in boxes]
-        heights = [scale * min(np.linalg.norm(b[0] - b[3]), np.linalg.norm(b[1] - b[2]))
-                   for b in boxes]
+        heights = [scale * _height(b) for b in boxes]
         widths = [np.linalg.norm(b[0] - b[1]) for b in boxes]
         tallest = (s.max_line_share * scale * min(bgr.shape[:2]) if s.max_line_share
                    else np.inf)
@@ -493,6 +503,11 @@ class TextReader:
             return []
         return [TextLine(str(t).strip(), round(float(c), 4), normalised_box(np.asarray(b), bgr))
                 for b, t, c in zip(out.boxes, out.txts, out.scores) if str(t).strip()]
+
+
+def _height(quad: np.ndarray) -> float:
+    """A detected line's height: the shorter of its quadrilateral's two sides across."""
+    return float(min(np.linalg.norm(quad[0] - quad[3]), np.linalg.norm(quad[1] - quad[2])))
 
 
 def bounded(rgb: np.ndarray, side: int) -> np.ndarray:

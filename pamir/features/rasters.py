@@ -38,7 +38,7 @@ full size here, so the CNN's input is what `prepare_picture` makes of the file, 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,16 +104,23 @@ class Frame:
 
 
 class Detail:
-    """A picture's closer look, made on first use (`Item.detail`): the raster a format
-    decoded whole kept (reduced to the stage's detail side), or the file decoded again at the
-    scale asked, its bytes checked against the content hash the item was read as (a file
-    changed since gives None: the pass reads it again once the index has its new bytes).
-    The largest raster made is kept for the next pass that asks (text and faces share it)."""
+    """A picture's closer look, made on first use (`Item.detail`): from the raster read
+    where that has the pixels asked (`kept`: the raster every pass reads, or a larger one
+    a format decoded whole, or a picture read ahead, kept), else the file decoded again at
+    the scale asked, its bytes checked against the content hash the item was read as (a
+    file changed since gives None: the pass reads it again once the index has its new
+    bytes). The largest raster made is kept for the next pass that asks (text and faces
+    share it). asked(): called once, the first time a pass asks for more pixels than the
+    raster every pass reads (`read_long` on its longer side): the reading stage counts how
+    many pictures need their closer look (pamir.index.stage.AHEAD_SHARE)."""
 
     def __init__(self, path: str, digest: str | None, size: tuple[int, int],
-                 kept: np.ndarray | None = None):
+                 kept: np.ndarray | None = None, read_long: int = 0,
+                 asked: Callable[[], None] | None = None):
         self.path, self.digest, self.size = path, digest, size
         self._rgb = kept
+        self.read_long = read_long
+        self._asked = asked
         self._lock = threading.Lock()
 
     @property
@@ -125,6 +132,9 @@ class Detail:
     def __call__(self, long_side: int) -> np.ndarray | None:
         target = min(long_side, max(self.size))
         with self._lock:
+            if self._asked is not None and target * (1 - SLACK) > self.read_long:
+                self._asked()  # more than every pass reads: counted once a picture
+                self._asked = None
             rgb = self._rgb
             if rgb is None or max(rgb.shape[:2]) < target * (1 - SLACK):
                 rgb = self._decode(long_side)
@@ -202,7 +212,8 @@ class Item:
         kept = self.without_frames()
         if (detail is not None and kept.closer is None and self.frames
                 and max(self.rgb.shape[:2]) > max(rgb.shape[:2])):
-            kept.closer = Detail(self.path, self.digest, self.size, self.reduced(detail))
+            kept.closer = Detail(self.path, self.digest, self.size, self.reduced(detail),
+                                 max(rgb.shape[:2]))
         return kept, rgb
 
 
@@ -227,10 +238,14 @@ def decode_short_side(width: int, height: int, needs: Iterable[Need]) -> int | N
     return max(1, int(np.ceil(min(width, height) * scale)))
 
 
-def read_item(path: str | Path, needs: Sequence[Need], detail: int | None = None) -> Item:
+def read_item(path: str | Path, needs: Sequence[Need], detail: int | None = None, *,
+              ahead: bool = False, asked: Callable[[], None] | None = None) -> Item:
     """The file at `path` read once (see the module's doc): decoded for `needs`, its closer
-    look at `detail` pixels (the longer side; None: no pass looks closer) made on demand;
-    never raises for a bad file: the item then has its reason."""
+    look at `detail` pixels (the longer side; None: no pass looks closer) made on demand, or
+    with `ahead` made now (a JPEG decoded at the closer look's scale and reduced for the
+    needs: cheaper than a second decode where most pictures ask for it; a format decoded
+    whole always is); asked: Detail's. Never raises for a bad file: the item then has its
+    reason."""
     path = str(path)
     try:
         data = read_bytes(path)
@@ -242,9 +257,9 @@ def read_item(path: str | Path, needs: Sequence[Need], detail: int | None = None
             width, height = displayed_size(data)  # the header only
         except ImageError:
             width = height = 0  # the decoder below gives its reason
-        decoded, whole = needs, not images.redecoded_cheaply(data)
+        decoded, whole = needs, ahead or not images.redecoded_cheaply(data)
         if detail is not None and whole:
-            # a format decoded whole (HEIC): its closer look made from this one decode
+            # a format decoded whole (HEIC), or read ahead: its closer look from this decode
             decoded = [*needs, Need("detail", long=detail, slack=SLACK)]
         short = decode_short_side(width, height, decoded) if width and height else None
         rgb = images.decode_reduced(data, short)
@@ -255,11 +270,12 @@ def read_item(path: str | Path, needs: Sequence[Need], detail: int | None = None
     if not (width and height):
         height, width = rgb.shape[:2]
     kept = None
-    if whole:  # a JPEG was decoded at the scale asked (libjpeg's DCT scaling)
+    if whole:  # else a JPEG decoded at the scale asked (libjpeg's DCT scaling)
         rgb, kept = _whole_reduced(rgb, (width, height), needs, detail)
     closer = None
     if detail is not None and max(rgb.shape[:2]) < min(detail, max(width, height)) * (1 - SLACK):
-        closer = Detail(path, digest, (width, height), kept)
+        closer = Detail(path, digest, (width, height), rgb if kept is None else kept,
+                        max(rgb.shape[:2]), asked)
     return Item(path, digest, (width, height), [Frame(None, rgb)], closer=closer)
 
 

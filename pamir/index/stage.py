@@ -50,6 +50,17 @@ CHUNK = 8
 #: Pixels (of the rasters and kept closer looks) waiting for a streamed pass, at most: bounds
 #: the memory the stream holds (3 bytes a pixel); one chunk is always let through.
 QUEUED_PIXELS = 24_000_000
+#: Pictures are read ahead (a JPEG decoded at its closer look's scale, 1/2 for a 12-MP photo,
+#: and reduced for the raster every pass reads) while at least this share of those read
+#: lately asked for their closer look (faces' cues, small lines of text): a 12-MP JPEG's 1/2
+#: decode and reduction cost 79 ms, its 1/4 decode 57, a second decode at 1/2 78 with its
+#: bytes read and hashed again (results/profile_passes.md), so the second decode pays only
+#: below (79 - 57) / 78, 0.28. On Corel-made camera photos (landscapes and animals) 0.55-0.76
+#: asked (sand, fur and wood look like skin or lines): they are read ahead; a roll where few
+#: do is read at the smaller size.
+AHEAD_SHARE = 0.3
+#: The pictures read lately: the share decays by 1/AHEAD_WINDOW a picture.
+AHEAD_WINDOW = 64
 
 
 @dataclass
@@ -166,6 +177,8 @@ class ReadingStage:
         # a picture per thread: libheif's own threads would only contend with them
         self._heif = heif_threads(HEIF_THREADS) if threads > 1 else None
         self._streams = [_Stream(s) for s in streamed]
+        self._share = [0.0, 0.0]  # decayed counts: pictures read, pictures that asked
+        self._share_lock = threading.Lock()
 
     @property
     def streamed(self) -> list[str]:
@@ -177,8 +190,10 @@ class ReadingStage:
         Z, ok, reasons = [], [], []
         for start in range(0, len(paths), CHUNK):
             chunk = list(paths[start:start + CHUNK])
-            items = list(self._pool.map(lambda p: read_item(p, self.needs, self.detail),
-                                        chunk))
+            ahead = self.reading_ahead()
+            items = list(self._pool.map(lambda p: read_item(
+                p, self.needs, self.detail, ahead=ahead, asked=self._asked), chunk))
+            self._count(read=len(chunk))
             with sharing(items):
                 z, o, r = self.transform(chunk)
             o = np.asarray(o, bool)
@@ -193,6 +208,20 @@ class ReadingStage:
         if not Z:
             return np.zeros((0, 0), np.float32), np.zeros(0, bool), []
         return np.vstack(Z), np.concatenate(ok), reasons
+
+    def reading_ahead(self) -> bool:
+        """Whether pictures are read ahead now (AHEAD_SHARE)."""
+        with self._share_lock:
+            read, asked = self._share
+        return bool(self.detail) and read > 0 and asked >= AHEAD_SHARE * read
+
+    def _count(self, read: int = 0, asked: int = 0) -> None:
+        keep = (1 - 1 / AHEAD_WINDOW) ** read
+        with self._share_lock:
+            self._share = [self._share[0] * keep + read, self._share[1] * keep + asked]
+
+    def _asked(self) -> None:
+        self._count(asked=1)
 
     def look(self, paths: Sequence[str]) -> tuple:
         """The system's transform alone, on files the stage does not read itself: a video's
@@ -250,8 +279,9 @@ class ReadingStage:
 
 
 def _pixels(rgb: np.ndarray, item: Item) -> int:
-    """What a queued picture holds: its reduced raster, and a kept closer look."""
-    return rgb.shape[0] * rgb.shape[1] + (item.closer.pixels if item.closer else 0)
+    """What a queued picture holds: its reduced raster, or the larger raster its closer look
+    keeps (the raster read, a closer look read ahead or kept from a whole decode)."""
+    return max(rgb.shape[0] * rgb.shape[1], item.closer.pixels if item.closer else 0)
 
 
 __all__ = ["CHUNK", "QUEUED_PIXELS", "ReadingStage", "StreamedPass"]
