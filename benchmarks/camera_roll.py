@@ -528,6 +528,7 @@ def _options(ap) -> None:
     ap.add_argument("--videos", type=int, default=2)
     ap.add_argument("--parts", default="jpeg,heic,roll,watch")
     ap.add_argument("--build-only", action="store_true", help="build the media and stop")
+    ap.add_argument("--stem", default=STEM, help="results/STEM.json and .md (a part alone)")
 
 
 def main(argv=None) -> None:
@@ -538,7 +539,7 @@ def main(argv=None) -> None:
         for kind, folder in build_all(Path(args.work).resolve(), args).items():
             print(kind, folder, describe(folder))
         return
-    save_report(STEM, measure(args), report)
+    save_report(args.stem, measure(args), report)
 
 
 # ------------------------------------------------------------------------------ the report

@@ -204,7 +204,7 @@ def command_profile(src: Path, folder: Path, cache: Path, work: Path) -> dict:
     # processes of their own); /usr/bin/time -v under it sums their CPU, and its largest
     # resident set is the largest process's
     cmd = ["py-spy", "record", "--subprocesses", "-r", "50", "-f", "raw", "-o", str(raw),
-           "--", "/usr/bin/time", "-v", sys.executable, "-c",
+           "--", "/usr/bin/time", "-v", "-o", str(run / "time.txt"), sys.executable, "-c",
            "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()",
            "index", str(folder), "--index", str(run / "index"), "--json"]
     t0 = time.perf_counter()
@@ -217,7 +217,8 @@ def command_profile(src: Path, folder: Path, cache: Path, work: Path) -> dict:
         stack, n = line.rsplit(" ", 1)
         counts[stage_of(stack.split(";")[1:])] += int(n)
     total = sum(counts.values())
-    time_v = dict(re.findall(r"^\s*([^:\n]+): (.+)$", r.stderr, re.M))
+    # from its own file: py-spy does not pass the command's stderr through
+    time_v = dict(re.findall(r"^\s*([^:\n]+): (.+)$", (run / "time.txt").read_text(), re.M))
     shutil.rmtree(run)
     return {"wall_seconds": round(wall, 1),
             "cpu_seconds": round(float(time_v["User time (seconds)"])
