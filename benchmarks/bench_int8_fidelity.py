@@ -50,34 +50,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from pamir.features import cnn_int8
+from pamir.features.cnn_network import MODELS, onnx_path
 
 from common.harness import RESULTS, Run, load_clause, parser, report_head, write_json
+from common.int8 import SIDES, corel_pictures, run_all
 
-from pamir.features import cnn_int8
-from pamir.features.cnn_network import MODELS, cpu_session, onnx_path
-
-#: Every 25th of the sorted Corel paths: the issue's 200 pictures.
-COREL_EVERY = 25
-SIDES = {"lite0": 224, "lite1": 240, "lite2": 260}
 #: Besides the check's VARIANTS: signed activations with 7-bit weights, for the record.
 EXTRA = (cnn_int8.Variant("s8s8-7bit", "int8", True, "int8, signed, 7-bit weights"),)
-
-
-def corel_pictures(side: int, every: int) -> list[np.ndarray]:
-    from pamir.data import load_corel5k  # noqa: PLC0415
-    from pamir.features.cnn import prepare_picture  # noqa: PLC0415
-    from pamir.features.images import read_bytes  # noqa: PLC0415
-
-    paths = sorted(str(p) for p in load_corel5k().paths)[::COREL_EVERY]
-    return [prepare_picture(read_bytes(p), side) for p in paths[::every]]
-
-
-def run_all(graph, pictures: list[np.ndarray]) -> tuple[np.ndarray, float]:
-    """(pooled vectors, ms a picture) of a graph on pictures, one thread, one a call."""
-    session = cpu_session(graph, threads=1)
-    start = time.perf_counter()
-    P = np.concatenate([session.run(None, {"pixels": p[None]})[0] for p in pictures])
-    return P, 1000 * (time.perf_counter() - start) / max(1, len(pictures))
 
 
 def closeness(reference: np.ndarray, P: np.ndarray) -> dict:

@@ -25,11 +25,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from bench_int8_fidelity import SIDES, corel_pictures, run_all
-from common.harness import RESULTS, Run, parser, report_head, write_json
-
 from pamir.features import cnn_int8
 from pamir.features.cnn_network import MODELS, cpu_session, onnx_path
+
+from common.harness import RESULTS, Run, parser, report_head, write_json
+from common.int8 import SIDES, corel_pictures, run_all
 
 #: Percentiles tried for the linear tensors' ranges.
 PERCENTILES = (99.99, 99.9)

@@ -83,6 +83,13 @@ run benchmarks/bench_corel_passes.py --reverse --stem corel_passes_reversed  # o
 run benchmarks/bench_ocr_int8.py                   # Corel 5k's text: fp32 and int8 detection
 run benchmarks/bench_small_faces.py --seeds 2 --faceless 10 --corel 50   # faces of every size
 run benchmarks/bench_cities.py                      # cities as people name them: recall, wrong city
+python benchmarks/camera_roll.py --build-only        # a camera roll's media, once (no lock: no timing)
+run benchmarks/camera_roll.py                       # a camera roll: 300 JPEGs, 20 HEICs, 2,000 end
+                                                   #   to end, old (96353846) and new; the watcher
+run benchmarks/profile_passes.py --src /work/wt-base --old /work/wt-old96 \
+    --stem profile_passes_before                   # where the time went before issue 52 (worktrees
+                                                   #   of 45c8fc3 and 96353846)
+run benchmarks/profile_passes.py --old /work/wt-old96   # ... and now
 run benchmarks/duplicates.py --million --text-space # copies and bursts: per kind, hard negatives, scale
 # A cnn model of Corel 5k for the sidecars' word threshold and the videos' pooling.
 V=/work/bench-data/model-cnn
@@ -94,6 +101,7 @@ run benchmarks/bench_int8.py --cache "$I/cache"    #   then each view's cosines,
 run benchmarks/bench_int8.py --cache "$I/cache" --parts cosines
 # each int8 variant against fp32 per network, natively (then under QEMU: the module's docstring)
 run benchmarks/bench_int8_fidelity.py --cache "$I/cache"
+run benchmarks/bench_int8_options.py --cache "$I/cache"  # where lite1's int8 error starts; quantization's options
 # People (issue 34): the identities folder is made once by benchmarks/faces_pictures.py from
 # git clones of three MIT-licensed face libraries (its docstring says how); nothing is
 # downloaded here, so without the folder these two are skipped, and say so.

@@ -22,15 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from . import config
+from .formats import IMAGE_SUFFIXES  # the one home of the suffixes (pamir.formats)
 from .text.words import STOP_WORDS, split_keywords, tokenize
 
 log = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES = frozenset(
-    ".jpg .jpeg .png .gif .bmp .tif .tiff .webp .ppm .pgm .pbm".split()
-    # HEIC/HEIF/AVIF (pillow-heif) and camera RAW (rawpy): pamir.features.images
-    + ".heic .heif .avif .dng .cr2 .nef .arw .raf .orf".split()
-)
 PATH_COLUMNS = ("path", "file", "filename", "image", "picture")
 KEYWORD_COLUMNS = ("keywords", "tags", "labels", "words")
 CAPTION_COLUMNS = ("caption", "captions", "text", "description")

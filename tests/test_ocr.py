@@ -291,3 +291,27 @@ def test_pamir_index_reads_the_text_after_the_pictures_and_no_text_turns_it_off(
     monkeypatch.setattr(workflow, "read_text", no_ocr)  # no [ocr] extra: one line names it
     r = run("index", model, pictures, "--index", tmp_path / "ix2")
     assert "text in pictures not read" in r.output and "pamir[ocr]" in r.output
+
+
+def test_lines_found_at_the_detector_s_size_are_read_on_the_closer_look(tmp_path):
+    """As the reading stage gives a camera-size photo (its raster at the detector's 320
+    pixels, its closer look on demand): a small sign's word is read from the closer look,
+    asked for once; a photo with no lines never asks for it."""
+    from pamir.facts.ocr import read_text_rasters
+    from pamir.features.rasters import SLACK, Need, read_item
+
+    sign = Image.fromarray(paint("BAKERY", "DejaVuSans-Bold.ttf", 40, (20, 20, 20),
+                                 (240, 232, 205), 0)).resize((4032, 2688))
+    sign.save(tmp_path / "sign.jpg", quality=90)
+    backdrop(seed=3).resize((4032, 2688)).save(tmp_path / "plain.jpg", quality=90)
+    asked, pictures = [], []
+    for name in ("sign.jpg", "plain.jpg"):
+        item = read_item(tmp_path / name, [Need("text", long=320, slack=SLACK)], detail=1600)
+        kept, rgb = item.for_pass(320, 1600)
+        assert max(rgb.shape[:2]) <= 320 and kept.frames == []
+        pictures.append((str(tmp_path / name), rgb, item.size,
+                         lambda side, kept=kept, name=name: asked.append(name)
+                         or kept.detail(side)))
+    (sign_facts, _), (plain_facts, _) = read_text_rasters(pictures)
+    assert "bakery" in {f.word for f in sign_facts} and plain_facts == []
+    assert asked == ["sign.jpg"]

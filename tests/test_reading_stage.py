@@ -1,8 +1,10 @@
 """The reading stage of `pamir index` (pamir.features.rasters, pamir.index.stage,
-pamir.jobs.indexing): each picture decoded once for the look, the thumbnails, the text and the
-faces; the CNN's inputs unchanged for pictures that need no reduction (Corel's); HEIC, AVIF
-and a 24-MP JPEG indexed and found; thumbnails written while indexing; searches answered
-while the text pass still reads; the progress record the page shows."""
+pamir.jobs.indexing): each picture decoded once, at what every pass reads every picture at,
+for the look, the thumbnails, the text and the faces, and a closer look only where a pass
+found something (a JPEG decoded again, a HEIC's kept from its one decode); the CNN's inputs
+unchanged for pictures that need no reduction (Corel's); HEIC, AVIF and a 24-MP JPEG indexed
+and found; thumbnails written while indexing; searches answered while the text pass still
+reads; the stream bounded by pixels; the progress record the page shows."""
 
 from __future__ import annotations
 
@@ -17,13 +19,16 @@ from PIL import Image
 
 from pamir.features import images
 from pamir.features.cnn import CNNRepresentation, CNNSettings, prepare_picture
-from pamir.features.rasters import Need, look_needs, read_item, rgb_for, sharing
+from pamir.features.rasters import SLACK, Need, look_needs, read_item, rgb_for, sharing
 from pamir.index import Index
 from pamir.index.progress_record import read_progress
 from pamir.jobs.indexing import IndexJob, run_index
 
-NEEDS = [Need("look", short=224), Need("text", long=1600), Need("faces", long=1024),
-         Need("thumbnails", long=512)]
+#: What the stage reads every picture at with text and faces on (the text detector's and the
+#: face detector's sides, met within SLACK), and their closer looks' longest side.
+NEEDS = [Need("look", short=224), Need("text", long=320, slack=SLACK),
+         Need("faces", long=1024, slack=SLACK), Need("thumbnails", long=512)]
+DETAIL = 2048
 
 
 @pytest.fixture
@@ -81,17 +86,84 @@ def test_the_pooled_cnn_features_of_corel_pictures_are_unchanged(corel_root, dec
     assert not decodes
 
 
-def test_a_big_jpeg_is_decoded_once_at_the_largest_size_a_pass_needs(tmp_path):
-    """A 24-MP JPEG is decoded by libjpeg at 1/2 scale: enough for the text pass's 1,600
-    pixels, a quarter of the pixels of the full decode."""
+def test_a_big_jpeg_is_decoded_at_what_every_pass_reads_and_closer_only_when_asked(
+        tmp_path, decodes):
+    """A 24-MP JPEG is decoded by libjpeg at 1/4 scale: the face detector's 1,024 pixels;
+    its closer look (the text's 1,600, the small faces' 2,048) is a second decode at 1/2,
+    made when a pass asks for it, once for both."""
     path = tmp_path / "big.jpg"
     Image.new("RGB", (6000, 4000), (90, 120, 200)).save(path, quality=92)
-    item = read_item(path, NEEDS)
+    item = read_item(path, NEEDS, DETAIL)
     assert item.ok and item.size == (6000, 4000)
-    assert item.rgb.shape[:2] == (2000, 3000)
-    assert max(item.reduced(1600).shape[:2]) == 1600
+    assert item.rgb.shape[:2] == (1000, 1500)
+    assert sum(decodes.values()) == 1
+    frameless = item.without_frames()  # what a pass holds beside its raster
+    assert frameless.detail(1600).shape[:2] == (1067, 1600)
+    assert frameless.detail(2048).shape[:2] == (1365, 2048)
+    assert sum(decodes.values()) == 2  # the 1/2 decode, kept for the second pass
     small = read_item(path, [Need("look", short=224)])
     assert small.rgb.shape[:2] == (500, 750)  # 1/8: the CNN's 224 alone
+
+
+def test_a_12_mp_photo_is_not_decoded_whole_for_the_faces_2048_pixels(tmp_path):
+    """4032 x 2688: its 1/2 scale (2,016) is within SLACK of the small faces' 2,048 and its
+    1/4 (1,008) of the detector's 1,024, so neither decodes it whole (before, the 2,048 did:
+    a 33-MB raster for each photo in flight)."""
+    path = tmp_path / "phone.jpg"
+    Image.new("RGB", (4032, 2688), (90, 120, 200)).save(path, quality=92)
+    item = read_item(path, NEEDS, DETAIL)
+    assert item.rgb.shape[:2] == (672, 1008)
+    assert item.detail(2048).shape[:2] == (1344, 2016)
+
+
+def test_a_photo_read_ahead_is_decoded_once_for_its_raster_and_its_closer_look(tmp_path,
+                                                                                decodes):
+    """Read ahead (where most pictures lately asked for their closer look): the 12-MP JPEG
+    is decoded once at 1/2, the raster every pass reads made from it as read otherwise, the
+    closer look kept; a pass asking for no more than the raster is not counted as asking,
+    one asking for more is, once."""
+    path = tmp_path / "phone.jpg"
+    Image.new("RGB", (4032, 2688), (90, 120, 200)).save(path, quality=92)
+    asked = []
+    item = read_item(path, NEEDS, DETAIL, ahead=True, asked=lambda: asked.append(1))
+    assert item.rgb.shape[:2] == (672, 1008) and sum(decodes.values()) == 1
+    frameless = item.without_frames()
+    assert frameless.detail(1000).shape[:2] == (667, 1000) and asked == []
+    assert frameless.detail(2048).shape[:2] == (1344, 2016)
+    assert frameless.detail(1600).shape[:2] == (1067, 1600)
+    assert asked == [1] and sum(decodes.values()) == 1
+
+
+def test_a_picture_decoded_whole_keeps_its_closer_look_from_that_decode(tmp_path, decodes):
+    """A PNG (any format libjpeg does not scale) is decoded once, whole: the raster every
+    pass reads is reduced from it, and its closer look kept, not decoded again."""
+    path = tmp_path / "big.png"
+    Image.new("RGB", (4096, 3072), (10, 200, 90)).save(path)
+    item = read_item(path, NEEDS, DETAIL)
+    assert item.rgb.shape[:2] == (768, 1024)
+    assert item.without_frames().detail(2048).shape[:2] == (1536, 2048)
+    assert sum(decodes.values()) == 1
+
+
+def test_a_pass_reads_a_mid_sized_picture_closer_on_the_raster_read(tmp_path, decodes):
+    """A 1,024-px picture is read at its full size; the text pass detects at 320 pixels and
+    reads its lines on the 1,024-pixel raster, with no second decode."""
+    path = tmp_path / "sign.jpg"
+    Image.new("RGB", (1024, 683), (90, 120, 200)).save(path, quality=92)
+    item = read_item(path, NEEDS, DETAIL)
+    kept, rgb = item.for_pass(320, 1600)
+    assert max(rgb.shape[:2]) == 320 and kept.detail(1600).shape[:2] == (683, 1024)
+    assert sum(decodes.values()) == 1
+
+
+def test_a_changed_file_gives_no_closer_look(tmp_path):
+    """A file written again between the decode and the closer look: the closer look is not
+    taken from other bytes than the item's."""
+    path = tmp_path / "big.jpg"
+    Image.new("RGB", (4032, 2688), (90, 120, 200)).save(path, quality=92)
+    item = read_item(path, NEEDS, DETAIL)
+    Image.new("RGB", (4032, 2688), (200, 20, 20)).save(path, quality=92)
+    assert item.without_frames().detail(1600) is None
 
 
 def test_an_unreadable_file_gives_its_reason_and_no_second_decode(tmp_path, decodes):
@@ -148,12 +220,17 @@ def indexed(phone_folder, tmp_path_factory):
     return ix, report, status, counted
 
 
-def test_every_picture_is_decoded_once_with_text_and_faces_on(indexed, phone_folder):
+def test_every_picture_is_decoded_once_and_a_big_jpeg_again_where_it_has_text(
+        indexed, phone_folder):
+    """With text and faces on, each picture is decoded once; the 24-MP JPEG, whose sign the
+    text pass finds at its 1,500 pixels, once more for its lines' closer look (the HEIC and
+    the AVIF, decoded whole, keep theirs)."""
     ix, report, status, counted = indexed
     assert status["pictures"] == 4 and not report.failed
     assert report.text["read"] == 4 and report.faces["read"] == 4
     for path in phone_folder.iterdir():
-        assert counted[images.content_hash(path.read_bytes())] == 1, path.name
+        expected = 2 if path.name == "c.jpg" else 1
+        assert counted[images.content_hash(path.read_bytes())] == expected, path.name
 
 
 @pytest.mark.parametrize("word, name", [("harbour", "a.heic"), ("museum", "b.avif"),
@@ -303,3 +380,29 @@ def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, ph
         assert workflow.read_text(index).read == 4
     for path in phone_folder.iterdir():
         assert decodes[images.content_hash(path.read_bytes())] == 1, path.name
+
+
+def test_a_streamed_pass_holds_no_more_pixels_than_its_bound(monkeypatch):
+    """A pass that lags holds the look back once the pixels queued for it reach
+    QUEUED_PIXELS (one chunk always goes through), and lets it go on as it reads."""
+    from pamir.features.rasters import Frame, Item
+    from pamir.index import stage
+
+    monkeypatch.setattr(stage, "QUEUED_PIXELS", 250)
+    gate, done = threading.Event(), threading.Event()
+
+    def read(inputs):
+        assert gate.wait(30)
+        return [([], "")] * len(inputs)
+
+    stream = stage._Stream(stage.StreamedPass("p", (), read, None, None, lambda it, rgb: rgb))
+    chunk = [Item(str(i), str(i), (10, 10), [Frame(None, np.zeros((10, 10, 3), np.uint8))])
+             for i in range(2)]  # 200 pixels
+    stream.put(chunk)  # the first goes through, whatever its size
+    putter = threading.Thread(target=lambda: (stream.put(chunk), done.set()))
+    putter.start()
+    assert not done.wait(0.5)  # 400 pixels would be over 250: the look waits
+    gate.set()
+    assert done.wait(30)
+    stream.close()
+    assert len(stream.ready()) == 2

@@ -135,3 +135,28 @@ def test_the_pass_reader_takes_pictures_decoded_once(tmp_path):
     for (a, _), (b, _) in zip(by_path[:2], given[:2]):
         assert all(np.allclose(x.face.embedding, y.face.embedding) for x, y in zip(a, b))
     assert by_path[2][0] is None and given[2][0] is None and "not found" in given[2][1]
+
+
+def test_the_closer_look_is_made_only_where_a_cue_may_be_a_face(finder, tmp_path):
+    """As the reading stage gives them (the photo read at the detector's 1,024 pixels, its
+    closer look on demand): a group photo of small faces asks for the closer look and finds
+    them in it; a wall with nothing face-like on it never asks."""
+    from pamir.features.rasters import SLACK, Need, read_item  # noqa: PLC0415
+
+    people = [("obama2", 90), ("biden2", 90), ("kit_harington", 90)]
+    boxes = group_photo(finder, tmp_path / "group.jpg", people)
+    Image.fromarray(np.clip(np.random.default_rng(1).normal((90, 105, 125), 6, (2000, 3000, 3)),
+                            0, 255).astype(np.uint8)).save(tmp_path / "wall.jpg", quality=92)
+    asked = []
+    for name in ("group.jpg", "wall.jpg"):
+        item = read_item(tmp_path / name, [Need("faces", long=1024, slack=SLACK)],
+                         detail=zoom.ZOOM_SIDE)
+        assert max(item.rgb.shape[:2]) == 1500  # 1/2 of 3,000; the closer look 2,048
+        faces = finder.find(item.rgb, item.size,
+                            lambda side, item=item, name=name: asked.append(name)
+                            or item.detail(side))
+        if name == "group.jpg":
+            assert all(max(iou(f.box, b) for f in faces) >= 0.3 for b in boxes)
+        else:
+            assert faces == []
+    assert asked == ["group.jpg"]

@@ -314,8 +314,11 @@ def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monke
     first.stop()
     # the index's model is the stand-in; its passes read nothing here
     monkeypatch.setattr(workflow, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
-    monkeypatch.setattr(workflow, "read_text", lambda ix: SimpleNamespace(as_dict=dict))
-    monkeypatch.setattr(workflow, "read_faces", lambda ix: {})
+    # called as the real ones are (pamir.jobs.indexing: client, progress), a pass's report
+    nothing = {"read": 0, "with_facts": 0, "failed": 0, "seconds": 0.0, "notes": []}
+    monkeypatch.setattr(workflow, "read_text",
+                        lambda ix, **_: SimpleNamespace(as_dict=lambda: dict(nothing)))
+    monkeypatch.setattr(workflow, "read_faces", lambda ix, **_: dict(nothing))
     thread, stop = _watching(first.index, [folder])  # `pamir serve --watch FOLDER`
     try:
         with TestClient(create_app(first.index, system=first.system, warm_mapping=False)) as c:
@@ -363,3 +366,27 @@ def test_a_model_that_learnt_is_loaded_again(watching, tmp_path):
     assert loads == [tmp_path / "model"] and w.said("has changed: loading it again")
     with Index.open(w.index) as ix:  # the index follows the model (rescored for it)
         assert ix.model_fingerprint == model_fingerprint(tmp_path / "model")
+
+
+def test_every_format_pamir_index_reads_is_followed(watching):
+    """The watcher's events and `pamir index`'s walk go by one list (pamir.formats): a
+    picture of every format, a video, a sidecar; not a stray text file."""
+    from pamir.formats import MEDIA_SUFFIXES
+
+    w, folder = watching
+    for suffix in MEDIA_SUFFIXES:
+        assert w.watcher._relevant(str(folder / f"x{suffix.upper()}"), False), suffix
+    assert w.watcher._relevant(str(folder / "x.jpg.xmp"), False)
+    assert not w.watcher._relevant(str(folder / "notes.txt"), False)
+
+
+def test_a_video_copied_in_is_indexed(watching, tmp_path):
+    """A video (here an .mp4 written aside, then moved in, as a copy lands) is taken as a
+    picture is: indexed within the update, its frames looked at."""
+    from media import video
+
+    w, folder = watching
+    clip = video(tmp_path / "clip.mp4", seconds=2.0)
+    os.rename(clip, folder / "clip.mp4")
+    wait_for(lambda: "clip.mp4" in indexed(w.index), "the video")
+    assert indexed(w.index)["clip.mp4"].state == "ok"

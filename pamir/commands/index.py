@@ -241,10 +241,12 @@ def _prepare_word_mapping(index: Index) -> None:
             lexicon.build()
         if index.vocabulary:  # the zero-caption system's index has none
             index.bridge.vocabulary_embeddings()
-        if index.class_words is not None and not index.class_words.bridge.cache_file.exists():
+        bridge = index.class_words.bridge if index.class_words is not None else None
+        if (bridge is not None and not bridge.cache_file.exists()
+                and (bridge.shipped is None or bridge.shipped() is None)):  # none packaged
             # a line, not a spinner: the passes' bars are the terminal's one live display
             console.print("embedding ImageNet's class descriptions, once per machine")
-            index.class_words.bridge.vocabulary_embeddings()
+            bridge.vocabulary_embeddings()
     except EmbeddingUnavailable as e:
         console.print(f"[yellow]words outside the vocabulary cannot be mapped:[/yellow] "
                       f"{escape(str(e))}", markup=True)

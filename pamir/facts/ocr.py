@@ -24,7 +24,12 @@ rapidocr's defaults. The networks are called directly (rapidocr's pipeline read 
 through omegaconf and normalised in float64 at every call), alike-sized pictures of a batch
 are detected together, a picture's lines recognised together, and the index's pass runs one
 reader per core (pamir.index.passes). The detection network, most of the cost, runs in int8,
-quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION).
+quantized once per machine (pamir.facts.ocr_int8; DETECT_PRECISION). In `pamir index`'s
+reading stage the reader is given each picture at DETECT_SIDE (reduced from the raster every
+pass reads) and the picture's closer look, which it asks for only where it detected lines:
+their text is cut out of the picture at READ_SIDE, as before, but a 12-MP JPEG is decoded at
+that size (1/2) only for the few photos with lines, not for all (`TextReader.read_many`). The
+fingerprint does not change with it: the same lines are read (results/profile_passes.md).
 
 Longer than 600 lines: the reader, the settings it settles (`settled`) and the fingerprint
 that names what it read stay in one module, so that a setting cannot change the reading
@@ -40,6 +45,7 @@ import json
 import os
 import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +78,10 @@ DETECT_SIDE = 320
 #: The picture is decoded with its longest side at most this: the lines are cut out of it
 #: for recognition (48 pixels high), so small text keeps more pixels than detection saw.
 READ_SIDE = 1600
+#: The height, in pixels, recognition reads a line at (PP-OCRv6's recogniser: 48 x up to 320):
+#: a line is cut out of a picture with at least this many pixels of its height, where the
+#: picture has them (`TextReader._closer`).
+REC_HEIGHT = 48
 #: At most this many lines are recognised, the largest first: a bound on the cost of a page
 #: of small print (each line is one recognition, ~10-30 ms here), not a measured choice.
 MAX_LINES = 24
@@ -273,21 +283,50 @@ class TextReader:
         (H, W, 3) uint8 RGB array. ImageError if the file cannot be decoded."""
         return self.read_many([self.prepare(image)])[0]
 
-    def read_many(self, pictures: list[np.ndarray | None]) -> list[list[TextLine]]:
+    def read_many(self, pictures: list[np.ndarray | None],
+                  closer: list | None = None) -> list[list[TextLine]]:
         """The lines of text on each of several prepared pictures (`prepare`; None: none):
-        alike-sized pictures are detected together, in batches of DETECT_BATCH."""
+        alike-sized pictures are detected together, in batches of DETECT_BATCH. closer: for
+        each picture, None or (look, full_long_side): look(read_side) -> the picture with
+        more pixels (RGB, None where it cannot be had), full_long_side its file's longer
+        side: a picture detected at fewer pixels than read_side (the reading stage's raster)
+        has its lines cut out of that, only where it has lines."""
         if self.settings.rapidocr_defaults:
             return [self._whole(bgr) if bgr is not None else [] for bgr in pictures]
+        closer = closer or [None] * len(pictures)
         out = []
-        for bgr, boxes in zip(pictures, self._detect_many(pictures)):
+        for bgr, boxes, more in zip(pictures, self._detect_many(pictures, closer), closer):
             if not boxes:
                 out.append([])  # no line detected: nothing to recognise (most photos)
-            elif self.recogniser is not None:
+                continue
+            bgr, boxes = self._closer(bgr, boxes, more)
+            if self.recogniser is not None:
                 out.append(self._recognise_lines(bgr, boxes))
             else:
                 out.append([line for line in (self._recognise(bgr, box) for box in boxes)
                             if line])
         return out
+
+    def _closer(self, bgr: np.ndarray, boxes: list[np.ndarray], more) -> tuple:
+        """The picture the lines are cut out of, and the boxes in its pixels: the closer
+        look at the size where its smallest line is REC_HEIGHT pixels high (recognition
+        reads each line at that height: more pixels would be shrunk away), at most
+        read_side, where that has more pixels than the picture detected; else that."""
+        long = max(bgr.shape[:2])
+        if more is None or long >= self.settings.read_side:
+            return bgr, boxes
+        smallest = min(_height(b) for b in boxes)
+        side = min(self.settings.read_side, int(np.ceil(long * REC_HEIGHT / max(smallest, 1))))
+        if side <= long:
+            return bgr, boxes
+        rgb = more[0](side)
+        if rgb is None or rgb.shape[1] <= bgr.shape[1]:
+            return bgr, boxes
+        big = self.prepare(rgb)
+        if big is None:
+            return bgr, boxes
+        fx, fy = big.shape[1] / bgr.shape[1], big.shape[0] / bgr.shape[0]
+        return big, [b * np.array([fx, fy], np.float32) for b in boxes]
 
     def prepare(self, image) -> np.ndarray | None:
         """A picture as the reader reads it: decoded (`load`), its longest side bounded by
@@ -313,9 +352,13 @@ class TextReader:
         scale = min(1.0, self.settings.read_side / max(w, h, 1))
         return decode_rgb(data, short_side=max(1, round(min(w, h) * scale)))
 
-    def _detect_many(self, pictures: list[np.ndarray | None]) -> list[list[np.ndarray]]:
+    def _detect_many(self, pictures: list[np.ndarray | None],
+                     closer: list | None = None) -> list[list[np.ndarray]]:
         """`_detect` of each picture (None: no lines); pictures that the detection network
-        takes directly at the same size (`_direct_size`) are run through it together."""
+        takes directly at the same size (`_direct_size`) are run through it together. A
+        picture with a closer look (read_many) has its lines' heights measured as they will
+        be read (`_read_scale`)."""
+        closer = closer or [None] * len(pictures)
         out: list[list[np.ndarray]] = [[] for _ in pictures]
         alike: dict[tuple[int, int], list[int]] = {}
         for i, bgr in enumerate(pictures):
@@ -323,7 +366,7 @@ class TextReader:
                 continue
             size = self._direct_size(bgr, self.settings.detect_side)
             if size is None or self.coarse is not None:
-                out[i] = self._detect(bgr)
+                out[i] = self._detect(bgr, self._read_scale(bgr, closer[i]))
             elif min(size) > 0:
                 alike.setdefault(size, []).append(i)
         det = self.detector
@@ -336,29 +379,40 @@ class TextReader:
                     h, w = pictures[i].shape[:2]
                     boxes, _ = det.postprocess_op(maps[j:j + 1], (h, w))
                     boxes = det.sorted_boxes(np.asarray(boxes)) if len(boxes) else boxes
-                    out[i] = self._kept(boxes, pictures[i])
+                    out[i] = self._kept(boxes, pictures[i],
+                                        self._read_scale(pictures[i], closer[i]))
         return out
 
-    def _detect(self, bgr: np.ndarray) -> list[np.ndarray]:
+    def _read_scale(self, bgr: np.ndarray, more) -> float:
+        """How much larger a picture's lines are where they are read than where they are
+        detected: read_side (at most the file's longer side) over its longer side where a
+        closer look gives more pixels, else 1."""
+        long = max(bgr.shape[:2])
+        if more is None or long >= self.settings.read_side:
+            return 1.0
+        return max(1.0, min(self.settings.read_side, more[1]) / long)
+
+    def _detect(self, bgr: np.ndarray, scale: float = 1.0) -> list[np.ndarray]:
         """The detected lines' quadrilaterals (4 x 2, pixels of bgr), the largest
-        max_lines of those at least min_line_height high (`_kept`)."""
+        max_lines of those at least min_line_height high where they are read (`_kept`)."""
         s = self.settings
         if self.coarse is not None and max(bgr.shape[:2]) > s.coarse_side:
             if not len(self._boxes(bgr, s.coarse_side, self.coarse)):
                 return []
-        return self._kept(self._boxes(bgr, s.detect_side, self.engine), bgr)
+        return self._kept(self._boxes(bgr, s.detect_side, self.engine), bgr, scale)
 
-    def _kept(self, boxes, bgr: np.ndarray) -> list[np.ndarray]:
+    def _kept(self, boxes, bgr: np.ndarray, scale: float = 1.0) -> list[np.ndarray]:
         """The quadrilaterals worth recognising, the largest first up to max_lines, back in
-        reading order (see `_detect`)."""
+        reading order (see `_detect`); `scale`: the lines' size where they are read over
+        their size in bgr."""
         s = self.settings
         if len(boxes) == 0:
             return []
         boxes = [np.asarray(b, dtype=np.float32) for b in boxes]
-        heights = [min(np.linalg.norm(b[0] - b[3]), np.linalg.norm(b[1] - b[2]))
-                   for b in boxes]
+        heights = [scale * _height(b) for b in boxes]
         widths = [np.linalg.norm(b[0] - b[1]) for b in boxes]
-        tallest = s.max_line_share * min(bgr.shape[:2]) if s.max_line_share else np.inf
+        tallest = (s.max_line_share * scale * min(bgr.shape[:2]) if s.max_line_share
+                   else np.inf)
         kept = [i for i, hgt in enumerate(heights) if s.min_line_height <= hgt <= tallest]
         kept.sort(key=lambda i: -heights[i] * widths[i])
         kept = sorted(kept[:s.max_lines])  # back to reading order (rapidocr's)
@@ -449,6 +503,11 @@ class TextReader:
             return []
         return [TextLine(str(t).strip(), round(float(c), 4), normalised_box(np.asarray(b), bgr))
                 for b, t, c in zip(out.boxes, out.txts, out.scores) if str(t).strip()]
+
+
+def _height(quad: np.ndarray) -> float:
+    """A detected line's height: the shorter of its quadrilateral's two sides across."""
+    return float(min(np.linalg.norm(quad[0] - quad[3]), np.linalg.norm(quad[1] - quad[2])))
 
 
 def bounded(rgb: np.ndarray, side: int) -> np.ndarray:
@@ -590,17 +649,38 @@ def lines_of(facts) -> list[TextLine]:
 
 # ------------------------------------------------------------------------------ batches
 
-_local = threading.local()
+#: Readers not in use, by settings: kept for the process, so that a thread started later (the
+#: reading stage's text stream, one per `pamir index` job; `pamir watch` runs one for each
+#: update) takes a reader whose sessions are built rather than building its own (about half a
+#: second each time). A reader is used by one thread at a time (rapidocr keeps per-call
+#: switches on its engine).
+_idle: dict[OcrSettings, list[TextReader]] = {}
+_idle_lock = threading.Lock()
+
+
+@contextmanager
+def borrowed_reader(settings: OcrSettings | None = None):
+    """A reader for `settings` for the time of the `with` block: an idle one, or one built
+    now; it is kept for the next caller after."""
+    settings = settings or OcrSettings()
+    with _idle_lock:
+        idle = _idle.setdefault(settings, [])
+        reader = idle.pop() if idle else None
+    if reader is None:
+        reader = TextReader(settings)
+    try:
+        yield reader
+    finally:
+        with _idle_lock:
+            _idle[settings].append(reader)
 
 
 def shared_reader(settings: OcrSettings | None = None) -> TextReader:
-    """This thread's reader for `settings` (built on first use): a Dask worker or a pass
-    builds its sessions once, not once a picture."""
-    settings = settings or OcrSettings()
-    readers = _local.__dict__.setdefault("readers", {})
-    if settings not in readers:
-        readers[settings] = TextReader(settings)
-    return readers[settings]
+    """A reader for `settings`, built on first use and kept for the process (a Dask worker or
+    a pass builds its sessions once, not once a picture); for one thread's use at a time
+    (`borrowed_reader`, as read_texts takes one)."""
+    with borrowed_reader(settings) as reader:
+        return reader
 
 
 def read_texts(paths, settings: OcrSettings | None = None,
@@ -620,25 +700,36 @@ def read_text_rasters(pictures, settings: OcrSettings | None = None
                       ) -> list[tuple[list[Fact] | None, str]]:
     """read_texts of (path, picture) pairs, each picture what `TextReader.prepare` takes:
     the reading stage's raster (pamir.features.rasters, decoded once for every pass), or
-    the path itself (decoded here)."""
-    reader = shared_reader(settings)
+    the path itself (decoded here); or of (path, raster, (width, height), closer) from the
+    reading stage: closer(side) the picture's closer look (pamir.features.rasters.Item.detail),
+    asked for only where the raster has lines (TextReader.read_many)."""
+    shared_reader(settings)  # its models, or MissingExtra / OcrUnavailable: every file's
+    with borrowed_reader(settings) as reader:
+        return _read_rasters(reader, pictures)
+
+
+def _read_rasters(reader: TextReader, pictures) -> list[tuple[list[Fact] | None, str]]:
     out: list[tuple[list[Fact] | None, str]] = [([], "")] * len(pictures)
-    ready: list[tuple[int, np.ndarray | None]] = []  # decoded, read together
-    for i, (path, picture) in enumerate(pictures):
+    ready: list[tuple[int, np.ndarray | None, object]] = []  # decoded, read together
+    for i, (path, picture, *more) in enumerate(pictures):
         try:
-            ready.append((i, reader.prepare(picture)))
+            ready.append((i, reader.prepare(picture),
+                          (more[1], max(more[0])) if len(more) == 2 else None))
         except Exception as e:  # noqa: BLE001 - one hostile file must not end a batch
             out[i] = (None, _note(path, e))
+    def read(bgrs, closer):  # closer looks passed only where there are (the stage's)
+        return reader.read_many(bgrs, closer) if any(closer) else reader.read_many(bgrs)
+
     try:
-        found: list = reader.read_many([bgr for _, bgr in ready])
+        found: list = read([bgr for _, bgr, _ in ready], [more for _, _, more in ready])
     except Exception:  # noqa: BLE001 - one picture spoilt the batch: each alone, to name it
         found = []
-        for _, bgr in ready:
+        for _, bgr, more in ready:
             try:
-                found.append(reader.read_many([bgr])[0])
+                found.append(read([bgr], [more])[0])
             except Exception as e:  # noqa: BLE001
                 found.append(e)
-    for (i, _), lines in zip(ready, found):
+    for (i, _, _), lines in zip(ready, found):
         out[i] = ((None, _note(pictures[i][0], lines)) if isinstance(lines, Exception)
                   else (text_facts(lines), ""))
     return out
@@ -655,4 +746,5 @@ def _note(path, e: Exception) -> str:
 
 __all__ = ["BUNDLED_MODELS", "DETECT_SIDE", "MAX_LINES", "MIN_SCORE", "OcrSettings", "READ_SIDE",
            "OcrUnavailable", "TextLine", "TextReader", "bundled_models", "fingerprint",
-           "lines_of", "phrase", "read_text_rasters", "read_texts", "shared_reader", "text_facts"]
+           "borrowed_reader", "lines_of", "phrase", "read_text_rasters", "read_texts", "shared_reader",
+           "text_facts"]

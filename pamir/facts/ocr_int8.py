@@ -14,7 +14,7 @@ Xeon (AVX-512 VNNI) the network alone takes 4.9 against 24 ms a Corel picture, t
 14.8 against 34.6 ms, reading the same painted words (benchmarks/results/text_sizes_per2.md,
 ocr_int8.md).
 
-Checked where it is made (issue 51), as the CNN views are (pamir.features.cnn_int8's
+Checked where it is made, as the CNN views are (pamir.features.cnn_int8's
 `checked_graph`: the fastest variant that stays faithful, else fp32): each variant's reader
 reads the calibration pictures beside the fp32 reader, and is kept when it reads at least
 FAITHFUL_READS of the painted words that fp32 reads, in boxes within BOX_TOLERANCE of fp32's

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi")
+from ..formats import VIDEO_SUFFIXES, is_video  # noqa: F401 - their home (pamir.formats)
+
 #: Seconds between the frames read, and the most frames read of one video (a longer one's
 #: spread over all of it). Chosen on benchmarks/results/video_read.md: a one-minute 1080p
 #: video's 12 frames are read in 0.55 s, and `pamir index` spends about 5 s on it with every
@@ -57,10 +58,6 @@ class Video:
     duration: float  # seconds
     taken: datetime | None = None  # when it was recorded (local time where known)
     gps: tuple[float, float] | None = None  # (latitude, longitude), degrees
-
-
-def is_video(path: str | Path) -> bool:
-    return Path(path).suffix.lower() in VIDEO_SUFFIXES
 
 
 def frame_times(duration: float, interval: float = FRAME_INTERVAL,

@@ -17,9 +17,10 @@ machine and kept beside the fp32 export (cnn_network.onnx_path), its name keyed 
 `int8_key`: the weights, the export and quantization code, ONNX Runtime's version, the
 calibration and held-out pictures' bytes, the processor's instruction sets, and the variant
 kept with its measured fidelity; on one machine the same key gives the same bytes
-(tests/test_cnn_int8.py).
+(tests/test_cnn_int8.py). The module is longer than most because the quantizer, its variants
+and their check against fp32 share one record and one cache key.
 
-Checked where it is made (issue 51). ONNX Runtime's int8 kernels differ by processor: with
+Checked where it is made. ONNX Runtime's int8 kernels differ by processor: with
 VNNI (AVX-512 VNNI, AVX-VNNI) a uint8 x int8 product accumulates exactly; on x86 with AVX2
 alone its U8S8 kernel adds pairs of products in 16 bits (VPMADDUBSW), which saturates, and
 so does its S8S8 kernel there. On a 2-core AMD EPYC without VNNI the lite0 view's vectors

@@ -17,10 +17,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-#: Camera RAW files, decoded by rawpy (LibRaw): the embedded preview, else a demosaic.
-RAW_SUFFIXES = frozenset(".dng .cr2 .nef .arw .raf .orf".split())
-#: HEIC/HEIF read by Pillow once pillow-heif registers them; AVIF by Pillow itself.
-HEIF_SUFFIXES = frozenset(".heic .heif .avif".split())
+from ..formats import HEIF_SUFFIXES, RAW_SUFFIXES  # noqa: F401 - their home, named here too
+
 #: A RAW's embedded preview smaller than this (short side) is a thumbnail: demosaic instead.
 MIN_PREVIEW_SIDE = 256
 
@@ -143,6 +141,12 @@ def decode_reduced(data: bytes, short_side: int | None = None) -> np.ndarray:
                     )
                 if w == 0 or h == 0:
                     raise ImageError(f"empty picture ({w}x{h})")
+                if short_side and im.format == "HEIF":
+                    # a phone's HEIC: its tiles decoded by FFmpeg, made at the size asked
+                    # from the decoded planes (pamir.features.heif; None: pillow-heif's way)
+                    rgb = _heif_reduced(data, w, h, short_side)
+                    if rgb is not None:
+                        return rgb
                 if short_side and im.format == "JPEG":
                     # Let libjpeg decode at 1/2, 1/4 or 1/8 scale: big photos decode 10x faster.
                     # draft never decodes smaller than asked, so ask for no more than the
@@ -163,6 +167,25 @@ def decode_reduced(data: bytes, short_side: int | None = None) -> np.ndarray:
         # Truncated and corrupt files surface as OSError/SyntaxError/ValueError in Pillow.
         raise ImageError(f"corrupt or truncated ({e})") from None
     return rgb
+
+
+def _heif_reduced(data: bytes, width: int, height: int, short_side: int) -> np.ndarray | None:
+    """A HEIC decoded at the largest even reduction that keeps its shorter side at least
+    short_side (the planes' chroma is at half resolution: an even factor averages it
+    whole), by pamir.features.heif; None where it reduces by less than 2 or leaves the file
+    to pillow-heif."""
+    from . import heif  # noqa: PLC0415
+
+    factor = min(width, height) // max(1, short_side)
+    factor -= factor % 2
+    return heif.decode_tiles(data, factor) if factor >= 2 else None
+
+
+def redecoded_cheaply(data: bytes) -> bool:
+    """Whether the bytes decode again at a reduced size for a fraction of their first decode:
+    a JPEG (libjpeg's DCT scaling); other formats are decoded whole (pamir.features.rasters
+    keeps their closer look from the one decode)."""
+    return data[:3] == b"\xff\xd8\xff"
 
 
 def displayed_size(data: bytes) -> tuple[int, int]:

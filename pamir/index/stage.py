@@ -7,19 +7,22 @@ pass fed from that one decode.
 
 The stage stands where the index's writer calls its transform (applying pamir.index.sync's
 plan). For each small chunk of a batch it decodes the pictures
-(pamir.features.rasters.read_item, at the largest raster any pass needs; on `threads`
-threads: Pillow and libheif let go of the GIL), shares the rasters with the system's
-transform by content hash (the CNN views and the visterms take their input from them),
-writes the thumbnails, and hands each streamed pass (text, faces) its reduced raster.
+(pamir.features.rasters.read_item, at the largest raster that every picture needs: the look,
+the thumbnails, each streamed pass's first look; on `threads` threads: Pillow and libheif
+let go of the GIL), shares the rasters with the system's transform by content hash (the CNN
+views and the visterms take their input from them), writes the thumbnails, and hands each
+streamed pass (text, faces, the copies' looks) its reduced raster and the picture's closer
+look (`Item.detail`), which a pass asks for only where its first look found something
+(the text's lines, the faces' cues).
 
 "Searchable first": a streamed pass reads on a thread of its own behind the look, and its
 results are committed by this process (the one writer) once their pictures are (at the next
 batch, or at `finish`): a picture answers searches by its look and its files' facts before
 its text and faces are read. Why a stream rather than a cache of rasters on disk: the passes
-then cost no file written and read back, and memory stays bounded by the queue (QUEUED chunks
-of CHUNK reduced rasters per pass: about 200 MB for the text pass's 1,600-pixel rasters);
-when a pass lags that far, the look waits for it, which on a machine of few cores costs
-nothing, since both share the same cores.
+then cost no file written and read back, and memory stays bounded by the pixels queued
+(QUEUED_PIXELS per pass: about 70 MB of rasters, 35 pictures of 12 MP read at 1,008 pixels,
+fewer where a HEIC keeps its closer look); when a pass lags that far, the look waits for it,
+which on a machine of few cores costs nothing, since both share the same cores.
 
 A pass run on its own later (a new OCR model, faces asked for after) reads the pictures the
 stream did not with pamir.index.passes.run_pass, which decodes for itself only.
@@ -37,22 +40,37 @@ from pathlib import Path
 
 import numpy as np
 
-from ..features.rasters import HEIF_THREADS, Item, Need, heif_threads, read_item, sharing
+from ..features.rasters import (HEIF_THREADS, SLACK, Item, Need, heif_threads, read_item,
+                                sharing)
 from .passes import PassReport, record_batch
 
 #: Pictures decoded, transformed and handed on together: few, so that the rasters held at
-#: once stay few (a 12-MP HEIC's is 36 MB).
+#: once stay few (a 12-MP HEIC's is 36 MB while it is decoded).
 CHUNK = 8
-#: Chunks waiting for a streamed pass, at most: bounds the memory the stream holds.
-QUEUED = 4
+#: Pixels (of the rasters and kept closer looks) waiting for a streamed pass, at most: bounds
+#: the memory the stream holds (3 bytes a pixel); one chunk is always let through.
+QUEUED_PIXELS = 24_000_000
+#: Pictures are read ahead (a JPEG decoded at its closer look's scale, 1/2 for a 12-MP photo,
+#: and reduced for the raster every pass reads) while at least this share of those read
+#: lately asked for their closer look (faces' cues, small lines of text): a 12-MP JPEG's 1/2
+#: decode and reduction cost 79 ms, its 1/4 decode 57, a second decode at 1/2 78 with its
+#: bytes read and hashed again (results/profile_passes.md), so the second decode pays only
+#: below (79 - 57) / 78, 0.28. On Corel-made camera photos (landscapes and animals) 0.55-0.76
+#: asked (sand, fur and wood look like skin or lines): they are read ahead; a roll where few
+#: do is read at the smaller size.
+AHEAD_SHARE = 0.3
+#: The pictures read lately: the share decays by 1/AHEAD_WINDOW a picture.
+AHEAD_WINDOW = 64
 
 
 @dataclass
 class StreamedPass:
     """A pass fed by the reading stage: its name and kinds (as pamir.index.passes.run_pass
     takes them), `read(inputs)` -> (found, note) for each input, `record` (the index's
-    record_pass or record_faces), the longest raster side it needs (None: full size), and
-    `inputs(item, rgb)`: what `read` takes for one picture from its reduced raster."""
+    record_pass or record_faces), the longest raster side it reads every picture at (None:
+    full size; met within SLACK), `inputs(item, rgb)`: what `read` takes for one picture from
+    its reduced raster (item.detail gives its closer look), and `detail`: the longest side
+    of its closer look (None: it looks at no picture closer)."""
 
     name: str
     kinds: tuple[str, ...]
@@ -60,10 +78,11 @@ class StreamedPass:
     record: Callable
     side: int | None
     inputs: Callable[[Item, np.ndarray], object]
+    detail: int | None = None
 
     @property
     def need(self) -> Need:
-        return Need(self.name, long=self.side)
+        return Need(self.name, long=self.side, slack=SLACK)
 
 
 class _Stream:
@@ -75,7 +94,9 @@ class _Stream:
         self.report = PassReport(spec.name)
         self.error: BaseException | None = None
         self.dropping = False  # the job stopped: chunks not read yet are left to the next run
-        self._queue: queue.Queue = queue.Queue(QUEUED)
+        self._queue: queue.Queue = queue.Queue()
+        self._queued = 0  # pixels queued (QUEUED_PIXELS)
+        self._room = threading.Condition()
         self._results: list[tuple[list[Item], list]] = []
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"pamir-{spec.name.split()[0]}",
@@ -84,24 +105,41 @@ class _Stream:
 
     def put(self, items: list[Item]) -> None:
         if self.error is None and items:
-            # the item without its frames: the queue holds the pass's reduced rasters only
-            chunk = [(Item(it.path, it.digest, it.size),
-                      self.spec.inputs(it, it.reduced(self.spec.side))) for it in items]
-            self._queue.put(chunk)  # waits while the pass is QUEUED chunks behind
+            # the item without its frames: the queue holds the pass's reduced rasters (and a
+            # format decoded whole, its kept closer look) only
+            chunk = []
+            for it in items:
+                kept, rgb = it.for_pass(self.spec.side, self.spec.detail)
+                chunk.append((kept, self.spec.inputs(kept, rgb), _pixels(rgb, kept)))
+            pixels = sum(n for _, _, n in chunk)
+            with self._room:  # waits while the pass is QUEUED_PIXELS behind
+                self._room.wait_for(lambda: self._queued == 0
+                                    or self._queued + pixels <= QUEUED_PIXELS)
+                self._queued += pixels
+            self._queue.put(chunk)
 
     def _run(self) -> None:
         while (chunk := self._queue.get()) is not None:
-            if self.error is not None or self.dropping:
-                continue  # a reader that failed for every file, or the job stopped
-            started = time.perf_counter()
             try:
-                results = self.spec.read([inputs for _, inputs in chunk])
-            except BaseException as e:  # noqa: BLE001 - MissingExtra and the like: said later
-                self.error = e
-                continue
-            self.report.seconds += time.perf_counter() - started
-            with self._lock:
-                self._results.append(([it for it, _ in chunk], results))
+                self._read(chunk)
+            finally:
+                with self._room:
+                    self._queued -= sum(n for _, _, n in chunk)
+                    self._room.notify_all()
+
+    def _read(self, chunk: list) -> None:
+        if self.error is not None or self.dropping:
+            return  # a reader that failed for every file, or the job stopped
+        started = time.perf_counter()
+        try:
+            results = self.spec.read([inputs for _, inputs, _ in chunk])
+        except BaseException as e:  # noqa: BLE001 - MissingExtra and the like: said later
+            self.error = e
+            return
+        self.report.seconds += time.perf_counter() - started
+        with self._lock:  # the items without their closer looks: none is kept till commit
+            self._results.append(([Item(it.path, it.digest, it.size) for it, _, _ in chunk],
+                                  results))
 
     def ready(self) -> list[tuple[list[Item], list]]:
         with self._lock:
@@ -130,6 +168,7 @@ class ReadingStage:
 
         self.index, self.transform = index, transform
         self.needs = [*needs, *(s.need for s in streamed)]
+        self.detail = max((s.detail for s in streamed if s.detail), default=None)
         if thumbnails is not None:
             self.needs.append(Need("thumbnails", long=max(INDEXED_SIZES)))
         self.thumbnails = thumbnails
@@ -138,6 +177,8 @@ class ReadingStage:
         # a picture per thread: libheif's own threads would only contend with them
         self._heif = heif_threads(HEIF_THREADS) if threads > 1 else None
         self._streams = [_Stream(s) for s in streamed]
+        self._share = [0.0, 0.0]  # decayed counts: pictures read, pictures that asked
+        self._share_lock = threading.Lock()
 
     @property
     def streamed(self) -> list[str]:
@@ -149,7 +190,10 @@ class ReadingStage:
         Z, ok, reasons = [], [], []
         for start in range(0, len(paths), CHUNK):
             chunk = list(paths[start:start + CHUNK])
-            items = list(self._pool.map(lambda p: read_item(p, self.needs), chunk))
+            ahead = self.reading_ahead()
+            items = list(self._pool.map(lambda p: read_item(
+                p, self.needs, self.detail, ahead=ahead, asked=self._asked), chunk))
+            self._count(read=len(chunk))
             with sharing(items):
                 z, o, r = self.transform(chunk)
             o = np.asarray(o, bool)
@@ -164,6 +208,20 @@ class ReadingStage:
         if not Z:
             return np.zeros((0, 0), np.float32), np.zeros(0, bool), []
         return np.vstack(Z), np.concatenate(ok), reasons
+
+    def reading_ahead(self) -> bool:
+        """Whether pictures are read ahead now (AHEAD_SHARE)."""
+        with self._share_lock:
+            read, asked = self._share
+        return bool(self.detail) and read > 0 and asked >= AHEAD_SHARE * read
+
+    def _count(self, read: int = 0, asked: int = 0) -> None:
+        keep = (1 - 1 / AHEAD_WINDOW) ** read
+        with self._share_lock:
+            self._share = [self._share[0] * keep + read, self._share[1] * keep + asked]
+
+    def _asked(self) -> None:
+        self._count(asked=1)
 
     def look(self, paths: Sequence[str]) -> tuple:
         """The system's transform alone, on files the stage does not read itself: a video's
@@ -220,4 +278,10 @@ class ReadingStage:
         return {s.spec.name: s.error for s in self._streams if s.error is not None}
 
 
-__all__ = ["CHUNK", "QUEUED", "ReadingStage", "StreamedPass"]
+def _pixels(rgb: np.ndarray, item: Item) -> int:
+    """What a queued picture holds: its reduced raster, or the larger raster its closer look
+    keeps (the raster read, a closer look read ahead or kept from a whole decode)."""
+    return max(rgb.shape[0] * rgb.shape[1], item.closer.pixels if item.closer else 0)
+
+
+__all__ = ["CHUNK", "QUEUED_PIXELS", "ReadingStage", "StreamedPass"]

@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import IMAGE_SUFFIXES
-from ..facts.video import VIDEO_SUFFIXES, is_video
+from ..facts.video import is_video
+from ..formats import MEDIA_SUFFIXES
 from .catalog import IndexDirError, Picture
 
 #: Pictures whose features are computed and committed together by `update`.
@@ -46,7 +46,7 @@ BATCH_SIZE = 256
 #: The first batch of an update: the first answer comes after this many pictures are read.
 FIRST_BATCH = 16
 #: The files an index holds: pictures, and videos (pamir.index.videos).
-_SUFFIXES = IMAGE_SUFFIXES | frozenset(VIDEO_SUFFIXES)
+_SUFFIXES = MEDIA_SUFFIXES
 #: The reason recorded when a transform says a picture failed but not why.
 UNKNOWN_REASON = "could not be read"
 

@@ -237,22 +237,25 @@ def _streamed(kind: str, index) -> list:
 
             return [StreamedPass(LOOKS_PASS, (), read_look_rasters, index.record_looks,
                                  RASTER_SIDE, lambda item, rgb: (item.path, rgb, item.size))]
-        if kind == "text":
+        if kind == "text":  # lines found at DETECT_SIDE, read at READ_SIDE where there are
             from ..facts import ocr  # noqa: PLC0415
 
             ocr.shared_reader()  # rapidocr and its models, or MissingExtra / OcrUnavailable
             return [StreamedPass(workflow.text_pass_name(), ("text",), ocr.read_text_rasters,
-                                 index.record_pass, ocr.READ_SIDE,
-                                 lambda item, rgb: (item.path, rgb))]
-        from ..facts.people import faces  # noqa: PLC0415
+                                 index.record_pass, ocr.DETECT_SIDE,
+                                 lambda item, rgb: (item.path, rgb, item.size, item.detail),
+                                 detail=ocr.READ_SIDE)]
+        from ..facts.people import faces, zoom  # noqa: PLC0415
         from ..facts.people.pictures import read_face_rasters  # noqa: PLC0415
 
         with optional():  # the [faces] extra, as the pass alone asks for it
             import dlib  # noqa: F401, PLC0415
         faces.face_finder()  # and its models
+        # faces found at DETECT_SIDE; small ones looked for closer, where there are cues
         return [StreamedPass(workflow.faces_pass_name(), ("person",), read_face_rasters,
-                             index.record_faces, faces.RASTER_SIDE,
-                             lambda item, rgb: (item.path, rgb, item.size))]
+                             index.record_faces, faces.DETECT_SIDE,
+                             lambda item, rgb: (item.path, rgb, item.size, item.detail),
+                             detail=zoom.ZOOM_SIDE)]
     except (MissingExtra, RuntimeError, OSError, ImportError):
         return []
 

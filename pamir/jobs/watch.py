@@ -20,6 +20,15 @@ itself refuses a missing folder; an empty mount point would look like a folder w
 pictures were all deleted.) On start, every folder catches up the same way with what changed
 while nothing watched it.
 
+Warm. What an update needs stays loaded between updates: the system, the text reader's
+sessions (pamir.facts.ocr keeps its readers for the process: a reader built for each
+update's text stream cost about half a second) and the face models, so that an update of
+one picture takes a fraction of a second (0.2-0.4 s measured, after the QUIET second). The
+search that then finds a new picture by a rare keyword of its files loads the word-embedding
+model from this machine's ONNX export (pamir.text.embedding: about a second, where loading it
+through torch took 11-16 s, which was the "20 s" between "1 added" and the keyword's
+answer); the watcher makes that export on start where it is missing, in a process of its own.
+
 One writer. The index is opened writable only for an update (its writer lock), so a
 `pamir index` run by hand and the web page's Keep go between updates; an update that finds
 the lock held puts its folders back and tries again a little later.
@@ -36,7 +45,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from . import workflow
-from ..data import IMAGE_SUFFIXES
+from ..formats import MEDIA_SUFFIXES
 from ..index import BATCH_SIZE, Index, IndexDirError, model_fingerprint
 
 logger = logging.getLogger(__name__)
@@ -208,6 +217,7 @@ class Watcher:
         # inotify says when a writer closes a file; the other backends do not
         self._close_events = type(self._observer).__name__ == "InotifyObserver"
         self._observer.start()
+        _export_embedder()
         try:
             next_poll = 0.0
             while not stop.is_set():
@@ -241,9 +251,10 @@ class Watcher:
             self.changes.changed(path if event.is_directory and kind == "created" else parent)
 
     def _relevant(self, path: str, is_dir: bool) -> bool:
-        """Whether a path can change what the index holds: a picture, a sidecar or a
-        folder under a watched folder, not hidden (the sync skips those) and not the
-        index's own folder (its thumbnails are pictures)."""
+        """Whether a path can change what the index holds: a picture or a video (any format
+        `pamir index` reads: pamir.formats), a sidecar or a folder under a watched folder,
+        not hidden (the sync skips those) and not the index's own folder (its thumbnails are
+        pictures)."""
         p = Path(path)
         root = self._root_of(p)
         if root is None or p == self._own or p.is_relative_to(self._own):
@@ -251,7 +262,7 @@ class Watcher:
         if any(part.startswith(".") for part in p.relative_to(root).parts):
             return False
         suffix = p.suffix.lower()
-        return is_dir or suffix in IMAGE_SUFFIXES or suffix in SIDECAR_SUFFIXES
+        return is_dir or suffix in MEDIA_SUFFIXES or suffix in SIDECAR_SUFFIXES
 
     def _root_of(self, path: Path) -> Path | None:
         return next((r for r in self.roots if path == r or path.is_relative_to(r)), None)
@@ -432,6 +443,24 @@ class Watcher:
         self.system = self.load(self.model_dir)
         self.fingerprint = model_fingerprint(self.model_dir)
         self._model_files = now
+
+
+def _export_embedder() -> None:
+    """The word-embedding model's ONNX export made, where it is missing, by a process of its
+    own (torch and its memory are not kept in the watcher): the next `pamir search` of a
+    rare word loads in about a second."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from ..index.queries import embeddings_enabled  # noqa: PLC0415
+    from ..text.embedding import model_installed, onnx_path  # noqa: PLC0415
+
+    path = onnx_path()
+    if not embeddings_enabled() or path is None or path.is_file() or not model_installed()[0]:
+        return
+    subprocess.Popen([sys.executable, "-c", "from pamir.text.embedding import embedder; "
+                      "embedder()"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
 
 
 def watcher_of_index(index_dir, folders, *, say: Callable[[str], None] = logger.info,

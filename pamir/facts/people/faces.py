@@ -27,6 +27,7 @@ import numpy as np
 
 from ...extras import optional
 from ...features.images import ImageError, decode_rgb, displayed_size, read_bytes
+from ...features.rasters import SLACK
 from . import zoom
 from .regions import iou
 
@@ -125,12 +126,15 @@ class FaceFinder:
         # turns on it
         self._network_lock = threading.Lock()
 
-    def find(self, image: np.ndarray, full_size: tuple[int, int] | None = None) -> list[Face]:
+    def find(self, image: np.ndarray, full_size: tuple[int, int] | None = None,
+             closer=None) -> list[Face]:
         """The faces of an (H, W, 3) uint8 RGB picture, in display orientation, any size
-        (RASTER_SIDE is the size it needs: the detector sees it scaled to detect_side, and
-        small faces are looked for again in it, pamir.facts.people.zoom). full_size: (width,
-        height) of the picture the array was scaled from, for the faces' sizes in its pixels
-        (default: the array's own)."""
+        (the detector sees it scaled to detect_side, and small faces are looked for again in
+        the picture at up to ZOOM_SIDE, pamir.facts.people.zoom). full_size: (width, height)
+        of the picture the array was scaled from, for the faces' sizes in its pixels
+        (default: the array's own). closer(side): the picture with its longer side at up to
+        `side` pixels (the reading stage's closer look), asked for only where the second look
+        has somewhere to look (default: the array itself, shrunk to ZOOM_SIDE)."""
         scaled = self.scaled(image)
         h, w = scaled.shape[:2]
         rects, scores, _ = self._detector.run(scaled, 0, self.threshold)
@@ -142,27 +146,34 @@ class FaceFinder:
                 faces.append(Face(box, self._embed(scaled, rect), float(score),
                                   _short_side(box, full_w, full_h)))
         if self.small_faces:
-            faces += self._look_again(image, scaled, faces, (full_w, full_h))
+            faces += self._look_again(image, scaled, faces, (full_w, full_h), closer)
         return faces
 
-    def _look_again(self, image, scaled, found: list[Face], full_size) -> list[Face]:
+    def _look_again(self, image, scaled, found: list[Face], full_size,
+                    closer=None) -> list[Face]:
         """The faces too small for the scaled picture, found by pamir.facts.people.zoom's looks at
         the skin-coloured blobs of a small face's size, cut from the picture at up to
-        RASTER_SIDE; until the looks' pixels run out (zoom.budget, more for each face
-        found)."""
+        ZOOM_SIDE (made only once there is a cue); until the looks' pixels run out
+        (zoom.budget, more for each face found)."""
         h, w = scaled.shape[:2]
         if zoom.budget(h * w) < zoom.look_pixels():
             return []  # a small picture: no look fits its budget (Corel's 192 x 128)
-        larger = bounded(image, zoom.ZOOM_SIDE)
-        scale = w / larger.shape[1]
         # a face's skin (forehead, ears, neck) is at least its face box
         smallest = max(3.0, zoom.MIN_FACE * w / full_size[0])
         skip = [(f.box[0] * w, f.box[1] * h, f.box[2] * w, f.box[3] * h) for f in found]
+        cues = zoom.cues(scaled, smallest, skip=skip)  # best first
+        if not cues or (not found and cues[0].score < zoom.FIRST_SCORE):
+            return []  # nowhere a small face may be: no closer look made
+        larger = closer(zoom.ZOOM_SIDE) if closer is not None else None
+        if larger is None:
+            larger = bounded(image, zoom.ZOOM_SIDE)
+        scale = w / larger.shape[1]
         left = zoom.budget(h * w)
         out: list[Face] = []
-        for cue in zoom.cues(scaled, smallest, skip=skip):
-            if left < zoom.look_pixels():
-                break
+        for cue in cues:
+            if left < zoom.look_pixels() or (not found and not out
+                                             and cue.score < zoom.FIRST_SCORE):
+                break  # the budget spent, or no face yet and no cue good enough left
             cut = zoom.look(larger, cue, scale)
             if cut is None:
                 continue
@@ -196,6 +207,10 @@ class FaceFinder:
         (a smaller one enlarged by MAX_ENLARGE at most; C-contiguous, as dlib wants)."""
         h, w = image.shape[:2]
         s = scale_for_detection(w, h, self.detect_side)
+        if self.detect_side * (1 - SLACK) <= max(w, h) <= self.detect_side:
+            # the reading stage's raster, read at about detect_side (a 12-MP photo's 1/4
+            # JPEG decode, 1,008 px): scanned as it is, not resized by a percent or two
+            return np.ascontiguousarray(image)
         k = round(1 / s)
         if k >= 2 and abs(max(w, h) / k - self.detect_side) <= 0.02 * self.detect_side:
             # within 2 % of an integer reduction (a 12-megapixel photo read at RASTER_SIDE,
@@ -247,7 +262,10 @@ def _short_side(box, width: int, height: int) -> int:
 
 def fingerprint() -> str:
     """What the faces pass is named after (pamir.index.passes): the detector, its size and
-    threshold and the networks; another setting reads every picture again."""
+    threshold and the networks; another setting reads every picture again. The looks'
+    FIRST_SCORE and the reading stage's rasters (a 12-MP photo's detector input decoded at
+    1/4 rather than shrunk from 1/2) are not in it: they make the pass cheaper, not other
+    (results/small_faces.md), and a library read before is not read again for them."""
     return (f"dlib-hog{DETECT_SIDE}x{MAX_ENLARGE:g}t{DETECT_THRESHOLD:g}-resnet-v1-5pt"
             f"-zoom{zoom.ZOOM_SIDE}:{zoom.MIN_FACE}:{zoom.LOOK_BUDGET:g}")
 

@@ -27,16 +27,17 @@ class PicturePeople:
 def find_people(paths, pictures=None) -> list[PicturePeople]:
     """Each picture's faces, region names and People tags. A plain function over paths, to
     run as a Dask task; a bad file gives a note, never an exception. pictures: each path's
-    picture already decoded, (RGB array with its longer side at most RASTER_SIDE, (width,
-    height) of the file as shown), or None to decode it here."""
+    picture already decoded, (RGB array, (width, height) of the file as shown[, closer]),
+    closer(side) its closer look (the reading stage's Item.detail), or None to decode it
+    here."""
     finder = face_finder()
     out = []
     for i, path in enumerate(paths):
         try:
             written = read_people(path)
             given = pictures[i] if pictures is not None else None
-            image, full = given if given is not None else load_for_detection(path)
-            faces = finder.find(image, full)
+            image, full, *closer = given if given is not None else load_for_detection(path)
+            faces = finder.find(image, full, closer[0] if closer else None)
             named = name_faces(faces, written.regions,
                                embed=lambda box: finder.embed(image, box, full))
             out.append(PicturePeople(named, written.tags, written.notes))
@@ -67,9 +68,9 @@ def read_faces(paths, pictures=None) -> list[tuple[list[NamedFace] | None, str]]
 
 
 def read_face_rasters(pictures) -> list[tuple[list[NamedFace] | None, str]]:
-    """read_faces of (path, RGB raster, full (width, height)) triples from the reading
-    stage (pamir.features.rasters)."""
-    return read_faces([p for p, _, _ in pictures], [(rgb, full) for _, rgb, full in pictures])
+    """read_faces of (path, RGB raster, full (width, height)[, closer]) from the reading
+    stage (pamir.features.rasters; closer: Item.detail)."""
+    return read_faces([p for p, *_ in pictures], [tuple(rest) for _, *rest in pictures])
 
 
 __all__ = ["PicturePeople", "find_people", "read_face_rasters", "read_faces"]

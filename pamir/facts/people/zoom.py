@@ -15,7 +15,10 @@ face fills the window would cost 50-200 times as much; instead:
 The looks' cost is bounded by pixels: at most LOOK_BUDGET times the scaled picture's
 pixels on a picture where no look finds a face (most photos without faces pay that share
 of their detection again); each face a look finds buys FOUND_LOOKS more (a group photo is
-looked at until its faces run out). benchmarks/results/small_faces.md measures it.
+looked at until its faces run out). And until a face is found, only cues scoring FIRST_SCORE
+or more are looked at: most photos without faces look no closer at all, and the closer
+raster the looks are cut from is made only for a picture that has such a cue (pamir.features.
+rasters.Item.detail). benchmarks/results/small_faces.md measures it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,16 @@ LOOK_MARGIN = 1.3
 LOOK_BUDGET = 0.4
 #: Each face a look finds allows this many more looks (a group photo's faces come together).
 FOUND_LOOKS = 4
+#: On a picture where no face is found yet (by the detector or a look), only cues scoring at
+#: least this are looked at (the best first: the others wait for a face to be found): most
+#: photos without faces then make no look, and no closer raster for one. Chosen on 24 group
+#: photos and 80 camera photos without faces (seeds apart from bench_small_faces.py's): the
+#: looks that found a face had cue scores from 0.23 (5th percentile) to a median of 0.42; the
+#: faceless photos' cues a median of 0.24, 90th percentile 0.41. At 0.35 the faces of 30 px
+#: and more found stayed the same, the faceless photos looked closer at 0.36 of them instead
+#: of 0.85 (0.70 looks a photo instead of 2.81); 0.4 lost 20-px faces (10 of 36 found
+#: against 14). results/small_faces.md measures it on the benchmark's photos.
+FIRST_SCORE = 0.35
 #: A blob whose surroundings (a ring as wide as half the blob) are more than this share
 #: skin-coloured is part of a larger skin-coloured surface, not a face.
 MAX_RING_SKIN = 0.5
@@ -208,6 +221,6 @@ def look_pixels() -> int:
     return int((LOOK_SIDE * LOOK_MARGIN) ** 2)
 
 
-__all__ = ["ASPECT", "Cue", "FOUND_LOOKS", "LOOK_BUDGET", "LOOK_MARGIN", "LOOK_SIDE", "Look",
+__all__ = ["ASPECT", "Cue", "FIRST_SCORE", "FOUND_LOOKS", "LOOK_BUDGET", "LOOK_MARGIN", "LOOK_SIDE", "Look",
            "MAX_BLOB", "MAX_RING_SKIN", "MIN_DARK", "MIN_FACE", "MIN_FILL", "OPENINGS",
            "ZOOM_SIDE", "budget", "cues", "darkness", "look", "look_pixels", "skin"]
