@@ -25,7 +25,7 @@ from ..text.query import SORT_ORDERS, Query
 from . import class_topk, frames
 from .catalog import Picture
 from .class_topk import class_part
-from .layout import SCHEMA_VERSION
+from .layout import FOLDER_LOOK, SCHEMA_VERSION
 from .fact_reading import FactReading
 from .lifecycle import IndexLifecycle
 from .queries import Hit, QueryError, QueryParsing
@@ -121,7 +121,8 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         model folder."""
         with self._lock:
             if self._calibration is False:
-                cal = load_calibration(self.model_dir)
+                # a bare folder's index: its folder's words' (pamir.jobs.folder_look)
+                cal = load_calibration(self.model_dir or self.directory / FOLDER_LOOK)
                 self._calibration = cal if cal is not None and cal.T <= self.T else None
             return self._calibration
 

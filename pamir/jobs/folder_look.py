@@ -125,17 +125,15 @@ def _words(index, X, captions, P, say):
     """The folder words of the tagged pictures (X, captions, P: theirs), extending the
     index's vocabulary; None where the index has none and they would not search its tagged
     pictures better than ImageNet's words alone (then it keeps those)."""
-    from ..training.prior import vocabulary_classes  # noqa: PLC0415
     from ..zeroshot import folder  # noqa: PLC0415
 
     if len(captions) >= (2 if index.vocabulary else folder.MIN_TAGGED):
-        words = folder.fit_folder_words(X, captions, P, vocabulary_classes,
-                                        before=index.vocabulary)
+        words = folder.fit_folder_words(X, captions, P, classes_of, before=index.vocabulary)
     else:
         words = None
     if index.vocabulary and words is None:
         # no tagged picture left to vote: the index keeps its words, scored by their classes
-        return folder.classes_only(index.vocabulary, vocabulary_classes(index.vocabulary),
+        return folder.classes_only(index.vocabulary, classes_of(index.vocabulary),
                                    X.shape[1])
     if not index.vocabulary and not folder.better(words):
         if words is not None:
@@ -147,6 +145,21 @@ def _words(index, X, captions, P, say):
     return words
 
 
+def classes_of(vocabulary):
+    """(T x 1000) each word's ImageNet classes (pamir.training.prior.vocabulary_classes);
+    through WordNet's table alone where the embedding model is turned off
+    ($PAMIR_EMBEDDINGS=0), as queries then map words."""
+    from ..index import embeddings_enabled  # noqa: PLC0415
+    from ..training.prior import vocabulary_classes  # noqa: PLC0415
+    from ..zeroshot.classes import ClassWords  # noqa: PLC0415
+    from ..zeroshot.imagenet import imagenet_class_names  # noqa: PLC0415
+    from ..zeroshot.prior import word_classes  # noqa: PLC0415
+
+    if embeddings_enabled():
+        return vocabulary_classes(vocabulary)
+    return word_classes(vocabulary, ClassWords(imagenet_class_names(), use_model=False))
+
+
 def _swap(index, system, look, pictures, pooled, X, P) -> None:
     """Save the look, then rewrite the index's scores with it in one transaction; the system
     takes it (the previous one back if the rewrite fails)."""
@@ -156,8 +169,9 @@ def _swap(index, system, look, pictures, pooled, X, P) -> None:
     rows = look.words.rows(X, P) if look.words is not None else np.zeros((len(X), 0))
     at = {p.path: k for k, p in enumerate(pictures)}
     try:
+        # the index reads the words' calibration from its folder look (no model folder:
+        # commands take an index's model_dir for a fitted model)
         index.rescore(look.vocabulary, system.idf, KnownRows(at, rows, P, system),
-                      model_dir=folder_dir(index) if look.words is not None else None,
                       fingerprint=f"{system.fingerprint}+folder-look/{look.signature[:16]}"
                                   f"-{len(look.hashes)}",
                       scales=system.prior.spreads if system.prior is not None else None)

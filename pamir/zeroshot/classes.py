@@ -116,45 +116,42 @@ def table() -> Words:
 
 @functools.lru_cache(maxsize=1)
 def packaged_class_embeddings() -> np.ndarray | None:
-    """`shipped()`'s embeddings of the class texts (the embedding bridge's `shipped`)."""
-    shipped = packaged()
-    return None if shipped is None else shipped[0]
-
-
-@functools.lru_cache(maxsize=1)
-def packaged_hubness() -> np.ndarray:
-    """(1000,) each class text's hubness (HUB_WEIGHT's comment), as shipped; zeros (no
-    discount, as before hubness) where the shipped file is not for these texts and weights."""
-    shipped = packaged()
-    return np.zeros(N_CLASSES, np.float32) if shipped is None else shipped[1]
-
-
-@functools.lru_cache(maxsize=1)
-def packaged() -> tuple[np.ndarray, np.ndarray] | None:
-    """((1000, dim) float32, (1000,) float32): `imagenet_texts()` embedded by the installed
-    sentence-embedding model, as the package ships them (EMBEDDINGS, float16), and their
-    hubness; None when they are not for these texts or these weights (then the bridge
-    computes the embeddings, about 40 s on 2 cores, and discounts no hub).
+    """(1000, dim) float32: `imagenet_texts()` embedded by the installed sentence-embedding
+    model, as the package ships them (EMBEDDINGS, float16), or None when they are not for
+    these texts or these weights (then the bridge computes them, about 40 s on 2 cores).
 
     Why shipped: the texts are long (a description of 320 characters on average),
     and embedding the 1,000 of them was the largest once-per-machine cost of a first `pamir
     fit` or `pamir index`: 40 s of CPU that ran beside the networks. They are a function of
     two installed packages, made again by `python scripts/class_text_embeddings.py`; float16
     keeps similarities within 1e-3 of float32's (tests/test_zeroshot.py)."""
+    return _shipped("E")
+
+
+@functools.lru_cache(maxsize=1)
+def packaged_hubness() -> np.ndarray:
+    """(1000,) each class text's hubness (HUB_WEIGHT's comment), as shipped beside the
+    embeddings; zeros (no discount, as before it) where they are not for these texts and
+    weights."""
+    hubness = _shipped("hubness")
+    return np.zeros(N_CLASSES, np.float32) if hubness is None else hubness
+
+
+def _shipped(name: str) -> np.ndarray | None:
+    """The array `name` of the shipped EMBEDDINGS file (float32), None where the file is
+    missing, damaged, or not for the installed texts and weights."""
     from ..text.bridge import display_text, vocabulary_hash  # noqa: PLC0415
     from ..text.embedding import model_identity  # noqa: PLC0415
 
     texts = [display_text(t) for t in imagenet_texts()]
     try:
         with np.load(resources.files("pamir.zeroshot").joinpath(EMBEDDINGS), allow_pickle=False) as f:
-            E, key, weights = f["E"], str(f["key"]), str(f["weights"])
-            hubness = f["hubness"]
+            found, key, weights = f[name], str(f["key"]), str(f["weights"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None  # missing or damaged: computed, as with other weights
-    if key != vocabulary_hash(texts) or weights != model_identity() or len(E) != len(texts) \
-            or hubness.shape != (len(texts),):
+    if key != vocabulary_hash(texts) or weights != model_identity() or len(found) != len(texts):
         return None
-    return E.astype(np.float32), hubness.astype(np.float32)
+    return found.astype(np.float32)
 
 
 @dataclass
