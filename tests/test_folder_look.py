@@ -162,6 +162,11 @@ def test_a_bare_folders_keywords_reach_its_untagged_pictures(tmp_path):
     # again, nothing changed: the look is current, the index as it was
     r = run("index", pictures, "--index", ix, "--no-text", "--no-faces")
     assert "folder's look" not in r.output
+    # `pamir annotate` with no model gives an indexed picture the folder's words, calibrated
+    name, colour = next(iter(bare.items()))
+    body = json.loads(run("annotate", pictures / name, "--index", ix, "--json").stdout)
+    own = [w for w in body["keywords"] if "source" not in w]
+    assert own[0]["word"] == colour and 0 < own[0]["probability"] <= 1
 
 
 def test_tags_that_change_are_learnt_and_pamirs_own_words_never(tmp_path):

@@ -7,8 +7,10 @@ A picture's keywords are two lists, best first:
   likely enough; each with its score, and its calibrated probability where the system has a
   calibration (raw scores alone where it has none);
 - **ImageNet's words** (`pamir.zeroshot.classes.annotate`): for a system with an ImageNet CNN view
-  (and the zero-caption system), WordNet's words whose classes hold a good share of the
-  classifier's probability, those the model already gave left out;
+  (and the zero-caption system), WordNet's words a person uses (a picture's class, or a
+  hypernym its classes' descriptions name them by: "cat", not "feline"), each with the
+  probability, calibrated on Corel 5k's captions, that a person's caption has it; those the
+  model already gave left out;
 - **its facts** (`fact_keywords`), for a picture an index holds: where it was taken (its
   place, nearest first) and the words read on it (pamir.facts.ocr), each marked with its kind
   (`"source": "place"` or `"text"`): what the picture holds for certain, not a guess.
@@ -53,8 +55,9 @@ def model_words(Z, vocabulary: Sequence[str], calibration=None, k: int | None = 
     return annotate(calibration, Z, vocabulary, k, count=count)
 
 
-def imagenet_words(P, k: int | None = None) -> list[list[tuple[str, float]]]:
-    """Each row of ImageNet class probabilities as (word, probability mass) pairs."""
+def imagenet_words(P, k: int | None = None) -> list[list]:
+    """Each row of ImageNet class probabilities as its words
+    (pamir.zeroshot.classes.Annotation: word, calibrated probability, mass, classes)."""
     from ..zeroshot.classes import annotate  # noqa: PLC0415
 
     return annotate(np.atleast_2d(P), k or config.ANNOTATION_WORDS)
@@ -63,14 +66,16 @@ def imagenet_words(P, k: int | None = None) -> list[list[tuple[str, float]]]:
 def keyword_records(best, imagenet=(), facts=()) -> list[dict]:
     """A picture's keywords as `pamir annotate --json` and the API give them: the model's
     words [{word, score, probability where calibrated}] (best: (word, score, probability or
-    None) triples), then ImageNet's words not among them [{word, probability, source:
-    "imagenet"}] (imagenet: (word, probability) pairs), then its facts' keywords (facts:
-    `fact_keywords`' records, as they are)."""
+    None) triples), then ImageNet's words not among them [{word, probability (calibrated),
+    mass (of its classes), classes (how many), source: "imagenet"}] (imagenet:
+    pamir.zeroshot.classes.Annotation), then its facts' keywords (facts: `fact_keywords`'
+    records, as they are)."""
     out = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None else {})}
            for w, s, p in best]
     own = {w["word"] for w in out}
-    return out + [{"word": w, "probability": round(p, 4), "source": "imagenet"}
-                  for w, p in imagenet if w not in own] + list(facts)
+    return out + [{"word": a.word, "probability": round(a.probability, 4),
+                   "mass": round(a.mass, 4), "classes": a.classes, "source": "imagenet"}
+                  for a in imagenet if a.word not in own] + list(facts)
 
 
 def fact_keywords(facts, k: int | None = None) -> list[dict]:
