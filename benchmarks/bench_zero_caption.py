@@ -1,6 +1,13 @@
 """Search with no captions at all, and what each caption adds (Corel 5k).
 
     flock /tmp/pamir-heavy.lock python benchmarks/bench_zero_caption.py [--report-only]
+        [--zero-only] [--curve-only]
+
+0. The zero-caption look's levers (issue 54, benchmarks/zero_levers.py): each on the
+   validation queries, what it costs at index time, and the chosen look (the bridge's hub
+   discount and the folder's neighbours) on test beside the old one, through a real index
+   and through `pamir index FOLDER` itself. --zero-only measures this part alone (the curve
+   below is kept from results/zero_caption.json).
 
 1. Zero captions. No Corel caption is learnt from: every picture gets EfficientNet-Lite0's
    1,000 ImageNet class probabilities (pamir.zeroshot.classes.ZeroCaptionSystem), and a query word its
@@ -48,6 +55,7 @@ from pamir.protocol import Protocol
 from pamir.system import index_transform
 from pamir.training import fit_system
 from pamir.jobs.workflow import word_scales
+import zero_levers
 
 #: The validation grid of the embedding bridge (chosen values in pamir.zeroshot.classes).
 NEIGHBOURS = (5, 10, 20, 50)
@@ -226,7 +234,9 @@ def query_rules(Z_valid: np.ndarray, prot, system, folder: Path) -> dict:
 def main(argv=None) -> None:
     args = report_cli(__doc__, "zero_caption", report, argv, {
         "--curve-only": "measure the curve only; the zero-caption part is read from "
-                        "results/zero_caption.json"})
+                        "results/zero_caption.json",
+        "--zero-only": "measure the zero-caption part only (the levers of issue 54 too); the "
+                       "curve is read from results/zero_caption.json"})
     if args is None:
         return
     run = Run("bench_zero_caption.py", argv, torch=True)
@@ -236,13 +246,28 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     P, ok, _ = zeroshot.ZeroCaptionSystem(cache).class_probabilities(coll.paths)
     class_seconds = time.perf_counter() - t0
-    curve_only = args.curve_only
-    old = json.loads((RESULTS / "zero_caption.json").read_text()) if curve_only else {}
+    curve_only, zero_only = args.curve_only, args.zero_only
+    old = (json.loads((RESULTS / "zero_caption.json").read_text())
+           if curve_only or zero_only else {})
     with tempfile.TemporaryDirectory() as tmp:
         r = {**run.info(), "class_seconds": round(class_seconds, 1),
              "pictures": int(ok.sum()),
              "zero": old["zero"] if curve_only else zero_captions(prot, P, cache, Path(tmp))}
-        r["curve"] = captioned_curve(prot, cache, Path(tmp))
+        if curve_only:
+            r["levers"] = old.get("levers")
+        else:
+            pooled = zero_levers.Pooled(coll.paths, cache)
+            r["levers"] = {"validation": zero_levers.levers(prot, pooled),
+                           "test": zero_levers.test_figures(prot, pooled, Path(tmp)),
+                           "costs": zero_levers.costs(prot),
+                           "chosen": {"hub_weight": zeroshot.HUB_WEIGHT,
+                                      "smooth_k": zero_levers.folder.SMOOTH_K,
+                                      "smooth_weight": zero_levers.folder.SMOOTH_WEIGHT}}
+        if zero_only:
+            r["curve"], r["curve_run"] = old.get("curve", []), old.get("curve_run") or {
+                k: old.get(k) for k in ("command", "machine", "date")}
+        else:
+            r["curve"] = captioned_curve(prot, cache, Path(tmp))
     summary = json.loads(SUMMARY.read_text())
     readme = summary.get("pamir-cnn-retrained", {})
     r["supervised"] = {"name": "pamir-cnn-retrained (the README's model)",
@@ -263,6 +288,11 @@ def mean_range(v: list) -> str:
 def report(r: dict) -> str:
     z = r["zero"]
     lines = report_head("Search with no captions, and what captions add (Corel 5k)", r)
+    lines += zero_levers.report(r.get("levers"))
+    if r.get("curve_run"):
+        lines += ["", f"The curve below (\"From zero to captioned\") is an earlier run's: "
+                  f"`{r['curve_run'].get('command')}` on {r['curve_run'].get('machine')}, "
+                  f"{r['curve_run'].get('date')}, before the look's levers of issue 54."]
     lines += ["", "## Zero captions", "",
               "Test AvgP / P10 (%), 179 single-word and all 2,241 queries; the zero-caption "
               "system through a real index of the 499 test pictures.", "",
