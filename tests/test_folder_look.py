@@ -167,6 +167,15 @@ def test_a_bare_folders_keywords_reach_its_untagged_pictures(tmp_path):
     body = json.loads(run("annotate", pictures / name, "--index", ix, "--json").stdout)
     own = [w for w in body["keywords"] if "source" not in w]
     assert own[0]["word"] == colour and 0 < own[0]["probability"] <= 1
+    # and so does the server, for the picture and for an upload of it
+    from fastapi.testclient import TestClient
+
+    from pamir.server.app import create_app
+
+    with TestClient(create_app(ix)) as client:
+        r = client.post("/api/annotate", content=(pictures / name).read_bytes(),
+                        headers={"content-type": "image/png"})
+        assert r.status_code == 200 and r.json()["keywords"][0]["word"] == colour
 
 
 def test_tags_that_change_are_learnt_and_pamirs_own_words_never(tmp_path):

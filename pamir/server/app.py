@@ -536,8 +536,14 @@ class _State:
 
     def require_system(self):
         with self._lock:
-            if self.system is None and is_zero_caption(self.index.model_fingerprint):
-                self.system = ZeroCaptionSystem(config.default_cache_dir())
+            if is_zero_caption(self.index.model_fingerprint) and (
+                    self.system is None or isinstance(self.system, ZeroCaptionSystem)
+                    and self.system.vocabulary != self.index.vocabulary):
+                from ..jobs.folder_look import attach  # noqa: PLC0415
+
+                # the folder's own words, as the index has them now (a watcher refits them)
+                self.system = self.system or ZeroCaptionSystem(config.default_cache_dir())
+                attach(self.system, self.index, writable=False)
             if self.system is None:
                 if not self.model_available():
                     raise HTTPException(
