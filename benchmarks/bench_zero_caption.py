@@ -260,6 +260,8 @@ def main(argv=None) -> None:
             r["levers"] = {"validation": zero_levers.levers(prot, pooled),
                            "test": zero_levers.test_figures(prot, pooled, Path(tmp)),
                            "costs": zero_levers.costs(prot),
+                           "annotation": zero_levers.annotation_study(
+                               prot, pooled.probabilities(precision=config.CNN_PRECISION)),
                            "chosen": {"hub_weight": zeroshot.HUB_WEIGHT,
                                       "smooth_k": zero_levers.folder.SMOOTH_K,
                                       "smooth_weight": zero_levers.folder.SMOOTH_WEIGHT}}
@@ -289,6 +291,7 @@ def report(r: dict) -> str:
     z = r["zero"]
     lines = report_head("Search with no captions, and what captions add (Corel 5k)", r)
     lines += zero_levers.report(r.get("levers"))
+    lines += zero_levers.annotation_report((r.get("levers") or {}).get("annotation"))
     if r.get("curve_run"):
         lines += ["", f"The curve below (\"From zero to captioned\") is an earlier run's: "
                   f"`{r['curve_run'].get('command')}` on {r['curve_run'].get('machine')}, "

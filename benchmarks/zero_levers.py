@@ -382,3 +382,92 @@ def report(r: dict | None) -> list[str]:
                                                   for w in weights) + " |")
         lines.append("")
     return lines
+
+
+# ------------------------------------------------------------- annotation with no model
+#: The probabilities annotation is judged at (0.6: what `--xmp` writes).
+WRITTEN = (0.5, 0.6, 0.7)
+
+
+def annotation_study(prot, P: np.ndarray) -> dict:
+    """ImageNet's words as annotations (pamir.zeroshot.classes.annotate): the calibration
+    line fitted on the validation pictures (pamir.zeroshot.classes.ANNOTATION_LINE is its
+    copy), and on validation and test the words written at each of WRITTEN: how many of
+    those a Corel caption can confirm are right (a caption word confirms a word whose
+    classes hold its own: "tiger" confirms "cat"), and how many pictures get one."""
+    from sklearn.linear_model import LogisticRegression  # noqa: PLC0415
+
+    from pamir.text.bridge import lemmas  # noqa: PLC0415
+
+    t = zeroshot.table()
+    synsets = sorted(zeroshot.annotating())
+    classes = [set(t.synset_classes[i].tolist()) for i in synsets]
+    C = np.zeros((len(synsets), 1000), np.float32)
+    for r, i in enumerate(synsets):
+        C[r, t.synset_classes[i]] = 1.0
+    where = {t.synsets[i][0].replace("_", " "): r for r, i in enumerate(synsets)}
+
+    def table_classes(word):
+        for form in (word, *lemmas(word, nouns=True)):
+            if form in t.classes:
+                return set(t.classes[form].tolist())
+        return None
+
+    corel = {w: c for w in prot.vocabulary if (c := table_classes(w))}
+    judged = np.array([any(c <= s for c in corel.values()) for s in classes])
+
+    def confirmed(r, j):
+        return any(corel[w] <= classes[r] for w in prot.collection.captions[j] if w in corel)
+
+    # the line, fitted as ANNOTATION_LINE was: the validation pictures' judged words of
+    # some mass
+    X, y = [], []
+    idx = prot.split("valid")
+    M = np.asarray(P)[idx] @ C.T
+    for a, j in enumerate(idx):
+        for r in np.flatnonzero((M[a] >= 0.02) & judged):
+            m = min(M[a, r], 1 - 1e-6)
+            X.append((np.log(m / (1 - m)), np.log(len(classes[r]))))
+            y.append(confirmed(r, j))
+    lr = LogisticRegression().fit(np.array(X), np.array(y))
+    out = {"line_fitted": [round(float(lr.coef_[0, 0]), 3), round(float(lr.coef_[0, 1]), 3),
+                           round(float(lr.intercept_[0]), 3)],
+           "line_used": list(zeroshot.ANNOTATION_LINE), "words": len(synsets),
+           "words_a_corel_caption_can_confirm": int(judged.sum())}
+    for split in ("valid", "test"):
+        idx = prot.split(split)
+        words = zeroshot.annotate(np.asarray(P)[idx], k=50, min_probability=min(WRITTEN))
+        for bar in WRITTEN:
+            right = judged_n = 0
+            written = [[w for w in ws if w.probability >= bar] for ws in words]
+            for j, ws in zip(idx, written):
+                for w in ws:
+                    r = where[w.word]
+                    if judged[r]:
+                        judged_n += 1
+                        right += confirmed(r, j)
+            out[f"{split}_{bar:g}"] = {
+                "words_written": sum(map(len, written)),
+                "judged": judged_n, "right": round(right / judged_n, 3) if judged_n else None,
+                "pictures_with_a_word": round(float(np.mean([bool(ws) for ws in written])), 3)}
+    return out
+
+
+def annotation_report(a: dict | None) -> list[str]:
+    if not a:
+        return []
+    lines = ["", "### Annotating with no model (ImageNet's words)", "",
+             f"{a['words']:,} words may annotate (a class's own, or a hypernym its classes' "
+             "descriptions name them by: pamir.zeroshot.classes.NAMED_SHARE); "
+             f"{a['words_a_corel_caption_can_confirm']} of them a Corel caption word can "
+             "confirm (it names them or a kind of them). The probability's line "
+             f"(logit mass, ln classes, constant) fitted on validation: {a['line_fitted']}; "
+             f"the product's: {a['line_used']}.", "",
+             "| split | probability at least | words written | of them confirmable | right "
+             "| pictures with a word |", "|---|---:|---:|---:|---:|---:|"]
+    for split in ("valid", "test"):
+        for bar in WRITTEN:
+            m = a[f"{split}_{bar:g}"]
+            lines.append(f"| {split} | {bar:g} | {m['words_written']:,} | {m['judged']:,} | "
+                         f"{m['right']} | {m['pictures_with_a_word']} |")
+    return lines
