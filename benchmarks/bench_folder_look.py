@@ -24,6 +24,10 @@ Measured on each side's index:
   exiftool, then `pamir index` again: its seconds, and whether the word is searchable.
 - --fit: `pamir fit FOLDER`, then `pamir index MODEL FOLDER`, and the same measures: what a
   fitted model gives the same folder.
+- what the look costs (`costs`): `pamir index FOLDER --no-text --no-faces` of a folder with no
+  keyword (the neighbours alone: Corel's 499 test pictures, and --camera 12-MP JPEGs of
+  benchmarks/phone_library.py's making), old and new in turn, twice, each run from an empty
+  index and a cache with no picture's vectors.
 
 Writes benchmarks/results/folder_look.json and .md (--report-only rewrites the .md).
 """
@@ -194,6 +198,7 @@ def measure(args) -> dict:
                                  if "folder's look" in x],
                         "word_in_vocabulary": "favourite" in Index.open(new["index"]).vocabulary,
                         "found": len(set(found) & set(names))}
+    r["costs"] = costs(trees, work, args.camera)
     if args.fit:
         model = work / "model"
         shutil.rmtree(model, ignore_errors=True)
@@ -206,6 +211,33 @@ def measure(args) -> dict:
         r["sides"]["fitted"] = side
     r["minutes"] = run.minutes()
     return r
+
+
+def costs(trees: dict, work: Path, camera: int) -> dict:
+    """`pamir index` of a folder with no keyword, old and new in turn, twice (the module's
+    doc): {case: {side: [seconds]}}."""
+    import phone_library  # noqa: PLC0415 - its camera-size JPEGs
+
+    corel = work / "bare-corel"
+    if not corel.is_dir():
+        corel.mkdir()
+        captions = corel_captions(corel5k_folder())
+        for p in sorted((corel5k_folder() / "images").glob("*/*.jpeg")):
+            if p.stem not in captions:
+                shutil.copyfile(p, corel / p.name)
+    cases = {"Corel test pictures": corel}
+    if camera:
+        cases["12-MP JPEGs"] = phone_library.build_photos(
+            work / "camera", "jpg", phone_library.SIZE_12MP, camera, 0)
+    out = {}
+    for case, folder in cases.items():
+        out[case] = {"pictures": len([p for p in folder.iterdir() if not p.name.startswith(".")])}
+        for round_ in range(2):
+            for name in ("old", "new"):
+                s = index_side(trees[name], folder, work, f"cost-{name}")
+                out[case].setdefault(name, []).append(s["seconds"])
+                print(case, name, s["seconds"], flush=True)
+    return out
 
 
 def report(r: dict) -> str:
@@ -247,6 +279,16 @@ def report(r: dict) -> str:
                   f"is {'in' if c['word_in_vocabulary'] else 'NOT in'} the index's vocabulary "
                   f"and finds {c['found']} of them first."]
         lines += [f"    {x}" for x in c["said"]]
+    if r.get("costs"):
+        lines += ["", "What the look costs: `pamir index FOLDER --no-text --no-faces` of a "
+                  "folder with no keyword (the folder's neighbours alone), old and new in "
+                  "turn, twice, each from an empty index and a cache with no picture's "
+                  "vectors (seconds; the ratio of the medians):", "",
+                  "| folder | pictures | old | new | new / old |", "|---|---:|---|---|---:|"]
+        for case, c in r["costs"].items():
+            ratio = np.median(c["new"]) / np.median(c["old"])
+            lines.append(f"| {case} | {c['pictures']:,} | {', '.join(map(str, c['old']))} | "
+                         f"{', '.join(map(str, c['new']))} | {ratio:.2f} |")
     lines += ["", f"Whole run: {r['minutes']} min.", ""]
     return "\n".join(lines)
 
@@ -258,6 +300,8 @@ def main(argv=None) -> None:
         ap.add_argument("--work", type=Path, default=Path("/tmp/pamir-folder-look"))
         ap.add_argument("--changed", type=int, default=50,
                         help="tagged pictures whose keywords change (0: none)")
+        ap.add_argument("--camera", type=int, default=40,
+                        help="12-MP JPEGs whose `pamir index` is timed (0: none)")
 
     args = report_cli(__doc__, "folder_look", report, argv,
                       {"--fit": "also `pamir fit FOLDER` and index with the model"}, options)
