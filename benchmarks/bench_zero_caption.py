@@ -298,7 +298,9 @@ def report(r: dict) -> str:
                   f"{r['curve_run'].get('date')}, before the look's levers of issue 54."]
     lines += ["", "## Zero captions", "",
               "Test AvgP / P10 (%), 179 single-word and all 2,241 queries; the zero-caption "
-              "system through a real index of the 499 test pictures.", "",
+              "system's class probabilities through a real index of the 499 test pictures, "
+              "without the folder's neighbours (above: the look's levers), at the default "
+              "precision.", "",
               "| | single-word AvgP | single-word P10 | all AvgP | all P10 |",
               "|---|---:|---:|---:|---:|"]
 

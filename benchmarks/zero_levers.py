@@ -204,7 +204,7 @@ def hypernym_study(prot, P, C_old) -> dict:
     out = {}
     for steps in (1, 2):
         for most in (20, 50):
-            for how in ("instead", "beside"):
+            for how in ("instead of", "beside"):
                 C = C_old.copy()
                 for t_ in outside:
                     found = nearest(prot.vocabulary[t_], steps, most)
@@ -212,8 +212,8 @@ def hypernym_study(prot, P, C_old) -> dict:
                         continue
                     c = np.zeros(1000, np.float32)
                     c[found] = 1.0 / len(found)
-                    C[t_] = c if how == "instead" or not C[t_].any() else (c + C[t_]) / 2
-                out[f"{steps} step(s), <= {most} classes, {how} of the bridge"] = score(P, C, prot)
+                    C[t_] = c if how == "instead of" or not C[t_].any() else (c + C[t_]) / 2
+                out[f"{steps} step(s), <= {most} classes, {how} the bridge"] = score(P, C, prot)
     return out
 
 
