@@ -34,7 +34,6 @@ Writes benchmarks/results/folder_look.json and .md (--report-only rewrites the .
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -44,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (RESULTS, Run, archive, build_small_folder, corel_captions,  # noqa: E402
+from common import (Run, archive, build_small_folder, corel_captions,  # noqa: E402
                     corel5k_folder, pamir_logged, report_cli, report_head, save_report)
 
 from pamir import config  # noqa: E402
@@ -173,7 +172,10 @@ def measure(args) -> dict:
     if not folder.is_dir():
         build_small_folder(folder, captioned, uncaptioned, corel5k_folder())
     shutil.rmtree(work / "old-src", ignore_errors=True)
-    r = {**run.info(), "folder": {"tagged": captioned, "untagged": uncaptioned},
+    from pamir.features.cnn_int8 import processor  # noqa: PLC0415
+
+    r = {**run.info(), "processor": processor(),
+         "folder": {"tagged": captioned, "untagged": uncaptioned},
          "old": archive(args.old, work / "old-src"), "sides": {}}
     trees = {"old": work / "old-src", "new": Path(__file__).resolve().parents[1]}
     for name, src in trees.items():
@@ -213,11 +215,10 @@ def measure(args) -> dict:
     return r
 
 
-def costs(trees: dict, work: Path, camera: int) -> dict:
+def costs(trees: dict, work: Path, camera: int, library: Path | None = None) -> dict:
     """`pamir index` of a folder with no keyword, old and new in turn, twice (the module's
-    doc): {case: {side: [seconds]}}."""
-    import phone_library  # noqa: PLC0415 - its camera-size JPEGs
-
+    doc), and of the library with its keywords (library: its folder, --costs-only):
+    {case: {side: [seconds]}}."""
     corel = work / "bare-corel"
     if not corel.is_dir():
         corel.mkdir()
@@ -227,11 +228,13 @@ def costs(trees: dict, work: Path, camera: int) -> dict:
                 shutil.copyfile(p, corel / p.name)
     cases = {"Corel test pictures": corel}
     if camera:
-        cases["12-MP JPEGs"] = phone_library.build_photos(
-            work / "camera", "jpg", phone_library.SIZE_12MP, camera, 0)
+        cases["12-MP JPEGs"] = camera_jpegs(work / "camera", camera)
+    if library is not None:
+        cases["the library, three quarters tagged"] = library
     out = {}
     for case, folder in cases.items():
-        out[case] = {"pictures": len([p for p in folder.iterdir() if not p.name.startswith(".")])}
+        out[case] = {"pictures": len([p for p in folder.iterdir() if not p.name.startswith(".")
+                                      and p.suffix.lower() in (".jpeg", ".jpg")])}
         for round_ in range(2):
             for name in ("old", "new"):
                 s = index_side(trees[name], folder, work, f"cost-{name}")
@@ -240,20 +243,48 @@ def costs(trees: dict, work: Path, camera: int) -> dict:
     return out
 
 
+def camera_jpegs(folder: Path, n: int) -> Path:
+    """n Corel pictures (every 7th) enlarged to 12 MP with grain, as a camera's JPEGs weigh
+    (tests/media.py, the one home of the camera-like writers); kept once built."""
+    from PIL import Image  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import media  # noqa: PLC0415
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pictures = sorted((corel5k_folder() / "images").glob("*/*.jpeg"))
+    for i in range(n):
+        path = folder / f"IMG_{i:04d}.JPG"
+        if path.exists():
+            continue
+        with Image.open(pictures[7 * i % len(pictures)]) as im:
+            im = im.convert("RGB")
+            size = (4240, 2832) if im.width >= im.height else (2832, 4240)
+            big = np.array(im.resize(size, Image.BICUBIC))
+        tmp = path.with_name(".tmp.JPG")
+        media.jpeg(tmp, media.with_grain(big, i, 10), quality=90)
+        tmp.rename(path)
+    return folder
+
+
 def report(r: dict) -> str:
     lines = report_head("A library with keywords, searched with `pamir index` alone (issue 54)",
                         r)
     f = r["folder"]
-    names = {"old": f"main before issue 54 (`{r['old'][:10]}`): ImageNet's words alone",
+    if "processor" in r:
+        p = r["processor"]
+        lines += [f"Processor flags: {', '.join(p['flags'])} (VNNI {p['vnni']})."]
+    names = {"old": f"main (`{r['old'][:10]}`): ImageNet's words alone",
              "new": "this tree: the folder's look (its neighbours, its keywords' words)",
              "fitted": "`pamir fit FOLDER`, then `pamir index MODEL FOLDER` (this tree)"}
-    lines += ["", f"{f['tagged']:,} Corel development pictures with their keywords in their "
+    table = ["", f"{f['tagged']:,} Corel development pictures with their keywords in their "
               f"files and {f['untagged']:,} test pictures with none. The untagged pictures' "
               "AvgP (%) for their words, each word searched alone; the probability a hit "
               "carries, checked on the untagged pictures' captions.", "",
               "| side | all their words | the words the tags hold | p >= 0.5: relevant | "
               "p >= 0.7: relevant | calibration error | `pamir index` s | peak MB |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += table if r["sides"] else [""]
     for key, s in r["sides"].items():
         q = s["search"]
         cal = q.get("calibration", {})
@@ -303,13 +334,39 @@ def main(argv=None) -> None:
         ap.add_argument("--camera", type=int, default=40,
                         help="12-MP JPEGs whose `pamir index` is timed (0: none)")
 
-    args = report_cli(__doc__, "folder_look", report, argv,
-                      {"--fit": "also `pamir fit FOLDER` and index with the model"}, options)
+    costs_only = "--costs-only" in (sys.argv[1:] if argv is None else argv)
+    args = report_cli(__doc__, "folder_look_costs" if costs_only else "folder_look", report,
+                      argv, {"--fit": "also `pamir fit FOLDER` and index with the model",
+                             "--costs-only": "only what the look costs, the library with its "
+                                             "keywords too (results/folder_look_costs.*)"},
+                      options)
     if args is None:
         return
     args.argv = sys.argv[1:] if argv is None else list(argv)
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.costs_only:
+        save_report("folder_look_costs", measure_costs(args), report)
+        return
     save_report("folder_look", measure(args), report)
+
+
+def measure_costs(args) -> dict:
+    """--costs-only: the costs alone (`costs`), the library with its keywords among them."""
+    from pamir.features.cnn_int8 import processor  # noqa: PLC0415
+
+    run = Run("bench_folder_look.py", args.argv)
+    captioned, uncaptioned = map(int, args.size.split(":"))
+    folder = args.work / f"folder-{captioned}"
+    if not folder.is_dir():
+        build_small_folder(folder, captioned, uncaptioned, corel5k_folder())
+    shutil.rmtree(args.work / "old-src", ignore_errors=True)
+    r = {**run.info(), "processor": processor(),
+         "folder": {"tagged": captioned, "untagged": uncaptioned},
+         "old": archive(args.old, args.work / "old-src"), "sides": {}}
+    trees = {"old": args.work / "old-src", "new": Path(__file__).resolve().parents[1]}
+    r["costs"] = costs(trees, args.work, args.camera, folder)
+    r["minutes"] = run.minutes()
+    return r
 
 
 if __name__ == "__main__":

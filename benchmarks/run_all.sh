@@ -57,9 +57,17 @@ run benchmarks/bench_dask.py --cnn-only            #   ... the CNN extraction of
 run benchmarks/bench_scale_training.py             # PAMIR trained from 1M pictures on disk
 run benchmarks/bench_reliability.py                # load, kills, hostile input (15 min)
 run benchmarks/bench_zero_caption.py                # search with no captions, and what captions add
+run benchmarks/bench_zero_caption.py --gap          #   ... why the chosen look scores less on test
 run benchmarks/bench_metadata.py                   # keywords from the files: fit FOLDER = fit TABLE
 run benchmarks/bench_knn.py                        # neighbours beside PAMIR: train only, README command, cost
 run benchmarks/bench_emoji.py                      # category words outside a model's captions
+run benchmarks/bench_emoji.py --zero-old 5fef65d   #   ... with no model: main before issue 54 and this
+                                                   #   tree side by side (emoji_zero.md)
+run benchmarks/bench_folder_look.py --old 5fef65d --fit   # a library with keywords and `pamir index`
+                                                   #   alone: old, new, fitted; the look's cost
+run benchmarks/bench_folder_look.py --old 5fef65d --costs-only   # the look's cost, the library too
+run benchmarks/bench_annotate_xmp.py --old 5fef65d --library-index /tmp/pamir-folder-look/index-new \
+    --library-folder /tmp/pamir-folder-look/folder-1500   # annotate --xmp with no model (after the above)
 run benchmarks/bench_facts.py                      # keywords as facts, searched with no model
 run benchmarks/bench_places.py                     # places from GPS: the district rule, P@k
 run benchmarks/bench_ocr.py                        # text in pictures: its cost, words read
@@ -86,6 +94,8 @@ run benchmarks/bench_video_pooling.py --model "$V"   # a video's score: best fra
 I=/work/bench-data/int8                            # int8 CNN views against fp32: quality, speed,
 run benchmarks/bench_int8.py --cache "$I/cache"    #   then each view's cosines, added to int8.json
 run benchmarks/bench_int8.py --cache "$I/cache" --parts cosines
+# each int8 variant against fp32 per network, natively (then under QEMU: the module's docstring)
+run benchmarks/bench_int8_fidelity.py --cache "$I/cache"
 # People (issue 34): the identities folder is made once by benchmarks/faces_pictures.py from
 # git clones of three MIT-licensed face libraries (its docstring says how); nothing is
 # downloaded here, so without the folder these two are skipped, and say so.
@@ -119,6 +129,9 @@ flock /tmp/pamir-heavy.lock pamir index "$L/model" ../shared/data/corel5k/images
 mkdir -p "$L/old" && git archive 574a405 | tar -x -C "$L/old"
 run benchmarks/bench_search_latency.py --index "$L/idx" --model "$L/model" --old "$L/old" \
     --old-label "git archive 574a405, main before issue 25" --big "$L/big" --runs 5
+# The Index as a composition (issue 53): its shape, and a search's cost on the same two
+# indexes, the code before it (45c8fc3) and this one side by side.
+run benchmarks/bench_index_parts.py --before 45c8fc3 --index "$L/idx" --big "$L/big" --runs 5
 # Words that reach ImageNet classes at 1,000,000 pictures (issue 37), on the same model: the
 # old scan (bf8d204) against the class rows' block bounds.
 run benchmarks/bench_class_latency.py --model "$L/model" --folder ../shared/data/corel5k/images \

@@ -47,6 +47,7 @@ COMMAND_MODULES = [
     (None, "pamir.commands.watch"),  # `pamir watch`: the index follows the folders
     (None, "pamir.commands.people"),
     (None, "pamir.commands.duplicates"),
+    (None, "pamir.commands.info"),  # `pamir info`: the processor and the networks' precision
 ]
 
 

@@ -263,8 +263,8 @@ def test_a_name_written_also_as_a_keyword_is_still_a_name(kinds, name):
     import threading
     from types import SimpleNamespace
 
-    from pamir.index.fact_reading import FactReading
+    from pamir.index.fact_reading import FactReader
 
-    index = SimpleNamespace(_lock=threading.Lock(),
-                            _catalog=SimpleNamespace(fact_kinds=lambda word: set(kinds)))
-    assert FactReading._name_only(index, "isolde") is name
+    facts = SimpleNamespace(kinds=lambda word: set(kinds))
+    folder = SimpleNamespace(_lock=threading.Lock(), _catalog=SimpleNamespace(facts=facts))
+    assert FactReader(folder).name_only("isolde") is name

@@ -149,7 +149,7 @@ def test_a_querys_words_are_measured_by_the_models_spread(tmp_path):
         live = np.isfinite(s)
         z = s[live]
         assert np.sort(z) == pytest.approx(np.sort(X[:, :T] @ q.vector), abs=1e-5)
-        base, mult = ix._class_mix(q)
+        base, mult = ix._searcher.class_mix(q)
         sigma = np.linalg.norm(q.vector * scales)  # 0.6 x 0.5, 0.8 x 2.0: 1.628
         assert base[live] == pytest.approx(0.5 * (z - z.mean()) / sigma, abs=1e-5)
         assert mult == pytest.approx(0.5 * 3.0)
@@ -160,7 +160,7 @@ def test_a_querys_words_are_measured_by_the_models_spread(tmp_path):
         s = ix.scores(q.vector).astype(np.float64)  # (a rescore may move the columns)
         live = np.isfinite(s)
         z = s[live]
-        base, _ = ix._class_mix(q)
+        base, _ = ix._searcher.class_mix(q)
         assert base[live] == pytest.approx(0.5 * (z - z.mean()) / z.std(), abs=1e-5)
     with pytest.raises(ValueError, match="2 word scales for 3 words"):
         Index.create(tmp_path / "bad", WORDS, np.ones(T), classes=CLASSES, scales=[1.0, 2.0])

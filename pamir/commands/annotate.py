@@ -64,7 +64,7 @@ def annotate_command(
     if not pictures:
         fail("no picture to annotate")
     if xmp:  # pamir.jobs.sidecars only where asked: every command's start imports this module
-        from ..jobs.sidecars import known_of_pictures, word_probability, write_xmp  # noqa: PLC0415
+        from ..jobs.sidecars import known_of_pictures, word_probability  # noqa: PLC0415
 
         check_sidecar_name(xmp_name)
         try:
@@ -87,31 +87,42 @@ def annotate_command(
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
-        note = ""
-        if sidecar:
-            # the words pictures are described by; their place and text they hold already
-            written, why = write_sidecar(path, [w["word"] for w in words
-                                                if w.get("source") not in ("place", "text")])
-            note = why
-        sidecars = write_xmp(path, known[i], xmp_name) if xmp else []
-        if as_json:
-            print(json.dumps({"path": str(path), "keywords": words,
-                              **({"sidecar": note} if sidecar else {}),
-                              **({"xmp": dict(sidecars), "xmp_words": known[i].words}
-                                 if xmp else {})}))
-        else:
-            print(f"{path}\t{_annotation_line(words)}")
-            if note and not note.startswith("wrote"):
-                console.print(f"[yellow]{note}[/yellow]", markup=True)
-            if xmp:
-                console.print(f"  {escape(_written_line(known[i].words, words, threshold))}",
-                              markup=True)
-            for target, what in sidecars:
-                if what not in ("written", "unchanged", "nothing"):
-                    console.print(f"[yellow]{escape(target)}: {escape(what)}[/yellow]",
-                                  markup=True)
+        _write_and_say(path, words, known[i] if xmp else None, sidecar=sidecar,
+                       xmp_name=xmp_name, threshold=threshold if xmp else None,
+                       as_json=as_json)
     if failed:
         raise typer.Exit(1)
+
+
+def _write_and_say(path: Path, words: list[dict], known, *, sidecar: bool, xmp_name,
+                   threshold, as_json: bool) -> None:
+    """One annotated picture: its sidecar files written (known: the XMP's words, None for no
+    --xmp) and what was written said, printed or as a JSON line."""
+    note = ""
+    if sidecar:
+        # the words pictures are described by; their place and text they hold already
+        _, note = write_sidecar(path, [w["word"] for w in words
+                                       if w.get("source") not in ("place", "text")])
+    if known is not None:
+        from ..jobs.sidecars import write_xmp  # noqa: PLC0415
+
+        sidecars = write_xmp(path, known, xmp_name)
+    else:
+        sidecars = []
+    if as_json:
+        print(json.dumps({"path": str(path), "keywords": words,
+                          **({"sidecar": note} if sidecar else {}),
+                          **({"xmp": dict(sidecars), "xmp_words": known.words}
+                             if known is not None else {})}))
+        return
+    print(f"{path}\t{_annotation_line(words)}")
+    if note and not note.startswith("wrote"):
+        console.print(f"[yellow]{note}[/yellow]", markup=True)
+    if known is not None:
+        console.print(f"  {escape(_written_line(known.words, words, threshold))}", markup=True)
+    for target, what in sidecars:
+        if what not in ("written", "unchanged", "nothing"):
+            console.print(f"[yellow]{escape(target)}: {escape(what)}[/yellow]", markup=True)
 
 
 @contextlib.contextmanager

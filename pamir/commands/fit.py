@@ -202,6 +202,9 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
                       f"{knn['alpha']}: validation AvgP {knn['valid_avgp']:.2f} (the model alone "
                       f"{knn['model_valid_avgp']:.2f})" + ("" if knn["alpha"] else ": left out"))
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
+    from ..features.cnn import cnn_views  # noqa: PLC0415 - each CNN view's precision here, and why
+    for view in cnn_views(system):
+        table.add_row("precision", view.precision_says())
     updates = info.get("updates")
     if updates:  # the update budget grows with the training pictures
         table.add_row("update budget", f"{updates['n_updates']:,} updates, validated every "

@@ -95,6 +95,9 @@ def index_command(
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
     system, fingerprint = workflow.indexing_system(model, load=load_system)
+    from ..features.cnn import cnn_views  # noqa: PLC0415 - the CNN views' precision, one line each
+    for view in cnn_views(system):
+        console.print(f"cnn {escape(view.precision_says())}")
     caption_map = _caption_map(captions) if captions else None
     try:
         report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,

@@ -259,8 +259,8 @@ class TextReader:
             try:
                 from pamir.facts.ocr_int8 import detector_session  # noqa: PLC0415
 
-                self.detector.session.session = detector_session(det_path, self._blob,
-                                                                 s.threads, s.arena)
+                self.detector.session.session = detector_session(
+                    det_path, self._blob, fp32_reader, s.threads, s.arena)
             except Exception as e:  # noqa: BLE001 - ORT refused the graph
                 reason = f"{type(e).__name__}: {e}"
         if reason is not None:
@@ -492,10 +492,15 @@ def _int8_unavailable(cache_dir: str) -> str:
     try:
         from pamir.facts.ocr_int8 import detector_graph  # noqa: PLC0415
 
-        detector_graph(bundled_models()["det"], TextReader._blob)
+        detector_graph(bundled_models()["det"], TextReader._blob, fp32_reader)
     except Exception as e:  # noqa: BLE001 - no quantization tools, or ORT refused the graph
         return f"{type(e).__name__}: {e}"
     return ""
+
+
+def fp32_reader() -> TextReader:
+    """A reader detecting in fp32: what the int8 detector is checked against (ocr_int8)."""
+    return TextReader(OcrSettings(detect_precision="fp32"))
 
 
 @functools.lru_cache(maxsize=None)

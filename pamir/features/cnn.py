@@ -53,7 +53,7 @@ from ..progress import report
 from ..storage import atomic_write
 from .cnn_engines import (ENGINES, OnnxEngine, ShapeBatches, TorchEngine, pooled_batch,
                           read_ahead, streams, threads_per_stream, torch_threads_kept)
-from .cnn_int8 import PRECISIONS, int8_graph, int8_key
+from .cnn_int8 import PRECISIONS, int8_choice, int8_key
 from .cnn_network import CHANNELS, MODELS, WeightsMissing, classifier, weights_digest
 # tests/test_cnn.py reaches these two through this module (cnn._load_state, cnn.onnx_path)
 from .cnn_network import _load_state, onnx_path  # noqa: F401
@@ -101,7 +101,9 @@ class CNNSettings(SettingsRecord):
     precision: "int8" (the network quantized once per machine, pamir.features.cnn_int8; the
         onnx engine only) or "fp32"; by default config.CNN_PRECISION (PAMIR_CNN_PRECISION).
         Where int8 cannot run (no quantization tools, the torch engine, a graph ONNX Runtime
-        cannot quantize) the representation runs fp32 and says so in one line.
+        cannot quantize), or where no int8 variant computes what fp32 does on this processor
+        (the check of pamir.features.cnn_int8: x86 without VNNI), the representation runs
+        fp32 and says so in one line (`precision_says`).
     batch_size: pictures of one resized shape run together; n_jobs: decoding threads.
     """
 
@@ -335,7 +337,7 @@ class CNNRepresentation:
         self._engine = None
         self._fc = None
         self._engine_seconds = 0.0
-        self._int8_checked = False
+        self._precision_says: str | None = None
         self.stats_: dict = {}
 
     @property
@@ -398,29 +400,44 @@ class CNNRepresentation:
 
     def resolve_precision(self) -> str:
         """Settle whether int8 runs here, before a cache key or a network depends on it: the
-        quantized graph is found (or made, the first time on this machine) now. Where it
-        cannot be, the representation runs fp32 from then on, its settings saying so (and so
-        its saved model and its cache), and one line says why."""
+        quantized graph is found (or made and checked against fp32, the first time on this
+        processor: pamir.features.cnn_int8) now. Where no int8 variant is faithful here, or
+        int8 cannot run at all, the representation runs fp32 from then on, its settings
+        saying so (and so its saved model and its cache); `precision_says` says why (and a
+        warning where int8 could not run at all)."""
         s = self.settings
-        if s.precision != "int8" or self._int8_checked:
+        if self._precision_says is not None:
             return s.precision
+        if s.precision != "int8":
+            self._precision_says = f"{s.precision} (asked for: PAMIR_CNN_PRECISION or the " \
+                                   "model's settings)"
+            return s.precision
+        reason = None
         if s.engine != "onnx":
             reason = f"the {s.engine} engine runs fp32 only"
         else:
             try:
-                int8_graph(s.model)
-                reason = None
+                self._precision_says = int8_choice(s.model).says()
             except WeightsMissing:
                 raise
             except Exception as e:  # noqa: BLE001 - no quantization, or ORT refused the graph
                 reason = f"{type(e).__name__}: {e}"
-        self._int8_checked = True
         if reason is not None:
             warnings.warn(f"int8 {s.model} network unavailable ({reason}); running it in fp32 "
                           f"(PAMIR_CNN_PRECISION=fp32 asks for fp32)", RuntimeWarning,
                           stacklevel=3)
+            self._precision_says = f"fp32: int8 unavailable ({reason})"
+        if not self._precision_says.startswith("int8"):  # no faithful variant: fp32
             self.settings = s.replace(precision="fp32")
+            log.info("cnn %s: %s", s.model, self._precision_says)
         return self.settings.precision
+
+    def precision_says(self) -> str:
+        """One line: the precision this view's network runs at on this processor and why
+        ("lite0: int8: its vectors 0.992 of fp32's ...", "lite1: fp32: the int8 graph's
+        vectors 0.930 of fp32's ...: this processor has no VNNI")."""
+        self.resolve_precision()
+        return f"{self.settings.model}: {self._precision_says}"
 
     def _load(self, item: tuple, cache: PooledCache | None) -> tuple:
         """(status, payload, digest, reason) of the picture item = (position, path): its
@@ -601,6 +618,13 @@ def pooled_task(settings: dict, cache_dir, paths: list) -> list[tuple]:
 
 
 _report = partial(report, log=log)  # _report(line, console or None)
+
+
+def cnn_views(rep) -> list[CNNRepresentation]:
+    """The CNN views of a representation (itself, or the parts of a combination), or of a
+    system (its pipeline): what `precision_says` is asked of."""
+    rep = getattr(rep, "pipeline", rep)
+    return [part for part in getattr(rep, "parts", [rep]) if isinstance(part, CNNRepresentation)]
 
 
 __all__ = ["CNNRepresentation", "CNNSettings", "MAX_ASPECT", "PooledCache", "crop_box",

@@ -8,9 +8,13 @@ date taken (ISO, wall clock), where the caption came from, and its sidecars' sta
 read yet, as in an index built before these columns). It changes only by SQLite transactions.
 
 The file's name, its schema and version, and the upgrade of an older one are the folder's
-format (pamir.index.layout). This module knows SQL and nothing of the score matrix or of
-folders; `Catalog` methods that write do so inside the caller's `transaction()`, so the
-facade decides what commits together.
+format (pamir.index.layout). The catalogue is the one home of the index's SQL: this module
+(the connection, `meta`, the pictures) and its parts, one module a concern, each a member of
+`Catalog`: `catalog_facts` (facts and passes), `catalog_people` (faces, people, editors'
+decisions), `catalog_looks` (looks and groups) and `catalog_frames` (videos' frames). They
+know SQL and nothing of the score matrix or of folders; methods that write do so inside the
+caller's `transaction()`, so the Index's parts decide what commits together
+(tests/test_index_parts.py checks that no other module runs SQL).
 """
 
 from __future__ import annotations
@@ -27,14 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..facts.fact import FILE_KINDS, Fact, keyword_facts
-from . import frames
-from .catalog_places import PlaceCatalog
+from ..facts.fact import FILE_KINDS, keyword_facts
+from .catalog_facts import FactTables
+from .catalog_frames import FrameTables
+from .catalog_looks import LookTables
+from .catalog_people import PeopleTables
+from .catalog_base import Schema, marks, path_of, stored_path
 from .layout import (CATALOG, CATALOG_SCHEMA, FACES_SCHEMA, FACTS_SCHEMA, FILE_PASSES,
-                     FRAMES_SCHEMA, METADATA_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION,
-                     added_columns_sql)
-
-_BASE_COLUMNS = "id, path, size, mtime_ns, hash, caption, state, reason, col"
+                     FRAMES_SCHEMA, READABLE_VERSIONS, SCHEMA_VERSION, added_columns_sql)
 
 
 class IndexDirError(ValueError):
@@ -58,23 +62,23 @@ class Picture:
     position: str | None = None  # "lat,lon" in degrees where its files give one
 
 
-class Catalog(PlaceCatalog):
-    """An open catalogue. Not thread-safe by itself: the Index facade serialises calls."""
+class Catalog:
+    """An open catalogue: its connection, transactions, `meta` and pictures, and its parts,
+    one a concern, each the SQL of its tables: `facts` (and the passes), `people`, `looks`,
+    `frames`. Not thread-safe by itself: the Index facade serialises calls."""
 
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
-        self._columns: str | None = None
-        self._has_facts: bool | None = None
+        self._schema = Schema(conn)
+        self.facts = FactTables(conn, self._schema)
+        self.people = PeopleTables(conn, self._schema)
+        self.looks = LookTables(conn, self._schema)
+        self.frames = FrameTables(conn, self._schema)
 
     @property
     def columns(self) -> str:
-        """The pictures columns read: a catalogue older than schema 3, opened read-only,
-        reads NULL for the metadata it does not have."""
-        if self._columns is None:
-            have = {r[1] for r in self._conn.execute("PRAGMA table_info(pictures)")}
-            self._columns = _BASE_COLUMNS + "".join(
-                f", {c}" if c in have else f", NULL AS {c}" for c in METADATA_COLUMNS)
-        return self._columns
+        """The pictures columns read (Schema.columns)."""
+        return self._schema.columns
 
     def upgrade(self) -> None:
         """Add the metadata columns, the facts and the faces tables an older catalogue lacks
@@ -87,7 +91,7 @@ class Catalog(PlaceCatalog):
         had_facts = self.has_facts
         for statement in FACTS_SCHEMA + FACES_SCHEMA + FRAMES_SCHEMA:
             self._conn.execute(statement)
-        self._columns, self._has_facts = None, True
+        self._schema.forget()
         if not had_facts:
             rows = self._conn.execute("SELECT id, caption FROM pictures WHERE caption IS NOT NULL")
             self._write_keywords(rows.fetchall())
@@ -96,13 +100,13 @@ class Catalog(PlaceCatalog):
 
     @property
     def has_facts(self) -> bool:
-        """Whether the catalogue has its facts table (an index older than schema 4, opened
-        read-only, has none: its queries find no facts)."""
-        if self._has_facts is None:
-            self._has_facts = self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'facts'"
-            ).fetchone() is not None
-        return self._has_facts
+        """Whether the catalogue has its facts table (Schema.has_facts)."""
+        return self._schema.has_facts
+
+    @property
+    def keeps_positions(self) -> bool:
+        """Whether the pictures table has the position column (schema 3 and later)."""
+        return "NULL AS position" not in self.columns
 
     # ------------------------------------------------------------------ creating and opening
     @staticmethod
@@ -269,8 +273,8 @@ class Catalog(PlaceCatalog):
         taken = "taken" if "NULL AS taken" not in self.columns else "NULL"
         rows = self._conn.execute(
             f"SELECT id, path, col, mtime_ns, {taken}, caption FROM pictures WHERE id IN "
-            f"({','.join('?' * len(ids))})", ids)
-        return {i: (_path(p), c, m, t, tuple(cap.split()) if cap else None)
+            f"({marks(ids)})", ids)
+        return {i: (path_of(p), c, m, t, tuple(cap.split()) if cap else None)
                 for i, p, c, m, t, cap in rows.fetchall()}
 
     def columns_taken(self, ranges: Sequence[tuple[str, str]]) -> list[int]:
@@ -287,8 +291,8 @@ class Catalog(PlaceCatalog):
     def paths_of(self, ids: Iterable[int]) -> dict[int, str]:
         ids = [int(i) for i in ids]
         rows = self._conn.execute(
-            f"SELECT id, path FROM pictures WHERE id IN ({','.join('?' * len(ids))})", ids)
-        return {i: _path(p) for i, p in rows.fetchall()}
+            f"SELECT id, path FROM pictures WHERE id IN ({marks(ids)})", ids)
+        return {i: path_of(p) for i, p in rows.fetchall()}
 
     def columns_under(self, patterns: Sequence[str]) -> list[int]:
         """Columns of the 'ok' pictures whose path matches one of the LIKE patterns."""
@@ -304,25 +308,34 @@ class Catalog(PlaceCatalog):
     def mtimes_of(self, ids: Iterable[int]) -> dict[int, int]:
         ids = [int(i) for i in ids]
         rows = self._conn.execute(
-            f"SELECT id, mtime_ns FROM pictures WHERE id IN ({','.join('?' * len(ids))})", ids)
+            f"SELECT id, mtime_ns FROM pictures WHERE id IN ({marks(ids)})", ids)
         return dict(rows.fetchall())
 
     def id_of_path(self, path: str) -> int | None:
         row = self._conn.execute("SELECT id FROM pictures WHERE path = ? AND state = 'ok'",
-                                 (_stored(path),)).fetchone()
+                                 (stored_path(path),)).fetchone()
         return None if row is None else int(row[0])
 
     def with_hash(self, digest: str, other_than: str) -> int | None:
         """The id of an indexed picture with these bytes at another path, if any."""
         row = self._conn.execute(
             "SELECT id FROM pictures WHERE hash = ? AND state = 'ok' AND path != ? LIMIT 1",
-            (digest, _stored(other_than))).fetchone()
+            (digest, stored_path(other_than))).fetchone()
         return None if row is None else int(row[0])
 
     def counts(self) -> dict[str, int]:
         """Pictures per state."""
         return dict(self._conn.execute(
             "SELECT state, COUNT(*) FROM pictures GROUP BY state").fetchall())
+
+    def positions(self) -> list[tuple[int, int, str]]:
+        """(id, column, "lat,lon") of the scored pictures whose files give a position
+        (pamir.facts.nearby, the map, the places pass)."""
+        if not self.keeps_positions:
+            return []
+        rows = self._conn.execute("SELECT id, col, position FROM pictures WHERE col IS NOT "
+                                  "NULL AND position IS NOT NULL ORDER BY id")
+        return rows.fetchall()
 
     # ------------------------------------------------------------------ writing pictures
     # Inside the caller's transaction; those that delete rows return the columns they freed.
@@ -331,7 +344,7 @@ class Catalog(PlaceCatalog):
         cur = self._conn.execute(
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
             "taken, source, sidecars, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (_stored(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
+            (stored_path(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]), entry["hash"],
              _caption_text(caption), state, _text(reason), col, *_metadata_of(entry)))
         self._write_file_facts(cur.lastrowid, entry)
         return int(cur.lastrowid)
@@ -343,7 +356,7 @@ class Catalog(PlaceCatalog):
         self._conn.executemany(
             "INSERT INTO pictures (path, size, mtime_ns, hash, caption, state, reason, col, "
             "taken, source, sidecars, position) VALUES (?, ?, ?, ?, ?, 'ok', NULL, ?, ?, ?, ?, ?)",
-            [(_stored(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
+            [(stored_path(e["path"]), int(e["size"]), int(e["mtime_ns"]), e["hash"],
               _caption_text(e.get("caption")), c, *_metadata_of(e))
              for e, c in zip(entries, cols)])
         if not cols:
@@ -355,17 +368,8 @@ class Catalog(PlaceCatalog):
         for i, e in zip(ids, entries):
             self._write_file_facts(i, e)
             if e.get("frames") is not None:  # a video: its frames' times and rows
-                frames.write(self._conn, i, *e["frames"])
+                self.frames.write(i, *e["frames"])
         return ids
-
-    def frames_of(self, ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """{id: (frame times, frame rows)} of the videos among `ids` (pamir.index.frames)."""
-        return frames.read(self._conn, ids)
-
-    def set_frames(self, found: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
-        """Replace the frames of the videos in `found` ({id: (times, rows)})."""
-        for i, (times, rows) in found.items():
-            frames.write(self._conn, i, times, rows)
 
     def checkpoint(self) -> None:
         """Merge the write-ahead log into the catalogue and empty it (after a compaction,
@@ -396,7 +400,7 @@ class Catalog(PlaceCatalog):
         """Delete the rows of these paths (but the row `keep_id`)."""
         rows = [self._conn.execute(
             "DELETE FROM pictures WHERE path = ? AND id IS NOT ? RETURNING col",
-            (_stored(path), keep_id)).fetchone() for path in paths]
+            (stored_path(path), keep_id)).fetchone() for path in paths]
         return [r[0] for r in rows if r is not None and r[0] is not None]
 
     def delete_ids(self, ids: Sequence[int]) -> tuple[int, list[int]]:
@@ -410,7 +414,7 @@ class Catalog(PlaceCatalog):
         """A new path, size and mtime for the same bytes."""
         self._conn.execute(
             "UPDATE pictures SET path = ?, size = ?, mtime_ns = ? WHERE id = ?",
-            (_stored(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]),
+            (stored_path(entry["path"]), int(entry["size"]), int(entry["mtime_ns"]),
              int(picture_id)))
         if entry.get("sidecars") is not None:  # read for the new path: its sidecars, its date
             self.set_metadata(picture_id, entry)
@@ -429,99 +433,21 @@ class Catalog(PlaceCatalog):
             (_caption_text(entry.get("caption")), *_metadata_of(entry), int(picture_id)))
         self._write_file_facts(picture_id, entry)
         if self.has_facts:  # the passes that read the files too read them again
-            for prefix in FILE_PASSES:
-                self._conn.execute("DELETE FROM passes WHERE picture = ? AND pass LIKE ?",
-                                   (int(picture_id), f"{prefix} %"))
+            self.facts.forget_passes(picture_id, FILE_PASSES)
 
-    # ------------------------------------------------------------------ facts
-    def set_facts(self, picture_id: int, kinds: Sequence[str], facts: Iterable[Fact]) -> None:
-        """The picture's facts of these kinds become `facts` (each of one of the kinds)."""
-        kinds = list(kinds)
-        self._conn.execute(f"DELETE FROM facts WHERE picture = ? AND kind IN "
-                           f"({','.join('?' * len(kinds))})", (int(picture_id), *kinds))
-        rows = [(int(picture_id), f.kind, f.word, float(f.confidence), f.detail)
-                for f in facts if f.kind in kinds]
-        # a word read twice (a sign's word on two lines) keeps its best confidence
-        self._conn.executemany(
-            "INSERT INTO facts VALUES (?, ?, ?, ?, ?) ON CONFLICT (word, kind, picture) DO "
-            "UPDATE SET confidence = max(confidence, excluded.confidence)", rows)
-
+    # ------------------------------------------------------------------ the files' facts
     def _write_file_facts(self, picture_id: int, entry: dict) -> None:
         """The facts an entry's files gave: its caption's keywords, and where its metadata
         was read, the facts of FILE_KINDS it holds (`entry["facts"]`: a place, a camera)."""
         self._write_keywords([(picture_id, entry.get("caption"))])
         if entry.get("sidecars") is not None:  # metadata read: its facts, none included
-            self.set_facts(picture_id, FILE_KINDS, entry.get("facts") or ())
+            self.facts.replace(picture_id, FILE_KINDS, entry.get("facts") or ())
 
     def _write_keywords(self, captions: Iterable[tuple[int, object]]) -> None:
         """Keyword facts from captions: (id, words or the stored space-joined text)."""
         for picture_id, caption in captions:
             words = caption.split() if isinstance(caption, str) else caption
-            self.set_facts(picture_id, ("keyword",), keyword_facts(words))
-
-    def fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
-        """(columns, confidences) of the scored pictures that hold the folded `word` as a
-        fact (of one of `kinds`; any kind when empty), a column's best confidence."""
-        if not self.has_facts:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        kind_sql = f" AND f.kind IN ({','.join('?' * len(kinds))})" if kinds else ""
-        rows = self._conn.execute(
-            "SELECT p.col, max(f.confidence) FROM facts f JOIN pictures p ON p.id = f.picture "
-            f"WHERE f.word = ?{kind_sql} AND p.col IS NOT NULL GROUP BY p.col",
-            (word, *kinds)).fetchall()
-        return (np.array([r[0] for r in rows], np.int64),
-                np.array([r[1] for r in rows], np.float32))
-
-    def fact_count(self, word: str) -> int:
-        """How many scored pictures hold the folded `word` as a fact (of any kind)."""
-        if not self.has_facts:
-            return 0
-        (n,) = self._conn.execute(
-            "SELECT count(DISTINCT f.picture) FROM facts f JOIN pictures p ON p.id = f.picture "
-            "WHERE f.word = ? AND p.col IS NOT NULL", (word,)).fetchone()
-        return int(n)
-
-    def facts_of(self, ids: Iterable[int]) -> dict[int, list[Fact]]:
-        """{id: its facts, by kind then word} of these pictures (none: left out)."""
-        ids = [int(i) for i in ids]
-        if not ids or not self.has_facts:
-            return {}
-        out: dict[int, list[Fact]] = {}
-        rows = self._conn.execute(
-            "SELECT picture, kind, word, confidence, detail FROM facts WHERE picture IN "
-            f"({','.join('?' * len(ids))}) ORDER BY picture, kind, word", ids)
-        for pid, kind, word, confidence, detail in rows.fetchall():
-            out.setdefault(pid, []).append(Fact(kind, word, confidence, detail))
-        return out
-
-    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
-        """(id, path, hash) of the scored pictures a pass has not read as they are now."""
-        rows = self._conn.execute(
-            "SELECT p.id, p.path, p.hash FROM pictures p LEFT JOIN passes s ON s.picture = p.id "
-            "AND s.pass = ? WHERE p.col IS NOT NULL AND (s.hash IS NULL OR s.hash != p.hash) "
-            "ORDER BY p.id", (name,))
-        return [(int(i), _path(path), digest) for i, path, digest in rows.fetchall()]
-
-    def pass_done(self, name: str, done: Iterable[tuple[int, str]]) -> None:
-        """A pass has read these pictures (id, the hash of the bytes it read)."""
-        self._conn.executemany("INSERT OR REPLACE INTO passes VALUES (?, ?, ?)",
-                               [(int(i), name, digest) for i, digest in done])
-
-    def fact_words(self, kind: str, limit: int = 100) -> list[tuple[str, str, int]]:
-        """fact_counts with a detail each word is stored with: (word, detail, pictures),
-        the most common first (the page's places: the form shown, the level)."""
-        if not self.has_facts:
-            return []
-        rows = self._conn.execute(
-            "SELECT f.word, max(f.detail), count(*) AS n FROM facts f "
-            "JOIN pictures p ON p.id = f.picture WHERE f.kind = ? AND p.col IS NOT NULL "
-            "GROUP BY f.word ORDER BY n DESC, f.word LIMIT ?", (kind, int(limit)))
-        return [(w, d or "", int(n)) for w, d, n in rows.fetchall()]
-
-    def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
-        """The most common words of one kind of fact, with how many scored pictures hold
-        each (the page's places, people)."""
-        return [(word, n) for word, _, n in self.fact_words(kind, limit)]
+            self.facts.replace(picture_id, ("keyword",), keyword_facts(words))
 
 
 def _cannot_open(e: BaseException | None) -> bool:
@@ -546,28 +472,11 @@ def _not_a_catalogue(db: Path, why) -> IndexDirError:
                          "`pamir index MODEL FOLDER --rebuild`, or use another --index")
 
 
-def _stored(path) -> str | bytes:
-    """A path as the catalogue stores it: its text, or, for a name that is not UTF-8
-    (os.fsdecode gives it lone surrogates, which SQLite's text cannot hold), its bytes as a
-    BLOB, which `_path` turns back into the same str. One path has one stored form, so
-    lookups and the UNIQUE constraint work on either."""
-    path = str(path)
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return os.fsencode(path)
-    return path
-
-
-def _path(stored: str | bytes) -> str:
-    return os.fsdecode(stored) if isinstance(stored, bytes) else stored
-
-
 def _path_like(pattern: str) -> tuple[str, list]:
     """SQL for `path LIKE pattern`. A pattern that is not UTF-8 (a folder whose name is
     not), which LIKE cannot compare, is matched on the stored bytes instead: the patterns
     `folder_patterns` makes are a literal prefix (`L%`) or a literal run (`%L%`)."""
-    stored = _stored(pattern)
+    stored = stored_path(pattern)
     if isinstance(stored, str):
         return "path LIKE ? ESCAPE '\\'", [stored]
     inner = pattern[1:] if pattern.startswith("%") else pattern
@@ -578,16 +487,16 @@ def _path_like(pattern: str) -> tuple[str, list]:
     return "substr(CAST(path AS BLOB), 1, ?) = ?", [len(raw), raw]
 
 
-def _text(text: str | None) -> str | None:
+def _text(value: str | None) -> str | None:
     """Text for display (a reason, a caption) that SQLite can store: lone
     surrogates (from a name that is not UTF-8) written as escapes."""
-    if text is None:
+    if value is None:
         return None
     try:
-        text.encode("utf-8")
+        value.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return text
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return value
 
 
 def _caption_text(caption: Sequence[str] | None) -> str | None:
@@ -605,5 +514,5 @@ def _metadata_of(entry: dict) -> tuple:
 
 def _picture(row) -> Picture:
     pid, path, size, mtime_ns, digest, caption, state, reason, col, *meta = row
-    return Picture(pid, _path(path), size, mtime_ns, digest,
+    return Picture(pid, path_of(path), size, mtime_ns, digest,
                    tuple(caption.split()) if caption else None, state, reason, col, *meta)

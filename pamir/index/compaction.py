@@ -15,11 +15,16 @@ the move in the same commit).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..storage import fsync_dir
 from . import tuning
 from .layout import Commit, Segment, Shard, lists_name, open_segment, write_segment
+
+if TYPE_CHECKING:
+    from .scores import ScoreMatrix
 
 
 def block_order(S: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -50,22 +55,27 @@ def block_order(S: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 class Compaction:
-    """The segments of a ScoreMatrix's shards: sealing, merging, compacting."""
+    """The segments of a ScoreMatrix's shards: sealing, merging, compacting (the matrix's
+    `_compaction`)."""
+
+    def __init__(self, matrix: ScoreMatrix):
+        self._matrix = matrix
 
     def tail_sizes(self) -> list[int]:
         """Per shard, how many live columns are in no segment."""
-        return [len(t) for t in self._tail_cols()]
+        return [len(t) for t in self._matrix._tail_cols()]
 
     def segment_counts(self) -> list[int]:
-        return [len(sh.segments) for sh in self.shards]
+        return [len(sh.segments) for sh in self._matrix.shards]
 
     def seal(self, commit: Commit, minimum: int | None = None) -> bool:
         """Turn every shard tail of at least `minimum` columns into a segment; merge a
         shard's segments once it has more than MAX_SEGMENTS. True if anything changed."""
+        m = self._matrix
         minimum = tuning.SEAL_MIN if minimum is None else minimum
         plan = {}
-        for i, (sh, a, b) in enumerate(self._spans()):
-            tail = np.flatnonzero(~self._listed[a:b] & self._live[a:b])
+        for i, (sh, a, b) in enumerate(m._spans()):
+            tail = np.flatnonzero(~m._listed[a:b] & m._live[a:b])
             if len(tail) and len(tail) >= minimum:
                 if len(sh.segments) + 1 > tuning.MAX_SEGMENTS:
                     plan[i] = None  # merge everything
@@ -77,29 +87,31 @@ class Compaction:
         """Rebuild every shard as one segment over its live columns, its pictures moved into
         block_order at the start of the shard (dead columns become reusable, tails get
         lists); commit(layout, moves) records the move. True if anything changed."""
+        m = self._matrix
         plan = {}
-        for i, (sh, a, b) in enumerate(self._spans()):
-            live = self._live[a:b]
-            listed = self._listed[a:b]
+        for i, (sh, a, b) in enumerate(m._spans()):
+            live = m._live[a:b]
+            listed = m._listed[a:b]
             if not live.any() and not sh.segments:
                 continue  # no picture, no lists: nothing to rebuild
             if len(sh.segments) == 1 and sh.segments[0].ordered \
                     and np.array_equal(live, listed) \
-                    and not self._listed[b:sh.offset + sh.capacity].any():
+                    and not m._listed[b:sh.offset + sh.capacity].any():
                 continue
             plan[i] = None
-        for sh in self.shards[len(list(self._spans())):]:  # shards past the live width
+        for sh in m.shards[len(list(m._spans())):]:  # shards past the live width
             if sh.segments:
-                plan[self.shards.index(sh)] = None
+                plan[m.shards.index(sh)] = None
         return self._resegment(plan, commit, order=True)
 
     def _resegment(self, plan: dict, commit: Commit, order: bool = False) -> bool:
         """plan: shard number -> local columns of a new segment added to it, or None for
         one segment over all its live columns in place of its segments (with `order`,
         the shard's pictures first moved into block_order, in a new matrix file)."""
+        m = self._matrix
         if not plan:
             return False
-        before = [(sh, sh.segments.copy()) for sh in self.shards]
+        before = [(sh, sh.segments.copy()) for sh in m.shards]
         try:
             return self._resegment_shards(plan, commit, order)
         except BaseException:
@@ -107,85 +119,73 @@ class Compaction:
             # ones are orphans, deleted at the next writable open)
             for sh, segments in before:
                 sh.segments = segments
-            self.shards = [sh for sh, _ in before]
-            self._refresh_listed()
+            m.shards = [sh for sh, _ in before]
+            m._refresh_listed()
             raise
 
     def _resegment_shards(self, plan: dict, commit: Commit, order: bool) -> bool:
+        m = self._matrix
         dropped, old, new = [], [], []
         for i, cols in plan.items():
-            sh = self.shards[i]
+            sh = m.shards[i]
             ordered = False
             if cols is None:
                 a = sh.offset
-                b = min(sh.offset + sh.capacity, self._width)
-                cols = np.flatnonzero(self._live[a:b]) if b > a else np.zeros(0, np.int64)
+                b = min(sh.offset + sh.capacity, m._width)
+                cols = np.flatnonzero(m._live[a:b]) if b > a else np.zeros(0, np.int64)
                 dropped += [s.name for s in sh.segments]
                 sh.segments = []
                 if order and len(cols):
                     dropped.append(sh.name)
-                    moved = cols[block_order(np.asarray(sh.map[: self.words, cols]))]
+                    moved = cols[block_order(np.asarray(sh.map[: m.words, cols]))]
                     cols = self._reorder(i, moved)
-                    sh = self.shards[i]  # the shard in its new file
+                    sh = m.shards[i]  # the shard in its new file
                     old.append(sh.offset + moved)
                     new.append(sh.offset + cols)
                     ordered = True
             if len(cols):
                 sh.segments.append(self._build_segment(sh, cols, ordered))
-        fsync_dir(self.directory)
+        fsync_dir(m.directory)
         if order:
             moves = (np.concatenate(old or [[]]).astype(np.int64),
                      np.concatenate(new or [[]]).astype(np.int64))
-            commit(self.layout(), moves)
-            self._move(*moves)
+            commit(m.layout(), moves)
+            m._move(*moves)
         else:
-            commit(self.layout())
-        self._refresh_listed()
+            commit(m.layout())
+        m._refresh_listed()
         for name in dropped:
-            (self.directory / name).unlink(missing_ok=True)
+            (m.directory / name).unlink(missing_ok=True)
         return True
 
     def _reorder(self, i: int, moved: np.ndarray) -> np.ndarray:
         """Shard i in a new matrix file whose first columns hold the pictures of its local
         columns `moved`, in that order (every row, classes too); returns their new local
         columns. The old file stays until the caller has committed the move."""
-        sh = self.shards[i]
-        new, name = self._new_matrix(self.T, sh.capacity)
+        m = self._matrix
+        sh = m.shards[i]
+        new, name = m._new_matrix(m.T, sh.capacity)
         n = len(moved)
-        for t in range(self.T):  # a row at a time: one gather of a row, not of the matrix
+        for t in range(m.T):  # a row at a time: one gather of a row, not of the matrix
             new[t, :n] = sh.map[t, moved]
-        self.shards[i] = self._durable_shard(new, name, sh.offset, sh.segments)
+        m.shards[i] = m._durable_shard(new, name, sh.offset, sh.segments)
         return np.arange(n, dtype=np.int64)
 
-    def _tail_cols(self) -> list[np.ndarray]:
-        """Per shard (up to the width), its live columns in no segment, local; cached until
-        the columns' owners or the segments change."""
-        if self._tails is None:
-            self._tails = [np.flatnonzero(~self._listed[a:b] & self._live[a:b])
-                           for _, a, b in self._spans()]
-        return self._tails
-
-    def _refresh_listed(self) -> None:
-        """Which columns a segment lists (never reused until a compaction drops them)."""
-        self._tails = None
-        self._listed = np.zeros(self.capacity, dtype=bool)
-        for sh in self.shards:
-            for seg in sh.segments:
-                self._listed[sh.offset + seg.ids[0]] = True
 
     def _build_segment(self, sh: Shard, cols: np.ndarray, ordered: bool = False) -> Segment:
         """Write the sorted lists of these local columns of a shard (one sort per word), the
         block bounds of every row."""
-        self.generation += 1
-        name = lists_name(self.generation)
+        m = self._matrix
+        m.generation += 1
+        name = lists_name(m.generation)
         cols = np.sort(np.asarray(cols, np.int64))  # ascending: the blocks are runs of it
-        L, W, block = len(cols), self.words, tuning.BLOCK
+        L, W, block = len(cols), m.words, tuning.BLOCK
         B = int(cols[-1]) // block + 1 if L else 0
         local = cols.astype(np.int32)
         whole = L and cols[0] == 0 and cols[-1] == L - 1  # every column: a slice, no gather
         blocks, starts = np.unique(cols // block, return_index=True)
 
-        C = self.T - W  # a model's class rows: bounds only (layout._segment_parts)
+        C = m.T - W  # a model's class rows: bounds only (layout._segment_parts)
 
         def fill(ids, vals, bmax, bmin, cmax):
             for c in range(C):
@@ -204,7 +204,7 @@ class Compaction:
                     bmax[t, blocks] = np.maximum.reduceat(v, starts)
                     bmin[t, blocks] = np.minimum.reduceat(v, starts)
 
-        write_segment(self.directory / name, W, L, B, fill, C)
-        return open_segment(self.directory, {"name": name, "length": L, "block": block,
+        write_segment(m.directory / name, W, L, B, fill, C)
+        return open_segment(m.directory, {"name": name, "length": L, "block": block,
                                              "blocks": B, "class_rows": C,
                                              **({"ordered": True} if ordered else {})}, W)

@@ -1,12 +1,13 @@
-"""Reading an index's facts, a part of `Index` (pamir.index.reading): the pictures holding a
-query's terms as facts (pamir.facts.fact: keywords, places, text, people, the camera), ranked first
-and with their probability (`_factual`), the facts a hit shows, and the collection's facts
-listed (places with their counts). The reader's state, lock and ranking are IndexReading's.
+"""Reading an index's facts, a part of `Index`: the pictures holding a query's terms as facts
+(pamir.facts.fact: keywords, places, text, people, the camera) and how sure each is, which
+search ranks first (pamir.index.reading), the facts a hit shows, and the collection's facts
+listed (places with their counts, where the pictures were taken).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from ..facts.fact import NAME_KINDS, shown, shown_order
 from ..facts.nearby import closeness, distances_km, near_area, parse_position
 from ..text.query import NEAR_KEY, Query
 from .queries import Hit, QueryError
+
+if TYPE_CHECKING:
+    from .lifecycle import IndexFolder
 
 #: The probability that a picture holding a query word as a fact (pamir.facts.fact) is relevant to
 #: it, times the fact's confidence. A keyword people wrote defines relevance in a model's
@@ -24,39 +28,43 @@ FACT_PROBABILITY = 0.95
 #: on it can be long and is shown by the page's detail view).
 SHOWN_FACTS = ("place", "person", "camera")
 
-class FactReading:
-    """The facts' part of IndexReading."""
 
-    def _fact_count(self, word: str) -> int:
-        """How many pictures hold a folded term as a fact (a phrase: `_fact_columns`)."""
+class FactReader:
+    """The facts of an open index (its folder's catalogue, under its lock)."""
+
+    def __init__(self, folder: IndexFolder):
+        self._catalog, self._lock = folder._catalog, folder._lock
+
+    def fact_count(self, word: str) -> int:
+        """How many pictures hold a folded term as a fact (a phrase: `fact_columns`)."""
         with self._lock:  # the catalogue's connection is shared by the server's threads
-            n = self._catalog.fact_count(word)
-            return n if n or " " not in word else len(self._fact_columns(word)[0])
+            n = self._catalog.facts.count(word)
+            return n if n or " " not in word else len(self.fact_columns(word)[0])
 
-    def _name_only(self, word: str) -> bool:
+    def name_only(self, word: str) -> bool:
         """Whether the pictures hold a folded term as a name (pamir.facts.fact.NAME_KINDS: a
         person, a place, a camera), and otherwise at most as a keyword, never as text read:
         then it is no look. A keyword beside the name is how tools write one: Lightroom and
         digiKam put "People|Isolde" and "Isolde" in the keywords of a picture of her."""
         with self._lock:
-            kinds = self._catalog.fact_kinds(word)
+            kinds = self._catalog.facts.kinds(word)
             if not kinds and " " in word:
-                kinds = set().union(*(self._catalog.fact_kinds(w) for w in word.split()))
+                kinds = set().union(*(self._catalog.facts.kinds(w) for w in word.split()))
         return bool(kinds & set(NAME_KINDS)) and kinds <= {*NAME_KINDS, "keyword"}
 
-    def _fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+    def fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(columns, confidences) of the pictures holding a folded term as a fact: the term
         itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
         word a keyword), the lowest of their confidences."""
         if tuple(kinds) == (NEAR_KEY,):
             return self._near_columns(word)
-        cols, conf = self._catalog.fact_columns(word, kinds)
+        cols, conf = self._catalog.facts.columns(word, kinds)
         words = word.split()
         if len(cols) or len(words) < 2:
             return cols, conf
         held = None
         for w in words:
-            c, f = self._catalog.fact_columns(w, kinds)
+            c, f = self._catalog.facts.columns(w, kinds)
             part = dict(zip(c.tolist(), f.tolist()))
             held = part if held is None else {k: min(v, part[k]) for k, v in held.items()
                                               if k in part}
@@ -82,8 +90,8 @@ class FactReading:
         inside = near > 0
         return cols[inside], near[inside].astype(np.float32)
 
-    def _fact_state(self, q: Query, width: int, keep: np.ndarray | None
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def fact_state(self, q: Query, width: int, keep: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For a query with facts, per column: (keep: the filters' mask with the fact filters
         and the excluded terms' facts applied; level: the summed weight of the positive terms
         the picture holds as facts, times their confidence; sure: the probability of the
@@ -94,7 +102,7 @@ class FactReading:
         # query of filters alone
         filtered = np.ones(width, np.float64)
         for kind, word in q.fact_filters:
-            cols, conf = self._fact_columns(word, (kind,))
+            cols, conf = self.fact_columns(word, (kind,))
             inside = cols < width
             held = np.zeros(width, np.float64)
             held[cols[inside]] = conf[inside]
@@ -104,7 +112,7 @@ class FactReading:
         sure = np.full(width, FACT_PROBABILITY, np.float64) * filtered
         positive = [term for term in q.fact_terms if term[0] > 0]
         for weight, word in q.fact_terms:
-            cols, conf = self._fact_columns(word)
+            cols, conf = self.fact_columns(word)
             inside = cols < width
             cols, conf = cols[inside], conf[inside]
             if weight < 0:
@@ -123,38 +131,10 @@ class FactReading:
             level[:] = np.where(keep, filtered, 0.0)
         return keep, level, sure
 
-    def _factual(self, q: Query, k: int, floor, sort: str, folders, dates, last: bool,
-                 line, p_floor) -> list[Hit]:
-        """The hits of a query with facts: the pictures holding its terms as facts first
-        (most terms held first, then by the look's score, then by id), then the pictures
-        that only look like it (model, classes), each after the filters; `sort` orders each
-        of the two parts by date. A fact's probability is FACT_PROBABILITY x its confidence
-        where the picture holds every positive term as a fact."""
-        live = self._matrix.live_mask()
-        width = len(live)
-        s = (self._query_scores(q)[:width] if q.looks else
-             np.where(live, 0.0, -np.inf).astype(np.float32))
-        keep, level, sure = self._fact_state(q, width, self._filter_mask(folders, dates))
-        s = np.where(keep, s, -np.inf)
-        first = np.flatnonzero((level > 0) & np.isfinite(s))
-        if p_floor is not None:  # facts under the floor go back to the look's hits
-            first = first[sure[first] >= p_floor]
-        first = first[np.lexsort((self._matrix.ids_of(first), -s[first], -level[first]))][:k]
-        col_of = dict(zip(self._matrix.ids_of(first).tolist(), first.tolist()))
-        hits = self._hits([(i, float(s[c])) for i, c in col_of.items()], k, sort, last)
-        for h in hits:
-            p = sure[col_of[h.id]]
-            h.probability = float(p) if p > 0 else None
-        rest = k - len(hits)
-        if rest > 0 and q.looks and (p_floor is None or line is not None):
-            s[first] = -np.inf  # shown already
-            hits += self._ranked(s, rest, floor, sort, (), last)
-        return self._with_facts(hits, q)
-
-    def _with_facts(self, hits: list[Hit], q: Query | None = None) -> list[Hit]:
+    def with_facts(self, hits: list[Hit], q: Query | None = None) -> list[Hit]:
         """The hits with their facts of SHOWN_FACTS and the query's terms they hold."""
         with self._lock:  # the catalogue's connection is shared by the server's threads
-            facts = self._catalog.facts_of(h.id for h in hits)
+            facts = self._catalog.facts.of(h.id for h in hits)
         terms = {w for weight, w in (q.fact_terms if q is not None else ()) if weight > 0}
         filters = set(q.fact_filters if q is not None else ())
         for h in hits:
@@ -185,12 +165,12 @@ class FactReading:
     def facts_of(self, picture_id: int) -> list:
         """The picture's facts (pamir.facts.fact.Fact), by kind then word."""
         with self._lock:
-            return self._catalog.facts_of([picture_id]).get(int(picture_id), [])
+            return self._catalog.facts.of([picture_id]).get(int(picture_id), [])
 
     def fact_counts(self, kind: str, limit: int = 100) -> list[tuple[str, int]]:
         """The most common words of one kind of fact, with their pictures' counts."""
         with self._lock:
-            return self._catalog.fact_counts(kind, limit)
+            return self._catalog.facts.counts(kind, limit)
 
     def places(self, limit: int = 100) -> list[dict]:
         """The collection's places, the most pictures first (pamir.facts.places.listed_places:
@@ -198,7 +178,7 @@ class FactReading:
         from ..facts.places import COUNTRY_ALIASES_MAX, listed_places  # noqa: PLC0415
 
         with self._lock:  # a country's other forms ("uk") are rows of their own: room for them
-            rows = self._catalog.fact_words("place", limit * COUNTRY_ALIASES_MAX)
+            rows = self._catalog.facts.words("place", limit * COUNTRY_ALIASES_MAX)
         return listed_places(rows)[:limit]
 
     def positions(self) -> dict[int, tuple[float, float]] | None:
@@ -216,7 +196,7 @@ class FactReading:
         from ..facts.place_tree import places_tree  # noqa: PLC0415
 
         with self._lock:
-            return places_tree(self._catalog.fact_rows("place"))
+            return places_tree(self._catalog.facts.rows("place"))
 
     def place_points(self, limit: int = 5000) -> list[dict]:
         """Where the pictures were taken, for a map: {"id", "lat", "lon", "name", "query"}
@@ -227,7 +207,7 @@ class FactReading:
 
         with self._lock:
             rows = self._catalog.positions()[:limit]
-            named = picture_places(self._catalog.fact_rows("place"))
+            named = picture_places(self._catalog.facts.rows("place"))
         out = []
         for pid, _, text in rows:
             p = parse_position(text)
@@ -246,4 +226,4 @@ class FactReading:
     def shown_facts(self, picture_id: int) -> dict[str, list[str]]:
         """The picture's facts of SHOWN_FACTS as a hit shows them: {"place": ["Kyoto",
         "Japan"], ...}."""
-        return self._with_facts([Hit(int(picture_id), "", 0.0)])[0].facts
+        return self.with_facts([Hit(int(picture_id), "", 0.0)])[0].facts

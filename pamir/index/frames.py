@@ -1,42 +1,12 @@
-"""The frames of videos in the catalogue (layout.FRAMES_SCHEMA): per video, the times of the
-frames read and their rows of the score matrix, small (float16), so that a hit on a video
-names the time of its best frame for the query (`best_times`). SQL and arrays only."""
+"""The frames of videos: per video, the times of the frames read and their rows of the score
+matrix, which the catalogue keeps (pamir.index.catalog_frames), so that a hit on a video names
+the time of its best frame for the query (`best_times`). Arrays only."""
 
 from __future__ import annotations
-
-import sqlite3
-from collections.abc import Iterable
 
 import numpy as np
 
 from ..zeroshot.classes import mass_score
-
-
-def write(conn: sqlite3.Connection, picture_id: int, times, rows) -> None:
-    """A video's frames: times (f,) seconds, rows (f x R) its frames' rows of the matrix."""
-    times = np.asarray(times, np.float32)
-    rows = np.asarray(rows, np.float32)
-    if rows.ndim != 2 or len(rows) != len(times):
-        raise ValueError(f"{len(times)} frame times for frame rows of shape {rows.shape}")
-    conn.execute("INSERT OR REPLACE INTO frames VALUES (?, ?, ?)",
-                 (int(picture_id), times.tobytes(), rows.astype(np.float16).tobytes()))
-
-
-def read(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """{id: (times (f,), rows (f x R) float32)} of those of `ids` that are videos; empty for a
-    catalogue older than the frames table."""
-    ids = [int(i) for i in ids]
-    has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'frames'"
-                       ).fetchone()
-    if not ids or has is None:
-        return {}
-    out = {}
-    for i, t, r in conn.execute(f"SELECT picture, times, rows FROM frames WHERE picture IN "
-                                f"({','.join('?' * len(ids))})", ids):
-        times = np.frombuffer(t, np.float32)
-        out[int(i)] = times, np.frombuffer(r, np.float16).astype(np.float32).reshape(
-            len(times), -1)
-    return out
 
 
 def frame_scores(rows: np.ndarray, vector: np.ndarray | None, class_terms, words: int
@@ -60,7 +30,7 @@ def frame_scores(rows: np.ndarray, vector: np.ndarray | None, class_terms, words
 
 def best_times(found: dict, hits, q, words: int):
     """(hit, the time of its best frame for the query q: a Query or a vector) of the hits
-    that are videos; found: `read`'s answer for their ids."""
+    that are videos; found: their frames ({id: (times, rows)}, FrameTables.read)."""
     vector = getattr(q, "vector", q)
     class_terms = getattr(q, "class_terms", ())
     for h in hits:
@@ -69,4 +39,4 @@ def best_times(found: dict, hits, q, words: int):
             yield h, float(times[int(np.argmax(frame_scores(rows, vector, class_terms, words)))])
 
 
-__all__ = ["best_times", "frame_scores", "read", "write"]
+__all__ = ["best_times", "frame_scores"]

@@ -1,6 +1,6 @@
-"""An index folder's life, the part of `Index` the others build on: creating, opening,
-rebuilding and destroying a folder, the writer lock, and (re)reading the committed state that
-searching and writing work from.
+"""An index folder's life, the part of `Index` its other parts work from: creating, opening,
+rebuilding and destroying a folder, the writer lock, (re)reading the committed state that
+searching and writing work from, and looking its pictures up.
 
 Crash safety. A new index is built aside (`.NAME.creating-<pid>`) and renamed into place, so
 a crash never leaves a half-made one; the aside folder of a creator killed before the rename
@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Self
 
@@ -26,7 +26,7 @@ import numpy as np
 from ..storage import atomic_write, fsync_dir, pid_alive
 from ..text.words import STOP_WORDS
 from . import layout
-from .catalog import CATALOG, Catalog, IndexDirError
+from .catalog import CATALOG, Catalog, IndexDirError, Picture
 from .people import Decisions, read_decisions, write_decisions
 from .scores import ScoreMatrix
 from .sync import file_hash
@@ -38,6 +38,9 @@ COLUMNS_COPY_FROM = 100_000
 #: How often a reader re-reads the index when another process's commits keep deleting the
 #: files of the state it reads (a newer layout committed meanwhile).
 _LOAD_TRIES = 20
+#: How often an answer is computed again when another process's commits keep changing what
+#: it reads (a hit's picture removed, pictures moved by a compaction).
+STALE_TRIES = 20
 
 
 def model_fingerprint(model_dir: str | Path) -> str:
@@ -106,8 +109,11 @@ def _sweep_dead_creates(directory: Path) -> list[Path]:
     return gone
 
 
-class IndexLifecycle:
-    """An open index folder and its committed state (see `Index`)."""
+class IndexFolder:
+    """An open index folder and its committed state, which the Index's parts share (see
+    `Index`): the catalogue (`_catalog`, all of the SQL), the score matrix of the state last
+    read (`_matrix`), the vocabulary and model it was made with, and the one lock that
+    serialises catalogue and matrix access (`_lock`)."""
 
     def __init__(self, directory: Path, catalog: Catalog, writable: bool, lock: IO | None):
         self.directory = directory
@@ -115,7 +121,22 @@ class IndexLifecycle:
         self._writable = writable
         self._writer_lock = lock
         self._lock = threading.RLock()
+        self._on_reload: list[Callable[[], None]] = []
         self._load()
+
+    def on_reload(self, forget: Callable[[], None]) -> None:
+        """Call forget() each time the committed state is read again: a part's caches of
+        the state before go (the pictures' mean, a query's bridge)."""
+        self._on_reload.append(forget)
+
+    @property
+    def writable(self) -> bool:
+        """Whether this process opened the index for writing (it holds the writer lock)."""
+        return bool(self._writable)
+
+    def require_writable(self) -> None:
+        if not self._writable:
+            raise IndexDirError(f"{self.directory}: opened read-only")
 
     # ------------------------------------------------------------------ the folder
     @staticmethod
@@ -134,7 +155,7 @@ class IndexLifecycle:
         CNN representation, whose probabilities are stored after the T word scores (each
         picture's column then has T + C rows: see pamir.system.index_transform). scales: the
         spread of the model's scores of each word (pamir.zeroshot.prior.Prior.spreads), which puts a
-        query's words on the class part's scale (IndexReading._class_mix). decisions:
+        query's words on the class part's scale (Searcher.class_mix). decisions:
         editors' decisions about people to start with (`rebuild`)."""
         directory = Path(directory)
         if cls.exists(directory):
@@ -289,6 +310,8 @@ class IndexLifecycle:
                                    words=self.T or self.rows)  # zero-caption: the classes
         cols_ids = self._live_columns()
         self._matrix.assign(cols_ids[:, 0], cols_ids[:, 1])
+        for forget in self._on_reload:
+            forget()
 
     def _live_columns(self) -> np.ndarray:
         """(n, 2) (column, id) of this state's pictures (inside _load's snapshot): from the
@@ -343,3 +366,69 @@ class IndexLifecycle:
 
     def __len__(self) -> int:
         return len(self._matrix)
+
+    def _moved(self) -> bool:
+        """Whether a compaction has moved pictures to other columns since this reader's state
+        was read: the catalogue's columns (folders, `vector`) would then not be this state's."""
+        return (self._catalog.meta("moves") or 0) != self._moves
+
+    # ------------------------------------------------------------------ pictures
+    def picture(self, picture_id: int) -> Picture | None:
+        with self._lock:
+            return self._catalog.picture(picture_id)
+
+    def pictures(self, state: str | None = None) -> list[Picture]:
+        """Every picture ('ok' or 'failed' ones only if `state` says so), by id."""
+        with self._lock:
+            return self._catalog.pictures(state)
+
+    def id_of_path(self, path: str | Path) -> int | None:
+        """The id of the indexed picture at this path (resolved), if any."""
+        with self._lock:
+            return self._catalog.id_of_path(str(Path(path).resolve()))
+
+    def same_bytes(self, digest: str, other_than: str) -> int | None:
+        """The id of an indexed picture with this content hash at another path, if any."""
+        with self._lock:
+            return self._catalog.with_hash(digest, other_than)
+
+    def vector(self, picture_id: int, classes: bool = False) -> np.ndarray:
+        """The picture's text-space vector z (T,), a copy; with `classes`, followed by its
+        class probabilities (T + C,)."""
+        with self._lock:
+            for _ in range(STALE_TRIES):
+                with self._catalog.snapshot():  # its column and whether columns moved
+                    moved, p = self._moved(), self._catalog.picture(picture_id)
+                if not moved:
+                    break
+                self._load()
+            if p is None or p.col is None:
+                raise KeyError(picture_id)
+            column = self._matrix.column(p.col)
+            return column if classes else column[: self.space]
+
+    def frames_of(self, ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{id: (frame times (f,), frame rows (f x rows))} of the videos among `ids`."""
+        with self._lock:
+            return self._catalog.frames.read(ids)
+
+    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
+        """(id, path, hash) of the pictures the pass `name` has not read as they are now."""
+        with self._lock:
+            return self._catalog.facts.pass_todo(name)
+
+    def status(self) -> dict:
+        with self._lock:
+            counts = self._catalog.counts()
+            return {
+                "directory": str(self.directory),
+                "schema_version": layout.SCHEMA_VERSION,
+                "pictures": counts.get("ok", 0),
+                "failed": counts.get("failed", 0),
+                "vocabulary": self.T,
+                "model_dir": self.model_dir,
+                "capacity": self._matrix.capacity,
+                "shards": len(self._matrix.shards),
+                "segments": sum(self._matrix.segment_counts()),
+                "unsorted": sum(self._matrix.tail_sizes()),
+            }

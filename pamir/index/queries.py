@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,10 @@ from ..text.bridge import CLASS_MIX, Bridge
 from ..config import default_cache_dir
 from ..text.query import Query, QuerySyntaxError, join_fact_phrases, parse, resolve
 from ..zeroshot.classes import ClassWords
+
+if TYPE_CHECKING:
+    from .fact_reading import FactReader
+    from .lifecycle import IndexFolder
 
 #: Whether the model's own words that name ImageNet classes reach them too (mixed as a word
 #: outside the vocabulary is). Off, on validation alone: with the classes mixed at their share
@@ -71,14 +76,22 @@ class Hit:
     time: float | None = None
 
 
-class QueryParsing:
-    """The queries' part of IndexReading: the bridges it keeps for its state, and parsing."""
+class QueryParser:
+    """Reads queries on an open index's vocabulary, classes and facts: the bridges it keeps
+    for the folder's committed state, and parsing."""
 
-    def _load_state(self) -> None:
-        """The committed state; a bridge of another vocabulary, and the class words, let go."""
-        super()._load_state()
-        old = getattr(self, "_bridge", None)
-        self._bridge = old if old is not None and old.vocabulary == self.vocabulary else None
+    def __init__(self, folder: IndexFolder, facts: FactReader):
+        self._folder, self._facts, self._lock = folder, facts, folder._lock
+        self._bridge: Bridge | None = None
+        self._forget()
+        folder.on_reload(self._forget)
+
+    def _forget(self) -> None:
+        """A bridge of another vocabulary, and the class words, let go (a new committed
+        state)."""
+        old = self._bridge
+        self._bridge = (old if old is not None and old.vocabulary == self._folder.vocabulary
+                        else None)
         self._class_words = None
 
     @property
@@ -87,7 +100,7 @@ class QueryParsing:
         the index folder, the model loaded on the first word that needs it."""
         with self._lock:
             if self._bridge is None:
-                self._bridge = Bridge(self.vocabulary, cache_dir=self.directory)
+                self._bridge = Bridge(self._folder.vocabulary, cache_dir=self._folder.directory)
             return self._bridge
 
     def parse_query(self, text: str, *, mapping: bool | None = None) -> Query:
@@ -97,20 +110,21 @@ class QueryParsing:
         left, or for a bad option."""
         if not text or not text.strip():
             raise QueryError("empty query: type one or more words, e.g. \"tiger grass\"")
+        f = self._folder
         try:
-            parsed = join_fact_phrases(parse(text, self.stop_words), self._fact_count)
+            parsed = join_fact_phrases(parse(text, f.stop_words), self._facts.fact_count)
         except QuerySyntaxError as e:
             raise QueryError(str(e)) from None
         bridge = self.bridge
         use_model = embeddings_enabled() if mapping is None else mapping
         if bridge.use_model != use_model:
-            bridge = Bridge(self.vocabulary, cache_dir=self.directory, use_model=use_model)
-        classes = self.class_words if self.classes else None
+            bridge = Bridge(f.vocabulary, cache_dir=f.directory, use_model=use_model)
+        classes = self.class_words if f.classes else None
         if classes is not None and classes.use_model != use_model:
-            classes = ClassWords(self.classes, cache_dir=_class_cache(), use_model=use_model)
-        query = resolve(parsed, self.vocabulary, self.idf, bridge, self.word_index,
+            classes = ClassWords(f.classes, cache_dir=_class_cache(), use_model=use_model)
+        query = resolve(parsed, f.vocabulary, f.idf, bridge, f.word_index,
                         classes=classes, class_mix=CLASS_MIX, table_words=TABLE_WORDS,
-                        facts=self._fact_count, names=self._name_only)
+                        facts=self._facts.fact_count, names=self._facts.name_only)
         if not query.searchable:
             raise self._nothing_searchable(text, parsed, query)
         return query
@@ -121,8 +135,8 @@ class QueryParsing:
         then the embedding bridge over the classes' descriptions, whose embeddings are the
         same for every index: cached once per machine, in the feature cache."""
         with self._lock:
-            if self._class_words is None and self.classes:
-                self._class_words = ClassWords(self.classes, cache_dir=_class_cache())
+            if self._class_words is None and self._folder.classes:
+                self._class_words = ClassWords(self._folder.classes, cache_dir=_class_cache())
             return self._class_words
 
     def _nothing_searchable(self, text: str, parsed, query: Query) -> QueryError:
@@ -133,16 +147,17 @@ class QueryParsing:
         notes = sorted({m.note for m in query.matches if m.note and m.note !=
                         "not in the vocabulary"})
         why = f" ({'; '.join(notes)})" if notes else ""
-        if not self.vocabulary:  # the zero-caption system's index
+        if not self._folder.vocabulary:  # the zero-caption system's index
             return QueryError(
                 f"no word of the query names an ImageNet class: {', '.join(query.unknown)}"
                 f"{why}; with no captions pamir knows ImageNet's words (dog, bird, car, "
                 "flower, boat, ...), and `pamir fit` on captioned pictures teaches it yours",
                 query.unknown)
-        common = [self.vocabulary[t] for t in np.argsort(self.idf, kind="stable")[:8]]
+        vocabulary = self._folder.vocabulary
+        common = [vocabulary[t] for t in np.argsort(self._folder.idf, kind="stable")[:8]]
         return QueryError(
             f"no word of the query is in the vocabulary: {', '.join(query.unknown)}{why}; it "
-            f"has {len(self.vocabulary)} words, e.g. {', '.join(common)}", query.unknown)
+            f"has {len(vocabulary)} words, e.g. {', '.join(common)}", query.unknown)
 
 
 def _class_cache() -> Path:

@@ -1,14 +1,15 @@
-"""Reading an index, the part of `Index` that answers: searching (the exact top-k of the score
-matrix, or every picture's score where a query mixes in classes), similar pictures, calibrated
-probabilities, and looking pictures up. Parsing a query on the vocabulary, and what a hit is,
-are pamir.index.queries'; the facts' part of an answer pamir.index.fact_reading's.
+"""Searching an index, a part of `Index`: the exact top-k of the score matrix (or every
+picture's score where a query mixes in classes), the pictures holding a query's facts first,
+similar pictures, and calibrated probabilities. Parsing a query on the vocabulary, and what a
+hit is, are pamir.index.queries'; the facts a query's pictures hold pamir.index.fact_reading's;
+its filters' columns pamir.index.filters'; folding copies into one hit pamir.index.looks'.
 
 Scores are linear: score(picture, q) = z_picture . q, with q the query's vector (pamir.text.query:
 the normalised idf vector of TPAMI §III-A for plain words, with weights, exclusions and words
 mapped onto the vocabulary by pamir.text.bridge) and z the model's text-space vector. Models that
 score otherwise (DRCMRM) are not served by this index.
 
-A reader answers from the committed state it last read (IndexLifecycle._load), while another
+A reader answers from the committed state it last read (IndexFolder._load), while another
 process may commit meanwhile: `_consistent` makes each answer come from one state.
 """
 
@@ -16,25 +17,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
 from ..text.query import SORT_ORDERS, Query
 from . import class_topk, frames
-from .catalog import Picture
 from .class_topk import class_part
-from .layout import FOLDER_LOOK, SCHEMA_VERSION
-from .fact_reading import FactReading
-from .lifecycle import IndexLifecycle
-from .queries import Hit, QueryError, QueryParsing
+from .filters import Filters
+from .layout import FOLDER_LOOK
+from .lifecycle import STALE_TRIES
+from .queries import Hit, QueryError
 
-#: How many `in:` filters' columns a reader keeps for its state.
-FOLDERS_KEPT = 64
-#: How often a search is answered again when another process's commits keep changing what
-#: it reads (a hit's picture removed, pictures moved by a compaction).
-_SEARCH_TRIES = 20
+if TYPE_CHECKING:
+    from .fact_reading import FactReader
+    from .lifecycle import IndexFolder
+    from .looks import Looks
+    from .queries import QueryParser
+
 #: A class part certain of its classes (a mass score of 1) counts as a text score this many
 #: standard deviations over the pictures' mean. Standardising the class part too, as before,
 #: let one confident picture among pictures with none score sqrt(n) deviations and swamp
@@ -46,17 +47,31 @@ class _Stale(Exception):
     """A hit's picture was removed by another process after this reader's last refresh."""
 
 
-class IndexReading(QueryParsing, FactReading, IndexLifecycle):
-    """Queries, searches and picture look-ups of an open index (see `Index`)."""
+class Searcher:
+    """The searches of an open index (see `Index`), over its folder's committed state, with
+    its query parser, facts and looks."""
 
-    def _load_state(self) -> None:
-        """The committed state, and what this reader derived from an older one forgotten."""
-        super()._load_state()
+    def __init__(self, folder: IndexFolder, queries: QueryParser, facts: FactReader,
+                 looks: Looks):
+        self._folder = folder
+        self._catalog, self._lock = folder._catalog, folder._lock
+        self._queries, self._facts, self._looks = queries, facts, looks
+        self._filters = Filters(folder)
+        self._calibration_key, self._calibration = None, False
+        self._forget()
+        folder.on_reload(self._forget)
+
+    def _forget(self) -> None:
+        """What this reader derived from an older committed state forgotten."""
         self._mean = None  # the pictures' mean text-space vector, for `similar`
-        key = (self.model_dir, self.model_fingerprint)
-        if getattr(self, "_calibration_key", None) != key:
+        key = (self._folder.model_dir, self._folder.model_fingerprint)
+        if self._calibration_key != key:
             self._calibration_key, self._calibration = key, False  # False: not read yet
-        self._folder_columns: dict[tuple, np.ndarray] = {}  # `_columns_under`, this state's
+
+    @property
+    def _matrix(self):
+        """The score matrix of the committed state last read."""
+        return self._folder._matrix
 
     # ------------------------------------------------------------------ scores
     def scores(self, q: np.ndarray) -> np.ndarray:
@@ -67,11 +82,12 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
     def _padded(self, q: np.ndarray, start: int = 0) -> np.ndarray:
         """A (rows,) vector with q at rows start.. (the words' rows by default)."""
         q = np.asarray(q, dtype=np.float32).ravel()
-        if start == 0 and q.size == self.rows:
+        if start == 0 and q.size == self._folder.rows:
             return q
-        if q.size != (self.T if start == 0 else len(self.classes)):
-            raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
-        out = np.zeros(self.rows, dtype=np.float32)
+        if q.size != (self._folder.T if start == 0 else len(self._folder.classes)):
+            raise ValueError(f"query vector of length {q.size}; the vocabulary has "
+                             f"{self._folder.T}")
+        out = np.zeros(self._folder.rows, dtype=np.float32)
         out[start:start + q.size] = q
         return out
 
@@ -83,15 +99,15 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         over the pictures' mean) + mix x CLASS_SCALE x the class part."""
         if not isinstance(q, Query):
             return self._matrix.scores(self._padded(q))
-        if not q.class_terms or not self.classes:
+        if not q.class_terms or not self._folder.classes:
             return self._matrix.scores(self._padded(q.vector))
-        base, mult = self._class_mix(q)
-        c = class_part(self._matrix, q.class_terms, self.T)
+        base, mult = self.class_mix(q)
+        c = class_part(self._matrix, q.class_terms, self._folder.T)
         out = (c if base is None else base + mult * c).astype(np.float32)
         out[~self._matrix._live[:len(out)]] = -np.inf
         return out
 
-    def _class_mix(self, q: Query) -> tuple[np.ndarray | None, float]:
+    def class_mix(self, q: Query) -> tuple[np.ndarray | None, float]:
         """(base, mult) of a query with classes: its score is base + mult x the class part
         (pamir.index.class_topk), base the words' part, None for classes alone.
 
@@ -107,8 +123,8 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         if not q.words:
             return None, 1.0
         standard = _standard(self._matrix.scores(self._padded(q.vector)),
-                             None if self.scales is None else float(np.linalg.norm(
-                                 q.vector.astype(np.float64) * self.scales)))
+                             None if self._folder.scales is None else float(np.linalg.norm(
+                                 q.vector.astype(np.float64) * self._folder.scales)))
         base = np.full(len(standard), -np.inf)  # a picture left out stays out (0 x -inf)
         live = np.isfinite(standard)
         base[live] = (1 - q.class_mix) * standard[live]
@@ -122,8 +138,9 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         with self._lock:
             if self._calibration is False:
                 # a bare folder's index: its folder's words' (pamir.jobs.folder_look)
-                cal = load_calibration(self.model_dir or self.directory / FOLDER_LOOK)
-                self._calibration = cal if cal is not None and cal.T <= self.T else None
+                f = self._folder
+                cal = load_calibration(f.model_dir or f.directory / FOLDER_LOOK)
+                self._calibration = cal if cal is not None and cal.T <= f.T else None
             return self._calibration
 
     def relevance_line(self, q: Query) -> tuple[float, float] | None:
@@ -133,7 +150,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         return None if self.uncalibrated(q) else self._line(q)
 
     def _line(self, q: Query) -> tuple[float, float]:
-        words = [self.word_index[w] for m in q.matches if m.weight > 0 for w, _ in m.words]
+        words = [self._folder.word_index[w] for m in q.matches if m.weight > 0 for w, _ in m.words]
         return self.calibration.logit_line(q.vector, words)
 
     def uncalibrated(self, q: Query) -> str:
@@ -143,7 +160,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         cal = self.calibration
         if cal is None:
             return ("this index has no captions, so no probability of relevance: `pamir fit` "
-                    "on captioned pictures gives one" if not self.vocabulary else
+                    "on captioned pictures gives one" if not self._folder.vocabulary else
                     "the index's model has no calibrated probabilities (a model fitted before "
                     "them, or its folder moved): fit it again, or use floor: with a score")
         mapped = [m.describe() for m in q.matches
@@ -172,8 +189,8 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         with collapse "bursts", a burst) as one hit, its best, the others in its `folded`
         (collapse "none": each picture a hit; pamir.index.looks)."""
         if isinstance(q, str):
-            q = self.parse_query(q)
-        return self._folded(lambda n: self._unfolded(
+            q = self._queries.parse_query(q)
+        return self._looks.folded(lambda n: self._unfolded(
             q, n, floor=floor, sort=sort, folders=folders, method=method, dates=dates,
             p_floor=p_floor), k, collapse)
 
@@ -187,7 +204,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         first, by date, then the others by score: the one order of the CLI, the API and the
         page, so that a date sort never buries the pictures the query is about."""
         if isinstance(q, str):
-            q = self.parse_query(q)
+            q = self._queries.parse_query(q)
         by_date = _sort_order(sort or (q.sort if isinstance(q, Query) else None)) != "score"
         bare = floor is None and p_floor is None and (
             not isinstance(q, Query) or (q.floor is None and q.p_floor is None))
@@ -225,7 +242,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         (the grammar's p:X); it becomes the query's raw floor, since the probability rises
         with the score. Each hit carries its probability where the query has one."""
         if isinstance(q, str):
-            q = self.parse_query(q)
+            q = self._queries.parse_query(q)
         line = None
         if isinstance(q, Query):
             p_floor = q.p_floor if p_floor is None else p_floor
@@ -243,7 +260,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         if method not in ("auto", "brute", "scan", "ta"):
             raise ValueError(f"method {method!r}: auto, brute, scan or ta")
         sort = _sort_order(sort)
-        mixed = isinstance(q, Query) and bool(q.class_terms) and bool(self.classes)
+        mixed = isinstance(q, Query) and bool(q.class_terms) and bool(self._folder.classes)
         factual = isinstance(q, Query) and bool(q.fact_terms or q.fact_filters)
 
         def answer(last: bool) -> list[Hit]:
@@ -251,25 +268,26 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
                 return self._factual(q, int(k), floor, sort, folders or (), dates or (), last,
                                      line, p_floor)
             if mixed and method != "brute" and not (sort != "score" and floor is not None):
-                base, mult = self._class_mix(q)
-                keep = self._filter_mask(folders or (), dates or ())
-                best = class_topk.top(self._matrix, q.class_terms, self.T, int(k), base=base,
-                                      mult=mult, keep=keep, floor=floor)
+                base, mult = self.class_mix(q)
+                keep = self._filters.mask(folders or (), dates or ())
+                best = class_topk.top(self._matrix, q.class_terms, self._folder.T, int(k),
+                                      base=base, mult=mult, keep=keep, floor=floor)
                 if best is not None:  # None: an index without the class rows' bounds
                     return self._hits(best, int(k), sort, last)
             if method == "brute" or mixed or (sort != "score" and floor is not None):
                 s = self._query_scores(q)
                 return self._ranked(s, int(k), floor, sort, folders or (), last, dates or ())
             vector = self._padded(q.vector if isinstance(q, Query) else q)
-            keep = self._filter_mask(folders or (), dates or ())
+            keep = self._filters.mask(folders or (), dates or ())
             best = self._matrix.top(vector, int(k), keep=keep, floor=floor, method=method)
             return self._hits(best, int(k), sort, last)
 
         hits = self._consistent(answer)
         if not factual:
-            self._with_facts(hits)
+            self._facts.with_facts(hits)
         # under the index's lock: the server's threads share its one SQLite connection
-        for h, t in frames.best_times(self.frames_of(h.id for h in hits), hits, q, self.T):
+        found = self._folder.frames_of(h.id for h in hits)
+        for h, t in frames.best_times(found, hits, q, self._folder.T):
             h.time = t  # a video's hit names its best frame for the query
         if line is not None:
             p = line_probability([h.score for h in hits], *line, self.calibration.ceiling)
@@ -278,10 +296,33 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
                     h.probability = float(ph)
         return hits
 
-    def frames_of(self, ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """{id: (frame times (f,), frame rows (f x rows))} of the videos among `ids`."""
-        with self._lock:
-            return self._catalog.frames_of(ids)
+    def _factual(self, q: Query, k: int, floor, sort: str, folders, dates, last: bool,
+                 line, p_floor) -> list[Hit]:
+        """The hits of a query with facts: the pictures holding its terms as facts first
+        (most terms held first, then by the look's score, then by id), then the pictures
+        that only look like it (model, classes), each after the filters; `sort` orders each
+        of the two parts by date. A fact's probability is FACT_PROBABILITY x its confidence
+        where the picture holds every positive term as a fact (FactReader.fact_state)."""
+        live = self._matrix.live_mask()
+        width = len(live)
+        s = (self._query_scores(q)[:width] if q.looks else
+             np.where(live, 0.0, -np.inf).astype(np.float32))
+        keep, level, sure = self._facts.fact_state(q, width, self._filters.mask(folders, dates))
+        s = np.where(keep, s, -np.inf)
+        first = np.flatnonzero((level > 0) & np.isfinite(s))
+        if p_floor is not None:  # facts under the floor go back to the look's hits
+            first = first[sure[first] >= p_floor]
+        first = first[np.lexsort((self._matrix.ids_of(first), -s[first], -level[first]))][:k]
+        col_of = dict(zip(self._matrix.ids_of(first).tolist(), first.tolist()))
+        hits = self._hits([(i, float(s[c])) for i, c in col_of.items()], k, sort, last)
+        for h in hits:
+            p = sure[col_of[h.id]]
+            h.probability = float(p) if p > 0 else None
+        rest = k - len(hits)
+        if rest > 0 and q.looks and (p_floor is None or line is not None):
+            s[first] = -np.inf  # shown already
+            hits += self._ranked(s, rest, floor, sort, (), last)
+        return self._facts.with_facts(hits, q)
 
     def _probability_floor(self, q, p: float, line, floor: float | None) -> float:
         """The raw floor of a probability floor p for the query (the higher of it and a raw
@@ -305,10 +346,10 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         if line is None and not q.fact_terms:
             return None
         with self._lock:
-            keep = self._filter_mask(q.folders if folders is None else folders, q.dates)
+            keep = self._filters.mask(q.folders if folders is None else folders, q.dates)
             width = len(self._matrix.live_mask())
             if q.fact_terms or q.fact_filters:
-                keep, _, sure = self._fact_state(q, width, keep)
+                keep, _, sure = self._facts.fact_state(q, width, keep)
                 ok = keep & (sure >= p) & self._matrix.live_mask()
             else:
                 ok = np.zeros(width, bool)
@@ -330,59 +371,18 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         pictures would not be this state's). On the last try (a writer committing faster
         than a search runs) stale hits are left out rather than retried."""
         with self._lock:
-            for attempt in range(_SEARCH_TRIES):
-                last = attempt == _SEARCH_TRIES - 1
-                if self._moved():
-                    self._load()
+            for attempt in range(STALE_TRIES):
+                last = attempt == STALE_TRIES - 1
+                if self._folder._moved():
+                    self._folder._load()
                 try:
                     hits = answer(last)
                 except _Stale:
-                    self._load()
+                    self._folder._load()
                     continue
-                if last or not self._moved():  # no move committed while it answered
+                if last or not self._folder._moved():  # no move committed while it answered
                     return hits
             raise AssertionError("unreachable: the last try returns")
-
-    def _moved(self) -> bool:
-        """Whether a compaction has moved pictures to other columns since this reader's state
-        was read: the catalogue's columns (folders, `vector`) would then not be this state's."""
-        return (self._catalog.meta("moves") or 0) != self._moves
-
-    def _columns_under(self, folders: Sequence[str]) -> np.ndarray:
-        """Columns of the pictures under the folders, kept for this state (a LIKE over every
-        path: 0.2 s at 1,000,000 pictures; a server is asked the same `in:` again)."""
-        key = tuple(folder_patterns(folders))
-        cols = self._folder_columns.get(key)
-        if cols is None:
-            if len(self._folder_columns) >= FOLDERS_KEPT:
-                self._folder_columns.clear()
-            cols = np.asarray(self._catalog.columns_under(list(key)), np.int64)
-            self._folder_columns[key] = cols
-        return cols
-
-    def _folder_mask(self, folders: Sequence[str]) -> np.ndarray:
-        """(width,) whether each column's picture is under one of the folders."""
-        width = len(self._matrix.live_mask())
-        keep = np.zeros(width, dtype=bool)
-        cols = self._columns_under(folders)
-        keep[cols[cols < width]] = True
-        return keep
-
-    def _date_mask(self, dates: Sequence[tuple[str, str]]) -> np.ndarray:
-        """(width,) whether each column's picture was taken within one of the ranges."""
-        width = len(self._matrix.live_mask())
-        keep = np.zeros(width, dtype=bool)
-        cols = np.asarray(self._catalog.columns_taken(dates), np.int64)
-        keep[cols[cols < width]] = True
-        return keep
-
-    def _filter_mask(self, folders: Sequence[str], dates: Sequence[tuple[str, str]]
-                     ) -> np.ndarray | None:
-        """The columns in:/folders and date: keep (both must), None when neither is set."""
-        keep = self._folder_mask(folders) if folders else None
-        if dates:
-            keep = self._date_mask(dates) if keep is None else keep & self._date_mask(dates)
-        return keep
 
     def _hits(self, best: list[tuple[int, float]], k: int, sort: str,
               last: bool = False) -> list[Hit]:
@@ -413,7 +413,7 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
                 last: bool = False, dates: Sequence[tuple[str, str]] = ()) -> list[Hit]:
         """Hits from per-column scores (-inf: left out), after the floor, folders, dates and
         sort (one of SORT_ORDERS)."""
-        keep = self._filter_mask(folders, dates)
+        keep = self._filters.mask(folders, dates)
         if keep is not None:
             keep = np.concatenate([keep, np.zeros(max(0, len(s) - len(keep)), bool)])[:len(s)]
             s = np.where(keep, s, -np.inf)
@@ -429,9 +429,10 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         similarity, both centred on the pictures' mean vector, so the words every picture
         scores high on do not make everything alike), best first; `exclude`: ids left out
         (the picture itself)."""
-        z = np.asarray(z, dtype=np.float32).ravel()[: self.space]  # the text space only
-        if z.shape != (self.space,):
-            raise ValueError(f"a vector of {z.size} scores; pictures here have {self.space}")
+        z = np.asarray(z, dtype=np.float32).ravel()[: self._folder.space]  # the text space only
+        if z.shape != (self._folder.space,):
+            raise ValueError(f"a vector of {z.size} scores; pictures here have "
+                             f"{self._folder.space}")
         sort = _sort_order(sort)
         exclude = [int(i) for i in exclude]
 
@@ -449,64 +450,8 @@ class IndexReading(QueryParsing, FactReading, IndexLifecycle):
         """The pictures' mean vector (`space`,): the centre of `similar`'s cosine."""
         with self._lock:
             if self._mean is None:
-                self._mean = self._matrix.mean(self.space)
+                self._mean = self._matrix.mean(self._folder.space)
             return self._mean
-
-    def id_of_path(self, path: str | Path) -> int | None:
-        """The id of the indexed picture at this path (resolved), if any."""
-        with self._lock:
-            return self._catalog.id_of_path(str(Path(path).resolve()))
-
-    # ------------------------------------------------------------------ pictures
-    def picture(self, picture_id: int) -> Picture | None:
-        with self._lock:
-            return self._catalog.picture(picture_id)
-
-    def pictures(self, state: str | None = None) -> list[Picture]:
-        """Every picture ('ok' or 'failed' ones only if `state` says so), by id."""
-        with self._lock:
-            return self._catalog.pictures(state)
-
-    def vector(self, picture_id: int, classes: bool = False) -> np.ndarray:
-        """The picture's text-space vector z (T,), a copy; with `classes`, followed by its
-        class probabilities (T + C,)."""
-        with self._lock:
-            for _ in range(_SEARCH_TRIES):
-                with self._catalog.snapshot():  # its column and whether columns moved
-                    moved, p = self._moved(), self._catalog.picture(picture_id)
-                if not moved:
-                    break
-                self._load()
-            if p is None or p.col is None:
-                raise KeyError(picture_id)
-            column = self._matrix.column(p.col)
-            return column if classes else column[: self.space]
-
-    def pass_todo(self, name: str) -> list[tuple[int, str, str]]:
-        """(id, path, hash) of the pictures the pass `name` has not read as they are now."""
-        with self._lock:
-            return self._catalog.pass_todo(name)
-
-    def same_bytes(self, digest: str, other_than: str) -> int | None:
-        """The id of an indexed picture with this content hash at another path, if any."""
-        with self._lock:
-            return self._catalog.with_hash(digest, other_than)
-
-    def status(self) -> dict:
-        with self._lock:
-            counts = self._catalog.counts()
-            return {
-                "directory": str(self.directory),
-                "schema_version": SCHEMA_VERSION,
-                "pictures": counts.get("ok", 0),
-                "failed": counts.get("failed", 0),
-                "vocabulary": self.T,
-                "model_dir": self.model_dir,
-                "capacity": self._matrix.capacity,
-                "shards": len(self._matrix.shards),
-                "segments": sum(self._matrix.segment_counts()),
-                "unsorted": sum(self._matrix.tail_sizes()),
-            }
 
 
 def _sort_order(sort: str | None) -> str:
@@ -538,24 +483,3 @@ def _standard(s: np.ndarray, scale: float | None = None) -> np.ndarray:
         sd = v.std() if scale is None else scale
         out[live] = (v - v.mean()) / sd if sd > 0 else 0.0
     return out
-
-
-def folder_patterns(folders: Sequence[str]) -> list[str]:
-    """SQL LIKE patterns for `in:` filters: an absolute (or ~) folder matches the paths under
-    it; a relative one ("holidays", "2021/beach") any path with those components in a row."""
-    out = []
-    for f in folders:
-        f = str(f).strip()
-        if not f:
-            continue
-        if f.startswith(("/", "~")):
-            base = str(Path(f).expanduser().resolve()).rstrip("/")
-            out.append(_like_escape(base + "/") + "%")
-        else:
-            out.append("%/" + _like_escape(f.strip("/") + "/") + "%")
-    return out
-
-
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-

@@ -9,30 +9,41 @@ columns in no segment) is scanned brute force.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import tuning
 
+if TYPE_CHECKING:
+    from .scores import ScoreMatrix
+
 
 class Scoring:
-    """Reading a ScoreMatrix's scores."""
+    """Reading a ScoreMatrix's scores (the matrix's `_scoring`)."""
+
+    def __init__(self, matrix: ScoreMatrix):
+        self._matrix = matrix
+        self._scratch: dict[int, tuple] = {}  # the top-k's per-shard marks, by offset
 
     def scores(self, q: np.ndarray) -> np.ndarray:
         """z . q for every column (free columns -inf), reading only the rows of q's words.
         The reference: in float32, words added in ascending row order from 0."""
+        m = self._matrix
         q = self._query(q)
-        out = np.zeros(self._width, dtype=np.float32)
-        for sh, a, b in self._spans():
+        out = np.zeros(m._width, dtype=np.float32)
+        for sh, a, b in m._spans():
             part = out[a:b]
             for t in np.flatnonzero(q):
                 part += q[t] * sh.map[t, : b - a]
-        out[~self._live] = -np.inf
+        out[~m._live] = -np.inf
         return out
 
     def _query(self, q: np.ndarray) -> np.ndarray:
+        m = self._matrix
         q = np.asarray(q, dtype=np.float32).ravel()
-        if q.shape != (self.T,):
-            raise ValueError(f"query vector of length {q.size}; the vocabulary has {self.T}")
+        if q.shape != (m.T,):
+            raise ValueError(f"query vector of length {q.size}; the vocabulary has {m.T}")
         return q
 
     def best(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -42,6 +53,7 @@ class Scoring:
     def best_of(self, s: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(picture id, score) of the k best columns by the scores s (one per column, -inf
         for those left out), best first; equal scores by id."""
+        m = self._matrix
         k = min(int(k), int(np.isfinite(s).sum()))
         if k == 0:
             return []
@@ -53,8 +65,8 @@ class Scoring:
         else:
             top = np.arange(len(s))
         # Highest score first; equal scores by id, so results are reproducible.
-        top = top[np.lexsort((self._col_id[top], -s[top]))][:k]
-        return [(int(self._col_id[c]), float(s[c])) for c in top]
+        top = top[np.lexsort((m._col_id[top], -s[top]))][:k]
+        return [(int(m._col_id[c]), float(s[c])) for c in top]
 
     def top(self, q: np.ndarray, k: int, *, keep: np.ndarray | None = None,
             floor: float | None = None, method: str = "auto") -> list[tuple[int, float]]:
@@ -65,15 +77,16 @@ class Scoring:
         score, brute force on tails and on segments without bounds; "scan": the fused
         brute-force scan everywhere; "ta": the threshold algorithm without giving up (for
         tests)."""
+        m = self._matrix
         from . import topk  # noqa: PLC0415 - numba: imported by the first query that needs it
 
         q = self._query(q)
         rows = np.flatnonzero(q).astype(np.int64)
         k = int(k)
-        if not self._width:
+        if not m._width:
             return []
         if not len(rows):  # every live picture scores 0
-            kept = self._live if keep is None else self._live & np.asarray(keep, bool)
+            kept = m._live if keep is None else m._live & np.asarray(keep, bool)
             return self.best_of(np.where(kept, np.float32(0), -np.inf), k) \
                 if floor is None or floor <= 0 else []
         hs = np.full(k, -np.inf, np.float32)  # the heap of the k best so far, and its size
@@ -84,14 +97,14 @@ class Scoring:
         has_floor = floor is not None
         fl = np.float32(floor if has_floor else 0.0)
         # what every kernel takes after the query's rows, weights and shard
-        heap = (self._width, self._col_id, self._live, keep, use_keep, fl, has_floor,
+        heap = (m._width, m._col_id, m._live, keep, use_keep, fl, has_floor,
                 hs, hid, size, k)
-        listed_rows = rows[-1] < self.words  # class rows have no lists nor bounds
+        listed_rows = rows[-1] < m.words  # class rows have no lists nor bounds
         use_ta = method != "scan" and listed_rows and (
             method == "ta" or len(rows) <= tuning.TA_MAX_WORDS)
         use_blocks = method == "auto" and listed_rows
-        tails = self._tail_cols()
-        for n_shard, (sh, a, b) in enumerate(self._spans()):
+        tails = m._tail_cols()
+        for n_shard, (sh, a, b) in enumerate(m._spans()):
             self._top_of_shard(topk, sh, b - a, tails[n_shard], rows, q[rows], heap, method,
                                use_ta, use_blocks)
         return topk.sorted_hits(hs, hid, int(size[0]))
@@ -125,7 +138,7 @@ class Scoring:
             ub = np.full(-(-local // block), -np.inf, np.float32)
             for seg in sh.segments:
                 topk.block_bounds(rows, qr, seg.bmax, seg.bmin, ub)
-            topk.pruned_range(rows, qr, M, sh.offset, ub, block, local, self._listed, *heap,
+            topk.pruned_range(rows, qr, M, sh.offset, ub, block, local, self._matrix._listed, *heap,
                               seen)
         elif not sure:
             topk.brute_range(rows, qr, M, sh.offset, 0, local, *heap, seen, True)
@@ -147,17 +160,19 @@ class Scoring:
     # ------------------------------------------------------------------ similar, vector
     def _rows(self, rows: int) -> np.ndarray:
         """The first `rows` rows over the live width, as one (rows, width) array (a copy)."""
-        out = np.empty((rows, self._width), np.float32)
-        for sh, a, b in self._spans():
+        m = self._matrix
+        out = np.empty((rows, m._width), np.float32)
+        for sh, a, b in m._spans():
             out[:, a:b] = sh.map[:rows, : b - a]
         return out
 
     def similarities(self, z: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
         """Cosine similarity of every column's first len(z) rows to z (free columns -inf),
         both centred on `mean` when given. Reads every row it compares, unlike a query."""
+        m = self._matrix
         z = np.asarray(z, dtype=np.float64).ravel()
-        out = np.full(self._width, -np.inf, dtype=np.float32)
-        if not self._width:
+        out = np.full(m._width, -np.inf, dtype=np.float32)
+        if not m._width:
             return out
         M = self._rows(len(z))
         mean = np.zeros(len(z)) if mean is None else np.asarray(mean, dtype=np.float64)
@@ -166,21 +181,22 @@ class Scoring:
         dots = zc @ Mc
         norms = np.sqrt(np.einsum("tn,tn->n", Mc, Mc)) * max(float(np.linalg.norm(zc)), 1e-12)
         sims = dots / np.maximum(norms, 1e-12)
-        out[self._live] = sims[self._live]
+        out[m._live] = sims[m._live]
         return out
 
     def mean(self, rows: int | None = None) -> np.ndarray:
         """(rows,) the mean of the pictures' first `rows` rows (all rows by default)."""
-        rows = self.T if rows is None else int(rows)
-        if not len(self):
+        m = self._matrix
+        rows = m.T if rows is None else int(rows)
+        if not len(m):
             return np.zeros(rows)
         total = np.zeros(rows)
-        for sh, a, b in self._spans():
-            live = self._live[a:b]
+        for sh, a, b in m._spans():
+            live = m._live[a:b]
             total += np.asarray(sh.map[:rows, : b - a], np.float64)[:, live].sum(axis=1)
-        return total / len(self)
+        return total / len(m)
 
     def column(self, col: int) -> np.ndarray:
         """A picture's text-space vector z (T,), a copy."""
-        sh = self._shard_of(int(col))
+        sh = self._matrix._shard_of(int(col))
         return np.array(sh.map[:, int(col) - sh.offset], dtype=np.float32)

@@ -15,9 +15,10 @@ recorded with its reason, reported, and tried again once the file changes.
 This module decides what to do, and writes nothing: `plan_update` compares the disk with the
 catalogue's pictures and returns a `SyncPlan` (the files touched, read again, renamed,
 copied, removed, unreadable, and the pictures and videos the model must read), which the
-index's writer applies (pamir.index.writing: `IndexWriting.apply`), batch by batch so that
-the first pictures answer searches early. The files of a batch (their metadata, their hash)
-are read here too, when the writer comes to that batch (`SyncPlan.read_batch`).
+index's writer applies (pamir.index.writing: `Writer.apply`), batch by batch so that
+the first pictures answer searches early. The plan is a value: the writer reads the files of a
+batch (their metadata, their hash) when it comes to that batch, with this module's
+`read_batch`, into entries and a report of its own.
 
 A transform may run batches itself, elsewhere and concurrently (pamir.distributed: Dask
 workers): it then has `map_batches(batches) -> iterator of (batch number, (Z, ok, reasons,
@@ -141,8 +142,11 @@ class SyncPlan:
     order), `removed` (ids of pictures gone from under the folders), then `pictures` read by
     the model in `batches`, and `videos` one by one. Entries are dicts (path, size, mtime_ns,
     hash, caption, ...) as `Index.add` takes them. `report` holds what the plan found so far
-    (unchanged, renamed, copied, recaptioned, the failures found, the metadata's notes); the
-    writer adds what it writes."""
+    (unchanged, renamed, copied, recaptioned, the failures found, the metadata's notes).
+
+    A value: the writer reads the rest of the files into copies of the entries, and adds
+    what it writes to a copy of the report (pamir.index.writing.Writer.apply), so that a
+    plan applied is the plan it was."""
 
     captions: dict[str, Sequence[str]] = field(default_factory=dict)
     unreadable: list[tuple[dict, str]] = field(default_factory=list)
@@ -158,47 +162,52 @@ class SyncPlan:
         """The pictures for the model, in growing batches (`growing_batches`)."""
         return growing_batches(self.pictures, batch_size)
 
-    def read_metadata(self, entry: dict) -> None:
-        """The entry's caption (a table's, else its files'), source, date and sidecars."""
-        from ..facts.metadata import read_metadata  # noqa: PLC0415 - Pillow: not on a search's path
 
-        meta = read_metadata(entry["path"])
-        table = self.captions.get(entry["path"])
-        entry.update(caption=tuple(table) if table else meta.caption,
-                     source="captions table" if table else meta.source,
-                     taken=meta.taken, sidecars=meta.sidecars,
-                     position=getattr(meta, "position", None), facts=file_facts(meta))
-        self.report.notes += meta.notes
-        self.report.captioned += bool(entry["caption"])
+def fill_metadata(entry: dict, captions: dict[str, Sequence[str]], report: UpdateReport
+                  ) -> None:
+    """Fill the entry's caption (a table's, else its files'), source, date, sidecars,
+    position and facts; the notes and the count of captioned pictures go into `report`."""
+    from ..facts.metadata import read_metadata  # noqa: PLC0415 - Pillow: not on a search's path
 
-    def read_hash(self, entry: dict) -> str | None:
-        """Fill entry["hash"]; for a file that cannot be read, the reason (reported)."""
-        try:
-            entry["hash"] = file_hash(entry["path"])
-            return None
-        except OSError as e:
-            entry["hash"] = ""
-            reason = f"unreadable ({e.strerror or e})"
-            self.report.failed.append((entry["path"], reason))
-            return reason
+    meta = read_metadata(entry["path"])
+    table = captions.get(entry["path"])
+    entry.update(caption=tuple(table) if table else meta.caption,
+                 source="captions table" if table else meta.source,
+                 taken=meta.taken, sidecars=meta.sidecars,
+                 position=getattr(meta, "position", None), facts=file_facts(meta))
+    report.notes += meta.notes
+    report.captioned += bool(entry["caption"])
 
-    def read_batch(self, batch: list[dict], *, hashes: bool = True
-                   ) -> tuple[list[dict], list[tuple[dict, str]]]:
-        """Read a batch's metadata and (with `hashes`: not when the batch ran elsewhere and
-        brought its hashes) the hashes not known yet: (the entries for the model, the
-        unreadable ones with their reason)."""
-        for entry in batch:
-            self.read_metadata(entry)
-        if not hashes:
-            return batch, []
-        ready, unreadable = [], []
-        for entry in batch:
-            reason = None if entry["hash"] is not None else self.read_hash(entry)
-            if reason is None:
-                ready.append(entry)
-            else:
-                unreadable.append((entry, reason))
-        return ready, unreadable
+
+def fill_hash(entry: dict, report: UpdateReport) -> str | None:
+    """Fill entry["hash"]; for a file that cannot be read, the reason (also in `report`)."""
+    try:
+        entry["hash"] = file_hash(entry["path"])
+        return None
+    except OSError as e:
+        entry["hash"] = ""
+        reason = f"unreadable ({e.strerror or e})"
+        report.failed.append((entry["path"], reason))
+        return reason
+
+
+def read_batch(batch: list[dict], captions: dict[str, Sequence[str]], report: UpdateReport, *,
+               hashes: bool = True) -> tuple[list[dict], list[tuple[dict, str]]]:
+    """Read a batch's metadata and (with `hashes`: not when the batch ran elsewhere and
+    brought its hashes) the hashes not known yet: (the entries for the model, the
+    unreadable ones with their reason)."""
+    for entry in batch:
+        fill_metadata(entry, captions, report)
+    if not hashes:
+        return batch, []
+    ready, unreadable = [], []
+    for entry in batch:
+        reason = None if entry["hash"] is not None else fill_hash(entry, report)
+        if reason is None:
+            ready.append(entry)
+        else:
+            unreadable.append((entry, reason))
+    return ready, unreadable
 
 
 def plan_update(folders: Sequence[str | Path], known: Sequence[Picture], *,
@@ -272,13 +281,13 @@ def _changed_files(plan: SyncPlan, on_disk: dict[str, tuple[int, int]],
         entry = {"path": path, "size": size, "mtime_ns": mtime_ns, "hash": None,
                  "changed": old is not None}
         if size in known_sizes:
-            reason = plan.read_hash(entry)
+            reason = fill_hash(entry, plan.report)
             if reason is not None:
                 plan.unreadable.append((entry, reason))
                 holders.drop(path)  # its row gives way to the failed one
                 continue
             if old is not None and old.hash == entry["hash"] and old.state == "ok":
-                plan.read_metadata(entry)
+                fill_metadata(entry, plan.captions, plan.report)
                 plan.touched.append((old.id, entry))  # same bytes, new mtime
                 plan.report.unchanged += 1
                 continue
@@ -296,7 +305,7 @@ def _refresh_metadata(plan: SyncPlan, old: Picture) -> None:
             and (table is None or tuple(table) == old.caption)):
         return
     entry = {"path": old.path}
-    plan.read_metadata(entry)
+    fill_metadata(entry, plan.captions, plan.report)
     plan.reread.append((old.id, entry))
     plan.report.recaptioned += 1
 
@@ -316,13 +325,13 @@ def _reuse_vectors(plan: SyncPlan, todo: list[dict], vanished: dict[str, Picture
         elif vanished_by_hash.get(e["hash"]):
             twin = vanished_by_hash[e["hash"]].pop()
             del vanished[twin.path]
-            plan.read_metadata(e)
+            fill_metadata(e, plan.captions, plan.report)
             plan.reused.append(Reuse(e, twin.id))
             holders.drop(twin.path)
             holders.put(e["path"], e["hash"])
             plan.report.renamed += 1
         elif holders.elsewhere(e["hash"], e["path"]):
-            plan.read_metadata(e)
+            fill_metadata(e, plan.captions, plan.report)
             plan.reused.append(Reuse(e))
             holders.put(e["path"], e["hash"])
             plan.report.copied += 1

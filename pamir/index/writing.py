@@ -1,7 +1,7 @@
 """Writing an index, the part of `Index` that changes it: adding, removing, moving and
-recaptioning pictures, synchronising folders (applying the plan pamir.index.sync makes),
-rescoring every picture for a model that has learnt, sealing and compacting the score matrix,
-and recording the model.
+recaptioning pictures, synchronising folders (applying the plan pamir.index.sync makes, and
+reading the files of each batch as it comes to it), rescoring every picture for a model that
+has learnt, sealing and compacting the score matrix, and recording the model.
 
 Crash safety. The catalogue changes only by SQLite transactions, and a score column is on disk
 before any committed row points at it (pamir.index.scores), so an update can be interrupted
@@ -12,7 +12,9 @@ catalogue transaction; the matrix's column owners follow it only once it is comm
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,24 +22,37 @@ from ..facts.video import VideoError, is_video
 from . import tuning
 from .catalog import IndexDirError
 from .layout import scales_meta
-from .lifecycle import IndexLifecycle
 from .sync import (
     BATCH_SIZE,
     Reuse,
     SyncPlan,
     Transform,
     UpdateReport,
+    growing_batches,
     plan_update,
+    read_batch,
     settle,
 )
 
+if TYPE_CHECKING:
+    from .lifecycle import IndexFolder
 
-class IndexWriting(IndexLifecycle):
-    """The changes of an index opened writable (see `Index`); each refuses a read-only one."""
+
+class Writer:
+    """The changes of an index opened writable (see `Index`), to its folder's catalogue and
+    score matrix; each refuses a read-only one."""
+
+    def __init__(self, folder: IndexFolder):
+        self._folder = folder
+        self._catalog, self._lock = folder._catalog, folder._lock
+
+    @property
+    def _matrix(self):
+        """The score matrix of the committed state last read."""
+        return self._folder._matrix
 
     def _require_writable(self) -> None:
-        if not self._writable:
-            raise IndexDirError(f"{self.directory}: opened read-only")
+        self._folder.require_writable()
 
     def add(self, entries: Sequence[dict], Z: np.ndarray) -> list[int]:
         """Insert pictures with their text-space rows Z (n x T), in one transaction.
@@ -46,9 +61,9 @@ class IndexWriting(IndexLifecycle):
         in the catalogue is replaced (its old column freed). Returns the new ids.
         """
         self._require_writable()
-        Z = np.asarray(Z, dtype=np.float32)
-        if Z.shape != (len(entries), self.rows):
-            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {self.rows})")
+        Z, rows = np.asarray(Z, dtype=np.float32), self._folder.rows
+        if Z.shape != (len(entries), rows):
+            raise ValueError(f"Z of shape {Z.shape}; expected ({len(entries)}, {rows})")
         if not np.isfinite(Z).all():
             raise ValueError("Z has NaN or infinite scores; the model output is broken")
         with self._lock:
@@ -71,7 +86,7 @@ class IndexWriting(IndexLifecycle):
             if moves is not None:
                 self._catalog.move_columns(*moves)
         if moves is not None:  # this state is the mover's own: no reload for it
-            self._moves = self._catalog.meta("moves") or 0
+            self._folder._moves = self._catalog.meta("moves") or 0
 
     def compact(self) -> bool:
         """Merge every shard's segments and tail into one segment of sorted lists over its
@@ -133,7 +148,7 @@ class IndexWriting(IndexLifecycle):
         with self._lock:
             with self._catalog.transaction():
                 self._catalog.set_meta(model_dir=model_dir, model_fingerprint=fingerprint)
-            self.model_dir, self.model_fingerprint = model_dir, fingerprint
+            self._folder.model_dir, self._folder.model_fingerprint = model_dir, fingerprint
 
     def set_metadata(self, picture_id: int, entry: dict) -> None:
         """A picture's caption, date taken, source and sidecars' stat, read again."""
@@ -153,8 +168,8 @@ class IndexWriting(IndexLifecycle):
         self._require_writable()
         with self._lock, self._catalog.transaction():
             for picture_id, held in facts.items():
-                self._catalog.set_facts(picture_id, kinds, held)
-            self._catalog.pass_done(name, done)
+                self._catalog.facts.replace(picture_id, kinds, held)
+            self._catalog.facts.pass_done(name, done)
 
     def set_facts(self, facts: dict[int, Sequence], kinds: Sequence[str]) -> None:
         """Pictures' facts of these kinds (pamir.facts.fact) replaced, in one commit: {id: the
@@ -162,7 +177,7 @@ class IndexWriting(IndexLifecycle):
         self._require_writable()
         with self._lock, self._catalog.transaction():
             for picture_id, held in facts.items():
-                self._catalog.set_facts(picture_id, kinds, held)
+                self._catalog.facts.replace(picture_id, kinds, held)
 
     def rescore(self, vocabulary: Sequence[str], idf: np.ndarray, transform: Transform, *,
                 model_dir: str | Path | None = None, fingerprint: str = "",
@@ -173,12 +188,12 @@ class IndexWriting(IndexLifecycle):
         words at its end. Pictures go through transform (System.transform_paths: features
         come from the feature cache, so pictures are not decoded again when cached) in
         batches into a new score matrix, which replaces the old one with the new vocabulary,
-        idf, word scales (IndexLifecycle.create) and model in one transaction. A picture
+        idf, word scales (Index.create) and model in one transaction. A picture
         that cannot be read now keeps its old scores (0 for new words) and is reported. Returns {"rescored", "kept": [paths]}."""
         self._require_writable()
         vocabulary = list(vocabulary)
-        if vocabulary[: self.T] != self.vocabulary:
-            raise IndexDirError(f"{self.directory}: the model's vocabulary is not this "
+        if vocabulary[: self._folder.T] != self._folder.vocabulary:
+            raise IndexDirError(f"{self._folder.directory}: the model's vocabulary is not this "
                                 "index's (grown at its end); rebuild the index with --rebuild")
         idf = np.asarray(idf, dtype=np.float64)
         scales = scales_meta(scales, len(vocabulary)) or {"scales": None}
@@ -205,13 +220,14 @@ class IndexWriting(IndexLifecycle):
                         **layout, **scales, vocabulary=vocabulary, idf=idf.tolist(),
                         **({"model_fingerprint": fingerprint} if fingerprint else {}),
                         **({"model_dir": str(Path(model_dir).resolve())} if model_dir else {}))
-                    self._catalog.set_frames(frames)
+                    for picture_id, (times, rows) in frames.items():
+                        self._catalog.frames.write(picture_id, times, rows)
 
-            C = len(self.classes)
-            old_rows = np.arange(self.T + C)
-            new_rows = np.concatenate([np.arange(self.T), len(vocabulary) + np.arange(C)])
+            C = len(self._folder.classes)
+            old_rows = np.arange(self._folder.T + C)
+            new_rows = np.concatenate([np.arange(self._folder.T), len(vocabulary) + np.arange(C)])
             self._matrix.rewrite(len(vocabulary) + C, fill, commit, (old_rows, new_rows))
-            self._load()
+            self._folder._load()
             self._matrix.compact(self._commit_matrix)
         return report
 
@@ -254,8 +270,8 @@ class IndexWriting(IndexLifecycle):
         batches.
         """
         self._require_writable()
-        plan = plan_update(folders, self.pictures(), captions=captions,
-                           exclude=self.directory.resolve())
+        plan = plan_update(folders, self._folder.pictures(), captions=captions,
+                           exclude=self._folder.directory.resolve())
         report = self.apply(plan, transform, batch_size=batch_size, progress=progress)
         self.seal()
         return report
@@ -264,10 +280,15 @@ class IndexWriting(IndexLifecycle):
               progress: Callable[[int, int], None] | None = None) -> UpdateReport:
         """Carry out an update's plan (pamir.index.sync.plan_update) in its order: the
         unreadable files, the stats and metadata, the renames and copies, the removals, then
-        the pictures the model reads, a batch a commit (`transform`'s `map_batches`, where it
-        has one, runs them elsewhere and hands them back in any order), then the videos.
-        progress(done, total) follows the pictures and videos. Returns the plan's report."""
-        report = plan.report
+        the pictures the model reads, a batch a commit, each batch's files read as it comes
+        (`transform`'s `map_batches`, where it has one, runs them elsewhere and hands them
+        back in any order), then the videos. progress(done, total) follows the pictures and
+        videos. Returns the plan's report with what was written; the plan is left as it was
+        (the files are read into copies of its entries)."""
+        report = replace(plan.report, failed=list(plan.report.failed),
+                         notes=list(plan.report.notes))
+        pictures = [dict(e) for e in plan.pictures]
+        videos = [dict(e) for e in plan.videos]
         for entry, reason in plan.unreadable:
             self.add_failed(entry, reason)
         for picture_id, entry in plan.touched:
@@ -278,29 +299,33 @@ class IndexWriting(IndexLifecycle):
             # no picture holds its bytes any more (the catalogue is not the one planned
             # from): the model reads it
             report.copied -= 1
-            (plan.videos if is_video(entry["path"]) else plan.pictures).append(entry)
+            (videos if is_video(entry["path"]) else pictures).append(dict(entry))
         if plan.removed:
             report.removed += self.remove(plan.removed)
-        total = len(plan.pictures)
-        if progress and plan.videos:
-            progress = _counting_videos(progress, total + len(plan.videos))
-        batches = plan.batches(batch_size)
+        total = len(pictures)
+        if progress and videos:
+            progress = _counting_videos(progress, total + len(videos))
+        batches = growing_batches(pictures, batch_size)
         map_batches = getattr(transform, "map_batches", None)
         done = 0
         if map_batches is None:
             for batch in batches:
-                self._compute(plan, batch, transform)
+                self._compute(report, batch, transform, plan.captions)
                 done += len(batch)
                 if progress:
                     progress(done, total)
         else:
             for k, result in map_batches([[e["path"] for e in b] for b in batches]):
-                plan.read_batch(batches[k], hashes=False)  # this process waits anyway
+                # its hashes came back with it; its metadata is read here, which waits anyway
+                read_batch(batches[k], plan.captions, report, hashes=False)
                 self._commit(report, batches[k], result)
                 done += len(batches[k])
                 if progress:
                     progress(done, total)
-        self._compute_videos(plan, transform, progress, total)
+        for k, entry in enumerate(videos):
+            self._commit_video(report, entry, transform, plan.captions)
+            if progress:
+                progress(total + k + 1, total + len(videos))
         return report
 
     def _reuse(self, reuse: Reuse) -> bool:
@@ -310,46 +335,45 @@ class IndexWriting(IndexLifecycle):
         if reuse.twin is not None:
             self.move(reuse.twin, entry)
             return True
-        same = self.same_bytes(entry["hash"], entry["path"])
+        same = self._folder.same_bytes(entry["hash"], entry["path"])
         if same is None:
             return False
         if is_video(entry["path"]):
-            entry["frames"] = self.frames_of([same]).get(same)
-        self.add([entry], self.vector(same, classes=True)[None, :])
+            entry = {**entry, "frames": self._folder.frames_of([same]).get(same)}
+        self.add([entry], self._folder.vector(same, classes=True)[None, :])
         return True
 
-    def _compute(self, plan: SyncPlan, batch: list[dict], transform: Transform) -> None:
+    def _compute(self, report: UpdateReport, batch: list[dict], transform: Transform,
+                 captions: dict) -> None:
         """Read a batch's files, run the model on them and commit them: the good pictures
         with their vectors, the others with the transform's reason (no second decode to
         find out why)."""
-        batch, unreadable = plan.read_batch(batch)
+        ready, unreadable = read_batch(batch, captions, report)
         for entry, reason in unreadable:
             self.add_failed(entry, reason)
-        if batch:
-            self._commit(plan.report, batch, transform([e["path"] for e in batch]))
+        if ready:
+            self._commit(report, ready, transform([e["path"] for e in ready]))
 
-    def _compute_videos(self, plan: SyncPlan, transform: Transform, progress,
-                        done: int) -> None:
-        """Read each video (its metadata, then its frames through the transform) and commit
-        it with its frames; a video that cannot be read is recorded with the reason."""
+    def _commit_video(self, report: UpdateReport, entry: dict, transform: Transform,
+                      captions: dict) -> None:
+        """Read a video (its metadata, then its frames through the transform) and commit it
+        with its frames; a video that cannot be read is recorded with the reason."""
         from .videos import rows_of_video  # noqa: PLC0415 - PyAV: only where videos are
 
         # the reading stage's system transform (pamir.index.stage): a video's frames are
         # handed to its look as files of their own, and its passes read videos alone after
-        for k, entry in enumerate(plan.videos):
-            ready, unreadable = plan.read_batch([entry])
-            for failed, reason in unreadable:
-                self.add_failed(failed, reason)
-            if ready:
-                try:
-                    row, entry["frames"] = rows_of_video(transform, entry["path"])
-                except VideoError as e:
-                    self.add_failed(entry, str(e))
-                    plan.report.failed.append((entry["path"], str(e)))
-                else:
-                    self._commit(plan.report, [entry], (row[None, :], [True], [None]))
-            if progress:
-                progress(done + k + 1, done + len(plan.videos))
+        ready, unreadable = read_batch([entry], captions, report)
+        for failed, reason in unreadable:
+            self.add_failed(failed, reason)
+        if not ready:
+            return
+        try:
+            row, entry["frames"] = rows_of_video(transform, entry["path"])
+        except VideoError as e:
+            self.add_failed(entry, str(e))
+            report.failed.append((entry["path"], str(e)))
+        else:
+            self._commit(report, [entry], (row[None, :], [True], [None]))
 
     def _commit(self, report: UpdateReport, batch: list[dict], result: tuple) -> None:
         """Commit a batch's transform result (pamir.index.sync.settle): the pictures read,

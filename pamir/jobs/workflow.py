@@ -69,7 +69,7 @@ def text_side(system) -> tuple[list[str], np.ndarray]:
 
 def word_scales(system) -> np.ndarray | None:
     """The spread of the system's scores of each word (its prior's), which the index
-    measures a query's words by (IndexLifecycle.create); None without a prior."""
+    measures a query's words by (Index.create); None without a prior."""
     prior = getattr(system, "prior", None)
     return None if prior is None else prior.spreads
 

@@ -22,6 +22,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
 from ..jobs.annotation import keywords_of_rows
+from ..jobs.folder_look import attach as attach_folder_look
 from ..calibration import LIKELY
 from ..features.images import ImageError, open_image
 from ..features.thumbnails import size_for, write_from_file
@@ -539,11 +540,9 @@ class _State:
             if is_zero_caption(self.index.model_fingerprint) and (
                     self.system is None or isinstance(self.system, ZeroCaptionSystem)
                     and self.system.vocabulary != self.index.vocabulary):
-                from ..jobs.folder_look import attach  # noqa: PLC0415
-
                 # the folder's own words, as the index has them now (a watcher refits them)
                 self.system = self.system or ZeroCaptionSystem(config.default_cache_dir())
-                attach(self.system, self.index, writable=False)
+                attach_folder_look(self.system, self.index, writable=False)
             if self.system is None:
                 if not self.model_available():
                     raise HTTPException(
