@@ -5,6 +5,7 @@ that carry none, chosen and calibrated on held-out tagged pictures, with no comm
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +217,47 @@ def test_the_folder_look_can_be_turned_off(tmp_path, monkeypatch):
     run("index", pictures, "--index", ix, "--no-text", "--no-faces")
     with Index.open(ix) as index:
         assert index.T == 0 and not (ix / FOLDER_LOOK).exists()
+
+
+def test_pamir_watch_keeps_the_folders_words_current(tmp_path):
+    from pamir.jobs.watch import watch_in_thread, watcher_of_index
+
+    pictures, ix = tmp_path / "pictures", tmp_path / "ix"
+    bare = tagged_folder(pictures)
+    run("index", pictures, "--index", ix, "--no-text", "--no-faces")
+    lines = []
+    watcher = watcher_of_index(ix, [pictures], say=lines.append, text=False, faces=False,
+                               quiet=0.2, max_delay=3.0, poll=0.2)
+    thread, stop = watch_in_thread(watcher, say=lines.append)
+
+    def vocabulary():
+        with Index.open(ix) as index:
+            return index.vocabulary
+
+    def wait_for(condition, what, timeout=90.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if condition():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"waited {timeout} s for {what}: {lines}")
+
+    try:
+        wait_for(lambda: watcher.updates >= 1, "the catch-up")
+        # the person tags red pictures with a new word while pamir watches; pamir's own
+        # guess (`pamir|bright`, what `pamir annotate --xmp` writes) lands on others
+        for i in range(0, 12, 3):
+            (pictures / f"p{i:03d}.png.json").write_text(json.dumps({"description": "red crimson"}))
+        for i in range(1, 12, 3):
+            (pictures / f"p{i:03d}.png.xmp").write_text(GUESS.replace("WORD", "bright"))
+        wait_for(lambda: "crimson" in vocabulary(), "the new word in the folder's words")
+        assert "bright" not in vocabulary()
+        assert any("folder's look" in x for x in lines)
+        # the new word reaches untagged red pictures through the folder's words
+        body = search(ix, "crimson", 45)
+        untagged = [Path(h["path"]).name for h in body["hits"] if Path(h["path"]).name in bare]
+        assert untagged and bare[untagged[0]] == "red"
+    finally:
+        stop.set()
+        thread.join(timeout=20)
+    assert not thread.is_alive()
