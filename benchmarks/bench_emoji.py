@@ -470,7 +470,7 @@ def measure_zero(args) -> dict:
     shutil.rmtree(work / "old-src", ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     r = {**run.info(), "processor": processor(), "cache": os.environ.get("PAMIR_CACHE"),
-         "old": archive(args.old, work / "old-src"), "target_words": list(TARGET_WORDS),
+         "old": archive(args.zero_old, work / "old-src"), "target_words": list(TARGET_WORDS),
          "pictures": sum(1 for _ in PICTURES.glob("*/*.jpg")), "sides": {}}
     for name, src in (("old", work / "old-src"), ("new", Path(__file__).resolve().parents[1])):
         r["sides"][name] = zero_side(src, work / f"index-{name}")
