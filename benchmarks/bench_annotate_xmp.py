@@ -81,7 +81,8 @@ def annotate(src: Path, pictures: list[Path], captions: dict, index: Path | None
     words = {p.stem: written(p) for p in pictures}
     n_words = sum(len(w) for w in words.values())
     right = sum(w in captions[pid] for pid, ws in words.items() for w in ws)
-    xmp_lines = [x.strip() for x in done.stdout.splitlines() if x.strip().startswith("XMP:")]
+    said = done.stdout + done.stderr  # the XMP lines go to the console (stderr)
+    xmp_lines = [x.strip() for x in said.splitlines() if x.strip().startswith("XMP:")]
     return {"seconds": round(seconds, 1), "pictures": len(pictures),
             "with_a_word": sum(bool(w) for w in words.values()),
             "words_written": n_words,

@@ -133,3 +133,14 @@ def test_keywords_of_rows_adds_imagenet_words_the_model_did_not_give():
     assert keyword_records([("sky", 0.5, None)], [sky]) == [{"word": "sky", "score": 0.5}]
 
 
+def test_with_no_model_the_surer_of_a_folder_word_and_imagenets_speaks():
+    bear, sky = Annotation("bear", 0.8, 0.8, 1), Annotation("sky", 0.3, 0.3, 1)
+    best = [("bear", 2.0, 0.4), ("sky", 1.5, 0.6)]
+    # a fitted model's words stand for themselves
+    assert [r.get("source") for r in keyword_records(best, [bear, sky])] == [None, None]
+    # the folder's own words (no model): ImageNet's surer "bear" is kept, the folder's "sky"
+    records = keyword_records(best, [bear, sky], surer=True)
+    assert [(r["word"], r["probability"], r.get("source")) for r in records] == \
+        [("bear", 0.8, "imagenet"), ("sky", 0.6, None)]
+
+
