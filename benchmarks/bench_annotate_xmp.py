@@ -31,15 +31,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
-    Run,
-    archive,
-    corel5k_folder,
-    corel_captions,
-    report_cli,
-    report_head,
-    save_report,
-)
+from common.folders import corel_captions  # noqa: E402
+from common.harness import (Run, archive, corel5k_folder, report_cli,  # noqa: E402
+                            report_head, save_report)
 
 _SUBJECT = re.compile(r"<dc:subject>(.*?)</dc:subject>", re.S)
 _ITEM = re.compile(r"<rdf:li>(.*?)</rdf:li>", re.S)

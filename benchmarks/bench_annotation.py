@@ -43,8 +43,8 @@ import sys
 import time
 
 
-from common import (GOAL, RESULTS, Run, annotation_vocabulary, apply_rule, parser, rerender,
-                    run_clause, save_report)
+from common.corel import GOAL, annotation_vocabulary, apply_rule
+from common.harness import RESULTS, Run, parser, rerender, run_clause, save_report
 
 from pamir import config
 from pamir.data import load_corel5k

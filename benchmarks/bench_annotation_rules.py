@@ -31,7 +31,8 @@ import sys
 
 import numpy as np
 
-from common import GOAL, Run, annotation_vocabulary, apply_rule, report_cli, run_clause, save_report
+from common.corel import GOAL, annotation_vocabulary, apply_rule
+from common.harness import Run, report_cli, run_clause, save_report
 
 from pamir import config
 from pamir.data import load_corel5k

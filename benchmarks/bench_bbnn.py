@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from common import (RESULTS, SUMMARY, Corel, Run, parser, query_ms, read_summary, report_head,
-                    test_entry, write_results)
+from common.corel import Corel, query_ms, test_entry
+from common.harness import RESULTS, SUMMARY, Run, parser, read_summary, report_head, write_results
 from pamir import config
 from pamir.evaluation import wilcoxon
 from pamir.features import FeatureSettings

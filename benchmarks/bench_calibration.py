@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import RESULTS, Run, parser, report_head, rerender, save_report
+from common.harness import RESULTS, Run, parser, report_head, rerender, save_report
 
 from pamir import config
 from pamir.calibration import (FEATURES, Calibration, _fit_with_ceiling, _sigmoid,

@@ -24,16 +24,13 @@ Writes benchmarks/results/cities.json and cities.md.
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, report_cli, report_head, save_report  # noqa: E402
+from common.harness import Run, report_cli, report_head, save_report
 
-from pamir.facts import places  # noqa: E402
-from pamir.facts.fact import fold  # noqa: E402
+from pamir.facts import places
+from pamir.facts.fact import fold
 
 STEM = "cities"
 

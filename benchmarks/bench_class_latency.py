@@ -29,8 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from common import (CLI, QUERIES, RESULTS, Run, archive, build_big, env_for, report_head,
-                    save_report, serve_latency, side_by_side)
+from common.harness import RESULTS, Run, archive, report_head, save_report
+from common.latency import CLI, QUERIES, build_big, env_for, serve_latency, side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The queries whose words reach classes (the others are the model's words: unchanged).
@@ -57,7 +57,7 @@ def top_ids(index: Path, tree: Path, query: str) -> list[int]:
 
 
 def main(argv=None) -> None:
-    from common import parser  # noqa: PLC0415
+    from common.harness import parser  # noqa: PLC0415
 
     ap = parser(__doc__)
     ap.add_argument("--model", type=Path, required=True)

@@ -33,8 +33,9 @@ import time
 
 import numpy as np
 
-from common import (METRICS, PERQUERY, SUMMARY, CorelViews, Run, parser, rerender, run_clause,
-                    save_report, write_results)
+from common.corel import CorelViews
+from common.harness import (METRICS, PERQUERY, SUMMARY, Run, parser, rerender, run_clause,
+                            save_report, write_results)
 
 from pamir import config
 from pamir.evaluation import evaluate_model, evaluate_text_space, wilcoxon

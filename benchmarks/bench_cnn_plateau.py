@@ -23,7 +23,8 @@ import json
 
 import numpy as np
 
-from common import RESULTS, CorelViews, Run, report_cli, run_clause, save_report
+from common.corel import CorelViews
+from common.harness import RESULTS, Run, report_cli, run_clause, save_report
 
 from pamir.evaluation import evaluate_text_space
 from pamir.models.pamir import PAMIR

@@ -34,7 +34,7 @@ from pamir.features import cnn_engines
 from pamir.features.cnn import CNNRepresentation, CNNSettings
 from pamir.features.registry import CNN_PRESETS
 
-from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402  (the script's folder)
+from common.harness import RESULTS, Run, parser, report_head, save_report
 
 SHORT_SIDES = (128, 160, 224, 260)
 MODELS = ("lite0", "lite1", "lite2")
@@ -130,8 +130,8 @@ def main(argv=None) -> int:
 
 
 def run_info(out: dict) -> dict:
-    """The run's command, machine, date and load average as common.report_head reads them.
-    Results measured before this script used common.Run (cnn_speed.json of 2026-11-24) store
+    """The run's command, machine, date and load average as common.harness.report_head reads them.
+    Results measured before this script used common.harness.Run (cnn_speed.json of 2026-11-24) store
     the machine as a dict {cpu, cores, python, torch, onnxruntime, load_at_start,
     load_at_end}: they are read as they are, not rewritten."""
     m = out["machine"]

@@ -9,7 +9,7 @@
    then evaluated once on the 2,241 test queries. The benchmark runs `pamir fit` itself too
    and records whether it chose alike (`cli_choice`). Indexing time = fit + the test
    pictures' index (TPAMI §V-B); query time = scoring the test pictures for one query and
-   sorting them (common.query_ms).
+   sorting them (common.corel.query_ms).
 2. A feature study (STUDY_FEATURES): both models selected again on visterm counts and on
    larger blocks / smaller codebooks, as TPAMI Table VI chose for them; reported beside the
    main figure (`features_grid`), never substituted for it.
@@ -37,8 +37,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import (PERQUERY, RESULTS, Corel, Run, Split, indexing, parser, query_ms, read_summary,
-                    report_head, selection_rows, test_entry, write_json, write_results)
+from common.corel import Corel, Split, indexing, query_ms, selection_rows, test_entry
+from common.harness import (PERQUERY, RESULTS, Run, parser, read_summary, report_head,
+                            write_json, write_results)
 from pamir import config
 from pamir.data import load_collection
 from pamir.evaluation import annotation_metrics, evaluate_model, wilcoxon

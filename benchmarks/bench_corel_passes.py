@@ -42,9 +42,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Run, run_watched, checkout_commit, corel5k_folder, report_cli,  # noqa: E402
-                    report_head, save_report, warm_up_pictures)
+from common.harness import (Run, checkout_commit, corel5k_folder, report_cli,
+                            report_head, save_report)
+from common.latency import run_watched, warm_up_pictures
 
 STEM = "corel_passes"
 PAMIR = "import sys; sys.argv[0] = 'pamir'; from pamir.cli import main; main()"

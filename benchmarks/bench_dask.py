@@ -22,24 +22,22 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
+from common.harness import RESULTS, Run, parser, report_head, save_report
 
-from pamir.data import find_corel5k, load_collection  # noqa: E402
-from pamir.distributed import (DASK_BATCH, batch_for_overhead, dask_client,  # noqa: E402
+from pamir.data import find_corel5k, load_collection
+from pamir.distributed import (DASK_BATCH, batch_for_overhead, dask_client,
                                task_overhead)
-from pamir.jobs.indexing_dask import DaskTransform, worker_system  # noqa: E402
-from pamir.index import Index, model_fingerprint  # noqa: E402
-from pamir.models.pamir import PAMIR  # noqa: E402
-from pamir.protocol import Protocol  # noqa: E402
-from pamir.system import System, index_transform  # noqa: E402
-from pamir.training import collection_inputs  # noqa: E402
+from pamir.jobs.indexing_dask import DaskTransform, worker_system
+from pamir.index import Index, model_fingerprint
+from pamir.models.pamir import PAMIR
+from pamir.protocol import Protocol
+from pamir.system import System, index_transform
+from pamir.training import collection_inputs
 
 
 def build_model(root: Path) -> Path:

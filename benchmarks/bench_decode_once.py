@@ -15,18 +15,16 @@ Results: results/decode_once.json and .md.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, parser, report_head, save_report  # noqa: E402
+from common.harness import RESULTS, Run, parser, report_head, save_report
 
-from pamir.features.cnn import prepare_picture  # noqa: E402
-from pamir.features.images import decode_rgb, read_bytes, resize_short_side  # noqa: E402
-from pamir.features.registry import CNN_PRESETS  # noqa: E402
+from pamir.features.cnn import prepare_picture
+from pamir.features.images import decode_rgb, read_bytes, resize_short_side
+from pamir.features.registry import CNN_PRESETS
 
 COREL = Path(__file__).resolve().parent.parent.parent / "shared/data/corel5k"
 SIDES = {"cnn": 224, **{k: v["short_side"] for k, v in CNN_PRESETS.items()}}

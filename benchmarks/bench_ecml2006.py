@@ -28,8 +28,9 @@ import time
 
 import numpy as np
 
-from common import (PERQUERY, RESULTS, Corel, Run, parser, read_summary, report_head,
-                    selection_rows, test_entry, write_json, write_results)
+from common.corel import Corel, selection_rows, test_entry
+from common.harness import (PERQUERY, RESULTS, Run, parser, read_summary, report_head,
+                            write_json, write_results)
 from pamir import config
 from pamir.evaluation import wilcoxon
 from pamir.features.blobs import ArffBlobs, BlobSettings, SegmentedBlobs

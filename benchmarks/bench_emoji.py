@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import Run, archive, report_cli, report_head, save_report
+from common.harness import Run, archive, report_cli, report_head, save_report
 
 FONT = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")  # fonts-noto-color-emoji
 EMOJI_TEST = Path("/usr/share/unicode/emoji/emoji-test.txt")     # unicode-data

@@ -45,17 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# this checkout's pamir, whichever one is installed
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import RESULTS, Run, report_head, write_json  # noqa: E402
+from common.harness import RESULTS, Run, report_head, write_json
 
-from pamir.evaluation.metrics import average_precision  # noqa: E402
-from pamir.features.images import load_rgb  # noqa: E402
-from pamir.facts.people import (DETECT_SIDE, NAME_DISTANCE, FaceFinder, assign,  # noqa: E402
+from pamir.evaluation.metrics import average_precision
+from pamir.features.images import load_rgb
+from pamir.facts.people import (DETECT_SIDE, NAME_DISTANCE, FaceFinder, assign,
                                 load_for_detection, person_distances)
-from pamir.facts.people.naming import chinese_whispers  # noqa: E402
-from pamir.facts.people.faces import MAX_ENLARGE  # noqa: E402
+from pamir.facts.people.naming import chinese_whispers
+from pamir.facts.people.faces import MAX_ENLARGE
 
 STEM = "faces"
 SEEDS = (0, 1, 2, 3, 4)

@@ -29,14 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (METADATA_WORK as WORK, Run, build_tagged_folder, report_cli,  # noqa: E402
-                    report_head, run_pamir as pamir, save_report)
+from common.folders import (METADATA_WORK as WORK, build_tagged_folder,
+                            run_pamir as pamir)
+from common.harness import Run, report_cli, report_head, save_report
 
-from pamir.data import find_corel5k, load_corel5k  # noqa: E402
-from pamir.evaluation.metrics import average_precision  # noqa: E402
-from pamir.index import Index, QueryError  # noqa: E402
-from pamir.protocol import Protocol  # noqa: E402
+from pamir.data import find_corel5k, load_corel5k
+from pamir.evaluation.metrics import average_precision
+from pamir.index import Index, QueryError
+from pamir.protocol import Protocol
 
 
 def recall_of_tags(ix: Index) -> dict:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from common import RESULTS, Run, load_clause, parser, report_head, save_report
+from common.harness import RESULTS, Run, load_clause, parser, report_head, save_report
 from pamir import config
 from pamir.data import load_collection
 from pamir.features import FeatureSettings, extract_blocks
@@ -40,8 +40,8 @@ from pamir.protocol import Protocol
 
 
 def run_info(r: dict) -> dict:
-    """The run's command, machine, date and load average as common.report_head reads them.
-    Results measured before this script used common.Run (features.json of 2026-11-23) store
+    """The run's command, machine, date and load average as common.harness.report_head reads them.
+    Results measured before this script used common.harness.Run (features.json of 2026-11-23) store
     the machine as a dict {cpu, nproc, python, load_average} and the load at the end apart,
     in machine_end: they are read as they are, not rewritten."""
     m = r["machine"]
@@ -214,7 +214,7 @@ def main() -> None:
 
 def kmeans_load(load) -> str:
     """The load of a k-means run kept from an earlier run: {start, end}, or the [start, end]
-    pair of os.getloadavg() lists that runs before common.Run kept."""
+    pair of os.getloadavg() lists that runs before common.harness.Run kept."""
     return load_clause(load if isinstance(load, dict) else {"start": load[0], "end": load[1]})
 
 

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, load_average, machine, parser, report_head, save_report  # noqa: E402
+from common.harness import (HEAVY, load_average, machine, parser, report_head,
+                            save_report)
 
 SEED = 0
 TEST_PICTURES = 500

@@ -35,8 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, load_average, machine, save_report  # noqa: E402
+from common.harness import HEAVY, load_average, machine, save_report
 
 SEED = 0
 #: The dense views' widths: Lite0's pooled vector, Lite1's and Lite2's with their 2x2 regions

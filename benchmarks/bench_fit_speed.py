@@ -51,10 +51,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (HEAVY, RESULTS, SMALL_FOLDER_SEED, WAYS, archive,  # noqa: E402
-                    build_small_folder, corel5k_folder, corel_captions, exiftool_args,
-                    load_average, machine, pamir_logged, parser, report_head, save_report)
+from common.folders import (SMALL_FOLDER_SEED, WAYS, build_small_folder,
+                            corel_captions, exiftool_args)
+from common.harness import (HEAVY, RESULTS, archive, corel5k_folder, load_average,
+                            machine, parser, report_head, save_report)
+from common.latency import pamir_logged
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH_POINT = "7418ef7"  # main when issue 24 began: today's path

@@ -17,12 +17,10 @@ import argparse
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HEAVY, load_average, machine, save_report  # noqa: E402
+from common.harness import HEAVY, load_average, machine, save_report
 
 FIRST, MORE = 300, 20
 

@@ -43,8 +43,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Run, archive, build_small_folder, corel_captions,  # noqa: E402
-                    corel5k_folder, pamir_logged, report_cli, report_head, save_report)
+from common.folders import build_small_folder, corel_captions  # noqa: E402
+from common.harness import (Run, archive, corel5k_folder, report_cli,  # noqa: E402
+                            report_head, save_report)
+from common.latency import pamir_logged  # noqa: E402
 
 from pamir import config  # noqa: E402
 

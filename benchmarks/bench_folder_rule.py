@@ -18,21 +18,18 @@ Writes results/folder_rule.json and .md.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, save_report  # noqa: E402
+from common.harness import Run, parser, report_head, save_report
 
-from pamir import config  # noqa: E402
-from pamir.data import Collection, load_collection  # noqa: E402
-from pamir.evaluation.significance import wilcoxon  # noqa: E402
-from pamir.protocol import Protocol  # noqa: E402
-from pamir.system import evaluate_system  # noqa: E402
-from pamir.training import candidates, fit_system  # noqa: E402
+from pamir import config
+from pamir.data import Collection, load_collection
+from pamir.evaluation.significance import wilcoxon
+from pamir.protocol import Protocol
+from pamir.system import evaluate_system
+from pamir.training import candidates, fit_system
 
 
 def folder(corel: Collection, pool: np.ndarray, n: int, seed: int) -> Collection:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, parser, report_head, write_json
+from common.harness import RESULTS, Run, parser, report_head, write_json
 from pamir import config
 from pamir.index import Index
 from pamir.index import compaction

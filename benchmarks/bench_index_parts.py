@@ -5,13 +5,13 @@
 
 BEFORE is a `git archive` of a commit, AFTER this checkout; IX and BIG are the Corel 5k index
 and the 1,000,000-picture one of bench_search_latency.py (`pamir fit corel5k -r cnn --no-grid`,
-`pamir index` of its 5,000 pictures; `--big` built from it by common.build_big).
+`pamir index` of its 5,000 pictures; `--big` built from it by common.latency.build_big).
 
 1. shape, read from each tree's source with `ast`: the classes of pamir/index with bases (the
    Index's, the score matrix's), and per module the calls that run SQL (`execute`,
    `executemany`, `executescript`) and the mentions of `_conn`, the catalogue's connection.
 2. cli: what a person waits, bench_search_latency's queries (`pamir search Q -k 20`), each
-   the whole process, old and new alternating in each of --runs rounds (common.side_by_side).
+   the whole process, old and new alternating in each of --runs rounds (common.latency.side_by_side).
 3. in_process: the same queries on an open index, each tree in a process of its own that
    opens it once, the two asked in turn query by query (the first alternating each of --runs
    rounds): a query's median time over --repeat searches after a warm-up, and what it does,
@@ -32,9 +32,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from common import (QUERIES, RESULTS, Run, archive, env_for, parser, report_head,  # noqa: E402
-                    side_by_side, write_json)
+from common.harness import RESULTS, Run, archive, parser, report_head, write_json  # noqa: E402
+from common.latency import QUERIES, env_for, side_by_side  # noqa: E402
 
 STEM = "index_parts"
 SQL_CALLS = ("execute", "executemany", "executescript")

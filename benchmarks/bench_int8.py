@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, parser, report_head, write_json
+from common.harness import RESULTS, Run, parser, report_head, write_json
 
 from pamir import config
 from pamir.zeroshot import classes as zeroshot
@@ -75,7 +75,7 @@ def paired(a: np.ndarray, b: np.ndarray) -> dict:
 # ------------------------------------------------------------------------------ quality
 
 def quality(cache: Path, representation: str) -> dict:
-    from common import query_matrix, through_index, word_scores  # noqa: PLC0415
+    from common.corel import query_matrix, through_index, word_scores  # noqa: PLC0415
 
     from pamir.text.bridge import imagenet_class_names
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, Run, parser, report_head, write_json
+from common.harness import RESULTS, Run, parser, report_head, write_json
 
 from pamir.features import cnn_int8
 from pamir.features.cnn_network import MODELS, cpu_session, onnx_path

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from common import (RESULTS, Corel, Run, parser, pct, query_ms, report_head, test_entry,
-                    write_results)
+from common.corel import Corel, pct, query_ms, test_entry
+from common.harness import RESULTS, Run, parser, report_head, write_results
 from pamir import config
 from pamir.evaluation import evaluate_text_space
 from pamir.models.kernel_pamir import KernelPAMIR, pa_updates

@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from common import (HEAVY, PERQUERY, RESULTS, Corel, Run, parser, report_head,
-                    save_report, write_results)
+from common.corel import Corel
+from common.harness import (HEAVY, PERQUERY, RESULTS, Run, parser, report_head, save_report,
+                            write_results)
 
 from pamir import config
 from pamir.evaluation import evaluate_text_space, wilcoxon

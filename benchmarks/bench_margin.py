@@ -14,7 +14,8 @@ Writes benchmarks/results/margin.md and margin.json.
 from __future__ import annotations
 
 
-from common import defaults, figures, parser, report_head, rerender, study, study_options
+from common.harness import parser, report_head, rerender
+from common.tpami import defaults, figures, study, study_options
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 

@@ -30,15 +30,14 @@ import json
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (METADATA_WORK as WORK, Run, archive, build_tagged_folder,  # noqa: E402
-                    parser, report_head, run_pamir as pamir, save_report)
+from common.folders import (METADATA_WORK as WORK, build_tagged_folder,
+                            run_pamir as pamir)
+from common.harness import Run, archive, parser, report_head, save_report
 
-from pamir.data import find_corel5k  # noqa: E402
+from pamir.data import find_corel5k
 
 REPO = Path(__file__).resolve().parents[1]
 STEM = "metadata"

@@ -35,13 +35,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, rerender, save_report  # noqa: E402
+from common.harness import Run, parser, report_head, rerender, save_report
 
-from pamir.data import DataError, find_corel5k  # noqa: E402
-from pamir.facts.fact import fold  # noqa: E402
-from pamir.facts.ocr import OcrSettings, TextReader, text_facts  # noqa: E402
-from pamir.text.words import STOP_WORDS, tokenize  # noqa: E402
+from pamir.data import DataError, find_corel5k
+from pamir.facts.fact import fold
+from pamir.facts.ocr import OcrSettings, TextReader, text_facts
+from pamir.text.words import STOP_WORDS, tokenize
 
 def corel_images() -> Path:
     """Corel 5k's images/ (pamir.data.find_corel5k: PAMIR_COREL5K, /work/shared/...)."""

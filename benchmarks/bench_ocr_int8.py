@@ -17,13 +17,10 @@ Writes benchmarks/results/ocr_int8.json and .md (--report-only rewrites the .md)
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, checkout_commit, corel5k_folder, report_cli, report_head, \
-    save_report  # noqa: E402
+from common.harness import (Run, checkout_commit, corel5k_folder, report_cli,
+                            report_head, save_report)
 
 STEM = "ocr_int8"
 BATCH = 64

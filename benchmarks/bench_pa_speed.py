@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from common import Corel, Run, parser, report_head, save_report
+from common.corel import Corel
+from common.harness import Run, parser, report_head, save_report
 from pamir import config
 from pamir.models.pamir import PAMIR
 

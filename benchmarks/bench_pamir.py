@@ -29,8 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import (METRICS, PAPER_TABLE_III, PAPER_TABLE_IX, RESULTS, Corel, Run, parser, pct,
-                    query_ms, report_head, test_entry, write_json, write_results)
+from common.corel import Corel, pct, query_ms, test_entry
+from common.harness import METRICS, RESULTS, Run, parser, report_head, write_json, write_results
+from common.tpami import PAPER_TABLE_III, PAPER_TABLE_IX
 from pamir import config
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR

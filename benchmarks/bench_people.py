@@ -39,12 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pamir
-from common import HEAVY, RESULTS, Run, parser, report_head, save_report  # noqa: E402
+from common.harness import HEAVY, RESULTS, Run, parser, report_head, save_report
 
-from pamir.facts.fact import fold  # noqa: E402
-from pamir.index import Index  # noqa: E402
+from pamir.facts.fact import fold
+from pamir.index import Index
 
 STEM = "people"
 SEEDS = (0, 1, 2, 3, 4)

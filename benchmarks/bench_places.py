@@ -46,11 +46,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Run, parser, report_head, rerender, save_report  # noqa: E402
+from common.harness import RESULTS, Run, parser, report_head, rerender, save_report
 
-from pamir.facts import places  # noqa: E402
-from pamir.facts.fact import fold  # noqa: E402
+from pamir.facts import places
+from pamir.facts.fact import fold
 
 REPO = Path(__file__).resolve().parents[1]
 STEM = "places"

@@ -19,7 +19,7 @@ never substituted for it: the CLI reads the bags.
 
 Indexing time (TPAMI §V-B): the chosen model's fit on train + the test pictures' text-space
 vectors, one run, wall clock. Query time: scoring the 499 test pictures for one query from
-the word-major index and sorting them (common.query_ms), averaged over the test queries.
+the word-major index and sorting them (common.corel.query_ms), averaged over the test queries.
 
 Writes benchmarks/results/plsa_svm.md, perquery/{plsa,svm}.npz and the `plsa`, `svm` keys of
 corel5k.json. With `--features blobs` (Duygulu's blobs: their tf-idf bags, presence as
@@ -32,8 +32,8 @@ import time
 
 import numpy as np
 
-from common import (RESULTS, Corel, Run, indexing, parser, query_ms, report_head, selection_rows,
-                    test_entry, write_results)
+from common.corel import Corel, indexing, query_ms, selection_rows, test_entry
+from common.harness import RESULTS, Run, parser, report_head, write_results
 from pamir import config
 from pamir.data import load_collection
 from pamir.models.plsa import PLSA

@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from common import (RESULTS, load_clause, machine, parser, report_head, rerender,  # noqa: E402
-                    write_results)
+from common.harness import (RESULTS, load_clause, machine, parser, report_head,
+                            rerender, write_results)
 
 ROOT = Path(__file__).resolve().parents[1]
 KNOBS = {

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from common import (PAPER_TABLE_III, PAPER_TABLE_IX, defaults, figures, parser, report_head,
-                    rerender, study, study_options)
+from common.harness import parser, report_head, rerender
+from common.tpami import PAPER_TABLE_III, PAPER_TABLE_IX, defaults, figures, study, study_options
 from pamir import config
 from pamir.features import FeatureSettings
 

@@ -17,18 +17,16 @@ Writes results/retrain_warm.json and .md.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Corel, Run, parser, report_head, save_report  # noqa: E402
+from common.corel import Corel
+from common.harness import Run, parser, report_head, save_report
 
-from pamir.features.representation import take_rows  # noqa: E402
-from pamir.models.pamir import PAMIR  # noqa: E402
-from pamir.training.selection import prepare_for_fits  # noqa: E402
+from pamir.features.representation import take_rows
+from pamir.models.pamir import PAMIR
+from pamir.training.selection import prepare_for_fits
 
 REPRESENTATION = "cnn+cnn-lite1+cnn-lite2+visterms"
 C = 1.0  # the README command's choice on validation (results/readme_command.md)

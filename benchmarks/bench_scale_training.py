@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, Run, parser, report_head, write_json  # noqa: E402
+from common.harness import RESULTS, Run, parser, report_head, write_json
 
 T, D, RANK, NOISE, SEED = 150, 256, 24, 3.0, 0
 

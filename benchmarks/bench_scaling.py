@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 
-from common import (PAPER_TABLE_III, PAPER_TABLE_IX, RESULTS, Corel, defaults, figures, parser,
-                    report_head, rerender, study, write_json)
+from common.corel import Corel
+from common.harness import RESULTS, parser, report_head, rerender, write_json
+from common.tpami import PAPER_TABLE_III, PAPER_TABLE_IX, defaults, figures, study
 from pamir import config
 from pamir.evaluation import wilcoxon
 from pamir.features import FeatureSettings

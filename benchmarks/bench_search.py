@@ -63,8 +63,8 @@ from pamir.training.online import (FEEDBACK_RIGHT_WEIGHT, FEEDBACK_SHARPNESS, FE
 from pamir.system import System
 from pamir.training import collection_inputs
 
-from common import (HEAVY, RESULTS, Run, parser, report_head, rerender,  # noqa: E402
-                    save_report)
+from common.harness import (HEAVY, RESULTS, Run, parser, report_head, rerender,
+                            save_report)
 
 FOLDS = 5
 FLOORS = (0.3, 0.4, 0.5)

@@ -37,9 +37,10 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from common import (CLI, QUERIES, RESULTS, Run, build_big, env_for, load_clause, parser,  # noqa: E402
-                    report_head, rerender, serve_latency, side_by_side, wall, write_json)
+from common.harness import (RESULTS, Run, load_clause, parser, report_head,  # noqa: E402
+                            rerender, write_json)
+from common.latency import (CLI, QUERIES, build_big, env_for, serve_latency,  # noqa: E402
+                            side_by_side, wall)
 
 from pamir.index import Index  # noqa: E402
 

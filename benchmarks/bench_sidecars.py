@@ -25,13 +25,10 @@ Writes benchmarks/results/sidecars.json and sidecars.md.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, rerender, save_report  # noqa: E402
+from common.harness import Run, parser, report_head, rerender, save_report
 
 GRID = [round(t, 2) for t in np.arange(0.30, 0.96, 0.05)]
 GOAL = 0.9

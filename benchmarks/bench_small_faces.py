@@ -24,7 +24,6 @@ and the new one side by side on the same photos, one process; and on N Corel 5k 
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,8 +31,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, checkout_commit, report_cli, report_head, save_report  # noqa: E402
+from common.harness import Run, checkout_commit, report_cli, report_head, save_report
 
 from pamir.data import find_corel5k  # noqa: E402
 from pamir.facts.people import zoom  # noqa: E402

@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (HEAVY, archive, build_small_folder, load_average, machine,  # noqa: E402
-                    pamir_logged as run_pamir, parser, report_head, save_report)
+from common.folders import build_small_folder
+from common.harness import (HEAVY, archive, load_average, machine, parser,
+                            report_head, save_report)
+from common.latency import pamir_logged as run_pamir
 
-from pamir.data import find_corel5k  # noqa: E402
+from pamir.data import find_corel5k
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -34,7 +34,6 @@ draws its pictures from the same N development pictures (a smaller export).
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,19 +42,18 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# common imports no feature code (no faiss): --from runs where only the model code need import
-from common import Run, parser, report_head, save_report  # noqa: E402
-from pamir import config  # noqa: E402
-from pamir.data import load_collection  # noqa: E402
-from pamir.evaluation import evaluate_model  # noqa: E402
-from pamir.features.representation import take_rows  # noqa: E402
-from pamir.models.pamir import PAMIR  # noqa: E402
-from pamir.protocol import Protocol  # noqa: E402
-from pamir.text.words import idf as idf_weights  # noqa: E402
-from pamir.text.words import text_vectors  # noqa: E402
-from pamir.training.race import default_point, fit_workers, guarded_choice  # noqa: E402
-from pamir.training.selection import validation_queries  # noqa: E402
+# common.harness imports no feature code (no faiss): --from runs where only the model code need import
+from common.harness import Run, parser, report_head, save_report
+from pamir import config
+from pamir.data import load_collection
+from pamir.evaluation import evaluate_model
+from pamir.features.representation import take_rows
+from pamir.models.pamir import PAMIR
+from pamir.protocol import Protocol
+from pamir.text.words import idf as idf_weights
+from pamir.text.words import text_vectors
+from pamir.training.race import default_point, fit_workers, guarded_choice
+from pamir.training.selection import validation_queries
 
 PICTURES = 700
 RULES = ("argmax", "default", "guarded")

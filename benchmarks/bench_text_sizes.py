@@ -42,13 +42,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Run, checkout_commit, report_cli, report_head, save_report,  # noqa: E402
-                    warm_up_pictures)
+from common.harness import Run, checkout_commit, report_cli, report_head, save_report
+from common.latency import warm_up_pictures
 
-from pamir.data import DataError, find_corel5k  # noqa: E402
-from pamir.facts.fact import fold  # noqa: E402
-from pamir.facts.ocr import OcrSettings, TextReader, text_facts  # noqa: E402
+from pamir.data import DataError, find_corel5k
+from pamir.facts.fact import fold
+from pamir.facts.ocr import OcrSettings, TextReader, text_facts
 
 STEM = "text_sizes"
 PICTURE = (1024, 683)

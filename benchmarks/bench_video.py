@@ -25,15 +25,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, report_cli, report_head, save_report, write_video  # noqa: E402
+from common.harness import Run, report_cli, report_head, save_report
+from common.videos import write_video
 
-from pamir.data import find_corel5k  # noqa: E402
-from pamir.facts.video import read_video  # noqa: E402
+from pamir.data import find_corel5k
+from pamir.facts.video import read_video
 
 COREL = find_corel5k() / "images"  # $PAMIR_COREL5K in a worktree
 STEM = "video_read"
@@ -152,7 +151,7 @@ def report(r: dict) -> str:
              f"One {v['seconds']} s {v['size']} {v['fps']} fps video, {v['codec']}, a keyframe "
              f"every {v['keyframe_every_s']:g} s, {v['megabytes']} MB, made of six Corel "
              "pictures of CD 1000 with a camera's pan, zoom and noise "
-             "(benchmarks/video_making.py).\n",
+             "(benchmarks/common/videos.py, write_video).\n",
              "| reading its frames (RGB at 1080p) | seconds | frames |", "|---|---:|---:|"]
     for name, x in r["read"].items():
         lines.append(f"| {name} | {x['seconds']:.2f} | {x['frames']} |")

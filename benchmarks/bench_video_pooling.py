@@ -15,15 +15,14 @@ by their max-pooled and by their mean-pooled rows. Results: results/video_poolin
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, report_cli, report_head, save_report, write_video  # noqa: E402
+from common.harness import Run, report_cli, report_head, save_report
+from common.videos import write_video
 
-from pamir.data import find_corel5k  # noqa: E402
+from pamir.data import find_corel5k
 
 COREL = find_corel5k()  # $PAMIR_COREL5K in a worktree
 STEM = "video_pooling"

@@ -18,22 +18,20 @@ seconds, as recorded when it was made. Results: results/visterm_codebook.json an
 from __future__ import annotations
 
 import json
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, parser, report_head, save_report  # noqa: E402
+from common.harness import Run, parser, report_head, save_report
 
-from pamir import config  # noqa: E402
-from pamir.data import load_collection  # noqa: E402
-from pamir.features import FeatureSettings  # noqa: E402
-from pamir.features.collection import collection_features  # noqa: E402
-from pamir.features.representation import take_rows  # noqa: E402
-from pamir.models.pamir import PAMIR  # noqa: E402
-from pamir.protocol import Protocol  # noqa: E402
-from pamir.training import collection_inputs  # noqa: E402
+from pamir import config
+from pamir.data import load_collection
+from pamir.features import FeatureSettings
+from pamir.features.collection import collection_features
+from pamir.features.representation import take_rows
+from pamir.models.pamir import PAMIR
+from pamir.protocol import Protocol
+from pamir.training import collection_inputs
 
 WIDE = "cnn+cnn-lite1+cnn-lite2+visterms"
 #: (k-means iterations, most blocks sampled): the default first

@@ -43,8 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from common import (RESULTS, SUMMARY, Run, query_matrix, query_metrics, report_cli, report_head,
-                    save_report, through_index, word_scores)
+from common.corel import query_matrix, query_metrics, through_index, word_scores
+from common.harness import RESULTS, SUMMARY, Run, report_cli, report_head, save_report
 
 from pamir import config
 from pamir.features.cnn import CNNRepresentation, CNNSettings

@@ -27,10 +27,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageEnhance
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, report_cli, report_head, save_report  # noqa: E402
+from common.harness import Run, report_cli, report_head, save_report
 
-from pamir.data import find_corel5k  # noqa: E402
+from pamir.data import find_corel5k
 
 STEM = "duplicates"
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / f"{STEM}.json"

@@ -63,11 +63,11 @@ from pamir.data import find_corel5k
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(ROOT / "tests"))
 import media  # noqa: E402 - tests/media.py: the one home of the camera-like writers
-from common import (RESULTS, Run, run_watched, archive, parser, report_head, rerender,  # noqa: E402
-                    save_report)
+from common.harness import (RESULTS, Run, archive, parser, report_head, rerender,  # noqa: E402
+                            save_report)
+from common.latency import run_watched  # noqa: E402
 
 OLD = "96353846"  # main before issue 44
 

@@ -10,8 +10,14 @@
 # files of PAMIR, kernel PAMIR, PLSA, SVM and BBNN (results/perquery/) feed the comparison
 # tables that bench_compare.py writes last. Each script takes the heavy-job lock so that two
 # benchmarks never share the cores.
+#
+# Each script runs from the checkout's root as `python benchmarks/NAME.py`, the command its
+# results name: Python puts benchmarks/ first on the path, where the scripts find what they
+# share (benchmarks/common/, a module a concern). PYTHONPATH names this checkout, so that its
+# pamir is the one measured (and the `pamir` lines below run it) whichever one is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 run() {
     echo "=== $(date -u +%H:%M:%S) python $*"

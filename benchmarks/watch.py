@@ -30,11 +30,10 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Run, report_cli, report_head, save_report  # noqa: E402
+from common.harness import Run, report_cli, report_head, save_report
 
-from pamir.data import find_corel5k  # noqa: E402
-from pamir.index import Index  # noqa: E402
+from pamir.data import find_corel5k
+from pamir.index import Index
 
 ROOT = Path(__file__).resolve().parent.parent
 STEM = "watch"

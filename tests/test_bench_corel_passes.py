@@ -26,7 +26,7 @@ def bench():
 
 def test_a_watched_command_counts_a_grandchilds_memory(bench, tmp_path):
     """The index's passes run in worker processes: their memory is the tree's, not the
-    parent's alone (benchmarks/common.run_watched, which both index benchmarks use)."""
+    parent's alone (benchmarks/common.latency.run_watched, which both index benchmarks use)."""
     pytest.importorskip("psutil")
     code = ("import subprocess, sys; print('out'); subprocess.run([sys.executable, '-c', "
             "'import time; b = bytearray(120 * 2**20); time.sleep(1.5)'])")

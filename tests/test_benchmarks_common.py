@@ -1,22 +1,35 @@
-"""benchmarks/common.py's report plumbing: the head of a report reads every form of run a
-committed results file stores (so that --report-only re-renders old results unchanged),
-and --report-only / save_report write the files they name."""
+"""benchmarks/common/harness.py's report plumbing: the head of a report reads every form of
+run a committed results file stores (so that --report-only re-renders old results
+unchanged), and --report-only / save_report write the files they name. And every module
+of benchmarks/common/ imports, as a benchmark imports it."""
 
-import importlib.util
+import importlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-COMMON = Path(__file__).resolve().parent.parent / "benchmarks" / "common.py"
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def common():
-    spec = importlib.util.spec_from_file_location("benchmarks_common", COMMON)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/common/harness.py, imported as a benchmark imports it (benchmarks/ first on
+    the path, as Python puts a script's folder)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("common.harness")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_every_shared_module_imports_as_a_benchmark_imports_it():
+    modules = sorted(p.stem for p in (BENCH / "common").glob("*.py") if p.stem != "__init__")
+    code = "; ".join(f"import common.{m}" for m in modules)
+    r = subprocess.run([sys.executable, "-c", code], cwd=BENCH, capture_output=True, text=True)
+    assert len(modules) >= 6 and r.returncode == 0, r.stderr
 
 
 RUN = {"command": "python benchmarks/bench_x.py --quick", "machine": "AMD EPYC, 2 cores",

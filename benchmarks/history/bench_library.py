@@ -27,10 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-# a one-off comparison against older commits (benchmarks/history/): common.py is one up
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# a one-off comparison against older commits (benchmarks/history/): what the benchmarks
+# share, benchmarks/common/, is one folder up, where Python does not look for it
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import RESULTS, Run, archive, corel5k_folder, parser, report_head  # noqa: E402
+from common.harness import RESULTS, Run, archive, corel5k_folder, parser, report_head
 
 ROOT = Path(__file__).resolve().parents[2]
 BRANCH_POINT = "51034fd"

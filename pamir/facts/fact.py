@@ -7,37 +7,32 @@ a fact ranks above pictures that only look like the word (pamir.index.reading), 
 grammar's `tag:`, `place:`, `text:`, `person:` and `camera:` filter on one kind
 (pamir.text.query).
 
-This module is the one home of what a fact is and of how its words are written (`fold`), so
-that a query word and a stored fact meet whatever the case and accents ("reykjavik" finds
-Reykjavík). Producers turn what they read into Facts: the catalogue stores them per picture
-and kind (pamir.index.catalog), the index's sync writes them when a picture is read.
+This module is the one home of what a fact is. Its words are written as a query's are
+(`fold`, pamir.text.words', named here too), so that a query word and a stored fact meet
+whatever the case and accents ("reykjavik" finds Reykjavík). Producers turn what they read
+into Facts: the catalogue stores them per picture and kind (pamir.index.catalog), the index's
+sync writes them when a picture is read. Which grammar key narrows to which kind is the
+grammar's (pamir.text.query.FILTER_KEYS).
 """
 
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from dataclasses import dataclass
+
+from ..text.words import fold
 
 #: The kinds of facts, in the order a picture's facts are shown.
 KINDS = ("keyword", "place", "text", "person", "camera")
 #: The kinds read from a picture's files with its metadata (pamir.facts.metadata), written again
 #: whenever they are read (a sidecar's change included).
 FILE_KINDS = ("place", "camera")
-#: The grammar's filter keys and the kind each narrows to.
-FILTER_KEYS = {"tag": "keyword", "keyword": "keyword", "place": "place", "text": "text",
-               "person": "person", "camera": "camera"}
-
 #: The kinds of facts that name someone or somewhere (or a camera) rather than say what a
 #: picture shows: a query word held only as one of these is not also searched by its look
 #: (ImageNet's classes, the embedding's nearest words): "isolde" is a person, not an
 #: echidna; "kyoto" a place, not a temple. A keyword and text read on a picture ("bakery",
 #: "tiger") are also looks, and keep them.
 NAME_KINDS = ("person", "place", "camera")
-
-_SPACES = re.compile(r"\s+")
-
 
 @dataclass(frozen=True)
 class Fact:
@@ -57,16 +52,6 @@ class Fact:
             raise ValueError(f"fact word {self.word!r}: write it folded ({fold(self.word)!r})")
         if not 0.0 <= float(self.confidence) <= 1.0:
             raise ValueError(f"fact confidence {self.confidence!r}: between 0 and 1")
-
-
-def fold(text: str) -> str:
-    """A word as facts and queries are matched: lower case, accents taken off (NFKD, then
-    the combining marks dropped), runs of spaces made one. "Reykjavík" -> "reykjavik",
-    "  São  Paulo " -> "sao paulo". Letters with no decomposition (ø, ł, ß) keep theirs,
-    casefolded."""
-    decomposed = unicodedata.normalize("NFKD", str(text))
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return _SPACES.sub(" ", bare.casefold()).strip()
 
 
 #: The order a place's words are shown in: "Kamigyō-ku, Kyoto, Kyoto, Japan".
@@ -112,5 +97,5 @@ def keyword_facts(caption) -> list[Fact]:
     return [Fact("keyword", w) for w in words if w]
 
 
-__all__ = ["FILE_KINDS", "FILTER_KEYS", "Fact", "KINDS", "NAME_KINDS", "camera_facts", "fold",
+__all__ = ["FILE_KINDS", "Fact", "KINDS", "NAME_KINDS", "camera_facts", "fold",
            "keyword_facts"]

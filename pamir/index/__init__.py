@@ -8,7 +8,8 @@ The package's rooms:
   home of the index's SQL: vocabulary, idf and model in `meta`, one row per picture, and its
   parts, one a concern: `catalog_facts` (facts and passes), `catalog_people` (faces, people,
   editors' decisions), `catalog_looks` (looks, groups of copies and bursts) and
-  `catalog_frames` (videos' frames), with `catalog_rows` (paths and text as stored).
+  `catalog_frames` (videos' frames), with `catalog_base` (the schema present, paths as
+  stored).
 - `scores`: the memory-mapped word-major score matrix, in shards, and which picture owns each
   column, with its jobs as members: `columns` (reserving, growing, writing), `scoring` (a
   query's scores; the top-k dispatch over `topk`'s numba kernels) and `compaction`

@@ -2,18 +2,19 @@
 the looks as arrays, the groups as pamir.duplicates.groups reads and writes them, and a
 search's hits with each group folded into one. The SQL is the catalogue's
 (pamir.index.catalog_looks); how pictures are compared is pamir.duplicates.looks', how they
-are grouped pamir.duplicates.grouping's.
+are grouped pamir.duplicates.grouping's. The index keeps the looks it is given and imports
+nothing of pamir.duplicates, which works over it (a layer above: docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..duplicates.looks import SIDE as _SIDE
 from .catalog_base import path_of
 
 if TYPE_CHECKING:
@@ -119,8 +120,10 @@ class Looks:
         with self._lock:
             rows = self._catalog.looks.current()
         n = len(rows)
+        # the side the looks were read at (pamir.duplicates.looks.SIDE), from their bytes
+        side = math.isqrt(len(rows[0][6]) // 3) if n else 0
         pixels = np.frombuffer(b"".join(r[6] for r in rows), np.uint8).reshape(
-            n, _SIDE, _SIDE, 3) if n else np.zeros((0, _SIDE, _SIDE, 3), np.uint8)
+            n, side, side, 3)
         return LookRows(np.array([r[0] for r in rows], np.int64), [path_of(r[1]) for r in rows],
                         [r[2] for r in rows], pixels,
                         np.array([(r[3], r[4]) for r in rows], np.int64).reshape(n, 2),

@@ -44,8 +44,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from ..facts.fact import FILTER_KEYS, fold
-from .words import STOP_WORDS, tokenize
+from .words import STOP_WORDS, fold, tokenize
 
 if TYPE_CHECKING:  # annotations only: the bridges load lazily
     from .bridge import Bridge
@@ -58,6 +57,9 @@ SORT_ORDERS = tuple(dict.fromkeys(SORTS.values()))
 FLOOR_KEYS = ("floor", "min")
 PROBABILITY_KEYS = ("p", "prob")
 FOLDER_KEYS = ("in", "folder")
+#: The grammar's filter keys and the kind of fact (pamir.facts.fact.KINDS) each narrows to.
+FILTER_KEYS = {"tag": "keyword", "keyword": "keyword", "place": "place", "text": "text",
+               "person": "person", "camera": "camera"}
 #: The filter on distance (pamir.facts.nearby): a (NEAR_KEY, "place or lat,lon [radius]") filter.
 NEAR_KEY = "near"
 #: The largest radius `near:` takes (a quarter of the Earth's circumference is far enough).

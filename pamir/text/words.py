@@ -10,8 +10,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
-
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +55,19 @@ def tokenize(text: str, stop_words: Iterable[str] | None = STOP_WORDS,
     return [w for w in (m.group(0).lower() for m in _TOKEN.finditer(text))
             if len(w) >= min_length and w not in stop]
 
+
+_SPACES = re.compile(r"\s+")
+
+
+def fold(text: str) -> str:
+    """A word as facts and queries are matched (pamir.facts.fact, pamir.text.query): lower
+    case, accents taken off (NFKD, then the combining marks dropped), runs of spaces made one,
+    so that a query word and a stored fact meet whatever the case and accents ("reykjavik"
+    finds Reykjavík). "Reykjavík" -> "reykjavik", "  São  Paulo " -> "sao paulo". Letters with
+    no decomposition (ø, ł, ß) keep theirs, casefolded."""
+    decomposed = unicodedata.normalize("NFKD", str(text))
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _SPACES.sub(" ", bare.casefold()).strip()
 
 def split_keywords(text: str) -> list[str]:
     """Keywords separated by spaces, commas or semicolons, lower-cased, duplicates dropped."""
