@@ -178,7 +178,7 @@ def measure(args) -> dict:
 
     r = {**run.info(), "processor": processor(),
          "folder": {"tagged": captioned, "untagged": uncaptioned},
-         "old": archive(args.old, work / "old-src"), "sides": {}}
+         "old": archive(args.old, work / "old-src"), "sides": {}, "settings": settings()}
     trees = {"old": work / "old-src", "new": Path(__file__).resolve().parents[1]}
     for name, src in trees.items():
         side = index_side(src, folder, work, name)
@@ -215,6 +215,15 @@ def measure(args) -> dict:
         r["sides"]["fitted"] = side
     r["minutes"] = run.minutes()
     return r
+
+
+def settings() -> dict:
+    """The folder look's numbers that set its cost and its calibration (their one home:
+    pamir.zeroshot.folder)."""
+    from pamir.zeroshot import folder  # noqa: PLC0415
+
+    return {k: getattr(folder, k) for k in ("SMOOTH_K", "SMOOTH_WEIGHT", "MAX_HELD_OUT",
+                                            "CALIBRATION_QUERIES", "CALIBRATION_NEGATIVES")}
 
 
 def costs(trees: dict, work: Path, camera: int, library: Path | None = None) -> dict:
@@ -276,6 +285,9 @@ def report(r: dict) -> str:
     if "processor" in r:
         p = r["processor"]
         lines += [f"Processor flags: {', '.join(p['flags'])} (VNNI {p['vnni']})."]
+    if r.get("settings"):
+        lines += ["Folder look (pamir.zeroshot.folder): "
+                  + ", ".join(f"{k} {v:,}" for k, v in r["settings"].items()) + "."]
     names = {"old": f"main (`{r['old'][:10]}`): ImageNet's words alone",
              "new": "this tree: the folder's look (its neighbours, its keywords' words)",
              "fitted": "`pamir fit FOLDER`, then `pamir index MODEL FOLDER` (this tree)"}
@@ -364,7 +376,7 @@ def measure_costs(args) -> dict:
     shutil.rmtree(args.work / "old-src", ignore_errors=True)
     r = {**run.info(), "processor": processor(),
          "folder": {"tagged": captioned, "untagged": uncaptioned},
-         "old": archive(args.old, args.work / "old-src"), "sides": {}}
+         "old": archive(args.old, args.work / "old-src"), "sides": {}, "settings": settings()}
     trees = {"old": args.work / "old-src", "new": Path(__file__).resolve().parents[1]}
     r["costs"] = costs(trees, args.work, args.camera, folder)
     r["minutes"] = run.minutes()

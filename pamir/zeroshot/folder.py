@@ -76,11 +76,16 @@ VOTE_FLOOR = 1e-3
 MIN_LIFT = 2.0
 #: The most held-out tagged pictures the choices are made on (a seeded sample beyond).
 MAX_HELD_OUT = 3000
-#: The most of their queries the calibration is fitted on (a seeded sample beyond): its
-#: logistic over every (query, picture) pair took 44 of a refit's 51 s with 4,000 queries of
-#: 1,500 pictures here, for probabilities that 1,000 queries fit as well (benchmarks/results/
-#: folder_look.md).
-CALIBRATION_QUERIES = 1000
+#: The calibration (pamir.calibration.fit_calibration) is fitted on at most
+#: CALIBRATION_QUERIES of their queries (a seeded sample beyond), on every relevant (query,
+#: picture) pair and CALIBRATION_NEGATIVES of the others (a seeded sample, each weighing as
+#: many as it stands for). Every pair of 1,000 queries (a million pairs, 0.2% relevant) took
+#: 17-19 s of a refresh's 22-24 s on a library of 1,500 tagged pictures; 2,000 queries and
+#: 100,000 others take 1.3 s, for a log loss and calibration error over all 4,000 held-out
+#: queries within the seeds' spread of the full fit's (benchmarks/results/
+#: folder_calibration.md; the untagged pictures' figures in folder_look.md).
+CALIBRATION_QUERIES = 2000
+CALIBRATION_NEGATIVES = 100_000
 
 
 # ------------------------------------------------------------------------------ the views
@@ -256,7 +261,8 @@ def fit_folder_words(X: np.ndarray, captions: Sequence[Sequence[str]], P: np.nda
     try:
         few = queries.sample(CALIBRATION_QUERIES, seed)
         calibration = fit_calibration(mixed, few.vectors, _terms(few), few.relevance, Y_held,
-                                      seed=seed, info={"scored_by": "held-out tagged pictures"})
+                                      seed=seed, negatives=CALIBRATION_NEGATIVES,
+                                      info={"scored_by": "held-out tagged pictures"})
         choose_annotation_rule(calibration, mixed, Y_held, seed=seed)
     except ValueError as e:  # too few captions to fit one: raw scores, no probability
         held_out["calibration"] = str(e)
