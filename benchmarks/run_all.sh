@@ -63,9 +63,17 @@ run benchmarks/bench_dask.py --cnn-only            #   ... the CNN extraction of
 run benchmarks/bench_scale_training.py             # PAMIR trained from 1M pictures on disk
 run benchmarks/bench_reliability.py                # load, kills, hostile input (15 min)
 run benchmarks/bench_zero_caption.py                # search with no captions, and what captions add
+run benchmarks/bench_zero_caption.py --gap          #   ... why the chosen look scores less on test
 run benchmarks/bench_metadata.py                   # keywords from the files: fit FOLDER = fit TABLE
 run benchmarks/bench_knn.py                        # neighbours beside PAMIR: train only, README command, cost
 run benchmarks/bench_emoji.py                      # category words outside a model's captions
+run benchmarks/bench_emoji.py --zero-old 5fef65d   #   ... with no model: main before issue 54 and this
+                                                   #   tree side by side (emoji_zero.md)
+run benchmarks/bench_folder_look.py --old 5fef65d --fit   # a library with keywords and `pamir index`
+                                                   #   alone: old, new, fitted; the look's cost
+run benchmarks/bench_folder_look.py --old 5fef65d --costs-only   # the look's cost, the library too
+run benchmarks/bench_annotate_xmp.py --old 5fef65d --library-index /tmp/pamir-folder-look/index-new \
+    --library-folder /tmp/pamir-folder-look/folder-1500   # annotate --xmp with no model (after the above)
 run benchmarks/bench_facts.py                      # keywords as facts, searched with no model
 run benchmarks/bench_places.py                     # places from GPS: the district rule, P@k
 run benchmarks/bench_ocr.py                        # text in pictures: its cost, words read

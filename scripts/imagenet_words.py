@@ -21,7 +21,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "pamir" / "zeroshot" / "zeroshot" / "imagenet_words.tsv"
+OUT = Path(__file__).resolve().parents[1] / "pamir" / "zeroshot" / "imagenet_words.tsv"
 LICENCE = """\
 # Derived from WordNet 3.0 (https://wordnet.princeton.edu) by scripts/imagenet_words.py.
 # WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved.

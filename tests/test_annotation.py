@@ -16,6 +16,7 @@ from pamir.index import Index
 from pamir.server import create_app
 from pamir.jobs.indexing import index_folders
 from pamir.jobs.workflow import WorkflowError, load_system
+from pamir.zeroshot.classes import Annotation
 
 
 @pytest.fixture(autouse=True)
@@ -122,10 +123,24 @@ def test_a_model_of_another_vocabulary_is_refused(tiny_system, tmp_path):
 def test_keywords_of_rows_adds_imagenet_words_the_model_did_not_give():
     Z = np.array([[0.1, 0.9, 0.5]], np.float32)
     P = np.zeros((1, 1000))
-    P[0, 340] = 1.0  # ImageNet class 340: zebra
-    [records] = keywords_of_rows(Z, ["red", "zebra", "grass"], None, P, k=2)
-    assert words(records)[:2] == ["zebra", "grass"]
+    P[0, 281] = 1.0  # ImageNet class 281: tabby cat
+    [records] = keywords_of_rows(Z, ["red", "tabby", "grass"], None, P, k=2)
+    assert words(records)[:2] == ["tabby", "grass"]
     assert all(r.get("source") == "imagenet" for r in records[2:]) and records[2:]
-    assert "zebra" not in words(records[2:])  # the model gave it already
-    assert keyword_records([("sky", 0.5, None)], [("sky", 0.9)]) == [{"word": "sky",
-                                                                     "score": 0.5}]
+    assert words(records[2:]) == ["cat"]  # the model gave "tabby" already
+    assert records[2]["classes"] == 7 and records[2]["probability"] > 0.99
+    sky = Annotation("sky", 0.9, 0.9, 1)
+    assert keyword_records([("sky", 0.5, None)], [sky]) == [{"word": "sky", "score": 0.5}]
+
+
+def test_with_no_model_the_surer_of_a_folder_word_and_imagenets_speaks():
+    bear, sky = Annotation("bear", 0.8, 0.8, 1), Annotation("sky", 0.3, 0.3, 1)
+    best = [("bear", 2.0, 0.4), ("sky", 1.5, 0.6)]
+    # a fitted model's words stand for themselves
+    assert [r.get("source") for r in keyword_records(best, [bear, sky])] == [None, None]
+    # the folder's own words (no model): ImageNet's surer "bear" is kept, the folder's "sky"
+    records = keyword_records(best, [bear, sky], surer=True)
+    assert [(r["word"], r["probability"], r.get("source")) for r in records] == \
+        [("bear", 0.8, "imagenet"), ("sky", 0.6, None)]
+
+

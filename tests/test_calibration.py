@@ -92,6 +92,22 @@ def test_calibrated_on_held_out_pictures(fitted):
     assert expected_calibration_error(flat.probabilities(Q, terms, S), R.toarray())[0] > ece
 
 
+def test_a_sample_of_the_non_relevant_pairs_weighted_stays_calibrated():
+    """Every relevant pair and a fifth of the others, each weighing five: the probabilities
+    hold on another draw as the full fit's do (unweighted, they would be about five times
+    too high for the non-relevant pairs' share)."""
+    Z, Y = synthetic()
+    terms, Q, R = queries_of(Y)
+    off = R.shape[0] * R.shape[1] - R.nnz
+    cal = fit_calibration(Z, Q, terms, R, sp.csr_matrix(Y), negatives=off // 5)
+    assert cal.info["pairs"] == R.nnz + off // 5 and cal.info["positives"] == R.nnz
+    Z, Y = synthetic(seed=1)
+    terms, Q, R = queries_of(Y)
+    P = cal.probabilities(Q, terms, np.asarray(Q @ Z.T.astype(np.float64)))
+    assert expected_calibration_error(P, R.toarray())[0] < 0.03
+    assert P.mean() == pytest.approx(R.toarray().mean(), rel=0.2)
+
+
 def test_saved_and_loaded_without_pickle(fitted, tmp_path):
     cal, Z, _ = fitted
     cal.annotation_rule, cal.thresholds = "per-word thresholds", np.linspace(0.2, 0.7, cal.T)

@@ -136,7 +136,10 @@ def test_a_bare_folder_is_searched_and_annotated_with_no_model(packaged, tmp_pat
     assert r.exit_code == 2 and "ImageNet" in r.output
     r = run("annotate", packaged / "chelsea.png", "--json")
     words = json.loads(r.stdout)["keywords"]
-    assert {"cat", "feline"} <= {w["word"] for w in words}
+    # the words a person uses: its class and "cat", not the distant "feline" (whose word the
+    # classes' descriptions hardly use: pamir.zeroshot.classes.NAMED_SHARE)
+    assert {"egyptian cat", "cat"} <= {w["word"] for w in words}
+    assert "feline" not in {w["word"] for w in words}
     assert all(w["source"] == "imagenet" and 0 < w["probability"] <= 1 for w in words)
     check_the_server(ix, packaged / "chelsea.png", words)
 
@@ -282,3 +285,23 @@ def test_damaged_shipped_embeddings_are_not_used(tmp_path, monkeypatch):
         assert zeroshot.packaged_class_embeddings() is None
     finally:
         zeroshot.packaged_class_embeddings.cache_clear()
+
+
+def test_annotate_xmp_with_no_model_writes_the_words_likely_enough_and_says_why(packaged,
+                                                                              tmp_path):
+    """`pamir annotate --xmp` with no model: ImageNet's words whose calibrated probability
+    reaches 0.6 go under `pamir|`, each with why; a picture with none says so."""
+    from pamir.facts.metadata import read_metadata
+
+    cat, rocket = packaged / "chelsea.png", packaged / "rocket.png"
+    r = run("annotate", cat, rocket, "--xmp", "--index", tmp_path / "none")
+    said = [x.strip() for x in r.output.splitlines() if x.strip().startswith("XMP:")]
+    assert any(" cat (0." in x and "a word of 7 ImageNet classes" in x for x in said)
+    assert any("no word written: none reaches probability 0.6" in x for x in said)  # rocket
+    xmp = (packaged / "chelsea.png.xmp").read_text()
+    assert "pamir|cat" in xmp and "feline" not in xmp
+    assert not (packaged / "rocket.png.xmp").exists()
+    # pamir's own words are never read back as the person's
+    assert read_metadata(cat).caption is None
+    body = json.loads(run("annotate", cat, "--xmp", "--json", "--index", tmp_path / "none").stdout)
+    assert "cat" in body["xmp_words"]

@@ -85,23 +85,25 @@ def floor_of(p: float, a: float, b: float, ceiling: float = 1.0) -> float:
     return float((np.log(r / (1 - r)) - b) / a)
 
 
-def _fit_with_ceiling(X: np.ndarray, y: np.ndarray, w: np.ndarray, b: float
-                      ) -> tuple[np.ndarray, float, float]:
-    """(w, b, ceiling) maximising the likelihood of P = ceiling x sigmoid(X w + b), from
-    a plain logistic's (w, b); the L2 penalty of sklearn's C = 1 on w."""
+def _fit_with_ceiling(X: np.ndarray, y: np.ndarray, w: np.ndarray, b: float,
+                      weight: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+    """(w, b, ceiling) maximising the likelihood of P = ceiling x sigmoid(X w + b), each
+    pair weighing `weight` (1 by default), from a plain logistic's (w, b); the L2 penalty of
+    sklearn's C = 1 on w."""
     from scipy.optimize import minimize  # noqa: PLC0415
 
     yf = y.astype(np.float64)
+    m = np.ones(len(yf)) if weight is None else np.asarray(weight, np.float64)
 
     def loss(theta):
         w_, b_, g = theta[:-2], theta[-2], theta[-1]
         c = _sigmoid(g)
         s = _sigmoid(X @ w_ + b_)
         p = np.clip(c * s, 1e-12, 1 - 1e-12)
-        dp = -yf / p + (1 - yf) / (1 - p)  # d loss / d p
+        dp = m * (-yf / p + (1 - yf) / (1 - p))  # d loss / d p
         du = dp * c * s * (1 - s)
         grad = np.concatenate([X.T @ du + w_, [du.sum(), (dp * s).sum() * c * (1 - c)]])
-        value = -(yf * np.log(p) + (1 - yf) * np.log(1 - p)).sum() + 0.5 * w_ @ w_
+        value = -(m * (yf * np.log(p) + (1 - yf) * np.log(1 - p))).sum() + 0.5 * w_ @ w_
         return value, grad
 
     start = np.concatenate([w, [b, 4.0]])  # ceiling 0.98 to start
@@ -311,8 +313,8 @@ def word_pictures(Y: sp.spmatrix) -> list[np.ndarray]:
 def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Sequence[int]],
                     relevance: sp.spmatrix, Y_train: sp.spmatrix, *, Z_scored=None,
                     seed: int = 0, info: dict | None = None,
-                    features: Sequence[str] = FEATURES, ceiling: bool = CEILING
-                    ) -> Calibration:
+                    features: Sequence[str] = FEATURES, ceiling: bool = CEILING,
+                    negatives: int | None = None) -> Calibration:
     """Fit the shared logistic on every (query, picture) pair of a query set.
 
     Z_reference: (n x T) text-space vectors of the reference pictures (validation), which
@@ -322,7 +324,11 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     their word indices `terms`; relevance: (n_queries x n) 0/1; Y_train: training captions
     (n_train x T presence), for the priors. features: those of FEATURES the logistic
     reads (the others weigh 0); without the interaction where it would make the slope
-    negative at some prior. ceiling: fit the highest probability too (Calibration)."""
+    negative at some prior. ceiling: fit the highest probability too (Calibration).
+    negatives: the most non-relevant pairs fitted on (None: all): every relevant pair is
+    kept, and a seeded sample of the others, each weighing as many as it stands for, so
+    that the likelihood, and so the probabilities, are those of every pair in expectation
+    (case-control sampling: the relevant pairs are the few that carry the information)."""
     import scipy.sparse as sp  # noqa: PLC0415
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415: fitting only
 
@@ -343,16 +349,23 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     if y.all() or not y.any():
         raise ValueError("calibration: the validation queries need relevant and non-relevant "
                          "pictures both")
+    weight = np.ones(len(y))
+    if negatives is not None and (~y).sum() > negatives:
+        off = np.flatnonzero(~y)
+        keep = np.sort(np.concatenate([np.flatnonzero(y),
+                                       rng.choice(off, negatives, replace=False)]))
+        X, y = X[keep], y[keep]
+        weight = np.where(y, 1.0, len(off) / negatives)
     if len(y) > MAX_PAIRS:
         keep = rng.choice(len(y), MAX_PAIRS, replace=False)
-        X, y = X[keep], y[keep]
+        X, y, weight = X[keep], y[keep], weight[keep]
     used = [FEATURES.index(f) for f in features]
     for cols in (used, [c for c in used if c != 3]):
         # C = 1: it shrinks the coefficients only where the pairs are few (a small collection)
-        lr = LogisticRegression(max_iter=1000).fit(X[:, cols], y)
+        lr = LogisticRegression(max_iter=1000).fit(X[:, cols], y, sample_weight=weight)
         w, b, top = lr.coef_.ravel(), float(lr.intercept_[0]), 1.0
         if ceiling:
-            w, b, top = _fit_with_ceiling(X[:, cols], y, w, b)
+            w, b, top = _fit_with_ceiling(X[:, cols], y, w, b, weight)
         coef = np.zeros(len(FEATURES))
         coef[cols] = w
         try:

@@ -34,10 +34,12 @@ def annotate_command(
                                "enough)"),
     sidecar: bool = typer.Option(False, help="write PICTURE.txt beside each picture (never "
                                              "over a file pamir did not write)"),
-    xmp: bool = typer.Option(False, "--xmp", help="write the words likely enough, the named "
-                             "faces and the place into each picture's XMP sidecar, which "
-                             "digiKam, darktable, Lightroom and Immich read (merged: the "
-                             "sidecar's other fields kept; docs/usage.md, \"Writing back\")"),
+    xmp: bool = typer.Option(False, "--xmp", help="write the words likely enough (a "
+                             "probability of 0.6 or more, $PAMIR_XMP_PROBABILITY; with no "
+                             "model, ImageNet's words and the folder's own), the named faces "
+                             "and the place into each picture's XMP sidecar, which digiKam, "
+                             "darktable, Lightroom and Immich read (merged: the sidecar's "
+                             "other fields kept; docs/usage.md, \"Writing back\")"),
     xmp_name: str = typer.Option(None, "--xmp-name", envvar="PAMIR_XMP_SIDECAR",
                                  help="which sidecar: NAME.EXT.xmp (digiKam, darktable, "
                                       "Immich), NAME.xmp (Lightroom, Immich) or both; "
@@ -48,9 +50,10 @@ def annotate_command(
                                    "words read on it [default: the default index, if any]"),
 ):
     """The words that best describe each picture, with their scores and calibrated
-    probabilities; beside them, ImageNet's words (marked) whose classes hold a good share
-    of the classifier's probability; and for a picture the index holds, where it was taken
-    and the words read on it (marked "(place)", "(text)")."""
+    probabilities; beside them, ImageNet's words (marked), each with the probability that a
+    person's caption has it; and for a picture the index holds, where it was taken and the
+    words read on it (marked "(place)", "(text)"). With no model, a picture of an index whose
+    folder's pictures carry keywords gets the folder's words too (`pamir index` learns them)."""
     if not product.is_model(model):
         model, pictures = None, [model, *(pictures or [])]
     missing = [p for p in pictures if not p.is_file()]
@@ -61,13 +64,22 @@ def annotate_command(
     if not pictures:
         fail("no picture to annotate")
     if xmp:  # pamir.jobs.sidecars only where asked: every command's start imports this module
-        from ..jobs.sidecars import known_of_pictures, write_xmp  # noqa: PLC0415
+        from ..jobs.sidecars import known_of_pictures, word_probability  # noqa: PLC0415
 
         check_sidecar_name(xmp_name)
+        try:
+            threshold = word_probability()
+        except ValueError as e:
+            fail(str(e))
     system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else product.load_system(model)
     with _facts_index(index_dir) as index:
+        if model is None and index is not None:  # the folder's own words, where it has some
+            from ..jobs.folder_look import attach  # noqa: PLC0415
+
+            attach(system, index, writable=False)
         keywords, ok, reasons = annotate_pictures(system, pictures, k, index=index)
-        known = known_of_pictures(pictures, keywords, index) if xmp else None
+        known = (known_of_pictures(pictures, keywords, index, threshold,
+                                   imagenet=model is None) if xmp else None)
     failed = len(missing)
     for i, (path, good, reason, words) in enumerate(zip(pictures, ok, reasons, keywords)):
         if not good:
@@ -75,27 +87,42 @@ def annotate_command(
             console.print(f"[yellow]skipped[/yellow] {path}: {reason or 'could not be read'}",
                           markup=True)
             continue
-        note = ""
-        if sidecar:
-            # the words pictures are described by; their place and text they hold already
-            written, why = write_sidecar(path, [w["word"] for w in words
-                                                if w.get("source") not in ("place", "text")])
-            note = why
-        sidecars = write_xmp(path, known[i], xmp_name) if xmp else []
-        if as_json:
-            print(json.dumps({"path": str(path), "keywords": words,
-                              **({"sidecar": note} if sidecar else {}),
-                              **({"xmp": dict(sidecars)} if xmp else {})}))
-        else:
-            print(f"{path}\t{_annotation_line(words)}")
-            if note and not note.startswith("wrote"):
-                console.print(f"[yellow]{note}[/yellow]", markup=True)
-            for target, what in sidecars:
-                if what not in ("written", "unchanged", "nothing"):
-                    console.print(f"[yellow]{escape(target)}: {escape(what)}[/yellow]",
-                                  markup=True)
+        _write_and_say(path, words, known[i] if xmp else None, sidecar=sidecar,
+                       xmp_name=xmp_name, threshold=threshold if xmp else None,
+                       as_json=as_json)
     if failed:
         raise typer.Exit(1)
+
+
+def _write_and_say(path: Path, words: list[dict], known, *, sidecar: bool, xmp_name,
+                   threshold, as_json: bool) -> None:
+    """One annotated picture: its sidecar files written (known: the XMP's words, None for no
+    --xmp) and what was written said, printed or as a JSON line."""
+    note = ""
+    if sidecar:
+        # the words pictures are described by; their place and text they hold already
+        _, note = write_sidecar(path, [w["word"] for w in words
+                                       if w.get("source") not in ("place", "text")])
+    if known is not None:
+        from ..jobs.sidecars import write_xmp  # noqa: PLC0415
+
+        sidecars = write_xmp(path, known, xmp_name)
+    else:
+        sidecars = []
+    if as_json:
+        print(json.dumps({"path": str(path), "keywords": words,
+                          **({"sidecar": note} if sidecar else {}),
+                          **({"xmp": dict(sidecars), "xmp_words": known.words}
+                             if known is not None else {})}))
+        return
+    print(f"{path}\t{_annotation_line(words)}")
+    if note and not note.startswith("wrote"):
+        console.print(f"[yellow]{note}[/yellow]", markup=True)
+    if known is not None:
+        console.print(f"  {escape(_written_line(known.words, words, threshold))}", markup=True)
+    for target, what in sidecars:
+        if what not in ("written", "unchanged", "nothing"):
+            console.print(f"[yellow]{escape(target)}: {escape(what)}[/yellow]", markup=True)
 
 
 @contextlib.contextmanager
@@ -133,6 +160,31 @@ def _annotation_line(words: list[dict]) -> str:
                       if w.get("source") in ("place", "text"))
     return "  ".join(x for x in (own, f"[ImageNet] {more}" if more else "", facts) if x) or \
         "(no word: the classifier is unsure of this picture)"
+
+
+def _written_line(written: list[str], words: list[dict], threshold: float) -> str:
+    """What `--xmp` wrote of a picture's words and why: "XMP: tiger (0.83, its ImageNet
+    class), cat (0.71, a word of 7 ImageNet classes, mass 0.64)", or why it wrote none."""
+    by_word = {w["word"]: w for w in words if w.get("probability") is not None}
+    if written:
+        return "XMP: " + ", ".join(f"{w} ({_why(by_word[w])})" for w in written) + \
+            f"; the words of probability {threshold:g} or more"
+    sure = max(by_word.values(), key=lambda w: w["probability"], default=None)
+    if sure is None:
+        return ("XMP: no word written: no word of this picture has a probability (the "
+                "classifier is unsure of it, or the model has no calibration)")
+    return (f"XMP: no word written: none reaches probability {threshold:g} (the surest, "
+            f"{sure['word']}, has {sure['probability']:.2f})")
+
+
+def _why(record: dict) -> str:
+    """"0.83, its ImageNet class": a written word's probability and where it comes from."""
+    p = f"{record['probability']:.2f}"
+    if record.get("source") != "imagenet":
+        return f"{p}, a word of this folder's or model's captions"
+    if record.get("classes") == 1:
+        return f"{p}, its ImageNet class"
+    return f"{p}, a word of {record.get('classes')} ImageNet classes, mass {record['mass']:.2f}"
 
 
 def register(app: typer.Typer) -> None:

@@ -56,6 +56,9 @@ CATALOG = "catalog.sqlite"
 WRITER_LOCK = ".writer.lock"
 #: The server's thumbnail cache, inside the index folder.
 THUMBNAILS = "thumbnails"
+#: A bare folder's own look (pamir.zeroshot.folder: its neighbours, its keywords' words), a
+#: folder of its own that `Index.destroy` deletes with the index.
+FOLDER_LOOK = "folder-look"
 #: How far a running `pamir index` is, pass by pass (pamir.index.progress_record).
 PROGRESS = "progress.json"
 #: A reader's copy of the (column, id) map of one committed state: columns-<commits>.npy

@@ -235,6 +235,8 @@ class IndexFolder:
             for p in layout.own_files(directory):
                 p.unlink()
             shutil.rmtree(directory / layout.THUMBNAILS, ignore_errors=True)
+            for p in (directory / layout.FOLDER_LOOK, *directory.glob(f".{layout.FOLDER_LOOK}.*")):
+                shutil.rmtree(p, ignore_errors=True)  # with what a killed save left beside it
             (directory / layout.WRITER_LOCK).unlink(missing_ok=True)
         if not any(directory.iterdir()):
             directory.rmdir()

@@ -26,6 +26,7 @@ from ..text.query import SORT_ORDERS, Query
 from . import class_topk, frames
 from .class_topk import class_part
 from .filters import Filters
+from .layout import FOLDER_LOOK
 from .lifecycle import STALE_TRIES
 from .queries import Hit, QueryError
 
@@ -136,8 +137,10 @@ class Searcher:
         model folder."""
         with self._lock:
             if self._calibration is False:
-                cal = load_calibration(self._folder.model_dir)
-                self._calibration = cal if cal is not None and cal.T <= self._folder.T else None
+                # a bare folder's index: its folder's words' (pamir.jobs.folder_look)
+                f = self._folder
+                cal = load_calibration(f.model_dir or f.directory / FOLDER_LOOK)
+                self._calibration = cal if cal is not None and cal.T <= f.T else None
             return self._calibration
 
     def relevance_line(self, q: Query) -> tuple[float, float] | None:

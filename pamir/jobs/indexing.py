@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import workflow
+from .folder_look import refresh as refresh_folder_look
 from ..index import BATCH_SIZE, Index
 
 logger = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ def run_index(job: IndexJob, *, system=None, fingerprint: str | None = None,
                                                                              client):
         try:
             report = _look(index, job, system, folders, transform, batch, client, record, say)
+            refresh_folder_look(index, system, say=say)  # a bare folder's own look
             if after_look is not None:
                 after_look(index)
             if job.text:

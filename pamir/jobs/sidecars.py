@@ -4,7 +4,9 @@ read, never in the picture itself (`pamir annotate --xmp`, `pamir index --write-
 What is written (`Known`: `known_of_pictures` for `pamir annotate`, `write_index_sidecars`
 for an index's pictures):
 
-- pamir's words: the model's words whose calibrated probability reaches WORD_PROBABILITY, in
+- pamir's words: the model's words whose calibrated probability reaches WORD_PROBABILITY
+  (with no model, the folder's own words, pamir.zeroshot.folder, and ImageNet's words, whose
+  probability is calibrated on Corel 5k's captions: `confident_words`), in
   dc:subject and, under the parent keyword `pamir` (pamir.facts.metadata.GUESS_PARENT), in
   lr:hierarchicalSubject (`pamir|tiger`; digiKam:TagsList `pamir/tiger` where the sidecar
   has that field): digiKam and Lightroom show them under a keyword "pamir", apart from the
@@ -199,13 +201,17 @@ def _picture_geometry(picture: Path) -> tuple[int, tuple[int, int], tuple[int, i
 
 
 # ------------------------------------------------------------------------------ what is known
-def confident_words(keywords: list[dict], threshold: float | None = None) -> list[str]:
+def confident_words(keywords: list[dict], threshold: float | None = None, *,
+                    imagenet: bool = False) -> list[str]:
     """The model's words of a picture's keyword records (pamir.jobs.annotation.keyword_records)
-    whose calibrated probability reaches `threshold`; ImageNet's words and facts are not
-    among them (the first are not calibrated on the person's words, the second are facts),
-    nor words without a probability (a system with no calibration)."""
+    whose calibrated probability reaches `threshold`; with `imagenet` (no model: the
+    zero-caption system), ImageNet's words too, whose probability is calibrated on Corel
+    5k's captions (pamir.zeroshot.classes.ANNOTATION_LINE) where a model's words are
+    calibrated on the person's. Never facts (they are facts), nor words without a
+    probability (a system with no calibration)."""
     threshold = word_probability(threshold)
-    return [w["word"] for w in keywords if "source" not in w
+    sources = (None, "imagenet") if imagenet else (None,)
+    return [w["word"] for w in keywords if w.get("source") in sources
             and w.get("probability") is not None and w["probability"] >= threshold]
 
 
@@ -269,10 +275,11 @@ def people_names(index) -> dict[int, str]:
 
 
 def known_of_pictures(paths, keywords: list[list[dict]], index=None,
-                      threshold: float | None = None) -> list[Known]:
+                      threshold: float | None = None, *, imagenet: bool = False) -> list[Known]:
     """What `pamir annotate --xmp` writes of each picture: its words of `keywords`
-    (pamir.jobs.annotation.annotate_pictures') at `threshold`; with an `index` that holds it,
-    its named faces and place facts; else the place its GPS position names."""
+    (pamir.jobs.annotation.annotate_pictures') at `threshold` (ImageNet's too with
+    `imagenet`: `confident_words`); with an `index` that holds it, its named faces and place
+    facts; else the place its GPS position names."""
     from ..facts.metadata import read_metadata  # noqa: PLC0415
 
     names = people_names(index) if index is not None else {}
@@ -284,7 +291,7 @@ def known_of_pictures(paths, keywords: list[list[dict]], index=None,
                 place_fields(index.facts_of(picture_id))
         else:
             faces, place = [], position_place_fields(read_metadata(path).position)
-        out.append(Known(confident_words(records, threshold), faces, place))
+        out.append(Known(confident_words(records, threshold, imagenet=imagenet), faces, place))
     return out
 
 
@@ -323,14 +330,19 @@ def write_sidecars_of(index, folders=(), setting: str | None = None,
 
 def _index_words(index, pictures, threshold: float) -> list[list[str]]:
     """The words written of indexed pictures: their stored rows' words at `threshold`, a
-    batch at a time (the calibration reads its reference once a call)."""
+    batch at a time (the calibration reads its reference once a call); of a bare folder's
+    index (no model), ImageNet's words of its class rows too (`confident_words`)."""
+    from ..zeroshot.classes import is_zero_caption  # noqa: PLC0415
     from .annotation import keywords_of_rows  # noqa: PLC0415
 
-    if not index.vocabulary or index.calibration is None:
+    bare = is_zero_caption(index.model_fingerprint) and bool(index.classes)
+    if not bare and (not index.vocabulary or index.calibration is None):
         return [[] for _ in pictures]
-    Z = [index.vector(p.id)[:index.T] for p in pictures]
-    return [confident_words(records, threshold) for records in
-            keywords_of_rows(Z, index.vocabulary, index.calibration)]
+    rows = [index.vector(p.id, classes=bare) for p in pictures]
+    P = [r[index.T:] for r in rows] if bare else None
+    return [confident_words(records, threshold, imagenet=bare) for records in
+            keywords_of_rows([r[:index.T] for r in rows], index.vocabulary,
+                             index.calibration, P)]
 
 
 def _count(report: SidecarReport, results) -> None:

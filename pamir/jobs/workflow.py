@@ -24,7 +24,7 @@ import numpy as np
 from .. import config
 from ..index import BATCH_SIZE, Hit, Index, IndexDirError, model_fingerprint
 from ..index.place_pass import name_places
-from ..zeroshot.classes import is_zero_caption
+from ..zeroshot.classes import is_zero_caption, zero_caption_base
 
 logger = logging.getLogger(__name__)
 
@@ -94,14 +94,15 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
     if not Index.exists(index_dir):
         return Index.create(index_dir, vocabulary, idf, **new)
     index = Index.open(index_dir, writable=True)
-    if index.model_fingerprint != fingerprint and is_zero_caption(index.model_fingerprint):
+    built = zero_caption_base(index.model_fingerprint)  # its folder's look is the system's
+    if built != fingerprint and is_zero_caption(index.model_fingerprint):
         # a first model after searching with none: nothing of a person's is lost, and
         # the classifier's pooled vectors are in the feature cache
         index.close()
         say(f"{index_dir} answered with no captions so far: rebuilding it for "
             f"{model or 'the new zero-caption system'}")
         return Index.rebuild(index_dir, vocabulary, idf, **new)
-    if index.model_fingerprint != fingerprint:
+    if built != fingerprint:
         if (model is not None and index.model_dir == str(model.resolve())
                 and list(vocabulary[: index.T]) == index.vocabulary):
             # the same model folder has learnt since (`pamir learn`, feedback kept): bring
@@ -126,6 +127,10 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
                             "another --index")
     if model is not None and index.model_dir != str(model.resolve()):
         index.set_model(model, fingerprint)  # same model, moved
+    if model is None:  # the folder's own look, where it has one (pamir.jobs.folder_look)
+        from .folder_look import attach  # noqa: PLC0415
+
+        attach(system, index, say=say)
     return index
 
 
@@ -180,6 +185,10 @@ def update_index(index: Index, system, folders, transform=None, *, captions=None
         from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
 
         transform = index_transform(system, bool(index.classes))
+    if getattr(transform, "map_batches", None) is not None and len(system.vocabulary) != index.T:
+        # the workers' zero-caption system has no folder look (pamir.jobs.folder_look)
+        raise WorkflowError(f"{index.directory} answers with its folder's own words, which "
+                            "the Dask workers do not have: index it without --workers")
     report = index.update(folders, transform, captions=captions,
                           batch_size=batch_size or BATCH_SIZE, progress=progress)
     name_places(index)  # places named by an older rule: named again from their positions

@@ -22,6 +22,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import config
 from ..jobs.annotation import keywords_of_rows
+from ..jobs.folder_look import attach as attach_folder_look
 from ..calibration import LIKELY
 from ..features.images import ImageError, open_image
 from ..features.thumbnails import size_for, write_from_file
@@ -536,8 +537,12 @@ class _State:
 
     def require_system(self):
         with self._lock:
-            if self.system is None and is_zero_caption(self.index.model_fingerprint):
-                self.system = ZeroCaptionSystem(config.default_cache_dir())
+            if is_zero_caption(self.index.model_fingerprint) and (
+                    self.system is None or isinstance(self.system, ZeroCaptionSystem)
+                    and self.system.vocabulary != self.index.vocabulary):
+                # the folder's own words, as the index has them now (a watcher refits them)
+                self.system = self.system or ZeroCaptionSystem(config.default_cache_dir())
+                attach_folder_look(self.system, self.index, writable=False)
             if self.system is None:
                 if not self.model_available():
                     raise HTTPException(

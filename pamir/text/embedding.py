@@ -124,15 +124,19 @@ class Embedder:
         """(n, dim) float32, rows of unit length."""
         texts = [str(t) for t in texts]
         with self._lock:
-            todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            found = {t: self._cache[t] for t in texts if t in self._cache}
+            todo = list(dict.fromkeys(t for t in texts if t not in found))
             if todo:
                 E = self._encode(todo, batch_size)
+                found.update(zip(todo, np.asarray(E, dtype=np.float32)))
+                # the cache is cleared when full: this call's texts are answered from `found`
+                # (a text it held before a clear was a KeyError)
                 if len(self._cache) + len(todo) > WORD_CACHE_SIZE:
                     self._cache.clear()
-                self._cache.update(zip(todo, np.asarray(E, dtype=np.float32)))
+                self._cache.update((t, found[t]) for t in todo)
             if not texts:
                 return np.zeros((0, self.dim), dtype=np.float32)
-            return np.stack([self._cache[t] for t in texts])
+            return np.stack([found[t] for t in texts])
 
 
 #: The most an exported network's vector may differ from the torch model's (any coordinate of

@@ -92,9 +92,10 @@ def _classes_file(vocabulary) -> Path:
     """Where this machine keeps a vocabulary's classes (beside the class texts' embeddings):
     named by the vocabulary (and the embedding model) and the matching's settings."""
     from ..text.bridge import vocabulary_hash  # noqa: PLC0415
-    from ..zeroshot.classes import FLOOR, NEIGHBOURS, TEMPERATURE  # noqa: PLC0415
+    from ..zeroshot.classes import FLOOR, HUB_WEIGHT, NEIGHBOURS, TEMPERATURE  # noqa: PLC0415
 
-    key = f"{vocabulary_hash(list(vocabulary))}-{FLOOR:g}-{NEIGHBOURS}-{TEMPERATURE:g}"
+    key = (f"{vocabulary_hash(list(vocabulary))}-{FLOOR:g}-{NEIGHBOURS}-{TEMPERATURE:g}"
+           f"-hub{HUB_WEIGHT:g}")
     return config.default_cache_dir() / "class-words" / f"word-classes-{key}.npz"
 
 
