@@ -80,10 +80,10 @@ MAX_HELD_OUT = 3000
 #: CALIBRATION_QUERIES of their queries (a seeded sample beyond), on every relevant (query,
 #: picture) pair and CALIBRATION_NEGATIVES of the others (a seeded sample, each weighing as
 #: many as it stands for). Every pair of 1,000 queries (a million pairs, 0.2% relevant) took
-#: 17-19 s of a refresh's 22-24 s on a library of 1,500 tagged pictures; 2,000 queries and
-#: 100,000 others take 1.3 s, for a log loss and calibration error over all 4,000 held-out
-#: queries within the seeds' spread of the full fit's (benchmarks/results/
-#: folder_calibration.md; the untagged pictures' figures in folder_look.md).
+#: 17-19 s of a refresh's 22-24 s on a library of 1,500 tagged pictures (30-51 s on a loaded
+#: machine); 2,000 queries and 100,000 others take 1.3 s (3-4 s loaded), for a log loss and
+#: calibration error over all 4,000 held-out queries no worse than the full fit's
+#: (benchmarks/results/folder_calibration.md; the untagged pictures' in folder_look.md).
 CALIBRATION_QUERIES = 2000
 CALIBRATION_NEGATIVES = 100_000
 
