@@ -87,6 +87,15 @@ def photos(n: int) -> list[str]:
     return [str(p) for p in sorted(folder.glob("IMG_*.JPG"))[:n]]
 
 
+def cpu_flags() -> str:
+    """The vector instructions HOG and libjpeg may use on this CPU."""
+    try:
+        words = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return "flags unknown"
+    return " ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni") if f in words)
+
+
 def measure(src: Path, side: str, ahead: bool, paths: list[str]) -> dict:
     env = dict(os.environ, PYTHONPATH=str(src))
     out = subprocess.run([sys.executable, "-c", WORKER, side, "ahead" if ahead else "-",
@@ -107,6 +116,7 @@ def main(argv=None) -> None:
     from common.harness import Run, checkout_commit, report_head
 
     run = Run("profile_faces_pass.py", argv)
+    run.machine += f" ({cpu_flags()})"
     paths = photos(args.n)
     sides = [("old", args.old, "old", False), ("new", ROOT, "new", False),
              ("new, read ahead", ROOT, "new", True)]
