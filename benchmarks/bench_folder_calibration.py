@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common.harness import Run, report_cli, report_head, save_report  # noqa: E402
+from common.harness import Run, report_cli, report_head, save_report
 
 #: (queries, non-relevant pairs; None: all) of each setting.
 SETTINGS = ((1000, None), (1000, 100_000), (2000, 100_000), (4000, 100_000), (4000, 200_000))

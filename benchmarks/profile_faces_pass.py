@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where camera_roll.py builds its media (its WORK).
+CAMERA_ROLL = Path("/work/bench-data/camera_roll")
 RESULTS = ROOT / "benchmarks" / "results"
 STEM = "profile_faces_pass"
 
@@ -78,13 +80,13 @@ print(json.dumps({"seconds": T, "calls": calls, "faces": found}))
 
 
 def photos(n: int) -> list[str]:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import camera_roll
-
-    folder = camera_roll.WORK / "media" / "jpeg"
-    if len(list(folder.glob("IMG_*.JPG"))) < n:
-        camera_roll.build_jpegs(folder, max(n, 300))
-    return [str(p) for p in sorted(folder.glob("IMG_*.JPG"))[:n]]
+    """The camera roll's first n JPEGs (camera_roll.py --build-only makes them; no benchmark
+    imports another)."""
+    paths = sorted(str(p) for p in (CAMERA_ROLL / "media" / "jpeg").glob("IMG_*.JPG"))[:n]
+    if len(paths) < n:
+        sys.exit(f"{CAMERA_ROLL}: fewer than {n} JPEGs; run python benchmarks/camera_roll.py "
+                 "--build-only first")
+    return paths
 
 
 def cpu_flags() -> str:
@@ -112,8 +114,7 @@ def main(argv=None) -> None:
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from common.harness import Run, checkout_commit, report_head
+    from common.harness import Run, checkout_commit, report_head  # noqa: PLC0415
 
     run = Run("profile_faces_pass.py", argv)
     run.machine += f" ({cpu_flags()})"

@@ -72,6 +72,7 @@ run benchmarks/bench_emoji.py --zero-old 5fef65d   #   ... with no model: main b
 run benchmarks/bench_folder_look.py --old 5fef65d --fit   # a library with keywords and `pamir index`
                                                    #   alone: old, new, fitted; the look's cost
 run benchmarks/bench_folder_look.py --old 5fef65d --costs-only   # the look's cost, the library too
+run benchmarks/bench_folder_calibration.py --seeds 0 1   # the folder words' calibration: every pair or a sample
 run benchmarks/bench_annotate_xmp.py --old 5fef65d --library-index /tmp/pamir-folder-look/index-new \
     --library-folder /tmp/pamir-folder-look/folder-1500   # annotate --xmp with no model (after the above)
 run benchmarks/bench_facts.py                      # keywords as facts, searched with no model
@@ -98,6 +99,7 @@ run benchmarks/profile_passes.py --src /work/wt-base --old /work/wt-old96 \
     --stem profile_passes_before                   # where the time went before issue 52 (worktrees
                                                    #   of 45c8fc3 and 96353846)
 run benchmarks/profile_passes.py --old /work/wt-old96   # ... and now
+run benchmarks/profile_faces_pass.py --n 20 --repeats 2   # the faces pass alone, old and new, CPU a stage
 run benchmarks/duplicates.py --million --text-space # copies and bursts: per kind, hard negatives, scale
 # A cnn model of Corel 5k for the sidecars' word threshold and the videos' pooling.
 V=/work/bench-data/model-cnn
