@@ -75,6 +75,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(1, str(ROOT / "tests"))  # tests/media.py, as phone_library.py reads it
 import media  # noqa: E402 - tests/media.py: the one home of the camera-like writers
+from common.folders import built, mark_built  # noqa: E402
 from common.harness import Run, report_cli, report_head, save_report  # noqa: E402
 from common.latency import TreeMemory  # noqa: E402
 from common.videos import write_video  # noqa: E402
@@ -112,19 +113,7 @@ def when_and_where(i: int):
 
 
 def enlarged(path: Path, size, seed: int, grain: int = GRAIN) -> np.ndarray:
-    """A Corel picture at camera size (portrait kept portrait), with grain."""
-    from PIL import Image  # noqa: PLC0415
-
-    with Image.open(path) as im:
-        im = im.convert("RGB")
-        w, h = size if im.width >= im.height else size[::-1]
-        big = np.array(im.resize((w, h), Image.BICUBIC))
-    return media.with_grain(big, seed, grain)
-
-
-def _built(folder: Path, spec: dict) -> bool:
-    marker = folder / ".built.json"
-    return marker.is_file() and json.loads(marker.read_text()) == spec
+    return media.camera_size(path, size, seed, grain)
 
 
 def _write(path: Path, write) -> None:
@@ -137,7 +126,7 @@ def _write(path: Path, write) -> None:
 
 def build_jpegs(folder: Path, n: int, link_from: Path | None = None) -> Path:
     spec = {"kind": "jpeg", "size": list(JPEG_SIZE), "n": n, "grain": GRAIN}
-    if _built(folder, spec):
+    if built(folder, spec):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     pictures = corel_pictures()
@@ -151,7 +140,7 @@ def build_jpegs(folder: Path, n: int, link_from: Path | None = None) -> Path:
         _write(path, lambda tmp, i=i, taken=taken, place=place: media.jpeg(
             tmp, enlarged(pictures[(7 * i) % len(pictures)], JPEG_SIZE, i), taken=taken,
             position=place, quality=90))
-    (folder / ".built.json").write_text(json.dumps(spec))
+    mark_built(folder, spec)
     return folder
 
 
@@ -170,7 +159,7 @@ def iphone_heic(path: Path, rgb: np.ndarray, taken, place) -> Path:
 def build_heics(folder: Path, n: int) -> Path:
     spec = {"kind": "heic", "size": list(HEIC_SIZE), "n": n, "grain": HEIC_GRAIN,
             "quality": HEIC_QUALITY, "tile": HEIC_TILE, "thumbnail": HEIC_THUMBNAIL}
-    if _built(folder, spec):
+    if built(folder, spec):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     pictures = corel_pictures()
@@ -179,7 +168,7 @@ def build_heics(folder: Path, n: int) -> Path:
         _write(folder / f"IMG_{i:04d}.HEIC", lambda tmp, i=i, taken=taken, place=place:
                iphone_heic(tmp, enlarged(pictures[(7 * i + 3) % len(pictures)], HEIC_SIZE,
                                          10_000 + i, HEIC_GRAIN), taken, place))
-    (folder / ".built.json").write_text(json.dumps(spec))
+    mark_built(folder, spec)
     return folder
 
 
@@ -233,7 +222,7 @@ def with_words(rgb: np.ndarray, seed: int) -> np.ndarray:
 
 def build_marked(folder: Path, kind: str, n: int) -> Path:
     spec = {"kind": kind, "size": list(JPEG_SIZE), "n": n, "grain": GRAIN}
-    if _built(folder, spec):
+    if built(folder, spec):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     pictures = corel_pictures()
@@ -243,7 +232,7 @@ def build_marked(folder: Path, kind: str, n: int) -> Path:
         _write(folder / f"{kind}_{i:03d}.JPG", lambda tmp, i=i, seed=seed: media.jpeg(
             tmp, mark(enlarged(pictures[(7 * i + 5) % len(pictures)], JPEG_SIZE, seed),
                       seed), quality=90))
-    (folder / ".built.json").write_text(json.dumps(spec))
+    mark_built(folder, spec)
     return folder
 
 
@@ -252,7 +241,7 @@ def build_videos(folder: Path, n: int) -> Path:
     writes them: six Corel pictures filmed with a slow pan and zoom, ten seconds each
     (common.write_video)."""
     spec = {"kind": "video", "n": n, "seconds": 60, "bitrate": 12_000_000}
-    if _built(folder, spec):
+    if built(folder, spec):
         return folder
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -261,7 +250,7 @@ def build_videos(folder: Path, n: int) -> Path:
         shots = [pictures[(97 * i + 11 * k) % len(pictures)] for k in range(6)]
         _write(folder / f"VID_{i:04d}.mp4", lambda tmp, shots=shots: write_video(
             tmp, shots, seconds_each=10.0))
-    (folder / ".built.json").write_text(json.dumps(spec))
+    mark_built(folder, spec)
     return folder
 
 

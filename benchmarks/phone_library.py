@@ -65,6 +65,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(1, str(ROOT / "tests"))
 import media  # noqa: E402 - tests/media.py: the one home of the camera-like writers
+from common.folders import built, mark_built  # noqa: E402
 from common.harness import (RESULTS, Run, archive, parser, report_head, rerender,  # noqa: E402
                             save_report)
 from common.latency import run_watched  # noqa: E402
@@ -108,23 +109,7 @@ def when_and_where(i: int) -> tuple[datetime, tuple[float, float]]:
 
 
 def enlarged(path: Path, size: tuple[int, int], seed: int) -> np.ndarray:
-    """A Corel picture at camera size (portrait kept portrait), with grain."""
-    from PIL import Image  # noqa: PLC0415
-
-    with Image.open(path) as im:
-        im = im.convert("RGB")
-        w, h = size if im.width >= im.height else size[::-1]
-        big = np.array(im.resize((w, h), Image.BICUBIC))
-    return media.with_grain(big, seed, GRAIN)
-
-
-def built(folder: Path, spec: dict) -> bool:
-    marker = folder / ".built.json"
-    return marker.is_file() and json.loads(marker.read_text()) == spec
-
-
-def mark_built(folder: Path, spec: dict) -> None:
-    (folder / ".built.json").write_text(json.dumps(spec))
+    return media.camera_size(path, size, seed, GRAIN)
 
 
 def build_photos(folder: Path, kind: str, size, n: int, first: int) -> Path:

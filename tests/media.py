@@ -70,6 +70,16 @@ def noisy_gradient(size: tuple[int, int], seed: int = 0, noise: int = 12) -> Ima
     return Image.fromarray(with_grain(a, seed, noise), "RGB")
 
 
+def camera_size(path, size: tuple[int, int], seed: int, noise: int) -> np.ndarray:
+    """A picture (a Corel one, say) enlarged to a camera's size, portrait kept portrait, with
+    a sensor's grain of +-noise: what the benchmarks' camera-size photos are made of."""
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        w, h = size if im.width >= im.height else size[::-1]
+        big = np.array(im.resize((w, h), Image.BICUBIC))
+    return with_grain(big, seed, noise)
+
+
 def with_grain(a: np.ndarray, seed: int = 0, noise: int = 12) -> np.ndarray:
     """(H, W, 3) uint8 `a` with a sensor's grain: uniform grey noise of +-noise, in place.
     Quick at camera size: the levels are first squeezed into [noise, 255 - noise] (a lookup

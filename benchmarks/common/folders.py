@@ -7,6 +7,7 @@ captioned pictures and more without (`build_small_folder`); and `pamir` run on t
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -136,3 +137,13 @@ def build_small_folder(dest: Path, captioned: int, uncaptioned: int, corel: Path
     subprocess.run(["exiftool", "-q", "-q", "-@", str(dest.parent / f"{dest.name}.args")],
                    check=True)
     return {"captioned": captioned, "uncaptioned": uncaptioned}
+
+
+def built(folder: Path, spec: dict) -> bool:
+    """Whether folder holds media built to spec (mark_built wrote it after the last file)."""
+    marker = folder / ".built.json"
+    return marker.is_file() and json.loads(marker.read_text()) == spec
+
+
+def mark_built(folder: Path, spec: dict) -> None:
+    (folder / ".built.json").write_text(json.dumps(spec))
