@@ -308,10 +308,11 @@ def test_a_poor_graph_falls_back_to_the_next_variant(tiny_graph, measured):
                        "u8s8-7bit": fidelity(0.99, 0.96)})
     choice = cnn_int8.int8_choice("lite0")
     assert choice.variant == "u8s8-7bit" and made == ["u8s8", "u8s8-fp32start", "u8s8-7bit"]
-    assert choice.says() == ("int8, 7-bit weights: the int8 graph's vectors 0.930 of fp32's "
-                             "(worst 0.720); the int8-after-an-fp32-start graph's vectors "
-                             "0.950 of fp32's (worst 0.800): this processor has no VNNI (AVX2 "
-                             "only) (its own vectors 0.990 of fp32's (worst 0.960))")
+    assert choice.says() == ("int8, 7-bit weights: its vectors 0.990 of fp32's (worst 0.960); "
+                             "turned down before it (this processor has no VNNI (AVX2 only)): "
+                             "the int8 graph's vectors 0.930 of fp32's (worst 0.720); the "
+                             "int8-after-an-fp32-start graph's vectors 0.950 of fp32's "
+                             "(worst 0.800)")
     assert [t["faithful"] for t in choice.tried] == [False, False, True]
 
 
@@ -322,8 +323,9 @@ def test_an_unfaithful_start_is_left_fp32(tiny_graph, measured):
     by_variant.update({"u8s8": fidelity(0.981, 0.954), "u8s8-fp32start": fidelity(0.993, 0.981)})
     choice = cnn_int8.int8_choice("lite0")
     assert choice.variant == "u8s8-fp32start" and made == ["u8s8", "u8s8-fp32start"]
-    assert choice.says().startswith("int8 after its first 2 blocks (fp32): the int8 graph's "
-                                    "vectors 0.981")
+    assert choice.says().startswith("int8 after its first 2 blocks (fp32): its vectors 0.993 "
+                                    "of fp32's (worst 0.981); turned down before it")
+    assert choice.says().endswith("the int8 graph's vectors 0.981 of fp32's (worst 0.954)")
 
 
 def test_where_no_variant_is_faithful_the_view_runs_fp32_and_says_why(tiny_graph, measured,
@@ -418,7 +420,7 @@ def test_pamir_info_says_the_processor_and_each_networks_precision(tiny_graph, m
     info = json.loads(out.stdout)
     assert info["processor"]["vnni"] is False and info["onnxruntime"]
     lite0 = info["networks"]["cnn lite0"]
-    assert lite0["says"].startswith("int8, 7-bit weights: the int8 graph's vectors 0.930")
+    assert lite0["says"].startswith("int8, 7-bit weights: its vectors 0.990")
     assert lite0["choice"]["variant"] == "u8s8-7bit"
     assert [t["variant"] for t in lite0["choice"]["tried"]] == ["u8s8", "u8s8-fp32start",
                                                                 "u8s8-7bit"]

@@ -258,7 +258,8 @@ class Choice:
             return f"fp32: {why}: {processor_words()}" if why else "fp32"
         if not turned_down:
             return f"{self.label}: its {kept['says']}; {processor_words()}"
-        return f"{self.label}: {why}: {processor_words()} (its own {kept['says']})"
+        return (f"{self.label}: its {kept['says']}; turned down before it "
+                f"({processor_words()}): {why}")
 
     def record(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "graph"}
