@@ -20,7 +20,8 @@ from pictures import LOOKS, coloured_pictures, look_picture
 @pytest.fixture(autouse=True, scope="session")
 def feature_cache_of_the_session(tmp_path_factory):
     """The commands cache features in config.default_cache_dir(): the tests' go to a folder
-    of their own (tests that need another set PAMIR_CACHE themselves), never the checkout's."""
+    of their own (tests that need another set PAMIR_CACHE themselves), never the checkout's;
+    the same for the default index folder."""
     mp = pytest.MonkeyPatch()
     if "PAMIR_CACHE" not in os.environ:
         mp.setenv("PAMIR_CACHE", str(tmp_path_factory.mktemp("feature-cache")))
@@ -28,6 +29,10 @@ def feature_cache_of_the_session(tmp_path_factory):
     # each session's fresh cache. Words are mapped by the model, as without one;
     # tests/test_lexicon.py builds small lexicons of its own.
     mp.setenv("PAMIR_LEXICON_WORDS", "0")
+    # The default index ($XDG_DATA_HOME/pamir/index) of the tests' own, never the person's:
+    # a command run with no --index must not read an index made outside the tests.
+    if "PAMIR_INDEX" not in os.environ:
+        mp.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
     yield
     mp.undo()
 
