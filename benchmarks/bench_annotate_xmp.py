@@ -41,13 +41,7 @@ _ITEM = re.compile(r"<rdf:li>(.*?)</rdf:li>", re.S)
 
 def test_captions() -> dict[str, list[str]]:
     """{picture id: its Corel caption} of the test pictures (labels/test_label)."""
-    root = corel5k_folder()
-    words = (root / "labels" / "words").read_text().split()
-    out = {}
-    for line in (root / "labels" / "test_label").read_text().splitlines():
-        pid, *ks = line.split()
-        out[pid] = [words[int(k) - 1] for k in ks]
-    return out
+    return corel_captions(corel5k_folder(), "test_label")
 
 
 def written(picture: Path) -> list[str]:

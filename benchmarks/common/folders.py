@@ -28,10 +28,11 @@ WAYS = ("IPTC Keywords", "XMP dc:subject", "XMP lr:hierarchicalSubject",
         "XMP digiKam:TagsList", "EXIF XPKeywords", "sidecar NAME.EXT.xmp", "sidecar NAME.xmp")
 
 
-def corel_captions(root: Path) -> dict[str, list[str]]:
+def corel_captions(root: Path, labels: str = "training_label") -> dict[str, list[str]]:
+    """{picture id: its Corel caption} of a labels file (training_label, test_label)."""
     words = (root / "labels" / "words").read_text().split()
     out = {}
-    for line in (root / "labels" / "training_label").read_text().splitlines():
+    for line in (root / "labels" / labels).read_text().splitlines():
         pid, *ks = line.split()
         out[pid] = [words[int(k) - 1] for k in ks]
     return out
