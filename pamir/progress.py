@@ -230,21 +230,21 @@ def progress_callback(label: str, enabled: bool):
 
 
 # ------------------------------------------------------------- the passes of an index
-#: What a pass of `pamir index` reads, as its bar and its line name it.
-PASS_LABELS = {"look": "indexing", "text": "reading text", "faces": "finding faces"}
-
-
 class PassBars:
     """The passes of `pamir index` at once (they run side by side: the text and faces
     passes read behind the look): a bar each in a terminal; elsewhere one line per pass
     when the job ends ("reading text: 4,210 pictures in 310.2 s (14 pictures/s)").
 
-        with PassBars(console) as bars:
+        with PassBars(console, labels) as bars:
             run_index(job, progress=bars.update)    # update(name, done, total)
+
+    labels: {name: label} as the bars and lines name each pass (pamir.jobs.fact_passes'
+    progress_labels; a pass not named is called by its name).
     """
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, labels: dict[str, str] | None = None):
         self.console = console or stderr_console()
+        self.labels = dict(labels or {})
         self.bars: dict[str, Bar] = {}
         self.live = rich_bar(self.console, rate_unit="pictures") if self.console.is_terminal \
             else None
@@ -260,7 +260,7 @@ class PassBars:
         with self.lock:
             bar = self.bars.get(name)
             if bar is None:
-                bar = self.bars[name] = Bar(PASS_LABELS.get(name, name), total,
+                bar = self.bars[name] = Bar(self.labels.get(name, name), total,
                                             unit="pictures", console=self.console,
                                             enabled=False)
             bar.done, bar.total = done, total
@@ -286,5 +286,5 @@ class PassBars:
                                        soft_wrap=True)
 
 
-__all__ = ["Bar", "FitDisplay", "PASS_LABELS", "PassBars", "QUIET_UNDER_S", "in_terminal",
+__all__ = ["Bar", "FitDisplay", "PassBars", "QUIET_UNDER_S", "in_terminal",
            "progress_callback", "report", "rich_bar", "stderr_console"]

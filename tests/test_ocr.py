@@ -282,13 +282,14 @@ def test_pamir_index_reads_the_text_after_the_pictures_and_no_text_turns_it_off(
     assert Path(hits[0]["path"]).name == "sign.png" and hits[0]["matched"] == ["bread"]
     again = json.loads(run("index", model, pictures, "--index", ix, "--json").stdout)
     assert again["text"]["read"] == 0
-    from pamir.jobs import workflow
+    from pamir.jobs import indexing
     from pamir.extras import MissingExtra
 
-    def no_ocr(*a, **kw):
-        raise MissingExtra("ocr", "rapidocr")
+    def no_ocr(extra):
+        if extra == "ocr":
+            raise MissingExtra("ocr", "rapidocr")
 
-    monkeypatch.setattr(workflow, "read_text", no_ocr)  # no [ocr] extra: one line names it
+    monkeypatch.setattr(indexing, "require", no_ocr)  # no [ocr] extra: one line names it
     r = run("index", model, pictures, "--index", tmp_path / "ix2")
     assert "text in pictures not read" in r.output and "pamir[ocr]" in r.output
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("dlib")
 
-from pamir.jobs import workflow  # noqa: E402
+from pamir.jobs.indexing import read_pass  # noqa: E402
 from pamir.index import SCHEMA_VERSION, Index  # noqa: E402
 from pamir.index.passes import run_pass  # noqa: E402
 from pamir.facts.people.faces import fingerprint  # noqa: E402
@@ -71,7 +71,7 @@ def built(tmp_path_factory):
     system = FakeSystem()
     with Index.create(root / "index", system.vocabulary, system.idf) as ix:
         ix.update([pictures], system.transform_paths)
-        report = workflow.read_faces(ix)
+        report = read_pass(ix, "faces")
     return root, report
 
 
@@ -143,7 +143,7 @@ def test_a_keyword_names_a_lone_face_that_looks_like_the_person_not_a_descriptio
     system = FakeSystem()
     with Index.create(tmp_path / "index", system.vocabulary, system.idf) as ix:
         ix.update([pictures], system.transform_paths)
-        workflow.read_faces(ix)
+        read_pass(ix, "faces")
         assert who(ix) == {"obama.jpg": "Barack Obama", "obama2.jpg": "Barack Obama",
                            "obama3.jpg": "Barack Obama", "kit_harington.jpg": "-",
                            "rose_leslie.jpg": "-"}
@@ -219,9 +219,9 @@ def test_a_pass_killed_half_way_resumes_and_an_unchanged_folder_reads_nothing(tm
                      record=ix.record_faces)
         assert len(ix.pass_todo(name)) == 3 and len({f.picture for f in ix.faces()}) == 2
     with Index.open(tmp_path / "index", writable=True) as ix:
-        report = workflow.read_faces(ix)
+        report = read_pass(ix, "faces")
         assert report["read"] == 3 and len({f.picture for f in ix.faces()}) == 5
-        assert workflow.read_faces(ix)["read"] == 0
+        assert read_pass(ix, "faces")["read"] == 0
         # a removed picture takes its faces with it (a trigger, as its facts)
         (pictures / "obama.jpg").unlink()
         ix.update([pictures], system.transform_paths)
@@ -264,7 +264,7 @@ def test_with_a_dask_client_faces_are_read_as_tasks(built, tmp_path):
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client, \
             Index.open(directory, writable=True) as ix:
-        report = workflow.read_faces(ix, client=client)
+        report = read_pass(ix, "faces", client=client)
         assert report["read"] == 8 and who(ix) == here
 
 
@@ -286,7 +286,7 @@ def test_an_index_of_schema_4_gets_the_faces_tables(built, tmp_path):
     with Index.open(directory) as old:  # read-only: no people, no error
         assert old.people() == [] and old.faces() == []
     with Index.open(directory, writable=True) as ix:
-        assert ix.faces() == [] and workflow.read_faces(ix)["read"] == 0  # pass kept
+        assert ix.faces() == [] and read_pass(ix, "faces")["read"] == 0  # pass kept
     conn = sqlite3.connect(directory / "catalog.sqlite")
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         == (str(SCHEMA_VERSION),)
@@ -393,7 +393,7 @@ def faces_read(tmp_path):
     directory, copy, system = tmp_path / "index", folder_of_faces(tmp_path), FakeSystem()
     with Index.create(directory, system.vocabulary, system.idf) as ix:
         ix.update([copy], system.transform_paths)
-        workflow.read_faces(ix)
+        read_pass(ix, "faces")
     return directory, copy, system
 
 
@@ -417,7 +417,7 @@ def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
         f.write(b"\0")
     with Index.open(directory, writable=True) as ix:
         ix.update([copy], system.transform_paths)
-        assert workflow.read_faces(ix)["read"] == 2
+        assert read_pass(ix, "faces")["read"] == 2
         assert names(ix.search("kit", 5)) == ["kit_harington.jpg"]
         assert "obama3.jpg" not in names(ix.search("obama", 9))
         identify(ix)  # and again: nothing changes
@@ -427,7 +427,7 @@ def test_names_given_survive_reindexing_and_a_picture_read_again(tmp_path):
                     str(copy / "rose_leslie.xmp"), str(copy / "rose_leslie.jpg")], check=True)
     with Index.open(directory, writable=True) as ix:
         assert ix.update([copy], system.transform_paths).recaptioned == 1
-        assert workflow.read_faces(ix)["read"] == 1
+        assert read_pass(ix, "faces")["read"] == 1
         assert names(ix.search("person:rose", 5)) == ["rose_leslie.jpg"]
 
 
@@ -484,7 +484,7 @@ def test_names_merges_and_refusals_survive_a_rebuild(tmp_path):
     with Index.rebuild(directory, system.vocabulary, system.idf) as ix:
         assert len(ix) == 0 and ix.person_named("kit").id == kit  # before any picture
         ix.update([copy], system.transform_paths)
-        workflow.read_faces(ix)
+        read_pass(ix, "faces")
         assert who(ix) == before
         assert names(ix.search("kit", 5)) == ["kit_harington.jpg", "rose_leslie.jpg"]
         assert "obama3.jpg" not in names(ix.search("obama", 9))
@@ -540,7 +540,7 @@ def test_forget_removes_a_persons_faces_embeddings_name_and_facts(built, tmp_pat
         assert len(kept) - len(list(crops.iterdir())) == 3
         with pytest.raises(PeopleError, match="no person called"):
             forget(ix, "Nobody")
-        assert workflow.read_faces(ix)["read"] == 0  # forgotten faces are not found again
+        assert read_pass(ix, "faces")["read"] == 0  # forgotten faces are not found again
         unnamed = next(p for p in ix.people() if p.name is None)
         assert forget(ix, unnamed.label)["faces"] == 1
 

@@ -215,8 +215,7 @@ def indexed(phone_folder, tmp_path_factory):
         mp.setenv("PAMIR_EMBEDDINGS", "0")
         mp.setattr(images, "decode_reduced", counting)
         ix = tmp_path_factory.mktemp("ix") / "index"
-        report, status = run_index(IndexJob([phone_folder], index_dir=ix, text=True,
-                                            faces=True))
+        report, status = run_index(IndexJob([phone_folder], index_dir=ix))  # every pass
     return ix, report, status, counted
 
 
@@ -254,7 +253,9 @@ def test_thumbnails_are_made_while_indexing(indexed):
     record = read_progress(ix)
     assert not record["running"]
     assert {p["name"]: (p["done"], p["total"]) for p in record["passes"]} == {
-        "look": (4, 4), "text": (4, 4), "faces": (4, 4), "copies": (4, 4)}
+        "look": (4, 4), "text": (4, 4), "faces": (4, 4), "copies": (4, 4), "colour": (4, 4)}
+    assert [p["label"] for p in record["passes"]] == [
+        "indexing", "reading text", "finding faces", "finding copies", "naming colours"]
 
 
 def test_searches_are_answered_while_the_text_pass_reads(tmp_path, monkeypatch):
@@ -265,6 +266,7 @@ def test_searches_are_answered_while_the_text_pass_reads(tmp_path, monkeypatch):
     from pictures import make_pictures
 
     import pamir.facts.ocr as ocr
+    from pamir.jobs import indexing
 
     monkeypatch.setenv("PAMIR_EMBEDDINGS", "0")
     folder = tmp_path / "pictures"
@@ -278,8 +280,10 @@ def test_searches_are_answered_while_the_text_pass_reads(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ocr, "shared_reader", lambda *a, **kw: None)
     monkeypatch.setattr(ocr, "read_text_rasters", held_reader)
-    monkeypatch.setattr("pamir.jobs.workflow.read_text", lambda index, **kw: _no_rest())
-    job = IndexJob([folder], index_dir=tmp_path / "ix", text=True, batch_size=2)
+    alone = indexing._alone  # the text pass's rest reads nothing (no [ocr] extra needed)
+    monkeypatch.setattr(indexing, "_alone", lambda index, p, *a: _no_rest() if p.name == "text"
+                        else alone(index, p, *a))
+    job = IndexJob([folder], index_dir=tmp_path / "ix", passes=("text", "copies"), batch_size=2)
     out = {}
     worker = threading.Thread(target=lambda: out.update(report=run_index(
         job, system=FakeSystem(), fingerprint="fake")[0]))
@@ -314,7 +318,7 @@ def _answered(ix: Path, query: str, seconds: float = 60) -> bool:
 def _no_rest():
     from pamir.index.passes import PassReport
 
-    return PassReport("text")
+    return PassReport("text").as_dict()
 
 
 # ------------------------------------------------------------------------ the page
@@ -330,7 +334,7 @@ def test_the_page_reads_the_progress_record_and_the_indexed_thumbnails(tmp_path)
 
     system = FakeSystem()
     ix = build_index(tmp_path, system)
-    record = ProgressRecord(ix)
+    record = ProgressRecord(ix, labels={"look": "indexing", "text": "reading text"})
     record.set("look", 9, 9)
     record.set("text", 2, 9)
     with Index.open(ix) as index:
@@ -341,8 +345,9 @@ def test_the_page_reads_the_progress_record_and_the_indexed_thumbnails(tmp_path)
     Image.new("RGB", (7, 5), (1, 2, 3)).save(made)
     with TestClient(create_app(ix, system=system)) as client:
         got = client.get("/api/progress").json()
-        assert got["running"] and got["passes"] == [
-            {"name": "look", "done": 9, "total": 9}, {"name": "text", "done": 2, "total": 9}]
+        assert got["running"] and got["passes"] == [  # in the writer's order, its labels
+            {"name": "look", "label": "indexing", "done": 9, "total": 9},
+            {"name": "text", "label": "reading text", "done": 2, "total": 9}]
         assert client.get(f"/api/pictures/{first.id}/thumbnail?size=200").content == \
             made.read_bytes()
         r = client.get(f"/api/pictures/{second.id}/thumbnail?size=200")
@@ -373,11 +378,11 @@ def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, ph
     """A new text reader (another fingerprint) reads every picture again, by itself: one
     decode each, nothing for the look."""
     import pamir.facts.ocr as ocr
-    from pamir.jobs import workflow
+    from pamir.jobs.indexing import read_pass
 
     monkeypatch.setattr(ocr, "fingerprint", lambda settings=None: "another reader")
     with Index.open(indexed[0], writable=True) as index:
-        assert workflow.read_text(index).read == 4
+        assert read_pass(index, "text")["read"] == 4
     for path in phone_folder.iterdir():
         assert decodes[images.content_hash(path.read_bytes())] == 1, path.name
 

@@ -300,12 +300,11 @@ def test_pamir_watch_catches_up_and_stops_cleanly_on_ctrl_c(fake, tmp_path, monk
 
 
 def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
     from fastapi.testclient import TestClient
 
     import pamir.jobs.workflow as workflow
     from pamir.commands.serve import _watching
+    from pamir.jobs import indexing
     from pamir.server import create_app
 
     folder = tmp_path / "pictures"
@@ -316,9 +315,9 @@ def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monke
     monkeypatch.setattr(workflow, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
     # called as the real ones are (pamir.jobs.indexing: client, progress), a pass's report
     nothing = {"read": 0, "with_facts": 0, "failed": 0, "seconds": 0.0, "notes": []}
-    monkeypatch.setattr(workflow, "read_text",
-                        lambda ix, **_: SimpleNamespace(as_dict=lambda: dict(nothing)))
-    monkeypatch.setattr(workflow, "read_faces", lambda ix, **_: dict(nothing))
+    alone = indexing._alone
+    monkeypatch.setattr(indexing, "_alone", lambda ix, p, *a: dict(nothing)
+                        if p.name in ("text", "faces") else alone(ix, p, *a))
     thread, stop = _watching(first.index, [folder])  # `pamir serve --watch FOLDER`
     try:
         with TestClient(create_app(first.index, system=first.system, warm_mapping=False)) as c:

@@ -10,9 +10,12 @@ any directory once `pamir index` has run, as rclip does.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -20,9 +23,18 @@ from rich.markup import escape
 
 from ..jobs import workflow
 from ..data import DataError, load_captions_table
-from ..index import BATCH_SIZE, Index, IndexDirError
+from ..index import BATCH_SIZE, Index, IndexDirError, embeddings_enabled
+from ..index.passes import local_processes
+from ..jobs.fact_passes import FACT_PASSES, FactPass, chosen, progress_labels
+from ..jobs.indexing_dask import BatchesFailed
 from ..jobs.workflow import default_index_dir
+from ..progress import PassBars
+from ..text import lexicon
+from ..text.embedding import EmbeddingUnavailable, model_installed
+from ..zeroshot.imagenet import imagenet_class_names
 from .common import INDEX_HELP, console, fail, own_the_reports
+from .duplicates import print_copies_report
+from .people import print_faces_report
 from .sidecars import check_sidecar_name, print_sidecars_report, write_index_sidecars
 # The serve command's host names, imported from here before the commands had modules of their
 # own.
@@ -30,6 +42,31 @@ from .serve import LOOPBACK_NAMES  # noqa: F401
 
 #: How many unreadable files `pamir index` lists before summarising the rest.
 MAX_LISTED_FAILURES = 20
+
+
+def pass_options(help_of: Callable[[FactPass], str], *, watching: bool = False):
+    """A decorator that gives a command a `--X/--no-X` option per fact pass of the table
+    (pamir.jobs.fact_passes.FACT_PASSES; the watcher's: those it runs), on by default, each
+    passed to the command's **passes by the pass's name. help_of(row): its help."""
+    rows = [p for p in FACT_PASSES if p.watch or not watching]
+
+    def decorate(command):
+        signature = inspect.signature(command)
+        kept = [q for q in signature.parameters.values() if q.kind is not q.VAR_KEYWORD]
+        added = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                                   default=typer.Option(True, f"--{p.name}/--no-{p.name}",
+                                                        help=help_of(p)))
+                 for p in rows]
+        run = functools.wraps(command)(lambda **options: command(**options))
+        run.__signature__ = signature.replace(parameters=[*kept, *added])
+        return run
+
+    return decorate
+
+
+def extra_note(p: FactPass) -> str:
+    """" (the [ocr] extra)" for a pass's option's help."""
+    return escape(f" (the [{p.extra}] extra)") if p.extra else ""  # not rich markup
 
 
 def load_system(model: Path):
@@ -66,16 +103,11 @@ def index_command(
     compact: bool = typer.Option(False, "--compact", help="then merge the index's segments "
                                  "of sorted lists into one per shard, alike pictures side by "
                                  "side for faster search (results unchanged)"),
-    text: bool = typer.Option(True, "--text/--no-text", help="then read the text written in "
-                              "the pictures (signs, menus, covers), once per picture: `text:` "
-                              "and its words find it (the [ocr] extra)"),
-    faces: bool = typer.Option(True, "--faces/--no-faces", help="then find the faces and who "
-                               "they are, once per picture: names find them (`pamir people`; "
-                               "the [faces] extra)"),
     write_xmp: bool = typer.Option(False, "--write-xmp", help="then write the words likely "
                                    "enough, the named faces and the place into the pictures' "
                                    "XMP sidecars ($PAMIR_XMP_SIDECAR picks which; "
                                    "docs/usage.md, \"Writing back\")"),
+    **passes: bool,  # --text/--no-text, ...: a pass's option each (`pass_options`)
 ):
     """Index folders of pictures, incrementally: only new and changed files are computed.
 
@@ -95,13 +127,17 @@ def index_command(
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
     system, fingerprint = workflow.indexing_system(model, load=load_system)
+    # start-up time: the CNN's module (0.1 s), which `pamir search` and the rest do not need
     from ..features.cnn import cnn_views  # noqa: PLC0415 - the CNN views' precision, one line each
     for view in cnn_views(system):
         console.print(f"cnn {escape(view.precision_says())}")
     caption_map = _caption_map(captions) if captions else None
     try:
-        report, status = _index(index_dir, model, system, fingerprint, rebuild, folders,
-                                caption_map, batch, workers, scheduler, compact, text, faces)
+        report, status = _index(system, fingerprint, folders=folders, model_dir=model,
+                                index_dir=index_dir, captions=caption_map, rebuild=rebuild,
+                                batch_size=batch, passes=chosen(passes)[0], compact=compact,
+                                workers=workers, scheduler=scheduler,
+                                processes=local_processes())
     except (OSError, sqlite3.OperationalError) as e:
         # a full or failing disk: every batch committed before it stays indexed and searchable
         fail(f"{index_dir}: cannot write the index ({e}); what was indexed before is kept and "
@@ -119,7 +155,7 @@ def index_command(
 
 def _print_report(index_dir: Path, report, status: dict) -> None:
     """What `pamir index` did, for a person: the notes and unreadable files (the first
-    MAX_LISTED_FAILURES of each), the counts, and the text and faces passes'."""
+    MAX_LISTED_FAILURES of each), the counts, and each fact pass's."""
     for note in report.notes[:MAX_LISTED_FAILURES]:  # those pictures are uncaptioned
         console.print(f"[yellow]note:[/yellow] {escape(note)}", markup=True)
     if len(report.notes) > MAX_LISTED_FAILURES:
@@ -136,20 +172,22 @@ def _print_report(index_dir: Path, report, status: dict) -> None:
         f"copies {report.copied}, removed {report.removed}, unchanged {report.unchanged}, "
         f"unreadable {len(report.failed)}); captions: {report.captioned} of the pictures read, "
         f"{report.recaptioned} read again (sidecar changed)")
-    if report.text is not None:
-        t = report.text
-        for note in t["notes"][:MAX_LISTED_FAILURES]:
-            console.print(f"[yellow]text not read:[/yellow] {escape(note)}", markup=True)
-        console.print(f"text: {t['read']:,} pictures read ({t['with_facts']:,} with text, "
-                      f"{t['failed']} unreadable) in {t['seconds']:.1f} s")
-    if report.faces is not None:
-        from .people import print_faces_report  # noqa: PLC0415
+    for name, r in report.passes.items():
+        if r is not None:
+            PASS_REPORTS.get(name, _print_pass_report)(name, r)
 
-        print_faces_report(report.faces)
-    if report.copies is not None:
-        from .duplicates import print_copies_report  # noqa: PLC0415
 
-        print_copies_report(report.copies)
+def _print_pass_report(name: str, r: dict) -> None:
+    """A fact pass's report, for a person (a pass with more to say has its own, PASS_REPORTS)."""
+    for note in r["notes"][:MAX_LISTED_FAILURES]:
+        console.print(f"[yellow]{name} not read:[/yellow] {escape(note)}", markup=True)
+    console.print(f"{name}: {r['read']:,} pictures read ({r['with_facts']:,} with {name}, "
+                  f"{r['failed']} unreadable) in {r['seconds']:.1f} s")
+
+
+#: The passes whose report says more than what they read (pamir.jobs.fact_passes' `then`).
+PASS_REPORTS = {"faces": lambda _, r: print_faces_report(r),
+                "copies": lambda _, r: print_copies_report(r)}
 
 
 def is_model(path: Path) -> bool:
@@ -181,20 +219,14 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
     return None, folders
 
 
-def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map, batch,
-           workers, scheduler, compact, text=True, faces=True):
-    """index_command's work, the library's index job (pamir.jobs.indexing.run_index) with bars:
-    (report, status); its errors said."""
-    from ..index.passes import local_processes  # noqa: PLC0415
-    from ..jobs.indexing_dask import BatchesFailed  # noqa: PLC0415
+def _index(system, fingerprint, **job):
+    """index_command's work, the library's index job (pamir.jobs.indexing.run_index, of
+    IndexJob(**job)) with bars: (report, status); its errors said."""
+    # start-up time: the index job's modules (the reading stage, the passes: 0.1 s)
     from ..jobs.indexing import IndexJob, run_index  # noqa: PLC0415
-    from ..progress import PassBars  # noqa: PLC0415
 
-    job = IndexJob(folders, model_dir=model, index_dir=index_dir, captions=caption_map,
-                   rebuild=rebuild, batch_size=batch, text=text, faces=faces,
-                   compact=compact, workers=workers, scheduler=scheduler,
-                   processes=local_processes())
-    bars = PassBars(console)
+    job = IndexJob(**job)
+    bars = PassBars(console, progress_labels())
     try:
         with bars:
             return run_index(job, system=system, fingerprint=fingerprint,
@@ -205,9 +237,9 @@ def _index(index_dir, model, system, fingerprint, rebuild, folders, caption_map,
         fail(str(e))
     except KeyboardInterrupt:
         bars.stop()
-        console.print(f"interrupted: {_indexed(index_dir)} pictures are safely indexed and "
-                      "searchable, with the text and faces read so far; run the same command "
-                      "again to go on")
+        console.print(f"interrupted: {_indexed(job.index_dir)} pictures are safely indexed "
+                      "and searchable, with the text and faces read so far; run the same "
+                      "command again to go on")
         raise typer.Exit(130) from None
 
 
@@ -227,10 +259,6 @@ def _prepare_word_mapping(index: Index) -> None:
     cached in the index folder) and of the ImageNet classes' descriptions (pamir.zeroshot.classes;
     once per machine, in the feature cache, about 40 s). Nothing when the lexicon or the
     mapping is turned off, or the model is not installed (queries then work as before)."""
-    from ..text import lexicon  # noqa: PLC0415
-    from ..text.embedding import EmbeddingUnavailable, model_installed  # noqa: PLC0415
-    from ..index import embeddings_enabled  # noqa: PLC0415
-
     if not embeddings_enabled() or lexicon.lexicon_size() == 0 or not model_installed()[0]:
         return
     try:
@@ -261,7 +289,7 @@ def _caption_map(table: Path) -> dict[str, tuple[str, ...]]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("index")(index_command)
+    app.command("index")(pass_options(lambda p: f"then {p.about}{extra_note(p)}")(index_command))
 
 
 if __name__ == "__main__":  # pragma: no cover
@@ -271,8 +299,6 @@ if __name__ == "__main__":  # pragma: no cover
 def _class_names() -> list[str]:
     """ImageNet's class names for the lexicon, or none where the package is missing (the
     lexicon then holds English words alone)."""
-    from ..zeroshot.imagenet import imagenet_class_names  # noqa: PLC0415 - only when building
-
     try:
         return imagenet_class_names()
     except Exception:  # noqa: BLE001 - the class names are optional here

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from ..extras import optional
 from ..jobs import workflow
 from ..jobs.workflow import default_index_dir
 from . import index as product
@@ -22,11 +23,7 @@ def watch_command(
     folders: list[Path] = typer.Argument(None, help="folders of pictures, watched "
                                                     "recursively"),
     index_dir: Path = typer.Option(None, "--index", help=INDEX_HELP),
-    text: bool = typer.Option(True, "--text/--no-text", help="read the text written in new "
-                              "pictures, as `pamir index` (the [ocr] extra)"),
-    faces: bool = typer.Option(True, "--faces/--no-faces", help="find the faces in new "
-                               "pictures and who they are, as `pamir index` (the [faces] "
-                               "extra)"),
+    **passes: bool,  # --text/--no-text, ...: a pass's option each (product.pass_options)
 ):
     """Keep the index up to date as pictures are added, changed, renamed or removed (Ctrl-C
     stops).
@@ -37,31 +34,30 @@ def watch_command(
     """
     index_dir = index_dir or default_index_dir()
     model, folders = product._model_and_folders(model, list(folders or []), index_dir)
-    watcher = make_watcher(index_dir, model, folders, text=text, faces=faces)
+    watcher = make_watcher(index_dir, model, folders, **passes)
     console.print(f"watching {', '.join(map(str, watcher.roots))} for {index_dir} "
                   "(Ctrl-C stops)", markup=False)
     _run(watcher)
 
 
-def make_watcher(index_dir: Path, model: Path | None, folders, *, text: bool = True,
-                 faces: bool = True):
+def make_watcher(index_dir: Path, model: Path | None, folders, **passes: bool):
     """A pamir.jobs.watch.Watcher of `folders` for the index, with the model loaded (None: the
-    zero-caption system); the command fails with why where it cannot watch them."""
-    from ..extras import optional  # noqa: PLC0415
-    from ..jobs.watch import Watcher  # noqa: PLC0415
+    zero-caption system), running the fact passes not asked False (`text=False`); the
+    command fails with why where it cannot watch them."""
+    from ..jobs.watch import Watcher  # noqa: PLC0415 - start-up time: the index job's modules
 
     with optional():  # the [watch] extra, or MissingExtra before a model is loaded
-        import watchdog  # noqa: F401, PLC0415
+        import watchdog  # noqa: F401, PLC0415 - the [watch] extra
     for f in folders:
         if Path(f).expanduser().exists() and not Path(f).expanduser().is_dir():
             fail(f"{f}: not a folder; give folders of pictures to watch")
     system, fingerprint = workflow.indexing_system(model, load=product.load_system)
     return Watcher(index_dir, folders, model, system, fingerprint, load=product.load_system,
-                   text=text, faces=faces, say=lambda line: console.print(escape(line)))
+                   say=lambda line: console.print(escape(line)), **passes)
 
 
 def _run(watcher) -> None:
-    from ..jobs.watch import WatchError  # noqa: PLC0415
+    from ..jobs.watch import WatchError  # noqa: PLC0415 - start-up time, as Watcher
 
     try:
         watcher.run()
@@ -74,4 +70,6 @@ def _run(watcher) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("watch")(watch_command)
+    app.command("watch")(product.pass_options(
+        lambda p: f"{p.about}, in new pictures as `pamir index`{product.extra_note(p)}",
+        watching=True)(watch_command))

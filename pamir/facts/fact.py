@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..text.words import fold
 
 #: The kinds of facts, in the order a picture's facts are shown.
-KINDS = ("keyword", "place", "text", "person", "camera")
+KINDS = ("keyword", "place", "text", "person", "camera", "colour")
 #: The kinds read from a picture's files with its metadata (pamir.facts.metadata), written again
 #: whenever they are read (a sidecar's change included).
 FILE_KINDS = ("place", "camera")
@@ -33,6 +33,11 @@ FILE_KINDS = ("place", "camera")
 #: echidna; "kyoto" a place, not a temple. A keyword and text read on a picture ("bakery",
 #: "tiger") are also looks, and keep them.
 NAME_KINDS = ("person", "place", "camera")
+#: The kinds of facts that only their filter finds (`colour:red`, pamir.text.query.FILTER_KEYS),
+#: never a query's plain word: a picture's dominant colour is not what "red" in a query
+#: means ("red car" is a car, not a red picture), so a plain word neither ranks such a
+#: picture first nor, excluded ("flowers -red"), leaves it out.
+FILTER_KINDS = ("colour",)
 
 @dataclass(frozen=True)
 class Fact:
@@ -97,5 +102,5 @@ def keyword_facts(caption) -> list[Fact]:
     return [Fact("keyword", w) for w in words if w]
 
 
-__all__ = ["FILE_KINDS", "Fact", "KINDS", "NAME_KINDS", "camera_facts", "fold",
+__all__ = ["FILE_KINDS", "FILTER_KINDS", "Fact", "KINDS", "NAME_KINDS", "camera_facts", "fold",
            "keyword_facts"]

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..facts.fact import NAME_KINDS, shown, shown_order
+from ..facts.fact import FILTER_KINDS, KINDS, NAME_KINDS, shown, shown_order
 from ..facts.nearby import closeness, distances_km, near_area, parse_position
-from ..text.query import NEAR_KEY, Query
+from ..text.query import NEAR_KEY, Query, filter_term
 from .queries import Hit, QueryError
 
 if TYPE_CHECKING:
@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 FACT_PROBABILITY = 0.95
 #: The kinds of facts a hit shows beside its caption (its keywords are the caption; text read
 #: on it can be long and is shown by the page's detail view).
-SHOWN_FACTS = ("place", "person", "camera")
+SHOWN_FACTS = ("place", "person", "camera", "colour")
+#: The kinds of facts a query's plain word meets (all but those only a filter finds).
+TERM_KINDS = tuple(k for k in KINDS if k not in FILTER_KINDS)
 
 
 class FactReader:
@@ -39,6 +41,8 @@ class FactReader:
         """How many pictures hold a folded term as a fact (a phrase: `fact_columns`)."""
         with self._lock:  # the catalogue's connection is shared by the server's threads
             n = self._catalog.facts.count(word)
+            if n and self._catalog.facts.kinds(word) & set(FILTER_KINDS):  # "red", a colour
+                n = len(self.fact_columns(word)[0])
             return n if n or " " not in word else len(self.fact_columns(word)[0])
 
     def name_only(self, word: str) -> bool:
@@ -47,17 +51,20 @@ class FactReader:
         then it is no look. A keyword beside the name is how tools write one: Lightroom and
         digiKam put "People|Isolde" and "Isolde" in the keywords of a picture of her."""
         with self._lock:
-            kinds = self._catalog.facts.kinds(word)
+            kinds = self._catalog.facts.kinds(word) - set(FILTER_KINDS)
             if not kinds and " " in word:
-                kinds = set().union(*(self._catalog.facts.kinds(w) for w in word.split()))
+                kinds = set().union(*(self._catalog.facts.kinds(w) for w in word.split())
+                                    ) - set(FILTER_KINDS)
         return bool(kinds & set(NAME_KINDS)) and kinds <= {*NAME_KINDS, "keyword"}
 
     def fact_columns(self, word: str, kinds: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
-        """(columns, confidences) of the pictures holding a folded term as a fact: the term
-        itself, or for a phrase ("polar bear") every word of it (a keyword field holds one
-        word a keyword), the lowest of their confidences."""
+        """(columns, confidences) of the pictures holding a folded term as a fact (of
+        `kinds`; none given: a plain word's, TERM_KINDS): the term itself, or for a phrase
+        ("polar bear") every word of it (a keyword field holds one word a keyword), the
+        lowest of their confidences."""
         if tuple(kinds) == (NEAR_KEY,):
             return self._near_columns(word)
+        kinds = tuple(kinds) or TERM_KINDS
         cols, conf = self._catalog.facts.columns(word, kinds)
         words = word.split()
         if len(cols) or len(words) < 2:
@@ -139,14 +146,15 @@ class FactReader:
         filters = set(q.fact_filters if q is not None else ())
         for h in hits:
             held = facts.get(h.id, ())
-            for f in sorted(held, key=shown_order):
+            for f in sorted(held, key=_shown_order):
                 form = shown(f)
                 if f.kind in SHOWN_FACTS and form not in h.facts.get(f.kind, ()):
                     h.facts.setdefault(f.kind, []).append(form)
-            h.matched = [w for w in dict.fromkeys(f.word for f in held) if w in terms]
+            meets = [f for f in held if f.word in terms and f.kind not in FILTER_KINDS]
+            h.matched = [w for w in dict.fromkeys(f.word for f in meets)]
             h.held = list({(f.kind, shown(f)): (f.kind, shown(f), float(f.confidence))
                            for f in sorted(held, key=shown_order)
-                           if f.word in terms or (f.kind, f.word) in filters}.values())
+                           if f in meets or (f.kind, f.word) in filters}.values())
         for _, value in (f for f in filters if f[0] == NEAR_KEY):
             self._held_distance(hits, value)
         return hits
@@ -175,6 +183,7 @@ class FactReader:
     def places(self, limit: int = 100) -> list[dict]:
         """The collection's places, the most pictures first (pamir.facts.places.listed_places:
         each with the form shown, its level, its count and the query that finds it)."""
+        # start-up time: GeoNames' tables (0.18 s), which every command line would pay
         from ..facts.places import COUNTRY_ALIASES_MAX, listed_places  # noqa: PLC0415
 
         with self._lock:  # a country's other forms ("uk") are rows of their own: room for them
@@ -193,7 +202,7 @@ class FactReader:
     def places_tree(self) -> list[dict]:
         """The collection's places as a tree, country → region → city → place, with their
         counts and the queries that find them (pamir.facts.place_tree)."""
-        from ..facts.place_tree import places_tree  # noqa: PLC0415
+        from ..facts.place_tree import places_tree  # noqa: PLC0415 - start-up time, as places
 
         with self._lock:
             return places_tree(self._catalog.facts.rows("place"))
@@ -202,8 +211,7 @@ class FactReader:
         """Where the pictures were taken, for a map: {"id", "lat", "lon", "name", "query"}
         of up to `limit` pictures with a position (the lowest ids), name and query those of
         its city (else its nearest place, region or country; `near:` where it has none)."""
-        from ..facts.place_tree import picture_places  # noqa: PLC0415
-        from ..text.query import filter_term  # noqa: PLC0415
+        from ..facts.place_tree import picture_places  # noqa: PLC0415 - start-up time
 
         with self._lock:
             rows = self._catalog.positions()[:limit]
@@ -227,3 +235,9 @@ class FactReader:
         """The picture's facts of SHOWN_FACTS as a hit shows them: {"place": ["Kyoto",
         "Japan"], ...}."""
         return self.with_facts([Hit(int(picture_id), "", 0.0)])[0].facts
+
+
+def _shown_order(fact) -> tuple:
+    """A hit's facts in the order shown (pamir.facts.fact.shown_order), a kind that only its
+    filter finds (a picture's colours) the largest share first."""
+    return (*shown_order(fact), -fact.confidence if fact.kind in FILTER_KINDS else 0.0)

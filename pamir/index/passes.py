@@ -28,6 +28,8 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
+from ..distributed import submit_batch
+
 #: Pictures read per commit: a few seconds of OCR, so a killed pass loses little.
 PASS_BATCH = 32
 #: The most local processes a pass reads with (`processes`): each loads its reader's models
@@ -169,8 +171,6 @@ def _read(batches: list[list[tuple]], reader: Reader, client, threads: int = 1
         return [p for _, p, _ in batch]
 
     if client is not None:
-        from ..distributed import submit_batch  # noqa: PLC0415
-
         ahead = max(2, 2 * len(client.scheduler_info().get("workers", {})))
         # a failed batch is tried again (RETRIES), as an index's batches are
         yield from _in_order(batches, lambda b: submit_batch(client, reader, (), paths(b)),

@@ -1,11 +1,14 @@
 """How far a `pamir index` is, pass by pass, in a small record in the index folder that the
 server reads for the page ("text: 4,210 of 10,000 pictures").
 
-    record = ProgressRecord(index.directory)
+    record = ProgressRecord(index.directory, labels={"look": "indexing", "text": "reading text"})
     record.set("look", done=256, total=10_000)
     record.add("text", 32)
     record.finish()
     read_progress(index.directory)   # {"running": True, "passes": [...], ...}
+
+The writer names the passes, their labels and their order (pamir.jobs.fact_passes'
+table); the record carries them, so the page shows what it reads.
 
 The writer writes it atomically at most once a second (and at the end), so a reader never
 sees half of it and indexing is not slowed; a record left "running" by an indexer that was
@@ -27,18 +30,19 @@ from .layout import PROGRESS
 EVERY_S = 1.0
 #: A record "running" but not written for this long is an indexer that stopped.
 STALE_S = 120.0
-#: The passes in the order the page lists them.
-ORDER = ("look", "text", "faces")
 
 
 class ProgressRecord:
     """The writer's side. on_change(name, done, total): called at each change (the CLI's
-    bars, a script's callback)."""
+    bars, a script's callback). labels: {name: label} of the passes, in the order the page
+    lists them (a pass not named comes after them, by name, labelled by its name)."""
 
     def __init__(self, directory: str | Path,
-                 on_change: Callable[[str, int, int], None] | None = None):
+                 on_change: Callable[[str, int, int], None] | None = None,
+                 labels: dict[str, str] | None = None):
         self.path = Path(directory) / PROGRESS
         self.on_change = on_change
+        self.labels = dict(labels or {})
         self.passes: dict[str, dict] = {}
         self.started = time.time()
         self._written = 0.0
@@ -70,24 +74,26 @@ class ProgressRecord:
     def finish(self) -> None:
         self._write(running=False)
 
+    def _ordered(self) -> list[str]:
+        order = list(self.labels)
+        return sorted(self.passes, key=lambda n: (order.index(n) if n in order else len(order),
+                                                  n))
+
     def _write(self, running: bool) -> None:
         self._written = time.time()
         record = {"running": running, "pid": os.getpid(), "started": self.started,
                   "updated": self._written,
-                  "passes": [{"name": n, **self.passes[n]} for n in _ordered(self.passes)]}
+                  "passes": [{"name": n, "label": self.labels.get(n, n), **self.passes[n]}
+                             for n in self._ordered()]}
         try:
             atomic_write(self.path, lambda f: f.write(json.dumps(record).encode()))
         except OSError:
             pass  # the page's progress only: indexing goes on
 
 
-def _ordered(names) -> list[str]:
-    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
-
-
 def read_progress(directory: str | Path) -> dict:
-    """The record as the page shows it: {"running": bool, "passes": [{"name", "done",
-    "total"}], "updated"}; {"running": False, "passes": []} where there is none."""
+    """The record as the page shows it: {"running": bool, "passes": [{"name", "label",
+    "done", "total"}], "updated"}; {"running": False, "passes": []} where there is none."""
     try:
         record = json.loads((Path(directory) / PROGRESS).read_text(encoding="utf-8"))
         record["passes"] = [dict(p) for p in record.get("passes", [])]

@@ -67,14 +67,20 @@ class UpdateReport:
     recaptioned: int = 0  # unchanged pictures whose caption or date was read again
     captioned: int = 0    # pictures added or read again that have a caption
     notes: list[str] = field(default_factory=list)  # metadata that could not be read
-    text: dict | None = None  # what the text pass read (pamir.index.passes), if it ran
-    faces: dict | None = None  # what the faces pass read and who they are, if it ran
-    copies: dict | None = None  # the looks pass and the groups of copies and bursts found
+    # what each fact pass read, by its name (pamir.jobs.fact_passes: "text", "faces",
+    # "copies", ...), None for one that did not run; `report.text` is passes["text"]
+    passes: dict[str, dict | None] = field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        passes = self.__dict__.get("passes", {})
+        if name in passes:
+            return passes[name]
+        raise AttributeError(f"{type(self).__name__} has no {name!r}")
 
     def as_dict(self) -> dict:
-        d = dict(self.__dict__)
+        d = {k: v for k, v in self.__dict__.items() if k != "passes"}
         d["failed"] = [{"path": p, "reason": r} for p, r in self.failed]
-        return d
+        return {**d, **self.passes}
 
 
 def file_hash(path: str | Path) -> str:

@@ -1,23 +1,24 @@
 """The index job, one function for `pamir index`, the library and the server: open the
 index for a model, bring it in line with the folders (each picture read once for the look,
-the thumbnails and the text and faces passes), then the passes' rest, with progress.
+the thumbnails and the fact passes), then the passes' rest, with progress.
 
     import pamir
     report = pamir.index_folders("models/mine", ["~/Pictures"], index="my-index")
 
-    job = IndexJob(["~/Pictures"], text=True, faces=True)
+    job = IndexJob(["~/Pictures"], passes=("text", "faces"))
     report, status = run_index(job, progress=lambda name, done, total: ...)
 
-In this process (no cluster), the update's transform is the reading stage
+The fact passes (text, faces, the copies' looks, colours) are the rows of
+pamir.jobs.fact_passes.FACT_PASSES; this module runs whichever the job names, each the same
+way. In this process (no cluster), the update's transform is the reading stage
 (pamir.index.stage): each new or changed picture is decoded once, its look and its files'
-facts are committed batch by batch (searchable at once), its thumbnails written, and the
-text and faces passes read the same decode behind it on threads of their own. What the
-stream did not read (pictures indexed before, a pass asked for later, a new reader) is read
-after by the pass alone (pamir.jobs.workflow.read_text, read_faces), which decodes for itself.
-On a Dask cluster (`workers`, `scheduler`: pamir.jobs.indexing_dask) the workers decode the batches
-and the passes run as tasks, as before.
+facts are committed batch by batch (searchable at once), its thumbnails written, and each pass
+reads the same decode behind it on a thread of its own. What the stream did not read
+(pictures indexed before, a pass asked for later, a new reader) is read after by the pass
+alone (`read_pass`), which decodes for itself. On a Dask cluster (`workers`, `scheduler`:
+pamir.jobs.indexing_dask) the workers decode the batches and the passes run as tasks.
 
-Progress goes to `progress(name, done, total)` for "look", "text" and "faces", to the index
+Progress goes to `progress(name, done, total)` for "look" and each pass, to the index
 folder's progress record (pamir.index.progress_record: the page shows it), and one line per
 pass to this module's logger when it ends; notes for a person (an index rebuilt, a pass
 whose extra is missing) go to `say` (the logger by default).
@@ -27,13 +28,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import workflow
+from .fact_passes import FACT_PASSES, FactPass, chosen, fact_pass, pass_names, progress_labels
 from .folder_look import refresh as refresh_folder_look
+from .. import config
+from ..extras import MissingExtra, require
+from ..features.cnn_engines import streams
+from ..features.rasters import look_needs
 from ..index import BATCH_SIZE, Index
+from ..index.passes import local_processes, run_pass
+from ..index.progress_record import ProgressRecord
+from ..index.stage import ReadingStage, StreamedPass
+from ..index.videos import FramesReader
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +55,9 @@ Progress = Callable[[str, int, int], None]
 class IndexJob:
     """What to index and how (`pamir index`'s options). model_dir None: the model the index
     has, else the zero-caption system. captions: {path: words} shown beside the pictures.
-    processes: local processes of the faces pass that reads what the stream did not
-    (pamir.index.passes.local_processes; 1: this one)."""
+    passes: the names of the fact passes to run (pamir.jobs.fact_passes; default: every one).
+    processes: local processes of a pass that reads what the stream did not in processes
+    (the faces pass; pamir.index.passes.local_processes; 1: this one)."""
 
     folders: list
     model_dir: Path | None = None
@@ -54,44 +65,35 @@ class IndexJob:
     captions: dict | None = None
     rebuild: bool = False
     batch_size: int | None = None
-    text: bool = False
-    faces: bool = False
+    passes: Sequence[str] = field(default_factory=pass_names)
     thumbnails: bool = True
-    copies: bool = True
     compact: bool = False
     workers: int | None = None
     scheduler: str | None = None
     processes: int = 1
-    threads: int = field(default_factory=lambda: _cores())
-
-
-def _cores() -> int:
-    from ..index.passes import local_processes  # noqa: PLC0415
-
-    return max(1, min(local_processes(), 4))
+    threads: int = field(default_factory=lambda: max(1, min(local_processes(), 4)))
 
 
 def index_folders(model_dir, folders, *, index=None, captions: dict | None = None,
                   rebuild: bool = False, batch_size: int = BATCH_SIZE, progress=None,
-                  say=logger.info, text: bool | None = None, faces: bool | None = None):
+                  say=logger.info, **passes):
     """Index the pictures under `folders` with the trained system in model_dir (None: the
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
     (default: pamir.jobs.workflow.default_index_dir()). captions: {path: words} shown beside the
-    pictures. progress(done, total) follows the look's batches. text: also read the text
-    written in the pictures (report.text says what it read); faces: also find the faces and
-    who they are (report.faces). As `pamir index` does, None reads them where their extra
-    ([ocr], [faces]) is installed and says so where it is not; True requires the extra
-    (MissingExtra); False leaves the pass out. Returns the UpdateReport."""
+    pictures. progress(done, total) follows the look's batches. passes: a fact pass's name
+    (pamir.jobs.fact_passes: text, faces, copies, colour) = True, False or None: as `pamir
+    index` does, None (the default) runs it where its extra ([ocr], [faces]) is installed
+    and says so where it is not; True requires the extra (MissingExtra); False leaves the pass
+    out (`text=False`). Returns the UpdateReport (report.text: what the text pass read)."""
+    run, required = chosen(passes)
     job = IndexJob(list(folders), model_dir=None if model_dir is None else Path(model_dir),
                    index_dir=None if index is None else Path(index), captions=captions,
-                   rebuild=rebuild, batch_size=batch_size, text=text is not False,
-                   faces=faces is not False)
+                   rebuild=rebuild, batch_size=batch_size, passes=run)
 
     def look(name, done, total):
         if progress is not None and name == "look":
             progress(done, total)
 
-    required = {kind for kind, asked in (("text", text), ("faces", faces)) if asked}
     report, _ = run_index(job, progress=look, say=say, required=required)
     return report
 
@@ -112,31 +114,53 @@ def run_index(job: IndexJob, *, system=None, fingerprint: str | None = None,
     if system is None:
         system, fingerprint = workflow.indexing_system(model)
     index = workflow.open_index(index_dir, model, system, fingerprint, job.rebuild, say=say)
-    from ..index.progress_record import ProgressRecord  # noqa: PLC0415
-
-    record = ProgressRecord(index.directory, progress)
+    passes = [fact_pass(name) for name in pass_names() if name in job.passes]
+    record = ProgressRecord(index.directory, progress, labels=progress_labels())
     with index, _cluster_if_asked(job, model, fingerprint, system, index) as (transform, batch,
                                                                              client):
         try:
-            report = _look(index, job, system, folders, transform, batch, client, record, say)
+            report = _look(index, job, passes, system, folders, transform, batch, client,
+                           record)
             refresh_folder_look(index, system, say=say)  # a bare folder's own look
             if after_look is not None:
                 after_look(index)
-            if job.text:
-                report.text = _rest(index, "text", record, say, required,
-                                    lambda p: workflow.read_text(index, client=client,
-                                                                 progress=p).as_dict(),
-                                    report.text)
-            if job.faces:
-                report.faces = _rest(index, "faces", record, say, required,
-                                     lambda p: workflow.read_faces(
-                                         index, client=client, progress=p,
-                                         processes=job.processes), report.faces)
-            if job.copies:  # copies and bursts (pamir.duplicates.groups), their looks streamed too
-                report.copies = _copies(index, client, report.copies)
+            for p in passes:
+                report.passes[p.name] = _rest(index, p, job, client, record, say, required,
+                                              report.passes[p.name])
         finally:
             record.finish()
         return report, index.status()
+
+
+def read_pass(index: Index, name: str, *, client=None, progress=None, processes: int = 1
+              ) -> dict:
+    """The fact pass `name` (pamir.jobs.fact_passes) alone over every picture it has not read
+    as it is now, and what follows it (the faces: who each is); its report as a dict. Each
+    picture is decoded for this pass alone: `pamir index` feeds the pictures it indexes from
+    its own decode (pamir.index.stage) and leaves this the rest. With a Dask client, batches
+    as tasks; else as its row reads alone: on one thread a core, or in `processes` local
+    processes (pamir.index.passes.local_processes; they start Python afresh, which imports
+    the calling script's main module again: a script that asks for them runs its work under
+    `if __name__ == "__main__":`). MissingExtra where its extra is not installed."""
+    p = fact_pass(name)
+    return _finished(index, p, _alone(index, p, client, progress, processes))
+
+
+def _alone(index, p: FactPass, client, progress, processes: int) -> dict:
+    """The pass's reading alone (pamir.index.passes.run_pass): its report as a dict."""
+    if p.extra is not None:
+        require(p.extra)  # MissingExtra before any work (and before a process is started)
+    reader = FramesReader(p.part("alone")) if p.frames else p.part("alone")
+    report = run_pass(index, p.catalogue_name(), p.kinds, reader,
+                      client=client if p.cluster else None, progress=progress,
+                      record=getattr(index, p.record),
+                      processes=processes if p.reads_alone == "processes" else 1,
+                      threads=streams() if p.reads_alone == "threads" else 1)
+    return report.as_dict()
+
+
+def _finished(index, p: FactPass, report: dict) -> dict:
+    return p.part("then")(index, report) if p.then else report
 
 
 @contextlib.contextmanager
@@ -146,26 +170,25 @@ def _cluster_if_asked(job: IndexJob, model, fingerprint, system, index):
     if not job.workers and not job.scheduler:
         yield None, BATCH_SIZE, None
         return
-    from .. import config  # noqa: PLC0415
-    from .indexing_dask import batch_runner  # noqa: PLC0415
+    from .indexing_dask import batch_runner  # noqa: PLC0415 - the [dask] extra
 
     with batch_runner(job.workers, job.scheduler, model, fingerprint, bool(index.classes),
                       cache_dir=config.default_cache_dir()) as (transform, batch, client):
         yield transform, batch, client
 
 
-def _look(index, job, system, folders, transform, batch, client, record, say):
+def _look(index, job, passes, system, folders, transform, batch, client, record):
     """The update: the look and the files' facts committed batch by batch; in this process
-    through the reading stage, which also writes thumbnails and streams the passes."""
-    stage = None
-    if client is None:
-        stage = _reading_stage(index, job, system, record, say)
+    through the reading stage, which also writes thumbnails and streams the passes. The
+    report holds each pass's streamed part (None for a pass not streamed or not run)."""
+    stage, short = (None, {}) if client is not None else _reading_stage(index, job, passes,
+                                                                           system, record)
     totals = {name: len(index.pass_todo(name)) for name in (stage.streamed if stage else [])}
 
     def look(done, total):  # the passes have the update's pictures to read too
         record.set("look", done, total)
         for name, before in totals.items():
-            record.set(_short(name), total=before + total)
+            record.set(short[name], total=before + total)
 
     record.set("look", 0, 0)
     try:
@@ -183,108 +206,82 @@ def _look(index, job, system, folders, transform, batch, client, record, say):
         f"{len(report.failed):,})")
     if job.compact:
         index.compact()
+    report.passes = dict.fromkeys(pass_names())
     for name, r in streamed.items():
-        setattr(report, _short(name), r.as_dict())
+        report.passes[short[name]] = r.as_dict()
     return report
 
 
-def _copies(index, client, streamed: dict | None) -> dict:
-    """The looks the stream did not read (pamir.duplicates.groups.copies_pass reads them alone),
-    then the groups of copies and bursts found again where a look is new."""
-    from ..duplicates.groups import copies_pass  # noqa: PLC0415
+def _reading_stage(index, job: IndexJob, passes, system, record) -> tuple:
+    """(the reading stage that streams the passes it can, {a streamed pass's catalogue
+    name: its short name})."""
+    from ..system import index_transform  # noqa: PLC0415 - start-up time: numba, scipy
 
-    copies = copies_pass(index, client=client, already=(streamed or {}).get("read", 0))
-    logger.info(f"copies: {sum(copies['groups'].values()):,} groups "
-                f"({', '.join(f'{n} {k}' for k, n in copies['groups'].items())}) "
-                f"in {copies['seconds']:.1f} s")
-    return copies
-
-
-def _short(name: str) -> str:
-    """"text", "faces", "copies": a pass's name without its reader's fingerprint (the looks
-    pass is the copies' part)."""
-    short = name.split()[0]
-    return "copies" if short == "looks" else short
-
-
-def _reading_stage(index, job: IndexJob, system, record, say):
-    from ..features.rasters import look_needs  # noqa: PLC0415
-    from ..index.stage import ReadingStage  # noqa: PLC0415
-    from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
-
+    short = {}
     streamed = []
-    if job.text:
-        streamed += _streamed("text", index)
-    if job.faces:
-        streamed += _streamed("faces", index)
-    if job.copies:
-        streamed += _streamed("looks", index)
-    return ReadingStage(index, index_transform(system, bool(index.classes)),
-                        look_needs(system.pipeline), streamed=streamed,
-                        thumbnails=index.thumbnails_dir if job.thumbnails else None,
-                        threads=job.threads,
-                        on_read=lambda name, n: record.add(_short(name), n))
+    for p in passes:
+        s = _streamed(p, index)
+        if s is not None:
+            streamed.append(s)
+            short[s.name] = p.name
+    stage = ReadingStage(index, index_transform(system, bool(index.classes)),
+                         look_needs(system.pipeline), streamed=streamed,
+                         thumbnails=index.thumbnails_dir if job.thumbnails else None,
+                         threads=job.threads,
+                         on_read=lambda name, n: record.add(short[name], n))
+    return stage, short
 
 
-def _streamed(kind: str, index) -> list:
-    """The streamed pass of this kind ([] where its extra is missing: the pass run alone
-    after says so)."""
-    from ..extras import MissingExtra, optional  # noqa: PLC0415
-    from ..index.stage import StreamedPass  # noqa: PLC0415
-
+def _streamed(p: FactPass, index) -> StreamedPass | None:
+    """The pass fed from the reading stage's decode (None where its extra or its models are
+    missing: the pass run alone after says so)."""
     try:
-        if kind == "looks":  # the copies' looks, from the same decode (pamir.duplicates.looks)
-            from ..duplicates.groups import LOOKS_PASS  # noqa: PLC0415
-            from ..duplicates.looks import RASTER_SIDE, read_look_rasters  # noqa: PLC0415
-
-            return [StreamedPass(LOOKS_PASS, (), read_look_rasters, index.record_looks,
-                                 RASTER_SIDE, lambda item, rgb: (item.path, rgb, item.size))]
-        if kind == "text":  # lines found at DETECT_SIDE, read at READ_SIDE where there are
-            from ..facts import ocr  # noqa: PLC0415
-
-            ocr.shared_reader()  # rapidocr and its models, or MissingExtra / OcrUnavailable
-            return [StreamedPass(workflow.text_pass_name(), ("text",), ocr.read_text_rasters,
-                                 index.record_pass, ocr.DETECT_SIDE,
-                                 lambda item, rgb: (item.path, rgb, item.size, item.detail),
-                                 detail=ocr.READ_SIDE)]
-        from ..facts.people import faces, zoom  # noqa: PLC0415
-        from ..facts.people.pictures import read_face_rasters  # noqa: PLC0415
-
-        with optional():  # the [faces] extra, as the pass alone asks for it
-            import dlib  # noqa: F401, PLC0415
-        faces.face_finder()  # and its models
-        # faces found at DETECT_SIDE; small ones looked for closer, where there are cues
-        return [StreamedPass(workflow.faces_pass_name(), ("person",), read_face_rasters,
-                             index.record_faces, faces.DETECT_SIDE,
-                             lambda item, rgb: (item.path, rgb, item.size, item.detail),
-                             detail=zoom.ZOOM_SIDE)]
+        if p.extra is not None:
+            require(p.extra)
+        if p.ready is not None:
+            p.part("ready")()  # its models loaded, or MissingExtra / RuntimeError / OSError
+        return StreamedPass(p.catalogue_name(), p.kinds, p.part("stream"),
+                            getattr(index, p.record), p.part("side"),
+                            _with_detail if p.detail else _picture,
+                            detail=p.part("detail") if p.detail else None)
     except (MissingExtra, RuntimeError, OSError, ImportError):
-        return []
+        return None
 
 
-def _rest(index, kind: str, record, say, required, run, streamed: dict | None):
-    """The pass `kind` over the pictures the stream did not read, its report merged with the
-    stream's; None, with a line, where its extra is missing (MissingExtra where `kind` is
-    required)."""
-    from ..extras import MissingExtra  # noqa: PLC0415
+def _picture(item, rgb) -> tuple:
+    """What a streamed pass's reader takes of a picture: (path, raster, shown size)."""
+    return item.path, rgb, item.size
 
+
+def _with_detail(item, rgb) -> tuple:
+    """... and its closer look (Item.detail), for a pass that looks closer."""
+    return item.path, rgb, item.size, item.detail
+
+
+def _rest(index, p: FactPass, job, client, record, say, required, streamed: dict | None):
+    """The pass over the pictures the stream did not read, its report merged with the
+    stream's, and what follows it; None, with a line, where its extra is missing
+    (MissingExtra where the pass is required)."""
     done = (streamed or {}).get("read", 0)
     try:
-        rest = run(lambda d, total: record.set(kind, done + d, done + total))
+        rest = _alone(index, p, client,
+                      lambda d, total: record.set(p.name, done + d, done + total),
+                      job.processes)
     except MissingExtra as e:
-        if kind in required:
+        if p.name in required:
             raise
-        say(f"{'text in pictures not read' if kind == 'text' else 'faces not found'}: {e}")
+        say(f"{p.missing}: {e}")
         return None
-    merged = _merged(streamed, rest)
-    logger.info(f"{kind}: {merged['read']:,} pictures read ({merged['with_facts']:,} with "
-        f"{kind}, {merged['failed']} unreadable) in {merged['seconds']:.1f} s")
+    merged = _finished(index, p, _merged(streamed, rest))
+    logger.info(f"{p.name}: {merged['read']:,} pictures read ({merged['with_facts']:,} with "
+                f"{p.name}, {merged['failed']} unreadable) in {merged['seconds']:.1f} s"
+                + "".join(f"; {n:,} {kind}" for kind, n in merged.get("groups", {}).items()))
     return merged
 
 
 def _merged(streamed: dict | None, rest: dict) -> dict:
-    """A pass's report: the stream's and the rest's counts added (the rest's other keys,
-    the faces pass's "people", kept)."""
+    """A pass's report: the stream's and the rest's counts added (the rest's other keys
+    kept)."""
     if not streamed:
         return rest
     out = dict(rest)
@@ -295,4 +292,4 @@ def _merged(streamed: dict | None, rest: dict) -> dict:
     return out
 
 
-__all__ = ["IndexJob", "index_folders", "run_index"]
+__all__ = ["IndexJob", "index_folders", "read_pass", "run_index"]

@@ -43,8 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from ..distributed import DASK_BATCH, RETRIES, dask_client, once_per_worker, submit_batch
+from ..facts.video import VideoError
 from ..index import model_fingerprint
 from ..index.sync import file_hash
+from ..index.videos import video_rows
 from .workflow import load_system, zero_caption_system
 
 #: Tasks in flight per worker thread: enough to keep each busy while results are written,
@@ -109,7 +111,7 @@ def _single_threaded(rep) -> None:
 def transform_batch(model_dir: str, fingerprint: str, classes: bool, cache_dir: str | None,
                     paths: Sequence[str]) -> tuple:
     """(Z, ok, reasons, hashes) of one batch, on a worker: what pamir.index.sync commits."""
-    from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
+    from ..system import index_transform  # noqa: PLC0415  start-up time: numba, scipy
 
     system = worker_system(model_dir, fingerprint, cache_dir)
     hashes = []
@@ -127,9 +129,7 @@ def video_task(model_dir: str, fingerprint: str, classes: bool, cache_dir: str |
     """[(row, (frame times, frame rows), None) or (None, None, why)] of videos, on a worker:
     their frames read and scored here (pamir.index.videos.video_rows), where the videos are
     at the same paths; a video that cannot be read is an answer, not a retry."""
-    from ..facts.video import VideoError  # noqa: PLC0415
-    from ..index.videos import video_rows  # noqa: PLC0415 - PyAV
-    from ..system import index_transform  # noqa: PLC0415  heavy: numba, scipy
+    from ..system import index_transform  # noqa: PLC0415  start-up time: numba, scipy
 
     transform = index_transform(worker_system(model_dir, fingerprint, cache_dir), classes)
     out = []
@@ -174,8 +174,6 @@ class DaskTransform:
         """(row, (frame times, frame rows)) of a video, read on a worker (`video_task`):
         the frames this process would write are not on a remote worker's disk.
         VideoError where the worker cannot read it."""
-        from ..facts.video import VideoError  # noqa: PLC0415
-
         [(row, frames, why)] = submit_batch(self.client, video_task, self.args, [path],
                                             retries=self.retries).result()
         if why is not None:
@@ -186,7 +184,7 @@ class DaskTransform:
         return max(1, sum(self.client.nthreads().values()))
 
     def map_batches(self, batches: Sequence[Sequence[str]]) -> Iterator[tuple[int, tuple]]:
-        from distributed import as_completed  # noqa: PLC0415
+        from distributed import as_completed  # noqa: PLC0415 - the [dask] extra
 
         window = IN_FLIGHT_PER_THREAD * self.threads()
         which, failed = {}, []

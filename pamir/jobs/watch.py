@@ -39,14 +39,21 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from . import workflow
+from .fact_passes import FACT_PASSES, chosen
+from .indexing import IndexJob, run_index
+from ..extras import MissingExtra, extra_of
 from ..formats import MEDIA_SUFFIXES
 from ..index import BATCH_SIZE, Index, IndexDirError, model_fingerprint
+from ..index.queries import embeddings_enabled
+from ..text.embedding import model_installed, onnx_path
 
 logger = logging.getLogger(__name__)
 
@@ -74,18 +81,15 @@ class WatchError(RuntimeError):
     """What stops the watcher (the message says what to do)."""
 
 
-def index_job(index_dir, model_dir, system, fingerprint: str, folders, *, text: bool,
-              faces: bool, say=logger.info, progress=None):
+def index_job(index_dir, model_dir, system, fingerprint: str, folders, *,
+              passes: Sequence[str], say=logger.info, progress=None):
     """`pamir index`'s job (pamir.jobs.indexing.run_index) over `folders` with an already loaded
     system: the index opened for it (created, reopened, rescored after the model learnt),
-    each new or changed picture decoded once for its look, thumbnails, copies, text and
-    faces, searchable batch by batch; then the passes over what they have not read yet.
-    progress(done, total) follows the look. The one place this module runs the index job.
-    Returns (UpdateReport, the index's status)."""
-    from .indexing import IndexJob, run_index  # noqa: PLC0415
-
-    job = IndexJob(list(folders), model_dir=model_dir, index_dir=index_dir, text=text,
-                   faces=faces)
+    each new or changed picture decoded once for its look, thumbnails and the fact passes
+    named (pamir.jobs.fact_passes), searchable batch by batch; then the passes over what
+    they have not read yet. progress(done, total) follows the look. The one place this
+    module runs the index job. Returns (UpdateReport, the index's status)."""
+    job = IndexJob(list(folders), model_dir=model_dir, index_dir=index_dir, passes=passes)
 
     def look(name: str, done: int, total: int) -> None:
         if progress is not None and name == "look":
@@ -177,18 +181,20 @@ class Watcher:
     """Keeps the index in `index_dir` up to date with the pictures under `folders` (see the
     module's doc) with `system` (model_dir's, or the zero-caption system for None, and its
     index fingerprint). load(model_dir) loads the model again when its folder changes
-    (`pamir learn`, a refit). say(line) is told what happens. text, faces: run those passes
-    after each update, as `pamir index` does."""
+    (`pamir learn`, a refit). say(line) is told what happens. passes: a fact pass's name
+    (pamir.jobs.fact_passes) = False leaves it out (`text=False`); the others the watcher
+    runs after each update, as `pamir index` does, each left out, said once, where its
+    extra is missing."""
 
     def __init__(self, index_dir, folders, model_dir, system, fingerprint: str, *,
-                 load: Callable = workflow.load_system, text: bool = True, faces: bool = True,
+                 load: Callable = workflow.load_system,
                  say: Callable[[str], None] = logger.info, quiet: float = QUIET,
-                 max_delay: float = MAX_DELAY, poll: float = POLL):
+                 max_delay: float = MAX_DELAY, poll: float = POLL, **passes: bool):
         self.index_dir = Path(index_dir)
         self.roots = [Path(f).expanduser().resolve() for f in folders]
         self.model_dir = None if model_dir is None else Path(model_dir)
         self.system, self.fingerprint, self.load = system, fingerprint, load
-        self.text, self.faces, self.say = text, faces, say
+        self.passes, self.say = list(chosen(passes, watching=True)[0]), say
         self.quiet, self.max_delay, self.poll = quiet, max_delay, poll
         self.changes = Changes()
         self._own = self.index_dir.resolve()
@@ -353,8 +359,8 @@ class Watcher:
         try:
             self._reload_if_model_changed()
             report, status = index_job(self.index_dir, self.model_dir, self.system,
-                                       self.fingerprint, folders, text=self.text,
-                                       faces=self.faces, say=self.say,
+                                       self.fingerprint, folders, passes=self.passes,
+                                       say=self.say,
                                        progress=self._progress)
         except workflow.WorkflowError as e:
             raise WatchError(str(e)) from None
@@ -382,9 +388,10 @@ class Watcher:
                      f"{_pictures(status['pictures'])} indexed")
         for path, reason in report.failed[:5]:
             self.say(f"  skipped {path}: {reason}")
-        for what, done in (("text", report.text), ("faces", report.faces)):
-            if done and done.get("read"):
-                self.say(f"  {what}: {_pictures(done['read'])} read")
+        for p in FACT_PASSES:  # the passes of facts (not the copies' looks) that read some
+            done = report.passes.get(p.name)
+            if p.kinds and done and done.get("read"):
+                self.say(f"  {p.name}: {_pictures(done['read'])} read")
 
     def _progress(self, done: int, total: int) -> None:
         """A line a batch, for an update of more than one (a first catch-up, a big import):
@@ -406,17 +413,13 @@ class Watcher:
         return sorted(f for f in out if not any(f != g and f.is_relative_to(g) for g in out))
 
     def _leave_off_pass(self, e: ImportError) -> None:
-        from ..extras import MissingExtra, extra_of  # noqa: PLC0415
-
         extra = e.extra if isinstance(e, MissingExtra) else extra_of(e.name)
-        if extra == "ocr" and self.text:
-            self.text = False
-            self.say(f"text in pictures not read: {e}")
-        elif extra == "faces" and self.faces:
-            self.faces = False
-            self.say(f"faces not found: {e}")
-        else:
-            raise e
+        for p in FACT_PASSES:
+            if p.extra is not None and p.extra == extra and p.name in self.passes:
+                self.passes.remove(p.name)
+                self.say(f"{p.missing}: {e}")
+                return
+        raise e
 
     def _model_signature(self) -> list:
         """Names, sizes and mtimes of the model folder's files: cheap to take at each
@@ -449,12 +452,6 @@ def _export_embedder() -> None:
     """The word-embedding model's ONNX export made, where it is missing, by a process of its
     own (torch and its memory are not kept in the watcher): the next `pamir search` of a
     rare word loads in about a second."""
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from ..index.queries import embeddings_enabled  # noqa: PLC0415
-    from ..text.embedding import model_installed, onnx_path  # noqa: PLC0415
-
     path = onnx_path()
     if not embeddings_enabled() or path is None or path.is_file() or not model_installed()[0]:
         return

@@ -16,7 +16,7 @@
     tag:sky  place:kyoto        only pictures holding that fact (pamir.facts.fact): a keyword
     place:"united kingdom"      people wrote, where it was taken, text read on it, a person,
     text:bakery person:alice    the camera; a quoted value is one phrase
-    camera:canon
+    camera:canon colour:red     (color:red too: a dominant colour, pamir.facts.colour)
     near:kyoto                  only pictures taken near a place (within its city's reach)
     near:"35.01,135.77" 5km     or within a radius of a position (pamir.facts.nearby), nearest first
 
@@ -59,7 +59,7 @@ PROBABILITY_KEYS = ("p", "prob")
 FOLDER_KEYS = ("in", "folder")
 #: The grammar's filter keys and the kind of fact (pamir.facts.fact.KINDS) each narrows to.
 FILTER_KEYS = {"tag": "keyword", "keyword": "keyword", "place": "place", "text": "text",
-               "person": "person", "camera": "camera"}
+               "person": "person", "camera": "camera", "colour": "colour", "color": "colour"}
 #: The filter on distance (pamir.facts.nearby): a (NEAR_KEY, "place or lat,lon [radius]") filter.
 NEAR_KEY = "near"
 #: The largest radius `near:` takes (a quarter of the Earth's circumference is far enough).

@@ -268,7 +268,7 @@ async function openDetail(id, push = true) {
     $("caption").textContent = p.caption.join(", ") +
       (p.caption_source ? ` (from ${p.caption_source})` : "");
     $("detail-taken").textContent = [p.taken ? `taken ${p.taken.replace("T", " ")}` : "",
-                                     placeOf(p)].filter(Boolean).join(" · ");
+                                     placeOf(p), coloursOf(p)].filter(Boolean).join(" · ");
     showText(p);  // places.js: the text read on it, outlined
     videoDetail(p);  // video.js: a video plays from its hit's time
   } catch (e) {

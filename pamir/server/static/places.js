@@ -51,7 +51,15 @@ function placeNode(p) {
 // to a face that looks like the person's (confidence under 1) is "maybe Isolde". "" for others.
 function heldLabel(hit) {
   return (hit.held || []).map((f) => `${f.kind === "keyword" ? "tag" : f.kind}: ` +
-    (f.kind === "person" && f.confidence < 1 ? `maybe ${f.shown}` : f.shown)).join(", ");
+    (f.kind === "person" && f.confidence < 1 ? `maybe ${f.shown}`
+      : f.kind === "colour" ? `${f.shown} ${Math.round(100 * f.confidence)} %`  // its share
+        : f.shown)).join(", ");
+}
+
+// A picture's dominant colours (pamir.facts.colour), largest first: "colours: blue, grey", or "".
+function coloursOf(hit) {
+  const colours = (hit.facts && hit.facts.colour) || [];
+  return colours.length ? `colours: ${colours.join(", ")}` : "";
 }
 
 // A hit's place, nearest first ("Kamigyō-ku, Kyoto, Japan"), or "".

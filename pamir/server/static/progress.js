@@ -1,15 +1,14 @@
 // How far a running `pamir index` is (GET /api/progress, the record the indexer writes in
-// the index folder): "indexing: 1,200 of 10,000 · text: 4,210 of 10,000 pictures" in the
-// header while the passes run. Asked every 2 s while they run, every 15 s otherwise (a run
-// started later is seen); the pictures already indexed answer searches meanwhile.
+// the index folder): "indexing: 1,200 of 10,000 · reading text: 4,210 of 10,000 pictures" in
+// the header while the passes run, each by the label and in the order the record gives. Asked
+// every 2 s while they run, every 15 s otherwise (a run started later is seen); the pictures
+// already indexed answer searches meanwhile.
 "use strict";
-
-const PROGRESS_NAMES = { look: "indexing", text: "text", faces: "faces" };
 
 function progressLine(record) {
   const parts = record.passes
     .filter((p) => p.total > 0 && p.done < p.total)
-    .map((p) => `${PROGRESS_NAMES[p.name] || p.name}: ${p.done.toLocaleString()} of ` +
+    .map((p) => `${p.label || p.name}: ${p.done.toLocaleString()} of ` +
                 `${p.total.toLocaleString()}`);
   return parts.length ? `${parts.join(" · ")} pictures` : "";
 }
