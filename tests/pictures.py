@@ -31,6 +31,9 @@ from PIL import Image, ImageDraw, ImageFont
 COLOURS = {"red": (220, 30, 30), "green": (40, 180, 50), "blue": (40, 60, 210),
            "yellow": (230, 210, 40)}
 
+#: The colourless shades (RGB) beside COLOURS, for the colour pass (pamir.facts.colour).
+SHADES = {"grey": (128, 128, 128), "white": (250, 250, 250)}
+
 #: word -> colour: each word a look the visterms can see ("stripes" is a texture on top).
 LOOKS = {"sun": (230, 200, 30), "sea": (20, 60, 200), "grass": (40, 170, 40),
          "night": (15, 15, 25)}
@@ -183,6 +186,20 @@ def write_packet(path: Path, packet: bytes) -> Path:
 
 # --------------------------------------------------------------- Corel 5k's shape, vectors
 RED, BLUE = (220, 30, 30), (30, 40, 210)
+
+
+def colour_pictures(folder: Path, size=(48, 64)) -> None:
+    """NAME-0.png for each colour of COLOURS and SHADES (NAME-1.png for red and blue too:
+    mostly that colour, a sixth of it another), and split.png: two_colours(), red and blue."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rgb in {**COLOURS, **SHADES}.items():
+        a = np.zeros((*size, 3), np.uint8)
+        a[:] = rgb
+        Image.fromarray(a).save(folder / f"{name}-0.png")
+        if name in ("red", "blue"):
+            a[: size[0] // 6] = COLOURS["green"]
+            Image.fromarray(a).save(folder / f"{name}-1.png")
+    Image.fromarray(two_colours()).save(folder / "split.png")
 
 
 def two_colours(h=64, w=96):

@@ -44,6 +44,7 @@ from ..index.passes import local_processes, run_pass
 from ..index.progress_record import ProgressRecord
 from ..index.stage import ReadingStage, StreamedPass
 from ..index.videos import FramesReader
+from ..system import index_transform
 
 logger = logging.getLogger(__name__)
 
@@ -215,8 +216,6 @@ def _look(index, job, passes, system, folders, transform, batch, client, record)
 def _reading_stage(index, job: IndexJob, passes, system, record) -> tuple:
     """(the reading stage that streams the passes it can, {a streamed pass's catalogue
     name: its short name})."""
-    from ..system import index_transform  # noqa: PLC0415 - start-up time: numba, scipy
-
     short = {}
     streamed = []
     for p in passes:
