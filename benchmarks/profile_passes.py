@@ -148,8 +148,8 @@ def stage_profile(folder: Path, n: int, cache: Path) -> dict:
         shutil.copytree(cache, os.environ["PAMIR_CACHE"])
         before = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
-        report, _ = run_index(IndexJob([photos], index_dir=Path(tmp) / "index", text=True,
-                                       faces=True))
+        report, _ = run_index(IndexJob([photos], index_dir=Path(tmp) / "index",
+                                       passes=("text", "faces", "copies")))
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_SELF)
         read = what_was_read(Path(tmp) / "index")

@@ -116,9 +116,13 @@ def test_pamir_index_runs_the_colour_pass_unless_told_not_to(indexed, tmp_path, 
 
 
 def test_the_pass_table_names_each_pass_once_with_its_parts():
-    """Every row's parts resolve; names, labels and catalogue names are distinct."""
+    """Every row's parts resolve (imported, not run: no extra needed); names and labels are
+    distinct."""
     for field in ("name", "label"):
         assert len({getattr(p, field) for p in FACT_PASSES}) == len(FACT_PASSES)
+    for p in FACT_PASSES:
+        for field in ("catalogued", "side", "stream", "alone", "detail", "ready", "then"):
+            assert getattr(p, field) is None or p.part(field) is not None, (p.name, field)
     colour = fact_pass("colour")
     assert colour.extra is None and colour.kinds == ("colour",) and colour.watch
     assert colour.catalogue_name() == "colour 1" and colour.part("side") == 64
