@@ -43,7 +43,7 @@ ALONE_SHORT_SIDE = 2 * SIDE
 #: over a few names (a landscape: its sky's blue, its grass's green, its rocks' grey), so a
 #: fifth keeps the two or three a person would name. On Corel 5k's first 600 training
 #: pictures: 1.74 colours a picture (2.19 at 0.15, 1.41 at 0.25, where 3 % have none); green
-#: in 66 % of those captioned "grass", blue in 53 % of "sky" (the rest: grey, white, teal).
+#: in 66 % of those captioned "grass", blue in 53 % of "sky".
 MIN_SHARE = 0.2
 #: Below this chroma (CIELAB's C*) a pixel has no hue: black, grey or white by its lightness. A
 #: white wall in warm light or an overcast sky is about 5-10.
