@@ -60,7 +60,8 @@ def dataset_stats(
     """The protocol statistics of train / valid / test, as TPAMI Table I."""
     from rich.table import Table  # noqa: PLC0415
 
-    from .data import DataError, load_collection  # noqa: PLC0415
+    from .data import DataError  # noqa: PLC0415
+    from .facts.collection import load_collection  # noqa: PLC0415
     from .protocol import Protocol  # noqa: PLC0415
 
     try:

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 from pamir.system import System

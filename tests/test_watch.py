@@ -304,6 +304,7 @@ def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monke
 
     from fastapi.testclient import TestClient
 
+    import pamir.jobs.loading as loading
     import pamir.jobs.workflow as workflow
     from pamir.commands.serve import _watching
     from pamir.server import create_app
@@ -313,7 +314,7 @@ def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monke
     first = Watching(tmp_path, [folder])  # the index `pamir index` built
     first.stop()
     # the index's model is the stand-in; its passes read nothing here
-    monkeypatch.setattr(workflow, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
+    monkeypatch.setattr(loading, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
     # called as the real ones are (pamir.jobs.indexing: client, progress), a pass's report
     nothing = {"read": 0, "with_facts": 0, "failed": 0, "seconds": 0.0, "notes": []}
     monkeypatch.setattr(workflow, "read_text",

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from .. import config
-from ..data import DataError, load_collection
+from ..data import DataError
 from ..features.registry import EXTRACTABLE, REPRESENTATIONS as TABLE
 from ..features.settings import JOBS, FeatureSettings
 
@@ -53,6 +53,8 @@ def extract(
         console.print(f"[red]error:[/red] --representation {representation!r}: use one of "
                       f"{', '.join(REPRESENTATIONS)}", highlight=False)
         raise typer.Exit(2)
+    from ..facts.collection import load_collection  # noqa: PLC0415  start-up: pictures' metadata (defusedxml)
+
     cache_dir = None if no_cache else (cache_dir or config.default_cache_dir())
     try:
         collection = load_collection(data)

@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from .. import config
 from ..config import DEFAULT_REPRESENTATIONS
-from ..data import DataError, caption_sources, load_collection
+from ..data import DataError, caption_sources
 from ..features.registry import names_help
 from ..features.settings import FeatureSettings
 from .common import console, fail
@@ -105,6 +105,7 @@ def fit_command(
     parameters chosen on validation. Where OUTPUT already holds a model fitted on DATA and
     the captions changed little, the model is refitted instead: its representation and
     parameters kept, PAMIR started from its weights (--reselect: the full selection)."""
+    from ..facts.collection import load_collection  # noqa: PLC0415  start-up: pictures' metadata (defusedxml)
     from ..features.registry import parse_name  # noqa: PLC0415
     from ..models import MODELS  # noqa: PLC0415
     from ..models.base import check_replaceable  # noqa: PLC0415
@@ -252,8 +253,9 @@ def evaluate_command(
     from rich.table import Table  # noqa: PLC0415
 
     from ..evaluation.trec import write_qrels, write_run  # noqa: PLC0415
+    from ..facts.collection import load_collection  # noqa: PLC0415  start-up: pictures' metadata (defusedxml)
     from ..system import evaluate_system  # noqa: PLC0415
-    from ..jobs.workflow import load_system  # noqa: PLC0415
+    from ..jobs.loading import load_system  # noqa: PLC0415
 
     data, split = parse_on(on)
     try:

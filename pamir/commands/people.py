@@ -10,8 +10,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from .. import config
 from ..index import Index, IndexDirError
-from ..jobs.workflow import default_index_dir
 from .common import console, fail
 
 INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
@@ -43,7 +43,7 @@ def people_command(
     Face embeddings are biometric data: they stay in the index folder and are never sent
     anywhere; --forget removes a person's.
     """
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     if forget is not None:
         _forget(index_dir, forget, as_json)
         return

@@ -11,10 +11,11 @@ import numpy as np
 import typer
 from rich.markup import escape
 
-from ..jobs import workflow
+from .. import config
+from ..jobs.errors import WorkflowError
+from ..jobs.loading import check_vocabulary
 from ..calibration import LIKELY
 from ..index import Index, IndexDirError, QueryError
-from ..jobs.workflow import default_index_dir
 from . import index as product
 from .common import INDEX_HELP, console, fail
 
@@ -61,7 +62,7 @@ def search_command(
                                       "$PAMIR_EMBEDDINGS is 0)"),
 ):
     """Rank the indexed pictures for a text query, or for a picture (--like)."""
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     if not query.strip() and like is None:
         fail("empty query: type one or more words, e.g. \"tiger grass\", or give --like PICTURE")
     try:
@@ -170,8 +171,8 @@ def _search_like(index: Index, like: Path, model: Path | None, query: str, k: in
                  "MODEL or index the picture")
         system = product.load_system(model)
         try:
-            workflow.check_vocabulary(system, index.vocabulary, model)
-        except workflow.WorkflowError as e:
+            check_vocabulary(system, index.vocabulary, model)
+        except WorkflowError as e:
             fail(str(e))
         Z, ok, reasons = system.transform_paths([str(like)])
         if not np.asarray(ok)[0]:

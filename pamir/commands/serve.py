@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
+from .. import config
 from ..index import IndexDirError
-from ..jobs.workflow import default_index_dir
 from .common import INDEX_HELP, console, fail, own_the_reports
 
 #: Host names a server bound to 127.0.0.1 answers to (Starlette's host check cuts the port at
@@ -56,7 +56,7 @@ def serve_command(
     from ..server import create_app  # noqa: PLC0415
     from ..server.sharing import Sharing  # noqa: PLC0415
 
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     own_the_reports()
     if (certfile is None) != (keyfile is None):
         fail("--certfile and --keyfile go together: give both for HTTPS")
@@ -99,7 +99,7 @@ def _watching(index_dir: Path, folders):
     """`--watch`: pamir.jobs.watch's watcher of the folders in a thread of its own, the index's
     one writer (the server reads each commit as it comes); (thread, stop event)."""
     from ..jobs.watch import watch_in_thread, watcher_of_index  # noqa: PLC0415
-    from ..jobs.workflow import WorkflowError  # noqa: PLC0415
+    from ..jobs.errors import WorkflowError  # noqa: PLC0415
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     try:

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import workflow
+from .. import config
+from . import loading, opening, workflow
 from .folder_look import refresh as refresh_folder_look
 from ..index import BATCH_SIZE, Index
 
@@ -76,7 +77,7 @@ def index_folders(model_dir, folders, *, index=None, captions: dict | None = Non
                   say=logger.info, text: bool | None = None, faces: bool | None = None):
     """Index the pictures under `folders` with the trained system in model_dir (None: the
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
-    (default: pamir.jobs.workflow.default_index_dir()). captions: {path: words} shown beside the
+    (default: pamir.config.default_index_dir()). captions: {path: words} shown beside the
     pictures. progress(done, total) follows the look's batches. text: also read the text
     written in the pictures (report.text says what it read); faces: also find the faces and
     who they are (report.faces). As `pamir index` does, None reads them where their extra
@@ -102,16 +103,16 @@ def run_index(job: IndexJob, *, system=None, fingerprint: str | None = None,
               required=frozenset()) -> tuple:
     """The whole index job (see the module's doc): (UpdateReport, the index's status).
     system, fingerprint: what the index is built with, when the caller loaded it (the CLI,
-    to say its errors); else from job.model_dir (pamir.jobs.workflow.indexing_system).
+    to say its errors); else from job.model_dir (pamir.jobs.loading.indexing_system).
     after_look(index): once every picture is committed, before the passes' rest (the CLI
     prepares its word mapping there). A pass whose extra is not installed is left out, its
     reason said, unless its name ("text", "faces") is in `required` (MissingExtra)."""
-    index_dir = job.index_dir or workflow.default_index_dir()
-    folders = workflow.picture_folders(job.folders)
+    index_dir = job.index_dir or config.default_index_dir()
+    folders = opening.picture_folders(job.folders)
     model = None if job.model_dir is None else Path(job.model_dir).expanduser()
     if system is None:
-        system, fingerprint = workflow.indexing_system(model)
-    index = workflow.open_index(index_dir, model, system, fingerprint, job.rebuild, say=say)
+        system, fingerprint = loading.indexing_system(model)
+    index = opening.open_index(index_dir, model, system, fingerprint, job.rebuild, say=say)
     from ..index.progress_record import ProgressRecord  # noqa: PLC0415
 
     record = ProgressRecord(index.directory, progress)
@@ -169,7 +170,7 @@ def _look(index, job, system, folders, transform, batch, client, record, say):
 
     record.set("look", 0, 0)
     try:
-        report = workflow.update_index(index, system, folders, stage or transform,
+        report = opening.update_index(index, system, folders, stage or transform,
                                        captions=job.captions,
                                        batch_size=job.batch_size or batch, progress=look)
     except BaseException:  # Ctrl-C, a full disk: what the passes read is kept, no waiting

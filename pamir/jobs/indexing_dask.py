@@ -45,7 +45,7 @@ import numpy as np
 from ..distributed import DASK_BATCH, RETRIES, dask_client, once_per_worker, submit_batch
 from ..index import model_fingerprint
 from ..index.sync import file_hash
-from .workflow import load_system, zero_caption_system
+from .loading import load_system, zero_caption_system
 
 #: Tasks in flight per worker thread: enough to keep each busy while results are written,
 #: few enough that results waiting to be written stay small.

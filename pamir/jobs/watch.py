@@ -44,7 +44,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from . import workflow
+from . import loading, workflow
+from .errors import WorkflowError
 from ..formats import MEDIA_SUFFIXES
 from ..index import BATCH_SIZE, Index, IndexDirError, model_fingerprint
 
@@ -181,7 +182,7 @@ class Watcher:
     after each update, as `pamir index` does."""
 
     def __init__(self, index_dir, folders, model_dir, system, fingerprint: str, *,
-                 load: Callable = workflow.load_system, text: bool = True, faces: bool = True,
+                 load: Callable = loading.load_system, text: bool = True, faces: bool = True,
                  say: Callable[[str], None] = logger.info, quiet: float = QUIET,
                  max_delay: float = MAX_DELAY, poll: float = POLL):
         self.index_dir = Path(index_dir)
@@ -356,7 +357,7 @@ class Watcher:
                                        self.fingerprint, folders, text=self.text,
                                        faces=self.faces, say=self.say,
                                        progress=self._progress)
-        except workflow.WorkflowError as e:
+        except WorkflowError as e:
             raise WatchError(str(e)) from None
         except (IndexDirError, OSError, sqlite3.OperationalError, ValueError) as e:
             # the writer lock held (`pamir index`, a Keep), a folder gone meanwhile, a full
@@ -469,7 +470,7 @@ def watcher_of_index(index_dir, folders, *, say: Callable[[str], None] = logger.
     built with (or none: the zero-caption system), loaded (`pamir serve --watch`)."""
     with Index.open(index_dir) as ix:
         model = Path(ix.model_dir) if ix.model_dir else None
-    system, fingerprint = workflow.indexing_system(model)
+    system, fingerprint = loading.indexing_system(model)
     return Watcher(index_dir, folders, model, system, fingerprint, say=say, **options)
 
 

@@ -10,7 +10,7 @@ its folder, the previous model kept beside.
 
 These extend pamir.system.System without changing it; they need a model that is linear in
 the picture vector (PAMIR's W_, T x V), which does the learning itself (PAMIR.partial_fit,
-feedback_delta, apply_feedback). pamir.jobs.workflow runs them on a model folder and its indexes.
+feedback_delta, apply_feedback). pamir.jobs.learning and pamir.jobs.feedback run them on a model folder and its indexes.
 """
 
 from __future__ import annotations
