@@ -12,10 +12,13 @@ import typer
 from rich.markup import escape
 
 from .. import config
+from ..calibration import LIKELY
+from ..facts.video import clock
+from ..index import Index, IndexDirError, QueryError
 from ..jobs.errors import WorkflowError
 from ..jobs.loading import check_vocabulary
-from ..calibration import LIKELY
-from ..index import Index, IndexDirError, QueryError
+from ..storage import shown_path
+from ..text.query import SORTS
 from . import index as product
 from .common import INDEX_HELP, console, fail
 
@@ -113,8 +116,6 @@ def search_command(
 def _sort_name(sort: str | None) -> str | None:
     if sort is None:
         return None
-    from ..text.query import SORTS  # noqa: PLC0415
-
     if sort.lower() not in SORTS:
         fail(f"--sort {sort}: one of {', '.join(sorted(SORTS))}")
     return SORTS[sort.lower()]
@@ -122,8 +123,6 @@ def _sort_name(sort: str | None) -> str | None:
 
 def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
     if as_json:
-        from ..storage import shown_path  # noqa: PLC0415 - a non-UTF-8 name as the API gives it
-
         print(json.dumps({**head, "hits": [{**h.__dict__, "path": shown_path(h.path)}
                                            for h in hits]}))
     elif files_only:
@@ -133,9 +132,6 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             sys.stdout.buffer.write(os.fsencode(h.path) + b"\n")
         sys.stdout.buffer.flush()
     else:
-        from ..storage import shown_path  # noqa: PLC0415
-        from ..facts.video import clock  # noqa: PLC0415
-
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
             when = f"{h.taken[:10]}  " if getattr(h, "taken", None) else ""
             caption = f"\t{' '.join(h.caption)}" if getattr(h, "caption", None) else ""

@@ -15,6 +15,7 @@ feedback_delta, apply_feedback). pamir.jobs.learning and pamir.jobs.feedback run
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -218,8 +219,6 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
 def save_keeping_previous(system: System, path) -> Path:
     """Save the system over `path` atomically, the model that was there first copied to
     `PATH.previous` (replacing an older one): a bad update is one rename away from undone."""
-    import shutil  # noqa: PLC0415
-
     path = Path(path).resolve()
     if (path / "model.json").is_file():
         previous = path.with_name(path.name + ".previous")
