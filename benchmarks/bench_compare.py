@@ -41,7 +41,7 @@ from common.corel import Corel, Split, indexing, query_ms, selection_rows, test_
 from common.harness import (PERQUERY, RESULTS, Run, parser, read_summary, report_head,
                             write_json, write_results)
 from pamir import config
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.evaluation import annotation_metrics, evaluate_model, wilcoxon
 from pamir.features import FeatureSettings
 from pamir.models import model_class

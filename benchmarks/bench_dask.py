@@ -29,7 +29,8 @@ from pathlib import Path
 
 from common.harness import RESULTS, Run, parser, report_head, save_report
 
-from pamir.data import find_corel5k, load_collection
+from pamir.data import find_corel5k
+from pamir.facts.collection import load_collection
 from pamir.distributed import (DASK_BATCH, batch_for_overhead, dask_client,
                                task_overhead)
 from pamir.jobs.indexing_dask import DaskTransform, worker_system

@@ -30,7 +30,7 @@ from PIL import Image
 
 from common.harness import RESULTS, Run, load_clause, parser, report_head, save_report
 from pamir import config
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.features import FeatureSettings, extract_blocks
 from pamir.features.blocks import _colour_codes, _grey, block_histograms
 from pamir.features.collection import collection_features, colour_codebook_for

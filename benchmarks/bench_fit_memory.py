@@ -63,7 +63,7 @@ def subset(collection, n_train: int, seed: int = SEED):
 
 def one(n_train: int, ensemble: int, retrain: bool, updates: int | None) -> dict:
     """One fit in this process: its peak memory, time and choice."""
-    from pamir.data import load_collection  # noqa: PLC0415
+    from pamir.facts.collection import load_collection  # noqa: PLC0415
     from pamir.system import evaluate_system  # noqa: PLC0415
     from pamir.training import fit_system  # noqa: PLC0415
 

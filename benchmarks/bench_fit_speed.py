@@ -246,7 +246,7 @@ def cap_study(out: Path, cap_sizes=(250, 500, 1000), draws: int = 200) -> None:
     """In AFTER's tree, on the warm cache: PAMIR on cnn at each c of its grid, trained with
     every validation query; then how often a seeded sample of `cap` validation queries ranks
     the three models as all the queries do, and the spread of its AvgP."""
-    from pamir.data import load_collection  # noqa: PLC0415
+    from pamir.facts.collection import load_collection  # noqa: PLC0415
     from pamir.features.representation import take_rows  # noqa: PLC0415
     from pamir.models.base import TrainingQueries  # noqa: PLC0415
     from pamir.models.pamir import PAMIR  # noqa: PLC0415

@@ -25,7 +25,8 @@ import numpy as np
 from common.harness import Run, parser, report_head, save_report
 
 from pamir import config
-from pamir.data import Collection, load_collection
+from pamir.data import Collection
+from pamir.facts.collection import load_collection
 from pamir.evaluation.significance import wilcoxon
 from pamir.protocol import Protocol
 from pamir.system import evaluate_system

@@ -35,7 +35,7 @@ import numpy as np
 from common.corel import Corel, indexing, query_ms, selection_rows, test_entry
 from common.harness import RESULTS, Run, parser, report_head, write_results
 from pamir import config
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.models.plsa import PLSA
 from pamir.models.svm import WordSVM
 from pamir.training import fit_system

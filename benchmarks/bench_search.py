@@ -50,7 +50,7 @@ from pamir.text.bridge import NEIGHBOURS as BRIDGE_NEIGHBOURS
 from pamir.text.bridge import Bridge
 from pamir.text.embedding import embedder
 from pamir.zeroshot.imagenet import class_probabilities, imagenet_class_names
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.evaluation.metrics import average_precision
 from pamir.features import FeatureSettings
 from pamir.features.representation import take_rows

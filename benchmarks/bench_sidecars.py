@@ -41,7 +41,7 @@ def measure(model: str) -> dict:
     from pamir.calibration import annotate
     from pamir.data import load_corel5k
     from pamir.protocol import Protocol
-    from pamir.jobs.workflow import load_system
+    from pamir.jobs.loading import load_system
 
     system = load_system(model)
     collection = load_corel5k()

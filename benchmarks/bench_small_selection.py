@@ -45,7 +45,7 @@ import scipy.sparse as sp
 # common.harness imports no feature code (no faiss): --from runs where only the model code need import
 from common.harness import Run, parser, report_head, save_report
 from pamir import config
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.evaluation import evaluate_model
 from pamir.features.representation import take_rows
 from pamir.models.pamir import PAMIR

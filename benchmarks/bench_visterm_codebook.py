@@ -25,7 +25,7 @@ from pathlib import Path
 from common.harness import Run, parser, report_head, save_report
 
 from pamir import config
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.features import FeatureSettings
 from pamir.features.collection import collection_features
 from pamir.features.representation import take_rows

@@ -62,7 +62,7 @@ from pamir.zeroshot.prior import Prior
 from pamir.protocol import Protocol
 from pamir.system import index_transform
 from pamir.training import fit_system
-from pamir.jobs.workflow import word_scales
+from pamir.jobs.loading import word_scales
 
 #: The validation grid of the embedding bridge (chosen values in pamir.zeroshot.classes).
 NEIGHBOURS = (5, 10, 20, 50)

@@ -491,7 +491,7 @@ def main(argv=None) -> None:
             r["scale"]["million"] = scale_synthetic(1_000_000)
             save()
         if "text" in parts:  # on a smaller folder: the CNN reads every picture
-            from pamir.jobs.workflow import index_folders
+            from pamir.jobs.indexing import index_folders
 
             small = make_folder(corel / "images", work / "small", **TEXT_SPACE_FOLDER)
             index_folders(None, [work / "small"], index=work / "text-index")

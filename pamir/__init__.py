@@ -22,16 +22,16 @@ import importlib
 #: name -> the module that defines it (one home each; this table is the library's face).
 _EXPORTS = {
     # data
-    "Collection": "pamir.data", "load_collection": "pamir.data",
+    "Collection": "pamir.data", "load_collection": "pamir.facts.collection",
     # a trained system: fitting, saving, loading, evaluating, learning
     "System": "pamir.system", "fit_system": "pamir.training", "fit_or_refit": "pamir.training",
     "FitSettings": "pamir.training",
     "evaluate_system": "pamir.system",
     # the index and the workflow over it (open / create / rebuild / rescore / learn / keep)
     "Index": "pamir.index", "Hit": "pamir.index",
-    "open_index": "pamir.jobs.workflow", "index_folders": "pamir.jobs.indexing",
-    "learn_captions": "pamir.jobs.workflow", "keep_feedback": "pamir.jobs.workflow",
-    "feedback_round": "pamir.jobs.workflow",
+    "open_index": "pamir.jobs.opening", "index_folders": "pamir.jobs.indexing",
+    "learn_captions": "pamir.jobs.learning", "keep_feedback": "pamir.jobs.feedback",
+    "feedback_round": "pamir.jobs.feedback",
     # the models: scikit-learn style estimators
     "PAMIR": "pamir.models.pamir", "MODELS": "pamir.models", "model_class": "pamir.models",
     "load_model": "pamir.models",

@@ -7,9 +7,12 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from . import config
-from .commands.common import fail
+from .commands.common import console as errors, fail
+from .data import DataError
+from .extras import MissingExtra, optional
 
 # Every command line imports this module and mounts every command (for the help and the
 # dispatch), so what it and the command modules import at the top is paid by all of them,
@@ -58,9 +61,10 @@ def dataset_stats(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """The protocol statistics of train / valid / test, as TPAMI Table I."""
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
 
-    from .data import DataError, load_collection  # noqa: PLC0415
+    # start-up: pictures' metadata (defusedxml), the protocol (scipy)
+    from .facts.collection import load_collection  # noqa: PLC0415
     from .protocol import Protocol  # noqa: PLC0415
 
     try:
@@ -101,15 +105,9 @@ _mount_commands()
 
 
 def main() -> None:
-    from .extras import MissingExtra, optional  # noqa: PLC0415
-
     try:
         with optional():
             app()
     except MissingExtra as e:  # an optional package missing: say which extra installs it
-        from rich.markup import escape  # noqa: PLC0415
-
-        from .commands.common import console as errors  # noqa: PLC0415  (stderr)
-
         errors.print(f"[red]error:[/red] {escape(str(e))}", markup=True)
         raise SystemExit(2) from None

@@ -90,6 +90,15 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pamir"
 
 
+def default_index_dir() -> Path:
+    """Where an index is when no --index names one: $PAMIR_INDEX, else
+    $XDG_DATA_HOME/pamir/index (~/.local/share/pamir/index)."""
+    if os.environ.get("PAMIR_INDEX"):
+        return Path(os.environ["PAMIR_INDEX"])
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data / "pamir" / "index"
+
+
 def corel5k_candidates() -> list[Path]:
     """Where the Corel 5k folder is looked for, first match wins (PAMIR_COREL5K overrides)."""
     found = []

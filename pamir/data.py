@@ -7,6 +7,8 @@ data set assigns it, if any ("train", "test" or "").
 Captions tables are TSV, CSV or JSON lines, with a path column (paths relative to the table)
 and a keywords column (words separated by spaces or commas) or a caption column (free text,
 tokenised). Bad input raises `DataError` naming the file and line; nothing is dropped silently.
+A folder whose pictures' files carry their keywords is read a layer up, beside the reading of
+those keywords (pamir.facts.collection: `load_folder`, and `load_collection` for any kind).
 """
 
 from __future__ import annotations
@@ -325,43 +327,6 @@ def _add_unlisted_pictures(coll: Collection, base: Path) -> None:
                 coll.splits.append("")
 
 
-# --------------------------------------------------------------------- folders, no table
-def load_folder(folder: str | Path, *, folder_words: bool = False,
-                stop_words=STOP_WORDS) -> Collection:
-    """Every picture under `folder`, captioned by what its files say (pamir.facts.metadata:
-    sidecars, then IPTC/XMP/EXIF keywords, then free-text descriptions); pictures with none
-    are uncaptioned. folder_words: the names of the folders between `folder` and the
-    picture are caption words too (off by default: "DCIM", "100CANON", "2019-07" or
-    "export" say nothing of what a picture shows, and every picture of a folder would share
-    them, so the model would learn folders, not content)."""
-    from .facts.metadata import read_metadata  # noqa: PLC0415
-
-    root = Path(folder).resolve()
-    if not root.is_dir():
-        raise DataError(f"{folder}: not a folder; give a folder of pictures or a captions table")
-    coll = Collection(root.name, root, [], [], [], [])
-    for path in sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES
-                       and not any(part.startswith(".") for part in
-                                   p.relative_to(root).parts) and p.is_file()):
-        meta = read_metadata(path, stop_words)
-        coll.warnings += meta.notes
-        caption, source = meta.caption, meta.source
-        if folder_words:
-            extra = split_keywords(" ".join(path.relative_to(root).parts[:-1]))
-            if extra:
-                caption = tuple(dict.fromkeys((caption or ()) + tuple(extra)))
-                source = f"{source} + folder names" if source else "folder names"
-        coll.ids.append(str(path.relative_to(root)))
-        coll.paths.append(path)
-        coll.captions.append(caption)
-        coll.splits.append("")
-        coll.sources.append(source if caption else None)
-    if not coll.ids:
-        raise DataError(f"{folder}: no pictures found (looked for "
-                        f"{', '.join(sorted(IMAGE_SUFFIXES))})")
-    return coll  # the notes are in coll.warnings: `pamir fit` prints them
-
-
 def caption_sources(coll: Collection) -> str:
     """"812 of 1,000 pictures captioned: 700 IPTC Keywords, 112 sidecar NAME.xmp" (a
     picture whose keywords sit in several fields counts under each)."""
@@ -369,14 +334,3 @@ def caption_sources(coll: Collection) -> str:
     parts = ", ".join(f"{n:,} {s}" for s, n in counts.most_common())
     return (f"{sum(1 for s in coll.sources if s):,} of {len(coll):,} pictures captioned"
             + (f": {parts}" if parts else " (no keywords in their files or sidecars)"))
-
-
-def load_collection(spec: str | Path, *, folder_words: bool = False, **kwargs) -> Collection:
-    """A data set by name ("corel5k", "corel5k:/path/to/folder"), a captions table path, or
-    a folder of pictures whose files carry their keywords (`load_folder`)."""
-    spec = str(spec)
-    if spec == "corel5k" or spec.startswith("corel5k:"):
-        return load_corel5k(spec.partition(":")[2] or None)
-    if Path(spec).is_dir():
-        return load_folder(spec, folder_words=folder_words, **kwargs)
-    return load_captions_table(spec, **kwargs)

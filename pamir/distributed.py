@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from .extras import optional
+
 #: Pictures per task under Dask. Measured on Corel 5k (benchmarks/results/dask.md): Dask's
 #: own cost is ~2 ms per task (13 ms as an awaited round trip) against ~8.6 ms of one core
 #: per picture, so 25-155 pictures keep it under 1 %; but a batch also costs the writer a
@@ -48,8 +50,6 @@ RETRIES = 2
 def dask_client(workers: int | None = None, scheduler: str | None = None):
     """A dask.distributed Client: to the scheduler at `scheduler`, or to a LocalCluster of
     `workers` single-threaded worker processes (closed on exit)."""
-    from .extras import optional  # noqa: PLC0415
-
     with optional():  # the [dask] extra
         from distributed import Client, LocalCluster  # noqa: PLC0415  (heavy, optional path)
 

@@ -29,17 +29,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import config
+from .calibration import Calibration, annotate
 from .data import Collection
-from .text.embedding import EmbeddingUnavailable
 from .evaluation import evaluate_model, evaluate_text_space, query_scores
 from .features.registry import representation_from_saved
 from .features.representation import Extracted, take_rows
-from .zeroshot.imagenet import class_probabilities, imagenet_class_names
 from .models import model_class
 from .models.base import TextSpaceModel, dense_float32, load_directory, save_directory
 from .models.neighbours import Neighbours
 from .protocol import Protocol
+from .text.embedding import EmbeddingUnavailable
 from .text.words import query_vector, tokenize
+from .zeroshot.imagenet import class_probabilities, imagenet_class_names
+from .zeroshot.prior import Prior
 
 KIND = "system"
 FORMAT_VERSION = 1
@@ -150,8 +152,6 @@ class System:
         probabilities and ImageNet's words). k None: by the rule validation preferred, the 5
         best or with per-word thresholds the words likely enough; k: the k best words, as
         `pamir annotate -k`."""
-        from .calibration import annotate  # noqa: PLC0415  the rule's home
-
         return [[(word, score) for word, score, _ in row]
                 for row in annotate(self.calibration, Z_rows, self.vocabulary, k,
                                     count=k is not None)]
@@ -207,14 +207,10 @@ class System:
         system = cls(pipeline, model, head["vocabulary"], arrays["idf"], head.get("info", {}),
                      neighbours)
         if head.get("calibration"):  # models saved before calibration load without one
-            from .calibration import Calibration  # noqa: PLC0415
-
             system.calibration = Calibration.from_saved(
                 head["calibration"], {k.partition("/")[2]: v for k, v in arrays.items()
                                       if k.startswith("calibration/")})
         if "prior" in head:  # models saved before the prior existed score with the model alone
-            from .zeroshot.prior import Prior  # noqa: PLC0415
-
             system.prior = Prior.from_saved(head["prior"], {
                 k.partition("/")[2]: v for k, v in arrays.items() if k.startswith("prior/")})
         return system

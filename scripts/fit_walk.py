@@ -99,7 +99,7 @@ def main(argv=None) -> None:
     os.environ.setdefault("PAMIR_CACHE", str(work / "cache"))
     os.environ.setdefault("PAMIR_EMBEDDINGS", "0")
     _, table = slice_of_corel(args.pictures, work)
-    from pamir.data import load_collection  # noqa: PLC0415
+    from pamir.facts.collection import load_collection  # noqa: PLC0415
     from pamir.features import FeatureSettings  # noqa: PLC0415
     from pamir.training import fit_system  # noqa: PLC0415
 

@@ -46,7 +46,7 @@ WORKER = r"""
 import hashlib, json, re, sys
 import numpy as np
 from pamir import config
-from pamir.data import load_collection
+from pamir import load_collection  # (pamir.data's before the folders moved to pamir.facts)
 from pamir.features import FeatureSettings
 import pamir.system
 fit_system = getattr(pamir.system, "fit_system", None)

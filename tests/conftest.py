@@ -122,7 +122,7 @@ def looks_folder(tmp_path_factory):
 def looks_system(looks_folder, tmp_path_factory):
     """(collection, system, feature cache): a small visterm PAMIR system fitted on
     looks_folder, its grid chosen on validation."""
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features import FeatureSettings
     from pamir.training import fit_system
 
@@ -142,7 +142,7 @@ def looks_system(looks_folder, tmp_path_factory):
 
 
 def reliability_fit(table, out, cache_dir, n_updates: int = 3_000):
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features import FeatureSettings
     from pamir.training import fit_system
 

@@ -101,7 +101,7 @@ def make_pictures(root: Path) -> list[Path]:
 def striped_collection(root, colours: dict, n: int, size: tuple, seed: int, digits: int):
     """n generated pictures, a colour word each (round robin) and "stripes" on every third,
     with noise, and the captions table that names them; the collection it loads."""
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
 
     rng = np.random.default_rng(seed)
     words, lines = list(colours), ["path\tkeywords"]

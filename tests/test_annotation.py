@@ -15,7 +15,8 @@ from pamir.cli import app
 from pamir.index import Index
 from pamir.server import create_app
 from pamir.jobs.indexing import index_folders
-from pamir.jobs.workflow import WorkflowError, load_system
+from pamir.jobs.errors import WorkflowError
+from pamir.jobs.loading import load_system
 from pamir.zeroshot.classes import Annotation
 
 

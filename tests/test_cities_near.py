@@ -208,7 +208,7 @@ def test_a_new_rule_names_an_index_places_again_from_their_positions(tmp_path, m
     from pamir.facts import places
     from pamir.facts.fact import Fact
     from pamir.index import Index
-    from pamir.jobs.workflow import update_index
+    from pamir.jobs.opening import update_index
 
     pics = tmp_path / "pics"
     exiftool(picture(pics / "kinkakuji.jpg"), *gps_tags(*KINKAKUJI))

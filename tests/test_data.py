@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from pamir.data import DataError, load_captions_table, load_collection
+from pamir.data import DataError, load_captions_table
+from pamir.facts.collection import load_collection
 from pamir.text.words import split_keywords, tokenize
 from pictures import picture  # the tests' one picture writer
 

@@ -39,7 +39,7 @@ def make_collection(root: Path, n: int = 48) -> Path:
 @pytest.fixture(scope="module")
 def system_dir(tmp_path_factory):
     """(model folder, pictures folder): a tiny real visterms + PAMIR system."""
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features import FeatureSettings
     from pamir.training import fit_system
 
@@ -165,7 +165,7 @@ def test_killed_worker_then_rerun_completes(system_dir, client, tmp_path):
 def test_fit_features_on_the_cluster_equal_in_process(system_dir, client, tmp_path):
     """`pamir fit --workers`: blocks and visterm assignment as Dask tasks give the same
     system, array for array (each run with an empty feature cache of its own)."""
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features import FeatureSettings
     from pamir.distributed import on_cluster
     from pamir.models.base import load_directory

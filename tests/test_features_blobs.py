@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pamir.data import DataError, load_collection
+from pamir.data import DataError
+from pamir.facts.collection import load_collection
 from pamir.features.blobs import N_BLOBS, load_blobs, read_sparse_arff
 
 

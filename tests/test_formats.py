@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pamir.data import load_folder
+from pamir.facts.collection import load_folder
 from pamir.features.images import ImageError, decode_rgb, displayed_size, register_formats
 
 RED = (220, 30, 30)

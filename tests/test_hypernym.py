@@ -8,7 +8,8 @@ import shutil
 
 import numpy as np
 
-from pamir.data import load_corel5k, load_collection
+from pamir.data import load_corel5k
+from pamir.facts.collection import load_collection
 from pamir.evaluation.metrics import average_precision
 from pamir.index import Index
 from pamir.training import fit_system

@@ -129,7 +129,7 @@ def test_pamir_learn_teaches_a_new_word(tmp_path, monkeypatch):
     `pamir learn` from 10 new captioned pictures, and the index answers "stripes"; the
     rescoring reads the indexed pictures' features from the cache, decoding none again."""
     import pamir.features.extract as extract
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features import FeatureSettings
     from pamir.system import System
     from pamir.training import fit_system

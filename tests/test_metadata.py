@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pamir.data import caption_sources, load_collection, load_folder
+from pamir.data import caption_sources
+from pamir.facts.collection import load_collection, load_folder
 from pamir.facts.metadata import MAX_XMP_BYTES, read_metadata
 from pictures import exiftool, picture, write_packet
 

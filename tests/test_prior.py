@@ -132,7 +132,7 @@ def test_a_fitted_cnn_system_keeps_its_prior_and_scores_with_it(tmp_path):
     import skimage.data
     from PIL import Image
 
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features.cnn import CNNSettings
     from pamir.system import System
     from pamir.training import fit_system
@@ -164,6 +164,6 @@ def test_a_fitted_cnn_system_keeps_its_prior_and_scores_with_it(tmp_path):
     np.testing.assert_allclose(Z, loaded.prior.mix(raw, loaded.class_probabilities(paths)),
                                rtol=1e-5)
     # the index measures a mixed query's words by the prior's spreads (Searcher.class_mix)
-    from pamir.jobs import workflow
-    with workflow.open_index(tmp_path / "index", tmp_path / "model", loaded, "fp") as ix:
+    from pamir.jobs import opening
+    with opening.open_index(tmp_path / "index", tmp_path / "model", loaded, "fp") as ix:
         np.testing.assert_allclose(ix.scales, loaded.prior.spreads, rtol=1e-6)

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 import pamir.commands.index as product
+from pamir import config
 from fakes import run, use_fake_embedder
 from pictures import COLOURS, coloured_pictures
 
@@ -140,7 +141,7 @@ def test_default_index_folder(fake, tmp_path, monkeypatch):
     assert (tmp_path / "xdg" / "pamir" / "index" / "catalog.sqlite").is_file()
     assert "green" in run("search", "green", "-k", "1").output
     monkeypatch.setenv("PAMIR_INDEX", str(tmp_path / "elsewhere"))
-    assert product.default_index_dir() == tmp_path / "elsewhere"
+    assert config.default_index_dir() == tmp_path / "elsewhere"
 
 
 @pytest.mark.parametrize("query, needle", [("", "empty"), ("  ", "empty"),
@@ -198,7 +199,7 @@ def test_annotate_reports_unreadable(fake, tmp_path):
 @pytest.fixture(scope="module")
 def real_model(tmp_path_factory):
     """A real PAMIR system fitted on 60 generated captioned pictures (a few seconds)."""
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features import FeatureSettings
     from pamir.training import fit_system
 
@@ -266,7 +267,7 @@ def test_fit_index_search_annotate_explain(real_model, tmp_path):
 def test_an_index_refuses_a_model_of_another_representation(real_model, tmp_path):
     """An index built with a visterms model is refused to a CNN model, with a message that
     names both representations and the way out (--rebuild), and nothing indexed is lost."""
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     from pamir.features import FeatureSettings
     from pamir.training import fit_system
 

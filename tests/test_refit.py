@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.features import FeatureSettings
 from pamir.models.pamir import PAMIR
 from pamir.system import System
@@ -143,8 +143,6 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
     child process in a fit: the embedding model never enters the fit's own memory)."""
     import scipy.sparse as sp
 
-    import pamir.zeroshot.prior
-    import pamir.zeroshot.classes
     from pamir.training import prior as prior_phase
 
     monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))
@@ -161,8 +159,9 @@ def test_the_vocabularys_classes_are_cached_per_machine(tmp_path, monkeypatch):
         calls.append(list(vocabulary))
         return sp.csr_matrix(np.eye(len(vocabulary), 1000, dtype=np.float32))
 
-    monkeypatch.setattr(pamir.zeroshot.classes, "ClassWords", Words)
-    monkeypatch.setattr(pamir.zeroshot.prior, "word_classes", word_classes)
+    # (the names as the prior phase imported them)
+    monkeypatch.setattr(prior_phase, "ClassWords", Words)
+    monkeypatch.setattr(prior_phase, "word_classes", word_classes)
     first = prior_phase.vocabulary_classes(["sun", "sea"])
     again = prior_phase.vocabulary_classes(["sun", "sea"])
     started = prior_phase.start_vocabulary_classes(["sun", "sea"])  # cached: no child

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pamir.data import load_collection, load_corel5k
+from pamir.data import load_corel5k
+from pamir.facts.collection import load_collection
 from pamir.features.blobs import ArffBlobs, BlobSettings, SegmentedBlobs, load_blobs
 from pamir.features.registry import make_representation, representation_name
 from pamir.features.segmentation import N_FEATURES, region_features, segment

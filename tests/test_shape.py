@@ -183,11 +183,7 @@ ARCHITECTURE = PAMIR.parent / "docs" / "architecture.md"
 #: Imports that still go up a layer, each with the fix it waits for; an entry leaves as its
 #: import goes (test_no_import_goes_up_a_layer fails on one that no longer occurs), so the
 #: whole package comes under the rule by removing lines, never by adding them.
-UPWARDS = {
-    ("pamir.data", "pamir.facts.metadata"):
-        "load_folder reads each picture's keywords; data.py (branch passes) to take them from "
-        "its caller, or load_folder to move up beside facts.metadata",
-}
+UPWARDS: dict[tuple[str, str], str] = {}
 
 
 def _layers() -> dict[str, int]:
@@ -258,3 +254,58 @@ def test_architecture_names_every_command_module():
                if line.startswith("| a command of the tool |"))
     names = [module.rpartition(".")[2] for _, module in mounted]
     assert len(names) >= 10 and [n for n in names if f"`{n}.py`" not in row] == []
+
+
+#: Modules whose imports inside functions do not all say why yet (issue 53), each owned by a
+#: branch that is hoisting them; a module leaves as its imports are hoisted or explained.
+IMPORTS_NOT_YET_SAID = {
+    # branch speed52 (the reading stage and the passes' readers)
+    "pamir.facts.ocr", "pamir.facts.people.faces", "pamir.facts.people.zoom", "pamir.facts.video",
+    "pamir.features.heif", "pamir.features.images", "pamir.features.rasters", "pamir.index.stage",
+    # branch zero2 (zero captions, annotate, sidecars)
+    "pamir.commands.annotate", "pamir.jobs.annotation", "pamir.jobs.folder_look",
+    "pamir.jobs.sidecars", "pamir.zeroshot.classes", "pamir.zeroshot.folder",
+    "pamir.zeroshot.imagenet", "pamir.zeroshot.prior",
+}
+
+
+def _unexplained_imports(path: Path) -> list[int]:
+    """The lines of the imports inside functions of `path` that give no reason: no comment
+    beside them beyond a `noqa`, nor above the block of imports they sit in."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found = []
+
+    def said(line: str) -> bool:
+        return bool(re.sub(r"noqa(: [A-Z]+\d+(, [A-Z]+\d+)*)?", "", line.partition("#")[2])
+                    .strip(" -:()"))
+
+    def visit(node, inside: bool):
+        for child in ast.iter_child_nodes(node):
+            if inside and isinstance(child, (ast.Import, ast.ImportFrom)):
+                if not said(lines[child.end_lineno - 1]):
+                    i = child.lineno - 1
+                    indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+                    while (i > 0 and lines[i - 1].startswith(indent)
+                           and lines[i - 1][len(indent):].startswith(("import ", "from "))):
+                        i -= 1
+                    if not lines[i - 1].strip().startswith("#"):
+                        found.append(child.lineno)
+            visit(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse("\n".join(lines)), False)
+    return found
+
+
+def test_imports_inside_functions_say_why():
+    """An import sits inside a function only where start-up time, an optional extra or a cycle
+    at import needs it, and a comment beside it (or above its block) says which
+    (docs/architecture.md, "Where an import goes")."""
+    modules, unsaid = _modules(), {}
+    for module, path in modules.items():
+        lines = _unexplained_imports(path)
+        if lines and module not in IMPORTS_NOT_YET_SAID:
+            unsaid[module] = lines
+    assert unsaid == {}, "hoist these to the module's top, or say why they cannot be"
+    said = sorted(m for m in IMPORTS_NOT_YET_SAID
+                  if m not in modules or not _unexplained_imports(modules[m]))
+    assert said == [], "these say why now: take them off IMPORTS_NOT_YET_SAID"

@@ -151,7 +151,7 @@ def test_pamir_words_are_never_learned_back_and_a_kept_word_is(tmp_path):
     # what `pamir fit FOLDER` learns from: the kept words, and nothing of a picture with
     # pamir's words alone
     write_xmp(picture(tmp_path / "b.jpg"), Known(["tiger", "sky"], []))
-    from pamir.data import load_collection
+    from pamir.facts.collection import load_collection
     collection = load_collection(tmp_path)
     assert dict(zip([q.name for q in collection.paths], collection.captions)) == {
         "a.jpg": tuple(read_metadata(p).caption), "b.jpg": None}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.evaluation import mean_average_precision
 from pamir.features import FeatureSettings
 from pamir.protocol import Protocol

@@ -302,7 +302,7 @@ def test_pamir_watch_catches_up_and_stops_cleanly_on_ctrl_c(fake, tmp_path, monk
 def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
 
-    import pamir.jobs.workflow as workflow
+    import pamir.jobs.loading as loading
     from pamir.commands.serve import _watching
     from pamir.jobs import indexing
     from pamir.server import create_app
@@ -312,7 +312,7 @@ def test_serve_watch_answers_with_pictures_added_while_it_serves(tmp_path, monke
     first = Watching(tmp_path, [folder])  # the index `pamir index` built
     first.stop()
     # the index's model is the stand-in; its passes read nothing here
-    monkeypatch.setattr(workflow, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
+    monkeypatch.setattr(loading, "indexing_system", lambda model: (first.system, model_fingerprint(model)))
     # called as the real ones are (pamir.jobs.indexing: client, progress), a pass's report
     nothing = {"read": 0, "with_facts": 0, "failed": 0, "seconds": 0.0, "notes": []}
     alone = indexing._alone

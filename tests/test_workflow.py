@@ -1,4 +1,4 @@
-"""The index workflow as a library (pamir.jobs.workflow): a Keep through the HTTP API and the same
+"""Relevance feedback as a library (pamir.jobs.feedback): a Keep through the HTTP API and the same
 marks through the library make the same model and the same index scores; a round's re-ranked
 hits are the same through both."""
 
@@ -14,7 +14,9 @@ import pamir
 from conftest import model_arrays, same_model
 from pamir.server import create_app
 from pamir.jobs.indexing import index_folders
-from pamir.jobs.workflow import WorkflowError, feedback_round, load_system, marks
+from pamir.jobs.errors import WorkflowError
+from pamir.jobs.feedback import feedback_round, marks
+from pamir.jobs.loading import load_system
 
 
 @pytest.fixture(autouse=True)

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pamir import config
-from pamir.data import load_collection
+from pamir.facts.collection import load_collection
 from pamir.evaluation import evaluate_model
 from pamir.features import FeatureSettings
 from pamir.features.representation import take_rows
@@ -317,7 +317,7 @@ def through_index(Z: np.ndarray, prot, vocabulary, idf, classes, folder: Path,
     """A split's queries searched through a real index of its pictures (columns Z), as
     `pamir search` does: per query, every picture's score, then AvgP / P10; queries with no
     searchable word score every picture alike (the worst ties). scales: the words' spreads
-    the index measures a query's words by (pamir.jobs.workflow.word_scales)."""
+    the index measures a query's words by (pamir.jobs.loading.word_scales)."""
     from pamir.index import Index, QueryError  # noqa: PLC0415
 
     qs, idx = prot.queries(split), prot.split(split)

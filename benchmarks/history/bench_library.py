@@ -75,7 +75,7 @@ INDEX = """
 import sys, os
 from pathlib import Path
 from pamir.index import Index
-from pamir.jobs.workflow import index_folders
+from pamir.jobs.indexing import index_folders
 model, pics = sys.argv[2], Path(sys.argv[1]).parent / "pictures"
 pics.mkdir(exist_ok=True)
 images = Path(os.environ["PAMIR_COREL5K"]) / "images"

@@ -37,6 +37,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from ..config import ANNOTATION_WORDS
+from ..text.words import text_vectors
+
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
@@ -90,6 +93,7 @@ def _fit_with_ceiling(X: np.ndarray, y: np.ndarray, w: np.ndarray, b: float,
     """(w, b, ceiling) maximising the likelihood of P = ceiling x sigmoid(X w + b), each
     pair weighing `weight` (1 by default), from a plain logistic's (w, b); the L2 penalty of
     sklearn's C = 1 on w."""
+    # start-up: scipy (0.3 s)
     from scipy.optimize import minimize  # noqa: PLC0415
 
     yf = y.astype(np.float64)
@@ -234,6 +238,7 @@ class Calibration:
         best of the others, as a new picture is with the best of the reference (with
         itself among them, the best validation picture would never stand out, and the
         logistic would not learn what standing out means)."""
+        # start-up: scipy (0.3 s)
         import scipy.sparse as sp  # noqa: PLC0415
         Q = sp.csr_matrix(Q, dtype=np.float64)
         R = np.asarray(Q @ self.reference.T.astype(np.float64))  # (n_queries x n_ref)
@@ -303,6 +308,7 @@ class Calibration:
 
 def word_pictures(Y: sp.spmatrix) -> list[np.ndarray]:
     """For each word (column of the n x T presence matrix Y), the pictures that have it."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
     C = sp.csc_matrix(Y)
     C.eliminate_zeros()
@@ -329,6 +335,7 @@ def fit_calibration(Z_reference: np.ndarray, Q: sp.spmatrix, terms: Sequence[Seq
     kept, and a seeded sample of the others, each weighing as many as it stands for, so
     that the likelihood, and so the probabilities, are those of every pair in expectation
     (case-control sampling: the relevant pairs are the few that carry the information)."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415: fitting only
 
@@ -392,9 +399,11 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
     None, with a line logged, where validation cannot fit one (too few captions).
     P_valid: the validation pictures' class probabilities, for a system with a prior
     (pamir.zeroshot.prior): the probabilities are those of its mixed scores."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
+
+    # start-up: scipy (0.3 s)
     from ..protocol import generate_queries  # noqa: PLC0415
-    from ..text.words import text_vectors  # noqa: PLC0415
 
     say = log or (lambda *a: None)
     Y_valid = sp.csr_matrix(Y_valid)
@@ -442,6 +451,7 @@ def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, se
     """Set cal's annotation rule (and thresholds) to what the validation pictures prefer
     (pamir.calibration.thresholds.choose_rule), their text-space vectors Z_valid scored by
     the model trained without them; standard scores over those same pictures."""
+    # start-up: numba and scipy (0.5 s)
     from .thresholds import RULES, choose_rule, fit_thresholds  # noqa: PLC0415
 
     own = Calibration(cal.coef, cal.intercept, Z_valid, cal.word_pictures, cal.n_train,
@@ -463,8 +473,6 @@ def annotate(cal: Calibration | None, Z: np.ndarray, vocabulary: Sequence[str],
     none at all where no word is likely enough). Without a calibration: the k best words,
     probability None. count: the k best words whatever the rule (what a person asking for
     k words gets: `pamir annotate -k`, `System.annotate(Z, k)`), with their probabilities."""
-    from ..config import ANNOTATION_WORDS  # noqa: PLC0415
-
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))[:, :len(vocabulary)]
     P = cal.word_probabilities(Z) if cal is not None else np.full(Z.shape, np.nan)
     thresholds = None if cal is None or cal.thresholds is None else cal.thresholds

@@ -13,7 +13,6 @@ from rich.markup import escape
 from .. import config
 from ..jobs.annotation import annotate_pictures, write_sidecar
 from ..index import Index, IndexDirError
-from ..jobs.workflow import default_index_dir
 from ..zeroshot.classes import ZeroCaptionSystem
 from . import index as product
 from .common import console, fail
@@ -130,7 +129,7 @@ def _facts_index(index_dir: Path | None):
     """The index `pamir annotate` reads the pictures' facts from (read-only): --index, else
     the default one where there is one; None (no facts) where there is none to read, with a
     line when --index named it."""
-    where = index_dir or default_index_dir()
+    where = index_dir or config.default_index_dir()
     if not Index.exists(where):
         if index_dir is not None:
             console.print(f"[yellow]no index at {index_dir}: no place or text added[/yellow]",

@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 
 from .. import config
-from ..data import DataError, load_collection
-from ..features.registry import EXTRACTABLE, REPRESENTATIONS as TABLE
+from ..data import DataError
+from ..features.registry import EXTRACTABLE, REPRESENTATIONS as TABLE, make_representation
 from ..features.settings import JOBS, FeatureSettings
 
 app = typer.Typer(help="Visual features: blocks, LBP and colour histograms, visterms, CNN.",
@@ -53,6 +53,9 @@ def extract(
         console.print(f"[red]error:[/red] --representation {representation!r}: use one of "
                       f"{', '.join(REPRESENTATIONS)}", highlight=False)
         raise typer.Exit(2)
+    # start-up: pictures' metadata (defusedxml)
+    from ..facts.collection import load_collection  # noqa: PLC0415
+
     cache_dir = None if no_cache else (cache_dir or config.default_cache_dir())
     try:
         collection = load_collection(data)
@@ -78,7 +81,6 @@ def extract(
 
 
 def _extract_cnn(paths, name: str, jobs: int, cache_dir, as_json: bool) -> dict:
-    from ..features.registry import make_representation  # noqa: PLC0415 - see cli.py
 
     from ..features.cnn import CNNSettings  # torch, onnxruntime: on demand
 
@@ -95,7 +97,8 @@ def _extract_cnn(paths, name: str, jobs: int, cache_dir, as_json: bool) -> dict:
 
 
 def _extract_blocks(collection, paths, jobs: int, cache_dir, as_json: bool) -> dict:
-    from ..features import iter_blocks  # noqa: PLC0415 - see cli.py
+    # start-up: the blocks' code is numba's (0.4 s to import)
+    from ..features import iter_blocks  # noqa: PLC0415
     from ..features.collection import colour_codebook_for, training_pictures  # noqa: PLC0415
 
     settings = FeatureSettings()

@@ -21,13 +21,14 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from ..jobs import workflow
+from .. import config
+from ..jobs import loading, opening
+from ..jobs.errors import WorkflowError
 from ..data import DataError, load_captions_table
 from ..index import BATCH_SIZE, Index, IndexDirError, embeddings_enabled
 from ..index.passes import local_processes
 from ..jobs.fact_passes import FACT_PASSES, FactPass, chosen, progress_labels
 from ..jobs.indexing_dask import BatchesFailed
-from ..jobs.workflow import default_index_dir
 from ..progress import PassBars
 from ..text import lexicon
 from ..text.embedding import EmbeddingUnavailable, model_installed
@@ -70,13 +71,13 @@ def extra_note(p: FactPass) -> str:
 
 
 def load_system(model: Path):
-    """The trained system in `model` (pamir.jobs.workflow.load_system), or the command fails
+    """The trained system in `model` (pamir.jobs.loading.load_system), or the command fails
     saying why. Every command that loads a model calls it through this module."""
     # Heavy (the models and torch, over a second): imported only by the commands that load
     # a model, so that `pamir search` starts at once. Our own bar shows indexing progress.
     own_the_reports()
     try:
-        return workflow.load_system(model)
+        return loading.load_system(model)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
 
@@ -115,18 +116,18 @@ def index_command(
     from the folders are dropped; an interrupted run resumes where it stopped; unreadable
     files are reported and skipped.
     """
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     if write_xmp:
         check_sidecar_name(None)  # a wrong $PAMIR_XMP_SIDECAR fails before the indexing
     model, folders = _model_and_folders(model, list(folders or []), index_dir)
     try:
-        folders = workflow.picture_folders(folders)
-    except workflow.WorkflowError as e:
+        folders = opening.picture_folders(folders)
+    except WorkflowError as e:
         fail(str(e))
     if model is None:
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
-    system, fingerprint = workflow.indexing_system(model, load=load_system)
+    system, fingerprint = loading.indexing_system(model, load=load_system)
     # start-up time: the CNN's module (0.1 s), which `pamir search` and the rest do not need
     from ..features.cnn import cnn_views  # noqa: PLC0415 - the CNN views' precision, one line each
     for view in cnn_views(system):
@@ -233,7 +234,7 @@ def _index(system, fingerprint, **job):
                              progress=bars.update,
                              say=lambda line: console.print(escape(line), markup=True),
                              after_look=_prepare_word_mapping)
-    except (IndexDirError, workflow.WorkflowError, BatchesFailed) as e:
+    except (IndexDirError, WorkflowError, BatchesFailed) as e:
         fail(str(e))
     except KeyboardInterrupt:
         bars.stop()

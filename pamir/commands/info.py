@@ -20,6 +20,7 @@ def info_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """The processor, ONNX Runtime and the precision each network runs at here, and why."""
+    # start-up: the readers' code (50 ms)
     from ..facts.ocr import DETECT_PRECISION  # noqa: PLC0415
     from ..features.cnn_int8 import network_precisions, onnxruntime_version, processor  # noqa: PLC0415
 
@@ -45,6 +46,7 @@ def info_command(
 def detector_precision(make: bool = False) -> dict:
     """The text detector's precision on this processor: {"says": the line, "choice": the
     record} (None where it has not been checked here; make=True checks it now)."""
+    # start-up: the readers' code (50 ms)
     from ..facts.ocr import TextReader, bundled_models, fp32_reader  # noqa: PLC0415
     from ..facts.ocr_int8 import detector_choice  # noqa: PLC0415
 

@@ -1,4 +1,4 @@
-"""`pamir learn`: a model taught new captioned pictures and new words (pamir.jobs.workflow.
+"""`pamir learn`: a model taught new captioned pictures and new words (pamir.jobs.learning.
 learn_pictures), and the indexes built with it brought up to date."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from ..jobs import workflow
 from ..data import DataError, load_captions_table
 from . import index as product
 from .common import console, fail
@@ -43,9 +42,12 @@ def learn_command(
     pairs = [(p, c) for p, c in zip(coll.paths, coll.captions) if c]
     if not pairs:
         fail(f"{captions}: no captioned picture to learn from")
+    # start-up: the learning loads the models and the training (numba, scipy), which the
+    # other commands, and --help, do not need
+    from ..jobs.learning import learn_pictures  # noqa: PLC0415
+
     try:
-        report = workflow.learn_pictures(model, system, pairs, index_dirs=index_dirs,
-                                         n_updates=updates)
+        report = learn_pictures(model, system, pairs, index_dirs=index_dirs, n_updates=updates)
     except (ValueError, NotImplementedError, OSError) as e:
         # OSError: a full or failing disk, the previous model stays, whole
         fail(str(e))

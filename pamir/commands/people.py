@@ -1,6 +1,6 @@
 """`pamir people`: who is in the indexed pictures, and `--forget NAME`; and the lines of the
 faces pass that `pamir index` runs (pamir.jobs.indexing). The work is the library's:
-pamir.jobs.workflow.read_faces and pamir.facts.people.who."""
+pamir.jobs.indexing.read_pass and pamir.facts.people.who."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from .. import config
 from ..index import Index, IndexDirError
-from ..jobs.workflow import default_index_dir
 from .common import console, fail
 
 INDEX_HELP = "index folder (default: $PAMIR_INDEX, else ~/.local/share/pamir/index)"
@@ -43,7 +43,7 @@ def people_command(
     Face embeddings are biometric data: they stay in the index folder and are never sent
     anywhere; --forget removes a person's.
     """
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     if forget is not None:
         _forget(index_dir, forget, as_json)
         return
@@ -65,6 +65,7 @@ def people_command(
 
 
 def _forget(index_dir: Path, name: str, as_json: bool) -> None:
+    # start-up: the XMP reading (defusedxml, 60-170 ms)
     from ..facts.people.who import PeopleError, forget  # noqa: PLC0415
 
     try:

@@ -11,10 +11,14 @@ import numpy as np
 import typer
 from rich.markup import escape
 
-from ..jobs import workflow
+from .. import config
 from ..calibration import LIKELY
+from ..facts.video import clock
 from ..index import Index, IndexDirError, QueryError
-from ..jobs.workflow import default_index_dir
+from ..jobs.errors import WorkflowError
+from ..jobs.loading import check_vocabulary
+from ..storage import shown_path
+from ..text.query import SORTS
 from . import index as product
 from .common import INDEX_HELP, console, fail
 
@@ -61,7 +65,7 @@ def search_command(
                                       "$PAMIR_EMBEDDINGS is 0)"),
 ):
     """Rank the indexed pictures for a text query, or for a picture (--like)."""
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     if not query.strip() and like is None:
         fail("empty query: type one or more words, e.g. \"tiger grass\", or give --like PICTURE")
     try:
@@ -112,8 +116,6 @@ def search_command(
 def _sort_name(sort: str | None) -> str | None:
     if sort is None:
         return None
-    from ..text.query import SORTS  # noqa: PLC0415
-
     if sort.lower() not in SORTS:
         fail(f"--sort {sort}: one of {', '.join(sorted(SORTS))}")
     return SORTS[sort.lower()]
@@ -121,8 +123,6 @@ def _sort_name(sort: str | None) -> str | None:
 
 def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
     if as_json:
-        from ..storage import shown_path  # noqa: PLC0415 - a non-UTF-8 name as the API gives it
-
         print(json.dumps({**head, "hits": [{**h.__dict__, "path": shown_path(h.path)}
                                            for h in hits]}))
     elif files_only:
@@ -132,9 +132,6 @@ def _print_hits(hits, as_json: bool, files_only: bool, head: dict) -> None:
             sys.stdout.buffer.write(os.fsencode(h.path) + b"\n")
         sys.stdout.buffer.flush()
     else:
-        from ..storage import shown_path  # noqa: PLC0415
-        from ..facts.video import clock  # noqa: PLC0415
-
         for rank, h in enumerate(hits, 1):  # plain lines: paths never wrapped, easy to grep
             when = f"{h.taken[:10]}  " if getattr(h, "taken", None) else ""
             caption = f"\t{' '.join(h.caption)}" if getattr(h, "caption", None) else ""
@@ -170,8 +167,8 @@ def _search_like(index: Index, like: Path, model: Path | None, query: str, k: in
                  "MODEL or index the picture")
         system = product.load_system(model)
         try:
-            workflow.check_vocabulary(system, index.vocabulary, model)
-        except workflow.WorkflowError as e:
+            check_vocabulary(system, index.vocabulary, model)
+        except WorkflowError as e:
             fail(str(e))
         Z, ok, reasons = system.transform_paths([str(like)])
         if not np.asarray(ok)[0]:

@@ -4,12 +4,14 @@ names) and how they are reached (TLS, a reverse proxy)."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import typer
 
+from .. import config
 from ..index import IndexDirError
-from ..jobs.workflow import default_index_dir
+from ..jobs.errors import WorkflowError
 from .common import INDEX_HELP, console, fail, own_the_reports
 
 #: Host names a server bound to 127.0.0.1 answers to (Starlette's host check cuts the port at
@@ -53,10 +55,11 @@ def serve_command(
     # Heavy (the web stack, and the models behind the server): only `pamir serve` needs them.
     import uvicorn  # noqa: PLC0415
 
+    # the [server] extra: pamir.server imports FastAPI
     from ..server import create_app  # noqa: PLC0415
     from ..server.sharing import Sharing  # noqa: PLC0415
 
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     own_the_reports()
     if (certfile is None) != (keyfile is None):
         fail("--certfile and --keyfile go together: give both for HTTPS")
@@ -78,8 +81,6 @@ def serve_command(
     console.print(f"serving {index_dir} on {scheme}://{host}:{port}/  (Ctrl-C stops)"
                   + ("; read-only" if read_only else ""))
     if tokens:  # printed once, here; never logged (uvicorn's access log is off)
-        import socket  # noqa: PLC0415
-
         name = socket.gethostname() if host in ("0.0.0.0", "::") else host
         name = f"[{name}]" if ":" in name else name
         for role in ("viewer", "editor"):
@@ -98,8 +99,7 @@ def serve_command(
 def _watching(index_dir: Path, folders):
     """`--watch`: pamir.jobs.watch's watcher of the folders in a thread of its own, the index's
     one writer (the server reads each commit as it comes); (thread, stop event)."""
-    from ..jobs.watch import watch_in_thread, watcher_of_index  # noqa: PLC0415
-    from ..jobs.workflow import WorkflowError  # noqa: PLC0415
+    from ..jobs.watch import watch_in_thread, watcher_of_index  # noqa: PLC0415  start-up: 20 ms
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     try:
@@ -113,6 +113,7 @@ def _watching(index_dir: Path, folders):
 def _serve_tokens(token_file: Path | None, loopback: bool) -> dict | None:
     """The viewer and editor tokens: needed off loopback (made in the default file if it has
     none) or wherever --token-file is given; None on loopback without it."""
+    # the [server] extra: pamir.server imports FastAPI
     from ..server.sharing import TokenFileError, load_or_create_tokens  # noqa: PLC0415
 
     if token_file is None and loopback:

@@ -9,9 +9,9 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from .. import config
 from ..extras import optional
-from ..jobs import workflow
-from ..jobs.workflow import default_index_dir
+from ..jobs import loading
 from . import index as product
 from .common import INDEX_HELP, console, fail
 
@@ -32,7 +32,7 @@ def watch_command(
     changes within seconds, an import in one update. A folder that goes away (an unplugged
     drive) keeps its pictures in the index and is caught up with when it comes back.
     """
-    index_dir = index_dir or default_index_dir()
+    index_dir = index_dir or config.default_index_dir()
     model, folders = product._model_and_folders(model, list(folders or []), index_dir)
     watcher = make_watcher(index_dir, model, folders, **passes)
     console.print(f"watching {', '.join(map(str, watcher.roots))} for {index_dir} "
@@ -51,7 +51,7 @@ def make_watcher(index_dir: Path, model: Path | None, folders, **passes: bool):
     for f in folders:
         if Path(f).expanduser().exists() and not Path(f).expanduser().is_dir():
             fail(f"{f}: not a folder; give folders of pictures to watch")
-    system, fingerprint = workflow.indexing_system(model, load=product.load_system)
+    system, fingerprint = loading.indexing_system(model, load=product.load_system)
     return Watcher(index_dir, folders, model, system, fingerprint, load=product.load_system,
                    say=lambda line: console.print(escape(line)), **passes)
 

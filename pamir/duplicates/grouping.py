@@ -251,6 +251,7 @@ def _groups(n: int, pairs: np.ndarray, exact: np.ndarray, copy: np.ndarray,
 
 
 def _components(n: int, pairs: np.ndarray) -> np.ndarray:
+    # start-up: scipy (0.3 s)
     from scipy.sparse import coo_matrix  # noqa: PLC0415
     from scipy.sparse.csgraph import connected_components  # noqa: PLC0415
 

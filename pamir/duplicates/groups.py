@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..index.passes import run_pass
+from ..storage import atomic_write_bytes
 from .grouping import KINDS, find_groups
 from .looks import VERSION, FineLooks, Looks, read_looks
 
@@ -52,8 +54,6 @@ class DuplicateGroup:
 def read_looks_pass(index, *, client=None, progress=None):
     """The looks pass (pamir.index.passes): the look of every scored picture not read yet as
     it is now. Returns the PassReport."""
-    from ..index.passes import run_pass  # noqa: PLC0415
-
     return run_pass(index, LOOKS_PASS, (), read_looks, client=client, progress=progress,
                     record=index.record_looks)
 
@@ -85,6 +85,7 @@ def _fine_source(index, rows) -> Callable[[int], str]:
     """Where the fine match reads picture i from: the largest thumbnail `pamir index` wrote
     from its one decode (pamir.features.thumbnails: 512 px, ample for the 96 px FINE reads,
     and a 12-MP photo is not decoded again), else its file."""
+    # start-up: 6 ms
     from ..features.thumbnails import INDEXED_SIZES, thumbnail_path  # noqa: PLC0415
 
     folder = index.thumbnails_dir
@@ -149,6 +150,7 @@ def _keep_rank(index) -> dict[int, tuple[int, bool]]:
 
 def _same_pixels(a: str, b: str) -> bool:
     """Whether two pictures decode to the same pixels (False if either cannot be read)."""
+    # start-up: Pillow's plugins (15 ms)
     from ..features.images import ImageError, load_rgb  # noqa: PLC0415
 
     try:
@@ -161,8 +163,6 @@ def _same_pixels(a: str, b: str) -> bool:
 def write_list(groups: Sequence[DuplicateGroup], path: str | Path) -> int:
     """A tab-separated list of the groups (group number, kind, "keep" or "other", path),
     written atomically; returns how many pictures are "other"."""
-    from ..storage import atomic_write_bytes  # noqa: PLC0415
-
     lines = ["group\tkind\taction\tpath"]
     for n, g in enumerate(groups, 1):
         for i, p in zip(g.ids, g.paths):

@@ -26,6 +26,8 @@ from datetime import datetime, timezone
 import numpy as np
 from PIL import Image
 
+from ..facts.video import is_video
+
 #: A look's side, in pixels.
 SIDE = 24
 
@@ -103,6 +105,7 @@ def look_of_raster(path: str, rgb: np.ndarray, size: tuple[int, int]) -> Look:
     brought to look_of's RASTER_SHORT_SIDE first, so that a look is the same whichever
     path made it, its shown size, and the camera's time from the file's header (read, not
     decoded)."""
+    # start-up: Pillow's plugins (15 ms)
     from ..features.images import resize_short_side  # noqa: PLC0415
 
     if min(rgb.shape[:2]) > RASTER_SHORT_SIDE:
@@ -122,6 +125,7 @@ def read_look_rasters(pictures) -> list[tuple[Look | None, str | None]]:
 
 
 def _size_and_shot(data: bytes, rgb: np.ndarray) -> tuple[int, int, float | None]:
+    # start-up: Pillow's plugins (15 ms)
     from ..features.images import displayed_size, open_image  # noqa: PLC0415
 
     try:
@@ -152,8 +156,8 @@ def _seconds(text, subsec) -> float | None:
 def read_looks(paths: Sequence[str]) -> list[tuple[Look | None, str | None]]:
     """A pass's reader (pamir.index.passes): for each path its Look, or None and why. A
     video has none ([]: read, nothing found): copies are found among pictures."""
+    # start-up: Pillow's plugins (15 ms)
     from ..features.images import ImageError  # noqa: PLC0415
-    from ..facts.video import is_video  # noqa: PLC0415
 
     out = []
     for path in paths:
@@ -305,6 +309,7 @@ class FineLooks:
 
 
 def _fine_crops(path: str) -> np.ndarray | None:
+    # start-up: Pillow's plugins (15 ms)
     from ..features.images import ImageError, load_rgb  # noqa: PLC0415
 
     try:

@@ -56,6 +56,7 @@ from pathlib import Path
 from defusedxml import ElementTree as SafeET
 from PIL import Image, IptcImagePlugin, UnidentifiedImageError
 
+from ..features.images import register_formats
 from ..text.words import STOP_WORDS, split_keywords, tokenize
 from .video import is_video, read_container_facts
 
@@ -429,8 +430,6 @@ def iptc_keywords(path: str | Path) -> list[str]:
 
 def open_picture(path: str | Path):
     """Pillow's lazy open (formats registered by pamir.features.images), header only."""
-    from ..features.images import register_formats  # noqa: PLC0415
-
     register_formats()
     return Image.open(path)
 

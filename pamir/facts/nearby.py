@@ -29,6 +29,7 @@ def near_area(value: str) -> tuple[float, float, float, str]:
     """(lat, lon, radius km, what it is) of a `near:` value: "kyoto", "35.01,135.77", either
     followed by a radius ("5km"). ValueError naming the value and what to write where it is
     neither a position nor a place GeoNames knows."""
+    # start-up: GeoNames and scipy.spatial (0.4 s), on first use
     from .places import CityRule, bare_name, gazetteer, valid_position  # noqa: PLC0415
 
     text, km = value.strip(), None
@@ -58,6 +59,7 @@ def near_area(value: str) -> tuple[float, float, float, str]:
 
 def distances_km(positions: np.ndarray, lat: float, lon: float) -> np.ndarray:
     """Great-circle km from (lat, lon) to each row of an (n, 2) array of degrees."""
+    # start-up: GeoNames and scipy.spatial (0.4 s), on first use
     from .places import EARTH_KM  # noqa: PLC0415
 
     p = np.radians(np.asarray(positions, np.float64).reshape(-1, 2))

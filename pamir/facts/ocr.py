@@ -532,7 +532,7 @@ def settled(settings: OcrSettings | None = None) -> OcrSettings:
     """The settings a reader reads with: fp32 detection for rapidocr's defaults (the
     reference, as it ships), for an unknown precision, and where the int8 detector cannot be
     made on this machine (said in one line, once a process). The text pass is named after
-    these (pamir.jobs.workflow.text_pass_name), so that a pass read in fp32 is named so."""
+    these (pamir.jobs.fact_passes.text_pass_name), so that a pass read in fp32 is named so."""
     s = settings or OcrSettings()
     if s.rapidocr_defaults or s.detect_precision == "fp32":
         return dataclasses.replace(s, detect_precision="fp32")

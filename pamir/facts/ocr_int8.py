@@ -35,11 +35,19 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import PIL
+from PIL import Image, ImageDraw, ImageFont
 
 from pamir import config
+from pamir.features.cnn_int8 import (
+    Choice,
+    Int8Unavailable,
+    Unfaithful,
+    calibration_digest,
+    calibration_pictures,
+    checked_graph,
+)
 from pamir.features.cnn_network import cpu_session
-from pamir.features.cnn_int8 import (Choice, Int8Unavailable, Unfaithful, calibration_digest,
-                                     calibration_pictures, checked_graph)
 
 #: Bumped when the quantized detector's making changes (calibration, painting, quantizer,
 #: the check: 2, issue 51).
@@ -69,8 +77,6 @@ def detector_choice(det_path: Path, blob, reader=None, make: bool = True) -> Cho
     `blob(bgr, (w, h))`: a picture as the detector reads it (pamir.facts.ocr.TextReader._blob);
     reader(): a reader detecting in fp32 (pamir.facts.ocr.fp32_reader), for the check.
     Raises Int8Unavailable (or the quantizer's error) when it cannot be made."""
-    import PIL  # noqa: PLC0415 - the painted words' font and rendering
-
     base = {"detector": _digest(str(det_path)), "detector_quantization": QUANT_VERSION,
             "calibration": calibration_digest(), "side": SIDE, "words": WORDS,
             "heights": HEIGHTS, "pillow": PIL.__version__,
@@ -200,8 +206,6 @@ def calibration_bgr() -> list[np.ndarray]:
 def painted(rgb: np.ndarray, word: str, height: float, rng) -> np.ndarray:
     """`word` painted on the picture, its letters `height` of the picture's height, dark on
     a light plate or light on a dark one, at a seeded place (kept inside the picture)."""
-    from PIL import Image, ImageDraw, ImageFont  # noqa: PLC0415
-
     im = Image.fromarray(rgb)
     h, w = rgb.shape[:2]
     font = ImageFont.load_default(max(6, round(height * h)))

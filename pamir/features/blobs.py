@@ -22,12 +22,16 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import Parallel, delayed
 
 from .. import config
-from ..data import Collection, find_corel5k
+from ..data import Collection, DataError, find_corel5k, load_corel5k
 from ..storage import atomic_write
-from .segmentation import N_FEATURES
+from .images import ImageError, content_hash, decode_rgb, read_bytes
+from .representation import Extracted
+from .segmentation import N_FEATURES, picture_regions
 from .settings import JOBS, SettingsRecord
+from .visterms import Assigner, fit_codebook, inverse_document_frequency, term_frequencies, tfidf
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +104,6 @@ def load_blobs(collection: Collection, root: str | Path | None = None
 # ------------------------------------------------------------------ representations
 
 def _bags(tf: sp.csr_matrix, idf: np.ndarray) -> sp.csr_matrix:
-    from .visterms import tfidf  # noqa: PLC0415
-
     return tfidf(sp.csr_matrix(tf, dtype=np.float32), idf)
 
 
@@ -122,8 +124,6 @@ class ArffBlobs:
         """(presence of every Corel 5k picture, {resolved path: row}); the Corel 5k folder is
         `root`, else the one the pictures lie in (ROOT/images/CD/ID.jpeg), else the default."""
         if getattr(self, "_rows", None) is None:
-            from ..data import DataError, load_corel5k  # noqa: PLC0415
-
             root = self.root
             for p in list(paths)[:1]:
                 up = Path(p).resolve().parents
@@ -151,8 +151,6 @@ class ArffBlobs:
         return sp.csr_matrix(M, dtype=np.float32), ok, reasons
 
     def fit(self, train_paths) -> "ArffBlobs":
-        from .visterms import inverse_document_frequency  # noqa: PLC0415
-
         P, ok, _ = self.presence(list(train_paths))
         self.n_train_ = int(ok.sum())
         if self.n_train_ == 0:
@@ -162,8 +160,6 @@ class ArffBlobs:
         return self
 
     def transform(self, paths):
-        from .representation import Extracted  # noqa: PLC0415
-
         P, ok, reasons = self.presence(list(paths))
         return Extracted(_bags(P, self.idf_), ok, reasons)
 
@@ -212,9 +208,6 @@ REGIONS_VERSION = 1
 
 def _regions_of(path, settings: BlobSettings, root: Path | None):
     """(descriptors (n, 36) float32 or None, status, reason) of one picture, cached."""
-    from .images import ImageError, content_hash, decode_rgb, read_bytes  # noqa: PLC0415
-    from .segmentation import picture_regions  # noqa: PLC0415
-
     try:
         data = read_bytes(path)
         cached = root / f"{content_hash(data)}.npy" if root else None
@@ -257,8 +250,6 @@ def extract_regions(paths, settings: BlobSettings, *, cache_dir=None, n_jobs: in
     chunk = 25
     batches = [paths[i:i + chunk] for i in range(0, len(paths), chunk)]
     if n_jobs > 1 and len(paths) > 4 * chunk:  # processes cost ~1 s to start
-        from joblib import Parallel, delayed  # noqa: PLC0415
-
         done = Parallel(n_jobs=n_jobs)(delayed(_regions_batch)(b, settings, root)
                                        for b in batches)
     else:
@@ -286,8 +277,6 @@ class SegmentedBlobs:
         self.cache_dir, self.n_jobs, self.progress = cache_dir, n_jobs, progress
 
     def _counts(self, feats) -> sp.csr_matrix:
-        from .visterms import Assigner, term_frequencies  # noqa: PLC0415
-
         offsets = np.zeros(len(feats) + 1, np.int64)
         np.cumsum([len(f) for f in feats], out=offsets[1:])
         x = np.concatenate(feats) if feats else np.zeros((0, N_FEATURES), np.float32)
@@ -303,9 +292,6 @@ class SegmentedBlobs:
         return self
 
     def fit_transform(self, train_paths):
-        from .representation import Extracted  # noqa: PLC0415
-        from .visterms import fit_codebook, inverse_document_frequency  # noqa: PLC0415
-
         s = self.settings
         feats, ok, reasons = extract_regions(train_paths, s, cache_dir=self.cache_dir,
                                              n_jobs=self.n_jobs, progress=self.progress)
@@ -333,8 +319,6 @@ class SegmentedBlobs:
         return self._counts(feats), ok, reasons
 
     def transform(self, paths):
-        from .representation import Extracted  # noqa: PLC0415
-
         tf, ok, reasons = self.counts(paths)
         return Extracted(_bags(tf, self.idf_), ok, reasons)
 

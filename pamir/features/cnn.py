@@ -49,14 +49,31 @@ import numpy as np
 
 from .. import config
 from ..distributed import active_cluster, cluster_chunks, once_per_worker
-from ..progress import report
+from ..progress import Bar, report
 from ..storage import atomic_write
-from .cnn_engines import (ENGINES, OnnxEngine, ShapeBatches, TorchEngine, pooled_batch,
-                          read_ahead, streams, threads_per_stream, torch_threads_kept)
+from .cnn_engines import (
+    ENGINES,
+    OnnxEngine,
+    ShapeBatches,
+    TorchEngine,
+    pooled_batch,
+    read_ahead,
+    streams,
+    threads_per_stream,
+    torch_threads_kept,
+)
 from .cnn_int8 import PRECISIONS, int8_choice, int8_key
-from .cnn_network import CHANNELS, MODELS, WeightsMissing, classifier, weights_digest
+
 # tests/test_cnn.py reaches these two through this module (cnn._load_state, cnn.onnx_path)
-from .cnn_network import _load_state, onnx_path  # noqa: F401
+from .cnn_network import (  # noqa: F401
+    CHANNELS,
+    MODELS,
+    WeightsMissing,
+    _load_state,
+    classifier,
+    onnx_path,
+    weights_digest,
+)
 from .images import ImageError, content_hash, displayed_size, read_bytes, resize_short_side
 from .rasters import rgb_for, shared_item, shared_path
 from .representation import Extracted
@@ -266,7 +283,6 @@ class _Tally:
     cache's copies of what the network computed, and the progress bar."""
 
     def __init__(self, n: int, settings: CNNSettings, cache: PooledCache | None, show: bool):
-        from ..progress import Bar  # noqa: PLC0415
         self.P = np.zeros((n, settings.dim), np.float32)
         self.ok = np.zeros(n, bool)
         self.reasons: list = [None] * n

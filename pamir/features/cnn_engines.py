@@ -29,8 +29,15 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from .cnn_network import (build_trunk, cache_bytes, cpu_session, export_onnx, onnx_path,
-                          swap_left_right)
+from .cnn_int8 import int8_graph
+from .cnn_network import (
+    build_trunk,
+    cache_bytes,
+    cpu_session,
+    export_onnx,
+    onnx_path,
+    swap_left_right,
+)
 
 
 def _torch_threads() -> int | None:
@@ -77,12 +84,14 @@ class TorchEngine:
     name = "torch"
 
     def __init__(self, model: str, threads: int = 1):
+        # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
         import torch
         self.trunk = build_trunk(model)
         self.threads = threads
         self.threads_before = torch.get_num_threads()
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
+        # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
         import torch
         if torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
@@ -102,11 +111,11 @@ class OnnxEngine:
 
     def __init__(self, model: str, threads: int = 1, precision: str = "fp32"):
         self.threads, self.precision = threads, precision
+        # the [cnn] extra
         import onnxruntime  # noqa: F401, PLC0415 - missing: say so before any export
         path = onnx_path(model)
         with _EXPORT_LOCK:
             if precision == "int8":
-                from .cnn_int8 import int8_graph  # noqa: PLC0415
                 t0 = time.perf_counter()
                 source: str | bytes = int8_graph(model)
                 self.export_seconds = time.perf_counter() - t0
@@ -138,6 +147,7 @@ def torch_threads_kept(engine: Callable[[], object]):
     finally:
         ran = engine()
         if isinstance(ran, TorchEngine):
+            # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
             import torch
             torch.set_num_threads(before or ran.threads_before)
 

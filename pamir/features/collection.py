@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import config
-from ..data import Collection, load_collection
+from ..data import Collection, load_corel5k
 from ..protocol import Protocol
 from .colour import ColourCodebook
 from .cache import atomic_write, csr_from_arrays, csr_to_arrays, load_npz, save_npz
@@ -121,7 +121,7 @@ def corel5k_features(
 ) -> tuple[Collection, Protocol, sp.csr_matrix]:
     """(collection, protocol, X) for Corel 5k: X (5,000 x K) bags, rows in collection order,
     the pipeline fitted on protocol.train. cache_dir defaults to config.default_cache_dir()."""
-    collection = load_collection("corel5k")
+    collection = load_corel5k()
     protocol = Protocol(collection)
     cache_dir = config.default_cache_dir() if cache_dir is None else cache_dir
     X, ok, _ = collection_features(collection, protocol.train, settings, cache_dir=cache_dir,

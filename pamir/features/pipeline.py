@@ -23,17 +23,31 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .blocks import block_histograms
-from .cache import load_npz, save_npz
-from .colour import ColourCodebook
 from ..distributed import active_cluster, cluster_chunks, once_per_worker
-from .extract import (CHUNK_PICTURES, BlockSet, _picture, _report, extract_blocks, iter_blocks,
-                      worker_colour_codebook)
+from .blocks import block_histograms
+from .cache import BlockCache, load_npz, save_npz
+from .colour import ColourCodebook
+from .extract import (
+    CHUNK_PICTURES,
+    BlockSet,
+    _picture,
+    _report,
+    extract_blocks,
+    iter_blocks,
+    worker_colour_codebook,
+)
 from .images import decode_rgb, displayed_size, read_bytes
 from .representation import Extracted, reasons_from_failures
 from .settings import JOBS, FeatureSettings
-from .visterms import (Assigner, fit_codebook, inverse_document_frequency, scale_blocks,
-                       scaling_statistics, term_frequencies, tfidf)
+from .visterms import (
+    Assigner,
+    fit_codebook,
+    inverse_document_frequency,
+    scale_blocks,
+    scaling_statistics,
+    term_frequencies,
+    tfidf,
+)
 
 KIND = "visual_pipeline"
 VERSION = 1
@@ -326,8 +340,6 @@ def visterms_task(settings: dict, arrays: dict, cache_dir, paths) -> list:
     """(visterm ids of each block, status, reason) per picture, on a Dask worker: blocks as
     extract._picture computes them (cache included), assigned over the whole batch as
     VisualPipeline._tf assigns a chunk."""
-    from .cache import BlockCache  # noqa: PLC0415
-
     key = hashlib.blake2b(np.ascontiguousarray(arrays["visterm_codebook"]).tobytes()
                           + json.dumps(settings, sort_keys=True).encode(),
                           digest_size=8).hexdigest()

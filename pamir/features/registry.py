@@ -11,11 +11,13 @@ Concatenation). docs/representations.md describes each with its costs and measur
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..extras import optional, require
 from .representation import Extracted
 
 # scipy and the representations' modules are imported where used: the CLI reads this table
@@ -48,8 +50,6 @@ class Entry:
 
     def load(self):
         """The class (a missing optional package: MissingExtra, naming the extra)."""
-        from ..extras import optional  # noqa: PLC0415
-
         module, _, name = self.home.partition(":")
         with optional():
             return getattr(importlib.import_module(module), name)
@@ -162,11 +162,10 @@ def make_representation(name: str, *, feature_settings=None, cnn_settings=None, 
     for part in parse_name(name):
         entry = REPRESENTATIONS[part]
         if entry.extra:
-            from ..extras import require  # noqa: PLC0415
-
             require(entry.extra)  # said now, not after minutes of other work
         cls = entry.load()
         if entry.settings == "sift_visterms":
+            # start-up: OpenCV (0.5 s)
             from .sift import SIFT_VISTERMS  # noqa: PLC0415
 
             first = (sift_visterms or SIFT_VISTERMS,)
@@ -193,6 +192,7 @@ COMBINE_ROWS = 2_048
 def _scaled_rows(M, start: int, stop: int, weight: float):
     """Rows start..stop of a part as float32 CSR times its weight (a copy: M is left as
     it was); a dense part's exact zeros are not stored, as sp.csr_matrix drops them."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
 
     block = sp.csr_matrix(M[start:stop], dtype=np.float32, copy=True)
@@ -230,6 +230,7 @@ class Concatenation:
         whole dense part to CSR, scaling it, and stacking held about four copies of the
         result at once (3.5 GB for Corel 5k's widest). The numbers, and the stored entries,
         are the same."""
+        # start-up: scipy (0.3 s)
         import scipy.sparse as sp  # noqa: PLC0415
 
         n = matrices[0].shape[0] if rows is None else len(rows)
@@ -252,6 +253,7 @@ class Concatenation:
     def csr_rows(self, matrices, start: int, stop: int, rows=None):
         """Rows start..stop (of `rows`, None: all) of the parts side by side as float32 CSR,
         the numbers `combine` stores for them."""
+        # start-up: scipy (0.3 s)
         import scipy.sparse as sp  # noqa: PLC0415
 
         if rows is None:
@@ -364,8 +366,6 @@ def release_networks(rep) -> None:
         if release is not None:
             release()
     try:
-        import ctypes  # noqa: PLC0415
-
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc (macOS, musl): the memory is reused by the process, not returned

@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from scipy import ndimage as ndi
+from skimage import segmentation
+from skimage.color import rgb2lab
 
 #: The most regions a picture keeps, and the smallest (fraction of the picture's pixels).
 MAX_REGIONS = 10
@@ -38,8 +40,6 @@ def segment(rgb: np.ndarray, *, n_segments: int = 60, compactness: float = 10.0,
             min_area: float = MIN_AREA) -> np.ndarray:
     """(H, W) int32 labels: -1 outside the kept regions, 0..n-1 the kept regions from the
     largest down (n <= max_regions, each at least min_area of the picture)."""
-    from skimage import segmentation  # noqa: PLC0415
-
     rgb = np.ascontiguousarray(rgb[..., :3])
     h, w = rgb.shape[:2]
     if np.ptp(rgb.reshape(-1, 3), axis=0).max() == 0:  # flat: one region
@@ -130,8 +130,6 @@ def normalised_cut(rgb: np.ndarray, sup: np.ndarray, *, thresh: float = 0.05,
 
 
 def _lab(rgb: np.ndarray) -> np.ndarray:
-    from skimage.color import rgb2lab  # noqa: PLC0415
-
     return rgb2lab(rgb).astype(np.float32)
 
 

@@ -33,6 +33,7 @@ from .sync import (
     read_batch,
     settle,
 )
+from .videos import rows_of_video
 
 if TYPE_CHECKING:
     from .lifecycle import IndexFolder
@@ -236,8 +237,6 @@ class Writer:
         """(Z, ok) of a rescore's batch: the pictures through `transform`, each video
         through its frames as `pamir index` reads it (its frames' rows put in `frames`); a
         video that cannot be read now is not ok, as an unreadable picture."""
-        from .videos import rows_of_video  # noqa: PLC0415 - PyAV: only where videos are
-
         videos = [k for k, p in enumerate(batch) if is_video(p.path)]
         pictures = [k for k, p in enumerate(batch) if not is_video(p.path)]
         Z, ok = None, np.zeros(len(batch), bool)
@@ -358,8 +357,6 @@ class Writer:
                       captions: dict) -> None:
         """Read a video (its metadata, then its frames through the transform) and commit it
         with its frames; a video that cannot be read is recorded with the reason."""
-        from .videos import rows_of_video  # noqa: PLC0415 - PyAV: only where videos are
-
         # the reading stage's system transform (pamir.index.stage): a video's frames are
         # handed to its look as files of their own, and its passes read videos alone after
         ready, unreadable = read_batch([entry], captions, report)

@@ -1,1 +1,1 @@
-"""The jobs a person asks for, one orchestrator each, called by the CLI, the server and a script: index folders (here or on Dask), watch them, annotate pictures and write sidecars, and the index workflow (load, open, learn, keep)."""
+"""The jobs a person asks for, one orchestrator each, called by the CLI, the server and a script: index folders (here or on Dask), watch them, annotate pictures and write sidecars, load a system (loading), open an index for a model (opening), learn new pictures (learning), relevance feedback and Keep (feedback)."""

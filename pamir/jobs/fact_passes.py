@@ -181,7 +181,7 @@ def copies_found(index, report: dict) -> dict:
     """After the looks pass: the groups of copies and bursts found again where a look is new
     (pamir.duplicates.groups), their counts by kind in the report."""
     from ..duplicates.grouping import KINDS  # noqa: PLC0415 - start-up time
-    from ..duplicates.groups import find_duplicates, stored_duplicates  # noqa: PLC0415
+    from ..duplicates.groups import find_duplicates, stored_duplicates  # noqa: PLC0415 - start-up time
 
     started = time.perf_counter()
     # no look read: no picture new or changed (a removed one leaves its groups by itself)

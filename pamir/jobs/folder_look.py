@@ -8,7 +8,7 @@ computed (each picture's pooled vector, from the feature cache under the content
 index keeps: no picture is decoded again) and the index's scores are rewritten in one
 transaction (Index.rescore): a search sees the old scores or the new ones, never a mix, and is
 never blocked (readers go on with the committed state while it runs). `attach`
-(pamir.jobs.workflow.open_index) gives the zero-caption system the index's folder look, so
+(pamir.jobs.opening.open_index) gives the zero-caption system the index's folder look, so
 that the pictures a later run adds get the folder's words from their first look.
 
     import pamir.jobs.folder_look as folder_look

@@ -32,10 +32,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import workflow
-from .fact_passes import FACT_PASSES, FactPass, chosen, fact_pass, pass_names, progress_labels
-from .folder_look import refresh as refresh_folder_look
 from .. import config
+from . import loading, opening
+from .fact_passes import FactPass, chosen, fact_pass, pass_names, progress_labels
+from .folder_look import refresh as refresh_folder_look
 from ..extras import MissingExtra, require
 from ..features.cnn_engines import streams
 from ..features.rasters import look_needs
@@ -80,7 +80,7 @@ def index_folders(model_dir, folders, *, index=None, captions: dict | None = Non
                   say=logger.info, **passes):
     """Index the pictures under `folders` with the trained system in model_dir (None: the
     zero-caption system, ImageNet's words), incrementally, into the index folder `index`
-    (default: pamir.jobs.workflow.default_index_dir()). captions: {path: words} shown beside the
+    (default: pamir.config.default_index_dir()). captions: {path: words} shown beside the
     pictures. progress(done, total) follows the look's batches. passes: a fact pass's name
     (pamir.jobs.fact_passes: text, faces, copies, colour) = True, False or None: as `pamir
     index` does, None (the default) runs it where its extra ([ocr], [faces]) is installed
@@ -105,16 +105,16 @@ def run_index(job: IndexJob, *, system=None, fingerprint: str | None = None,
               required=frozenset()) -> tuple:
     """The whole index job (see the module's doc): (UpdateReport, the index's status).
     system, fingerprint: what the index is built with, when the caller loaded it (the CLI,
-    to say its errors); else from job.model_dir (pamir.jobs.workflow.indexing_system).
+    to say its errors); else from job.model_dir (pamir.jobs.loading.indexing_system).
     after_look(index): once every picture is committed, before the passes' rest (the CLI
     prepares its word mapping there). A pass whose extra is not installed is left out, its
     reason said, unless its name ("text", "faces") is in `required` (MissingExtra)."""
-    index_dir = job.index_dir or workflow.default_index_dir()
-    folders = workflow.picture_folders(job.folders)
+    index_dir = job.index_dir or config.default_index_dir()
+    folders = opening.picture_folders(job.folders)
     model = None if job.model_dir is None else Path(job.model_dir).expanduser()
     if system is None:
-        system, fingerprint = workflow.indexing_system(model)
-    index = workflow.open_index(index_dir, model, system, fingerprint, job.rebuild, say=say)
+        system, fingerprint = loading.indexing_system(model)
+    index = opening.open_index(index_dir, model, system, fingerprint, job.rebuild, say=say)
     passes = [fact_pass(name) for name in pass_names() if name in job.passes]
     record = ProgressRecord(index.directory, progress, labels=progress_labels())
     with index, _cluster_if_asked(job, model, fingerprint, system, index) as (transform, batch,
@@ -193,7 +193,7 @@ def _look(index, job, passes, system, folders, transform, batch, client, record)
 
     record.set("look", 0, 0)
     try:
-        report = workflow.update_index(index, system, folders, stage or transform,
+        report = opening.update_index(index, system, folders, stage or transform,
                                        captions=job.captions,
                                        batch_size=job.batch_size or batch, progress=look)
     except BaseException:  # Ctrl-C, a full disk: what the passes read is kept, no waiting

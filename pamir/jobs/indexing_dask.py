@@ -47,7 +47,7 @@ from ..facts.video import VideoError
 from ..index import model_fingerprint
 from ..index.sync import file_hash
 from ..index.videos import video_rows
-from .workflow import load_system, zero_caption_system
+from .loading import load_system, zero_caption_system
 
 #: Tasks in flight per worker thread: enough to keep each busy while results are written,
 #: few enough that results waiting to be written stay small.

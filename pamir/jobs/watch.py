@@ -46,7 +46,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from . import workflow
+from . import loading
+from .errors import WorkflowError
 from .fact_passes import FACT_PASSES, chosen
 from .indexing import IndexJob, run_index
 from ..extras import MissingExtra, extra_of
@@ -187,7 +188,7 @@ class Watcher:
     extra is missing."""
 
     def __init__(self, index_dir, folders, model_dir, system, fingerprint: str, *,
-                 load: Callable = workflow.load_system,
+                 load: Callable = loading.load_system,
                  say: Callable[[str], None] = logger.info, quiet: float = QUIET,
                  max_delay: float = MAX_DELAY, poll: float = POLL, **passes: bool):
         self.index_dir = Path(index_dir)
@@ -362,7 +363,7 @@ class Watcher:
                                        self.fingerprint, folders, passes=self.passes,
                                        say=self.say,
                                        progress=self._progress)
-        except workflow.WorkflowError as e:
+        except WorkflowError as e:
             raise WatchError(str(e)) from None
         except (IndexDirError, OSError, sqlite3.OperationalError, ValueError) as e:
             # the writer lock held (`pamir index`, a Keep), a folder gone meanwhile, a full
@@ -466,7 +467,7 @@ def watcher_of_index(index_dir, folders, *, say: Callable[[str], None] = logger.
     built with (or none: the zero-caption system), loaded (`pamir serve --watch`)."""
     with Index.open(index_dir) as ix:
         model = Path(ix.model_dir) if ix.model_dir else None
-    system, fingerprint = workflow.indexing_system(model)
+    system, fingerprint = loading.indexing_system(model)
     return Watcher(index_dir, folders, model, system, fingerprint, say=say, **options)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+from ..extras import optional
 from .base import TextSpaceModel, load_directory
 
 #: kind -> "module:Class". Modules are imported on demand (torch only for BBNN).
@@ -21,8 +22,6 @@ MODELS = {
 def model_class(kind: str) -> type[TextSpaceModel]:
     if kind not in MODELS:
         raise ValueError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
-    from ..extras import optional  # noqa: PLC0415
-
     module, _, name = MODELS[kind].partition(":")
     with optional():  # BBNN needs torch: the [cnn] extra
         return getattr(importlib.import_module(module), name)

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from .. import config
 from ..protocol import QuerySet, generate_queries
+from ..storage import pid_alive
 from ..text.words import idf, text_vectors
 
 FORMAT_VERSION = 1
@@ -196,6 +197,7 @@ class TextSpaceModel:
         and their caption presence Y (n x T, several words a picture: a 2-D target) and
         transforms pictures into T float32 scores; the bag models (CMRM, CMTT, PLSA) count
         visterms, so they take non-negative X only."""
+        # sklearn: about 0.5 s to import; only scikit-learn's own checks ask
         from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags  # noqa: PLC0415
 
         return Tags(estimator_type=None,
@@ -317,8 +319,6 @@ def save_directory(path, meta: dict, arrays: dict[str, np.ndarray]) -> Path:
 def remove_stale_saves(path: Path) -> list[Path]:
     """Delete what killed saves of the model at `path` left beside it: `.NAME.saving-<pid>-*`
     folders of dead processes, and `.NAME.old` once `path` is a whole model again."""
-    from ..storage import pid_alive  # noqa: PLC0415
-
     gone = []
     prefix = f".{path.name}.saving-"
     for p in path.parent.glob(f".{glob_escape(path.name)}.saving-*"):

@@ -133,7 +133,7 @@ class LabelTransfer:
 
     # ------------------------------------------------------------------------- voting
     def _faiss(self):
-        import faiss  # noqa: PLC0415 - only models with neighbours need it
+        import faiss  # noqa: PLC0415  faiss: 0.2 s; only a system with neighbours needs it
 
         if getattr(self, "_index", None) is None:
             self._index = faiss.IndexFlatIP(self.vectors_.shape[1])
@@ -304,6 +304,7 @@ def fit_projection(V: np.ndarray, dims: int, seed: int = 0) -> tuple[np.ndarray,
     """(mean (d,), components (d x dims)) float32: the principal axes of the captioned
     pictures' views, which the neighbours are compared in (a smaller model file and a faster
     search; knn.md measures what it costs in AvgP)."""
+    # sklearn: about 0.5 s; only a fit projects (every system loads this module)
     from sklearn.decomposition import PCA  # noqa: PLC0415
 
     V = np.asarray(V, dtype=np.float32)

@@ -26,19 +26,35 @@ without improvement.
 
 from __future__ import annotations
 
-
 import numpy as np
 import scipy.sparse as sp
 
 from .. import config
 from ..evaluation import mean_average_precision
-from ..text.words import text_vectors
-from .base import (NotFittedError, TextSpaceModel, TrainingQueries, caption_matrix,
-                   check_pictures, training_queries)
+from ..text.words import idf as idf_of, text_vectors
+from .base import (
+    NotFittedError,
+    TextSpaceModel,
+    TrainingQueries,
+    caption_matrix,
+    check_pictures,
+    training_queries,
+)
 from .pa import check_pa_params, train_pa
-from .pamir_core import (Pictures, _apply_triplets, _combination, _csr, _dense_and_sparse,
-                         _is_dense, _parts, _products, _row_norms_sq, _train_steps,
-                         _train_steps_dual, projector)
+from .pamir_core import (
+    Pictures,
+    _apply_triplets,
+    _combination,
+    _csr,
+    _dense_and_sparse,
+    _is_dense,
+    _parts,
+    _products,
+    _row_norms_sq,
+    _train_steps,
+    _train_steps_dual,
+    projector,
+)
 
 MARGINS = ("constant", "text")
 #: `pamir fit`'s update budget grows with the training pictures: this many
@@ -372,8 +388,6 @@ class PAMIR(TextSpaceModel):
         LEARN_UPDATES_PER_PICTURE a picture, at most LEARN_MAX_UPDATES. average: keep the
         average of W over these updates, as training does. A model not fitted yet starts
         from W = 0. What the call did is in `last_update_` (queries, updates, active)."""
-        from ..text.words import idf as idf_of  # noqa: PLC0415
-
         X = check_pictures(X, "PAMIR")
         Y = caption_matrix(y if Y is None else Y, "PAMIR")
         if X.shape[0] != Y.shape[0]:

@@ -5,14 +5,26 @@ holds one chunk, not the training set.
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 
+from ..storage import atomic_write, atomic_write_bytes
 from ..text.words import text_vectors
 from .base import TrainingQueries
-from .pamir_core import (Pictures, _csr, _dense, _dense_and_sparse, _parts, _row_norms_sq,
-                         _train_steps)
-
+from .pamir_core import (
+    Pictures,
+    _csr,
+    _dense,
+    _dense_and_sparse,
+    _parts,
+    _row_norms_sq,
+    _train_steps,
+)
 
 # ------------------------------------------------------------- training from disk, in chunks
 
@@ -32,9 +44,6 @@ class FeatureChunks:
     MANIFEST = "chunks.json"
 
     def __init__(self, folder):
-        import json  # noqa: PLC0415
-        from pathlib import Path  # noqa: PLC0415
-
         self.folder = Path(folder)
         head = json.loads((self.folder / self.MANIFEST).read_text())
         if head.get("kind") != "pamir-feature-chunks":
@@ -43,8 +52,6 @@ class FeatureChunks:
 
     @classmethod
     def create(cls, folder, dim: int, words: int) -> "FeatureChunks":
-        from pathlib import Path  # noqa: PLC0415
-
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         cls._write_manifest(folder, {"kind": "pamir-feature-chunks", "version": 1,
@@ -53,16 +60,10 @@ class FeatureChunks:
 
     @classmethod
     def _write_manifest(cls, folder, head) -> None:
-        import json  # noqa: PLC0415
-
-        from ..storage import atomic_write_bytes  # noqa: PLC0415
-
         atomic_write_bytes(folder / cls.MANIFEST, json.dumps(head, indent=1).encode())
 
     def append(self, X, Y) -> None:
         """Write one more chunk: pictures X (n x dim, dense or sparse) and captions Y."""
-        from ..storage import atomic_write  # noqa: PLC0415
-
         Y = sp.csr_matrix(Y)
         if X.shape[0] != Y.shape[0] or X.shape[1] != self.dim or Y.shape[1] != self.words:
             raise ValueError(f"chunk X {X.shape}, Y {Y.shape}; the store holds {self.dim} "
@@ -131,10 +132,6 @@ def fit_chunks(model, chunks: FeatureChunks, *, validation=None, callback=None,
     store's. work_dir: where each chunk's queries are kept between visits (default: a
     temporary folder, removed at the end).
     """
-    import shutil  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
     model._check_params()
     model.valid_queries_ = None
     if len(chunks) == 0:

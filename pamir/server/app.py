@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
+import warnings
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Query, Request
@@ -31,9 +34,11 @@ from ..index.progress_record import read_progress
 from ..facts.ocr import lines_of
 from ..text.query import SORTS
 from ..storage import shown_path
+from ..system import index_transform
 from ..facts.video import is_video
-from ..jobs.workflow import (NoSuchPicture, NotKept, WorkflowError, indexed_picture, load_system,
-                             rerank_feedback)
+from ..jobs.errors import WorkflowError
+from ..jobs.feedback import NoSuchPicture, NotKept, indexed_picture, rerank_feedback
+from ..jobs.loading import load_system
 from ..zeroshot.classes import ZeroCaptionSystem, is_zero_caption
 from .explain import explanation
 from .duplicates import router as duplicates_router
@@ -107,7 +112,7 @@ def create_app(index_dir, model_dir=None, *, system=None,
 
     Longer than a function should be, for a reason: each route is a few lines declared here,
     as FastAPI declares them, over this server's state; what a route does lives in the
-    library (pamir.jobs.workflow, pamir.jobs.annotation, Index), and the people's routes in
+    library (pamir.jobs.loading, feedback, annotation, Index), and the people's routes in
     pamir.server.people.
     """
     # Pillow's decompression-bomb limit, explicit: a header over it is refused before decoding
@@ -391,8 +396,6 @@ def _keep_token_in_cookie(request: Request) -> Response:
     """303 to the same page without the token in its URL (not in the history, nor sent on
     as a Referer), the token in an HttpOnly, SameSite=Strict cookie (no script, no other
     site's request carries it)."""
-    from urllib.parse import urlencode  # noqa: PLC0415
-
     rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
     response = Response(status_code=303,
                         headers={"location": "/" + (f"?{urlencode(rest)}" if rest else "")})
@@ -404,8 +407,6 @@ def _keep_token_in_cookie(request: Request) -> Response:
 
 def _same_origin(origin: str, host: str) -> bool:
     """Whether an Origin header names the host the request was sent to."""
-    from urllib.parse import urlsplit  # noqa: PLC0415
-
     try:
         parts = urlsplit(origin)
     except ValueError:
@@ -416,8 +417,6 @@ def _same_origin(origin: str, host: str) -> bool:
 def _check_picture_size(data: bytes) -> None:
     """400 for a decompression bomb: a small file that declares more pixels than PIL's
     limit (Image.MAX_IMAGE_PIXELS), found from its header without decoding it."""
-    import warnings  # noqa: PLC0415
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -516,8 +515,6 @@ class _State:
         thread: the first query with a word outside the vocabulary does not wait for them."""
 
         def load():
-            import time  # noqa: PLC0415
-
             self._mapping = {"state": "loading"}
             t0 = time.perf_counter()
             why = self.index.bridge.warm()
@@ -557,7 +554,7 @@ class _State:
             return self.system
 
     def feedback(self, query, body: Feedback, keep: bool) -> dict:
-        """A feedback round (pamir.jobs.workflow.rerank_feedback) as the API answers it: the
+        """A feedback round (pamir.jobs.feedback.rerank_feedback) as the API answers it: the
         re-ranked hits and the words PA changed; with keep, the round kept in the model
         folder (the previous model kept as MODEL.previous) and the index rescored."""
         system = _fitted(self.require_system())
@@ -583,8 +580,6 @@ class _State:
                 "hits": [_hit_json(h) for h in out["hits"]]}
 
     def annotate_bytes(self, data: bytes) -> np.ndarray:
-        from ..system import index_transform  # noqa: PLC0415  loaded with the system
-
         system = self.require_system()
         with tempfile.NamedTemporaryFile(suffix=".upload") as f:
             f.write(data)

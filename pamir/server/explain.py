@@ -27,7 +27,10 @@ import os
 
 import numpy as np
 
+from ..features.cnn_maps import view_contributions
+from ..features.registry import Concatenation, representation_name
 from ..features.visterms import term_frequencies, tfidf
+from ..training.online import linear_map
 
 #: Cells of the merged heat map along the picture's longer side (the page smooths them).
 HEAT_CELLS = 64
@@ -68,8 +71,6 @@ def _linear_map(system) -> np.ndarray:
     """The model's W (T x D) from pamir.training.online.linear_map, the one home of which models are
     linear in the picture's vector (PAMIR; not kernel PAMIR, CMRM, ...: no exact
     decomposition), with its refusal worded for an explanation."""
-    from ..training.online import linear_map  # noqa: PLC0415  imported with the system already
-
     try:
         return linear_map(system)
     except NotImplementedError:
@@ -80,16 +81,12 @@ def _linear_map(system) -> np.ndarray:
 
 def views(pipeline) -> list[tuple[object, float]]:
     """(representation, weight) of each view the model reads, in column order."""
-    from ..features.registry import Concatenation  # noqa: PLC0415
-
     if isinstance(pipeline, Concatenation):
         return list(zip(pipeline.parts, pipeline.weights))
     return [(pipeline, 1.0)]
 
 
 def view_name(part) -> str:
-    from ..features.registry import representation_name  # noqa: PLC0415
-
     if getattr(part, "kind", None) is None:  # a stand-in pipeline (tests)
         return "visterms" if _has_blocks(part) else type(part).__name__
     return representation_name(part)
@@ -150,8 +147,6 @@ def _explain_view(part, weight: float, g_of, path) -> tuple:
     g_of(columns) gives the view's score weights once its width is known."""
     name = view_name(part)
     if _is_cnn(part):
-        from ..features.cnn_maps import view_contributions  # noqa: PLC0415 (torch)
-
         v = view_contributions(part, path, g_of(part.dim))
         values = v["cells"].ravel()
         return ({"name": name, "weight": weight, "score": v["score"], "placed": "cells",

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi import Path as PathParameter
+from fastapi import APIRouter, Depends, HTTPException, Path as PathParameter, Query, Request
 from fastapi.responses import FileResponse
 from PIL import Image, ImageOps, UnidentifiedImageError
 from pydantic import BaseModel, Field
 
+from ..facts.people import who
+from ..facts.people.who import PeopleError
 from ..features.images import ImageError, open_image
 from ..index import Index, IndexDirError
 from ..index.layout import face_crop_name
@@ -75,8 +75,6 @@ def _require_editor(request: Request) -> None:
 def _change(request: Request, change) -> dict:
     """Run change(writable index) with the index opened for writing for its moment (the
     route's dependency checked the role first, before its body is read)."""
-    from ..facts.people.who import PeopleError  # noqa: PLC0415
-
     index = _index(request)
     try:
         with Index.open(index.directory, writable=True) as writable:
@@ -167,25 +165,19 @@ def _crop(path: Path, box, size: int, face_id: int) -> bytes:
 @router.post("/api/people/{person_id}/name", summary="Name a person (editor)",
              dependencies=[Depends(_require_editor)])
 def name_person(request: Request, person_id: PersonId, body: Name):
-    from ..facts.people.who import name_person as name  # noqa: PLC0415
-
-    return _change(request, lambda ix: name(ix, person_id, body.name))
+    return _change(request, lambda ix: who.name_person(ix, person_id, body.name))
 
 
 @router.post("/api/people/{person_id}/merge", summary="This person is another (editor)",
              dependencies=[Depends(_require_editor)])
 def merge_people(request: Request, person_id: PersonId, body: Merge):
-    from ..facts.people.who import merge_people as merge  # noqa: PLC0415
-
-    return _change(request, lambda ix: merge(ix, person_id, body.into))
+    return _change(request, lambda ix: who.merge_people(ix, person_id, body.into))
 
 
 @router.post("/api/faces/{face_id}/not", summary="This face is not this person (editor)",
              dependencies=[Depends(_require_editor)])
 def not_person(request: Request, face_id: FaceId, body: NotPerson):
-    from ..facts.people.who import not_person as refuse  # noqa: PLC0415
-
-    return _change(request, lambda ix: refuse(ix, face_id, body.person))
+    return _change(request, lambda ix: who.not_person(ix, face_id, body.person))
 
 
 #: The routes only an editor may call (and none on a read-only server), as the router

@@ -12,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse
 from PIL import Image
 
-from ..jobs.workflow import NoSuchPicture, indexed_picture
+from ..jobs.feedback import NoSuchPicture, indexed_picture
 from ..storage import atomic_write_bytes
 from ..facts.video import VideoError, is_video, read_frame
 

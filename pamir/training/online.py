@@ -10,11 +10,12 @@ its folder, the previous model kept beside.
 
 These extend pamir.system.System without changing it; they need a model that is linear in
 the picture vector (PAMIR's W_, T x V), which does the learning itself (PAMIR.partial_fit,
-feedback_delta, apply_feedback). pamir.jobs.workflow runs them on a model folder and its indexes.
+feedback_delta, apply_feedback). pamir.jobs.learning and pamir.jobs.feedback run them on a model folder and its indexes.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -218,8 +219,6 @@ def learn(system: System, F, captions, *, n_updates: int | None = None, seed: in
 def save_keeping_previous(system: System, path) -> Path:
     """Save the system over `path` atomically, the model that was there first copied to
     `PATH.previous` (replacing an older one): a bad update is one rename away from undone."""
-    import shutil  # noqa: PLC0415
-
     path = Path(path).resolve()
     if (path / "model.json").is_file():
         previous = path.with_name(path.name + ".previous")

@@ -10,16 +10,23 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import config
 from ..features.registry import as_matrix, parse_name
 from ..features.representation import take_rows
-from ..zeroshot.imagenet import imagenet_class_names
+from ..storage import atomic_write
 from ..system import System, cnn_part
+from ..text.bridge import vocabulary_hash
+from ..zeroshot.classes import FLOOR, HUB_WEIGHT, NEIGHBOURS, TEMPERATURE, ClassWords
+from ..zeroshot.imagenet import imagenet_class_names
+from ..zeroshot.prior import SPREAD_PICTURES, choose_prior, word_classes
 from .plan import Candidate, Fitting
 from .selection import validation_queries
 
@@ -49,8 +56,6 @@ def fit_prior(fitting: Fitting, candidate: Candidate, system: System, scored: Sy
     scored: the system as trained on train only (None: not retrained). classes: the
     vocabulary's classes (`vocabulary_classes`, a Future of them from
     `start_vocabulary_classes`), computed here when None."""
-    from ..zeroshot.prior import choose_prior  # noqa: PLC0415
-
     c = candidate
     if not config.PRIOR or cnn_part(system.pipeline) is None or not len(c.valid):
         return None
@@ -79,8 +84,6 @@ def spread_rows(candidate, train: np.ndarray):
     """The features of at most pamir.zeroshot.prior.SPREAD_PICTURES of the training pictures (a
     seeded draw), which the prior's spreads are measured on; None where the candidate's
     features were let go."""
-    from ..zeroshot.prior import SPREAD_PICTURES  # noqa: PLC0415
-
     if candidate.F is None or not len(train):
         return None
     rng = np.random.default_rng(config.SEED)
@@ -91,9 +94,6 @@ def spread_rows(candidate, train: np.ndarray):
 def _classes_file(vocabulary) -> Path:
     """Where this machine keeps a vocabulary's classes (beside the class texts' embeddings):
     named by the vocabulary (and the embedding model) and the matching's settings."""
-    from ..text.bridge import vocabulary_hash  # noqa: PLC0415
-    from ..zeroshot.classes import FLOOR, HUB_WEIGHT, NEIGHBOURS, TEMPERATURE  # noqa: PLC0415
-
     key = (f"{vocabulary_hash(list(vocabulary))}-{FLOOR:g}-{NEIGHBOURS}-{TEMPERATURE:g}"
            f"-hub{HUB_WEIGHT:g}")
     return config.default_cache_dir() / "class-words" / f"word-classes-{key}.npz"
@@ -103,12 +103,6 @@ def vocabulary_classes(vocabulary):
     """(T x 1000, sparse) each vocabulary word's ImageNet classes (pamir.zeroshot.prior.word_classes
     through pamir.zeroshot.classes.ClassWords), read from this machine's cache (`_classes_file`) or
     computed and cached; without the embedding model, the word table's alone (not cached)."""
-    import scipy.sparse as sp  # noqa: PLC0415
-
-    from ..zeroshot.prior import word_classes  # noqa: PLC0415
-    from ..storage import atomic_write  # noqa: PLC0415
-    from ..zeroshot.classes import ClassWords  # noqa: PLC0415
-
     path = _classes_file(vocabulary)
     try:
         return sp.load_npz(path).tocsr()  # (numpy arrays only: no pickle is read)
@@ -130,9 +124,6 @@ class ClassesInChild:
     `result()` waits for it and reads what it cached, or computes them here if it failed."""
 
     def __init__(self, vocabulary):
-        import subprocess  # noqa: PLC0415
-        import sys  # noqa: PLC0415
-
         self.vocabulary = list(vocabulary)
         # a new interpreter, not multiprocessing's spawn: that re-runs the caller's main
         # module, which a person's script (`import pamir`) need not guard
@@ -147,8 +138,6 @@ class ClassesInChild:
         self.child.stdin.close()
 
     def result(self):
-        import scipy.sparse as sp  # noqa: PLC0415
-
         err = self.child.stderr.read().decode(errors="replace")
         self.child.stderr.close()
         if self.child.wait() == 0:
@@ -164,8 +153,6 @@ class ClassesInChild:
 
 def _classes_child() -> None:
     """The child's work: the vocabulary (JSON on stdin) to its classes, cached."""
-    import sys  # noqa: PLC0415
-
     vocabulary_classes(json.loads(sys.stdin.read()))
 
 
@@ -175,8 +162,6 @@ def start_vocabulary_classes(vocabulary):
     (the sentence-embedding model, loaded in the fit's own process, stayed
     resident and raised the README command's peak from 2.57 to 3.31 GB; a child's memory is
     given back when it ends)."""
-    import scipy.sparse as sp  # noqa: PLC0415
-
     try:
         return sp.load_npz(_classes_file(vocabulary)).tocsr()
     except (OSError, ValueError):

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import wilcoxon
 
 from .. import config
 from ..models import model_class
@@ -81,8 +82,6 @@ def guarded_choice(per_query: list, default: int, alpha: float = config.GUARD_AL
     unless other points beat it on the validation queries in a one-sided paired Wilcoxon
     signed-rank test at `alpha`; then the best mean among those. per_query: each point's
     AvgP per validation query (the same queries; None: a point that did not finish)."""
-    from scipy.stats import wilcoxon  # noqa: PLC0415
-
     base = np.asarray(per_query[default], float)
     winners = []
     for k, v in enumerate(per_query):

@@ -12,6 +12,8 @@ REFIT_MAX_WORD_CHANGE, or the model cannot be warm-started; `pamir fit --reselec
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..data import Collection
@@ -100,7 +102,8 @@ def refit_system(old: System, collection: Collection, *, retrain: bool | None = 
     REFIT_UPDATE_SHARE of the update budget. retrain: as `old` was when None. `fit`:
     more of fit_system's keywords (time_budget, neighbours). info["refit"] says what was
     reused and what it started from."""
-    from . import fit_system  # noqa: PLC0415 (the package imports this module)
+    # pamir.training imports this module (a cycle at import)
+    from . import fit_system  # noqa: PLC0415
 
     say = log or (lambda *a: None)
     protocol = refit_protocol(old, collection)
@@ -138,8 +141,6 @@ def saved_for_refit(folder, representation=None, *, log=None) -> System | None:
     """The system saved in `folder` that a refit may start from, or None where there is none,
     it cannot be read (the full selection then replaces it, and `log` says so), or
     `representation` names other candidates than those it chose among."""
-    from pathlib import Path  # noqa: PLC0415
-
     folder = Path(folder)
     if not (folder / "model.json").is_file():
         return None
@@ -163,7 +164,8 @@ def fit_or_refit(collection: Collection, output, model: str = "pamir", *,
     chooses among (fit's `model_params` or a `grid` without its choices). `fit`: more of
     fit_system's keywords (feature_settings, model_params, grid, ensemble, time_budget,
     progress, cache_dir). The system is not saved."""
-    from . import fit_system  # noqa: PLC0415 (the package imports this module)
+    # pamir.training imports this module (a cycle at import)
+    from . import fit_system  # noqa: PLC0415
 
     say = log or (lambda *a: None)
     changed = fit.get("model_params") or fit.get("grid") == [{}]

@@ -428,7 +428,7 @@ class ZeroCaptionSystem:
     @property
     def prior(self):
         """The folder words' mix with the classes (its spreads measure a query's words:
-        pamir.jobs.workflow.word_scales), None without folder words."""
+        pamir.jobs.loading.word_scales), None without folder words."""
         return None if self.words is None else self.words.prior
 
     @property

@@ -24,7 +24,7 @@ weight (the best mean over the words) by how many validation pictures carry the 
 a_w = (n_w a*_w + SHRINK a_g) / (n_w + SHRINK); validation chose SHRINK infinite, the global
 weight for every word (SHRINK's comment says why). The global weight chosen on few validation
 pictures is itself settled toward DEFAULT_WEIGHT (SETTLE). The index measures a query's words
-by the same spreads (pamir.jobs.workflow.word_scales), so that a word mixed here and a word outside
+by the same spreads (pamir.jobs.loading.word_scales), so that a word mixed here and a word outside
 the vocabulary, which reaches the classes at query time, weigh alike in one query. A word the classes do not reach keeps the
 model alone (a_w = 0). With 45 training pictures the classes take most of the weight; with
 4,000 the model keeps it (benchmarks/results/zero_caption.md).
