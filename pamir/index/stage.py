@@ -61,6 +61,12 @@ QUEUED_PIXELS = 24_000_000
 AHEAD_SHARE = 0.3
 #: The pictures read lately: the share decays by 1/AHEAD_WINDOW a picture.
 AHEAD_WINDOW = 64
+#: Threads reading a streamed pass's chunks (by the pass's short name), where the stage reads
+#: on more than one: the faces pass is the largest cost of a photo (HOG at 1,008 px, 125 ms of
+#: a core) and dlib lets go of the GIL while it scans, so that on one thread it alone kept a
+#: core busy while the other waited at the end of a run; the text pass's readers are one a
+#: thread (pamir.facts.ocr.borrowed_reader). measured: results/camera_roll.md.
+READERS = {"faces": 2, "text": 2}
 
 
 @dataclass
@@ -86,10 +92,11 @@ class StreamedPass:
 
 
 class _Stream:
-    """One streamed pass: a thread reading the chunks put to it, its results kept for the
-    writer to commit (`ready`)."""
+    """One streamed pass: `readers` threads reading the chunks put to it, each a chunk at a
+    time, their results kept for the writer to commit (`ready`, in any order: the writer
+    matches them to their pictures)."""
 
-    def __init__(self, spec: StreamedPass):
+    def __init__(self, spec: StreamedPass, readers: int = 1):
         self.spec = spec
         self.report = PassReport(spec.name)
         self.error: BaseException | None = None
@@ -99,9 +106,11 @@ class _Stream:
         self._room = threading.Condition()
         self._results: list[tuple[list[Item], list]] = []
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name=f"pamir-{spec.name.split()[0]}",
-                                        daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, daemon=True,
+                                          name=f"pamir-{spec.name.split()[0]}-{i}")
+                         for i in range(max(1, readers))]
+        for thread in self._threads:
+            thread.start()
 
     def put(self, items: list[Item]) -> None:
         if self.error is None and items:
@@ -152,8 +161,10 @@ class _Stream:
             self._results[:0] = pending
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
 
 
 class ReadingStage:
@@ -176,7 +187,8 @@ class ReadingStage:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="pamir-read")
         # a picture per thread: libheif's own threads would only contend with them
         self._heif = heif_threads(HEIF_THREADS) if threads > 1 else None
-        self._streams = [_Stream(s) for s in streamed]
+        self._streams = [_Stream(s, READERS.get(s.name.split()[0], 1) if threads > 1 else 1)
+                         for s in streamed]
         self._share = [0.0, 0.0]  # decayed counts: pictures read, pictures that asked
         self._share_lock = threading.Lock()
 
