@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..features.thumbnails import INDEXED_SIZES, write_from_raster
 from ..features.rasters import (HEIF_THREADS, SLACK, Item, Need, heif_threads, read_item,
                                 sharing)
 from .passes import PassReport, record_batch
@@ -175,8 +176,6 @@ class ReadingStage:
     def __init__(self, index, transform, needs: Sequence[Need], *,
                  streamed: Sequence[StreamedPass] = (), thumbnails: Path | None = None,
                  threads: int = 2, on_read: Callable[[str, int], None] | None = None):
-        from ..features.thumbnails import INDEXED_SIZES  # noqa: PLC0415
-
         self.index, self.transform = index, transform
         self.needs = [*needs, *(s.need for s in streamed)]
         self.detail = max((s.detail for s in streamed if s.detail), default=None)
@@ -241,8 +240,6 @@ class ReadingStage:
         return self.transform(paths)
 
     def _thumbnail(self, item: Item) -> None:
-        from ..features.thumbnails import write_from_raster  # noqa: PLC0415
-
         try:
             write_from_raster(self.thumbnails, item.digest, item.rgb)
         except OSError:
