@@ -15,7 +15,7 @@ streamed pass (text, faces, the copies' looks) its reduced raster and the pictur
 look (`Item.detail`), which a pass asks for only where its first look found something
 (the text's lines, the faces' cues).
 
-"Searchable first": a streamed pass reads on a thread of its own behind the look, and its
+"Searchable first": a streamed pass reads on threads of its own (READERS) behind the look; its
 results are committed by this process (the one writer) once their pictures are (at the next
 batch, or at `finish`): a picture answers searches by its look and its files' facts before
 its text and faces are read. Why a stream rather than a cache of rasters on disk: the passes
@@ -62,12 +62,14 @@ QUEUED_PIXELS = 24_000_000
 AHEAD_SHARE = 0.3
 #: The pictures read lately: the share decays by 1/AHEAD_WINDOW a picture.
 AHEAD_WINDOW = 64
-#: Threads reading a streamed pass's chunks (by the pass's short name), where the stage reads
-#: on more than one: the faces pass is the largest cost of a photo (HOG at 1,008 px, 125 ms of
-#: a core) and dlib lets go of the GIL while it scans, so that on one thread it alone kept a
-#: core busy while the other waited at the end of a run; the text pass's readers are one a
-#: thread (pamir.facts.ocr.borrowed_reader). measured: results/camera_roll.md.
-READERS = {"faces": 2, "text": 2}
+#: Threads reading a streamed pass's chunks (by the pass's short name) where the stage reads
+#: on more than one. The faces pass is the largest cost of a photo (HOG at 1,008 px: 160-180 ms
+#: of a core for a 12-MP JPEG, against 60 for the text pass) and dlib lets go of the GIL while
+#: it scans. 300 camera-size JPEGs (benchmarks/camera_roll.py's, this 2-core Xeon, shared):
+#: one faces reader, 111.6 s and a peak of 1,267 MB (load 2-4 from other work); two faces and
+#: two text readers 71.3 s, 1,624 MB (load 2-3: over issue 52's 1.5 GB); two faces readers
+#: and one text reader 1,415 MB (its time not comparable: load 4-5). Text keeps one.
+READERS = {"faces": 2}
 
 
 @dataclass
