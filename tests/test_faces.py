@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ from PIL import Image
 
 from pictures import exiftool, picture
 
-pytest.importorskip("dlib")
+dlib = pytest.importorskip("dlib")
+from pamir.facts.people import faces as faces_module  # noqa: E402
 from pamir.facts.people import (NAME_DISTANCE, Face, FaceFinder, Region, assign, find_faces,  # noqa: E402
                                 group, iou, keyword_names, name_faces, person_tags, read_people,
                                 read_regions)
@@ -360,3 +362,36 @@ def test_find_people_gives_faces_region_names_and_tags(tmp_path):
     assert [n.name for n in got.faces] == ["Joe Biden", "Barack Obama"]
     assert got.tags == ["Joe Biden"] and not got.notes
     assert bad.faces is None and "bad.jpg" in bad.notes[0]
+
+
+def test_threads_sharing_a_finder_find_what_one_finds(finder, faces):
+    """The stage's faces readers share one FaceFinder: each thread scans with its own
+    detector (dlib's keeps the picture it scans in itself and lets go of the GIL)."""
+    group = np.asarray(Image.open(DATA / "obama_and_biden.jpg").convert("RGB"))
+    portrait = np.asarray(Image.open(DATA / "obama.jpg").convert("RGB"))
+    alone = {k: [f.box for f in finder.find(p)] for k, p in (("g", group), ("p", portrait))}
+    seen: dict[str, list] = {"g": [], "p": []}
+
+    def scan(key, picture):
+        for _ in range(3):
+            seen[key].append([f.box for f in finder.find(picture)])
+
+    threads = [threading.Thread(target=scan, args=a) for a in (("g", group), ("p", portrait))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(boxes == alone[k] for k, runs in seen.items() for boxes in runs)
+    assert len(alone["g"]) == 2 and len(alone["p"]) == 1
+
+
+def test_a_spoilt_detector_file_in_the_cache_is_made_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAMIR_CACHE", str(tmp_path))
+    path = faces_module.detector_file(dlib)
+    assert path is not None and path.is_file() and path.parent.parent == tmp_path
+    path.write_bytes(b"not a detector")
+    detector = faces_module.frontal_detector(dlib, path)
+    picture = np.asarray(Image.open(DATA / "obama.jpg").convert("RGB"))
+    assert len(detector(picture)) == 1  # a working detector, built
+    assert not path.exists()  # and the spoilt file gone: the next finder saves it again
+    assert faces_module.detector_file(dlib) == path and path.is_file()

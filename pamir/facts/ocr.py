@@ -47,8 +47,10 @@ import threading
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
+import cv2
 import numpy as np
 from PIL import Image, ImageOps
 
@@ -436,8 +438,6 @@ class TextReader:
     def _blob(bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         """The picture as the detection network reads it: resized (bilinear) to `size`,
         (x - 127.5) / 127.5 -- rapidocr's (x / 255 - 0.5) / 0.5 -- as 1 x 3 x H x W."""
-        import cv2  # noqa: PLC0415 - rapidocr's own dependency
-
         return cv2.dnn.blobFromImage(bgr, 1 / 127.5, size, (127.5, 127.5, 127.5),
                                      swapRB=False, crop=False)
 
@@ -572,8 +572,6 @@ def fingerprint(settings: OcrSettings | None = None) -> str:
     """What a picture's text facts were read with: the rapidocr version, the models and the
     settings. A pass that stores it can tell pictures read by another reader (to read them
     again, or not)."""
-    from importlib.metadata import version  # noqa: PLC0415
-
     s = settings or OcrSettings()
     models = "+".join(Path(BUNDLED_MODELS[t]).stem for t in ("det", "rec"))
     # fp32 detection writes nothing: indexes read before int8 keep their fingerprint

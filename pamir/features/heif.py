@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 
+import cv2
 import numpy as np
 
 #: Properties that change nothing this module draws (the decoder's configuration is read
@@ -266,8 +267,6 @@ def _planes(frames, rows: int, cols: int, width: int, height: int):
 def _shrunk(plane: np.ndarray, factor: int, shape: tuple[int, int]) -> np.ndarray:
     """The plane averaged over factor x factor blocks (OpenCV's area resampling), then
     brought to `shape` (rows, columns) where an odd edge leaves a pixel more or less."""
-    import cv2  # noqa: PLC0415
-
     if factor > 1:
         plane = cv2.resize(plane, (max(1, plane.shape[1] // factor),
                                    max(1, plane.shape[0] // factor)),
@@ -283,8 +282,6 @@ def _rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray, matrix: int, full: bool
     OpenCV's conversion for full-range BT.601 (a phone's; JPEG's own formula, 5 ms for 3 MP
     against 170 in float32 numpy), else computed here."""
     if matrix in (5, 6) and full:
-        import cv2  # noqa: PLC0415
-
         return cv2.cvtColor(cv2.merge([y, cr, cb]), cv2.COLOR_YCrCb2RGB)
     kr, kb = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114)}.get(matrix, (0, 0))
     if not kr:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from . import heif
 from ..formats import HEIF_SUFFIXES, RAW_SUFFIXES  # noqa: F401 - their home, named here too
 
 #: A RAW's embedded preview smaller than this (short side) is a thumbnail: demosaic instead.
@@ -174,8 +175,6 @@ def _heif_reduced(data: bytes, width: int, height: int, short_side: int) -> np.n
     short_side (the planes' chroma is at half resolution: an even factor averages it
     whole), by pamir.features.heif; None where it reduces by less than 2 or leaves the file
     to pillow-heif."""
-    from . import heif  # noqa: PLC0415
-
     factor = min(width, height) // max(1, short_side)
     factor -= factor % 2
     return heif.decode_tiles(data, factor) if factor >= 2 else None

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from . import images
 from .images import ImageError, content_hash, displayed_size, read_bytes, resize_short_side
@@ -219,8 +220,6 @@ class Item:
 
 def bounded(rgb: np.ndarray, side: int) -> np.ndarray:
     """The raster with its longer side at most `side` (box filter: no aliasing)."""
-    from PIL import Image  # noqa: PLC0415
-
     h, w = rgb.shape[:2]
     scale = side / max(h, w)
     if scale >= 1:
@@ -304,8 +303,6 @@ def _factor(rgb: np.ndarray, size: tuple[int, int], needs: Sequence[Need]) -> in
 
 
 def _reduce(rgb: np.ndarray, factor: int) -> np.ndarray:
-    from PIL import Image  # noqa: PLC0415
-
     return np.asarray(Image.fromarray(rgb).reduce(factor))
 
 

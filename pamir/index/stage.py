@@ -15,7 +15,7 @@ streamed pass (text, faces, the copies' looks) its reduced raster and the pictur
 look (`Item.detail`), which a pass asks for only where its first look found something
 (the text's lines, the faces' cues).
 
-"Searchable first": a streamed pass reads on a thread of its own behind the look, and its
+"Searchable first": a streamed pass reads on threads of its own (READERS) behind the look; its
 results are committed by this process (the one writer) once their pictures are (at the next
 batch, or at `finish`): a picture answers searches by its look and its files' facts before
 its text and faces are read. Why a stream rather than a cache of rasters on disk: the passes
@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..features.thumbnails import INDEXED_SIZES, write_from_raster
 from ..features.rasters import (HEIF_THREADS, SLACK, Item, Need, heif_threads, read_item,
                                 sharing)
 from .passes import PassReport, record_batch
@@ -61,6 +62,14 @@ QUEUED_PIXELS = 24_000_000
 AHEAD_SHARE = 0.3
 #: The pictures read lately: the share decays by 1/AHEAD_WINDOW a picture.
 AHEAD_WINDOW = 64
+#: Threads reading a streamed pass's chunks (by the pass's short name) where the stage reads
+#: on more than one. The faces pass is the largest cost of a photo (HOG at 1,008 px: 160-180 ms
+#: of a core for a 12-MP JPEG, against 60 for the text pass) and dlib lets go of the GIL while
+#: it scans. 300 camera-size JPEGs (benchmarks/camera_roll.py's, this 2-core Xeon, shared):
+#: one faces reader, 111.6 s and a peak of 1,267 MB (load 2-4 from other work); two faces and
+#: two text readers 71.3 s, 1,624 MB (load 2-3: over issue 52's 1.5 GB); two faces readers
+#: and one text reader 1,415 MB (its time not comparable: load 4-5). Text keeps one.
+READERS = {"faces": 2}
 
 
 @dataclass
@@ -86,10 +95,11 @@ class StreamedPass:
 
 
 class _Stream:
-    """One streamed pass: a thread reading the chunks put to it, its results kept for the
-    writer to commit (`ready`)."""
+    """One streamed pass: `readers` threads reading the chunks put to it, each a chunk at a
+    time, their results kept for the writer to commit (`ready`, in any order: the writer
+    matches them to their pictures)."""
 
-    def __init__(self, spec: StreamedPass):
+    def __init__(self, spec: StreamedPass, readers: int = 1):
         self.spec = spec
         self.report = PassReport(spec.name)
         self.error: BaseException | None = None
@@ -99,9 +109,11 @@ class _Stream:
         self._room = threading.Condition()
         self._results: list[tuple[list[Item], list]] = []
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name=f"pamir-{spec.name.split()[0]}",
-                                        daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, daemon=True,
+                                          name=f"pamir-{spec.name.split()[0]}-{i}")
+                         for i in range(max(1, readers))]
+        for thread in self._threads:
+            thread.start()
 
     def put(self, items: list[Item]) -> None:
         if self.error is None and items:
@@ -152,8 +164,10 @@ class _Stream:
             self._results[:0] = pending
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
 
 
 class ReadingStage:
@@ -164,8 +178,6 @@ class ReadingStage:
     def __init__(self, index, transform, needs: Sequence[Need], *,
                  streamed: Sequence[StreamedPass] = (), thumbnails: Path | None = None,
                  threads: int = 2, on_read: Callable[[str, int], None] | None = None):
-        from ..features.thumbnails import INDEXED_SIZES  # noqa: PLC0415
-
         self.index, self.transform = index, transform
         self.needs = [*needs, *(s.need for s in streamed)]
         self.detail = max((s.detail for s in streamed if s.detail), default=None)
@@ -176,7 +188,8 @@ class ReadingStage:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="pamir-read")
         # a picture per thread: libheif's own threads would only contend with them
         self._heif = heif_threads(HEIF_THREADS) if threads > 1 else None
-        self._streams = [_Stream(s) for s in streamed]
+        self._streams = [_Stream(s, READERS.get(s.name.split()[0], 1) if threads > 1 else 1)
+                         for s in streamed]
         self._share = [0.0, 0.0]  # decayed counts: pictures read, pictures that asked
         self._share_lock = threading.Lock()
 
@@ -229,8 +242,6 @@ class ReadingStage:
         return self.transform(paths)
 
     def _thumbnail(self, item: Item) -> None:
-        from ..features.thumbnails import write_from_raster  # noqa: PLC0415
-
         try:
             write_from_raster(self.thumbnails, item.digest, item.rgb)
         except OSError:

@@ -18,13 +18,17 @@ CNN detector, the detection size, embedding from the scaled picture against the 
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
+from ... import config
 from ...extras import optional
 from ...features.images import ImageError, decode_rgb, displayed_size, read_bytes
 from ...features.rasters import SLACK
@@ -100,6 +104,41 @@ def models_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "models"
 
 
+def detector_file(dlib) -> Path | None:
+    """dlib's frontal-face detector saved in pamir's cache (made once, from the detector
+    compiled into dlib): loaded in 2 ms, where dlib.get_frontal_face_detector() decodes its
+    weights from text for 0.7-1.1 s, in each process and each thread that detects. None
+    where the cache cannot be written (each thread then builds its own)."""
+    folder = config.default_cache_dir() / "faces"
+    path = folder / f"frontal_face_detector-dlib{dlib.__version__}.svm"
+    if path.is_file():
+        return path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".svm")
+        os.close(fd)
+        try:
+            dlib.get_frontal_face_detector().save(tmp)
+            os.replace(tmp, path)  # whole or not at all: another process may read it
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError:
+        return None
+    return path
+
+
+def frontal_detector(dlib, path: Path | None):
+    """A frontal-face detector of its own for the calling thread: from `path`
+    (detector_file), or built (a cache file that cannot be read is made again)."""
+    if path is not None:
+        try:
+            return dlib.fhog_object_detector(str(path))
+        except RuntimeError:  # spoilt: dlib refuses it
+            path.unlink(missing_ok=True)
+    return dlib.get_frontal_face_detector()
+
+
 def scale_for_detection(width: int, height: int, side: int = DETECT_SIDE) -> float:
     """The factor that brings the longer side to `side` (below 1 shrinks, above 1 enlarges,
     by MAX_ENLARGE at most)."""
@@ -118,12 +157,15 @@ class FaceFinder:
         self.threshold = threshold
         self.small_faces = small_faces  # the second look (pamir.facts.people.zoom)
         self._dlib = dlib
-        self._detector = dlib.get_frontal_face_detector()
         self._landmarks = dlib.shape_predictor(str(folder / _LANDMARKS))
         self._network = dlib.face_recognition_model_v1(str(folder / _NETWORK))
-        # the detector and the landmarks are read-only; the network keeps its layers' outputs
-        # between calls, so threads sharing one finder (a multi-threaded Dask worker) take
-        # turns on it
+        # threads share one finder (the reading stage's faces readers, a multi-threaded Dask
+        # worker): the landmarks are read-only; the detector keeps the picture's feature
+        # pyramid in itself while it scans (dlib's object_detector loads its scanner), and
+        # dlib lets go of the GIL while it scans, so each thread has its own (`_detect`); the
+        # network keeps its layers' outputs between calls, so threads take turns on it
+        self._detector_file = detector_file(dlib)
+        self._local = threading.local()
         self._network_lock = threading.Lock()
 
     def find(self, image: np.ndarray, full_size: tuple[int, int] | None = None,
@@ -137,7 +179,7 @@ class FaceFinder:
         has somewhere to look (default: the array itself, shrunk to ZOOM_SIDE)."""
         scaled = self.scaled(image)
         h, w = scaled.shape[:2]
-        rects, scores, _ = self._detector.run(scaled, 0, self.threshold)
+        rects, scores, _ = self._detect(scaled)
         full_w, full_h = full_size or (image.shape[1], image.shape[0])
         faces = []
         for rect, score in zip(rects, scores):
@@ -179,7 +221,7 @@ class FaceFinder:
                 continue
             left -= cut.pixels.shape[0] * cut.pixels.shape[1]
             lh, lw = larger.shape[:2]
-            rects, scores, _ = self._detector.run(cut.pixels, 0, self.threshold)
+            rects, scores, _ = self._detect(cut.pixels)
             for rect, score in zip(rects, scores):
                 box = _box(rect, cut.x0, cut.y0, cut.zoom, lw, lh)
                 if box is None or any(iou(box, f.box) > 0.3 for f in (*found, *out)):
@@ -188,6 +230,14 @@ class FaceFinder:
                                 _short_side(box, *full_size)))
                 left += zoom.FOUND_LOOKS * zoom.look_pixels()
         return out
+
+    def _detect(self, image: np.ndarray) -> tuple:
+        """HOG's (rectangles, scores, filters) on a C-contiguous uint8 picture, by this
+        thread's detector."""
+        detector = getattr(self._local, "detector", None)
+        if detector is None:
+            detector = self._local.detector = frontal_detector(self._dlib, self._detector_file)
+        return detector.run(image, 0, self.threshold)
 
     def embed(self, image: np.ndarray, box, full_size: tuple[int, int] | None = None) -> Face:
         """A face at a given box (x0, y0, x1, y1 in [0, 1]), as a named region gives one that
@@ -216,12 +266,8 @@ class FaceFinder:
             # within 2 % of an integer reduction (a 12-megapixel photo read at RASTER_SIDE,
             # 2016 px, to 1008): Pillow's reduce averages k x k pixels at a quarter of a box
             # resize's cost
-            from PIL import Image  # noqa: PLC0415
-
             return np.ascontiguousarray(np.asarray(Image.fromarray(image).reduce(k)))
         if s != 1.0:
-            from PIL import Image  # noqa: PLC0415
-
             size = (max(1, round(w * s)), max(1, round(h * s)))
             # Box filtering when shrinking avoids aliasing; bilinear when enlarging.
             resample = Image.Resampling.BOX if s < 1 else Image.Resampling.BILINEAR
@@ -249,8 +295,6 @@ def bounded(image: np.ndarray, side: int) -> np.ndarray:
     h, w = image.shape[:2]
     if max(h, w) <= side:
         return image
-    from PIL import Image  # noqa: PLC0415
-
     s = side / max(h, w)
     size = (max(1, round(w * s)), max(1, round(h * s)))
     return np.asarray(Image.fromarray(image).resize(size, Image.Resampling.BOX))

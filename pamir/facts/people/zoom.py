@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 from PIL import Image
 
@@ -96,8 +97,6 @@ def skin(rgb: np.ndarray) -> np.ndarray:
     """The skin-coloured pixels (uint8, 1 or 0) of an (H, W, 3) uint8 RGB picture: Cr in
     [133, 173], Cb in [77, 127] (Chai and Ngan, 1999), a range that holds light and dark
     skins alike under daylight; coloured light (a sunset, stage lights) moves faces out."""
-    import cv2  # noqa: PLC0415 - a dependency of pamir, imported where it is used
-
     ycrcb = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YCrCb)
     return cv2.inRange(ycrcb, (0, 133, 77), (255, 173, 127)) // 255
 
@@ -108,8 +107,6 @@ def cues(rgb: np.ndarray, smallest: float, largest: float = MAX_BLOB,
     pixels, face-shaped (ASPECT, MIN_FILL), alone (MAX_RING_SKIN) and with eyes (MIN_DARK),
     best first; the skin of the faces in `skip` (boxes in pixels: faces already found) left
     out."""
-    import cv2  # noqa: PLC0415
-
     mask = skin(rgb)
     gray = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
     out: list[Cue] = []
@@ -126,8 +123,6 @@ def cues(rgb: np.ndarray, smallest: float, largest: float = MAX_BLOB,
 
 def _blobs(mask, gray, smallest, largest, skip) -> list[Cue]:
     """`cues` on one opened mask."""
-    import cv2  # noqa: PLC0415
-
     _, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
     x, y, bw, bh, area = (stats[1:, i].astype(np.int64) for i in range(5))
     side = np.maximum(bw, bh)
