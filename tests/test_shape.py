@@ -259,9 +259,6 @@ def test_architecture_names_every_command_module():
 #: Modules whose imports inside functions do not all say why yet (issue 53), each owned by a
 #: branch that is hoisting them; a module leaves as its imports are hoisted or explained.
 IMPORTS_NOT_YET_SAID = {
-    # branch speed52 (the reading stage and the passes' readers)
-    "pamir.facts.ocr", "pamir.facts.people.faces", "pamir.facts.people.zoom", "pamir.facts.video",
-    "pamir.features.heif", "pamir.features.images", "pamir.features.rasters", "pamir.index.stage",
     # branch zero2 (zero captions, annotate, sidecars)
     "pamir.commands.annotate", "pamir.jobs.annotation", "pamir.jobs.folder_look",
     "pamir.jobs.sidecars", "pamir.zeroshot.classes", "pamir.zeroshot.folder",

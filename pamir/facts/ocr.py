@@ -269,6 +269,7 @@ class TextReader:
             reason = "rapidocr's detector is not at hand (direct=False, or another rapidocr)"
         else:
             try:
+                # start-up: the quantizer, only where the int8 detector is made
                 from pamir.facts.ocr_int8 import detector_session  # noqa: PLC0415
 
                 self.detector.session.session = detector_session(
@@ -464,8 +465,8 @@ class TextReader:
     def _recognise_lines(self, bgr: np.ndarray, boxes: list[np.ndarray]) -> list[TextLine]:
         """The lines in `boxes` recognised in batches (rapidocr's TextRecognizer: lines of
         alike widths together), as rapidocr's pipeline recognises the lines it detects."""
-        from rapidocr.ch_ppocr_rec.typings import TextRecInput  # noqa: PLC0415
-        from rapidocr.utils.process_img import get_rotate_crop_image  # noqa: PLC0415
+        from rapidocr.ch_ppocr_rec.typings import TextRecInput  # noqa: PLC0415 - the [ocr] extra
+        from rapidocr.utils.process_img import get_rotate_crop_image  # noqa: PLC0415 - [ocr] extra
 
         crops = [get_rotate_crop_image(bgr, box.copy()) for box in boxes]
         keep = [i for i, c in enumerate(crops) if min(c.shape[:2]) >= 1]
@@ -481,7 +482,7 @@ class TextReader:
         return lines
 
     def _recognise(self, bgr: np.ndarray, box: np.ndarray) -> TextLine | None:
-        from rapidocr.utils.process_img import get_rotate_crop_image  # noqa: PLC0415
+        from rapidocr.utils.process_img import get_rotate_crop_image  # noqa: PLC0415 - [ocr] extra
 
         crop = get_rotate_crop_image(bgr, box.copy())
         if min(crop.shape[:2]) < 1:
@@ -549,7 +550,7 @@ def _int8_unavailable(cache_dir: str) -> str:
     """Why the int8 detector cannot be made in `cache_dir` ("" when it is, made the first
     time on this machine, pamir.facts.ocr_int8): tried once a process, not once a reader."""
     try:
-        from pamir.facts.ocr_int8 import detector_graph  # noqa: PLC0415
+        from pamir.facts.ocr_int8 import detector_graph  # noqa: PLC0415 - start-up: the quantizer
 
         detector_graph(bundled_models()["det"], TextReader._blob, fp32_reader)
     except Exception as e:  # noqa: BLE001 - no quantization tools, or ORT refused the graph

@@ -106,7 +106,7 @@ def read_frame(path: str | Path, time: float = 0.0, *, short_side: int | None = 
                ) -> Frame:
     """The frame `read_video` reads for `time` (the keyframe at or before it): a hit's frame
     on the page. VideoError as read_video."""
-    import av  # noqa: PLC0415
+    import av  # noqa: PLC0415 - start-up: FFmpeg's libraries (videos only)
 
     try:
         with av.open(str(path), metadata_errors="ignore") as container:
@@ -129,7 +129,7 @@ def _duration(container, stream) -> float:
     if stream.duration is not None and stream.time_base is not None:
         return float(stream.duration * stream.time_base)
     if container.duration is not None:
-        import av  # noqa: PLC0415
+        import av  # noqa: PLC0415 - start-up: FFmpeg's libraries (videos only)
 
         return container.duration / av.time_base
     return 0.0

@@ -61,7 +61,7 @@ def looks_raw(data: bytes) -> bool:
 def raw_image(data: bytes) -> Image.Image | None:
     """A RAW file as a Pillow image: its embedded preview when it is big enough (a JPEG the
     camera made, fast), else LibRaw's demosaic at half size; None if LibRaw cannot read it."""
-    import rawpy  # noqa: PLC0415
+    import rawpy  # noqa: PLC0415 - start-up: LibRaw (RAW files only)
 
     try:
         with rawpy.imread(io.BytesIO(data)) as raw:

@@ -59,7 +59,7 @@ HEIF_THREADS = 1
 
 def heif_threads(n: int) -> int:
     """Set libheif's decoding threads (pillow-heif's process-wide option); the old value."""
-    import pillow_heif  # noqa: PLC0415
+    import pillow_heif  # noqa: PLC0415 - start-up: libheif (HEIC only)
 
     old = pillow_heif.options.DECODE_THREADS
     pillow_heif.options.DECODE_THREADS = int(n)
