@@ -19,6 +19,7 @@ of each class's name and description ("sky" -> the classes whose descriptions sp
 from __future__ import annotations
 
 import functools
+import math
 import zipfile
 from dataclasses import dataclass
 from importlib import resources
@@ -81,9 +82,24 @@ NAMED_SHARE = 0.4
 #: "tiger" caption confirms "cat"); benchmarks/bench_zero_annotation.py (the words no Corel
 #: word can confirm are left out of the fit, and read the same line).
 ANNOTATION_LINE = (0.904, 0.174, 0.500)
-#: ImageNet's words shown for a picture have at least this probability (its words written
-#: into XMP sidecars, pamir.jobs.sidecars.WORD_PROBABILITY).
+#: ImageNet's words shown for a picture have at least this probability.
 MIN_PROBABILITY = 0.3
+#: A word pamir writes into a picture's XMP sidecar with no model (`pamir annotate --xmp`)
+#: should be right most of the time: the bar of its calibrated probability is the least of
+#: WRITE_BARS at which the words written on held-out pictures are right at least
+#: WRITE_PRECISION of the time, by one standard error (`least_right_bar`). ImageNet's words:
+#: WRITE_PROBABILITY, chosen so on Corel 5k's 500 validation pictures (the words a Corel
+#: caption can confirm; benchmarks/bench_zero_caption.py, "Annotating with no model"): at
+#: 0.4, 56 % right (fp32; int8 54 %) and 52 % of the pictures get a word; at 0.35, 53 % and
+#: 51 %, under 0.5 by a standard error; at 0.6 (the bar before), 73 % and 21 %. The folder's
+#: own words: chosen on its held-out tagged pictures when it learns them
+#: (pamir.zeroshot.folder.write_bar).
+WRITE_PRECISION = 0.5
+WRITE_BARS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9)
+WRITE_PROBABILITY = 0.4
+#: The share of ImageNet's words written at WRITE_PROBABILITY that were right on those
+#: validation pictures (fp32), which `pamir annotate --xmp` says.
+WRITE_RIGHT = 0.56
 
 
 @dataclass(frozen=True)
@@ -331,6 +347,20 @@ def annotate(P: np.ndarray, k: int = 5, min_probability: float = MIN_PROBABILITY
         words.sort(key=lambda w: (w.classes, -w.probability, w.word))
         out.append(words[:k])
     return out
+
+
+def least_right_bar(bars: Sequence[float], right: Sequence[int], judged: Sequence[int]
+                    ) -> tuple[float | None, float | None]:
+    """(bar, its precision): the least of `bars` (ascending) at which the words written on
+    held-out pictures (judged[i] of them at bars[i], right[i] of those right) are right at
+    least WRITE_PRECISION of the time by one standard error (WRITE_PRECISION's comment);
+    (None, None) where no bar is."""
+    for bar, r, n in zip(bars, right, judged):
+        if n:
+            precision = r / n
+            if precision - math.sqrt(precision * (1 - precision) / n) >= WRITE_PRECISION:
+                return float(bar), round(float(precision), 3)
+    return None, None
 
 
 def _least_mass(probability: float) -> float:
