@@ -14,7 +14,7 @@ from .. import config
 from ..jobs.annotation import annotate_pictures, write_sidecar
 from ..index import Index, IndexDirError
 from ..jobs.workflow import default_index_dir
-from ..zeroshot.classes import WRITE_RIGHT, ZeroCaptionSystem
+from ..zeroshot.classes import MIN_PROBABILITY, WRITE_RIGHT, ZeroCaptionSystem
 from . import index as product
 from .common import console, fail
 from .sidecars import check_sidecar_name
@@ -73,7 +73,8 @@ def annotate_command(
             word_probability()  # $PAMIR_XMP_PROBABILITY, checked before any work
         except ValueError as e:
             fail(str(e))
-    system = ZeroCaptionSystem(config.default_cache_dir()) if model is None else product.load_system(model)
+    system = (ZeroCaptionSystem(config.default_cache_dir()) if model is None
+              else product.load_system(model))
     bars = None
     with _facts_index(index_dir) as index:
         if model is None and index is not None:  # the folder's own words, where it has some
@@ -205,6 +206,10 @@ def _written_line(written: list[str], words: list[dict], bars: dict) -> str:
     if written:
         return "XMP: " + ", ".join(f"{w} ({_why(by_word[w])})" for w in written)
     sure = max(by_word.values(), key=lambda w: w["probability"], default=None)
+    if sure is None and "imagenet" in bars:  # no model: ImageNet's words show from 0.3
+        whose = "ImageNet's or the folder's" if "folder" in bars else "ImageNet's"
+        return (f"XMP: no word written: the classifier is unsure of this picture (no word of "
+                f"{whose} has probability {MIN_PROBABILITY:g} or more)")
     if sure is None:
         return ("XMP: no word written: no word of this picture has a probability (the "
                 "classifier is unsure of it, or the model has no calibration)")

@@ -23,8 +23,6 @@ import numpy as np
 
 from ..calibration import LIKELY, Calibration, floor_of, line_probability, load_calibration
 from ..text.query import SORT_ORDERS, Query
-from ..zeroshot import feedback
-from ..zeroshot.classes import is_zero_caption
 from . import class_topk, frames
 from .class_topk import class_part
 from .filters import Filters
@@ -269,8 +267,6 @@ class Searcher:
             if factual:
                 return self._factual(q, int(k), floor, sort, folders or (), dates or (), last,
                                      line, p_floor)
-            if mixed and self._feedback(q) and sort == "score" and floor is None:
-                return self._fed_back(q, int(k), folders or (), dates or (), last)
             if mixed and method != "brute" and not (sort != "score" and floor is not None):
                 base, mult = self.class_mix(q)
                 keep = self._filters.mask(folders or (), dates or ())
@@ -299,23 +295,6 @@ class Searcher:
                 if h.probability is None:  # a fact's is set by `_factual`
                     h.probability = float(ph)
         return hits
-
-    def _feedback(self, q: Query) -> bool:
-        """Whether a query of a bare folder's index that its classes alone answer is ranked
-        again by pseudo-relevance feedback (pamir.zeroshot.feedback)."""
-        return (not q.words and feedback.enabled()
-                and is_zero_caption(self._folder.model_fingerprint))
-
-    def _fed_back(self, q: Query, k: int, folders, dates, last: bool) -> list[Hit]:
-        """The k best by the classes' scores mixed with the likeness to their own best
-        (pamir.zeroshot.feedback; within the folders and dates asked)."""
-        s = self._query_scores(q)
-        keep = self._filters.mask(folders, dates)
-        if keep is not None:
-            keep = np.concatenate([keep, np.zeros(max(0, len(s) - len(keep)), bool)])[:len(s)]
-            s = np.where(keep, s, -np.inf)
-        roots = feedback.class_roots(self._matrix, self._folder.T, len(self._folder.classes))
-        return self._ranked(feedback.rerank(s, roots), k, None, "score", folders, last, dates)
 
     def _factual(self, q: Query, k: int, floor, sort: str, folders, dates, last: bool,
                  line, p_floor) -> list[Hit]:

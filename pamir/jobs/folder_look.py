@@ -33,7 +33,6 @@ from ..features.cnn import PooledCache
 from ..features.cnn_network import weights_digest
 from ..index import embeddings_enabled
 from ..index.layout import FOLDER_LOOK
-from ..system import index_transform
 from ..text.bridge import display_text
 from ..text.lexicon import lexicon
 from ..zeroshot import folder
@@ -215,6 +214,9 @@ class KnownRows:
         paths = [str(p) for p in paths]
         k = [self.at.get(p) for p in paths]
         if any(i is None for i in k):
+            # pamir.system imports numba (0.6 s): only for a path the refresh did not make
+            from ..system import index_transform  # noqa: PLC0415
+
             return index_transform(self.system, True)(paths)
         return (np.hstack([self.words[k], self.P[k]]).astype(np.float32),
                 np.ones(len(paths), bool), [None] * len(paths))

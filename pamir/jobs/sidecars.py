@@ -60,7 +60,6 @@ from ..index import Index
 from ..storage import atomic_write_bytes
 from ..zeroshot.classes import WRITE_PROBABILITY, is_zero_caption
 from .annotation import keywords_of_rows
-from .folder_look import folder_words
 
 #: The least calibrated probability of a word pamir writes ($PAMIR_XMP_PROBABILITY changes
 #: it). The goal was the smallest at which 90 % of the words written on Corel 5k's validation
@@ -356,6 +355,10 @@ def _index_words(index, pictures, threshold: float | None) -> list[list[str]]:
     bare = is_zero_caption(index.model_fingerprint) and bool(index.classes)
     if not bare and (not index.vocabulary or index.calibration is None):
         return [[] for _ in pictures]
+    # the folder look's reader imports scipy and the models (0.4 s): only for a bare index,
+    # not wherever `pamir annotate --xmp` starts
+    from .folder_look import folder_words  # noqa: PLC0415
+
     bars = write_bars(threshold, zero_caption=bare,
                       folder=folder_words(index) if bare else None)
     rows = [index.vector(p.id, classes=bare) for p in pictures]
@@ -377,8 +380,8 @@ def _count(report: SidecarReport, results) -> None:
             report.left_alone.append((target, what))
 
 
-__all__ = ["DEFAULT_SIDECAR_NAME", "Face", "Known", "NAME_CONFIDENCE", "SIDECAR_ENV",
-           "PROBABILITY_ENV", "SIDECAR_NAMES", "SidecarReport", "WORD_PROBABILITY",
-           "confident_words", "index_faces", "write_bars", "known_of_pictures", "people_names", "place_fields",
+__all__ = ["DEFAULT_SIDECAR_NAME", "Face", "Known", "NAME_CONFIDENCE", "PROBABILITY_ENV",
+           "SIDECAR_ENV", "SIDECAR_NAMES", "SidecarReport", "WORD_PROBABILITY", "confident_words",
+           "index_faces", "known_of_pictures", "people_names", "place_fields",
            "position_place_fields", "sidecar_name", "sidecar_targets", "word_probability",
-           "write_index_sidecars", "write_sidecars_of", "write_xmp"]
+           "write_bars", "write_index_sidecars", "write_sidecars_of", "write_xmp"]

