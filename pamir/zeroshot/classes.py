@@ -91,11 +91,11 @@ MIN_PROBABILITY = 0.3
 #: WRITE_BARS at which the words written on held-out pictures are right at least
 #: WRITE_PRECISION of the time, by one standard error (`least_right_bar`). ImageNet's words:
 #: WRITE_PROBABILITY, chosen so on Corel 5k's 500 validation pictures (the words a Corel
-#: caption can confirm; benchmarks/bench_zero_caption.py, "Annotating with no model"): at
-#: 0.4, 56 % right (fp32; int8 54 %) and 52 % of the pictures get a word; at 0.35, 53 % and
-#: 51 %, under 0.5 by a standard error; at 0.6 (the bar before), 73 % and 21 %. The folder's
-#: own words: chosen on its held-out tagged pictures when it learns them
-#: (pamir.zeroshot.folder.write_bar).
+#: caption can confirm; benchmarks/bench_zero_caption.py --bars, zero_caption_bars.md): at
+#: 0.4, 56 % right (fp32; int8 54 %) and 52 % of the pictures get a word; at 0.35, 53 %
+#: right (int8 51 %), under 0.5 by a standard error; at 0.6 (the bar before), 73 % right
+#: and 21 % of the pictures. The folder's own words: chosen on its held-out tagged pictures
+#: when it learns them (pamir.zeroshot.folder.write_bar).
 WRITE_PRECISION = 0.5
 WRITE_BARS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9)
 WRITE_PROBABILITY = 0.4
