@@ -168,6 +168,14 @@ def test_a_bare_folders_keywords_reach_its_untagged_pictures(tmp_path):
     body = json.loads(run("annotate", pictures / name, "--index", ix, "--json").stdout)
     own = [w for w in body["keywords"] if w.get("source") == "folder"]
     assert own[0]["word"] == colour and 0 < own[0]["probability"] <= 1
+    # --xmp writes the folder's words at the bar its held-out tagged pictures chose, and
+    # says it
+    chosen = folder.FolderLook.load(ix / FOLDER_LOOK).words.held_out["write"]
+    assert chosen["bar"] in folder.WRITE_BARS and chosen["precision"] >= 0.5
+    r = run("annotate", pictures / name, "--index", ix, "--xmp")
+    assert f"the folder's words of probability {chosen['bar']:g} or more" in r.output
+    if own[0]["probability"] >= chosen["bar"]:
+        assert f"pamir|{colour}" in (pictures / f"{name}.xmp").read_text()
     # and so does the server, for the picture and for an upload of it
     from fastapi.testclient import TestClient
 

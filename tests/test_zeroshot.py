@@ -307,3 +307,11 @@ def test_annotate_xmp_with_no_model_writes_the_words_likely_enough_and_says_why(
     assert read_metadata(cat).caption is None
     body = json.loads(run("annotate", cat, "--xmp", "--json", "--index", tmp_path / "none").stdout)
     assert "cat" in body["xmp_words"]
+
+
+def test_the_bar_is_the_least_right_half_the_time_by_a_standard_error():
+    bars = (0.3, 0.4, 0.5)
+    # 0.3: 52 of 100 right, under 0.5 by a standard error (0.05); 0.4: 60 of 100
+    assert zeroshot.least_right_bar(bars, [52, 60, 40], [100, 100, 50]) == (0.4, 0.6)
+    assert zeroshot.least_right_bar(bars, [0, 1, 1], [10, 3, 2]) == (None, None)
+    assert zeroshot.least_right_bar(bars, [0, 0, 5], [0, 0, 5]) == (0.5, 1.0)  # none written
