@@ -1286,8 +1286,9 @@ def feedback_report(r: dict) -> str:
               f"**Not kept**: at the product's precision (int8) the chosen setting gains "
               f"{v['int8'][chosen]['single-word'] - v['int8']['chosen']['single-word']:+.2f} "
               "on validation, within the validation set's noise (about 1.5)"
-              + (f", and chosen on half of validation it gains "
-                 f"{f['selection']['int8']['gain_on_the_other_half']:+} on the other half"
+              + (f", and chosen on half of validation the best setting gains "
+                 f"{f['selection']['int8']['gain_on_the_other_half']:+} on the other half "
+                 f"(95% of halvings {f['selection']['int8']['interval']}: it may be none)"
                  if f.get("selection") else "")
               + "; test and the product do not gain, and each such query would scan every "
               "picture's 1,000 class rows (twice the search time on 499 pictures). The class "
