@@ -31,8 +31,8 @@ from typing import Sequence
 import numpy as np
 
 from ..text.bridge import Bridge, display_text, lemmas, vocabulary_hash
-from ..text.embedding import EmbeddingUnavailable, model_identity
-from ..text.lexicon import lexicon
+from ..text import embedding
+from ..text.embedding import EmbeddingUnavailable
 from .imagenet import class_probabilities, imagenet_class_names
 
 #: The table shipped with the package; its first N_CLASSES lines are the classes' own synsets.
@@ -65,12 +65,6 @@ TEMPERATURE = 0.05
 #: a gain within the validation set's noise, but in every pairing measured
 #: (benchmarks/results/zero_caption.md).
 HUB_WEIGHT = 0.5
-#: A table word's classes are not all as typical of it: WordNet's "fruit" is the botanist's
-#: (ears of corn, acorns, rapeseed), a person's is the fruit bowl's; "vehicle" holds the
-#: wheelbarrow and the bobsleigh. Each class of a word covering several weighs a softmax of
-#: the word's likeness to the class's text (its name and description, the embedding bridge's)
-#: at this temperature, 1 for the likeliest (None: every class 1, as before).
-TYPICAL_TEMPERATURE = None
 HUB_NEAREST = 50
 HUB_WORDS = 10_000
 #: Words covering more classes than this are too general to annotate a picture with
@@ -187,7 +181,8 @@ def _shipped(name: str) -> np.ndarray | None:
             found, key, weights = f[name], str(f["key"]), str(f["weights"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None  # missing or damaged: computed, as with other weights
-    if key != vocabulary_hash(texts) or weights != model_identity() or len(found) != len(texts):
+    if (key != vocabulary_hash(texts) or weights != embedding.model_identity()
+            or len(found) != len(texts)):
         return None
     return found.astype(np.float32)
 
@@ -230,10 +225,8 @@ class ClassWords:
 
     def __init__(self, class_names: Sequence[str], *, cache_dir: str | Path | None = None,
                  use_model: bool = True, floor: float = FLOOR, neighbours: int = NEIGHBOURS,
-                 temperature: float = TEMPERATURE, hub_weight: float = HUB_WEIGHT,
-                 typical: float | None = TYPICAL_TEMPERATURE):
+                 temperature: float = TEMPERATURE, hub_weight: float = HUB_WEIGHT):
         self.names = list(class_names)
-        self.typical = typical
         imagenet = len(self.names) == 1000 and self.names == imagenet_class_names()
         self.table = table() if imagenet else None
         self.temperature = float(temperature)
@@ -270,8 +263,10 @@ class ClassWords:
         words = list(words) if words else text.split()
         found = self.lookup(words)
         if found is not None:
+            c = np.zeros(len(self.names), dtype=np.float32)
+            c[self.table.classes[found]] = 1.0
             how = "table" if found in (words[0], "_".join(words)) else "inflection"
-            return ClassMatch(how, [(found, 1.0)], self.typical_weights(found))
+            return ClassMatch(how, [(found, 1.0)], c)
         if not self.use_model:
             return ClassMatch("unknown", [], None, "not in the vocabulary")
         try:
@@ -290,28 +285,6 @@ class ClassWords:
         c[k] = w / w.sum()
         shown = [t for t in k[:3] if s[t] >= self.bridge.floor]  # what a person is told
         return ClassMatch("embedding", [(self.names[t], float(s[t])) for t in shown], c)
-
-
-    def typical_weights(self, word: str) -> np.ndarray:
-        """(C,) the weight of each class of a table word in its mass: 1 for each, or where
-        the word covers several (a hypernym) and TYPICAL_TEMPERATURE is set, a softmax of the
-        word's likeness to each class's text (the bridge's embeddings), 1 for the likeliest;
-        uniform where the embeddings are off, or the lexicon of word embeddings does not
-        hold the word (no embedding model is loaded for a table word: pamir.text.lexicon)."""
-        classes = self.table.classes[word]
-        c = np.zeros(len(self.names), dtype=np.float32)
-        c[classes] = 1.0
-        if self.typical is None or len(classes) < 2 or not self.use_model:
-            return c
-        lex = lexicon()
-        if lex is None or display_text(word) not in lex:
-            return c
-        try:
-            s = self.bridge.similarities([display_text(word)])[0][classes]
-        except EmbeddingUnavailable:
-            return c
-        c[classes] = np.exp((s - s.max()) / self.typical)
-        return c
 
 
 def mass_score(mass: np.ndarray) -> np.ndarray:
