@@ -66,7 +66,8 @@ def annotate_command(
     if not pictures:
         fail("no picture to annotate")
     if xmp:  # pamir.jobs.sidecars only where asked: every command's start imports this module
-        from ..jobs.sidecars import known_of_pictures, word_probability, write_bars  # noqa: PLC0415
+        from ..jobs.sidecars import (known_of_pictures, word_probability,  # noqa: PLC0415
+                                     write_bars)
 
         check_sidecar_name(xmp_name)
         try:

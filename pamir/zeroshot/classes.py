@@ -177,7 +177,8 @@ def _shipped(name: str) -> np.ndarray | None:
     missing, damaged, or not for the installed texts and weights."""
     texts = [display_text(t) for t in imagenet_texts()]
     try:
-        with np.load(resources.files("pamir.zeroshot").joinpath(EMBEDDINGS), allow_pickle=False) as f:
+        shipped = resources.files("pamir.zeroshot").joinpath(EMBEDDINGS)
+        with np.load(shipped, allow_pickle=False) as f:
             found, key, weights = f[name], str(f["key"]), str(f["weights"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None  # missing or damaged: computed, as with other weights
@@ -432,7 +433,8 @@ class ZeroCaptionSystem:
     info = {"representation": SYSTEM_DESCRIPTION}
 
     def __init__(self, cache_dir: str | Path | None = None):
-        from ..features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415 - 0.1 s, not at start-up
+        # pamir.features.cnn (0.1 s): not at every command's start, which imports this module
+        from ..features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415
 
         self.pipeline = CNNRepresentation(CNNSettings(), cache_dir=cache_dir, progress=False)
         self.folder = None  # pamir.zeroshot.folder.FolderLook
@@ -462,12 +464,13 @@ class ZeroCaptionSystem:
 
     @property
     def fingerprint(self) -> str:
-        from ..features.cnn import weights_digest  # noqa: PLC0415 - as above: not at start-up
+        from ..features.cnn import weights_digest  # noqa: PLC0415 - as in __init__
 
         base = f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
         # int8 class probabilities are not mixed into an index of fp32 ones
-        int8 = self.pipeline.resolve_precision() == "int8"
-        return base + (f"/int8-{self.pipeline.settings.feature_key()['quantization']}" if int8 else "")
+        if self.pipeline.resolve_precision() != "int8":
+            return base
+        return base + f"/int8-{self.pipeline.settings.feature_key()['quantization']}"
 
     def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
         """The pictures' folder words ((n x T), T = 0 without them), whether each could be

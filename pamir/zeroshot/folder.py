@@ -448,7 +448,8 @@ class FolderLook:
             calibration = (Calibration.from_saved(head["calibration"], part("calibration"))
                            if head.get("calibration") else None)
             words = FolderWords(list(head["vocabulary"]), arrays["idf"], transfer,
-                                arrays["centre"], arrays["spread"], Prior.from_saved(head["prior"], part("prior")), calibration,
+                                arrays["centre"], arrays["spread"],
+                                Prior.from_saved(head["prior"], part("prior")), calibration,
                                 head.get("held_out", {}))
             if transfer.presence_.shape[1] != words.T or words.prior.T != words.T:
                 raise ValueError(f"{directory}: its parts disagree on the number of words")

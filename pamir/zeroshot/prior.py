@@ -205,7 +205,8 @@ def query_avgp(Z: np.ndarray, M: np.ndarray, spreads: np.ndarray, reach: np.ndar
     queries and not single words: a weight that served each word alone best took 0.4 at
     4,000 captioned pictures and cost the 2,028 multi-word validation queries 0.8 AvgP
     (benchmarks/results/zero_caption.md)."""
-    from ..evaluation.retrieval import mean_average_precision  # noqa: PLC0415 - numba, 0.7 s: fit time only
+    # pamir.evaluation imports numba (0.7 s): at fit time only
+    from ..evaluation.retrieval import mean_average_precision  # noqa: PLC0415
 
     out = []
     for a in weights:
@@ -229,7 +230,7 @@ def word_avgp(Z: np.ndarray, spreads: np.ndarray, M: np.ndarray, rel: np.ndarray
     """(words,) the AvgP of each word's single-word query over pictures whose model scores
     are Z and class scores M (n x words), each word mixing with its weight w (one for all,
     or one each); rel: the pictures' captions (n x words, bool)."""
-    from ..evaluation.metrics import average_precision  # noqa: PLC0415 - numba, 0.7 s: fit time only
+    from ..evaluation.metrics import average_precision  # noqa: PLC0415 - numba, as above
 
     return average_precision(((1 - w) * Z + w * spreads * SCALE * M).T, rel.T)
 
