@@ -176,6 +176,11 @@ def test_a_bare_folders_keywords_reach_its_untagged_pictures(tmp_path):
     assert f"the folder's words of probability {chosen['bar']:g} or more" in r.output
     if own[0]["probability"] >= chosen["bar"]:
         assert f"pamir|{colour}" in (pictures / f"{name}.xmp").read_text()
+    # and so does `pamir index --write-xmp`, from the index's rows, for every untagged picture
+    r = run("index", pictures, "--index", ix, "--no-text", "--no-faces", "--write-xmp")
+    written = [n for n, c in bare.items() if (pictures / f"{n}.xmp").is_file()
+               and f"pamir|{c}" in (pictures / f"{n}.xmp").read_text(encoding="utf-8")]
+    assert len(written) >= len(bare) // 2, written
     # and so does the server, for the picture and for an upload of it
     from fastapi.testclient import TestClient
 
