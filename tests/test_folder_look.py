@@ -174,6 +174,8 @@ def test_a_bare_folders_keywords_reach_its_untagged_pictures(tmp_path):
     assert chosen["bar"] in folder.WRITE_BARS and chosen["precision"] >= 0.5
     r = run("annotate", pictures / name, "--index", ix, "--xmp")
     assert f"the folder's words of probability {chosen['bar']:g} or more" in r.output
+    # ImageNet's words, judged by the folder's own tags (colours: never one of them), are not
+    assert chosen["imagenet"]["bar"] is None and "none of ImageNet's words" in r.output
     if own[0]["probability"] >= chosen["bar"]:
         assert f"pamir|{colour}" in (pictures / f"{name}.xmp").read_text()
     # and so does `pamir index --write-xmp`, from the index's rows, for every untagged picture

@@ -288,6 +288,13 @@ def test_with_no_model_each_source_has_its_own_bar(monkeypatch):
     assert confident_words(records, bars=write_bars(zero_caption=True, folder=chose)) == \
         ["tiger", "cat", "tabby"]
     assert write_bars() == {None: 0.3}  # a model's words
+    monkeypatch.delenv("PAMIR_XMP_PROBABILITY")
+    # where the folder's tags judged ImageNet's words: their bar, or none of them
+    judged = SimpleNamespace(held_out={"write": {"bar": 0.3, "imagenet": {"bar": 0.5}}})
+    assert write_bars(zero_caption=True, folder=judged) == {"imagenet": 0.5, "folder": 0.3}
+    judged.held_out["write"]["imagenet"]["bar"] = None
+    assert confident_words(records, bars=write_bars(zero_caption=True, folder=judged)) == \
+        ["tiger"]
 
 
 # ------------------------------------------------------------------------- the commands

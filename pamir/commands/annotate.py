@@ -182,20 +182,22 @@ def _bars_line(bars: dict, zero=None) -> str:
     of 0.45 or more (...)": what `--xmp` writes and how its bars were chosen (zero: the
     zero-caption system, whose folder words say theirs)."""
     said = []
+    chosen = (zero.words.held_out.get("write") if zero is not None and zero.words is not None
+              else None) or {}
+    by_folder = {"folder": chosen, "imagenet": chosen.get("imagenet") or {}}
     for source, bar in bars.items():
         why = ""
-        if zero is not None and source == "imagenet":
+        if by_folder.get(source, {}).get("bar") == bar and bar is not None:
+            why = (f" (right {by_folder[source]['precision']:.0%} of the time at that bar on "
+                   "the folder's held-out tagged pictures)")
+        elif zero is not None and source == "imagenet":
             why = (f" (right {WRITE_RIGHT:.0%} of the time at that bar on Corel 5k's "
                    "validation pictures)")
-        elif zero is not None and source == "folder" and zero.words is not None:
-            chosen = zero.words.held_out.get("write")
-            if chosen is not None and chosen.get("bar") == bar:
-                why = (f" (right {chosen['precision']:.0%} of the time at that bar on the "
-                       "folder's held-out tagged pictures)")
         said.append(f"{_SOURCES[source]} of probability {bar:g} or more{why}")
-    if zero is not None and "folder" not in bars and zero.words is not None:
-        said.append("no folder word: none of its bars was right half the time on the "
-                    "folder's held-out tagged pictures")
+    for source in ("folder", "imagenet") if chosen else ():
+        if source not in bars:
+            said.append(f"none of {_SOURCES[source]}: at no bar were they right half the "
+                        "time on the folder's held-out tagged pictures")
     return "XMP sidecars: " + "; ".join(said)
 
 

@@ -215,7 +215,9 @@ def write_bars(threshold: float | None = None, *, zero_caption: bool = False,
     pamir.zeroshot.classes.WRITE_PROBABILITY, chosen on Corel 5k's validation pictures, and
     the folder's own ("folder"; folder: its pamir.zeroshot.folder.FolderWords) at the bar
     chosen on its held-out tagged pictures (pamir.zeroshot.folder.write_bar; none where no
-    bar is right half the time; WORD_PROBABILITY for words learnt before bars were chosen);
+    bar is right half the time; WORD_PROBABILITY for words learnt before bars were chosen),
+    and where the folder has words, ImageNet's at the bar its tags chose for them
+    (pamir.zeroshot.folder.imagenet_bar; none where no bar is right half the time there);
     a threshold given, or $PAMIR_XMP_PROBABILITY, sets them all."""
     p = word_probability(threshold)
     if not zero_caption:
@@ -228,6 +230,11 @@ def write_bars(threshold: float | None = None, *, zero_caption: bool = False,
         bar = WORD_PROBABILITY if chosen is None else chosen["bar"]
         if bar is not None:
             bars["folder"] = bar
+        if chosen is not None and "imagenet" in chosen:  # judged by the folder's own tags
+            if chosen["imagenet"]["bar"] is None:
+                del bars["imagenet"]
+            else:
+                bars["imagenet"] = chosen["imagenet"]["bar"]
     return bars
 
 

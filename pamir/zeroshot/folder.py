@@ -52,7 +52,9 @@ from ..features.cnn_network import CHANNELS
 from ..models.base import load_directory, save_directory, training_queries
 from ..models.neighbours import LabelTransfer, unit_rows
 from ..text.words import idf as idf_of
+from ..text.bridge import lemmas
 from .classes import WRITE_BARS, least_right_bar
+from .classes import annotate as class_annotate
 from .prior import Prior, choose_prior
 
 #: Bumped when what a refresh makes changes: a look of another version is made again.
@@ -262,6 +264,7 @@ def fit_folder_words(X: np.ndarray, captions: Sequence[Sequence[str]], P: np.nda
                                       info={"scored_by": "held-out tagged pictures"})
         choose_annotation_rule(calibration, mixed, Y_held, seed=seed)
         held_out["write"] = write_bar(calibration, mixed, Y_held)
+        held_out["write"]["imagenet"] = imagenet_bar(P[rows], [captions[i] for i in rows])
     except ValueError as e:  # too few captions to fit one: raw scores, no probability
         held_out["calibration"] = str(e)
     return FolderWords(vocabulary, idf, transfer, centre.astype(np.float32), spread, prior,
@@ -288,6 +291,28 @@ def write_bar(calibration, Z: np.ndarray, Y) -> dict:
     share = None if bar is None else round(float((p >= bar).any(axis=1).mean()), 3)
     return {"bar": bar, "precision": precision, "pictures_with_a_word": share,
             "grid": {f"{b:g}": [n, w] for b, n, w in zip(WRITE_BARS, right, written)}}
+
+
+def imagenet_bar(P: np.ndarray, captions: Sequence[Sequence[str]]) -> dict:
+    """ImageNet's words' bar in this folder (`write_bar`'s rule), judged by the held-out
+    tagged pictures' own tags (their class probabilities P, the neighbours' mixed in): a
+    word is right where the picture's tags hold it or its singular. A person whose tags use
+    other words than ImageNet's ("polar" and "bear", not "ice bear"; no "television" ever)
+    gets the folder's words alone: on the tagged library of 1,500 Corel pictures, ImageNet's
+    words written on its untagged pictures were 25 % in their captions, the folder's 54 %.
+    {bar (None: not written), precision, grid}."""
+    words = class_annotate(P, config.ANNOTATION_WORDS, min(WRITE_BARS))
+    right, written = np.zeros(len(WRITE_BARS), int), np.zeros(len(WRITE_BARS), int)
+    for found, caption in zip(words, captions):
+        tags = set(caption_words(caption))
+        tags |= {f for w in tags for f in lemmas(w, nouns=True)}
+        for a in found:
+            at = np.array(WRITE_BARS) <= a.probability
+            written += at
+            right += at * (a.word in tags or a.word.replace(" ", "_") in tags)
+    bar, precision = least_right_bar(WRITE_BARS, right.tolist(), written.tolist())
+    return {"bar": bar, "precision": precision,
+            "grid": {f"{b:g}": [int(n), int(w)] for b, n, w in zip(WRITE_BARS, right, written)}}
 
 
 def likely(calibration, Z: np.ndarray, *, own: bool = False) -> np.ndarray:
