@@ -192,6 +192,12 @@ def report(r: dict) -> str:
                   f"(right {w['precision']} of the time there; {w['pictures_with_a_word']} of "
                   "them get a word). Right / written at each bar: "
                   + ", ".join(f"{b}: {n}/{t}" for b, (n, t) in w["grid"].items()) + "."]
+        if w.get("imagenet"):
+            i = w["imagenet"]
+            lines += ["", f"ImageNet's words judged by the same held-out pictures' tags (right: "
+                      f"the tags hold the word or its singular): bar **{i['bar']}** (right "
+                      f"{i['precision']}); right / written at each bar: "
+                      + ", ".join(f"{b}: {n}/{t}" for b, (n, t) in i["grid"].items()) + "."]
     for what, side, x in rows:
         if side.startswith("old"):
             continue
