@@ -14,8 +14,11 @@ bound on right: a caption has 1 to 5 words), and what the command printed for a 
 wrote nothing for.
 
 With --library-index and --library-folder (bench_folder_look's index of a folder where three
-quarters of the pictures carry keywords, and that folder), the untagged pictures of that folder
-(copied) are annotated by the new tree with --index: the folder's own words join ImageNet's.
+quarters of the pictures carry keywords, made by the old tree, and that folder), the untagged
+pictures of that folder (copied) are annotated with --index: the folder's own words join
+ImageNet's. The old side reads that index; the new side a copy of it whose folder look this
+tree made again (pamir.jobs.folder_look.refresh, forced: what `pamir index` does when the
+look's tags change), which chooses the folder words' bar on its held-out tagged pictures.
 
 Writes benchmarks/results/annotate_xmp.json and .md (--report-only rewrites the .md).
 """
@@ -30,7 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# this tree's pamir (the new side, whose folder look refreshed_index makes), then common/
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from common.folders import corel_captions  # noqa: E402
 from common.harness import (Run, archive, corel5k_folder, report_cli,  # noqa: E402
                             report_head, save_report)
@@ -53,6 +57,13 @@ def written(picture: Path) -> list[str]:
     return [w.strip() for w in _ITEM.findall(m.group(1))] if m else []
 
 
+def caption_forms(caption) -> set[str]:
+    """A caption's words and their singulars (pamir.text.bridge.lemmas, as nouns)."""
+    from pamir.text.bridge import lemmas  # noqa: PLC0415
+
+    return set(caption) | {f for w in caption for f in lemmas(w, nouns=True)}
+
+
 def annotate(src: Path, pictures: list[Path], captions: dict, index: Path | None) -> dict:
     """`pamir annotate --xmp PICTURES` from source tree src; what it wrote, and said."""
     for p in pictures:
@@ -68,16 +79,43 @@ def annotate(src: Path, pictures: list[Path], captions: dict, index: Path | None
         raise SystemExit(f"pamir annotate failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     words = {p.stem: written(p) for p in pictures}
     n_words = sum(len(w) for w in words.values())
-    right = sum(w in captions[pid] for pid, ws in words.items() for w in ws)
+    right = sum(w in captions.get(pid, ()) for pid, ws in words.items() for w in ws)
+    # Corel's captions are plural where a person's word is singular ("buildings", "building")
+    singular = sum(w in caption_forms(captions.get(pid, ())) for pid, ws in words.items()
+                   for w in ws)
     said = done.stdout + done.stderr  # the XMP lines go to the console (stderr)
     xmp_lines = [x.strip() for x in said.splitlines() if x.strip().startswith("XMP:")]
+    none = [x for x in xmp_lines if "no word written" in x]
     return {"seconds": round(seconds, 1), "pictures": len(pictures),
             "with_a_word": sum(bool(w) for w in words.values()),
             "words_written": n_words,
             "in_caption": round(right / n_words, 3) if n_words else None,
+            "in_caption_or_singular": round(singular / n_words, 3) if n_words else None,
             "words": {pid: ws for pid, ws in words.items() if ws},
-            "said_none": [x for x in xmp_lines if "no word written" in x][:5],
+            "without_a_word_said_why": len(none),
+            "bars": [x.strip() for x in said.splitlines()
+                     if x.strip().startswith("XMP sidecars:")][:1],
+            "said_none": none[:5],
             "said_some": [x for x in xmp_lines if "no word written" not in x][:5]}
+
+
+def refreshed_index(old: Path, work: Path) -> tuple[Path, dict]:
+    """A copy of the library's index whose folder look this tree made again (forced), and
+    what the refresh said of its words' bar."""
+    from pamir import config  # noqa: PLC0415
+    from pamir.index import Index  # noqa: PLC0415
+    from pamir.jobs import folder_look  # noqa: PLC0415
+    from pamir.zeroshot.classes import ZeroCaptionSystem  # noqa: PLC0415
+
+    new = work / "library-index-new"
+    shutil.copytree(old, new)
+    system = ZeroCaptionSystem(config.default_cache_dir())
+    with Index.open(new, writable=True) as ix:
+        folder_look.attach(system, ix)
+        done = folder_look.refresh(ix, system, force=True) or {}
+    held = done.get("held_out") or {}
+    return new, {"seconds": done.get("seconds"), "held_out_avgp": held.get("avgp"),
+                 "write": held.get("write")}
 
 
 def measure(args) -> dict:
@@ -107,9 +145,13 @@ def measure(args) -> dict:
         lib = work / "library"
         lib.mkdir()
         copies = [Path(shutil.copyfile(p, lib / p.name)) for p in untagged]
-        r["library"] = {"index": str(args.library_index),
-                        "new": annotate(trees["new"], copies, captions, args.library_index),
+        new_index, refresh = refreshed_index(args.library_index, work)
+        r["library"] = {"index": str(args.library_index), "refresh": refresh,
+                        "old": annotate(trees["old"], copies, captions, args.library_index),
+                        "new": annotate(trees["new"], copies, captions, new_index),
                         "new_without_index": annotate(trees["new"], copies, captions, None)}
+        print("library", {k: v["with_a_word"] for k, v in r["library"].items()
+                          if isinstance(v, dict) and "with_a_word" in v}, flush=True)
     r["minutes"] = run.minutes()
     return r
 
@@ -123,25 +165,45 @@ def report(r: dict) -> str:
               "dc:subject; \"in the caption\": the share of them the picture's Corel caption "
               "holds (a lower bound on right).", "",
               "| pictures | side | with at least one word written | words written | in the "
-              "caption | seconds |", "|---|---|---:|---:|---:|---:|"]
+              "caption | in the caption, or a caption word's singular | without a word, and "
+              "said why | seconds |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     rows = [("Corel test pictures, no index", f"old (main `{r['old'][:10]}`)", r["sides"]["old"]),
             ("Corel test pictures, no index", "new (this tree)", r["sides"]["new"])]
     if r.get("library"):
         lib = r["library"]
-        rows += [("the library's untagged pictures, `--index` of its folder", "new",
+        rows += [*([("the library's untagged pictures, `--index` of its folder",
+                     f"old (main `{r['old'][:10]}`)", lib["old"])] if "old" in lib else []),
+                 ("the library's untagged pictures, `--index` of its folder", "new",
                   lib["new"]),
                  ("the library's untagged pictures, no index", "new", lib["new_without_index"])]
     for what, side, x in rows:
         lines.append(f"| {what} | {side} | {x['with_a_word']} of {x['pictures']} "
                      f"({100 * x['with_a_word'] / x['pictures']:.0f}%) | {x['words_written']} | "
                      f"{x['in_caption'] if x['in_caption'] is not None else '-'} | "
-                     f"{x['seconds']} |")
+                     f"{x.get('in_caption_or_singular') or '-'} | "
+                     f"{x['pictures'] - x['with_a_word']}, "
+                     f"{x.get('without_a_word_said_why', '-')} | {x['seconds']} |")
+    refresh = (r.get("library") or {}).get("refresh")
+    if refresh and refresh.get("write"):
+        w = refresh["write"]
+        lines += ["", f"The new side's copy of the library's index: its folder look made again "
+                  f"in {refresh['seconds']} s (held-out AvgP {refresh['held_out_avgp']}); the "
+                  f"folder words' bar chosen on its held-out tagged pictures: **{w['bar']}** "
+                  f"(right {w['precision']} of the time there; {w['pictures_with_a_word']} of "
+                  "them get a word). Right / written at each bar: "
+                  + ", ".join(f"{b}: {n}/{t}" for b, (n, t) in w["grid"].items()) + "."]
+        if w.get("imagenet"):
+            i = w["imagenet"]
+            lines += ["", f"ImageNet's words judged by the same held-out pictures' tags (right: "
+                      f"the tags hold the word or its singular): bar **{i['bar']}** (right "
+                      f"{i['precision']}); right / written at each bar: "
+                      + ", ".join(f"{b}: {n}/{t}" for b, (n, t) in i["grid"].items()) + "."]
     for what, side, x in rows:
         if side.startswith("old"):
             continue
         lines += ["", f"What the new side printed ({what}), a few pictures with and without a "
                   "word:", ""]
-        lines += [f"    {s}" for s in x["said_some"][:3] + x["said_none"][:3]]
+        lines += [f"    {s}" for s in x.get("bars", []) + x["said_some"][:3] + x["said_none"][:3]]
     common_words = {}
     for ws in r["sides"]["new"]["words"].values():
         for w in ws:

@@ -69,6 +69,7 @@ run benchmarks/bench_knn.py                        # neighbours beside PAMIR: tr
 run benchmarks/bench_emoji.py                      # category words outside a model's captions
 run benchmarks/bench_emoji.py --zero-old 5fef65d   #   ... with no model: main before issue 54 and this
                                                    #   tree side by side (emoji_zero.md)
+run benchmarks/bench_zero_typical.py              # a table word's typical classes (the clip-art fruit): not kept
 run benchmarks/bench_folder_look.py --old 5fef65d --fit   # a library with keywords and `pamir index`
                                                    #   alone: old, new, fitted; the look's cost
 run benchmarks/bench_folder_look.py --old 5fef65d --costs-only   # the look's cost, the library too

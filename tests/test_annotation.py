@@ -139,9 +139,32 @@ def test_with_no_model_the_surer_of_a_folder_word_and_imagenets_speaks():
     best = [("bear", 2.0, 0.4), ("sky", 1.5, 0.6)]
     # a fitted model's words stand for themselves
     assert [r.get("source") for r in keyword_records(best, [bear, sky])] == [None, None]
-    # the folder's own words (no model): ImageNet's surer "bear" is kept, the folder's "sky"
-    records = keyword_records(best, [bear, sky], surer=True)
+    # the folder's own words (no model), marked so: ImageNet's surer "bear" is kept, the
+    # folder's "sky"
+    records = keyword_records(best, [bear, sky], folder=True)
     assert [(r["word"], r["probability"], r.get("source")) for r in records] == \
-        [("bear", 0.8, "imagenet"), ("sky", 0.6, None)]
+        [("bear", 0.8, "imagenet"), ("sky", 0.6, "folder")]
+
+
+class Likely:
+    """Stands in for a calibration whose probabilities are not in the scores' order."""
+
+    thresholds = None
+
+    @staticmethod
+    def word_probabilities(Z):
+        return np.tile([0.2, 0.9, 0.5, 0.35], (len(Z), 1))
+
+
+def test_the_folders_words_are_its_likeliest_not_its_best_scored():
+    Z = np.array([[9.0, 1.0, 2.0, 3.0]])
+    vocabulary = ["truck", "bear", "snow", "ice"]
+    [records] = keywords_of_rows(Z, vocabulary, Likely(), folder=True)
+    # the likeliest first, those under MIN_PROBABILITY (0.3) left out
+    assert words(records) == ["bear", "snow", "ice"]
+    assert {r["source"] for r in records} == {"folder"}
+    # a fitted model's words keep the rule validation chose (here the best scored)
+    [records] = keywords_of_rows(Z, vocabulary, Likely(), k=2, count=True)
+    assert words(records) == ["truck", "ice"]
 
 

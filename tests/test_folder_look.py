@@ -166,8 +166,23 @@ def test_a_bare_folders_keywords_reach_its_untagged_pictures(tmp_path):
     # `pamir annotate` with no model gives an indexed picture the folder's words, calibrated
     name, colour = next(iter(bare.items()))
     body = json.loads(run("annotate", pictures / name, "--index", ix, "--json").stdout)
-    own = [w for w in body["keywords"] if "source" not in w]
+    own = [w for w in body["keywords"] if w.get("source") == "folder"]
     assert own[0]["word"] == colour and 0 < own[0]["probability"] <= 1
+    # --xmp writes the folder's words at the bar its held-out tagged pictures chose, and
+    # says it
+    chosen = folder.FolderLook.load(ix / FOLDER_LOOK).words.held_out["write"]
+    assert chosen["bar"] in folder.WRITE_BARS and chosen["precision"] >= 0.5
+    r = run("annotate", pictures / name, "--index", ix, "--xmp")
+    assert f"the folder's words of probability {chosen['bar']:g} or more" in r.output
+    # ImageNet's words, judged by the folder's own tags (colours: never one of them), are not
+    assert chosen["imagenet"]["bar"] is None and "none of ImageNet's words" in r.output
+    if own[0]["probability"] >= chosen["bar"]:
+        assert f"pamir|{colour}" in (pictures / f"{name}.xmp").read_text()
+    # and so does `pamir index --write-xmp`, from the index's rows, for every untagged picture
+    r = run("index", pictures, "--index", ix, "--no-text", "--no-faces", "--write-xmp")
+    written = [n for n, c in bare.items() if (pictures / f"{n}.xmp").is_file()
+               and f"pamir|{c}" in (pictures / f"{n}.xmp").read_text(encoding="utf-8")]
+    assert len(written) >= len(bare) // 2, written
     # and so does the server, for the picture and for an upload of it
     from fastapi.testclient import TestClient
 

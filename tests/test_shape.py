@@ -165,7 +165,7 @@ def test_benchmarks_import_what_they_share_from_its_module():
             if isinstance(node, ast.ImportFrom) and node.module == "common" and not node.level:
                 found.append(f"{path.name}:{node.lineno} from common import "
                              + ", ".join(a.name for a in node.names))
-    assert found == [], "import these from common.harness, corel, latency, folders, tpami, videos"
+    assert found == [], "import these from common.harness, corel, latency, folders, tpami, videos, zero"
 
 def test_every_result_can_be_made_again_by_run_all():
     """Each script a committed result names, and each benchmark script, has its line in
@@ -256,16 +256,6 @@ def test_architecture_names_every_command_module():
     assert len(names) >= 10 and [n for n in names if f"`{n}.py`" not in row] == []
 
 
-#: Modules whose imports inside functions do not all say why yet (issue 53), each owned by a
-#: branch that is hoisting them; a module leaves as its imports are hoisted or explained.
-IMPORTS_NOT_YET_SAID = {
-    # branch zero2 (zero captions, annotate, sidecars)
-    "pamir.commands.annotate", "pamir.jobs.annotation", "pamir.jobs.folder_look",
-    "pamir.jobs.sidecars", "pamir.zeroshot.classes", "pamir.zeroshot.folder",
-    "pamir.zeroshot.imagenet", "pamir.zeroshot.prior",
-}
-
-
 def _unexplained_imports(path: Path) -> list[int]:
     """The lines of the imports inside functions of `path` that give no reason: no comment
     beside them beyond a `noqa`, nor above the block of imports they sit in."""
@@ -297,12 +287,6 @@ def test_imports_inside_functions_say_why():
     """An import sits inside a function only where start-up time, an optional extra or a cycle
     at import needs it, and a comment beside it (or above its block) says which
     (docs/architecture.md, "Where an import goes")."""
-    modules, unsaid = _modules(), {}
-    for module, path in modules.items():
-        lines = _unexplained_imports(path)
-        if lines and module not in IMPORTS_NOT_YET_SAID:
-            unsaid[module] = lines
+    unsaid = {module: lines for module, path in _modules().items()
+              if (lines := _unexplained_imports(path))}
     assert unsaid == {}, "hoist these to the module's top, or say why they cannot be"
-    said = sorted(m for m in IMPORTS_NOT_YET_SAID
-                  if m not in modules or not _unexplained_imports(modules[m]))
-    assert said == [], "these say why now: take them off IMPORTS_NOT_YET_SAID"

@@ -17,6 +17,7 @@ import pytest
 from pamir.facts.metadata import read_metadata
 from pamir.facts.people.regions import read_people
 from pamir.jobs.sidecars import (WORD_PROBABILITY, Face, Known, confident_words, merge_xmp,
+                                 write_bars,
                                  sidecar_targets, write_xmp)
 from pictures import exiftool, gps_tags, picture
 
@@ -264,6 +265,36 @@ def test_only_calibrated_words_likely_enough_are_written(monkeypatch):
     monkeypatch.setenv("PAMIR_XMP_PROBABILITY", "high")
     with pytest.raises(ValueError, match="from 0 to 1"):
         confident_words(records)
+
+
+def test_with_no_model_each_source_has_its_own_bar(monkeypatch):
+    """ImageNet's words at the bar Corel's validation chose, the folder's at its own (none
+    where no bar was right half the time; the bar before, 0.6, for words learnt before bars
+    were chosen); $PAMIR_XMP_PROBABILITY sets them all."""
+    from types import SimpleNamespace
+
+    records = [{"word": "tiger", "score": 2.0, "probability": 0.35, "source": "folder"},
+               {"word": "cat", "probability": 0.45, "source": "imagenet"},
+               {"word": "tabby", "probability": 0.35, "source": "imagenet"}]
+    chose = SimpleNamespace(held_out={"write": {"bar": 0.3, "precision": 0.55}})
+    bars = write_bars(zero_caption=True, folder=chose)
+    assert bars == {"imagenet": 0.4, "folder": 0.3}
+    assert confident_words(records, bars=bars) == ["tiger", "cat"]
+    none = write_bars(zero_caption=True, folder=SimpleNamespace(held_out={"write": {"bar": None}}))
+    assert confident_words(records, bars=none) == ["cat"]
+    older = write_bars(zero_caption=True, folder=SimpleNamespace(held_out={}))
+    assert older["folder"] == WORD_PROBABILITY
+    monkeypatch.setenv("PAMIR_XMP_PROBABILITY", "0.3")
+    assert confident_words(records, bars=write_bars(zero_caption=True, folder=chose)) == \
+        ["tiger", "cat", "tabby"]
+    assert write_bars() == {None: 0.3}  # a model's words
+    monkeypatch.delenv("PAMIR_XMP_PROBABILITY")
+    # where the folder's tags judged ImageNet's words: their bar, or none of them
+    judged = SimpleNamespace(held_out={"write": {"bar": 0.3, "imagenet": {"bar": 0.5}}})
+    assert write_bars(zero_caption=True, folder=judged) == {"imagenet": 0.5, "folder": 0.3}
+    judged.held_out["write"]["imagenet"]["bar"] = None
+    assert confident_words(records, bars=write_bars(zero_caption=True, folder=judged)) == \
+        ["tiger"]
 
 
 # ------------------------------------------------------------------------- the commands

@@ -39,42 +39,59 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
+from ..calibration import annotate as calibrated_words
+from ..facts.fact import fold, shown, shown_order
 from ..storage import atomic_write_bytes
+from ..zeroshot.classes import MIN_PROBABILITY, ZeroCaptionSystem, annotate as class_words
+from ..zeroshot.imagenet import class_probabilities
 
 
 def model_words(Z, vocabulary: Sequence[str], calibration=None, k: int | None = None, *,
-                count: bool = False) -> list[list[tuple[str, float, float | None]]]:
+                count: bool = False, likely: bool = False
+                ) -> list[list[tuple[str, float, float | None]]]:
     """Each text-space row's words as (word, score, probability or None), by the rule
     validation preferred (calibration None: the k best, 5 by default); count: the k best
-    whatever the rule (pamir.calibration.annotate)."""
-    from ..calibration import annotate  # noqa: PLC0415
-
+    whatever the rule (pamir.calibration.annotate). likely (the folder's own words, no
+    model): every word of probability MIN_PROBABILITY or more, the likeliest first, at most
+    k (ANNOTATION_WORDS), as ImageNet's words are chosen: the k best by score left a
+    picture's likelier words out (on the tagged library's untagged polar bears, "truck" at
+    0.52 ranked above "bear" at 0.77: the words' scores are not on one scale, their
+    probabilities are)."""
     Z = np.atleast_2d(np.asarray(Z))
-    if not len(vocabulary):  # the zero-caption system has no text space
+    if not len(vocabulary):  # the zero-caption system with no folder words has no text space
         return [[] for _ in range(Z.shape[0])]
-    return annotate(calibration, Z, vocabulary, k, count=count)
+    if not (likely and calibration is not None) or count:
+        return calibrated_words(calibration, Z, vocabulary, k, count=count)
+    Z = Z[:, :len(vocabulary)].astype(np.float64)
+    P = np.nan_to_num(calibration.word_probabilities(Z), nan=-1.0)
+    out = []
+    for z, p in zip(Z, P):
+        over = np.flatnonzero(p >= MIN_PROBABILITY)
+        chosen = over[np.argsort(-p[over], kind="stable")][:k or config.ANNOTATION_WORDS]
+        out.append([(vocabulary[t], float(z[t]), float(p[t])) for t in chosen])
+    return out
 
 
 def imagenet_words(P, k: int | None = None) -> list[list]:
     """Each row of ImageNet class probabilities as its words
     (pamir.zeroshot.classes.Annotation: word, calibrated probability, mass, classes)."""
-    from ..zeroshot.classes import annotate  # noqa: PLC0415
-
-    return annotate(np.atleast_2d(P), k or config.ANNOTATION_WORDS)
+    return class_words(np.atleast_2d(P), k or config.ANNOTATION_WORDS)
 
 
-def keyword_records(best, imagenet=(), facts=(), *, surer: bool = False) -> list[dict]:
+def keyword_records(best, imagenet=(), facts=(), *, folder: bool = False) -> list[dict]:
     """A picture's keywords as `pamir annotate --json` and the API give them: the model's
     words [{word, score, probability where calibrated}] (best: (word, score, probability or
     None) triples), then ImageNet's words not among them [{word, probability (calibrated),
     mass (of its classes), classes (how many), source: "imagenet"}] (imagenet:
     pamir.zeroshot.classes.Annotation), then its facts' keywords (facts: `fact_keywords`'
-    records, as they are). surer (no fitted model: the folder's own words): a word both
-    give keeps the record of the higher probability, so that the folder's words never hide
-    an ImageNet word surer of the picture (on a library of 1,500 tagged Corel pictures, its
-    untagged pictures' `annotate --xmp` lost "bear" and "tiger", found with no index)."""
-    out = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None else {})}
-           for w, s, p in best]
+    records, as they are). folder (no fitted model: the words are the folder's own,
+    pamir.zeroshot.folder): they carry "source": "folder", and a word both give keeps the
+    record of the higher probability, so that the folder's words never hide an ImageNet
+    word surer of the picture (on a library of 1,500 tagged Corel pictures, its untagged
+    pictures' `annotate --xmp` lost "bear" and "tiger", found with no index)."""
+    mark = {"source": "folder"} if folder else {}
+    out = [{"word": w, "score": s, **({"probability": round(p, 4)} if p is not None else {}),
+            **mark} for w, s, p in best]
     at = {w["word"]: i for i, w in enumerate(out)}
     more = []
     for a in imagenet:
@@ -83,7 +100,7 @@ def keyword_records(best, imagenet=(), facts=(), *, surer: bool = False) -> list
         i = at.get(a.word)
         if i is None:
             more.append(record)
-        elif surer and out[i].get("probability", -1.0) < record["probability"]:
+        elif folder and out[i].get("probability", -1.0) < record["probability"]:
             out[i] = record
     return out + more + list(facts)
 
@@ -95,8 +112,6 @@ def fact_keywords(facts, k: int | None = None) -> list[dict]:
     and "britain"); then the words read on it, the most confident first, at most k
     (default config.ANNOTATION_WORDS: a page of print would drown the rest), phrases left
     out (their words are there)."""
-    from ..facts.fact import fold, shown, shown_order  # noqa: PLC0415
-
     places, seen = [], set()
     for f in sorted((f for f in facts if f.kind == "place"), key=shown_order):
         form = shown(f)
@@ -121,16 +136,16 @@ def indexed_facts(index, paths: Sequence) -> list[list]:
 
 def keywords_of_rows(Z, vocabulary: Sequence[str], calibration=None, P=None,
                      k: int | None = None, facts=None, *, count: bool = False,
-                     surer: bool = False) -> list[list[dict]]:
+                     folder: bool = False) -> list[list[dict]]:
     """The keywords of each picture from its text-space row Z[i], where given its ImageNet
-    class probabilities P[i], and where given its facts facts[i] (keyword_records, surer
-    too). k: at most k words by the rule (the API's k), or with count the k best
-    (model_words)."""
+    class probabilities P[i], and where given its facts facts[i] (keyword_records; folder:
+    the words are a bare folder's own, chosen by their probability: model_words' likely).
+    k: at most k words by the rule (the API's k), or with count the k best (model_words)."""
     Z = np.atleast_2d(np.asarray(Z))
-    best = model_words(Z, vocabulary, calibration, k, count=count)
+    best = model_words(Z, vocabulary, calibration, k, count=count, likely=folder)
     more = imagenet_words(P, k) if P is not None else [[] for _ in best]
     held = [fact_keywords(f, k) for f in facts] if facts is not None else [[] for _ in best]
-    return [keyword_records(b, m, f, surer=surer) for b, m, f in zip(best, more, held)]
+    return [keyword_records(b, m, f, folder=folder) for b, m, f in zip(best, more, held)]
 
 
 def annotate_pictures(system, paths: Sequence, k: int | None = None, *, index=None
@@ -140,7 +155,7 @@ def annotate_pictures(system, paths: Sequence, k: int | None = None, *, index=No
     `System.annotate(Z, k)` gives them) and, for a system with an ImageNet CNN view,
     ImageNet's words; with an `index` (pamir.index.Index), the place and text facts it
     holds of each picture. A picture the classifier cannot read counts as unread."""
-    from ..zeroshot.imagenet import class_probabilities  # noqa: PLC0415
+    # pamir.system imports scipy.sparse (0.3 s): not at the start of every command
     from ..system import cnn_part  # noqa: PLC0415
 
     paths = [str(p) for p in paths]
@@ -152,12 +167,10 @@ def annotate_pictures(system, paths: Sequence, k: int | None = None, *, index=No
         logits, class_ok, _ = part.class_scores(paths)  # the pooled vectors are cached
         P, ok = class_probabilities(logits), ok & np.asarray(class_ok, bool)
     facts = indexed_facts(index, paths) if index is not None else None
-    from ..zeroshot.classes import ZeroCaptionSystem  # noqa: PLC0415
-
     keywords = keywords_of_rows(Z, list(system.vocabulary),
                                 getattr(system, "calibration", None), P, k, facts,
                                 count=k is not None,
-                                surer=isinstance(system, ZeroCaptionSystem))
+                                folder=isinstance(system, ZeroCaptionSystem))
     return keywords, ok, reasons
 
 

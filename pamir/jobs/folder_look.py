@@ -25,6 +25,20 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
+
+from .. import config
+from ..facts.video import is_video
+from ..features.cnn import PooledCache
+from ..features.cnn_network import weights_digest
+from ..index import embeddings_enabled
+from ..index.layout import FOLDER_LOOK
+from ..text.bridge import display_text
+from ..text.lexicon import lexicon
+from ..zeroshot import folder
+from ..zeroshot.classes import ClassWords, ZeroCaptionSystem
+from ..zeroshot.folder import FolderLook
+from ..zeroshot.imagenet import class_probabilities, imagenet_class_names
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +55,16 @@ def enabled() -> bool:
 
 
 def folder_dir(index):
-    from ..index.layout import FOLDER_LOOK  # noqa: PLC0415
-
     return index.directory / FOLDER_LOOK
+
+
+def folder_words(index):
+    """The folder's words of an index's folder look (pamir.zeroshot.folder.FolderWords),
+    None where it has none or it cannot be read."""
+    try:
+        return FolderLook.load(folder_dir(index)).words
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def attach(system, index, *, say=logger.info, writable: bool = True) -> None:
@@ -51,9 +72,6 @@ def attach(system, index, *, say=logger.info, writable: bool = True) -> None:
     left alone) the folder look of `index`, so that its transform gives the index's words. An
     index whose words' state is lost or damaged gets it made again (`refresh`) when writable;
     a reader's stays without (its uploads then score ImageNet's words alone)."""
-    from ..zeroshot.classes import ZeroCaptionSystem  # noqa: PLC0415
-    from ..zeroshot.folder import FolderLook  # noqa: PLC0415
-
     if not isinstance(system, ZeroCaptionSystem):
         return
     system.folder = None
@@ -76,8 +94,6 @@ def refresh(index, system, *, say=logger.info, force: bool = False) -> dict | No
     ({"seconds", "pictures", "tagged", "words", "held_out"}), or None where nothing was to
     do (another system, the look off or current). Never raises for what it cannot do: the
     index keeps its scores and the reason is said."""
-    from ..zeroshot.classes import ZeroCaptionSystem  # noqa: PLC0415
-
     if not enabled() or not isinstance(system, ZeroCaptionSystem) or not index.classes:
         return None
     try:
@@ -89,9 +105,6 @@ def refresh(index, system, *, say=logger.info, force: bool = False) -> dict | No
 
 
 def _refresh(index, system, say, force: bool) -> dict | None:
-    from ..facts.video import is_video  # noqa: PLC0415
-    from ..zeroshot import folder  # noqa: PLC0415
-
     started = time.perf_counter()
     pictures = [p for p in index.pictures("ok") if not is_video(p.path)]
     tagged = [k for k, p in enumerate(pictures) if p.caption]
@@ -130,8 +143,6 @@ def _words(index, X, captions, P, say):
     """The folder words of the tagged pictures (X, captions, P: theirs), extending the
     index's vocabulary; None where the index has none and they would not search its tagged
     pictures better than ImageNet's words alone (then it keeps those)."""
-    from ..zeroshot import folder  # noqa: PLC0415
-
     if len(captions) >= (2 if index.vocabulary else folder.MIN_TAGGED):
         words = folder.fit_folder_words(X, captions, P, classes_of, before=index.vocabulary)
     else:
@@ -158,15 +169,6 @@ def classes_of(vocabulary):
     model for them cost `pamir index` on a folder of 80 pictures 17 of its 20 s (they still
     vote, and a query reaches their classes through the model); the table alone where the
     embedding model is turned off ($PAMIR_EMBEDDINGS=0)."""
-    import scipy.sparse as sp  # noqa: PLC0415
-
-    from .. import config  # noqa: PLC0415
-    from ..index import embeddings_enabled  # noqa: PLC0415
-    from ..text.bridge import display_text  # noqa: PLC0415
-    from ..text.lexicon import lexicon  # noqa: PLC0415
-    from ..zeroshot.classes import ClassWords  # noqa: PLC0415
-    from ..zeroshot.imagenet import imagenet_class_names  # noqa: PLC0415
-
     words = ClassWords(imagenet_class_names(), cache_dir=config.default_cache_dir() /
                        "class-words", use_model=embeddings_enabled())
     lex = lexicon() if embeddings_enabled() else None
@@ -209,11 +211,12 @@ class KnownRows:
         self.at, self.words, self.P, self.system = at, words, P, system
 
     def __call__(self, paths: Sequence[str]) -> tuple:
-        from ..system import index_transform  # noqa: PLC0415
-
         paths = [str(p) for p in paths]
         k = [self.at.get(p) for p in paths]
         if any(i is None for i in k):
+            # pamir.system imports numba (0.6 s): only for a path the refresh did not make
+            from ..system import index_transform  # noqa: PLC0415
+
             return index_transform(self.system, True)(paths)
         return (np.hstack([self.words[k], self.P[k]]).astype(np.float32),
                 np.ones(len(paths), bool), [None] * len(paths))
@@ -222,9 +225,6 @@ class KnownRows:
 def pooled_of(system, pictures) -> np.ndarray:
     """(n x dim) the pictures' pooled vectors of the system's network: from the feature cache
     by the content hash the index keeps, those it lacks computed (their files read)."""
-    from ..features.cnn import PooledCache  # noqa: PLC0415
-    from ..features.cnn_network import weights_digest  # noqa: PLC0415
-
     rep = system.pipeline
     rep.resolve_precision()
     cache = (PooledCache(rep.cache_dir, rep.settings, weights_digest(rep.settings.model))
@@ -245,9 +245,8 @@ def pooled_of(system, pictures) -> np.ndarray:
 
 def system_probabilities(system, pooled: np.ndarray) -> np.ndarray:
     """(n x 1000) float32 the classifier's probabilities of pooled vectors."""
-    from ..zeroshot.imagenet import class_probabilities  # noqa: PLC0415
-
     return class_probabilities(system.logits(pooled)).astype(np.float32)
 
 
-__all__ = ["ENABLED_ENV", "RESMOOTH_SHARE", "attach", "enabled", "pooled_of", "refresh"]
+__all__ = ["ENABLED_ENV", "RESMOOTH_SHARE", "attach", "enabled", "folder_words", "pooled_of",
+           "refresh"]

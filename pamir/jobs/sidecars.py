@@ -51,9 +51,15 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..facts.metadata import MAX_XMP_BYTES, embedded_xmp, iptc_keywords, open_picture
-from ..storage import atomic_write_bytes
+from ..facts.fact import detail_of
+from ..facts.metadata import (MAX_XMP_BYTES, embedded_xmp, iptc_keywords, open_picture,
+                              read_metadata)
+from ..facts.places import place_of
 from ..facts.xmp import PLACE_FIELDS, Face, Known, SidecarError, is_packet, merge_xmp
+from ..index import Index
+from ..storage import atomic_write_bytes
+from ..zeroshot.classes import WRITE_PROBABILITY, is_zero_caption
+from .annotation import keywords_of_rows
 
 #: The least calibrated probability of a word pamir writes ($PAMIR_XMP_PROBABILITY changes
 #: it). The goal was the smallest at which 90 % of the words written on Corel 5k's validation
@@ -201,24 +207,50 @@ def _picture_geometry(picture: Path) -> tuple[int, tuple[int, int], tuple[int, i
 
 
 # ------------------------------------------------------------------------------ what is known
+def write_bars(threshold: float | None = None, *, zero_caption: bool = False,
+               folder=None) -> dict:
+    """{a word's source: the least probability of the words of that source written}: source
+    None, a fitted model's words, at `threshold` (word_probability: WORD_PROBABILITY, or
+    $PAMIR_XMP_PROBABILITY). With no model (zero_caption), ImageNet's words ("imagenet") at
+    pamir.zeroshot.classes.WRITE_PROBABILITY, chosen on Corel 5k's validation pictures, and
+    the folder's own ("folder"; folder: its pamir.zeroshot.folder.FolderWords) at the bar
+    chosen on its held-out tagged pictures (pamir.zeroshot.folder.write_bar; none where no
+    bar is right half the time; WORD_PROBABILITY for words learnt before bars were chosen),
+    and where the folder has words, ImageNet's at the bar its tags chose for them
+    (pamir.zeroshot.folder.imagenet_bar; none where no bar is right half the time there);
+    a threshold given, or $PAMIR_XMP_PROBABILITY, sets them all."""
+    p = word_probability(threshold)
+    if not zero_caption:
+        return {None: p}
+    if threshold is not None or os.environ.get(PROBABILITY_ENV):
+        return {"imagenet": p, "folder": p}
+    bars = {"imagenet": WRITE_PROBABILITY}
+    if folder is not None:
+        chosen = folder.held_out.get("write")
+        bar = WORD_PROBABILITY if chosen is None else chosen["bar"]
+        if bar is not None:
+            bars["folder"] = bar
+        if chosen is not None and "imagenet" in chosen:  # judged by the folder's own tags
+            if chosen["imagenet"]["bar"] is None:
+                del bars["imagenet"]
+            else:
+                bars["imagenet"] = chosen["imagenet"]["bar"]
+    return bars
+
+
 def confident_words(keywords: list[dict], threshold: float | None = None, *,
-                    imagenet: bool = False) -> list[str]:
-    """The model's words of a picture's keyword records (pamir.jobs.annotation.keyword_records)
-    whose calibrated probability reaches `threshold`; with `imagenet` (no model: the
-    zero-caption system), ImageNet's words too, whose probability is calibrated on Corel
-    5k's captions (pamir.zeroshot.classes.ANNOTATION_LINE) where a model's words are
-    calibrated on the person's. Never facts (they are facts), nor words without a
-    probability (a system with no calibration)."""
-    threshold = word_probability(threshold)
-    sources = (None, "imagenet") if imagenet else (None,)
-    return [w["word"] for w in keywords if w.get("source") in sources
-            and w.get("probability") is not None and w["probability"] >= threshold]
+                    bars: dict | None = None) -> list[str]:
+    """The words of a picture's keyword records (pamir.jobs.annotation.keyword_records) whose
+    calibrated probability reaches the bar of their source (bars, `write_bars`; by default
+    a fitted model's words at `threshold`). Never facts (they are facts), nor words without
+    a probability (a system with no calibration)."""
+    bars = bars if bars is not None else write_bars(threshold)
+    return [w["word"] for w in keywords if w.get("source") in bars
+            and w.get("probability") is not None and w["probability"] >= bars[w.get("source")]]
 
 
 def place_fields(facts) -> dict[str, str]:
     """A picture's place facts (pamir.facts.places.place_facts) as the XMP fields written."""
-    from ..facts.fact import detail_of  # noqa: PLC0415
-
     levels = {}
     for f in facts:
         if f.kind == "place":
@@ -230,8 +262,6 @@ def place_fields(facts) -> dict[str, str]:
 
 def position_place_fields(position) -> dict[str, str]:
     """The XMP place fields of a GPS position (lat, lon), named by pamir.facts.places; {} for none."""
-    from ..facts.places import place_of  # noqa: PLC0415
-
     place = place_of(*position) if position is not None else None
     if place is None:
         return {}
@@ -274,14 +304,12 @@ def people_names(index) -> dict[int, str]:
     return out
 
 
-def known_of_pictures(paths, keywords: list[list[dict]], index=None,
-                      threshold: float | None = None, *, imagenet: bool = False) -> list[Known]:
+def known_of_pictures(paths, keywords: list[list[dict]], index=None, bars=None
+                      ) -> list[Known]:
     """What `pamir annotate --xmp` writes of each picture: its words of `keywords`
-    (pamir.jobs.annotation.annotate_pictures') at `threshold` (ImageNet's too with
-    `imagenet`: `confident_words`); with an `index` that holds it, its named faces and place
-    facts; else the place its GPS position names."""
-    from ..facts.metadata import read_metadata  # noqa: PLC0415
-
+    (pamir.jobs.annotation.annotate_pictures') at their source's bar (`confident_words`);
+    with an `index` that holds it, its named faces and place facts; else the place its GPS
+    position names."""
     names = people_names(index) if index is not None else {}
     out = []
     for path, records in zip(paths, keywords):
@@ -291,7 +319,7 @@ def known_of_pictures(paths, keywords: list[list[dict]], index=None,
                 place_fields(index.facts_of(picture_id))
         else:
             faces, place = [], position_place_fields(read_metadata(path).position)
-        out.append(Known(confident_words(records, threshold, imagenet=imagenet), faces, place))
+        out.append(Known(confident_words(records, bars=bars), faces, place))
     return out
 
 
@@ -299,8 +327,6 @@ def write_index_sidecars(index_dir, folders=(), setting: str | None = None,
                          threshold: float | None = None) -> SidecarReport:
     """`pamir index --write-xmp`, after its passes: the sidecars of the pictures of the index
     in `index_dir` (opened to read) under `folders` (every picture where none is given)."""
-    from ..index import Index  # noqa: PLC0415
-
     sidecar_name(setting)  # a wrong setting fails before any work
     with Index.open(index_dir) as index:
         return write_sidecars_of(index, folders, setting, threshold)
@@ -313,7 +339,7 @@ def write_sidecars_of(index, folders=(), setting: str | None = None,
     word_probability()), its named faces and its place: for a job that holds the index
     already (a watcher after a batch)."""
     sidecar_name(setting)
-    threshold = word_probability(threshold)
+    word_probability(threshold)  # a wrong setting fails before any work
     roots = [os.path.abspath(f).rstrip(os.sep) + os.sep for f in folders]
     report = SidecarReport()
     names = people_names(index)
@@ -328,21 +354,25 @@ def write_sidecars_of(index, folders=(), setting: str | None = None,
     return report
 
 
-def _index_words(index, pictures, threshold: float) -> list[list[str]]:
-    """The words written of indexed pictures: their stored rows' words at `threshold`, a
-    batch at a time (the calibration reads its reference once a call); of a bare folder's
-    index (no model), ImageNet's words of its class rows too (`confident_words`)."""
-    from ..zeroshot.classes import is_zero_caption  # noqa: PLC0415
-    from .annotation import keywords_of_rows  # noqa: PLC0415
-
+def _index_words(index, pictures, threshold: float | None) -> list[list[str]]:
+    """The words written of indexed pictures: their stored rows' words at their bars
+    (`write_bars`: a model's at `threshold`; of a bare folder's index, no model, ImageNet's
+    words of its class rows and the folder's words, each at its own unless `threshold`
+    is given), a batch at a time (the calibration reads its reference once a call)."""
     bare = is_zero_caption(index.model_fingerprint) and bool(index.classes)
     if not bare and (not index.vocabulary or index.calibration is None):
         return [[] for _ in pictures]
+    # the folder look's reader imports scipy and the models (0.4 s): only for a bare index,
+    # not wherever `pamir annotate --xmp` starts
+    from .folder_look import folder_words  # noqa: PLC0415
+
+    bars = write_bars(threshold, zero_caption=bare,
+                      folder=folder_words(index) if bare else None)
     rows = [index.vector(p.id, classes=bare) for p in pictures]
     P = [r[index.T:] for r in rows] if bare else None
-    return [confident_words(records, threshold, imagenet=bare) for records in
+    return [confident_words(records, bars=bars) for records in
             keywords_of_rows([r[:index.T] for r in rows], index.vocabulary,
-                             index.calibration, P)]
+                             index.calibration, P, folder=bare)]
 
 
 def _count(report: SidecarReport, results) -> None:
@@ -357,8 +387,8 @@ def _count(report: SidecarReport, results) -> None:
             report.left_alone.append((target, what))
 
 
-__all__ = ["DEFAULT_SIDECAR_NAME", "Face", "Known", "NAME_CONFIDENCE", "SIDECAR_ENV",
-           "PROBABILITY_ENV", "SIDECAR_NAMES", "SidecarReport", "WORD_PROBABILITY",
-           "confident_words", "index_faces", "known_of_pictures", "people_names", "place_fields",
+__all__ = ["DEFAULT_SIDECAR_NAME", "Face", "Known", "NAME_CONFIDENCE", "PROBABILITY_ENV",
+           "SIDECAR_ENV", "SIDECAR_NAMES", "SidecarReport", "WORD_PROBABILITY", "confident_words",
+           "index_faces", "known_of_pictures", "people_names", "place_fields",
            "position_place_fields", "sidecar_name", "sidecar_targets", "word_probability",
-           "write_index_sidecars", "write_sidecars_of", "write_xmp"]
+           "write_bars", "write_index_sidecars", "write_sidecars_of", "write_xmp"]

@@ -450,7 +450,8 @@ def _keywords(z: np.ndarray, index: Index, k: int, facts=None) -> list[dict]:
     classes, then an indexed picture's place and text facts."""
     P = z[None, index.T:] if index.classes and len(z) == index.rows else None
     [words] = keywords_of_rows(z[None, : index.T], index.vocabulary, index.calibration, P, k,
-                               None if facts is None else [facts])
+                               None if facts is None else [facts],
+                               folder=is_zero_caption(index.model_fingerprint))
     return words
 
 

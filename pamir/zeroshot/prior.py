@@ -36,6 +36,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
+
+from .classes import mass_score
 
 #: The mix weights tried on validation (0: the model alone, 1: the classes alone).
 WEIGHTS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
@@ -75,8 +78,6 @@ class Prior:
     a word the classes do not reach)."""
 
     def __init__(self, weights, spreads, classes, info: dict | None = None):
-        import scipy.sparse as sp  # noqa: PLC0415 - not at import: `pamir search` avoids it
-
         self.weights = np.asarray(weights, dtype=np.float32)
         self.spreads = np.asarray(spreads, dtype=np.float32)
         self.classes = sp.csr_matrix(classes, dtype=np.float32)
@@ -92,8 +93,6 @@ class Prior:
     def class_scores(self, P: np.ndarray, words: np.ndarray | None = None) -> np.ndarray:
         """(n x len(words)) the words' class scores m_w of pictures with class probabilities
         P (n x C); every word by default."""
-        from .classes import mass_score  # noqa: PLC0415
-
         rows = self.classes if words is None else self.classes[words]
         return mass_score(np.asarray(rows @ np.asarray(P, np.float64).T).T)
 
@@ -111,8 +110,6 @@ class Prior:
 
     def grow(self, T: int) -> None:
         """New words (pamir learn) join with the model alone: weight 0, no classes."""
-        import scipy.sparse as sp  # noqa: PLC0415
-
         extra = T - self.T
         if extra > 0:
             self.weights = np.concatenate([self.weights, np.zeros(extra, np.float32)])
@@ -129,8 +126,6 @@ class Prior:
 
     @classmethod
     def from_saved(cls, info: dict, arrays: dict[str, np.ndarray]) -> "Prior":
-        import scipy.sparse as sp  # noqa: PLC0415
-
         classes = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
                                 shape=tuple(int(x) for x in arrays["shape"]))
         return cls(arrays["weights"], arrays["spreads"], classes, info)
@@ -139,8 +134,6 @@ class Prior:
 def word_classes(vocabulary: Sequence[str], class_words) -> "np.ndarray":
     """(T x C) each vocabulary word's class weights through `class_words`
     (pamir.zeroshot.classes.ClassWords), zeros where they reach none; sparse."""
-    import scipy.sparse as sp  # noqa: PLC0415
-
     rows = []
     for w in vocabulary:
         match = class_words.match(w.replace("_", " "), w.split("_"))
@@ -162,8 +155,6 @@ def choose_prior(Z_valid: np.ndarray, P_valid: np.ndarray, Y_valid, classes,
     .validation_queries: word sets, as people search), or the words' single-word queries
     without them. info records the global weight and the validation AvgP of the queries
     with the model alone and mixed."""
-    import scipy.sparse as sp  # noqa: PLC0415
-
     Z = np.asarray(Z_valid, dtype=np.float64)
     Y = sp.csr_matrix(Y_valid).toarray() > 0
     T = Z.shape[1]
@@ -214,6 +205,7 @@ def query_avgp(Z: np.ndarray, M: np.ndarray, spreads: np.ndarray, reach: np.ndar
     queries and not single words: a weight that served each word alone best took 0.4 at
     4,000 captioned pictures and cost the 2,028 multi-word validation queries 0.8 AvgP
     (benchmarks/results/zero_caption.md)."""
+    # pamir.evaluation imports numba (0.7 s): at fit time only
     from ..evaluation.retrieval import mean_average_precision  # noqa: PLC0415
 
     out = []
@@ -238,7 +230,7 @@ def word_avgp(Z: np.ndarray, spreads: np.ndarray, M: np.ndarray, rel: np.ndarray
     """(words,) the AvgP of each word's single-word query over pictures whose model scores
     are Z and class scores M (n x words), each word mixing with its weight w (one for all,
     or one each); rel: the pictures' captions (n x words, bool)."""
-    from ..evaluation.metrics import average_precision  # noqa: PLC0415
+    from ..evaluation.metrics import average_precision  # noqa: PLC0415 - numba, as above
 
     return average_precision(((1 - w) * Z + w * spreads * SCALE * M).T, rel.T)
 
