@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import json
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from . import config
 from .commands.common import console as errors, fail
-from .data import DataError
 from .extras import MissingExtra, optional
 
 #: Every command, with the module that defines it and the first sentence of its help (what
@@ -47,6 +43,7 @@ COMMANDS = {
              "runs at here, and why."),
     "features": ("pamir.commands.features", "Visual features: blocks, LBP and colour "
                  "histograms, visterms, CNN."),
+    "dataset": ("pamir.commands.dataset", "Data sets and their retrieval protocol."),
 }
 
 def load_commands(module: str) -> dict:
@@ -114,44 +111,15 @@ class _Commands(typer.core.TyperGroup):
         finally:
             self.commands = loaded
 
+
 app = typer.Typer(help="Retrieve pictures from text queries (PAMIR).", no_args_is_help=True,
                   pretty_exceptions_enable=False, cls=_Commands)
-dataset_app = typer.Typer(help="Data sets and their retrieval protocol.", no_args_is_help=True)
-app.add_typer(dataset_app, name="dataset")
-console = Console()
 
 
-@dataset_app.command("stats")
-def dataset_stats(
-    data: str = typer.Argument("corel5k", help="corel5k, or a captions table (.tsv/.csv/.jsonl)"),
-    seed: int = typer.Option(config.SEED, help="seed of the train/validation split"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
-):
-    """The protocol statistics of train / valid / test, as TPAMI Table I."""
-    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
-
-    # start-up: pictures' metadata (defusedxml), the protocol (scipy)
-    from .facts.collection import load_collection  # noqa: PLC0415
-    from .protocol import Protocol  # noqa: PLC0415
-
-    try:
-        stats = Protocol(load_collection(data), seed=seed).stats()
-    except (DataError, ValueError) as e:
-        fail(str(e))
-    if as_json:
-        print(json.dumps(stats, indent=2))
-        return
-    table = Table(title=f"{data}: vocabulary {stats['vocabulary']} words, seed {seed}")
-    table.add_column("")
-    splits = [s for s in ("train", "valid", "test") if s in stats]
-    for s in splits:
-        table.add_column(s, justify="right")
-    for key, label in [("pictures", "pictures"), ("queries", "queries"),
-                       ("relevant_per_query", "relevant pictures / query"),
-                       ("words_per_query", "words / query"),
-                       ("single_word_queries", "single-word queries")]:
-        table.add_row(label, *(f"{stats[s][key]:,}" for s in splits))
-    console.print(table)
+@app.callback()
+def _pamir() -> None:
+    """Typer builds a group only around a callback or a command, and every command of pamir's
+    is loaded on first use."""
 
 
 def main() -> None:
