@@ -46,6 +46,7 @@ COMMANDS = {
     "dataset": ("pamir.commands.dataset", "Data sets and their retrieval protocol."),
 }
 
+
 def load_commands(module: str) -> dict:
     """The click commands that `module` defines, by name; none where the module is not there
     (that part of the tool is not installed yet)."""
