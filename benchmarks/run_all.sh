@@ -149,6 +149,9 @@ run benchmarks/bench_search_latency.py --index "$L/idx" --model "$L/model" --old
 # The Index as a composition (issue 53): its shape, and a search's cost on the same two
 # indexes, the code before it (45c8fc3) and this one side by side.
 run benchmarks/bench_index_parts.py --before 45c8fc3 --index "$L/idx" --big "$L/big" --runs 5
+# The command's start-up (issue 53): --help, a search on a tiny index and info --help, main
+# before the commands were loaded on first use (a9fcd28) against this tree.
+run benchmarks/bench_cli_startup.py --old a9fcd28 --runs 15
 # Words that reach ImageNet classes at 1,000,000 pictures (issue 37), on the same model: the
 # old scan (bf8d204) against the class rows' block bounds.
 run benchmarks/bench_class_latency.py --model "$L/model" --folder ../shared/data/corel5k/images \

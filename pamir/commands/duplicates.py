@@ -14,6 +14,7 @@ from .. import config
 from ..duplicates.grouping import KINDS
 from ..duplicates.groups import copies_pass as run, find_duplicates, move_others, write_list
 from ..index import Index, IndexDirError
+from ..progress import Bar
 from .common import INDEX_HELP, console, fail
 
 #: What a kind is called in the printed list.
@@ -97,8 +98,6 @@ def _print_moved(moved, folder: Path) -> None:
 def copies_pass(index: Index) -> dict | None:
     """The looks pass and the groups of `pamir index` (pamir.duplicates.groups.copies_pass), with
     its own progress."""
-    from ..progress import Bar  # noqa: PLC0415  start-up: rich's live progress (30 ms)
-
     try:
         with Bar("finding copies", console=console, unit="pictures") as bar:
             return run(index, progress=lambda done, total: bar.update(completed=done,

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from .. import config
 from ..data import DataError
+from ..facts.collection import load_collection
 from ..features.registry import EXTRACTABLE, REPRESENTATIONS as TABLE, make_representation
 from ..features.settings import JOBS, FeatureSettings
 
@@ -53,9 +54,6 @@ def extract(
         console.print(f"[red]error:[/red] --representation {representation!r}: use one of "
                       f"{', '.join(REPRESENTATIONS)}", highlight=False)
         raise typer.Exit(2)
-    # start-up: pictures' metadata (defusedxml)
-    from ..facts.collection import load_collection  # noqa: PLC0415
-
     cache_dir = None if no_cache else (cache_dir or config.default_cache_dir())
     try:
         collection = load_collection(data)
@@ -97,7 +95,8 @@ def _extract_cnn(paths, name: str, jobs: int, cache_dir, as_json: bool) -> dict:
 
 
 def _extract_blocks(collection, paths, jobs: int, cache_dir, as_json: bool) -> dict:
-    # start-up: the blocks' code is numba's (0.4 s to import)
+    # start-up: the blocks' code is numba's (0.4 s to import), which the other
+    # representations' extraction does not need
     from ..features import iter_blocks  # noqa: PLC0415
     from ..features.collection import colour_codebook_for, training_pictures  # noqa: PLC0415
 

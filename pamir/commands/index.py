@@ -1,7 +1,7 @@
 """The tool a person uses: `pamir index` here (it parses, calls the index job,
 pamir.jobs.indexing.run_index, and prints), with what the commands that load a model share
 (`load_system`, `is_model`); `pamir search`, `annotate`, `learn` and `serve` in their own
-modules beside it (pamir.cli mounts them in that order).
+modules beside it (pamir.cli imports each when its command runs).
 
 The index lives in one folder (`--index`, else $PAMIR_INDEX, else
 $XDG_DATA_HOME/pamir/index, i.e. ~/.local/share/pamir/index), so `pamir search` works from
@@ -128,7 +128,8 @@ def index_command(
         console.print("no model: searching by ImageNet's words (no captions needed); "
                       "`pamir fit` on captioned pictures learns your own words")
     system, fingerprint = loading.indexing_system(model, load=load_system)
-    # start-up time: the CNN's module (0.1 s), which `pamir search` and the rest do not need
+    # start-up: the CNN's module (20 ms); `pamir search`, `learn`, `watch` and `annotate`
+    # import this module (load_system) and do not need it
     from ..features.cnn import cnn_views  # noqa: PLC0415 - the CNN views' precision, one line each
     for view in cnn_views(system):
         console.print(f"cnn {escape(view.precision_says())}")
@@ -223,7 +224,8 @@ def _model_and_folders(first: Path, rest: list[Path], index_dir: Path
 def _index(system, fingerprint, **job):
     """index_command's work, the library's index job (pamir.jobs.indexing.run_index, of
     IndexJob(**job)) with bars: (report, status); its errors said."""
-    # start-up time: the index job's modules (the reading stage, the passes: 0.1 s)
+    # start-up: the index job's modules (the reading stage, the passes: 0.35 s), which
+    # `pamir search` (it imports this module for load_system) does not need
     from ..jobs.indexing import IndexJob, run_index  # noqa: PLC0415
 
     job = IndexJob(**job)

@@ -10,6 +10,8 @@ import typer
 from rich.markup import escape
 
 from .. import config
+from ..facts import ocr, ocr_int8
+from ..features import cnn_int8
 from .common import console
 
 
@@ -20,23 +22,19 @@ def info_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """The processor, ONNX Runtime and the precision each network runs at here, and why."""
-    # start-up: the readers' code (50 ms)
-    from ..facts.ocr import DETECT_PRECISION  # noqa: PLC0415
-    from ..features.cnn_int8 import network_precisions, onnxruntime_version, processor  # noqa: PLC0415
-
-    cpu = processor()
-    networks = {f"cnn {m}": n for m, n in network_precisions(check).items()}
+    cpu = cnn_int8.processor()
+    networks = {f"cnn {m}": n for m, n in cnn_int8.network_precisions(check).items()}
     networks["text detection"] = detector_precision(check)
-    asked = {"cnn": config.CNN_PRECISION, "text detection": DETECT_PRECISION}
+    asked = {"cnn": config.CNN_PRECISION, "text detection": ocr.DETECT_PRECISION}
     if as_json:
-        print(json.dumps({"processor": cpu, "onnxruntime": onnxruntime_version(),
+        print(json.dumps({"processor": cpu, "onnxruntime": cnn_int8.onnxruntime_version(),
                           "asked": asked, "networks": networks}, indent=1))
         return
     vnni = {True: "yes", False: "no", None: "unknown"}[cpu["vnni"]]
     console.print(f"processor: {cpu['name'] or cpu['machine']} ({cpu['machine']}); "
                   f"int8 instruction sets: {', '.join(cpu['flags']) or 'none known'}; "
                   f"VNNI: {vnni}")
-    console.print(f"ONNX Runtime: {onnxruntime_version() or 'not installed'}")
+    console.print(f"ONNX Runtime: {cnn_int8.onnxruntime_version() or 'not installed'}")
     console.print(f"precision asked: cnn {asked['cnn']} (PAMIR_CNN_PRECISION), text detection "
                   f"{asked['text detection']} (PAMIR_OCR_PRECISION)")
     for name, n in networks.items():
@@ -46,12 +44,9 @@ def info_command(
 def detector_precision(make: bool = False) -> dict:
     """The text detector's precision on this processor: {"says": the line, "choice": the
     record} (None where it has not been checked here; make=True checks it now)."""
-    # start-up: the readers' code (50 ms)
-    from ..facts.ocr import TextReader, bundled_models, fp32_reader  # noqa: PLC0415
-    from ..facts.ocr_int8 import detector_choice  # noqa: PLC0415
-
     try:
-        choice = detector_choice(bundled_models()["det"], TextReader._blob, fp32_reader, make)
+        choice = ocr_int8.detector_choice(ocr.bundled_models()["det"], ocr.TextReader._blob,
+                                          ocr.fp32_reader, make)
     except Exception as e:  # noqa: BLE001 - no rapidocr, no quantization tools
         return {"says": f"fp32: int8 unavailable ({type(e).__name__}: {e})", "choice": None}
     if choice is None:

@@ -52,7 +52,8 @@ def serve_command(
                                      "this folder as it changes, as `pamir watch` (repeatable)"),
 ):
     """Serve the web page and the HTTP API (OpenAPI schema at /docs)."""
-    # Heavy (the web stack, and the models behind the server): only `pamir serve` needs them.
+    # the [server] extra (uvicorn); `pamir search` imports this module (commands.index's
+    # LOOPBACK_NAMES) and serves nothing
     import uvicorn  # noqa: PLC0415
 
     # the [server] extra: pamir.server imports FastAPI
@@ -99,7 +100,8 @@ def serve_command(
 def _watching(index_dir: Path, folders):
     """`--watch`: pamir.jobs.watch's watcher of the folders in a thread of its own, the index's
     one writer (the server reads each commit as it comes); (thread, stop event)."""
-    from ..jobs.watch import watch_in_thread, watcher_of_index  # noqa: PLC0415  start-up: 20 ms
+    # start-up: the watcher and the index job (0.35 s), for --watch alone
+    from ..jobs.watch import watch_in_thread, watcher_of_index  # noqa: PLC0415
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     try:

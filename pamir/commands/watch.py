@@ -12,6 +12,7 @@ from rich.markup import escape
 from .. import config
 from ..extras import optional
 from ..jobs import loading
+from ..jobs.watch import Watcher, WatchError
 from . import index as product
 from .common import INDEX_HELP, console, fail
 
@@ -44,8 +45,6 @@ def make_watcher(index_dir: Path, model: Path | None, folders, **passes: bool):
     """A pamir.jobs.watch.Watcher of `folders` for the index, with the model loaded (None: the
     zero-caption system), running the fact passes not asked False (`text=False`); the
     command fails with why where it cannot watch them."""
-    from ..jobs.watch import Watcher  # noqa: PLC0415 - start-up time: the index job's modules
-
     with optional():  # the [watch] extra, or MissingExtra before a model is loaded
         import watchdog  # noqa: F401, PLC0415 - the [watch] extra
     for f in folders:
@@ -57,8 +56,6 @@ def make_watcher(index_dir: Path, model: Path | None, folders, **passes: bool):
 
 
 def _run(watcher) -> None:
-    from ..jobs.watch import WatchError  # noqa: PLC0415 - start-up time, as Watcher
-
     try:
         watcher.run()
     except KeyboardInterrupt:
