@@ -17,27 +17,18 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from .. import config
 from ..config import DEFAULT_REPRESENTATIONS
 from ..data import DataError, caption_sources
 from ..distributed import DASK_BATCH, dask_client, on_cluster
-from ..evaluation.trec import write_qrels, write_run
-from ..facts.collection import load_collection
-from ..features.cnn import cnn_views
 from ..features.registry import names_help, parse_name
 from ..features.settings import FeatureSettings
-from ..jobs.loading import load_system
-from ..models import MODELS, model_class
-from ..models.base import check_replaceable
-from ..system import evaluate_system
-from ..training import fit_or_refit
-from ..training.selection import grid_points, model_grid
 from .common import console, fail
 
-# cli.py imports this module only when `pamir fit`, `evaluate` or `models` runs (or its --help),
-# and each of them needs the models and the training (numba, scipy: 1.5 s), so they are here.
+# The models, features and evaluation (scipy, scikit-learn, numba, torch: about 3 s) are
+# imported by the commands that use them, not here: cli.py imports this module for `pamir fit
+# --help`, `evaluate --help` and `models` too (with them at the top, `fit --help` took 4.3 s).
 
 SPLITS = ("test", "valid", "train", "development")
 METRICS = (("avgp", "AvgP"), ("bep", "BEP"), ("p10", "P10"))
@@ -116,6 +107,13 @@ def fit_command(
     parameters chosen on validation. Where OUTPUT already holds a model fitted on DATA and
     the captions changed little, the model is refitted instead: its representation and
     parameters kept, PAMIR started from its weights (--reselect: the full selection)."""
+    # start-up: pictures' metadata (defusedxml)
+    from ..facts.collection import load_collection  # noqa: PLC0415
+    from ..models import MODELS  # noqa: PLC0415
+    from ..models.base import check_replaceable  # noqa: PLC0415
+    from ..training import fit_or_refit  # noqa: PLC0415
+    from ..training.selection import model_grid  # noqa: PLC0415
+
     if model not in MODELS:
         fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     params = parse_params(param)
@@ -173,6 +171,8 @@ def _cluster(workers, scheduler):
 
 
 def print_fit_summary(system, output: Path, seconds: float) -> None:
+    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
+
     info = system.info
     table = Table(title=f"{output}: {info['model']} on {info['data']}")
     table.add_column("")
@@ -203,6 +203,7 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
                       f"{knn['alpha']}: validation AvgP {knn['valid_avgp']:.2f} (the model alone "
                       f"{knn['model_valid_avgp']:.2f})" + ("" if knn["alpha"] else ": left out"))
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
+    from ..features.cnn import cnn_views  # noqa: PLC0415 - each CNN view's precision here, and why
     for view in cnn_views(system):
         table.add_row("precision", view.precision_says())
     updates = info.get("updates")
@@ -249,6 +250,14 @@ def evaluate_command(
 ):
     """AvgP, BEP and P10 of a trained system on a split's queries, overall and per subset
     (single/multi-word, easy/difficult, unseen: TPAMI Tables IX-XII)."""
+    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
+
+    # start-up: the evaluation, the system and the models (numba, scipy); pictures' metadata
+    from ..evaluation.trec import write_qrels, write_run  # noqa: PLC0415
+    from ..facts.collection import load_collection  # noqa: PLC0415
+    from ..jobs.loading import load_system  # noqa: PLC0415
+    from ..system import evaluate_system  # noqa: PLC0415
+
     data, split = parse_on(on)
     try:
         # the block cache makes a second evaluation of the same pictures cheap
@@ -284,6 +293,10 @@ def evaluate_command(
 def models_description() -> dict:
     """{kind: {"input", "params": {name: default}, "grid": {name: values} or a list of
     sub-grids, "points": grid points}} of every model kind."""
+    # start-up: the models and the training (numba, scipy: 0.5 s)
+    from ..models import MODELS, model_class  # noqa: PLC0415
+    from ..training.selection import grid_points, model_grid  # noqa: PLC0415
+
     out = {}
     for kind in MODELS:
         cls = model_class(kind)
@@ -300,6 +313,8 @@ def models_description() -> dict:
 def models_command(as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Every model kind: what it reads, its parameters with their defaults, and the
     validation grid `pamir fit` searches (fix a parameter with --param to drop it)."""
+    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
+
     described = models_description()
     if as_json:
         print(json.dumps(described, indent=2, default=list))

@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 
 from ..data import DataError, load_captions_table
-from ..jobs.learning import learn_pictures
 from . import index as product
 from .common import console, fail
 
@@ -43,6 +42,10 @@ def learn_command(
     pairs = [(p, c) for p, c in zip(coll.paths, coll.captions) if c]
     if not pairs:
         fail(f"{captions}: no captioned picture to learn from")
+    # start-up: the learning loads the models and the training (numba, scipy), which the
+    # other commands, and --help, do not need
+    from ..jobs.learning import learn_pictures  # noqa: PLC0415
+
     try:
         report = learn_pictures(model, system, pairs, index_dirs=index_dirs, n_updates=updates)
     except (ValueError, NotImplementedError, OSError) as e:
