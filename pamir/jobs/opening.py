@@ -18,7 +18,6 @@ from ..index import BATCH_SIZE, Index
 from ..index.place_pass import name_places
 from ..zeroshot.classes import is_zero_caption, zero_caption_base
 from .errors import WorkflowError
-from .folder_look import attach as attach_folder_look
 from .loading import text_side, word_scales
 
 logger = logging.getLogger(__name__)
@@ -79,6 +78,10 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
     if model is not None and index.model_dir != str(model.resolve()):
         index.set_model(model, fingerprint)  # same model, moved
     if model is None:  # the folder's own look, where it has one (pamir.jobs.folder_look)
+        # start-up: the folder look imports scipy and the zero-caption models (0.5 s), which
+        # `pamir search` reaches through this module and does not need
+        from .folder_look import attach as attach_folder_look  # noqa: PLC0415
+
         attach_folder_look(system, index, say=say)
     return index
 
