@@ -15,7 +15,7 @@ streamed pass (text, faces, the copies' looks) its reduced raster and the pictur
 look (`Item.detail`), which a pass asks for only where its first look found something
 (the text's lines, the faces' cues).
 
-"Searchable first": a streamed pass reads on threads of its own (READERS) behind the look; its
+"Searchable first": a streamed pass reads on threads of its own (`readers`) behind the look; its
 results are committed by this process (the one writer) once their pictures are (at the next
 batch, or at `finish`): a picture answers searches by its look and its files' facts before
 its text and faces are read. Why a stream rather than a cache of rasters on disk: the passes
@@ -62,14 +62,6 @@ QUEUED_PIXELS = 24_000_000
 AHEAD_SHARE = 0.3
 #: The pictures read lately: the share decays by 1/AHEAD_WINDOW a picture.
 AHEAD_WINDOW = 64
-#: Threads reading a streamed pass's chunks (by the pass's short name) where the stage reads
-#: on more than one. The faces pass is the largest cost of a photo (HOG at 1,008 px: 160-180 ms
-#: of a core for a 12-MP JPEG, against 60 for the text pass) and dlib lets go of the GIL while
-#: it scans. 300 camera-size JPEGs (benchmarks/camera_roll.py's, this 2-core Xeon, shared):
-#: one faces reader, 111.6 s and a peak of 1,267 MB (load 2-4 from other work); two faces and
-#: two text readers 71.3 s, 1,624 MB (load 2-3: over issue 52's 1.5 GB); two faces readers
-#: and one text reader 1,415 MB (its time not comparable: load 4-5). Text keeps one.
-READERS = {"faces": 2}
 
 
 @dataclass
@@ -78,8 +70,9 @@ class StreamedPass:
     takes them), `read(inputs)` -> (found, note) for each input, `record` (the index's
     record_pass or record_faces), the longest raster side it reads every picture at (None:
     full size; met within SLACK), `inputs(item, rgb)`: what `read` takes for one picture from
-    its reduced raster (item.detail gives its closer look), and `detail`: the longest side
-    of its closer look (None: it looks at no picture closer)."""
+    its reduced raster (item.detail gives its closer look), `detail`: the longest side
+    of its closer look (None: it looks at no picture closer), and `readers`: the threads
+    reading its chunks where the stage reads on more than one."""
 
     name: str
     kinds: tuple[str, ...]
@@ -88,6 +81,7 @@ class StreamedPass:
     side: int | None
     inputs: Callable[[Item, np.ndarray], object]
     detail: int | None = None
+    readers: int = 1
 
     @property
     def need(self) -> Need:
@@ -188,8 +182,7 @@ class ReadingStage:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="pamir-read")
         # a picture per thread: libheif's own threads would only contend with them
         self._heif = heif_threads(HEIF_THREADS) if threads > 1 else None
-        self._streams = [_Stream(s, READERS.get(s.name.split()[0], 1) if threads > 1 else 1)
-                         for s in streamed]
+        self._streams = [_Stream(s, s.readers if threads > 1 else 1) for s in streamed]
         self._share = [0.0, 0.0]  # decayed counts: pictures read, pictures that asked
         self._share_lock = threading.Lock()
 

@@ -50,7 +50,8 @@ class FactPass:
     RuntimeError or OSError where it cannot run here). then(index, report) -> report: what
     follows its reading (who each face is; the groups of copies). reads_alone: how it reads
     what the stream did not, "threads" (one a core), "processes" (the job's local
-    processes) or "one". frames: a video's frames read as pictures. watch: the watcher runs
+    processes) or "one". stream_readers: the threads reading its stream (where the stage reads
+    on more than one). frames: a video's frames read as pictures. watch: the watcher runs
     it; cluster: on a Dask cluster its batches are tasks (else it reads here).
     """
 
@@ -69,6 +70,7 @@ class FactPass:
     ready: str | None = None
     then: str | None = None
     reads_alone: str = "threads"
+    stream_readers: int = 1
     frames: bool = True
     watch: bool = True
     cluster: bool = True
@@ -106,7 +108,15 @@ FACT_PASSES = (
              alone="pamir.facts.people.pictures:read_faces", record="record_faces",
              extra="faces", missing="faces not found",
              ready="pamir.facts.people.faces:face_finder",
-             then="pamir.jobs.fact_passes:who_is_who", reads_alone="processes"),
+             then="pamir.jobs.fact_passes:who_is_who", reads_alone="processes",
+             # the largest cost of a photo (HOG at 1,008 px: 160-180 ms of a core for a 12-MP
+             # JPEG, against 60 for the text pass), and dlib lets go of the GIL while it scans.
+             # 300 camera-size JPEGs (benchmarks/camera_roll.py's, this 2-core Xeon, shared):
+             # one faces reader, 111.6 s and a peak of 1,267 MB (load 2-4 from other work); two
+             # faces and two text readers 71.3 s, 1,624 MB (load 2-3: over issue 52's 1.5 GB);
+             # two faces readers and one text reader 1,415 MB (its time not comparable: load
+             # 4-5). Text keeps one.
+             stream_readers=2),
     FactPass("copies", "finding copies", (),
              "find the copies and bursts among the pictures by their looks "
              "(`pamir duplicates`)",

@@ -242,7 +242,8 @@ def _streamed(p: FactPass, index) -> StreamedPass | None:
         return StreamedPass(p.catalogue_name(), p.kinds, p.part("stream"),
                             getattr(index, p.record), p.part("side"),
                             _with_detail if p.detail else _picture,
-                            detail=p.part("detail") if p.detail else None)
+                            detail=p.part("detail") if p.detail else None,
+                            readers=p.stream_readers)
     except (MissingExtra, RuntimeError, OSError, ImportError):
         return None
 
