@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 from contextlib import contextmanager
+from pathlib import Path
 
 #: extra -> the top-level modules it installs (import names, not package names).
 EXTRAS = {
@@ -50,6 +51,22 @@ class MissingExtra(ImportError):
         super().__init__(f"{module} is not installed: {PURPOSES[extra]} needs the [{extra}] "
                          f"extra: pip install 'pamir[{extra}]'", name=module)
         self.extra = extra
+
+
+def package_folder(package: str) -> Path | None:
+    """The folder of an installed package's files ("sklearn.datasets.images": that folder
+    inside scikit-learn), found, not imported: the files a package ships (weights, test
+    photographs, word lists) are read without running its __init__, which may cost a
+    second (scikit-learn, scikit-image) or fail (face_recognition_models imports
+    pkg_resources). None where the package is not installed."""
+    top, *inside = package.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0], *inside)
 
 
 def extra_of(module: str | None) -> str | None:

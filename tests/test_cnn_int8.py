@@ -6,6 +6,7 @@ where quantization cannot run."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import warnings
 
@@ -15,6 +16,7 @@ from PIL import Image
 
 from pamir import config
 from pamir.features import cnn_int8
+from pamir.features.cnn_network import onnx_path
 from pamir.features.cnn import CNNRepresentation, CNNSettings, PooledCache, weights_digest
 
 pytest.importorskip("onnxruntime")
@@ -193,6 +195,13 @@ def test_zero_caption_index_knows_its_precision(monkeypatch):
 # ------------------------------------------------------------------------- fallback
 
 def test_fp32_with_a_message_where_quantization_is_missing(monkeypatch, pictures, tmp_path):
+    # a cache where no int8 graph was made yet (the fp32 export copied in: not made again)
+    fresh = tmp_path / "fresh-cache"
+    (fresh / "onnx").mkdir(parents=True)
+    fp32 = onnx_path("lite0")
+    if fp32.is_file():
+        shutil.copy(fp32, fresh / "onnx" / fp32.name)
+    monkeypatch.setenv("PAMIR_CACHE", str(fresh))
     monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # import fails
     assert "onnxruntime.quantization" in cnn_int8.int8_available()
     rep = CNNRepresentation(CNNSettings(precision="int8", **SMALL), cache_dir=tmp_path,
@@ -210,6 +219,16 @@ def test_fp32_with_a_message_where_quantization_is_missing(monkeypatch, pictures
     assert [p.name for p in (tmp_path / "cnn").iterdir()] == [key]
     rep.pooled(pictures)  # said once, not once per call
     assert rep.stats_["cached"] == 2
+
+
+def test_a_checked_graph_runs_without_the_quantizer(monkeypatch):
+    """The quantizer is needed to make and check a graph, not to run one made before (it is
+    not imported at every start)."""
+    made = cnn_int8.int8_choice("lite0")
+    cnn_int8._CHOICES.clear()  # read again from the record in the cache
+    monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # import fails
+    again = cnn_int8.int8_choice("lite0")
+    assert (again.variant, again.key) == (made.variant, made.key)
 
 
 def test_torch_engine_runs_fp32():

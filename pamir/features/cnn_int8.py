@@ -98,7 +98,6 @@ fp32 0.9909 mean / 0.961 worst against 0.9913 / 0.966, on 200 other Corel pictur
 from __future__ import annotations
 
 import hashlib
-import importlib.resources
 import inspect
 import json
 import logging
@@ -111,6 +110,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..extras import package_folder
 from ..storage import atomic_write
 from .cnn_network import (
     EXPORT_VERSION,
@@ -296,14 +296,15 @@ def checked_graph(folder: Path, stem: str, what: str, base: dict, fp32, feeds,
     graph's input dicts); measure(graph bytes) -> {"faithful": bool, "says": "...", numbers}.
     make=False: None where it has not been made (`pamir info`); variants: those tried, in
     turn. Raises Int8Unavailable when quantization cannot run here."""
-    reason = int8_available()
-    if reason:
-        raise Int8Unavailable(reason)
     base = {**base, "quantization": QUANT_VERSION, "onnxruntime": onnxruntime_version(),
             "processor": [processor()["machine"], *processor()["flags"]]}
     record = folder / f"{stem}-int8-check-{_hash(base)}.json"
     with _LOCK:
         choice = _CHOICES.get(record) or _read_choice(record, folder, stem)
+        # the quantizer is checked only where it must run: a graph made and checked before
+        # runs without it (importing it cost 0.15-0.2 s of every `pamir index`)
+        if choice is None and (reason := int8_available()):
+            raise Int8Unavailable(reason)
         if choice is None and not make:
             return None
         if choice is None:
@@ -382,13 +383,21 @@ def vector_fidelity(reference: np.ndarray, vectors: np.ndarray) -> dict:
 # ------------------------------------------------------------------------ calibration
 
 def _packaged(files: tuple[tuple[str, str], ...]) -> list[tuple[str, bytes]]:
-    """(name, bytes) of photographs that installed packages ship, by (package, file)."""
+    """(name, bytes) of photographs that installed packages ship, by (package, file); the
+    packages are found, not imported (importing scikit-learn and scikit-image cost 1.3 s
+    of every `pamir index`, for a digest of these files)."""
     try:
-        return [(name, (importlib.resources.files(package) / name).read_bytes())
-                for package, name in files]
-    except (OSError, ImportError) as e:
+        return [(name, _package_file(package, name).read_bytes()) for package, name in files]
+    except OSError as e:
         raise Int8Unavailable(f"the packaged photographs of the int8 check are missing ({e})") \
             from None
+
+
+def _package_file(package: str, name: str) -> Path:
+    folder = package_folder(package)
+    if folder is None:
+        raise FileNotFoundError(f"{package} is not installed")
+    return folder / name
 
 
 def _calibration_files() -> list[tuple[str, bytes]]:
