@@ -390,7 +390,6 @@ def test_a_pass_run_again_alone_decodes_each_picture_once_for_itself(indexed, ph
 def test_a_streamed_pass_holds_no_more_pixels_than_its_bound(monkeypatch):
     """A pass that lags holds the look back once the pixels queued for it reach
     QUEUED_PIXELS (one chunk always goes through), and lets it go on as it reads."""
-    from pamir.features.rasters import Frame, Item
     from pamir.index import stage
 
     monkeypatch.setattr(stage, "QUEUED_PIXELS", 250)
@@ -401,8 +400,7 @@ def test_a_streamed_pass_holds_no_more_pixels_than_its_bound(monkeypatch):
         return [([], "")] * len(inputs)
 
     stream = stage._Stream(stage.StreamedPass("p", (), read, None, None, lambda it, rgb: rgb))
-    chunk = [Item(str(i), str(i), (10, 10), [Frame(None, np.zeros((10, 10, 3), np.uint8))])
-             for i in range(2)]  # 200 pixels
+    chunk = _chunk(2)  # 200 pixels
     stream.put(chunk)  # the first goes through, whatever its size
     putter = threading.Thread(target=lambda: (stream.put(chunk), done.set()))
     putter.start()
@@ -411,3 +409,46 @@ def test_a_streamed_pass_holds_no_more_pixels_than_its_bound(monkeypatch):
     assert done.wait(30)
     stream.close()
     assert len(stream.ready()) == 2
+
+
+def _chunk(n: int = 2) -> list:
+    from pamir.features.rasters import Frame, Item
+
+    return [Item(str(i), str(i), (10, 10), [Frame(None, np.zeros((10, 10, 3), np.uint8))])
+            for i in range(n)]
+
+
+def test_a_pass_s_models_load_once_on_its_readers_while_the_look_goes_on():
+    """The models are loaded by the stream's first reader, once however many read, and the
+    look's put does not wait for them."""
+    from pamir.index import stage
+
+    loaded, gate = [], threading.Event()
+
+    def prepare():
+        assert gate.wait(30)
+        loaded.append(threading.current_thread().name)
+
+    spec = stage.StreamedPass("p", (), lambda inputs: [([], "")] * len(inputs), None, None,
+                              lambda it, rgb: rgb, readers=2, prepare=prepare)
+    stream = stage._Stream(spec, readers=2)
+    stream.put(_chunk())  # queued while the models load
+    gate.set()
+    stream.close()
+    assert len(loaded) == 1 and loaded[0].startswith("pamir-p-")
+    assert stream.error is None and len(stream.ready()) == 1
+
+
+def test_a_pass_whose_models_fail_reads_nothing_streamed_and_keeps_why():
+    """Its pictures are left to the pass run alone after, which says why."""
+    from pamir.index import stage
+
+    def prepare():
+        raise RuntimeError("the models are missing")
+
+    spec = stage.StreamedPass("p", (), lambda inputs: pytest.fail("read after a failure"),
+                              None, None, lambda it, rgb: rgb, prepare=prepare)
+    stream = stage._Stream(spec)
+    stream.put(_chunk())
+    stream.close()
+    assert "models are missing" in str(stream.error) and stream.ready() == []

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import json
 import os
 import threading
@@ -55,7 +54,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from pamir import config
-from pamir.extras import MissingExtra, optional
+from pamir.extras import MissingExtra, optional, package_folder
 from pamir.facts.fact import Fact, fold
 from pamir.features.images import (ImageError, decode_rgb, displayed_size, read_bytes,
                                    to_rgb)
@@ -199,13 +198,9 @@ class OcrUnavailable(RuntimeError):
 
 def bundled_models() -> dict[str, Path]:
     """The ONNX files shipped inside the installed rapidocr package."""
-    try:
-        spec = importlib.util.find_spec("rapidocr")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_folder("rapidocr.models")
+    if folder is None:
         raise MissingExtra("ocr", "rapidocr")
-    folder = Path(spec.submodule_search_locations[0], "models")
     paths = {task: folder / name for task, name in BUNDLED_MODELS.items()}
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:

@@ -71,8 +71,12 @@ class StreamedPass:
     record_pass or record_faces), the longest raster side it reads every picture at (None:
     full size; met within SLACK), `inputs(item, rgb)`: what `read` takes for one picture from
     its reduced raster (item.detail gives its closer look), `detail`: the longest side
-    of its closer look (None: it looks at no picture closer), and `readers`: the threads
-    reading its chunks where the stage reads on more than one."""
+    of its closer look (None: it looks at no picture closer), `readers`: the threads
+    reading its chunks where the stage reads on more than one, and `prepare()`: what loads
+    its models, run by its readers when their first chunk comes (the look goes on
+    meanwhile: the text reader's took about a second of every `pamir index` before the
+    first picture was decoded, even where none was new); where it fails, the pass reads nothing streamed and the pass run alone
+    after says why."""
 
     name: str
     kinds: tuple[str, ...]
@@ -82,6 +86,7 @@ class StreamedPass:
     inputs: Callable[[Item, np.ndarray], object]
     detail: int | None = None
     readers: int = 1
+    prepare: Callable[[], object] | None = None
 
     @property
     def need(self) -> Need:
@@ -103,6 +108,8 @@ class _Stream:
         self._room = threading.Condition()
         self._results: list[tuple[list[Item], list]] = []
         self._lock = threading.Lock()
+        self._prepare_first = spec.prepare  # None once a reader has run it
+        self._preparing = threading.Lock()  # held by the reader loading the pass's models
         self._threads = [threading.Thread(target=self._run, daemon=True,
                                           name=f"pamir-{spec.name.split()[0]}-{i}")
                          for i in range(max(1, readers))]
@@ -127,11 +134,22 @@ class _Stream:
     def _run(self) -> None:
         while (chunk := self._queue.get()) is not None:
             try:
+                self._prepare()  # at the first chunk: an update with nothing new loads nothing
                 self._read(chunk)
             finally:
                 with self._room:
                     self._queued -= sum(n for _, _, n in chunk)
                     self._room.notify_all()
+
+    def _prepare(self) -> None:
+        """The pass's models loaded once, by the first of its readers (the others wait)."""
+        with self._preparing:
+            if self._prepare_first is not None and self.error is None:
+                try:
+                    self._prepare_first()
+                except BaseException as e:  # noqa: BLE001 - said by the pass run alone after
+                    self.error = e
+            self._prepare_first = None
 
     def _read(self, chunk: list) -> None:
         if self.error is not None or self.dropping:

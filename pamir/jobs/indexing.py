@@ -232,18 +232,18 @@ def _reading_stage(index, job: IndexJob, passes, system, record) -> tuple:
 
 
 def _streamed(p: FactPass, index) -> StreamedPass | None:
-    """The pass fed from the reading stage's decode (None where its extra or its models are
-    missing: the pass run alone after says so)."""
+    """The pass fed from the reading stage's decode (None where its extra is missing: the
+    pass run alone after says so). Its models are loaded by its stream's reader (`ready`:
+    MissingExtra / RuntimeError / OSError there leave its pictures to the pass run alone)."""
     try:
         if p.extra is not None:
             require(p.extra)
-        if p.ready is not None:
-            p.part("ready")()  # its models loaded, or MissingExtra / RuntimeError / OSError
         return StreamedPass(p.catalogue_name(), p.kinds, p.part("stream"),
                             getattr(index, p.record), p.part("side"),
                             _with_detail if p.detail else _picture,
                             detail=p.part("detail") if p.detail else None,
-                            readers=p.stream_readers)
+                            readers=p.stream_readers,
+                            prepare=p.part("ready") if p.ready is not None else None)
     except (MissingExtra, RuntimeError, OSError, ImportError):
         return None
 

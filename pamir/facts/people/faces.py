@@ -17,7 +17,6 @@ CNN detector, the detection size, embedding from the scaled picture against the 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import tempfile
 import threading
@@ -29,7 +28,7 @@ import numpy as np
 from PIL import Image
 
 from ... import config
-from ...extras import optional
+from ...extras import optional, package_folder
 from ...features.images import ImageError, decode_rgb, displayed_size, read_bytes
 from ...features.rasters import SLACK
 from . import zoom
@@ -93,15 +92,12 @@ def models_dir() -> Path:
     """The folder of the face-recognition-models package's weights. The package's own
     __init__ imports pkg_resources (gone from recent setuptools), so it is found, not
     imported."""
-    with optional():
-        try:
-            spec = importlib.util.find_spec("face_recognition_models")
-        except ImportError:
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
+    folder = package_folder("face_recognition_models.models")
+    if folder is None:
+        with optional():
             raise ImportError("No module named 'face_recognition_models'",
                               name="face_recognition_models")
-    return Path(list(spec.submodule_search_locations)[0]) / "models"
+    return folder
 
 
 def detector_file(dlib) -> Path | None:
