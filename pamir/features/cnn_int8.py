@@ -166,7 +166,7 @@ class Variant:
     activations: str     # "uint8" (U8S8) or "int8" (S8S8)
     reduce_range: bool   # 7-bit weights: ONNX Runtime's remedy for saturation without VNNI
     label: str           # what the person reads
-    float_blocks: int = 0  # the first blocks (cnn_network's _blocks.0, ...) left unquantized
+    float_blocks: int = 0  # the first blocks (cnn_torch's _blocks.0, ...) left unquantized
 
 
 #: The variants tried, fastest first (on VNNI; without it U8S8 is still the fastest that
@@ -608,7 +608,7 @@ def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS, options=None)
 
 def _float_nodes(graph: Path, blocks: int) -> list[str]:
     """The names of the nodes of the first `blocks` MBConv blocks of an exported trunk (the
-    exporter names them /_blocks.i/..., cnn_network's modules): whole blocks, since a
+    exporter names them /_blocks.i/..., cnn_torch's modules): whole blocks, since a
     block cut in two measured worse than either (a Conv left fp32 while its ReLU6 is
     quantized: lite1 0.93 of fp32's on Corel, against 0.978 all int8)."""
     if not blocks:
