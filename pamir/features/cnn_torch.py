@@ -11,7 +11,7 @@ and the eager engine, the reference.
 torch is imported at this module's top (about 1 s): only what builds or runs a network in
 torch imports this module, when it does (the ONNX engine runs without it, and a base install
 has no torch). The architecture, the weights and the normalisation are described in
-pamir.features.cnn_network, which holds what needs no torch.
+pamir.features.cnn_lite.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .cnn_network import CHANNELS, MODELS, PIXEL_MEAN, PIXEL_STD, STAGES, STEM_CHANNELS, LiteVariant
+from .cnn_lite import CHANNELS, MODELS, PIXEL_MEAN, PIXEL_STD, STAGES, STEM_CHANNELS, LiteVariant
 
 
 def load_state(model: str) -> dict:
