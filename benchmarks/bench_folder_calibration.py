@@ -40,7 +40,7 @@ def inputs(work: Path):
     from pamir.jobs import folder_look  # noqa: PLC0415
     from pamir.jobs.loading import zero_caption_system  # noqa: PLC0415
     from pamir.models.base import training_queries  # noqa: PLC0415
-    from pamir.text.words import idf  # noqa: PLC0415
+    from pamir.text.vectors import idf  # noqa: PLC0415
     from pamir.zeroshot import folder  # noqa: PLC0415
 
     seen = {}

@@ -21,7 +21,7 @@ from pamir.index import Index, QueryError
 from pamir.text.query import QuerySyntaxError, parse
 from pamir.server.app import create_app
 from pamir.system import System
-from pamir.text.words import text_vectors
+from pamir.text.vectors import text_vectors
 
 runner = CliRunner()
 

@@ -17,7 +17,7 @@ from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression
 
 from ..protocol import generate_queries
-from ..text.words import text_vectors
+from ..text.vectors import text_vectors
 from . import (
     CEILING,
     FEATURES,

@@ -38,7 +38,7 @@ from ..evaluation import evaluate_model
 from ..features.registry import as_matrix
 from ..models.base import TextSpaceModel, TrainingQueries, training_queries
 from ..progress import FitDisplay, progress_callback
-from ..text.words import idf as idf_weights
+from ..text.vectors import idf as idf_weights
 from .race import (Eliminated, Race, as_class, fit_pool, fit_workers, given_pool,
                    guarded_choice, plan_race, race_threads)
 

@@ -51,7 +51,7 @@ from ..calibration import Calibration
 from ..features.cnn_network import CHANNELS
 from ..models.base import load_directory, save_directory, training_queries
 from ..models.neighbours import LabelTransfer, unit_rows
-from ..text.words import idf as idf_of
+from ..text.vectors import idf as idf_of
 from ..text.bridge import lemmas
 from .classes import WRITE_BARS, least_right_bar
 from .classes import annotate as class_annotate
