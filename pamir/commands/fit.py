@@ -146,7 +146,7 @@ def fit_command(
 
 
 def _jobs():
-    """pamir.jobs.fitting, the work of this module's commands."""
+    """pamir.jobs.fitting, the work of `pamir fit` and `evaluate`."""
     # start-up: the training, the models and the evaluation (about 3 s), which `pamir fit
     # --help` and `evaluate --help` must not wait for (see the note at the top)
     from ..jobs import fitting  # noqa: PLC0415
@@ -282,7 +282,11 @@ def evaluate_command(
 def models_command(as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Every model kind: what it reads, its parameters with their defaults, and the
     validation grid `pamir fit` searches (fix a parameter with --param to drop it)."""
-    described = _jobs().models_description()
+    # start-up: the models and their grids (numba, scipy: about 1 s), which `pamir fit
+    # --help` must not wait for; not the rest of the training's jobs (pamir.jobs.fitting)
+    from ..training.selection import models_description  # noqa: PLC0415
+
+    described = models_description()
     if as_json:
         print(json.dumps(described, indent=2, default=list))
         return

@@ -1,14 +1,14 @@
-"""The jobs of `pamir fit`, `pamir evaluate` and `pamir models`: train a whole system on
-captioned pictures, measure one on a split's queries, and describe what can be trained.
+"""The jobs of `pamir fit` and `pamir evaluate`: train a whole system on captioned pictures,
+and measure one on a split's queries (what `pamir models` lists is
+pamir.training.selection.models_description).
 
     collection = load_data("corel5k")
     system = fit(collection, Path("models/corel"), "pamir", params={}, grid=[{}])
     system, result = evaluate("models/corel", "corel5k", "test")
-    models_description()["pamir"]["grid"]
 
 The training, the models and the evaluation are imported at this module's top (scipy,
-scikit-learn, numba: about 3 s): commands/fit.py imports this module only when one of its
-commands runs, so that `pamir fit --help` does not wait for them.
+scikit-learn, numba: about 3 s): commands/fit.py imports this module only when `pamir fit` or
+`evaluate` runs, so that `pamir fit --help` does not wait for them.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from ..evaluation.trec import write_qrels, write_run
 from ..facts.collection import load_collection
 from ..features.cnn import cnn_views
 from ..features.registry import parse_name
-from ..models import MODELS, model_class
+from ..models import MODELS
 from ..models.base import check_replaceable
 from ..system import System, evaluate_system
 from ..training import fit_or_refit
-from ..training.selection import grid_points, model_grid
+from ..training.selection import model_grid
 from .loading import load_system
 
 
@@ -73,21 +73,5 @@ def write_trec(system: System, result: dict, run: Path | None, qrels: Path | Non
         write_qrels(qrels, result["qids"], result["docids"], result["relevance"])
 
 
-def models_description() -> dict:
-    """{kind: {"input", "params": {name: default}, "grid": {name: values} or a list of
-    sub-grids, "points": grid points}} of every model kind."""
-    out = {}
-    for kind in MODELS:
-        cls = model_class(kind)
-        grid = cls.param_grid
-        out[kind] = {"input": cls().input, "params": cls.default_params(),
-                     "grid": grid if isinstance(grid, dict) else [dict(g) for g in grid],
-                     "points": len(grid_points(model_grid(cls))),
-                     "doc": (cls.__doc__ or "").strip().splitlines()[0]}
-        if getattr(cls, "selection_params", None):
-            out[kind]["selection_params"] = cls.selection_params
-    return out
-
-
-__all__ = ["MODELS", "check_request", "evaluate", "fit", "load_data", "models_description",
-           "precision_notes", "validation_grid", "write_trec"]
+__all__ = ["MODELS", "check_request", "evaluate", "fit", "load_data", "precision_notes",
+           "validation_grid", "write_trec"]
