@@ -4,7 +4,7 @@ and the eager engine, the reference.
 
     net = build_network("lite0")       # eval mode, the ImageNet classifier included
     trunk = build_trunk("lite0")       # (n, H, W, 3) uint8 -> (n, 5 x 1280): what engines run
-    data = export_trunk("lite0")       # the trunk as ONNX (cnn_network.export_onnx caches it)
+    data = export_trunk("lite0")       # the trunk as ONNX (through cnn_network.export_onnx)
     F = feature_map(pixels, settings)  # one picture's head map, before pooling
     engine = TorchEngine("lite0")      # the trunk run eagerly, the reference engine
 
