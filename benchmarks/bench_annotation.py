@@ -57,7 +57,7 @@ from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
 from pamir.training.selection import select, validation_avgp
 from pamir.training import collection_inputs
-from pamir.text.words import idf
+from pamir.text.vectors import idf
 
 
 #: Published figures (P / R / N+ in %, %, words), the 5-word Corel 5k protocol.

@@ -4,7 +4,7 @@
         [--model models/corel5k-train] [--retrain-study] [--report-only]
 
 The model (`--model`, a system from `pamir fit corel5k`, trained on train only; its features
-come from the cache) is calibrated as `pamir fit` does (pamir.calibration.calibrate_system:
+come from the cache) is calibrated as `pamir fit` does (pamir.calibration.fitting.calibrate_system:
 the protocol's validation queries, every subset of a validation caption, x the 500
 validation pictures), then read on the test queries x the 499 test pictures:
 - `ece`: the expected calibration error over every (test query, test picture) pair, 10
@@ -40,8 +40,8 @@ import scipy.sparse as sp
 from common.harness import RESULTS, Run, parser, report_head, rerender, save_report
 
 from pamir import config
-from pamir.calibration import (FEATURES, Calibration, _fit_with_ceiling, _sigmoid,
-                               calibrate_system, expected_calibration_error, fit_calibration)
+from pamir.calibration import FEATURES, Calibration, _sigmoid, expected_calibration_error
+from pamir.calibration.fitting import _fit_with_ceiling, calibrate_system, fit_calibration
 from pamir.data import load_corel5k
 from pamir.protocol import Protocol
 from pamir.system import System

@@ -8,7 +8,7 @@ Reads the tagged library's index and feature cache that bench_folder_look.py lef
 (index-new, cache-new: the pictures' pooled vectors, no picture decoded again), makes the
 folder words' inputs as the refresh does (pamir.jobs.folder_look: views, smoothed classes,
 pamir.zeroshot.folder.fit_folder_words up to its calibration), then fits the calibration
-(pamir.calibration.fit_calibration) on each setting's sample of the held-out queries, for
+(pamir.calibration.fitting.fit_calibration) on each setting's sample of the held-out queries, for
 each seed, and measures on every pair of every held-out query (all tagged pictures): the
 seconds of the fit, the log loss, the calibration error, and of the pairs at p >= 0.5 their
 count and the share relevant. The untagged pictures' figures are bench_folder_look.py's.
@@ -35,12 +35,12 @@ def inputs(work: Path):
     import os  # noqa: PLC0415
 
     os.environ["PAMIR_CACHE"] = str(work / "cache-new")
-    from pamir import calibration  # noqa: PLC0415
+    from pamir.calibration import fitting as calibration  # noqa: PLC0415
     from pamir.index import Index  # noqa: PLC0415
     from pamir.jobs import folder_look  # noqa: PLC0415
     from pamir.jobs.loading import zero_caption_system  # noqa: PLC0415
     from pamir.models.base import training_queries  # noqa: PLC0415
-    from pamir.text.words import idf  # noqa: PLC0415
+    from pamir.text.vectors import idf  # noqa: PLC0415
     from pamir.zeroshot import folder  # noqa: PLC0415
 
     seen = {}
@@ -89,7 +89,7 @@ def quality(cal, Z, queries) -> dict:
 
 
 def measure(args) -> dict:
-    from pamir.calibration import fit_calibration  # noqa: PLC0415
+    from pamir.calibration.fitting import fit_calibration  # noqa: PLC0415
     from pamir.features.cnn_int8 import processor  # noqa: PLC0415
     from pamir.zeroshot import folder  # noqa: PLC0415
     from pamir.zeroshot.folder import _terms  # noqa: PLC0415

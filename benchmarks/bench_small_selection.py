@@ -50,8 +50,8 @@ from pamir.evaluation import evaluate_model
 from pamir.features.representation import take_rows
 from pamir.models.pamir import PAMIR
 from pamir.protocol import Protocol
-from pamir.text.words import idf as idf_weights
-from pamir.text.words import text_vectors
+from pamir.text.vectors import idf as idf_weights
+from pamir.text.vectors import text_vectors
 from pamir.training.race import default_point, fit_workers, guarded_choice
 from pamir.training.selection import validation_queries
 

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from . import config
 from .data import Collection
-from .text.words import bag_of_words, idf, text_vectors
+from .text.vectors import bag_of_words, idf, text_vectors
 
 
 @dataclass

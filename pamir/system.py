@@ -39,7 +39,8 @@ from .models.base import TextSpaceModel, dense_float32, load_directory, save_dir
 from .models.neighbours import Neighbours
 from .protocol import Protocol
 from .text.embedding import EmbeddingUnavailable
-from .text.words import query_vector, tokenize
+from .text.vectors import query_vector
+from .text.words import tokenize
 from .zeroshot.imagenet import class_probabilities, imagenet_class_names
 from .zeroshot.prior import Prior
 

@@ -12,15 +12,16 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from pamir.calibration import (Calibration, annotate, expected_calibration_error,
-                               fit_calibration, load_calibration)
+                               load_calibration)
 from pamir.cli import app
 from pamir.evaluation import annotation_metrics, prediction_metrics
+from pamir.calibration.fitting import fit_calibration
 from pamir.calibration.thresholds import choose_rule, fit_thresholds, threshold_predictions
 from pamir.index import Index, QueryError
 from pamir.text.query import QuerySyntaxError, parse
 from pamir.server.app import create_app
 from pamir.system import System
-from pamir.text.words import text_vectors
+from pamir.text.vectors import text_vectors
 
 runner = CliRunner()
 

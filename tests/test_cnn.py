@@ -17,7 +17,7 @@ from PIL import Image
 from pamir import config
 from pamir.features import cnn
 from pamir.features.cnn import CNNRepresentation, CNNSettings
-from pamir.features.cnn_network import build_network, build_trunk
+from pamir.features.cnn_torch import build_network, build_trunk, load_state
 
 REFERENCE = Path(__file__).parent / "data" / "cnn_lite0_reference.npz"
 # fp32: this module tests the network against its torch reference (int8: test_cnn_int8.py)
@@ -86,7 +86,7 @@ def rep(settings=SMALL, **changes) -> CNNRepresentation:
 
 def test_weights_load_strictly_and_match_the_reference():
     net = build_network("lite0")
-    result = net.load_state_dict(cnn._load_state("lite0"), strict=True)
+    result = net.load_state_dict(load_state("lite0"), strict=True)
     assert not result.missing_keys and not result.unexpected_keys
 
     import torch

@@ -165,7 +165,7 @@ def test_text_vectors_binary_by_default_tf_as_an_option():
     import numpy as np
     import scipy.sparse as sp
 
-    from pamir.text.words import bag_of_words, idf, text_vectors
+    from pamir.text.vectors import bag_of_words, idf, text_vectors
     counts = bag_of_words([["sky", "sky", "sea"]], {"sky": 0, "sea": 1})
     assert counts.toarray().tolist() == [[2, 1]]
     w = idf(sp.csr_matrix([[1, 1], [1, 0], [0, 1], [1, 0]]))  # sky in 3 of 4, sea in 2 of 4

@@ -19,7 +19,8 @@ def test_a_later_process_loads_the_export_and_embeds_alike(cache_of_the_module, 
     monkeypatch.setattr(embedding, "_embedder", None)
     monkeypatch.setattr(embedding, "_embedder_error", None)
     first = embedding.embedder()  # torch, then the export made
-    assert type(first) is embedding.Embedder and embedding.onnx_path().is_file()
+    from pamir.text.embedding_torch import TorchEmbedder  # loaded by now: torch, at its top
+    assert type(first) is TorchEmbedder and embedding.onnx_path().is_file()
     monkeypatch.setattr(embedding, "_embedder", None)  # as a new process finds it
     later = embedding.embedder()
     assert isinstance(later, embedding.OnnxEmbedder)
@@ -35,4 +36,5 @@ def test_a_damaged_export_falls_back_to_the_model(cache_of_the_module, monkeypat
     path.write_bytes(b"not a graph")
     monkeypatch.setattr(embedding, "_embedder", None)
     monkeypatch.setattr(embedding, "_embedder_error", None)
-    assert type(embedding.embedder()) is embedding.Embedder
+    from pamir.text.embedding_torch import TorchEmbedder  # torch, at its top
+    assert type(embedding.embedder()) is TorchEmbedder

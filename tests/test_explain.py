@@ -13,7 +13,7 @@ from PIL import Image
 from pamir.features.cnn import CNNRepresentation, CNNSettings, prepare_picture
 from pamir.features.cnn_maps import (cell_boxes, crop_box, map_contributions, pool, regions,
                                      view_contributions)
-from pamir.features.cnn_network import feature_map
+from pamir.features.cnn_torch import feature_map
 from pamir.features.images import read_bytes
 from pamir.server import create_app
 from pamir.server.explain import explanation, heat_map

@@ -9,7 +9,7 @@ from pamir.evaluation import mean_average_precision
 from pamir.models import load_model
 from pamir.models.base import TrainingQueries
 from pamir.models.pamir import PAMIR, pa_updates
-from pamir.text.words import text_vectors
+from pamir.text.vectors import text_vectors
 
 
 def toy(n, seed, T=6, V=120, noise=2, most_words=2):

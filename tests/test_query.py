@@ -12,7 +12,7 @@ from pamir.zeroshot import classes as zeroshot
 from pamir.text.bridge import CLASS_MIX
 from pamir.index import CLASS_SCALE, Index, QueryError
 from pamir.text.query import QuerySyntaxError, parse, resolve
-from pamir.text.words import query_vector
+from pamir.text.vectors import query_vector
 
 VOCAB = ["red", "green", "blue", "stripes", "polar_bear", "sky"]
 IDF = np.array([1.0, 1.5, 2.0, 0.5, 3.0, 1.2])

@@ -8,7 +8,7 @@ from pamir.evaluation import evaluate_model
 from pamir.models import load_model
 from pamir.models.base import TrainingQueries
 from pamir.models.svm import WordSVM
-from pamir.text.words import text_vectors
+from pamir.text.vectors import text_vectors
 
 
 def word_pictures(n, T=6, V=60, seed=0):

@@ -17,18 +17,20 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from .. import config
 from ..config import DEFAULT_REPRESENTATIONS
 from ..data import DataError, caption_sources
 from ..distributed import DASK_BATCH, dask_client, on_cluster
-from ..features.registry import names_help, parse_name
+from ..features.registry import names_help
 from ..features.settings import FeatureSettings
 from .common import console, fail
 
-# The models, features and evaluation (scipy, scikit-learn, numba, torch: about 3 s) are
-# imported by the commands that use them, not here: cli.py imports this module for `pamir fit
-# --help`, `evaluate --help` and `models` too (with them at the top, `fit --help` took 4.3 s).
+# The models, the training and the evaluation (scipy, scikit-learn, numba: about 3 s) are
+# pamir.jobs.fitting's, which each command imports when it runs, not here: cli.py imports this
+# module for `pamir fit --help` and `evaluate --help` too (with them at the top, `fit --help`
+# took 4.3 s). rich.table costs these nothing: typer's help has imported it.
 
 SPLITS = ("test", "valid", "train", "development")
 METRICS = (("avgp", "AvgP"), ("bep", "BEP"), ("p10", "P10"))
@@ -107,30 +109,22 @@ def fit_command(
     parameters chosen on validation. Where OUTPUT already holds a model fitted on DATA and
     the captions changed little, the model is refitted instead: its representation and
     parameters kept, PAMIR started from its weights (--reselect: the full selection)."""
-    # start-up: pictures' metadata (defusedxml)
-    from ..facts.collection import load_collection  # noqa: PLC0415
-    from ..models import MODELS  # noqa: PLC0415
-    from ..models.base import check_replaceable  # noqa: PLC0415
-    from ..training import fit_or_refit  # noqa: PLC0415
-    from ..training.selection import model_grid  # noqa: PLC0415
-
-    if model not in MODELS:
-        fail(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    fitting = _jobs()
+    if model not in fitting.MODELS:
+        fail(f"unknown model {model!r}; choose one of {', '.join(fitting.MODELS)}")
     params = parse_params(param)
     try:
-        check_replaceable(output.resolve())  # before minutes of features, not after
-        for name in representation or ():
-            parse_name(name)
+        fitting.check_request(output, representation)  # before minutes of features, not after
     except (OSError, ValueError) as e:
         fail(str(e))
     try:
         settings = FeatureSettings(block_fraction=block_fraction, n_visterms=visterms,
                                    scaling=scaling)
-        collection = load_collection(data, folder_words=folder_words)
+        collection = fitting.load_data(data, folder_words=folder_words)
         if collection.sources:  # a folder read without a table: say what its files gave
             console.print(f"{data}: {caption_sources(collection)}", markup=False)
             _print_notes(collection.warnings)
-        grid = [{}] if no_grid else model_grid(model, params)
+        grid = fitting.validation_grid(model, params, no_grid)
         console.print(f"{data}: {len(collection):,} pictures; model {model}; grid "
                       f"{json.dumps(grid) if grid != [{}] else 'none'}; seed {config.SEED}")
         started = time.perf_counter()
@@ -138,17 +132,25 @@ def fit_command(
         with _cluster(workers, scheduler):
             # a model of this folder already in OUTPUT is refitted unless --reselect or
             # the request changes what the selection chooses among (fit_or_refit)
-            system = fit_or_refit(collection, output, model, reselect=reselect,
-                                  feature_settings=settings, model_params=params,
-                                  progress=not quiet, representation=representation or None,
-                                  retrain=retrain, ensemble=ensemble, grid=grid, log=log,
-                                  time_budget=None if time_budget is None
-                                  else 60 * time_budget)
+            system = fitting.fit(collection, output, model, reselect=reselect,
+                                 feature_settings=settings, model_params=params,
+                                 progress=not quiet, representation=representation or None,
+                                 retrain=retrain, ensemble=ensemble, grid=grid, log=log,
+                                 time_budget=None if time_budget is None else 60 * time_budget)
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
     except (DataError, ValueError, OSError) as e:
         fail(str(e))
-    print_fit_summary(system, output, time.perf_counter() - started)
+    print_fit_summary(system, output, time.perf_counter() - started,
+                      fitting.precision_notes(system))
+
+
+def _jobs():
+    """pamir.jobs.fitting, the work of `pamir fit` and `evaluate`."""
+    # start-up: the training, the models and the evaluation (about 3 s), which `pamir fit
+    # --help` and `evaluate --help` must not wait for (see the note at the top)
+    from ..jobs import fitting  # noqa: PLC0415
+    return fitting
 
 
 def _print_notes(notes: list[str], shown: int = 10) -> None:
@@ -170,9 +172,8 @@ def _cluster(workers, scheduler):
         yield
 
 
-def print_fit_summary(system, output: Path, seconds: float) -> None:
-    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
-
+def print_fit_summary(system, output: Path, seconds: float, precision: list[str]) -> None:
+    """The table of what `pamir fit` chose; `precision`: each CNN view's precision, and why."""
     info = system.info
     table = Table(title=f"{output}: {info['model']} on {info['data']}")
     table.add_column("")
@@ -203,9 +204,8 @@ def print_fit_summary(system, output: Path, seconds: float) -> None:
                       f"{knn['alpha']}: validation AvgP {knn['valid_avgp']:.2f} (the model alone "
                       f"{knn['model_valid_avgp']:.2f})" + ("" if knn["alpha"] else ": left out"))
     table.add_row("retrained on train+valid", "yes" if info["retrained"] else "no")
-    from ..features.cnn import cnn_views  # noqa: PLC0415 - each CNN view's precision here, and why
-    for view in cnn_views(system):
-        table.add_row("precision", view.precision_says())
+    for note in precision:
+        table.add_row("precision", note)
     updates = info.get("updates")
     if updates:  # the update budget grows with the training pictures
         table.add_row("update budget", f"{updates['n_updates']:,} updates, validated every "
@@ -250,25 +250,14 @@ def evaluate_command(
 ):
     """AvgP, BEP and P10 of a trained system on a split's queries, overall and per subset
     (single/multi-word, easy/difficult, unseen: TPAMI Tables IX-XII)."""
-    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
-
-    # start-up: the evaluation, the system and the models (numba, scipy); pictures' metadata
-    from ..evaluation.trec import write_qrels, write_run  # noqa: PLC0415
-    from ..facts.collection import load_collection  # noqa: PLC0415
-    from ..jobs.loading import load_system  # noqa: PLC0415
-    from ..system import evaluate_system  # noqa: PLC0415
-
+    fitting = _jobs()
     data, split = parse_on(on)
     try:
-        # the block cache makes a second evaluation of the same pictures cheap
-        system = load_system(model, progress=not quiet)
-        result = evaluate_system(system, load_collection(data), split, scores=run is not None)
+        system, result = fitting.evaluate(model, data, split, scores=run is not None,
+                                          progress=not quiet)
     except (DataError, ValueError, FileNotFoundError) as e:
         fail(str(e))
-    if run is not None:
-        write_run(run, result["qids"], result["docids"], result["scores"], tag=system.model.kind)
-    if qrels is not None:
-        write_qrels(qrels, result["qids"], result["docids"], result["relevance"])
+    fitting.write_trec(system, result, run, qrels)
     table = result["evaluation"].table([m for m, _ in METRICS])
     for row in table.values():  # an empty subset (no unseen queries on valid) has no mean
         row.update({m: None for m, _ in METRICS if row[m] != row[m]})
@@ -290,30 +279,12 @@ def evaluate_command(
 
 
 # ------------------------------------------------------------------------------ models
-def models_description() -> dict:
-    """{kind: {"input", "params": {name: default}, "grid": {name: values} or a list of
-    sub-grids, "points": grid points}} of every model kind."""
-    # start-up: the models and the training (numba, scipy: 0.5 s)
-    from ..models import MODELS, model_class  # noqa: PLC0415
-    from ..training.selection import grid_points, model_grid  # noqa: PLC0415
-
-    out = {}
-    for kind in MODELS:
-        cls = model_class(kind)
-        grid = cls.param_grid
-        out[kind] = {"input": cls().input, "params": cls.default_params(),
-                     "grid": grid if isinstance(grid, dict) else [dict(g) for g in grid],
-                     "points": len(grid_points(model_grid(cls))),
-                     "doc": (cls.__doc__ or "").strip().splitlines()[0]}
-        if getattr(cls, "selection_params", None):
-            out[kind]["selection_params"] = cls.selection_params
-    return out
-
-
 def models_command(as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Every model kind: what it reads, its parameters with their defaults, and the
     validation grid `pamir fit` searches (fix a parameter with --param to drop it)."""
-    from rich.table import Table  # noqa: PLC0415  start-up: rich.table (20 ms)
+    # start-up: the models and their grids (numba, scipy: about 1 s), which `pamir fit
+    # --help` must not wait for; not the rest of the training's jobs (pamir.jobs.fitting)
+    from ..training.selection import models_description  # noqa: PLC0415
 
     described = models_description()
     if as_json:
@@ -337,4 +308,4 @@ def register(app: typer.Typer) -> None:
     app.command("models")(models_command)
 
 
-__all__ = ["models_description", "parse_on", "parse_params", "register"]
+__all__ = ["parse_on", "parse_params", "register"]

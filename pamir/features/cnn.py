@@ -55,7 +55,6 @@ from .cnn_engines import (
     ENGINES,
     OnnxEngine,
     ShapeBatches,
-    TorchEngine,
     pooled_batch,
     read_ahead,
     streams,
@@ -64,12 +63,11 @@ from .cnn_engines import (
 )
 from .cnn_int8 import PRECISIONS, int8_choice, int8_key
 
-# tests/test_cnn.py reaches these two through this module (cnn._load_state, cnn.onnx_path)
+# tests/test_cnn.py reaches onnx_path through this module (cnn.onnx_path)
 from .cnn_network import (  # noqa: F401
     CHANNELS,
     MODELS,
     WeightsMissing,
-    _load_state,
     classifier,
     onnx_path,
     weights_digest,
@@ -185,18 +183,19 @@ def make_engine(model: str, engine: str, threads: int = 1, precision: str = "fp3
     trunk cannot be exported or loaded here: both give the same pooled vectors, so the
     feature cache holds the same numbers either way. The int8 trunk has no such fallback
     (its vectors differ, and are cached apart): CNNRepresentation decides before it asks."""
-    if engine == "torch":
-        return TorchEngine(model, threads)
-    if precision == "int8":
-        return OnnxEngine(model, threads, precision)
-    try:
-        return OnnxEngine(model, threads)
-    except WeightsMissing:
-        raise
-    except Exception as e:  # onnx or onnxruntime missing or failing: the numbers are the same
-        warnings.warn(f"ONNX engine unavailable ({type(e).__name__}: {e}); using eager torch",
-                      RuntimeWarning, stacklevel=2)
-        return TorchEngine(model, threads)
+    if engine != "torch":
+        if precision == "int8":
+            return OnnxEngine(model, threads, precision)
+        try:
+            return OnnxEngine(model, threads)
+        except WeightsMissing:
+            raise
+        except Exception as e:  # onnx or onnxruntime missing or failing: the same numbers
+            warnings.warn(f"ONNX engine unavailable ({type(e).__name__}: {e}); using eager "
+                          "torch", RuntimeWarning, stacklevel=2)
+    # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
+    from .cnn_torch import TorchEngine  # noqa: PLC0415
+    return TorchEngine(model, threads)
 
 
 # ------------------------------------------------------------------------------ cache

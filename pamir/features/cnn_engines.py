@@ -1,6 +1,6 @@
-"""What runs the CNN trunk (pamir.features.cnn_network) on batches of pictures.
+"""What runs the CNN trunk (pamir.features.cnn_torch, exported to ONNX) on batches of pictures.
 
-    engine = OnnxEngine("lite0", threads=1)           # or TorchEngine, the reference
+    engine = OnnxEngine("lite0", threads=1)           # or cnn_torch.TorchEngine, the reference
     pooled = engine(pixels)                           # (n, H, W, 3) uint8 -> (n, 5 x 1280)
     with ShapeBatches(network, batch_size, done, streams()) as batches:
         for item, pixels in read_ahead(...):          # pictures decoded by a thread pool
@@ -9,7 +9,8 @@
 
 Engines: "onnx" exports the trunk with its pooling to ONNX once per model + weights + export
 code (dynamic batch, height and width), cached under config.default_cache_dir() / "onnx",
-and runs it with ONNX Runtime; "torch" runs the same module eagerly and is the reference.
+and runs it with ONNX Runtime; "torch" (pamir.features.cnn_torch.TorchEngine, the [cnn]
+extra's torch) runs the same module eagerly and is the reference.
 Both give the same pooled vectors within ~1e-4, so the feature cache does not depend on the
 engine. Either way pictures are decoded by a thread pool while the network runs, and one
 batch per core runs at a time, each on one thread (`streams` says why).
@@ -31,7 +32,6 @@ import numpy as np
 
 from .cnn_int8 import int8_graph
 from .cnn_network import (
-    build_trunk,
     cache_bytes,
     cpu_session,
     export_onnx,
@@ -75,30 +75,6 @@ def threads_per_stream() -> int:
 
 # ------------------------------------------------------------------------------ engines
 
-class TorchEngine:
-    """The reference: the trunk run eagerly in fp32, each call on `threads` threads.
-
-    torch's thread count is shared by the process (BBNN sets it too): a call sets it when it
-    differs, in its own thread, and `torch_threads_kept` puts back what it found."""
-
-    name = "torch"
-
-    def __init__(self, model: str, threads: int = 1):
-        # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
-        import torch
-        self.trunk = build_trunk(model)
-        self.threads = threads
-        self.threads_before = torch.get_num_threads()
-
-    def __call__(self, pixels: np.ndarray) -> np.ndarray:
-        # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
-        import torch
-        if torch.get_num_threads() != self.threads:
-            torch.set_num_threads(self.threads)
-        with torch.inference_mode():
-            return self.trunk(torch.from_numpy(pixels)).numpy()
-
-
 _EXPORT_LOCK = threading.Lock()
 
 
@@ -133,8 +109,9 @@ class OnnxEngine:
         return self.session.run(None, {"pixels": pixels})[0]
 
 
-#: The engines' names, as CNNSettings.engine takes them.
-ENGINES = (OnnxEngine.name, TorchEngine.name)
+#: The engines' names, as CNNSettings.engine takes them: "torch" is the reference,
+#: pamir.features.cnn_torch.TorchEngine (the trunk run eagerly; the [cnn] extra's torch).
+ENGINES = (OnnxEngine.name, "torch")
 
 
 @contextmanager
@@ -146,10 +123,8 @@ def torch_threads_kept(engine: Callable[[], object]):
         yield
     finally:
         ran = engine()
-        if isinstance(ran, TorchEngine):
-            # the [cnn] extra (torch: 1 s to import; the ONNX engine runs without it)
-            import torch
-            torch.set_num_threads(before or ran.threads_before)
+        if getattr(ran, "name", None) == "torch":  # cnn_torch.TorchEngine
+            ran.set_threads(before or ran.threads_before)
 
 
 def pooled_batch(engine, pixels: np.ndarray, flip: bool, dim: int) -> np.ndarray:
@@ -246,5 +221,5 @@ class ShapeBatches:
         self.collect(at_most=0)
 
 
-__all__ = ["ENGINES", "STREAMS", "OnnxEngine", "ShapeBatches", "TorchEngine", "cores",
+__all__ = ["ENGINES", "STREAMS", "OnnxEngine", "ShapeBatches", "cores",
            "pooled_batch", "read_ahead", "streams", "threads_per_stream", "torch_threads_kept"]

@@ -102,7 +102,6 @@ import inspect
 import json
 import logging
 import platform
-import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -166,7 +165,7 @@ class Variant:
     activations: str     # "uint8" (U8S8) or "int8" (S8S8)
     reduce_range: bool   # 7-bit weights: ONNX Runtime's remedy for saturation without VNNI
     label: str           # what the person reads
-    float_blocks: int = 0  # the first blocks (cnn_network's _blocks.0, ...) left unquantized
+    float_blocks: int = 0  # the first blocks (cnn_torch's _blocks.0, ...) left unquantized
 
 
 #: The variants tried, fastest first (on VNNI; without it U8S8 is still the fastest that
@@ -569,77 +568,13 @@ def quantize_variants(fp32: bytes, feeds: list, variants=VARIANTS, options=None)
     channel, 7-bit with reduce_range; activations per tensor), ranges calibrated by MinMax
     on `feeds` (a list of the graph's input dicts) once for all variants where ONNX Runtime
     can keep them (its calibration_cache_path); the nodes of the variant's first
-    float_blocks blocks left fp32 (`_float_nodes`). A graph of an opset before 13 is
+    float_blocks blocks left fp32 (quantizer._float_nodes). A graph of an opset before 13 is
     converted to 13 first: per-channel DequantizeLinear needs it. options(the pre-processed
     graph's path) -> more of quantize_static's arguments, or ones in place of these
     (benchmarks/bench_int8_options.py's trials)."""
-    # the [cnn] extra
-    from onnxruntime.quantization import (  # noqa: PLC0415
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    # the [cnn] extra
-    from onnxruntime.quantization.shape_inference import quant_pre_process  # noqa: PLC0415
-
-    class Feeds(CalibrationDataReader):
-        def __init__(self):
-            self.feeds = iter(feeds)
-
-        def get_next(self):
-            return next(self.feeds, None)
-
-    with tempfile.TemporaryDirectory(prefix="pamir-int8-") as tmp:
-        source, prepared, out, ranges = (Path(tmp) / n for n in
-                                         ("fp32.onnx", "pre.onnx", "int8.onnx", "ranges.json"))
-        source.write_bytes(_opset13(fp32))
-        # shape inference and graph fusions first, as ORT advises for static quantization;
-        # the batch, height and width stay dynamic (no symbolic shape inference needed)
-        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
-        shared = ({"calibration_cache_path": str(ranges)} if "calibration_cache_path" in
-                  inspect.signature(quantize_static).parameters else {})
-        for variant in variants:
-            settings = dict(quant_format=QuantFormat.QDQ, per_channel=True,
-                            reduce_range=variant.reduce_range,
-                            activation_type=(QuantType.QUInt8 if variant.activations == "uint8"
-                                             else QuantType.QInt8),
-                            weight_type=QuantType.QInt8,
-                            calibrate_method=CalibrationMethod.MinMax,
-                            nodes_to_exclude=_float_nodes(prepared, variant.float_blocks),
-                            **shared)
-            settings.update(options(prepared) if options else {})
-            quantize_static(str(prepared), str(out), Feeds(), **settings)
-            yield variant, out.read_bytes()
-
-
-def _float_nodes(graph: Path, blocks: int) -> list[str]:
-    """The names of the nodes of the first `blocks` MBConv blocks of an exported trunk (the
-    exporter names them /_blocks.i/..., cnn_network's modules): whole blocks, since a
-    block cut in two measured worse than either (a Conv left fp32 while its ReLU6 is
-    quantized: lite1 0.93 of fp32's on Corel, against 0.978 all int8)."""
-    if not blocks:
-        return []
-    # the [cnn] extra
-    import onnx  # noqa: PLC0415
-
-    prefixes = tuple(f"/_blocks.{i}/" for i in range(blocks))
-    return [n.name for n in onnx.load(str(graph)).graph.node if n.name.startswith(prefixes)]
-
-
-def _opset13(data: bytes) -> bytes:
-    """The graph as it is where its default opset is 13 or later, else converted to 13."""
-    # the [cnn] extra
-    import onnx  # noqa: PLC0415
-    from onnx import version_converter  # noqa: PLC0415
-
-    graph = onnx.load_from_string(data)
-    if max((o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")),
-           default=13) >= 13:
-        return data
-    return version_converter.convert_version(graph, 13).SerializeToString()
+    # the [cnn] extra: onnx and ONNX Runtime's quantization tools (pamir.features.quantizer)
+    from . import quantizer  # noqa: PLC0415
+    return quantizer.quantize_variants(fp32, feeds, variants, options)
 
 
 def _export(model: str) -> bytes:

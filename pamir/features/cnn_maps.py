@@ -40,7 +40,6 @@ from __future__ import annotations
 import numpy as np
 
 from .cnn import CNNRepresentation, crop_box, prepare_picture
-from .cnn_network import feature_map
 from .images import displayed_size, read_bytes
 
 #: The network's total stride: five stride-2 stages between the pixels and the head's map.
@@ -113,6 +112,9 @@ def cell_boxes(grid: tuple[int, int], seen: tuple[int, int],
 def view_contributions(rep: CNNRepresentation, path, g: np.ndarray) -> dict:
     """One picture's CNN view explained: cells (h x w contributions), boxes (h * w x 4 on the
     displayed picture), score (= cells.sum()), mean_term, width and height (displayed)."""
+    # the [cnn] extra: the map comes from eager torch (1 s to import), which the server and
+    # the ONNX engine run without
+    from .cnn_torch import feature_map  # noqa: PLC0415
     data = read_bytes(path)
     width, height = displayed_size(data)
     pixels = prepare_picture(data, rep.settings.short_side)

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from .. import config
 from ..protocol import QuerySet, generate_queries
 from ..storage import pid_alive
-from ..text.words import idf, text_vectors
+from ..text.vectors import idf, text_vectors
 
 FORMAT_VERSION = 1
 

@@ -28,7 +28,7 @@ import torch
 
 from ..evaluation import mean_average_precision
 from ..features.ragged import Ragged
-from ..text.words import text_vectors
+from ..text.vectors import text_vectors
 from .base import TextSpaceModel, TrainingQueries
 
 PARAMS = ("W1", "B1", "W2", "B2", "W3", "B3")

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from .. import config
 from ..evaluation import mean_average_precision
-from ..text.words import idf as idf_of, text_vectors
+from ..text.vectors import idf as idf_of, text_vectors
 from .base import (
     NotFittedError,
     TextSpaceModel,

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..storage import atomic_write, atomic_write_bytes
-from ..text.words import text_vectors
+from ..text.vectors import text_vectors
 from .base import TrainingQueries
 from .pamir_core import (
     Pictures,
@@ -109,7 +109,7 @@ class FeatureChunks:
             return sp.csr_matrix((np.ones(len(ind)), ind, z["indptr"]), shape=tuple(z["shape"]))
 
     def idf(self) -> np.ndarray:
-        """The training idf over every chunk's captions (pamir.text.words.idf, summed by chunk)."""
+        """The training idf over every chunk's captions (pamir.text.vectors.idf, summed by chunk)."""
         df, n = np.zeros(self.words), 0
         for k in range(len(self)):
             Y = self.Y(k)

@@ -30,7 +30,7 @@ matched (the word itself, an inflection, or the embedding model's nearest vocabu
 
 The vector: each term contributes weight x (its matched words' idf, times their similarity for
 an embedding match); the sum is L2-normalised. A query of plain vocabulary words gives exactly
-pamir.text.words.query_vector (presence x idf, normalised: TPAMI §III-A); an excluded word enters
+pamir.text.vectors.query_vector (presence x idf, normalised: TPAMI §III-A); an excluded word enters
 with a negative weight, and the index scores z . q exactly, negative entries included.
 """
 

@@ -1,31 +1,22 @@
-"""Text side: tokenising captions and queries, idf weights and query vectors.
-
-Queries and captions are bags of words. A query vector is the normalised idf weighting of the
-TPAMI paper (§III-A): q_i = b_i idf_i / ||b idf||, with b_i the presence of word i and
-idf_i = -log(r_i), r_i the fraction of training captions that contain word i.
+"""Text side: tokenising captions and queries into words (bags of words), stop words,
+folding, keywords. Their idf weights and vectors are pamir.text.vectors' (scipy).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
-import numpy as np
+from ..extras import package_folder
 
-if TYPE_CHECKING:  # scipy is imported by the functions that build matrices: a query needs none
-    import scipy.sparse as sp
 
 def _english_stop_words() -> frozenset[str]:
     """scikit-learn's English stop words (318, from the Glasgow IR group's list), read from
     its source file: importing sklearn.feature_extraction would add about a second to every
     `pamir search`, which only needs this list."""
-    spec = importlib.util.find_spec("sklearn")
-    source = Path(spec.submodule_search_locations[0], "feature_extraction", "_stop_words.py")
+    source = package_folder("sklearn.feature_extraction") / "_stop_words.py"
     for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                 and getattr(node.targets[0], "id", "") == "ENGLISH_STOP_WORDS"):
@@ -73,59 +64,3 @@ def split_keywords(text: str) -> list[str]:
     """Keywords separated by spaces, commas or semicolons, lower-cased, duplicates dropped."""
     words = [w.strip().lower() for w in re.split(r"[\s,;]+", text)]
     return list(dict.fromkeys(w for w in words if w))
-
-
-def idf(Y: sp.spmatrix) -> np.ndarray:
-    """idf_i = -log(r_i) from an (n x T) presence matrix; words never seen get the largest idf."""
-    # start-up: scipy (0.3 s)
-    import scipy.sparse as sp  # noqa: PLC0415
-
-    Y = sp.csr_matrix(Y)
-    n = max(Y.shape[0], 1)
-    df = np.asarray((Y > 0).sum(axis=0)).ravel().astype(np.float64)
-    return -np.log(np.maximum(df, 0.5) / n)  # an unseen word counts as half a picture
-
-
-def text_vectors(B: sp.spmatrix, idf_weights: np.ndarray, tf: bool = False) -> sp.csr_matrix:
-    """L2-normalised (binary or tf) x idf rows of an (n x T) word-count matrix, float32 CSR."""
-    # start-up: scipy (0.3 s)
-    import scipy.sparse as sp  # noqa: PLC0415
-
-    B = sp.csr_matrix(B, dtype=np.float64)
-    if not tf:
-        B.data = np.ones_like(B.data)
-    V = B @ sp.diags(idf_weights)
-    norms = np.sqrt(np.asarray(V.multiply(V).sum(axis=1)).ravel())
-    norms[norms == 0] = 1.0
-    return sp.csr_matrix(sp.diags(1.0 / norms) @ V, dtype=np.float32)
-
-
-def bag_of_words(docs: Sequence[Sequence[str]], word_index: dict[str, int]) -> sp.csr_matrix:
-    """(n x T) counts of the in-vocabulary words of each document; other words are ignored."""
-    # start-up: scipy (0.3 s)
-    import scipy.sparse as sp  # noqa: PLC0415
-
-    rows, cols = [], []
-    for i, doc in enumerate(docs):
-        for w in doc or ():
-            j = word_index.get(w)
-            if j is not None:
-                rows.append(i)
-                cols.append(j)
-    data = np.ones(len(rows), dtype=np.float32)
-    M = sp.csr_matrix((data, (rows, cols)), shape=(len(docs), len(word_index)))
-    M.sum_duplicates()
-    return M
-
-
-def query_vector(word_ids: Iterable[int], idf_weights: np.ndarray) -> np.ndarray:
-    """The (T,) float32 query vector of a bag of vocabulary word ids: presence x idf, L2
-    normalised (TPAMI §III-A); all zeros for an empty bag. The one home of query vectors:
-    the System, the index and the evaluation build theirs here or with text_vectors."""
-    # start-up: scipy (0.3 s)
-    import scipy.sparse as sp  # noqa: PLC0415
-
-    ids = sorted(set(int(t) for t in word_ids))
-    B = sp.csr_matrix((np.ones(len(ids)), (np.zeros(len(ids), int), ids)),
-                      shape=(1, len(idf_weights)))
-    return text_vectors(B, np.asarray(idf_weights, np.float64)).toarray().ravel()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from .. import config
-from ..calibration import calibrate_system
+from ..calibration.fitting import calibrate_system
 from ..system import System
 from .plan import Fitting, Trained
 from .prior import fit_prior

@@ -12,7 +12,7 @@ from ..features.representation import take_rows
 from ..models.neighbours import Neighbours
 from ..models.pa import out_of_time
 from ..progress import progress_callback
-from ..text.words import idf as idf_weights
+from ..text.vectors import idf as idf_weights
 from .plan import Fitting, Trained
 from .refitting import REFIT_UPDATE_SHARE
 from .selection import prepare_for_fits

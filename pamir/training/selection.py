@@ -36,9 +36,10 @@ import numpy as np
 from .. import config
 from ..evaluation import evaluate_model
 from ..features.registry import as_matrix
+from ..models import MODELS, model_class
 from ..models.base import TextSpaceModel, TrainingQueries, training_queries
 from ..progress import FitDisplay, progress_callback
-from ..text.words import idf as idf_weights
+from ..text.vectors import idf as idf_weights
 from .race import (Eliminated, Race, as_class, fit_pool, fit_workers, given_pool,
                    guarded_choice, plan_race, race_threads)
 
@@ -321,6 +322,22 @@ def _fmt(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-__all__ = ["Selection", "Trial", "check_points", "grid_points", "model_grid",
+def models_description() -> dict:
+    """{kind: {"input", "params": {name: default}, "grid": {name: values} or a list of
+    sub-grids, "points": grid points}} of every model kind."""
+    out = {}
+    for kind in MODELS:
+        cls = model_class(kind)
+        grid = cls.param_grid
+        out[kind] = {"input": cls().input, "params": cls.default_params(),
+                     "grid": grid if isinstance(grid, dict) else [dict(g) for g in grid],
+                     "points": len(grid_points(model_grid(cls))),
+                     "doc": (cls.__doc__ or "").strip().splitlines()[0]}
+        if getattr(cls, "selection_params", None):
+            out[kind]["selection_params"] = cls.selection_params
+    return out
+
+
+__all__ = ["Selection", "Trial", "check_points", "grid_points", "model_grid", "models_description",
            "prepare_for_fits", "select", "stopping", "validation_avgp", "validation_per_query",
            "validation_queries"]

@@ -47,11 +47,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import config
-from ..calibration import Calibration, choose_annotation_rule, fit_calibration
+from ..calibration import Calibration
 from ..features.cnn_network import CHANNELS
 from ..models.base import load_directory, save_directory, training_queries
 from ..models.neighbours import LabelTransfer, unit_rows
-from ..text.words import idf as idf_of
+from ..text.vectors import idf as idf_of
 from ..text.bridge import lemmas
 from .classes import WRITE_BARS, least_right_bar
 from .classes import annotate as class_annotate
@@ -88,7 +88,7 @@ VOTE_FLOOR = 1e-3
 MIN_LIFT = 2.0
 #: The most held-out tagged pictures the choices are made on (a seeded sample beyond).
 MAX_HELD_OUT = 3000
-#: The calibration (pamir.calibration.fit_calibration) is fitted on at most
+#: The calibration (pamir.calibration.fitting.fit_calibration) is fitted on at most
 #: CALIBRATION_QUERIES of their queries (a seeded sample beyond), on every relevant (query,
 #: picture) pair and CALIBRATION_NEGATIVES of the others (a seeded sample, each weighing as
 #: many as it stands for). Every pair of 1,000 queries (a million pairs, 0.2% relevant) took
@@ -257,12 +257,15 @@ def fit_folder_words(X: np.ndarray, captions: Sequence[Sequence[str]], P: np.nda
                     classes_alone_avgp=_avgp(prior.class_scores(P[rows]), queries),
                     global_weight=prior.info.get("global_weight"))
     calibration = None
+    # start-up: scikit-learn's logistic, scipy's optimiser and numba (about 1 s), which a
+    # search of a folder's index, reading its folder words, does not need
+    from ..calibration import fitting  # noqa: PLC0415
     try:
         few = queries.sample(CALIBRATION_QUERIES, seed)
-        calibration = fit_calibration(mixed, few.vectors, _terms(few), few.relevance, Y_held,
-                                      seed=seed, negatives=CALIBRATION_NEGATIVES,
-                                      info={"scored_by": "held-out tagged pictures"})
-        choose_annotation_rule(calibration, mixed, Y_held, seed=seed)
+        calibration = fitting.fit_calibration(mixed, few.vectors, _terms(few), few.relevance,
+                                              Y_held, seed=seed, negatives=CALIBRATION_NEGATIVES,
+                                              info={"scored_by": "held-out tagged pictures"})
+        fitting.choose_annotation_rule(calibration, mixed, Y_held, seed=seed)
         held_out["write"] = write_bar(calibration, mixed, Y_held)
         held_out["write"]["imagenet"] = imagenet_bar(P[rows], [captions[i] for i in rows])
     except ValueError as e:  # too few captions to fit one: raw scores, no probability
@@ -318,7 +321,7 @@ def imagenet_bar(P: np.ndarray, captions: Sequence[Sequence[str]]) -> dict:
 def likely(calibration, Z: np.ndarray, *, own: bool = False) -> np.ndarray:
     """(n x T) each word's calibrated probability for pictures of scores Z; own: Z is the
     calibration's held-out pictures themselves (each one's best other picture is the
-    reference's top, as pamir.calibration.choose_annotation_rule reads them)."""
+    reference's top, as pamir.calibration.fitting.choose_annotation_rule reads them)."""
     if own:
         calibration = Calibration(calibration.coef, calibration.intercept, Z,
                                   calibration.word_pictures, calibration.n_train,
