@@ -389,3 +389,28 @@ def test_a_video_copied_in_is_indexed(watching, tmp_path):
     os.rename(clip, folder / "clip.mp4")
     wait_for(lambda: "clip.mp4" in indexed(w.index), "the video")
     assert indexed(w.index)["clip.mp4"].state == "ok"
+
+
+def test_the_watcher_loads_its_passes_models_as_it_starts(monkeypatch):
+    """A stream loads a pass's models at its first pictures; the watcher loads them as it
+    starts, so that the first picture dropped does not wait for them (and a pass that
+    cannot load them is left to say so when it runs)."""
+    from dataclasses import replace
+
+    from pamir.jobs import fact_passes, watch
+
+    loaded = []
+
+    def ready(name):
+        def load():
+            if name == "faces":
+                raise RuntimeError("no models here")
+            loaded.append(name)
+        return load
+
+    rows = {p.name: replace(p, ready=f"{p.name}-models") for p in fact_passes.FACT_PASSES}
+    monkeypatch.setattr(fact_passes.FactPass, "part",
+                        lambda row, field: ready(row.name) if field == "ready" else None)
+    monkeypatch.setattr(watch, "fact_pass", rows.__getitem__)
+    watch._warm(["faces", "text"]).join(30)
+    assert loaded == ["text"]

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from . import loading
 from .errors import WorkflowError
-from .fact_passes import FACT_PASSES, chosen
+from .fact_passes import FACT_PASSES, chosen, fact_pass
 from .indexing import IndexJob, run_index
 from ..extras import MissingExtra, extra_of
 from ..formats import MEDIA_SUFFIXES
@@ -225,6 +225,7 @@ class Watcher:
         self._close_events = type(self._observer).__name__ == "InotifyObserver"
         self._observer.start()
         _export_embedder()
+        _warm(self.passes)
         try:
             next_poll = 0.0
             while not stop.is_set():
@@ -447,6 +448,23 @@ class Watcher:
         self.system = self.load(self.model_dir)
         self.fingerprint = model_fingerprint(self.model_dir)
         self._model_files = now
+
+
+def _warm(passes: Sequence[str]) -> threading.Thread:
+    """The passes' models loaded on a thread of their own as the watcher starts (a stream
+    loads them at its first pictures: the first picture dropped would wait for them)."""
+    def load():
+        for name in passes:
+            row = fact_pass(name)
+            if row.ready is not None:
+                try:
+                    row.part("ready")()
+                except Exception:  # noqa: BLE001 - said by the pass when it runs
+                    pass
+
+    thread = threading.Thread(target=load, daemon=True, name="pamir-warm")
+    thread.start()
+    return thread
 
 
 def _export_embedder() -> None:
