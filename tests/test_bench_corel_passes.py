@@ -2,7 +2,6 @@
 child process's memory, and the report reads its results file alone (--report-only)."""
 
 import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 

@@ -98,7 +98,6 @@ fp32 0.9909 mean / 0.961 worst against 0.9913 / 0.966, on 200 other Corel pictur
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 import platform
