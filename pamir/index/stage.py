@@ -75,8 +75,8 @@ class StreamedPass:
     reading its chunks where the stage reads on more than one, and `prepare()`: what loads
     its models, run by its readers when their first chunk comes (the look goes on
     meanwhile: the text reader's took about a second of every `pamir index` before the
-    first picture was decoded, even where none was new); where it fails, the pass reads nothing streamed and the pass run alone
-    after says why."""
+    first picture was decoded, even where none was new); where it fails, the pass reads
+    nothing streamed and the pass run alone after says why."""
 
     name: str
     kinds: tuple[str, ...]
