@@ -68,10 +68,16 @@ def side_cache(work: Path, name: str) -> Path:
     return cache
 
 
+def not_the_look(src: Path) -> list[str]:
+    """The options that turn off a tree's passes that the older tree does not have (the
+    colour pass, from issue 53): what is compared is the look, not a pass one side lacks."""
+    return ["--no-colour"] if (src / "pamir" / "facts" / "colour.py").is_file() else []
+
+
 def index_side(src: Path, folder: Path, work: Path, name: str, model: Path | None = None,
                cache: Path | None = None) -> dict:
-    """`pamir index [MODEL] FOLDER --no-text --no-faces` from source tree `src`: its
-    seconds, peak memory and what it said."""
+    """`pamir index [MODEL] FOLDER --no-text --no-faces` (and `not_the_look`) from source
+    tree `src`: its seconds, peak memory and what it said."""
     cache = cache or side_cache(work, name)
     index = work / f"index-{name}"
     shutil.rmtree(index, ignore_errors=True)
@@ -79,7 +85,8 @@ def index_side(src: Path, folder: Path, work: Path, name: str, model: Path | Non
     log.unlink(missing_ok=True)
     peak = []
     seconds = pamir_logged(src, cache, ["index", *([str(model)] if model else []), str(folder),
-                                        "--index", str(index), "--no-text", "--no-faces"],
+                                        "--index", str(index), "--no-text", "--no-faces",
+                                        *not_the_look(src)],
                            log, peak)
     said = log.read_text(errors="replace")
     return {"seconds": round(seconds, 1), "peak_rss_mb": peak[0], "index": str(index),
@@ -325,7 +332,8 @@ def report(r: dict) -> str:
                   f"and finds {c['found']} of them first."]
         lines += [f"    {x}" for x in c["said"]]
     if r.get("costs"):
-        lines += ["", "What the look costs: `pamir index FOLDER --no-text --no-faces` of a "
+        lines += ["", "What the look costs: `pamir index FOLDER --no-text --no-faces` (and "
+                  "`--no-colour` where the tree has that pass: the older one does not) of a "
                   "folder with no keyword (the folder's neighbours alone), old and new in "
                   "turn, twice, each from an empty index and a cache with no picture's "
                   "vectors (seconds; the ratio of the medians):", "",
