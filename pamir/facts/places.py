@@ -179,9 +179,9 @@ class _Gazetteer:
         if self._names is None:
             self._names = {}
             for row in np.argsort(-self.population, kind="stable"):
-                for key in {_fold(self.name[row]), bare_name(self.name[row])}:
+                for key in {fold(self.name[row]), bare_name(self.name[row])}:
                     self._names.setdefault(key, int(row))
-        key = _fold(text)
+        key = fold(text)
         return self._names.get(key, self._names.get(bare_name(key)))
 
     def position(self, row: int) -> tuple[float, float]:
@@ -386,7 +386,7 @@ def bare_name(name: str | None, area: bool = False) -> str:
     """A GeoNames name folded (pamir.facts.fact.fold) with its generic parts off: "Nara-shi" ->
     "nara", "City of Johannesburg Metropolitan Municipality" -> "johannesburg"; with
     `area`, those of an area of several cities too ("Lima region" -> "lima")."""
-    word = _fold(name or "")
+    word = fold(name or "")
     while (bare := _GENERIC.sub("", word).strip()) != word or (
             area and (bare := _AREA_GENERIC.sub("", word).strip()) != word):
         word = bare
@@ -532,12 +532,8 @@ _CITY_AREA = re.compile(r"^(?:city and borough of|city and county of|city of|bor
 @functools.lru_cache(maxsize=1 << 12)
 def _own_city_area(name: str, area: str | None) -> bool:
     """Whether `area` is a city or borough named after the place `name` (CityRule.own_area)."""
-    m = _CITY_AREA.match(_fold(area or ""))
+    m = _CITY_AREA.match(fold(area or ""))
     return bool(m) and bare_name(m.group(1) or m.group(2)) == bare_name(name)
-
-
-def _fold(name: str) -> str:
-    return fold(name)
 
 
 def fingerprint() -> str:

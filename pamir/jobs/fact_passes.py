@@ -46,8 +46,9 @@ class FactPass:
     look]) tuples; alone: its reader of paths, which decodes for itself (a plain function, so
     that it runs as a Dask task). record: the Index's method that commits a batch. extra: the
     optional install it needs (pamir.extras); missing: what a person is told when it is not
-    there. ready: a check before the stream feeds it (its models loaded; MissingExtra,
-    RuntimeError or OSError where it cannot run here). then(index, report) -> report: what
+    there. ready: what loads its models (run by its stream's reader at its first pictures,
+    and by the watcher as it starts; MissingExtra, RuntimeError or OSError where it cannot
+    run here). then(index, report) -> report: what
     follows its reading (who each face is; the groups of copies). reads_alone: how it reads
     what the stream did not, "threads" (one a core), "processes" (the job's local
     processes) or "one". stream_readers: the threads reading its stream (where the stage reads
