@@ -5,8 +5,9 @@
     X, ok, reasons = rep.transform(paths)             # (n x 1280) float32, rows unit L2
     logits, ok, _ = rep.class_scores(paths)           # (n x 1000) ImageNet class logits
 
-The representation of pamir.features.representation with `output = "dense"`. The network
-and its weights are pamir.features.cnn_network's, the engines that run it and the batching
+The representation of pamir.features.representation with `output = "dense"`. The network's
+weights and its cached ONNX export are pamir.features.cnn_network's, the network in torch
+pamir.features.cnn_torch's, the engines that run it and the batching
 pamir.features.cnn_engines'; torch is imported when a network is first needed, not here.
 
 What a picture goes through:

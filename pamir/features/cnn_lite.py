@@ -8,11 +8,11 @@ packages, converted from the TensorFlow release (tensorflow/tpu models/official/
 lite). They are loaded with strict=True into the small module of pamir.features.cnn_torch,
 which mirrors that architecture: TF "SAME" padding (asymmetric for stride 2 on even sizes,
 computed from the input's size so any picture size works), ReLU6, no squeeze-excite, stem
-and head not scaled, BatchNorm eps 1e-3. On the models' own square sizes its feature maps equal those of the
-converter's `efficientnet-lite-pytorch` package exactly (checked for lite0-2, and at odd
-sizes against that package's dynamic-padding variant). That package is not used: it pads
-for one fixed input size unless told otherwise, prints from `forward` with local pooling,
-prints when it loads weights and loads them with strict=False.
+and head not scaled, BatchNorm eps 1e-3. On the models' own square sizes its feature maps
+equal those of the converter's `efficientnet-lite-pytorch` package exactly (checked for
+lite0-2, and at odd sizes against that package's dynamic-padding variant). That package is
+not used: it pads for one fixed input size unless told otherwise, prints from `forward`
+with local pooling, prints when it loads weights and loads them with strict=False.
 
 Normalisation: (pixel - 127) / 128 on 0-255 RGB, i.e. [-1, 1]. It is what the TensorFlow Lite
 builder uses (efficientnet_lite_builder.py: MEAN_RGB = [127.0] * 3, STDDEV_RGB = [128.0] * 3,

@@ -9,7 +9,7 @@ build_trunk, feature_map, the eager engine. Importing this module costs numpy on
 functions here that need torch import that module when they run.
 
 EfficientNet-Lite's variants, weights' packages, stages and normalisation are
-pamir.features.cnn_lite's (re-exported here).
+pamir.features.cnn_lite's (CHANNELS, MODELS and WeightsMissing re-exported here).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from .. import config
 from ..runtime import cpu_session  # one way to open a graph, re-exported for the views' callers
 from ..storage import atomic_write
-from .cnn_lite import CHANNELS, MODELS, LiteVariant, WeightsMissing  # noqa: F401 - re-exported
+from .cnn_lite import CHANNELS, MODELS, WeightsMissing  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -103,5 +103,5 @@ def export_onnx(model: str) -> bytes:
     return export_trunk(model)
 
 
-__all__ = ["CHANNELS", "MODELS", "LiteVariant", "WeightsMissing", "cache_bytes", "classifier",
-           "cpu_session", "export_onnx", "onnx_path", "swap_left_right", "weights_digest"]
+__all__ = ["CHANNELS", "MODELS", "WeightsMissing", "cache_bytes", "classifier", "cpu_session",
+           "export_onnx", "onnx_path", "swap_left_right", "weights_digest"]

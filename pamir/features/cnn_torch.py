@@ -11,7 +11,8 @@ and the eager engine, the reference.
 torch is imported at this module's top (about 1 s): only what builds or runs a network in
 torch imports this module, when it does (the ONNX engine runs without it, and a base install
 has no torch). The architecture, the weights and the normalisation are described in
-pamir.features.cnn_lite.
+pamir.features.cnn_lite. A change to the trunk or its export bumps
+cnn_network.EXPORT_VERSION (the cached graph's key).
 """
 
 from __future__ import annotations

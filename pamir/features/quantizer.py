@@ -3,7 +3,8 @@ graph in each of a list of variants (`quantize_variants`). What the variants are
 how a variant is checked against fp32 and kept are pamir.features.cnn_int8's.
 
 onnx and ONNX Runtime's quantization tools (the [cnn] extra) are imported at this module's
-top: cnn_int8 imports it only when a graph is quantized, once per machine and network.
+top: cnn_int8 imports it only when a graph is quantized, once per machine and network. A
+change here that changes a quantized graph bumps cnn_int8.QUANT_VERSION.
 """
 
 from __future__ import annotations

@@ -194,8 +194,8 @@ def _look(index, job, passes, system, folders, transform, batch, client, record)
     record.set("look", 0, 0)
     try:
         report = opening.update_index(index, system, folders, stage or transform,
-                                       captions=job.captions,
-                                       batch_size=job.batch_size or batch, progress=look)
+                                      captions=job.captions,
+                                      batch_size=job.batch_size or batch, progress=look)
     except BaseException:  # Ctrl-C, a full disk: what the passes read is kept, no waiting
         if stage is not None:
             stage.finish(abandon=True)

