@@ -12,8 +12,9 @@ from rich.markup import escape
 
 from .. import config
 from ..jobs.annotation import annotate_pictures, write_sidecar
+from ..jobs.loading import zero_caption_system
 from ..index import Index, IndexDirError
-from ..zeroshot.classes import MIN_PROBABILITY, WRITE_RIGHT, ZeroCaptionSystem
+from ..zeroshot.classes import MIN_PROBABILITY, WRITE_RIGHT
 from . import index as product
 from .common import console, fail
 from .sidecars import check_sidecar_name
@@ -64,17 +65,11 @@ def annotate_command(
     pictures = [p for p in pictures if p.is_file()]
     if not pictures:
         fail("no picture to annotate")
-    if xmp:  # pamir.jobs.sidecars only where asked: every command's start imports this module
-        from ..jobs.sidecars import (known_of_pictures, word_probability,  # noqa: PLC0415
-                                     write_bars)  # start-up: --xmp only
+    if xmp:  # pamir.jobs.sidecars (the XMP reading) only where asked
+        from ..jobs.sidecars import known_of_pictures, write_bars  # noqa: PLC0415 - start-up
 
-        check_sidecar_name(xmp_name)
-        try:
-            word_probability()  # $PAMIR_XMP_PROBABILITY, checked before any work
-        except ValueError as e:
-            fail(str(e))
-    system = (ZeroCaptionSystem(config.default_cache_dir()) if model is None
-              else product.load_system(model))
+        check_sidecar_name(xmp_name)  # and $PAMIR_XMP_PROBABILITY, checked before any work
+    system = zero_caption_system() if model is None else product.load_system(model)
     bars = None
     with _facts_index(index_dir) as index:
         if model is None and index is not None:  # the folder's own words, where it has some

@@ -120,7 +120,7 @@ def fit_command(
     try:
         settings = FeatureSettings(block_fraction=block_fraction, n_visterms=visterms,
                                    scaling=scaling)
-        collection = fitting.load_data(data, folder_words=folder_words)
+        collection = fitting.load_collection(data, folder_words=folder_words)
         if collection.sources:  # a folder read without a table: say what its files gave
             console.print(f"{data}: {caption_sources(collection)}", markup=False)
             _print_notes(collection.warnings)
@@ -132,11 +132,11 @@ def fit_command(
         with _cluster(workers, scheduler):
             # a model of this folder already in OUTPUT is refitted unless --reselect or
             # the request changes what the selection chooses among (fit_or_refit)
-            system = fitting.fit(collection, output, model, reselect=reselect,
-                                 feature_settings=settings, model_params=params,
-                                 progress=not quiet, representation=representation or None,
-                                 retrain=retrain, ensemble=ensemble, grid=grid, log=log,
-                                 time_budget=None if time_budget is None else 60 * time_budget)
+            system = fitting.fit_or_refit(
+                collection, output, model, reselect=reselect, feature_settings=settings,
+                model_params=params, progress=not quiet, representation=representation or None,
+                retrain=retrain, ensemble=ensemble, grid=grid, log=log,
+                time_budget=None if time_budget is None else 60 * time_budget)
         system.info["command"] = " ".join(["pamir"] + sys.argv[1:])
         system.save(output)
     except (DataError, ValueError, OSError) as e:

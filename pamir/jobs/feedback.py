@@ -17,8 +17,6 @@ import numpy as np
 from ..features.representation import take_rows
 from ..index import Hit, Index, IndexDirError, model_fingerprint
 from ..system import index_transform
-from ..training.online import (apply_delta, feedback_delta, feedback_scores, linear_map,
-                               neighbour_scores, save_keeping_previous)
 from .errors import WorkflowError
 from .loading import load_system, word_scales
 
@@ -90,6 +88,10 @@ def rerank_feedback(index: Index, system, query, right, wrong, *, k: int = 60,
     rows, delta, kept = np.zeros(0, np.int64), None, None
     with lock or contextlib.nullcontext():
         if learns:
+            # start-up: pamir.training loads scikit-learn, numba and scipy (1.4 s of `pamir
+            # serve`'s start, which imports this module); a feedback round needs them
+            from ..training.online import feedback_delta, feedback_scores  # noqa: PLC0415
+
             rows, delta = feedback_delta(system, query.vector, take_rows(F, at_right),
                                          take_rows(F, at_wrong))
             scores = scores + feedback_scores(system, query.vector, rows, delta, F)
@@ -107,6 +109,8 @@ def _scores_with_neighbours(index: Index, q: np.ndarray, ids, at_right, at_wrong
     """The pictures' indexed scores q . z plus the neighbour term of the judged ones (at_right,
     at_wrong: their places in ids), scaled by the spread of the query's scores over the
     whole index."""
+    from ..training.online import neighbour_scores  # noqa: PLC0415 - start-up (rerank_feedback)
+
     Z = np.stack([index.vector(i) for i in ids]).astype(np.float64)
     every = index.scores(q)
     spread = float(np.std(every[np.isfinite(every)]))
@@ -142,6 +146,9 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
     index at index_dir. If the save fails the model in memory is put back as it was.
     right: (model inputs, paths) of the pictures marked right, which join the neighbours of a
     system that has them (pamir.training.online.apply_delta)."""
+    # start-up: pamir.training (see rerank_feedback)
+    from ..training.online import apply_delta, linear_map, save_keeping_previous  # noqa: PLC0415
+
     try:
         writer = Index.open(index_dir, writable=True)
     except IndexDirError as e:

@@ -2,8 +2,9 @@
 and measure one on a split's queries (what `pamir models` lists is
 pamir.training.selection.models_description).
 
-    collection = load_data("corel5k")
-    system = fit(collection, Path("models/corel"), "pamir", params={}, grid=[{}])
+    collection = load_collection("corel5k")
+    system = fit_or_refit(collection, Path("models/corel"), "pamir", model_params={},
+                          grid=[{}])
     system, result = evaluate("models/corel", "corel5k", "test")
 
 The training, the models and the evaluation are imported at this module's top (scipy,
@@ -35,21 +36,10 @@ def check_request(output: Path, representations) -> None:
         parse_name(name)
 
 
-def load_data(data: str, *, folder_words: bool = False):
-    """The collection `pamir fit` and `pamir evaluate` read (pamir.facts.collection)."""
-    return load_collection(data, folder_words=folder_words)
-
-
 def validation_grid(model: str, params: dict, no_grid: bool) -> list[dict]:
     """The grid `pamir fit` searches on validation: [{}] (the defaults and --param) with
     --no-grid, else the model's grid less the fixed parameters."""
     return [{}] if no_grid else model_grid(model, params)
-
-
-def fit(collection, output: Path, model: str, **fit_args) -> System:
-    """A system trained on `collection`, or the one in `output` refitted
-    (pamir.training.fit_or_refit): not saved yet."""
-    return fit_or_refit(collection, output, model, **fit_args)
 
 
 def precision_notes(system: System) -> list[str]:
@@ -73,5 +63,5 @@ def write_trec(system: System, result: dict, run: Path | None, qrels: Path | Non
         write_qrels(qrels, result["qids"], result["docids"], result["relevance"])
 
 
-__all__ = ["MODELS", "check_request", "evaluate", "fit", "load_data", "precision_notes",
-           "validation_grid", "write_trec"]
+__all__ = ["MODELS", "check_request", "evaluate", "fit_or_refit", "load_collection",
+           "precision_notes", "validation_grid", "write_trec"]

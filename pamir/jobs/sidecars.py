@@ -345,29 +345,40 @@ def write_sidecars_of(index, folders=(), setting: str | None = None,
     names = people_names(index)
     pictures = [p for p in index.pictures("ok")
                 if not roots or os.path.abspath(p.path).startswith(tuple(roots))]
+    bars = _index_bars(index, threshold)  # once: the folder look is read from disk
     for start in range(0, len(pictures), WORDS_BATCH):
         batch = pictures[start:start + WORDS_BATCH]
-        for picture, words in zip(batch, _index_words(index, batch, threshold)):
+        for picture, words in zip(batch, _index_words(index, batch, bars)):
             known = Known(words, index_faces(index, picture.id, names),
                           place_fields(index.facts_of(picture.id)))
             _count(report, write_xmp(picture.path, known, setting))
     return report
 
 
-def _index_words(index, pictures, threshold: float | None) -> list[list[str]]:
-    """The words written of indexed pictures: their stored rows' words at their bars
-    (`write_bars`: a model's at `threshold`; of a bare folder's index, no model, ImageNet's
-    words of its class rows and the folder's words, each at its own unless `threshold`
-    is given), a batch at a time (the calibration reads its reference once a call)."""
-    bare = is_zero_caption(index.model_fingerprint) and bool(index.classes)
-    if not bare and (not index.vocabulary or index.calibration is None):
-        return [[] for _ in pictures]
+def _bare(index) -> bool:
+    """Whether the index is a bare folder's (no model: ImageNet's class rows)."""
+    return is_zero_caption(index.model_fingerprint) and bool(index.classes)
+
+
+def _index_bars(index, threshold: float | None):
+    """The bars an index's words are written at (`write_bars`: a model's at `threshold`; of a
+    bare folder's index, ImageNet's words and the folder's words each at its own unless
+    `threshold` is given)."""
+    if not _bare(index):
+        return write_bars(threshold)
     # the folder look's reader imports scipy and the models (0.4 s): only for a bare index,
     # not wherever `pamir annotate --xmp` starts
     from .folder_look import folder_words  # noqa: PLC0415
 
-    bars = write_bars(threshold, zero_caption=bare,
-                      folder=folder_words(index) if bare else None)
+    return write_bars(threshold, zero_caption=True, folder=folder_words(index))
+
+
+def _index_words(index, pictures, bars) -> list[list[str]]:
+    """The words written of indexed pictures: their stored rows' words at `bars`
+    (`_index_bars`), a batch at a time (the calibration reads its reference once a call)."""
+    bare = _bare(index)
+    if not bare and (not index.vocabulary or index.calibration is None):
+        return [[] for _ in pictures]
     rows = [index.vector(p.id, classes=bare) for p in pictures]
     P = [r[index.T:] for r in rows] if bare else None
     return [confident_words(records, bars=bars) for records in

@@ -30,7 +30,6 @@ import numpy as np
 from ..features.cnn_maps import view_contributions
 from ..features.registry import Concatenation, representation_name
 from ..features.visterms import term_frequencies, tfidf
-from ..training.online import linear_map
 
 #: Cells of the merged heat map along the picture's longer side (the page smooths them).
 HEAT_CELLS = 64
@@ -71,6 +70,10 @@ def _linear_map(system) -> np.ndarray:
     """The model's W (T x D) from pamir.training.online.linear_map, the one home of which models are
     linear in the picture's vector (PAMIR; not kernel PAMIR, CMRM, ...: no exact
     decomposition), with its refusal worded for an explanation."""
+    # start-up: pamir.training loads scikit-learn, numba and scipy, which the server's start
+    # does not need
+    from ..training.online import linear_map  # noqa: PLC0415
+
     try:
         return linear_map(system)
     except NotImplementedError:
