@@ -16,9 +16,8 @@ import numpy as np
 
 from ..features.representation import take_rows
 from ..index import Hit, Index, IndexDirError, model_fingerprint
-from ..system import index_transform
 from .errors import WorkflowError
-from .loading import load_system, word_scales
+from .loading import load_system, rescore
 
 #: A feedback round re-ranks this many of the query's best pictures (and the judged ones).
 FEEDBACK_CANDIDATES = 200
@@ -168,10 +167,7 @@ def keep_feedback(system, model_dir, index_dir, rows, delta, right=(None, None))
                 part.transfer.keep_first(voters)
             raise NotKept(507, f"not kept: {e}") from None
         try:
-            report = writer.rescore(system.vocabulary, system.idf,
-                                    index_transform(system, bool(writer.classes)),
-                                    model_dir=model_dir, scales=word_scales(system),
-                                    fingerprint=model_fingerprint(model_dir))
+            report = rescore(writer, system, model_dir, model_fingerprint(model_dir))
         except (OSError, sqlite3.OperationalError) as e:
             # the model is saved; the rescoring's one transaction did not commit, so the
             # index keeps its previous scores, whole

@@ -20,10 +20,9 @@ from .. import config
 from ..data import load_captions_table
 from ..features.representation import take_rows
 from ..index import Index, IndexDirError, model_fingerprint
-from ..system import index_transform
 from ..training.online import learn, save_keeping_previous
 from .errors import WorkflowError
-from .loading import load_system, text_side, word_scales
+from .loading import load_system, rescore
 
 
 def update_indexes(model: Path, system, index_dirs) -> list[dict]:
@@ -34,7 +33,6 @@ def update_indexes(model: Path, system, index_dirs) -> list[dict]:
     dirs = list(index_dirs or [config.default_index_dir()])
     out = []
     fingerprint = model_fingerprint(model)
-    vocabulary, idf = text_side(system)
     for d in dirs:
         if not Index.exists(d):
             if explicit:
@@ -52,9 +50,7 @@ def update_indexes(model: Path, system, index_dirs) -> list[dict]:
                                 f"({index.model_dir}): left alone"})
                 continue
             try:
-                r = index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
-                                  model_dir=model, fingerprint=fingerprint,
-                                  scales=word_scales(system))
+                r = rescore(index, system, model, fingerprint)
             except IndexDirError as e:
                 out.append({"index": str(d), "status": f"needs a rebuild: {e}"})
                 continue
@@ -66,7 +62,7 @@ def update_indexes(model: Path, system, index_dirs) -> list[dict]:
                 continue
             kept = f", {len(r['kept'])} unreadable kept their old scores" if r["kept"] else ""
             out.append({"index": str(d), "status": f"rescored {r['rescored']:,} pictures "
-                        f"for {len(vocabulary)} words{kept}", **r})
+                        f"for {len(system.vocabulary)} words{kept}", **r})
     return out
 
 

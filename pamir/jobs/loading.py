@@ -51,6 +51,19 @@ def word_scales(system) -> np.ndarray | None:
     return None if prior is None else prior.spreads
 
 
+def rescore(index, system, model_dir, fingerprint: str):
+    """Every picture of a writable `index` scored again by `system` (its features from the
+    cache), the index then belonging to model_dir at `fingerprint`: after `pamir learn`, a
+    kept feedback round, or a model that changed since the index was built."""
+    # start-up: pamir.system (scipy); `pamir search` imports this module and rescores nothing
+    from ..system import index_transform  # noqa: PLC0415
+
+    vocabulary, idf = text_side(system)
+    return index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
+                         model_dir=model_dir, fingerprint=fingerprint,
+                         scales=word_scales(system))
+
+
 def indexing_system(model_dir, *, load=load_system) -> tuple:
     """(system, fingerprint) that an index of model_dir is built with: the trained system
     (loaded by `load`), or for model_dir None the zero-caption system (ImageNet's words)."""

@@ -18,7 +18,7 @@ from ..index import BATCH_SIZE, Index
 from ..index.place_pass import name_places
 from ..zeroshot.classes import is_zero_caption, zero_caption_base
 from .errors import WorkflowError
-from .loading import text_side, word_scales
+from .loading import rescore, text_side, word_scales
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
     """
     # start-up: pamir.system loads numba and scipy (about 0.5 s), and `pamir index` imports
     # this module at its top (for --help too)
-    from ..system import class_names_of, index_transform  # noqa: PLC0415
+    from ..system import class_names_of  # noqa: PLC0415
 
     index_dir = Path(index_dir)
     model = None if model_dir is None else Path(model_dir)
@@ -59,9 +59,7 @@ def open_index(index_dir, model_dir, system, fingerprint: str, rebuild: bool = F
             # every picture's scores up to date, features from the cache
             say(f"{model} has changed since {index_dir} was built (pamir learn, feedback "
                 "kept): rescoring its pictures")
-            index.rescore(vocabulary, idf, index_transform(system, bool(index.classes)),
-                          model_dir=model, fingerprint=fingerprint,
-                          scales=word_scales(system))
+            rescore(index, system, model, fingerprint)
             return index
         index.close()
         if model is not None and index.model_dir == str(model.resolve()):
