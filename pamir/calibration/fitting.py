@@ -183,10 +183,11 @@ def calibrate_system(system, F_valid, Y_valid: sp.spmatrix, Y_train: sp.spmatrix
 
 
 def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, seed: int = 0,
-                           n_words: int = 5) -> None:
+                           n_words: int = 5) -> np.ndarray:
     """Set cal's annotation rule (and thresholds) to what the validation pictures prefer
     (pamir.calibration.thresholds.choose_rule), their text-space vectors Z_valid scored by
-    the model trained without them; standard scores over those same pictures."""
+    the model trained without them; standard scores over those same pictures. Returns those
+    pictures' word probabilities (n x T) it chose on."""
     own = Calibration(cal.coef, cal.intercept, Z_valid, cal.word_pictures, cal.n_train,
                       ceiling=cal.ceiling)
     P = own.word_probabilities(Z_valid, own=True)
@@ -195,6 +196,7 @@ def choose_annotation_rule(cal: Calibration, Z_valid: np.ndarray, Y_valid, *, se
     cal.thresholds = (None if rule == RULES[0] else
                       fit_thresholds(P, Y_valid, per_word=rule == RULES[2]))
     cal.info["annotation_f1"] = {r: round(m["f1"], 4) for r, m in metrics.items()}
+    return P
 
 
 __all__ = ["calibrate_system", "choose_annotation_rule", "fit_calibration", "word_pictures"]

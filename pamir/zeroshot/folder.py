@@ -265,8 +265,9 @@ def fit_folder_words(X: np.ndarray, captions: Sequence[Sequence[str]], P: np.nda
         calibration = fitting.fit_calibration(mixed, few.vectors, _terms(few), few.relevance,
                                               Y_held, seed=seed, negatives=CALIBRATION_NEGATIVES,
                                               info={"scored_by": "held-out tagged pictures"})
-        fitting.choose_annotation_rule(calibration, mixed, Y_held, seed=seed)
-        held_out["write"] = write_bar(calibration, mixed, Y_held)
+        # the held-out pictures' word probabilities, as the rule was chosen on them
+        P_held = fitting.choose_annotation_rule(calibration, mixed, Y_held, seed=seed)
+        held_out["write"] = write_bar(P_held, Y_held)
         held_out["write"]["imagenet"] = imagenet_bar(P[rows], [captions[i] for i in rows])
     except ValueError as e:  # too few captions to fit one: raw scores, no probability
         held_out["calibration"] = str(e)
@@ -274,19 +275,20 @@ def fit_folder_words(X: np.ndarray, captions: Sequence[Sequence[str]], P: np.nda
                        calibration, held_out)
 
 
-def write_bar(calibration, Z: np.ndarray, Y) -> dict:
+def write_bar(P: np.ndarray, Y) -> dict:
     """The least probability of the folder's words that `pamir annotate --xmp` writes,
-    chosen on the held-out tagged pictures (their scores Z, n x T, and tags Y): the least
-    of WRITE_BARS at which the words it would write of them (`likely`: at most
-    ANNOTATION_WORDS a picture) are in their tags WRITE_PRECISION of the time, by a standard
-    error (pamir.zeroshot.classes.least_right_bar). {bar (None: no bar is, and no folder
+    chosen on the held-out tagged pictures (their words' calibrated probabilities P, n x T,
+    each one's best other picture the reference's top, as
+    pamir.calibration.fitting.choose_annotation_rule gives them, and tags Y): the least
+    of WRITE_BARS at which the words it would write of them (at most ANNOTATION_WORDS a
+    picture) are in their tags WRITE_PRECISION of the time, by a standard error (pamir.zeroshot.classes.least_right_bar). {bar (None: no bar is, and no folder
     word is written), precision, pictures_with_a_word (their share at the bar), grid: {bar:
     [right, written]}}."""
     R = sp.csr_matrix(Y).toarray() > 0
-    probability = np.nan_to_num(likely(calibration, Z, own=True), nan=-1.0)
+    probability = np.nan_to_num(P, nan=-1.0)
     # a picture's words as they are written: its ANNOTATION_WORDS most likely at most
     top = np.argsort(-probability, axis=1, kind="stable")[:, :config.ANNOTATION_WORDS]
-    rows = np.arange(len(Z))[:, None]
+    rows = np.arange(len(P))[:, None]
     p, r = probability[rows, top], R[rows, top]
     right = [int((r & (p >= bar)).sum()) for bar in WRITE_BARS]
     written = [int((p >= bar).sum()) for bar in WRITE_BARS]
@@ -316,17 +318,6 @@ def imagenet_bar(P: np.ndarray, captions: Sequence[Sequence[str]]) -> dict:
     bar, precision = least_right_bar(WRITE_BARS, right.tolist(), written.tolist())
     return {"bar": bar, "precision": precision,
             "grid": {f"{b:g}": [int(n), int(w)] for b, n, w in zip(WRITE_BARS, right, written)}}
-
-
-def likely(calibration, Z: np.ndarray, *, own: bool = False) -> np.ndarray:
-    """(n x T) each word's calibrated probability for pictures of scores Z; own: Z is the
-    calibration's held-out pictures themselves (each one's best other picture is the
-    reference's top, as pamir.calibration.fitting.choose_annotation_rule reads them)."""
-    if own:
-        calibration = Calibration(calibration.coef, calibration.intercept, Z,
-                                  calibration.word_pictures, calibration.n_train,
-                                  ceiling=calibration.ceiling)
-    return calibration.word_probabilities(Z, own=own)
 
 
 def lifted(Z: np.ndarray, Y) -> np.ndarray:
