@@ -436,7 +436,62 @@ def test_a_pass_s_models_load_once_on_its_readers_while_the_look_goes_on():
     gate.set()
     stream.close()
     assert len(loaded) == 1 and loaded[0].startswith("pamir-p-")
-    assert stream.error is None and len(stream.ready()) == 1
+    assert stream.error is None
+    assert sorted(it.path for items, _ in stream.ready() for it in items) == ["0", "1"]
+
+
+def test_a_chunk_is_read_by_every_reader_of_a_pass_at_once():
+    """A pass with two readers reads a chunk's halves side by side (the last chunk of an
+    update, read after the decoding ends, is not left to one core)."""
+    from pamir.index import stage
+
+    both, names = threading.Barrier(2, timeout=30), set()
+
+    def read(inputs):
+        names.add(threading.current_thread().name)
+        both.wait()  # breaks (and fails the test) unless the other reader reads meanwhile
+        return [([], "")] * len(inputs)
+
+    spec = stage.StreamedPass("p", (), read, None, None, lambda it, rgb: rgb, readers=2)
+    stream = stage._Stream(spec, readers=2)
+    stream.put(_chunk(4))
+    stream.close()
+    assert stream.error is None and len(names) == 2
+    assert sorted(len(items) for items, _ in stream.ready()) == [2, 2]
+
+
+def test_a_batch_s_first_pictures_are_decoded_while_its_metadata_is_read(tmp_path,
+                                                                          monkeypatch):
+    """The writer hands the reading stage a batch's paths before it reads their metadata
+    and hashes (the places' gazetteer, on the first batch, takes about a second): the
+    decoding has begun before the metadata is read, and each picture is decoded once."""
+    from fakes import FakeSystem
+
+    from pamir.index import stage, sync
+
+    for i in range(3):
+        Image.new("RGB", (64, 48), (40 * i, 90, 200)).save(tmp_path / f"p{i}.png")
+    decoded, counted = threading.Event(), collections.Counter()
+    real_read, real_fill = stage.read_item, sync.fill_metadata
+
+    def read_item(path, *args, **kwargs):
+        counted[Path(path).name] += 1
+        decoded.set()
+        return real_read(path, *args, **kwargs)
+
+    def fill_metadata(*args):
+        assert decoded.wait(30), "the metadata was read before any picture was decoded"
+        return real_fill(*args)
+
+    monkeypatch.setattr(stage, "read_item", read_item)
+    monkeypatch.setattr(sync, "fill_metadata", fill_metadata)
+    system = FakeSystem()
+    with Index.create(tmp_path / "ix", system.vocabulary, system.idf) as ix:
+        reading = stage.ReadingStage(ix, system.transform_paths, [Need("look")])
+        report = ix.update([tmp_path], reading)
+        reading.finish()
+        assert report.added == 3 and ix.status()["pictures"] == 3
+    assert counted == {"p0.png": 1, "p1.png": 1, "p2.png": 1}
 
 
 def test_a_pass_whose_models_fail_reads_nothing_streamed_and_keeps_why():

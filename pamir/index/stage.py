@@ -34,7 +34,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,12 +124,19 @@ class _Stream:
             for it in items:
                 kept, rgb = it.for_pass(self.spec.side, self.spec.detail)
                 chunk.append((kept, self.spec.inputs(kept, rgb), _pixels(rgb, kept)))
-            pixels = sum(n for _, _, n in chunk)
-            with self._room:  # waits while the pass is QUEUED_PIXELS behind
-                self._room.wait_for(lambda: self._queued == 0
-                                    or self._queued + pixels <= QUEUED_PIXELS)
-                self._queued += pixels
-            self._queue.put(chunk)
+            # a part for each reader: the chunk is read on every reader at once (the last
+            # chunk of an update, read after every picture is decoded, no longer on one core)
+            n = min(len(self._threads), len(chunk))
+            for k in range(n):
+                self._put(chunk[k * len(chunk) // n:(k + 1) * len(chunk) // n])
+
+    def _put(self, part: list) -> None:
+        pixels = sum(n for _, _, n in part)
+        with self._room:  # waits while the pass is QUEUED_PIXELS behind
+            self._room.wait_for(lambda: self._queued == 0
+                                or self._queued + pixels <= QUEUED_PIXELS)
+            self._queued += pixels
+        self._queue.put(part)
 
     def _run(self) -> None:
         while (chunk := self._queue.get()) is not None:
@@ -203,20 +210,38 @@ class ReadingStage:
         self._streams = [_Stream(s, s.readers if threads > 1 else 1) for s in streamed]
         self._share = [0.0, 0.0]  # decayed counts: pictures read, pictures that asked
         self._share_lock = threading.Lock()
+        self._decoding: dict[str, Future] = {}  # path: its item, decoded ahead (`prefetch`)
 
     @property
     def streamed(self) -> list[str]:
         """The names of the passes the stage streams."""
         return [s.spec.name for s in self._streams]
 
+    def prefetch(self, paths: Sequence[str]) -> None:
+        """Start decoding the first chunk of a batch the writer is about to hand over, while
+        it reads the batch's metadata and hashes on its own thread (pamir.index.sync.
+        read_batch: the files' EXIF and hashes, and on a photo roll's first batch the places'
+        gazetteer, about a second): the decoders would otherwise wait for it. A picture
+        decoded ahead but not handed over (its file unreadable) is dropped at the next call."""
+        ahead = self.reading_ahead()
+        for path in paths[:CHUNK]:
+            if path not in self._decoding:
+                self._decoding[path] = self._pool.submit(self._read, path, ahead)
+
+    def _read(self, path: str, ahead: bool) -> Item:
+        return read_item(path, self.needs, self.detail, ahead=ahead, asked=self._asked)
+
     def __call__(self, paths: Sequence[str]) -> tuple:
         self.commit_ready()
+        for path in self._decoding.keys() - set(paths):
+            del self._decoding[path]  # not handed over: its raster is not kept
         Z, ok, reasons = [], [], []
         for start in range(0, len(paths), CHUNK):
             chunk = list(paths[start:start + CHUNK])
             ahead = self.reading_ahead()
-            items = list(self._pool.map(lambda p: read_item(
-                p, self.needs, self.detail, ahead=ahead, asked=self._asked), chunk))
+            decoding = [self._decoding.pop(p, None) or self._pool.submit(self._read, p, ahead)
+                        for p in chunk]
+            items = [f.result() for f in decoding]
             self._count(read=len(chunk))
             with sharing(items):
                 z, o, r = self.transform(chunk)
@@ -291,6 +316,7 @@ class ReadingStage:
         for stream in self._streams:
             stream.close()
         self.commit_ready()
+        self._decoding.clear()
         self._pool.shutdown(wait=True)
         if self._heif is not None:
             heif_threads(self._heif)

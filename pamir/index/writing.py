@@ -346,7 +346,11 @@ class Writer:
                  captions: dict) -> None:
         """Read a batch's files, run the model on them and commit them: the good pictures
         with their vectors, the others with the transform's reason (no second decode to
-        find out why)."""
+        find out why). A transform that decodes on threads of its own (the reading stage)
+        starts on the batch's first pictures while their metadata and hashes are read."""
+        prefetch = getattr(transform, "prefetch", None)
+        if prefetch is not None:
+            prefetch([e["path"] for e in batch])
         ready, unreadable = read_batch(batch, captions, report)
         for entry, reason in unreadable:
             self.add_failed(entry, reason)
