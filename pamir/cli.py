@@ -7,7 +7,7 @@ import importlib
 import typer
 from rich.markup import escape
 
-from .commands.common import console as errors, fail
+from .commands.common import console as errors, fail, say_once_work
 from .extras import MissingExtra, optional
 
 #: Every command, with the module that defines it and the first sentence of its help (what
@@ -124,6 +124,7 @@ def _pamir() -> None:
 
 
 def main() -> None:
+    say_once_work()
     try:
         with optional():
             app()

@@ -59,3 +59,16 @@ def test_help_lists_every_command_without_importing_them():
                          capture_output=True, text=True, check=True, env=env)
     assert "people [OPTIONS]" in run.stdout
     assert run.stdout.splitlines()[-1] == "['pamir.commands.common', 'pamir.commands.people']"
+
+
+def test_work_done_once_on_a_machine_is_said_on_the_console_once(capsys):
+    """A first `pamir index` makes and checks its int8 networks (under a minute each) and
+    says so, once, however often the command line sets its console up."""
+    import logging
+
+    from pamir.commands.common import say_once_work
+
+    say_once_work()
+    say_once_work()
+    logging.getLogger("pamir.once").info("making an int8 %s", "lite0 network")
+    assert capsys.readouterr().err.count("making an int8 lite0 network") == 1

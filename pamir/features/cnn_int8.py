@@ -123,6 +123,10 @@ from .cnn_network import (
 from .images import decode_rgb, resize_short_side
 
 log = logging.getLogger(__name__)
+#: Work done once on a machine, which a person waits for: the command line shows its messages
+#: (pamir.commands.common.say_once_work); a first `pamir index` was otherwise silent for the
+#: minute its two checks take (the CNN's 34 s, the text detector's 24 s on 2 cores).
+ONCE = logging.getLogger("pamir.once")
 
 #: The precisions a CNN view runs at (pamir.features.cnn.CNNSettings.precision).
 PRECISIONS = ("fp32", "int8")
@@ -306,8 +310,8 @@ def checked_graph(folder: Path, stem: str, what: str, base: dict, fp32, feeds,
         if choice is None and not make:
             return None
         if choice is None:
-            log.info("quantizing %s to int8 and checking it against fp32 (once on this "
-                     "processor)", what)
+            ONCE.info("making an int8 %s and checking it against fp32's, once on this "
+                      "processor (under a minute)", what.removeprefix("the "))
             choice = _check(what, base, fp32(), feeds(), measure, variants)
             if choice.graph is not None:
                 path = _graph_path(folder, stem, choice.key)
