@@ -280,17 +280,21 @@ class Calibration:
 
 
 def annotate(cal: Calibration | None, Z: np.ndarray, vocabulary: Sequence[str],
-             k: int | None = None, *, count: bool = False
+             k: int | None = None, *, count: bool = False, floor: float | None = None
              ) -> list[list[tuple[str, float, float | None]]]:
     """Each text-space row's words, best first, as (word, score, probability): by the rule
     validation preferred (cal.annotation_rule): the k best (5 by default), or with per-word
     thresholds every word whose probability reaches its threshold (at most k if given, so
     none at all where no word is likely enough). Without a calibration: the k best words,
     probability None. count: the k best words whatever the rule (what a person asking for
-    k words gets: `pamir annotate -k`, `System.annotate(Z, k)`), with their probabilities."""
+    k words gets: `pamir annotate -k`, `System.annotate(Z, k)`), with their probabilities.
+    floor: one threshold for every word instead of the rule (a bare folder's own words,
+    whose scores are not on one scale and whose probabilities are), at most k (5)."""
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))[:, :len(vocabulary)]
     P = cal.word_probabilities(Z) if cal is not None else np.full(Z.shape, np.nan)
     thresholds = None if cal is None or cal.thresholds is None else cal.thresholds
+    if cal is not None and floor is not None and not count:
+        thresholds, k = np.full(Z.shape[1], floor), k or ANNOTATION_WORDS
     out = []
     for z, p in zip(Z, P):
         if thresholds is not None and not count:

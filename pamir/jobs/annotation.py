@@ -60,16 +60,8 @@ def model_words(Z, vocabulary: Sequence[str], calibration=None, k: int | None = 
     Z = np.atleast_2d(np.asarray(Z))
     if not len(vocabulary):  # the zero-caption system with no folder words has no text space
         return [[] for _ in range(Z.shape[0])]
-    if not (likely and calibration is not None) or count:
-        return calibrated_words(calibration, Z, vocabulary, k, count=count)
-    Z = Z[:, :len(vocabulary)].astype(np.float64)
-    P = np.nan_to_num(calibration.word_probabilities(Z), nan=-1.0)
-    out = []
-    for z, p in zip(Z, P):
-        over = np.flatnonzero(p >= MIN_PROBABILITY)
-        chosen = over[np.argsort(-p[over], kind="stable")][:k or config.ANNOTATION_WORDS]
-        out.append([(vocabulary[t], float(z[t]), float(p[t])) for t in chosen])
-    return out
+    return calibrated_words(calibration, Z, vocabulary, k, count=count,
+                            floor=MIN_PROBABILITY if likely else None)
 
 
 def imagenet_words(P, k: int | None = None) -> list[list]:
