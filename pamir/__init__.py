@@ -53,4 +53,6 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    # the library's names and the module's own dunders: not this file's helpers (importlib,
+    # the `annotations` future, _EXPORTS), which a tab completion would offer as pamir's
+    return sorted({*_EXPORTS, *(n for n in globals() if n.startswith("__"))})

@@ -31,6 +31,8 @@ def test_every_exported_name_resolves():
     assert pamir.PAMIR.__module__ == "pamir.models.pamir"
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         pamir.nothing  # noqa: B018
+    # what a tab completion offers: the library's names, not this module's helpers
+    assert {n for n in dir(pamir) if not n.startswith("__")} == set(pamir.__all__)
 
 
 def readme_example() -> str:
