@@ -70,5 +70,5 @@ def test_work_done_once_on_a_machine_is_said_on_the_console_once(capsys):
 
     say_once_work()
     say_once_work()
-    logging.getLogger("pamir.once").info("making an int8 %s", "lite0 network")
-    assert capsys.readouterr().err.count("making an int8 lite0 network") == 1
+    logging.getLogger("pamir.once").info("quantizing %s to int8", "the lite0 network")
+    assert capsys.readouterr().err.count("quantizing the lite0 network to int8") == 1

@@ -310,8 +310,8 @@ def checked_graph(folder: Path, stem: str, what: str, base: dict, fp32, feeds,
         if choice is None and not make:
             return None
         if choice is None:
-            ONCE.info("making an int8 %s and checking it against fp32's, once on this "
-                      "processor (under a minute)", what.removeprefix("the "))
+            ONCE.info("quantizing %s to int8 and checking it against fp32, once on this "
+                      "processor (under a minute)", what)
             choice = _check(what, base, fp32(), feeds(), measure, variants)
             if choice.graph is not None:
                 path = _graph_path(folder, stem, choice.key)

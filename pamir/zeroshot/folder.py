@@ -281,9 +281,10 @@ def write_bar(P: np.ndarray, Y) -> dict:
     each one's best other picture the reference's top, as
     pamir.calibration.fitting.choose_annotation_rule gives them, and tags Y): the least
     of WRITE_BARS at which the words it would write of them (at most ANNOTATION_WORDS a
-    picture) are in their tags WRITE_PRECISION of the time, by a standard error (pamir.zeroshot.classes.least_right_bar). {bar (None: no bar is, and no folder
-    word is written), precision, pictures_with_a_word (their share at the bar), grid: {bar:
-    [right, written]}}."""
+    picture) are in their tags WRITE_PRECISION of the time, by a standard error
+    (pamir.zeroshot.classes.least_right_bar). {bar (None: no bar is, and no folder word is
+    written), precision, pictures_with_a_word (their share at the bar), grid: {bar: [right,
+    written]}}."""
     R = sp.csr_matrix(Y).toarray() > 0
     probability = np.nan_to_num(P, nan=-1.0)
     # a picture's words as they are written: its ANNOTATION_WORDS most likely at most
